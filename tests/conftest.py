@@ -1,0 +1,149 @@
+"""Shared fixtures: the script loaded by path, a lock path, and CLI runners."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "skf-run-lock.py"
+WORKER = Path(__file__).resolve().parent / "worker.py"
+NOW = datetime(2026, 9, 30, 10, 15, 0, tzinfo=UTC)
+
+
+def load_script(name: str = "skf_run_lock") -> ModuleType:
+    """Load skf-run-lock.py by path, as sibling scripts do."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def skf() -> ModuleType:
+    return load_script()
+
+
+@pytest.fixture
+def lock(tmp_path: Path) -> Path:
+    """A lock path whose folder does not exist yet."""
+    return tmp_path / "locks" / "run.lock"
+
+
+def beside(lock: Path) -> list[str]:
+    """Names in the lock's folder (empty if the folder is missing)."""
+    try:
+        return sorted(os.listdir(lock.parent))
+    except FileNotFoundError:
+        return []
+
+
+def write_record(lock: Path, owner: str | None, when: datetime, **extra: Any) -> None:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    content: dict[str, Any] = {"owner": owner, "acquired_at": when.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    content.update(extra or {"tool": "skf-run-lock"})
+    lock.write_text(json.dumps(content) + "\n")
+
+
+def read_json(lock: Path) -> dict[str, Any]:
+    raw = lock.read_bytes()
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 1
+    result = json.loads(raw)
+    assert isinstance(result, dict)
+    return result
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> dict[str, Any]:
+        """The one JSON line on stdout (asserting it is one ASCII line)."""
+        assert self.out.endswith("\n") and self.out.count("\n") == 1, self.out
+        assert self.out.isascii()
+        assert self.err == "", self.err
+        data = json.loads(self.out)
+        assert isinstance(data, dict)
+        return data
+
+    @property
+    def error(self) -> str:
+        """The message of the one JSON error line on stderr (asserting stdout is empty)."""
+        assert self.out == ""
+        assert self.err.endswith("\n") and self.err.count("\n") == 1, self.err
+        data = json.loads(self.err)
+        assert list(data) == ["status", "message"] and data["status"] == "error"
+        assert isinstance(data["message"], str) and data["message"]
+        return data["message"]
+
+
+@pytest.fixture
+def cli() -> Callable[..., Run]:
+    """Run the script as a subprocess: cli("acquire", "--lock", ...)."""
+
+    def run(*args: str | os.PathLike[str], timeout: float = 60) -> Run:
+        proc = subprocess.run(
+            [sys.executable, str(SCRIPT), *map(str, args)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+
+    return run
+
+
+@pytest.fixture
+def main(skf: ModuleType, capsys: pytest.CaptureFixture[str]) -> Callable[..., Run]:
+    """Run skf.main() in-process: main("acquire", "--lock", ...)."""
+
+    def run(*args: str | os.PathLike[str]) -> Run:
+        capsys.readouterr()
+        code = skf.main([str(a) for a in args])
+        captured = capsys.readouterr()
+        return Run(code, captured.out, captured.err)
+
+    return run
+
+
+def ago(**kwargs: float) -> datetime:
+    return datetime.now(UTC) - timedelta(**kwargs)
+
+
+@pytest.fixture
+def worker() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start tests/worker.py in a real process; every one still running is killed at the end."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*args: str | os.PathLike[str]) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(
+            [sys.executable, str(WORKER), *map(str, args)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()

@@ -1,0 +1,219 @@
+"""acquire: taking, renewing, refusing and replacing stale locks (library and CLI)."""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import NOW, ago, beside, read_json, write_record
+
+ACQUIRE_KEYS = [
+    "acquired",
+    "refreshed",
+    "lock",
+    "owner",
+    "run_id",
+    "held_by",
+    "held_since",
+    "stale_at",
+    "stale_after_minutes",
+    "stale_replaced",
+    "message",
+]
+
+
+def test_free_lock_is_taken_and_its_folders_created(skf: ModuleType, lock: Path) -> None:
+    result = skf.acquire(lock, "wf:sk:run1", 3600.0, now=NOW)
+    assert list(result) == ACQUIRE_KEYS
+    assert result == result | {
+        "acquired": True,
+        "refreshed": False,
+        "lock": str(lock),
+        "owner": "wf:sk:run1",
+        "run_id": "run1",
+        "held_by": "wf:sk:run1",
+        "held_since": "2026-09-30T10:15:00Z",
+        "stale_at": "2026-09-30T11:15:00Z",
+        "stale_after_minutes": 60,
+        "stale_replaced": None,
+    }
+    assert lock.read_bytes() == (
+        b'{"owner": "wf:sk:run1", "acquired_at": "2026-09-30T10:15:00Z", "tool": "skf-run-lock"}\n'
+    )
+    assert beside(lock) == ["run.lock"]
+
+
+@pytest.mark.parametrize("owner", ["wf:sk", "wf:sk:"])
+def test_missing_run_id_is_added(skf: ModuleType, lock: Path, owner: str) -> None:
+    result = skf.acquire(lock, owner, 60.0, now=NOW)
+    assert skf.RUN_ID_RE.match(result["run_id"])
+    assert result["run_id"].startswith("20260930T101500Z-")
+    assert result["owner"] == "wf:sk:" + result["run_id"] == result["held_by"]
+    assert read_json(lock)["owner"] == result["owner"]
+
+
+def test_own_lock_is_renewed(skf: ModuleType, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:r1", 3600.0, now=NOW)
+    later = NOW + timedelta(minutes=30)
+    result = skf.acquire(lock, "wf:sk:r1", 3600.0, now=later)
+    assert (result["acquired"], result["refreshed"], result["stale_replaced"]) == (True, True, None)
+    assert result["held_since"] == "2026-09-30T10:45:00Z"
+    assert result["stale_at"] == "2026-09-30T11:45:00Z"
+    assert read_json(lock)["acquired_at"] == "2026-09-30T10:45:00Z"
+    assert "renewed" in result["message"]
+
+
+def test_own_stale_lock_is_renewed_not_replaced(skf: ModuleType, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:r1", 60.0, now=NOW)
+    result = skf.acquire(lock, "wf:sk:r1", 60.0, now=NOW + timedelta(hours=5))
+    assert (result["refreshed"], result["stale_replaced"]) == (True, None)
+
+
+def test_lock_held_by_another_run_is_refused_untouched(skf: ModuleType, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:r1", 3600.0, now=NOW)
+    before = lock.read_bytes()
+    result = skf.acquire(lock, "wf:sk:r2", 3600.0, now=NOW + timedelta(minutes=59, seconds=59))
+    assert list(result) == ACQUIRE_KEYS
+    assert result == result | {
+        "acquired": False,
+        "refreshed": False,
+        "owner": "wf:sk:r2",
+        "run_id": "r2",
+        "held_by": "wf:sk:r1",
+        "held_since": "2026-09-30T10:15:00Z",
+        "stale_at": "2026-09-30T11:15:00Z",
+        "stale_replaced": None,
+    }
+    message = result["message"]
+    assert str(lock) in message and "wf:sk:r1" in message and "stale" in message
+    assert f"release --lock {lock} --owner wf:sk:r1" in message
+    assert lock.read_bytes() == before
+    assert beside(lock) == ["run.lock"]
+
+
+def test_lock_exactly_at_the_timeout_is_stale_and_replaced(skf: ModuleType, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:old", 3600.0, now=NOW)
+    result = skf.acquire(lock, "wf:sk:new", 3600.0, now=NOW + timedelta(hours=1))
+    assert (result["acquired"], result["refreshed"]) == (True, False)
+    assert result["stale_replaced"] == {"held_by": "wf:sk:old", "held_since": "2026-09-30T10:15:00Z"}
+    assert list(result["stale_replaced"]) == ["held_by", "held_since"]
+    assert result["held_by"] == "wf:sk:new"
+    assert read_json(lock)["owner"] == "wf:sk:new"
+
+
+def test_stale_lock_naming_no_owner_is_replaced(skf: ModuleType, lock: Path) -> None:
+    lock.parent.mkdir()
+    lock.write_text("4242\n2026-09-30T08:00:00Z\n")
+    result = skf.acquire(lock, "wf:sk:new", 3600.0, now=NOW)
+    assert result["stale_replaced"] == {"held_by": None, "held_since": "2026-09-30T08:00:00Z"}
+
+
+def test_fresh_lock_naming_no_owner_is_refused_with_held_by_null(skf, lock: Path) -> None:
+    lock.parent.mkdir()
+    lock.write_text("4242\n2026-09-30T10:00:00Z\n")
+    result = skf.acquire(lock, "wf:sk:new", 3600.0, now=NOW)
+    assert (result["acquired"], result["held_by"]) == (False, None)
+    assert result["held_since"] == "2026-09-30T10:00:00Z"
+    assert "names no owner" in result["message"] and f"delete {lock}" in result["message"]
+    assert lock.read_text() == "4242\n2026-09-30T10:00:00Z\n"
+
+
+def test_record_dated_in_the_future_is_held(skf: ModuleType, lock: Path) -> None:
+    write_record(lock, "wf:sk:r1", NOW + timedelta(days=3))
+    assert not skf.acquire(lock, "wf:sk:r2", 60.0, now=NOW)["acquired"]
+
+
+def test_stale_at_is_capped_at_year_9999(skf: ModuleType, lock: Path) -> None:
+    lock.parent.mkdir()
+    lock.write_text('{"owner": "wf:sk:r1", "acquired_at": "9999-12-31T00:00:00Z"}')
+    result = skf.acquire(lock, "wf:sk:r2", 31_536_000, now=NOW)
+    assert result["stale_at"] == "9999-12-31T23:59:59Z"
+    assert result["held_since"] == "9999-12-31T00:00:00Z"
+
+
+def test_stale_at_rounds_a_fractional_timeout_up(skf: ModuleType, lock: Path) -> None:
+    result = skf.acquire(lock, "wf:sk:r1", 90.5, now=NOW)
+    assert result["stale_at"] == "2026-09-30T10:16:31Z"
+
+
+@pytest.mark.parametrize("empty_is_stale", [False, True])
+def test_empty_lock_file_is_stale_only_when_asked(skf, lock: Path, empty_is_stale: bool) -> None:
+    lock.parent.mkdir()
+    lock.touch()
+    result = skf.acquire(lock, "wf:sk:r1", 60.0, empty_is_stale=empty_is_stale)
+    assert result["acquired"] is empty_is_stale
+    if empty_is_stale:
+        assert result["stale_replaced"]["held_by"] is None
+    else:
+        assert lock.read_bytes() == b""
+
+
+def test_bad_owner_or_folder_changes_nothing(skf: ModuleType, lock: Path) -> None:
+    with pytest.raises(ValueError):
+        skf.acquire(lock, "no-colon", 60.0)
+    assert not lock.parent.exists()
+    lock.mkdir(parents=True)
+    with pytest.raises(ValueError, match="folder"):
+        skf.acquire(lock, "wf:sk:r", 60.0)
+    assert beside(lock) == ["run.lock"] and os.listdir(lock) == []
+
+
+def test_lock_path_expands_home_and_is_made_absolute(skf, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert skf.acquire("~/a.lock", "wf:sk:r", 60.0)["lock"] == str(tmp_path / "a.lock")
+    assert skf.acquire("rel/b.lock", "wf:sk:r", 60.0)["lock"] == str(tmp_path / "rel" / "b.lock")
+    assert (tmp_path / "rel" / "b.lock").is_file()
+
+
+def test_acquire_within_returns_at_once_when_free(skf: ModuleType, lock: Path) -> None:
+    result = skf.acquire_within(lock, "wf:sk", 15.0, 30.0, empty_is_stale=True)
+    assert result["acquired"] and skf.RUN_ID_RE.match(result["run_id"])
+
+
+def test_acquire_within_raises_lock_busy_with_the_last_answer(skf, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:holder", 3600.0)
+    with pytest.raises(skf.LockBusy) as busy:
+        skf.acquire_within(lock, "wf:sk:waiter", 3600.0, 0.05)
+    assert busy.value.result["held_by"] == "wf:sk:holder"
+    assert busy.value.result["held_since"] == read_json(lock)["acquired_at"]
+    assert busy.value.result["acquired"] is False
+    assert "stale" in str(busy.value)
+
+
+def test_acquire_within_keeps_one_owner_across_retries(skf, lock: Path, monkeypatch) -> None:
+    skf.acquire(lock, "wf:sk:holder", 3600.0)
+    owners = []
+    real = skf.acquire
+
+    def spy(lock, owner, *args, **kwargs):
+        owners.append(owner)
+        if len(owners) == 3:
+            skf.release(lock, "wf:sk:holder")
+        return real(lock, owner, *args, **kwargs)
+
+    monkeypatch.setattr(skf, "acquire", spy)
+    result = skf.acquire_within(lock, "wf:sk", 3600.0, 30.0)
+    assert result["acquired"] and len(owners) == 3 and len(set(owners)) == 1
+    assert owners[0] == result["owner"]
+
+
+@pytest.mark.parametrize("wait", [-1, -0.001, float("nan"), float("inf"), "5", None, True])
+def test_acquire_within_refuses_a_bad_wait_at_once(skf, lock: Path, wait) -> None:
+    with pytest.raises(ValueError, match="wait"):
+        skf.acquire_within(lock, "wf:sk:r", 60.0, wait)
+    assert not lock.parent.exists()
+
+
+def test_acquire_within_zero_wait_tries_once(skf: ModuleType, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:holder", 3600.0)
+    with pytest.raises(skf.LockBusy):
+        skf.acquire_within(lock, "wf:sk:w", 3600.0, 0)
+
+
+def test_ago_helper_records_are_seen_as_stale(skf: ModuleType, lock: Path) -> None:
+    write_record(lock, "wf:sk:old", ago(minutes=61))
+    assert skf.acquire(lock, "wf:sk:new", 3600.0)["stale_replaced"]["held_by"] == "wf:sk:old"

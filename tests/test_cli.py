@@ -1,0 +1,224 @@
+"""The command line: JSON on stdout, JSON errors on stderr, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import SCRIPT, ago, beside, read_json, write_record
+from test_acquire import ACQUIRE_KEYS
+from test_release import RELEASE_KEYS
+from test_status import STATUS_KEYS
+
+
+def test_acquire_renew_refuse_release_through_the_cli(cli, lock: Path) -> None:
+    first = cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    assert first.code == 0
+    taken = first.json
+    assert list(taken) == ACQUIRE_KEYS and taken["acquired"] is True
+    owner = taken["owner"]
+    renewed = cli("acquire", "--lock", lock, "--owner", owner)
+    assert renewed.code == 0 and renewed.json["refreshed"] is True
+    refused = cli("acquire", "--lock", lock, "--owner", "wf:sk:other")
+    assert refused.code == 3
+    assert refused.json["held_by"] == owner and refused.json["acquired"] is False
+    not_owner = cli("release", "--lock", lock, "--owner", "wf:sk:other")
+    assert not_owner.code == 0 and not_owner.json["reason"] == "not-owner"
+    released = cli("release", "--lock", lock, "--owner", owner)
+    assert released.code == 0 and list(released.json) == RELEASE_KEYS
+    assert released.json["released"] is True
+    absent = cli("release", "--lock", lock, "--owner", owner)
+    assert absent.code == 0 and absent.json["reason"] == "absent"
+    assert beside(lock) == []
+
+
+def test_stale_after_is_in_minutes(main, lock: Path) -> None:
+    write_record(lock, "wf:sk:old", ago(minutes=3))
+    assert main("acquire", "--lock", lock, "--owner", "wf:sk:new", "--stale-after", "5").code == 3
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:new", "--stale-after", "2.5")
+    assert run.code == 0
+    assert run.json["stale_replaced"]["held_by"] == "wf:sk:old"
+    assert run.json["stale_after_minutes"] == 2.5
+
+
+def test_run_id_prints_one_run_id(cli, skf: ModuleType) -> None:
+    run = cli("run-id")
+    assert run.code == 0 and list(run.json) == ["run_id"]
+    assert skf.RUN_ID_RE.match(run.json["run_id"])
+
+
+def test_version_prints_the_version(cli, main, skf: ModuleType) -> None:
+    run = cli("--version")
+    assert run.code == 0 and run.json == {"version": skf.__version__}
+    assert main("--version").code == 0
+
+
+def test_status_through_the_cli(cli, lock: Path) -> None:
+    free = cli("status", "--lock", lock)
+    assert free.code == 0 and list(free.json) == STATUS_KEYS and free.json["state"] == "free"
+    write_record(lock, "wf:sk:r1", ago(minutes=2))
+    held = cli("status", "--lock", lock)
+    assert held.code == 3 and held.json["state"] == "held" and held.json["age_seconds"] >= 120
+    stale = cli("status", "--lock", lock, "--stale-after", "1")
+    assert stale.code == 0 and stale.json["state"] == "stale"
+    assert beside(lock) == ["run.lock"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["frobnicate"],
+        ["acquire"],
+        ["acquire", "--lock", "L"],
+        ["acquire", "--owner", "wf:sk"],
+        ["release", "--lock", "L"],
+        ["status"],
+        ["acquire", "--lock", "L", "--owner", "wf:sk", "--stale-after", "soon"],
+        ["acquire", "--lock", "L", "--owner", "wf:sk", "--stale-after"],
+        ["acquire", "--lock", "L", "--owner", "wf:sk", "--wait", "x"],
+        ["acquire", "--lock", "L", "--owner", "wf:sk", "--stale"],
+        ["acquire", "--lock", "L", "--owner", "wf:sk", "extra"],
+        ["run-id", "--lock", "L"],
+    ],
+)
+def test_usage_error_is_json_exit_1(main, argv: list[str], tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = main(*argv)
+    assert run.code == 1
+    assert run.error.startswith("usage error: ")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_usage_error_through_a_real_process(cli) -> None:
+    run = cli("acquire", "--lock", "x")
+    assert run.code == 1 and run.error.startswith("usage error: ") and "--owner" in run.error
+
+
+@pytest.mark.parametrize(
+    ("extra", "word"),
+    [
+        (["--stale-after", "0"], "stale-after"),
+        (["--stale-after", "-5"], "stale-after"),
+        (["--stale-after", "nan"], "stale-after"),
+        (["--stale-after", "inf"], "stale-after"),
+        (["--stale-after", "525600.1"], "stale-after"),
+        (["--stale-after", "0.00004"], "too small"),
+        (["--wait", "-1"], "wait"),
+        (["--wait", "nan"], "wait"),
+        (["--wait", "inf"], "wait"),
+        (["--wait", "86400.5"], "wait"),
+    ],
+)
+def test_bad_numbers_are_exit_1_and_touch_nothing(main, lock: Path, extra, word) -> None:
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk", *extra)
+    assert run.code == 1 and word in run.error
+    assert not lock.parent.exists()
+
+
+def test_largest_stale_after_is_accepted(main, lock: Path) -> None:
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", "525600")
+    assert run.code == 0 and run.json["stale_after_minutes"] == 525600
+
+
+@pytest.mark.parametrize("owner", ["nocolon", "wf::r", "wf:sk:a b", ""])
+def test_bad_owner_is_exit_1(main, lock: Path, owner: str) -> None:
+    run = main("acquire", "--lock", lock, "--owner", owner)
+    assert run.code == 1 and "owner" in run.error
+    assert not lock.parent.exists()
+
+
+def test_release_without_run_id_is_exit_1(main, lock: Path) -> None:
+    run = main("release", "--lock", lock, "--owner", "wf:sk")
+    assert run.code == 1 and "run id" in run.error
+
+
+@pytest.mark.parametrize("command", ["acquire", "release", "status"])
+def test_folder_as_lock_is_exit_1_and_says_folder(main, tmp_path: Path, command: str) -> None:
+    argv = [command, "--lock", tmp_path]
+    if command != "status":
+        argv += ["--owner", "wf:sk:r"]
+    run = main(*argv)
+    assert run.code == 1 and "folder" in run.error
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_folder_is_exit_2(main, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    run = main("acquire", "--lock", blocker / "sub" / "x.lock", "--owner", "wf:sk:r")
+    assert run.code == 2 and str(blocker) in run.error
+    assert blocker.read_text() == "x"
+
+
+def test_help_still_works(cli) -> None:
+    run = cli("--help")
+    assert run.code == 0 and "acquire" in run.out and "release" in run.out
+    sub = cli("acquire", "--help")
+    assert sub.code == 0 and "--stale-after" in sub.out and "--wait" in sub.out
+
+
+def test_main_returns_instead_of_raising_system_exit(skf: ModuleType, capsys) -> None:
+    assert skf.main(["nope"]) == 1
+    assert skf.main(["acquire", "--help"]) == 0
+    capsys.readouterr()
+
+
+def test_output_is_one_ascii_line_for_a_non_ascii_lock_path(cli, tmp_path: Path) -> None:
+    lock = tmp_path / "verrou-é" / "ロック.lock"
+    run = cli("acquire", "--lock", lock, "--owner", "wf:skïll")
+    assert run.code == 0 and run.json["lock"] == str(lock)
+    assert run.json["owner"].startswith("wf:skïll:")
+    for argv in (("status", "--lock", lock), ("release", "--lock", lock, "--owner", "a:b:c")):
+        assert cli(*argv).json["lock"] == str(lock)
+    assert read_json(lock)["owner"] == run.json["owner"]
+
+
+def test_refusal_message_gives_the_release_command_to_clear_it(cli, lock: Path) -> None:
+    write_record(lock, "wf:sk:holder", ago(minutes=1))
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:me")
+    assert run.code == 3
+    message = run.json["message"]
+    assert "stale" in message and str(lock) in message
+    assert f"release --lock {lock} --owner wf:sk:holder" in message
+    assert "delete" not in message
+
+
+def test_wait_takes_the_lock_once_it_goes_stale(cli, lock: Path) -> None:
+    write_record(lock, "wf:sk:holder", ago(seconds=59))
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--stale-after", "1", "--wait", "20")
+    assert run.code == 0
+    assert run.json["stale_replaced"]["held_by"] == "wf:sk:holder"
+    assert "waited" in run.json["message"]
+
+
+def test_wait_gives_up_with_exit_3_and_says_how_long(cli, lock: Path) -> None:
+    write_record(lock, "wf:sk:holder", ago(seconds=1))
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--wait", "0.3")
+    assert run.code == 3
+    assert run.json["held_by"] == "wf:sk:holder" and "waited" in run.json["message"]
+    assert run.json["owner"] == "wf:sk:me"
+
+
+def test_wait_adds_one_run_id_for_all_tries(main, lock: Path, skf, monkeypatch) -> None:
+    write_record(lock, "wf:sk:holder", ago(seconds=1))
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk", "--wait", "0.2")
+    assert run.code == 3 and skf.RUN_ID_RE.match(run.json["run_id"])
+
+
+def test_script_runs_alone_when_copied_elsewhere(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    copy = tmp_path / "copy.py"
+    copy.write_bytes(SCRIPT.read_bytes())
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", str(copy), "run-id"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert proc.returncode == 0 and json.loads(proc.stdout)["run_id"]

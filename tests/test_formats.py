@@ -1,0 +1,146 @@
+"""Lock-file formats: what each kind of content means, and what is written."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import NOW, beside
+
+MTIME = 1_700_000_000  # 2023-11-14T22:13:20Z
+MTIME_TEXT = "2023-11-14T22:13:20Z"
+
+
+@pytest.mark.parametrize(
+    ("content", "owner", "since"),
+    [
+        (b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z", "tool": "skf-run-lock"}\n',
+         "wf:sk:r", "2026-09-30T10:15:00Z"),
+        (b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z"}', "wf:sk:r",
+         "2026-09-30T10:15:00Z"),
+        (b'{"owner": "wf:sk:r"}', "wf:sk:r", MTIME_TEXT),
+        (b'{"owner": "wf:sk:r", "acquired_at": "yesterday"}', "wf:sk:r", MTIME_TEXT),
+        (b'{"owner": "wf:sk:r", "acquired_at": 1700000000}', "wf:sk:r", MTIME_TEXT),
+        (b'{"owner": "", "acquired_at": "2026-09-30T10:15:00Z"}', None, "2026-09-30T10:15:00Z"),
+        (b'{"owner": 42, "acquired_at": "2026-09-30T10:15:00Z"}', None, "2026-09-30T10:15:00Z"),
+        (b'{"owner": null}', None, MTIME_TEXT),
+        (b"{}", None, MTIME_TEXT),
+        (b"4242\n2026-09-30T10:15:00Z\n", None, "2026-09-30T10:15:00Z"),
+        (b"4242\r\n2026-09-30T10:15:00Z\r\n", None, "2026-09-30T10:15:00Z"),
+        (b"4242\n", None, MTIME_TEXT),
+        (b"4242", None, MTIME_TEXT),
+        (b"", None, MTIME_TEXT),
+        (b"garbage \x00\x01 here", None, MTIME_TEXT),
+        (b"\xff\xfe\n2026-09-30T10:15:00Z", None, "2026-09-30T10:15:00Z"),
+        (b'["wf:sk:r", "2026-09-30T10:15:00Z"]', None, MTIME_TEXT),
+        (b'"wf:sk:r"\n2026-09-30T10:15:00Z', None, "2026-09-30T10:15:00Z"),
+        (b"[" * 100_000, None, MTIME_TEXT),
+        (b"[" * 30_000, None, MTIME_TEXT),
+    ],
+    ids=lambda v: repr(v)[:40],
+)
+def test_lock_file_content_names_holder_and_time(skf, lock: Path, content, owner, since) -> None:
+    lock.parent.mkdir()
+    lock.write_bytes(content)
+    os.utime(lock, (MTIME, MTIME))
+    result = skf.status(lock, 60.0)
+    assert (result["held_by"], result["held_since"]) == (owner, since)
+    record = skf.read_record(str(lock))
+    assert record.owner == owner and record.empty is (content == b"")
+
+
+def test_record_written_is_one_json_line_with_three_keys_in_order(skf, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:é", 60.0, now=NOW)
+    raw = lock.read_bytes()
+    assert raw == (
+        b'{"owner": "wf:sk:\\u00e9", "acquired_at": "2026-09-30T10:15:00Z",'
+        b' "tool": "skf-run-lock"}\n'
+    )
+    assert list(json.loads(raw)) == ["owner", "acquired_at", "tool"]
+
+
+def test_oversized_lock_file_names_no_owner_and_is_not_read_whole(skf, lock, monkeypatch) -> None:
+    lock.parent.mkdir()
+    with open(lock, "wb") as f:
+        f.write(b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z", "pad": "')
+        f.truncate(3 * 1024**3)  # a sparse 3 GiB file
+    os.utime(lock, (MTIME, MTIME))
+    reads: list[int] = []
+    real_read = os.read
+
+    def counting_read(fd: int, n: int) -> bytes:
+        reads.append(n)
+        return real_read(fd, n)
+
+    monkeypatch.setattr(os, "read", counting_read)
+    record = skf.read_record(str(lock))
+    assert (record.owner, skf.format_time(record.since)) == (None, MTIME_TEXT)
+    assert sum(reads) <= 64 * 1024 + 1
+
+
+def test_record_of_exactly_64_kib_is_still_read(skf, lock: Path) -> None:
+    lock.parent.mkdir()
+    head = b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z", "pad": "'
+    lock.write_bytes(head + b"x" * (64 * 1024 - len(head) - 2) + b'"}')
+    assert lock.stat().st_size == 64 * 1024
+    assert skf.read_record(str(lock)).owner == "wf:sk:r"
+
+
+def test_symlinked_lock_names_no_owner_and_is_replaced_not_written_through(skf, lock) -> None:
+    lock.parent.mkdir()
+    target = lock.parent / "target"
+    target.write_text('{"owner": "wf:sk:r1", "acquired_at": "2026-09-30T10:15:00Z"}')
+    lock.symlink_to(target)
+    os.utime(lock, (MTIME, MTIME), follow_symlinks=False)
+    status = skf.status(lock, 60.0, now=NOW)
+    assert (status["held_by"], status["held_since"], status["state"]) == (None, MTIME_TEXT, "stale")
+    assert skf.release(lock, "wf:sk:r1")["reason"] == "not-owner"
+    result = skf.acquire(lock, "wf:sk:r2", 60.0, now=NOW)
+    assert result["stale_replaced"] == {"held_by": None, "held_since": MTIME_TEXT}
+    assert not lock.is_symlink() and json.loads(lock.read_text())["owner"] == "wf:sk:r2"
+    assert json.loads(target.read_text())["owner"] == "wf:sk:r1"
+
+
+def test_link_to_dev_zero_costs_nothing(skf, lock: Path) -> None:
+    lock.parent.mkdir()
+    lock.symlink_to("/dev/zero")
+    assert skf.read_record(str(lock)).owner is None
+
+
+def test_fifo_at_lock_path_is_an_os_error_without_blocking(skf, lock: Path, main) -> None:
+    lock.parent.mkdir()
+    os.mkfifo(lock)
+    for argv in (
+        ("acquire", "--lock", lock, "--owner", "wf:sk:r"),
+        ("release", "--lock", lock, "--owner", "wf:sk:r"),
+        ("status", "--lock", lock),
+    ):
+        run = main(*argv)
+        assert run.code == 2 and "FIFO" in run.error and "regular file" in run.error
+    assert beside(lock) == ["run.lock"]
+
+
+def test_socket_at_lock_path_is_an_os_error(skf, tmp_path: Path, main) -> None:
+    short = Path("/tmp") / f"skf-sock-{os.getpid()}"  # AF_UNIX paths are short
+    short.mkdir(exist_ok=True)
+    path = short / "s.lock"
+    sock = socket.socket(socket.AF_UNIX)
+    try:
+        sock.bind(str(path))
+        run = main("acquire", "--lock", path, "--owner", "wf:sk:r")
+        assert run.code == 2 and "socket" in run.error
+        assert sorted(os.listdir(short)) == ["s.lock"]
+    finally:
+        sock.close()
+        path.unlink()
+        short.rmdir()
+
+
+def test_parse_record_never_raises_for_odd_json(skf) -> None:
+    for data in (b"1" * 5000, b'{"owner": "\\ud800"}', b"\xef\xbb\xbf{}", b"NaN", b"1e999999"):
+        record = skf.parse_record(data, 5)
+        assert isinstance(record.since, int)

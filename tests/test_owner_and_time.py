@@ -1,0 +1,164 @@
+"""Owner rules, run ids, the time format and timeout limits."""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta, timezone
+from types import ModuleType
+
+import pytest
+from conftest import NOW
+
+
+@pytest.mark.parametrize(
+    ("owner", "parts"),
+    [
+        ("wf:skill:run", ("wf", "skill", "run")),
+        ("wf:skill:a:b:c", ("wf", "skill", "a:b:c")),
+        ("wf:skill:", ("wf", "skill", "")),
+        ("wf:skill", ("wf", "skill", None)),
+        ("update-skill:cocoindex:a1B2c3D4", ("update-skill", "cocoindex", "a1B2c3D4")),
+        ("wf:skïll:é", ("wf", "skïll", "é")),
+    ],
+)
+def test_owner_splits_on_the_first_two_colons(skf: ModuleType, owner: str, parts: tuple) -> None:
+    assert skf.split_owner(owner) == parts
+
+
+@pytest.mark.parametrize(
+    "owner",
+    [
+        "",
+        "wf",
+        ":skill:run",
+        "wf::run",
+        "wf: skill:run",
+        "wf:skill:run id",
+        "wf:skill:run\tid",
+        "wf:skill:run\n",
+        "wf:skill:\x00",
+        "wf:skill:\x7f",
+        "wf:skill:\u00a0",
+        "w:s:" + "x" * 197,
+    ],
+)
+def test_bad_owner_is_refused(skf: ModuleType, owner: str) -> None:
+    with pytest.raises(ValueError, match="owner"):
+        skf.split_owner(owner)
+
+
+def test_owner_of_exactly_200_characters_is_accepted(skf: ModuleType) -> None:
+    owner = "w:s:" + "x" * 196
+    assert len(owner) == 200
+    assert skf.split_owner(owner)[2] == "x" * 196
+
+
+def test_owner_that_is_not_a_string_is_refused(skf: ModuleType) -> None:
+    with pytest.raises(ValueError):
+        skf.split_owner(42)
+
+
+def test_added_run_id_counts_toward_the_length_limit(skf: ModuleType, lock) -> None:
+    fits = "w:" + "s" * (200 - 25 - 3) + ":"  # 25 characters of run id are added
+    assert len(skf.acquire(lock, fits, 60.0)["owner"]) == 200
+    lock.unlink()
+    with pytest.raises(ValueError, match="run id"):
+        skf.acquire(lock, "w:" + "s" * (200 - 25 - 2) + ":", 60.0)
+    assert not lock.exists()
+
+
+def test_new_run_id_has_the_time_and_8_hex_digits(skf: ModuleType) -> None:
+    run_id = skf.new_run_id(NOW)
+    assert skf.RUN_ID_RE.match(run_id)
+    assert run_id.startswith("20260930T101500Z-")
+    assert skf.new_run_id(NOW) != run_id
+
+
+def test_new_run_id_converts_other_time_zones_to_utc(skf: ModuleType) -> None:
+    paris = NOW.astimezone(timezone(timedelta(hours=2)))
+    assert skf.new_run_id(paris).startswith("20260930T101500Z-")
+
+
+def test_new_run_id_without_a_time_uses_the_clock(skf: ModuleType) -> None:
+    stamp = datetime.now(UTC).strftime("%Y%m%d")
+    assert skf.new_run_id()[:8] == stamp
+
+
+def test_run_id_re_is_the_contract_pattern(skf: ModuleType) -> None:
+    assert skf.RUN_ID_RE.pattern == r"^\d{8}T\d{6}Z-[0-9a-f]{8}$"
+
+
+def test_constants_have_their_contract_values(skf: ModuleType) -> None:
+    assert (skf.OWNER_MAX_LEN, skf.DEFAULT_STALE_AFTER_MIN, skf.MAX_STALE_AFTER_MIN) == (
+        200,
+        60,
+        525600,
+    )
+    assert skf.GUARD_WAIT_SEC == 10.0
+
+
+def test_naive_now_is_refused(skf: ModuleType, lock) -> None:
+    with pytest.raises(ValueError, match="aware"):
+        skf.acquire(lock, "wf:sk:r", 60.0, now=datetime(2026, 1, 1))
+    assert not lock.parent.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("1970-01-01T00:00:00Z", 0),
+        ("2026-09-30T10:15:00Z", int(NOW.timestamp())),
+        ("0001-01-01T00:00:00Z", -62135596800),
+        ("9999-12-31T23:59:59Z", 253402300799),
+    ],
+)
+def test_time_format_round_trips(skf: ModuleType, text: str, seconds: int) -> None:
+    assert skf.parse_time(text) == seconds
+    assert skf.format_time(seconds) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-09-30T10:15:00",
+        "2026-09-30 10:15:00Z",
+        "2026-09-30T10:15:00.5Z",
+        "2026-09-30T10:15:00+00:00",
+        "2026-02-30T10:15:00Z",
+        "2026-09-30T24:00:00Z",
+        "0000-01-01T00:00:00Z",
+        "２０２６-09-30T10:15:00Z",
+        "",
+    ],
+)
+def test_other_time_texts_do_not_parse(skf: ModuleType, text: str) -> None:
+    assert skf.parse_time(text) is None
+
+
+def test_format_time_rounds_down_and_clamps(skf: ModuleType) -> None:
+    assert skf.format_time(0.999) == "1970-01-01T00:00:00Z"
+    assert skf.format_time(-0.5) == "1969-12-31T23:59:59Z"
+    assert skf.format_time(10**15) == "9999-12-31T23:59:59Z"
+    assert skf.format_time(-(10**15)) == "0001-01-01T00:00:00Z"
+
+
+@pytest.mark.parametrize(
+    "seconds",
+    [0, -1, math.nan, math.inf, -math.inf, 31_536_000.5, 10**9, 0.002, True, "60", None],
+)
+def test_bad_stale_after_is_refused_before_touching_disk(skf: ModuleType, lock, seconds) -> None:
+    with pytest.raises(ValueError):
+        skf.acquire(lock, "wf:sk:r", seconds)
+    with pytest.raises(ValueError):
+        skf.status(lock, seconds)
+    assert not lock.parent.exists()
+
+
+@pytest.mark.parametrize(
+    ("seconds", "minutes"),
+    [(3600, 60), (3600.0, 60), (15.0, 0.25), (31_536_000, 525600), (20, 0.3333), (0.006, 0.0001)],
+)
+def test_stale_after_minutes_is_an_integer_when_whole(skf, lock, seconds, minutes) -> None:
+    result = skf.acquire(lock, "wf:sk:r", seconds, now=NOW)
+    assert result["stale_after_minutes"] == minutes
+    assert type(result["stale_after_minutes"]) is type(minutes)

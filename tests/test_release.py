@@ -1,0 +1,86 @@
+"""release: deletes only its owner's lock, never creates anything."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import NOW, beside
+
+RELEASE_KEYS = ["released", "reason", "lock", "owner", "held_by", "held_since", "message"]
+
+
+def test_own_lock_is_deleted(skf: ModuleType, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:r1", 60.0, now=NOW)
+    result = skf.release(lock, "wf:sk:r1")
+    assert list(result) == RELEASE_KEYS
+    assert result == result | {
+        "released": True,
+        "reason": None,
+        "lock": str(lock),
+        "owner": "wf:sk:r1",
+        "held_by": None,
+        "held_since": None,
+    }
+    assert beside(lock) == []
+
+
+def test_missing_lock_is_absent(skf: ModuleType, lock: Path) -> None:
+    lock.parent.mkdir()
+    result = skf.release(lock, "wf:sk:r1")
+    assert (result["released"], result["reason"], result["held_by"]) == (False, "absent", None)
+    assert beside(lock) == []
+
+
+def test_missing_folder_is_absent_and_not_created(skf: ModuleType, lock: Path) -> None:
+    result = skf.release(lock / "deeper" / "x.lock", "wf:sk:r1")
+    assert result["reason"] == "absent"
+    assert not lock.parent.exists()
+
+
+def test_parent_that_is_a_file_is_absent(skf: ModuleType, tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    assert skf.release(tmp_path / "file" / "x.lock", "wf:sk:r1")["reason"] == "absent"
+
+
+def test_lock_of_another_owner_is_left_in_place(skf: ModuleType, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:r1", 60.0, now=NOW)
+    before = lock.read_bytes()
+    result = skf.release(lock, "wf:sk:r2")
+    assert result == result | {
+        "released": False,
+        "reason": "not-owner",
+        "held_by": "wf:sk:r1",
+        "held_since": "2026-09-30T10:15:00Z",
+    }
+    assert lock.read_bytes() == before and beside(lock) == ["run.lock"]
+
+
+@pytest.mark.parametrize("content", [b"", b"1234\n2026-09-30T10:00:00Z\n", b'{"owner": ""}'])
+def test_lock_naming_no_owner_is_never_released(skf, lock: Path, content: bytes) -> None:
+    lock.parent.mkdir()
+    lock.write_bytes(content)
+    result = skf.release(lock, "wf:sk:r1")
+    assert (result["reason"], result["held_by"]) == ("not-owner", None)
+    assert isinstance(result["held_since"], str)
+    assert lock.read_bytes() == content
+
+
+def test_stale_own_lock_is_still_released(skf: ModuleType, lock: Path) -> None:
+    skf.acquire(lock, "wf:sk:r1", 60.0, now=NOW)
+    assert skf.release(lock, "wf:sk:r1")["released"]
+
+
+@pytest.mark.parametrize("owner", ["wf:sk", "wf:sk:", "bad", "wf:sk:a b"])
+def test_owner_without_run_id_is_a_bad_argument(skf, lock: Path, owner: str) -> None:
+    skf.acquire(lock, "wf:sk:r1", 60.0)
+    with pytest.raises(ValueError):
+        skf.release(lock, owner)
+    assert beside(lock) == ["run.lock"]
+
+
+def test_folder_is_a_bad_argument(skf: ModuleType, lock: Path) -> None:
+    lock.mkdir(parents=True)
+    with pytest.raises(ValueError, match="folder"):
+        skf.release(lock, "wf:sk:r1")

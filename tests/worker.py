@@ -1,0 +1,95 @@
+"""Helper processes for the tests: each mode is one real process doing one thing.
+
+    worker.py counter LOCK COUNTER LOG ROUNDS OWNER   exclusive read-increment-write loop
+    worker.py race READY GO -- ARGS...                   wait for GO, then run main(ARGS)
+    worker.py hold-guard LOCK                             take the guard, say "held", wait for stdin
+    worker.py flock PATH                                  flock PATH itself, say "held", wait for stdin
+    worker.py churn LOCK OWNER                            say "ready", then acquire/release forever
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import os
+import sys
+import time
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parent.parent / "skf-run-lock.py"
+
+
+def load() -> object:
+    spec = importlib.util.spec_from_file_location("skf_run_lock", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def say(word: str) -> None:
+    sys.stdout.write(word + "\n")
+    sys.stdout.flush()
+
+
+def counter(lock: str, counter_path: str, log: str, rounds: str, owner: str) -> int:
+    skf = load()
+    for n in range(int(rounds)):
+        result = skf.acquire_within(lock, f"{owner}:{n}", 60.0, 120.0)  # type: ignore[attr-defined]
+        assert result["acquired"]
+        with open(log, "a") as f:
+            f.write(f"enter {owner}\n")
+        value = int(Path(counter_path).read_text())
+        time.sleep(0.001)  # widen the window a second holder would race in
+        Path(counter_path).write_text(str(value + 1))
+        with open(log, "a") as f:
+            f.write(f"exit {owner}\n")
+        released = skf.release(lock, f"{owner}:{n}")  # type: ignore[attr-defined]
+        assert released["released"], released
+    return 0
+
+
+def race(ready: str, go: str, *argv: str) -> int:
+    skf = load()
+    Path(ready).touch()
+    while not os.path.exists(go):
+        time.sleep(0.0005)
+    return int(skf.main(list(argv)))  # type: ignore[attr-defined]
+
+
+def hold_guard(lock: str) -> int:
+    skf = load()
+    fd = skf.take_guard(lock, True)  # type: ignore[attr-defined]
+    say("held")
+    sys.stdin.read()
+    skf.drop_guard(fd, lock)  # type: ignore[attr-defined]
+    return 0
+
+
+def hold_flock(path: str) -> int:
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    say("held")
+    sys.stdin.read()
+    os.close(fd)
+    return 0
+
+
+def churn(lock: str, owner: str) -> int:
+    skf = load()
+    say("ready")
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # a full pipe would block the loop
+    n = 0
+    while True:
+        n += 1
+        run_owner = f"{owner}:{n}"
+        skf.main(["acquire", "--lock", lock, "--owner", run_owner, "--stale-after", "0.01"])  # type: ignore[attr-defined]
+        skf.main(["release", "--lock", lock, "--owner", run_owner])  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    mode, *rest = sys.argv[1:]
+    if mode == "race":
+        sys.exit(race(rest[0], rest[1], *rest[3:]))
+    modes = {"counter": counter, "hold-guard": hold_guard, "flock": hold_flock, "churn": churn}
+    sys.exit(modes[mode](*rest))
