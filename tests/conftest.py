@@ -146,4 +146,7 @@ def worker() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     for proc in started:
         if proc.poll() is None:
             proc.kill()
-        proc.communicate()
+        proc.wait()
+        for pipe in (proc.stdin, proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()

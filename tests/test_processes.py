@@ -1,0 +1,213 @@
+"""Concurrency and crashes, proven with real processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import SCRIPT, WORKER, ago, beside, read_json, write_record
+
+
+def test_mutual_exclusion_8_processes_25_rounds(lock: Path, tmp_path: Path, worker) -> None:
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    log = tmp_path / "log"
+    procs = [worker("counter", lock, counter, log, 25, f"mx:w{i}") for i in range(8)]
+    for proc in procs:
+        out, err = proc.communicate(timeout=300)
+        assert proc.returncode == 0, err
+    assert counter.read_text() == "200"
+    lines = log.read_text().splitlines()
+    assert len(lines) == 400
+    for enter, leave in zip(lines[::2], lines[1::2], strict=True):
+        assert enter.startswith("enter ") and leave == "exit " + enter[len("enter ") :]
+    assert beside(lock) == []
+
+
+@pytest.mark.parametrize("attempt", range(4))
+def test_stale_lock_race_has_exactly_one_winner(lock: Path, tmp_path: Path, attempt: int) -> None:
+    write_record(lock, "old:run:1", ago(hours=2))
+    go = tmp_path / "go"
+    procs = []
+    for i in range(12):
+        ready = tmp_path / f"ready{i}"
+        argv = ["acquire", "--lock", str(lock), "--owner", f"race:r{i}:x", "--stale-after", "60"]
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), "race", str(ready), str(go), "--", *argv],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready{i}").exists() for i in range(12)):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    go.touch()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        results.append((proc.returncode, json.loads(out)))
+    winners = [r for code, r in results if code == 0]
+    assert len(winners) == 1
+    winner = winners[0]
+    assert winner["stale_replaced"]["held_by"] == "old:run:1"
+    losers = [r for code, r in results if code == 3]
+    assert len(losers) == 11
+    assert all(r["held_by"] == winner["owner"] and not r["acquired"] for r in losers)
+    assert read_json(lock)["owner"] == winner["owner"]
+    assert beside(lock) == ["run.lock"]
+
+
+def test_guard_left_by_a_killed_call_does_not_block(cli, lock: Path, worker) -> None:
+    holder = worker("hold-guard", lock)
+    assert holder.stdout.readline() == "held\n"
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    assert beside(lock) == ["run.lock.skf-guard"]
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r")
+    assert run.code == 0 and run.json["acquired"]
+    assert beside(lock) == ["run.lock"]
+
+
+def test_guard_held_by_a_live_process_makes_a_call_wait(skf, lock: Path, worker, monkeypatch):
+    holder = worker("hold-guard", lock)
+    assert holder.stdout.readline() == "held\n"
+    pauses: list[float] = []
+    real_sleep = time.sleep
+
+    def sleep_then_let_go(seconds: float) -> None:
+        if pauses or holder.stdin.closed:  # also subprocess's own waiting below
+            return real_sleep(seconds)
+        pauses.append(seconds)
+        holder.stdin.close()  # the holder drops the guard and exits
+        holder.wait(timeout=30)
+        return None
+
+    monkeypatch.setattr(time, "sleep", sleep_then_let_go)
+    result = skf.acquire(lock, "wf:sk:r", 60.0)
+    assert result["acquired"] and len(pauses) >= 1
+    assert holder.returncode == 0
+    assert beside(lock) == ["run.lock"]
+
+
+def test_guard_held_past_the_wait_is_exit_2(skf, lock: Path, worker, main, monkeypatch) -> None:
+    holder = worker("hold-guard", lock)
+    assert holder.stdout.readline() == "held\n"
+    monkeypatch.setattr(skf, "GUARD_WAIT_SEC", 0.2)
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
+    assert run.code == 2 and "guard" in run.error and "0.2 s" in run.error
+    assert beside(lock) == ["run.lock.skf-guard"]  # still the holder's
+    run = main("release", "--lock", lock, "--owner", "wf:sk:r")
+    assert run.code == 2
+
+
+def test_flock_on_the_lock_path_never_blocks(cli, lock: Path, worker) -> None:
+    lock.parent.mkdir()
+    holder = worker("flock", lock)
+    assert holder.stdout.readline() == "held\n"
+    assert lock.read_bytes() == b""
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", timeout=8)
+    # the flock holder left an empty file: a lock naming no owner, fresh by its mtime
+    assert taken.code == 3 and taken.json["held_by"] is None
+    stale = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", "0.0001", timeout=8)
+    assert stale.code == 0
+    released = cli("release", "--lock", lock, "--owner", "wf:sk:r", timeout=8)
+    assert released.code == 0 and released.json["released"]
+    assert cli("status", "--lock", lock, timeout=8).json["state"] == "free"
+
+
+def test_flock_on_the_lock_path_never_blocks_the_library(skf, lock: Path, worker) -> None:
+    lock.parent.mkdir()
+    holder = worker("flock", lock)
+    assert holder.stdout.readline() == "held\n"
+    result = skf.acquire(lock, "wf:sk:r", 15.0, empty_is_stale=True)
+    assert result["acquired"] and result["stale_replaced"]["held_by"] is None
+    assert skf.release(lock, "wf:sk:r")["released"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["acquire", "--owner", "wf:sk"],
+        ["acquire", "--owner", "other:sk:r"],
+        ["acquire", "--owner", "old:sk:r"],
+        ["release", "--owner", "old:sk:r"],
+        ["release", "--owner", "other:sk:r"],
+        ["status"],
+        ["acquire", "--owner", "bad"],
+        ["acquire", "--owner", "other:sk:r", "--stale-after", "0"],
+    ],
+)
+def test_only_the_lock_file_is_left_after_any_call(cli, lock: Path, argv: list[str]) -> None:
+    write_record(lock, "old:sk:r", ago(minutes=1))
+    run = cli(argv[0], "--lock", lock, *argv[1:])
+    assert run.code in (0, 1, 3)
+    assert run.out == "" or (run.out.isascii() and run.out.count("\n") == 1)
+    assert beside(lock) in (["run.lock"], [])
+
+
+def test_killing_calls_at_random_moments_never_corrupts_the_lock(lock: Path, skf: ModuleType):
+    """At least 200 SIGKILLs of processes looping over acquire and release."""
+    rng = random.Random(1234)
+    kills = 0
+    seen_orphans = 0
+    owners = [f"torture:w{i}" for i in range(3)]
+    lock.parent.mkdir()
+    while kills < 210:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(WORKER), "churn", str(lock), owner],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for owner in owners
+        ]
+        for proc in procs:
+            assert proc.stdout.readline() == "ready\n"
+        time.sleep(rng.uniform(0, 0.05))
+        for proc in procs:
+            proc.send_signal(signal.SIGKILL)
+        for proc in procs:
+            proc.wait()
+            proc.stdout.close()
+            kills += 1
+        names = beside(lock)
+        seen_orphans += sum(name.endswith("-tmp") for name in names)
+        assert set(names) <= {"run.lock", "run.lock.skf-guard"} | {n for n in names if "-tmp" in n}
+        if "run.lock" in names:
+            record = read_json(lock)
+            assert list(record) == ["owner", "acquired_at", "tool"]
+            assert record["owner"].startswith("torture:w")
+    result = skf.acquire(lock, "after:torture:1", 3600.0)
+    if not result["acquired"]:
+        assert result["held_by"].startswith("torture:w")
+    assert beside(lock) == ["run.lock"]
+    print(f"{kills} kills, {seen_orphans} orphaned temp files seen and cleaned")
+
+
+def test_script_copied_alone_works_from_any_folder(tmp_path: Path) -> None:
+    copy = tmp_path / "elsewhere" / "skf-run-lock.py"
+    copy.parent.mkdir()
+    copy.write_bytes(SCRIPT.read_bytes())
+    lock = tmp_path / "l"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, str(copy), "acquire", "--lock", str(lock), "--owner", "wf:sk"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
+        cwd=copy.parent,
+    )
+    assert proc.returncode == 0 and json.loads(proc.stdout)["acquired"]
