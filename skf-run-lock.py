@@ -313,6 +313,13 @@ def take_guard(lock: str, make_parents: bool = False) -> int:
             try:
                 if _locked_guard(fd, guard):
                     return fd
+            except OSError:
+                # The lock call itself failed, so nobody can be holding this
+                # file: do not leave it behind.
+                if _names_same_file(fd, guard):
+                    _remove_quietly(guard)
+                os.close(fd)
+                raise
             except BaseException:
                 os.close(fd)
                 raise

@@ -98,7 +98,10 @@ def test_lock_exactly_at_the_timeout_is_stale_and_replaced(skf: ModuleType, lock
     skf.acquire(lock, "wf:sk:old", 3600.0, now=NOW)
     result = skf.acquire(lock, "wf:sk:new", 3600.0, now=NOW + timedelta(hours=1))
     assert (result["acquired"], result["refreshed"]) == (True, False)
-    assert result["stale_replaced"] == {"held_by": "wf:sk:old", "held_since": "2026-09-30T10:15:00Z"}
+    assert result["stale_replaced"] == {
+        "held_by": "wf:sk:old",
+        "held_since": "2026-09-30T10:15:00Z",
+    }
     assert list(result["stale_replaced"]) == ["held_by", "held_since"]
     assert result["held_by"] == "wf:sk:new"
     assert read_json(lock)["owner"] == "wf:sk:new"

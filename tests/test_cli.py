@@ -188,7 +188,7 @@ def test_refusal_message_gives_the_release_command_to_clear_it(cli, lock: Path) 
 
 def test_wait_takes_the_lock_once_it_goes_stale(cli, lock: Path) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=59))
-    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--stale-after", "1", "--wait", "20")
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--stale-after", "1", "--wait", "9")
     assert run.code == 0
     assert run.json["stale_replaced"]["held_by"] == "wf:sk:holder"
     assert "waited" in run.json["message"]

@@ -6,7 +6,6 @@ import json
 import os
 import socket
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from conftest import NOW, beside
@@ -18,10 +17,17 @@ MTIME_TEXT = "2023-11-14T22:13:20Z"
 @pytest.mark.parametrize(
     ("content", "owner", "since"),
     [
-        (b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z", "tool": "skf-run-lock"}\n',
-         "wf:sk:r", "2026-09-30T10:15:00Z"),
-        (b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z"}', "wf:sk:r",
-         "2026-09-30T10:15:00Z"),
+        (
+            b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z",'
+            b' "tool": "skf-run-lock"}\n',
+            "wf:sk:r",
+            "2026-09-30T10:15:00Z",
+        ),
+        (
+            b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z"}',
+            "wf:sk:r",
+            "2026-09-30T10:15:00Z",
+        ),
         (b'{"owner": "wf:sk:r"}', "wf:sk:r", MTIME_TEXT),
         (b'{"owner": "wf:sk:r", "acquired_at": "yesterday"}', "wf:sk:r", MTIME_TEXT),
         (b'{"owner": "wf:sk:r", "acquired_at": 1700000000}', "wf:sk:r", MTIME_TEXT),

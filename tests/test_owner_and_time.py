@@ -127,7 +127,7 @@ def test_time_format_round_trips(skf: ModuleType, text: str, seconds: int) -> No
         "2026-02-30T10:15:00Z",
         "2026-09-30T24:00:00Z",
         "0000-01-01T00:00:00Z",
-        "２０２６-09-30T10:15:00Z",
+        "\uff12\uff10\uff12\uff16-09-30T10:15:00Z",  # full-width digits
         "",
     ],
 )

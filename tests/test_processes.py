@@ -22,7 +22,7 @@ def test_mutual_exclusion_8_processes_25_rounds(lock: Path, tmp_path: Path, work
     log = tmp_path / "log"
     procs = [worker("counter", lock, counter, log, 25, f"mx:w{i}") for i in range(8)]
     for proc in procs:
-        out, err = proc.communicate(timeout=300)
+        _, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     assert counter.read_text() == "200"
     lines = log.read_text().splitlines()
@@ -55,7 +55,7 @@ def test_stale_lock_race_has_exactly_one_winner(lock: Path, tmp_path: Path, atte
     go.touch()
     results = []
     for proc in procs:
-        out, err = proc.communicate(timeout=120)
+        out, _ = proc.communicate(timeout=120)
         results.append((proc.returncode, json.loads(out)))
     winners = [r for code, r in results if code == 0]
     assert len(winners) == 1
@@ -119,7 +119,8 @@ def test_flock_on_the_lock_path_never_blocks(cli, lock: Path, worker) -> None:
     taken = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", timeout=8)
     # the flock holder left an empty file: a lock naming no owner, fresh by its mtime
     assert taken.code == 3 and taken.json["held_by"] is None
-    stale = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", "0.0001", timeout=8)
+    tiny = ("--stale-after", "0.0001")
+    stale = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", *tiny, timeout=8)
     assert stale.code == 0
     released = cli("release", "--lock", lock, "--owner", "wf:sk:r", timeout=8)
     assert released.code == 0 and released.json["released"]

@@ -1,10 +1,10 @@
 """Helper processes for the tests: each mode is one real process doing one thing.
 
-    worker.py counter LOCK COUNTER LOG ROUNDS OWNER   exclusive read-increment-write loop
-    worker.py race READY GO -- ARGS...                   wait for GO, then run main(ARGS)
-    worker.py hold-guard LOCK                             take the guard, say "held", wait for stdin
-    worker.py flock PATH                                  flock PATH itself, say "held", wait for stdin
-    worker.py churn LOCK OWNER                            say "ready", then acquire/release forever
+counter LOCK COUNTER LOG ROUNDS OWNER   exclusive read-increment-write loop
+race READY GO -- ARGS...                 wait for GO, then run main(ARGS)
+hold-guard LOCK                          take the guard, say "held", wait for stdin
+flock PATH                               flock PATH itself, say "held", wait for stdin
+churn LOCK OWNER                         say "ready", then acquire/release until killed
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def hold_flock(path: str) -> int:
 def churn(lock: str, owner: str) -> int:
     skf = load()
     say("ready")
-    sys.stdout = sys.stderr = open(os.devnull, "w")  # a full pipe would block the loop
+    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - a full pipe would block
     n = 0
     while True:
         n += 1

@@ -1,0 +1,153 @@
+"""Faults injected at each step: exit 2, one JSON error, the old lock intact, no litter."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from conftest import ago, beside, write_record
+
+
+class FailingOs:
+    """The os module, but one function fails with ``code`` when ``hits(args)`` is true."""
+
+    def __init__(self, name: str, hits: Callable[[tuple[Any, ...]], bool], code: int) -> None:
+        self.name, self.hits, self.code = name, hits, code
+        self.failed = 0
+
+    def __getattr__(self, attr: str) -> Any:
+        real = getattr(os, attr)
+        if attr != self.name:
+            return real
+
+        def failing(*args: Any, **kwargs: Any) -> Any:
+            if self.hits(args):
+                self.failed += 1
+                path = args[0] if args and isinstance(args[0], str) else None
+                raise OSError(self.code, os.strerror(self.code), path)
+            return real(*args, **kwargs)
+
+        return failing
+
+
+def _path_ends(suffix: str) -> Callable[[tuple[Any, ...]], bool]:
+    return lambda args: isinstance(args[0], str) and args[0].endswith(suffix)
+
+
+def _always(args: tuple[Any, ...]) -> bool:
+    return True
+
+
+STEPS = {
+    "guard open": ("open", _path_ends(".skf-guard")),
+    "read": ("read", _always),
+    "temp open": ("open", _path_ends("-tmp")),
+    "temp write": ("write", _always),
+    "fsync": ("fsync", _always),
+    "rename": ("replace", _always),
+    "unlink": ("unlink", _path_ends("run.lock")),
+}
+ERRORS = [errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EIO]
+# Which steps each call reaches.
+SCENARIOS = {
+    "take stale": ["guard open", "read", "temp open", "temp write", "fsync", "rename"],
+    "renew": ["guard open", "read", "temp open", "temp write", "fsync", "rename"],
+    "release": ["guard open", "read", "unlink"],
+}
+
+
+def _argv(scenario: str, lock: Path) -> list[str]:
+    owner = "wf:sk:new" if scenario == "take stale" else "wf:sk:old"
+    command = "release" if scenario == "release" else "acquire"
+    return [command, "--lock", str(lock), "--owner", owner]
+
+
+@pytest.mark.parametrize("code", ERRORS, ids=errno.errorcode.get)
+@pytest.mark.parametrize(
+    ("scenario", "step"),
+    [(scenario, step) for scenario, steps in SCENARIOS.items() for step in steps],
+)
+def test_fault_leaves_the_old_lock_and_no_litter(  # noqa: PLR0917
+    skf: ModuleType, main, lock: Path, monkeypatch, scenario: str, step: str, code: int
+) -> None:
+    write_record(lock, "wf:sk:old", ago(hours=2))
+    before = (lock.read_bytes(), os.stat(lock).st_mtime_ns)
+    name, hits = STEPS[step]
+    failing = FailingOs(name, hits, code)
+    monkeypatch.setattr(skf, "os", failing)
+    run = main(*_argv(scenario, lock))
+    monkeypatch.undo()
+    assert failing.failed >= 1, f"{step} was never reached"
+    assert run.code == 2
+    assert os.strerror(code) in run.error
+    assert (lock.read_bytes(), os.stat(lock).st_mtime_ns) == before
+    assert beside(lock) == ["run.lock"]
+
+
+def test_fault_creating_the_folder_is_exit_2(skf, main, lock: Path, monkeypatch) -> None:
+    monkeypatch.setattr(skf, "os", FailingOs("makedirs", _always, errno.EACCES))
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
+    assert run.code == 2 and "Permission denied" in run.error
+    assert not lock.parent.exists()
+
+
+def test_failing_clean_up_listing_does_not_fail_the_call(skf, lock: Path, monkeypatch) -> None:
+    monkeypatch.setattr(skf, "os", FailingOs("listdir", _always, errno.EIO))
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+
+
+def test_interrupt_during_the_write_removes_the_temp(skf, lock: Path, monkeypatch) -> None:
+    write_record(lock, "wf:sk:old", ago(hours=2))
+    before = lock.read_bytes()
+
+    class Interrupting(FailingOs):
+        def __getattr__(self, attr: str) -> Any:
+            if attr == "fsync":
+
+                def interrupt(fd: int) -> None:
+                    raise KeyboardInterrupt
+
+                return interrupt
+            return getattr(os, attr)
+
+    monkeypatch.setattr(skf, "os", Interrupting("", _always, 0))
+    with pytest.raises(KeyboardInterrupt):
+        skf.acquire(lock, "wf:sk:new", 60.0)
+    monkeypatch.undo()
+    assert lock.read_bytes() == before and beside(lock) == ["run.lock"]
+
+
+def test_read_only_folder_for_real_is_exit_2(skf: ModuleType) -> None:
+    """A real permission failure (as root, the call runs as nobody in a forked child)."""
+    top = Path(tempfile.mkdtemp(prefix="skf-ro-"))
+    try:
+        top.chmod(0o755)
+        lock = top / "locks" / "run.lock"
+        write_record(lock, "wf:sk:old", ago(hours=2))
+        before = lock.read_bytes()
+        lock.parent.chmod(0o555)
+        pid = os.fork()
+        if pid == 0:  # child: report the exit code of main() as its own
+            code = 99
+            try:
+                if os.geteuid() == 0:
+                    os.setuid(65534)
+                with open(os.devnull, "w") as sink:
+                    os.dup2(sink.fileno(), 1)
+                    os.dup2(sink.fileno(), 2)
+                code = skf.main(["acquire", "--lock", str(lock), "--owner", "wf:sk:new"])
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 2
+        assert lock.read_bytes() == before and beside(lock) == ["run.lock"]
+    finally:
+        (top / "locks").chmod(0o755)
+        shutil.rmtree(top)

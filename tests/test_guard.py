@@ -1,0 +1,267 @@
+"""The guard protocol: identity check, hardened paths, orphan clean-up, and the Windows branch."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import sys
+import types
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import NOW, beside, load_script, write_record
+
+
+def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypatch) -> None:
+    events: list[str] = []
+    real_unlink, real_close = os.unlink, os.close
+    guard = str(lock) + ".skf-guard"
+    fds: dict[int, str] = {}
+    real_take = skf.take_guard
+
+    def take(path, make_parents=False):
+        fd = real_take(path, make_parents)
+        fds[fd] = "guard"
+        return fd
+
+    def unlink(path, *a, **k):
+        if path == guard:
+            events.append("unlink guard")
+        return real_unlink(path, *a, **k)
+
+    def close(fd):
+        if fds.pop(fd, None):
+            events.append("close guard")
+        return real_close(fd)
+
+    monkeypatch.setattr(skf, "take_guard", take)
+    monkeypatch.setattr(os, "unlink", unlink)
+    monkeypatch.setattr(os, "close", close)
+    skf.acquire(lock, "wf:sk:r", 60.0)
+    assert events == ["unlink guard", "close guard"]
+
+
+def test_guard_replaced_after_opening_is_retried(skf: ModuleType, lock: Path, monkeypatch) -> None:
+    """A waiter that locks a guard file its holder already removed must not go on."""
+    lock.parent.mkdir()
+    guard = str(lock) + ".skf-guard"
+    checks: list[bool] = []
+    real_same = skf._names_same_file
+
+    def same(fd: int, path: str) -> bool:
+        if not checks:
+            os.unlink(path)  # the holder removes the file between our open and our check
+        checks.append(real_same(fd, path))
+        return checks[-1]
+
+    monkeypatch.setattr(skf, "_names_same_file", same)
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert checks == [False, True]
+    assert not os.path.exists(guard)
+
+
+def test_symlink_planted_at_the_guard_is_refused(main, lock: Path, tmp_path: Path) -> None:
+    lock.parent.mkdir()
+    target = tmp_path / "precious"
+    target.write_text("keep me")
+    os.symlink(target, str(lock) + ".skf-guard")
+    for argv in (("acquire", "--owner", "wf:sk:r"), ("release", "--owner", "wf:sk:r")):
+        run = main(argv[0], "--lock", lock, *argv[1:])
+        assert run.code == 2 and "symbolic link" in run.error
+    assert target.read_text() == "keep me"
+    assert beside(lock) == ["run.lock.skf-guard"] and not lock.exists()
+
+
+def test_dangling_symlink_at_the_guard_creates_nothing(main, lock: Path, tmp_path: Path) -> None:
+    lock.parent.mkdir()
+    target = tmp_path / "would-be-created"
+    os.symlink(target, str(lock) + ".skf-guard")
+    assert main("acquire", "--lock", lock, "--owner", "wf:sk:r").code == 2
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK])
+def test_filesystem_without_locks_is_exit_2_naming_the_folder(skf, main, lock, monkeypatch, code):
+    def no_flock(fd: int, op: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
+    assert run.code == 2
+    assert "does not support file locks" in run.error and str(lock.parent) in run.error
+    assert beside(lock) == []
+
+
+def test_orphan_temp_files_are_removed_by_acquire_and_release(skf, lock: Path) -> None:
+    lock.parent.mkdir()
+    orphans = ["run.lock.skf-0123abcd-tmp", "run.lock.skf-ffffffff-tmp"]
+    kept = [
+        "run.lock.skf-0123ABCD-tmp",
+        "run.lock.skf-0123abc-tmp",
+        "other.lock.skf-0123abcd-tmp",
+        "run.lock.skf-0123abcd-tmpx",
+        "xrun.lock.skf-0123abcd-tmp",
+        "run.lock.bak",
+    ]
+    for name in orphans + kept:
+        (lock.parent / name).write_text("partial")
+    skf.acquire(lock, "wf:sk:r", 60.0)
+    assert beside(lock) == sorted([*kept, "run.lock"])
+    for name in orphans:
+        (lock.parent / name).write_text("partial")
+    skf.release(lock, "wf:sk:r")
+    assert beside(lock) == sorted(kept)
+
+
+def test_status_leaves_orphans_alone(skf, lock: Path) -> None:
+    """status takes no guard, so it cannot know that a temp file is an orphan."""
+    lock.parent.mkdir()
+    (lock.parent / "run.lock.skf-0123abcd-tmp").write_text("maybe in flight")
+    skf.status(lock, 60.0)
+    assert beside(lock) == ["run.lock.skf-0123abcd-tmp"]
+
+
+# --- The Windows branch, run here against a fake msvcrt ----------------------
+
+
+class FakeMsvcrt(types.ModuleType):
+    """msvcrt.locking on top of POSIX record locks, with failures to inject."""
+
+    LK_UNLCK, LK_LOCK, LK_NBLCK, LK_RLCK, LK_NBRLCK = 0, 1, 2, 3, 4
+
+    def __init__(self) -> None:
+        super().__init__("msvcrt")
+        self.calls: list[str] = []
+        self.busy_times = 0
+
+    def locking(self, fd: int, mode: int, nbytes: int) -> None:
+        position = os.lseek(fd, 0, os.SEEK_CUR)
+        assert (position, nbytes) == (0, 1)
+        if mode == self.LK_NBLCK:
+            if self.busy_times:
+                self.busy_times -= 1
+                self.calls.append("busy")
+                raise PermissionError(errno.EACCES, "Permission denied")
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0, os.SEEK_SET)
+            except OSError:
+                raise PermissionError(errno.EACCES, "Permission denied") from None
+            self.calls.append("lock")
+        elif mode == self.LK_UNLCK:
+            fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0, os.SEEK_SET)
+            self.calls.append("unlock")
+        else:
+            raise AssertionError(f"unexpected mode {mode}")
+
+
+@pytest.fixture
+def windows(monkeypatch) -> tuple[ModuleType, FakeMsvcrt]:
+    fake = FakeMsvcrt()
+    monkeypatch.setitem(sys.modules, "msvcrt", fake)
+    monkeypatch.setattr(sys, "platform", "win32")
+    module = load_script("skf_run_lock_windows")
+    monkeypatch.undo()  # the module keeps its Windows branch; the rest of the world is Linux again
+    return module, fake
+
+
+def test_windows_branch_is_the_one_loaded(windows) -> None:
+    module, fake = windows
+    assert module._REMOVE_GUARD_WHILE_HELD is False
+    assert module.msvcrt is fake
+
+
+def test_windows_unlocks_then_removes_the_guard(windows, lock: Path, monkeypatch) -> None:
+    module, fake = windows
+    guard = str(lock) + ".skf-guard"
+    real_unlink = os.unlink
+
+    def unlink(path, *a, **k):
+        if path == guard:
+            fake.calls.append("remove guard")
+        return real_unlink(path, *a, **k)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    result = module.acquire(lock, "wf:sk:r", 60.0, now=NOW)
+    assert result["acquired"]
+    assert fake.calls == ["lock", "unlock", "remove guard"]
+    fake.calls.clear()
+    assert module.release(lock, "wf:sk:r")["released"]
+    assert fake.calls == ["lock", "unlock", "remove guard"]
+    assert beside(lock) == []
+
+
+def test_windows_retries_while_another_process_holds_the_byte(windows, lock, monkeypatch) -> None:
+    module, fake = windows
+    fake.busy_times = 3
+    monkeypatch.setattr(module.time, "sleep", lambda s: None)
+    assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert fake.calls[:4] == ["busy", "busy", "busy", "lock"]
+    assert beside(lock) == ["run.lock"]
+
+
+def test_windows_retries_while_the_guard_is_being_deleted(windows, lock, monkeypatch) -> None:
+    module, fake = windows
+    lock.parent.mkdir()
+    guard = str(lock) + ".skf-guard"
+    denied = [2]
+    real_open = os.open
+
+    def open_(path, flags, mode=0o777, *a, **k):
+        if path == guard and denied[0]:
+            denied[0] -= 1
+            raise PermissionError(errno.EACCES, "delete pending", path)
+        return real_open(path, flags, mode, *a, **k)
+
+    monkeypatch.setattr(os, "open", open_)
+    monkeypatch.setattr(module.time, "sleep", lambda s: None)
+    assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert denied == [0] and fake.calls == ["lock", "unlock"]
+
+
+def test_windows_guard_still_open_elsewhere_is_left_to_its_opener(windows, lock, monkeypatch):
+    module, fake = windows
+    guard = str(lock) + ".skf-guard"
+    real_unlink = os.unlink
+
+    def unlink(path, *a, **k):
+        if path == guard:
+            raise PermissionError(errno.EACCES, "in use by another process", path)
+        return real_unlink(path, *a, **k)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert fake.calls == ["lock", "unlock"]
+    monkeypatch.setattr(os, "unlink", real_unlink)
+    assert module.release(lock, "wf:sk:r")["released"]  # the next call cleans up
+    assert beside(lock) == []
+
+
+def test_windows_guard_wait_times_out_with_an_os_error(windows, lock, monkeypatch) -> None:
+    module, fake = windows
+    fake.busy_times = 10**6
+    monkeypatch.setattr(module, "GUARD_WAIT_SEC", 0.05)
+    with pytest.raises(TimeoutError, match="guard"):
+        module.acquire(lock, "wf:sk:r", 60.0)
+    assert beside(lock) == ["run.lock.skf-guard"]  # its holder's: only the holder removes it
+
+
+def test_windows_unexpected_locking_error_is_raised(windows, lock, monkeypatch) -> None:
+    module, fake = windows
+
+    def broken(fd: int, mode: int, nbytes: int) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(fake, "locking", broken)
+    with pytest.raises(OSError, match="I/O"):
+        module.acquire(lock, "wf:sk:r", 60.0)
+    assert beside(lock) == []
+
+
+def test_windows_branch_passes_the_record_tests(windows, lock: Path) -> None:
+    module, _ = windows
+    write_record(lock, "wf:sk:old", NOW)
+    result = module.acquire(lock, "wf:sk:new", 60.0, now=NOW)
+    assert not result["acquired"] and result["held_by"] == "wf:sk:old"
+    assert module.release(lock, "wf:sk:old")["released"]

@@ -1,0 +1,51 @@
+"""Property tests: any owner string and any lock-file bytes are handled."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+OWNERISH = st.text(alphabet=st.sampled_from("ab:Z9-_ \t\n\x00é€:"), max_size=30) | st.text()
+
+
+@given(owner=OWNERISH)
+def test_owner_is_refused_or_splits_into_parts_that_join_back(skf: ModuleType, owner: str) -> None:
+    try:
+        parts = skf.split_owner(owner)
+    except ValueError:
+        return
+    workflow, skill, _ = parts
+    assert workflow and skill and ":" not in workflow + skill
+    assert ":".join(p for p in parts if p is not None) == owner
+    assert len(owner) <= 200
+
+
+CONTENT = st.binary(max_size=300) | st.builds(
+    lambda a, b: a + b"\n" + b,
+    st.binary(max_size=20),
+    st.sampled_from([b"2026-09-30T10:15:00Z", b"9999-12-31T23:59:59Z", b"x"]),
+)
+
+
+@given(data=CONTENT)
+def test_any_bytes_give_an_owner_or_none_and_a_time(skf: ModuleType, data: bytes) -> None:
+    record = skf.parse_record(data, 1234)
+    assert record.owner is None or (isinstance(record.owner, str) and record.owner)
+    assert isinstance(record.since, int)
+    assert skf.parse_time(skf.format_time(record.since)) == max(record.since, -62135596800)
+
+
+@settings(max_examples=60, deadline=None)
+@given(data=CONTENT)
+def test_any_lock_file_is_read_without_error(skf: ModuleType, data: bytes) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "prop.lock"
+        path.write_bytes(data)
+        record = skf.read_record(str(path))
+        assert record is not None and isinstance(record.since, int)
+        result = skf.status(path, 60.0)
+        assert result["state"] in ("held", "stale") and isinstance(result["age_seconds"], int)
