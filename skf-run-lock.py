@@ -183,7 +183,7 @@ def _minutes_for_output(stale_after: float) -> int | float:
 
 def _stale_at(since: int, stale_after: float) -> str:
     """The first whole second at which a lock taken at ``since`` is stale, capped at year 9999."""
-    return format_time(min(-(-(since + stale_after) // 1), _MAX_TIME))
+    return format_time(-(-(since + stale_after) // 1))  # format_time caps it
 
 
 def _is_stale(since: int, stale_after: float, now: float) -> bool:

@@ -88,6 +88,12 @@ def test_oversized_lock_file_names_no_owner_and_is_not_read_whole(skf, lock, mon
     assert sum(reads) <= 64 * 1024 + 1
 
 
+def test_valid_record_padded_past_64_kib_names_no_owner(skf, lock: Path) -> None:
+    lock.parent.mkdir()
+    lock.write_bytes(b'{"owner": "wf:sk:r"}' + b" " * (64 * 1024))
+    assert skf.read_record(str(lock)).owner is None
+
+
 def test_record_of_exactly_64_kib_is_still_read(skf, lock: Path) -> None:
     lock.parent.mkdir()
     head = b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z", "pad": "'
