@@ -639,8 +639,8 @@ def acquire(
         message = f"renewed {path} for {owner}"
         replaced = None
     else:
-        holder = record.owner or "a lock file naming no owner"
-        message = f"acquired {path} for {owner}, replacing the stale lock of {holder}"
+        holder = f"of {record.owner}" if record.owner else "file that named no owner"
+        message = f"acquired {path} for {owner}, replacing the stale lock {holder}"
         replaced = record
     return _acquire_result(
         acquired=True,
@@ -896,7 +896,8 @@ def _cli_acquire(args: Any) -> tuple[dict[str, Any], int]:
         except LockBusy as busy:
             result = busy.result
         waited = time.monotonic() - started
-        result["message"] += f" (waited {waited:.1f} s of up to {wait:g} s)"
+        outcome = "after waiting" if result["acquired"] else "gave up after waiting"
+        result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
     return result, EXIT_OK if result["acquired"] else EXIT_HELD
 
 
