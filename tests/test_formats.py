@@ -156,3 +156,9 @@ def test_parse_record_never_raises_for_odd_json(skf) -> None:
     for data in (b"1" * 5000, b'{"owner": "\\ud800"}', b"\xef\xbb\xbf{}", b"NaN", b"1e999999"):
         record = skf.parse_record(data, 5)
         assert isinstance(record.since, int)
+
+
+def test_device_at_lock_path_is_an_os_error(main) -> None:
+    """status never writes, so it can safely look at a real device node."""
+    run = main("status", "--lock", "/dev/null")
+    assert run.code == 2 and "a device" in run.error and "regular file" in run.error
