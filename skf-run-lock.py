@@ -38,11 +38,11 @@ import re
 import stat
 import sys
 import time
-from datetime import UTC, datetime, timedelta
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # typing costs start-up time that a CLI call does not need
+if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not need
     from collections.abc import Callable
+    from datetime import datetime
     from typing import Any
 
 # --- Constants: the contract's names and limits ------------------------------
@@ -64,7 +64,6 @@ EXIT_OK, EXIT_BAD_ARGS, EXIT_OS_ERROR, EXIT_HELD = 0, 1, 2, 3
 GUARD_SUFFIX = ".skf-guard"
 _TEMP_NAME_RE = re.compile(r"\.skf-[0-9a-f]{8}-tmp")
 _TIME_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
 _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 
@@ -93,7 +92,8 @@ def split_owner(owner: str) -> tuple[str, str, str | None]:
         raise ValueError(
             f"owner {owner!r} must be workflow:skill[:run_id] with a non-empty workflow and skill"
         )
-    if any(c.isspace() or not c.isprintable() for c in owner):
+    # Every whitespace character but " " is non-printable, so this finds them all.
+    if " " in owner or not owner.isprintable():
         raise ValueError(f"owner {owner!r} must not contain whitespace or non-printable characters")
     if len(owner) > OWNER_MAX_LEN:
         raise ValueError(f"owner is {len(owner)} characters long; at most {OWNER_MAX_LEN} allowed")
@@ -131,11 +131,39 @@ def _seconds_of(now: datetime | None) -> float:
     return now.timestamp()
 
 
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil)."""
+    year -= month <= 2
+    era = year // 400
+    year_of_era = year - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146097 + day_of_era - 719468
+
+
+def _civil_from_days(days: int) -> tuple[int, int, int]:
+    """The (year, month, day) that is ``days`` after 1970-01-01 (H. Hinnant's civil_from_days)."""
+    days += 719468
+    era = days // 146097
+    day_of_era = days - era * 146097
+    year_of_era = (
+        day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096
+    ) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted_month = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
+    month = shifted_month + (3 if shifted_month < 10 else -9)
+    return year_of_era + era * 400 + (month <= 2), month, day
+
+
 def format_time(seconds: float) -> str:
     """Return POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
     whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)
-    d = _EPOCH + timedelta(seconds=whole)
-    return f"{d.year:04d}-{d.month:02d}-{d.day:02d}T{d.hour:02d}:{d.minute:02d}:{d.second:02d}Z"
+    days, second = divmod(whole, 86400)
+    year, month, day = _civil_from_days(days)
+    hour, second = divmod(second, 3600)
+    minute, second = divmod(second, 60)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
 
 
 def parse_time(text: str) -> int | None:
@@ -144,11 +172,12 @@ def parse_time(text: str) -> int | None:
     if match is None:
         return None
     year, month, day, hour, minute, second = map(int, match.groups())
-    try:
-        when = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
-    except ValueError:
+    if not (year >= 1 and 1 <= month <= 12 and hour < 24 and minute < 60 and second < 60):
         return None
-    return (when - _EPOCH) // timedelta(seconds=1)
+    days = _days_from_civil(year, month, day)
+    if _civil_from_days(days) != (year, month, day):  # a day past the month's end
+        return None
+    return days * 86400 + hour * 3600 + minute * 60 + second
 
 
 def _run_id_at(seconds: float) -> str:
@@ -254,19 +283,28 @@ def _names_same_file(fd: int, path: str) -> bool:
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
-def _open_guard(guard: str, make_parents: bool) -> int | None:
-    """Open (creating) the guard file; None when it is busy being removed.
+def _open_or_create(guard: str) -> tuple[int, bool]:
+    """Open the guard, creating it; also say whether it was already there."""
+    try:
+        return os.open(guard, _GUARD_FLAGS | os.O_EXCL, 0o666), False
+    except FileExistsError:
+        return os.open(guard, _GUARD_FLAGS, 0o666), True
+
+
+def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
+    """Open (creating) the guard file: ``(fd, it was already there)``, or None while it is
+    busy being removed.
 
     With ``make_parents`` the lock's missing folders are created; without it a
     missing folder raises FileNotFoundError and nothing is created.
     """
     try:
-        return os.open(guard, _GUARD_FLAGS, 0o666)
+        return _open_or_create(guard)
     except FileNotFoundError:
         if not make_parents:
             raise
         os.makedirs(os.path.dirname(guard), exist_ok=True)
-        return os.open(guard, _GUARD_FLAGS, 0o666)
+        return _open_or_create(guard)
     except _GUARD_OPEN_BUSY:
         return None
     except OSError as exc:
@@ -299,8 +337,10 @@ def _locked_guard(fd: int, guard: str) -> bool:
     return False
 
 
-def take_guard(lock: str, make_parents: bool = False) -> int:
-    """Lock ``<lock>.skf-guard`` and return its descriptor, waiting up to GUARD_WAIT_SEC.
+def take_guard(lock: str, make_parents: bool = False) -> tuple[int, bool]:
+    """Lock ``<lock>.skf-guard``, waiting up to GUARD_WAIT_SEC; return its descriptor and
+    whether the guard file was there before this call (left by a call that died, or by
+    the call this one waited for).
 
     Raises TimeoutError (an OSError) when another call holds it longer than that.
     """
@@ -308,11 +348,12 @@ def take_guard(lock: str, make_parents: bool = False) -> int:
     deadline = time.monotonic() + GUARD_WAIT_SEC
     pause = 0.001
     while True:
-        fd = _open_guard(guard, make_parents)
-        if fd is not None:
+        opened = _open_guard(guard, make_parents)
+        if opened is not None:
+            fd, existed = opened
             try:
                 if _locked_guard(fd, guard):
-                    return fd
+                    return fd, existed
             except OSError:
                 # The lock call itself failed, so nobody can be holding this
                 # file: do not leave it behind.
@@ -356,8 +397,12 @@ class _Guarded:
         self.fd = -1
 
     def __enter__(self) -> None:
-        self.fd = take_guard(self.lock, self.make_parents)
-        _remove_orphan_temps(self.lock)
+        self.fd, existed = take_guard(self.lock, self.make_parents)
+        if existed:
+            # A call killed between creating its temp file and the rename died
+            # holding the guard, so it always leaves the guard file too: only
+            # then can there be orphans to look for.
+            _remove_orphan_temps(self.lock)
 
     def __exit__(self, *exc_info: object) -> None:
         drop_guard(self.fd, self.lock)
@@ -434,18 +479,6 @@ def _not_a_regular_file(lock: str, mode: int) -> OSError:
     return OSError(errno.EINVAL, f"the lock path {lock} is {kind}; a lock must be a regular file")
 
 
-def _read_bounded(fd: int, limit: int) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
-    while size < limit:
-        chunk = os.read(fd, limit - size)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
-
-
 def read_record(lock: str) -> Record | None:
     """Return what the lock file says, or None when there is no lock file.
 
@@ -465,7 +498,8 @@ def read_record(lock: str) -> Record | None:
             raise _folder_error(lock)
         if not stat.S_ISREG(info.st_mode):
             raise _not_a_regular_file(lock, info.st_mode)
-        data = _read_bounded(fd, RECORD_MAX_BYTES + 1)
+        # One read: a regular file gives all it has, up to the limit, at once.
+        data = os.read(fd, RECORD_MAX_BYTES + 1)
     finally:
         os.close(fd)
     return parse_record(data, int(info.st_mtime // 1))
@@ -486,9 +520,9 @@ def _record_of_unopened(lock: str, exc: OSError) -> Record:
     raise exc
 
 
-def record_bytes(owner: str, since: int) -> bytes:
-    """The bytes of a record naming ``owner`` since ``since`` (POSIX seconds)."""
-    record = {"owner": owner, "acquired_at": format_time(since), "tool": TOOL}
+def record_bytes(owner: str, acquired_at: str) -> bytes:
+    """The bytes of a record naming ``owner`` since ``acquired_at`` (a formatted time)."""
+    record = {"owner": owner, "acquired_at": acquired_at, "tool": TOOL}
     return (json.dumps(record) + "\n").encode("ascii")
 
 
@@ -502,13 +536,13 @@ def _create_temp(lock: str) -> tuple[int, str]:
             continue
 
 
-def write_record(lock: str, owner: str, since: int) -> None:
+def write_record(lock: str, owner: str, acquired_at: str) -> None:
     """Replace the lock file with a record, atomically: temp file, fsync, rename.
 
     A reader sees the old record or the new one, never part of one; on any
     failure the old lock file is untouched and the temp file is gone.
     """
-    data = record_bytes(owner, since)
+    data = record_bytes(owner, acquired_at)
     fd, temp = _create_temp(lock)
     try:
         try:
@@ -532,14 +566,13 @@ def _folder_error(lock: str) -> ValueError:
 
 
 def lock_path(lock: str | os.PathLike[str]) -> str:
-    """The absolute path of a lock (``~`` expanded); ValueError if it names a folder."""
+    """The absolute path of a lock, ``~`` expanded. (A folder is refused when it is read.)"""
     path = os.fspath(lock)
     if not isinstance(path, str):
         raise ValueError(f"the lock path must be text, not {path!r}")
-    path = os.path.abspath(os.path.expanduser(path))
-    if os.path.isdir(path):
-        raise _folder_error(path)
-    return path
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    return os.path.abspath(path)
 
 
 def _clear_command(lock: str, owner: str) -> str:
@@ -548,17 +581,15 @@ def _clear_command(lock: str, owner: str) -> str:
     return f"skf-run-lock.py release --lock {shlex.quote(lock)} --owner {shlex.quote(owner)}"
 
 
-def _refusal_message(lock: str, record: Record, stale_at: str) -> str:
-    if record.owner is None:
+def _refusal_message(lock: str, holder: str | None, held_since: str, stale_at: str) -> str:
+    if holder is None:
         return (
-            f"lock {lock} is held by a lock file that names no owner (since"
-            f" {format_time(record.since)}); it goes stale at {stale_at}. If no run is"
-            f" active, delete {lock}"
+            f"lock {lock} is held by a lock file that names no owner (since {held_since});"
+            f" it goes stale at {stale_at}. If no run is active, delete {lock}"
         )
     return (
-        f"lock {lock} is held by {record.owner} since {format_time(record.since)}; it goes"
-        f" stale at {stale_at}. If that run is no longer active, clear it with:"
-        f" {_clear_command(lock, record.owner)}"
+        f"lock {lock} is held by {holder} since {held_since}; it goes stale at {stale_at}."
+        f" If that run is no longer active, clear it with: {_clear_command(lock, holder)}"
     )
 
 
@@ -569,25 +600,27 @@ def _acquire_result(
     lock: str,
     owner: str,
     run_id: str,
-    holder: Record,
+    held_by: str | None,
+    held_since: str,
+    stale_at: str,
     stale_after: float,
     replaced: Record | None,
-    message: str,
 ) -> dict[str, Any]:
+    """The acquire output, with its message still to be written."""
     return {
         "acquired": acquired,
         "refreshed": refreshed,
         "lock": lock,
         "owner": owner,
         "run_id": run_id,
-        "held_by": holder.owner,
-        "held_since": format_time(holder.since),
-        "stale_at": _stale_at(holder.since, stale_after),
+        "held_by": held_by,
+        "held_since": held_since,
+        "stale_at": stale_at,
         "stale_after_minutes": _minutes_for_output(stale_after),
         "stale_replaced": None
         if replaced is None
         else {"held_by": replaced.owner, "held_since": format_time(replaced.since)},
-        "message": message,
+        "message": "",
     }
 
 
@@ -614,45 +647,78 @@ def acquire(
     path = lock_path(lock)
     with _Guarded(path, make_parents=True):
         seconds = time.time() if fixed_now is None else fixed_now
-        since = int(seconds // 1)
         record = read_record(path)
-        if record is not None and record.owner != owner:
-            stale = _is_stale(record.since, stale_after, seconds)
-            if not (stale or (empty_is_stale and record.empty)):
-                return _acquire_result(
-                    acquired=False,
-                    refreshed=False,
-                    lock=path,
-                    owner=owner,
-                    run_id=run_id,
-                    holder=record,
-                    stale_after=stale_after,
-                    replaced=None,
-                    message=_refusal_message(path, record, _stale_at(record.since, stale_after)),
-                )
-        write_record(path, owner, since)
-    mine = Record(owner, since)
-    if record is None:
-        message = f"acquired {path} for {owner}"
-        replaced = None
-    elif record.owner == owner:
-        message = f"renewed {path} for {owner}"
-        replaced = None
-    else:
-        holder = f"of {record.owner}" if record.owner else "file that named no owner"
-        message = f"acquired {path} for {owner}, replacing the stale lock {holder}"
-        replaced = record
-    return _acquire_result(
-        acquired=True,
-        refreshed=record is not None and record.owner == owner,
+        if (
+            record is not None
+            and record.owner != owner
+            and not _is_stale(record.since, stale_after, seconds)
+            and not (empty_is_stale and record.empty)
+        ):
+            return _refused(path, owner, run_id, record, stale_after)
+        since = int(seconds // 1)
+        held_since = format_time(since)
+        write_record(path, owner, held_since)
+    return _taken(
+        path, owner, run_id, record, since=since, held_since=held_since, stale_after=stale_after
+    )
+
+
+def _refused(
+    path: str, owner: str, run_id: str, record: Record, stale_after: float
+) -> dict[str, Any]:
+    """The acquire output when ``record`` keeps the lock from ``owner``."""
+    held_since = format_time(record.since)
+    stale_at = _stale_at(record.since, stale_after)
+    result = _acquire_result(
+        acquired=False,
+        refreshed=False,
         lock=path,
         owner=owner,
         run_id=run_id,
-        holder=mine,
+        held_by=record.owner,
+        held_since=held_since,
+        stale_at=stale_at,
         stale_after=stale_after,
-        replaced=replaced,
-        message=f"{message}; it goes stale at {_stale_at(since, stale_after)} unless renewed",
+        replaced=None,
     )
+    result["message"] = _refusal_message(path, record.owner, held_since, stale_at)
+    return result
+
+
+def _taken(
+    path: str,
+    owner: str,
+    run_id: str,
+    before: Record | None,
+    *,
+    since: int,
+    held_since: str,
+    stale_after: float,
+) -> dict[str, Any]:
+    """The acquire output when ``owner`` took the lock over ``before`` (None: no lock file)."""
+    renewed = before is not None and before.owner == owner
+    if before is None:
+        message = f"acquired {path} for {owner}"
+    elif renewed:
+        message = f"renewed {path} for {owner}"
+    else:
+        holder = f"of {before.owner}" if before.owner else "file that named no owner"
+        message = f"acquired {path} for {owner}, replacing the stale lock {holder}"
+    stale_at = _stale_at(since, stale_after)
+    result = _acquire_result(
+        acquired=True,
+        refreshed=renewed,
+        lock=path,
+        owner=owner,
+        run_id=run_id,
+        held_by=owner,
+        held_since=held_since,
+        stale_at=stale_at,
+        stale_after=stale_after,
+        replaced=None if before is None or renewed else before,
+    )
+    result["message"] = f"{message}; it goes stale at {stale_at} unless renewed"
+    return result
 
 
 class LockBusy(Exception):
@@ -791,83 +857,96 @@ def status(
 
 # --- CLI ---------------------------------------------------------------------
 
+HELP = f"""\
+usage: skf-run-lock.py acquire --lock PATH --owner WORKFLOW:SKILL[:RUN_ID]
+                               [--stale-after MINUTES] [--wait SECONDS]
+       skf-run-lock.py release --lock PATH --owner WORKFLOW:SKILL:RUN_ID
+       skf-run-lock.py status --lock PATH [--stale-after MINUTES]
+       skf-run-lock.py run-id
+       skf-run-lock.py --version
+
+A run lock kept in a file, for workflows made of many separate processes.
+
+commands:
+  acquire   take the lock, or renew it if this owner holds it; a missing run id
+            is added and the whole owner printed
+  release   delete the lock if this owner holds it
+  status    say who holds the lock, without taking it
+  run-id    print a new run id
+
+options:
+  --lock PATH             the lock file (~ expanded, made absolute)
+  --owner OWNER           workflow:skill[:run_id]; release needs the run id
+  --stale-after MINUTES   a lock this old is abandoned (default {DEFAULT_STALE_AFTER_MIN},
+                          at most {MAX_STALE_AFTER_MIN})
+  --wait SECONDS          acquire: keep trying this long while another run
+                          holds the lock (default 0, at most {MAX_WAIT_SEC})
+  -h, --help              show this help
+  --version               print the version
+
+Prints one line of JSON. Exit 0 done, 1 bad arguments, 2 the lock could not
+be read or written, 3 held by another run.
+"""
+
+# Each command's options, and whether each is required.
+_OPTIONS: dict[str, dict[str, bool]] = {
+    "acquire": {"--lock": True, "--owner": True, "--stale-after": False, "--wait": False},
+    "release": {"--lock": True, "--owner": True},
+    "status": {"--lock": True, "--stale-after": False},
+    "run-id": {},
+}
+
 
 class _UsageError(Exception):
     pass
 
 
-class _ParserExit(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(status)
-        self.status = status
+def parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
+    """Return the command (or "help" / "version") and its ``{option: value}``.
+
+    Options take ``--name value`` or ``--name=value``. Raises _UsageError for
+    anything else, so that a usage error is JSON like every other error.
+    """
+    if not argv:
+        raise _UsageError("a command is required: acquire, release, status or run-id")
+    command, *rest = argv
+    if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
+        return "help", {}
+    if command == "--version" and not rest:
+        return "version", {}
+    allowed = _OPTIONS.get(command)
+    if allowed is None:
+        raise _UsageError(f"unknown command {command!r}; use acquire, release, status or run-id")
+    options: dict[str, str] = {}
+    args = iter(rest)
+    for arg in args:
+        name, has_value, value = arg.partition("=")
+        if name not in allowed:
+            raise _UsageError(f"{command} does not take {arg!r}")
+        if not has_value:
+            following = next(args, None)
+            if following is None:
+                raise _UsageError(f"{name} needs a value")
+            value = following
+        options[name] = value
+    missing = [name for name, required in allowed.items() if required and name not in options]
+    if missing:
+        raise _UsageError(f"{command} needs {' and '.join(missing)}")
+    return command, options
 
 
-def _parser() -> Any:
-    import argparse  # only the CLI needs it
-
-    class Parser(argparse.ArgumentParser):
-        """An ArgumentParser that raises instead of printing usage and exiting 2."""
-
-        def error(self, message: str) -> Any:
-            raise _UsageError(message)
-
-        def exit(self, status: int = 0, message: str | None = None) -> Any:
-            if message:
-                sys.stderr.write(message)
-            raise _ParserExit(status)
-
-    def number(text: str) -> float:
-        try:
-            return float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-
-    top = Parser(
-        prog="skf-run-lock.py",
-        description="A run lock kept in a file, for workflows made of many processes."
-        " Prints one line of JSON; exit 0 done, 1 bad arguments, 2 OS error, 3 held.",
-        allow_abbrev=False,
-    )
-    top.add_argument("--version", action="store_true", help="print the version as JSON")
-    commands = top.add_subparsers(dest="command", metavar="COMMAND")
-
-    def command(name: str, help: str) -> Any:
-        return commands.add_parser(name, help=help, description=help, allow_abbrev=False)
-
-    def lock_option(sub: Any) -> None:
-        sub.add_argument("--lock", required=True, help="path of the lock file")
-
-    def stale_option(sub: Any) -> None:
-        sub.add_argument(
-            "--stale-after",
-            type=number,
-            default=DEFAULT_STALE_AFTER_MIN,
-            metavar="MINUTES",
-            help=f"minutes after which a lock is abandoned (default {DEFAULT_STALE_AFTER_MIN})",
-        )
-
-    sub = command("acquire", "take or renew the lock")
-    lock_option(sub)
-    sub.add_argument("--owner", required=True, help="workflow:skill[:run_id]")
-    stale_option(sub)
-    sub.add_argument(
-        "--wait",
-        type=number,
-        default=0,
-        metavar="SECONDS",
-        help="keep trying this long while another run holds the lock (default 0)",
-    )
-    sub = command("release", "delete the lock if this owner holds it")
-    lock_option(sub)
-    sub.add_argument("--owner", required=True, help="workflow:skill:run_id")
-    sub = command("status", "say who holds the lock, without taking it")
-    lock_option(sub)
-    stale_option(sub)
-    command("run-id", "print a new run id")
-    return top
+def _number(options: dict[str, str], name: str, default: float) -> float:
+    text = options.get(name)
+    if text is None:
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        raise _UsageError(f"{name} must be a number, not {text!r}") from None
 
 
-def _stale_after_seconds(minutes: float) -> float:
+def _stale_after_seconds(options: dict[str, str]) -> float:
+    minutes = _number(options, "--stale-after", DEFAULT_STALE_AFTER_MIN)
     if not 0 < minutes <= MAX_STALE_AFTER_MIN:  # also false for NaN
         raise ValueError(
             f"--stale-after must be a finite number of minutes > 0 and <= {MAX_STALE_AFTER_MIN},"
@@ -876,7 +955,8 @@ def _stale_after_seconds(minutes: float) -> float:
     return minutes * 60
 
 
-def _wait_seconds(wait: float) -> float:
+def _wait_seconds(options: dict[str, str]) -> float:
+    wait = _number(options, "--wait", 0)
     if not 0 <= wait <= MAX_WAIT_SEC:  # also false for NaN
         raise ValueError(
             f"--wait must be a number of seconds >= 0 and <= {MAX_WAIT_SEC}, not {wait:g}"
@@ -884,15 +964,16 @@ def _wait_seconds(wait: float) -> float:
     return wait
 
 
-def _cli_acquire(args: Any) -> tuple[dict[str, Any], int]:
-    stale_after = _stale_after_seconds(args.stale_after)
-    wait = _wait_seconds(args.wait)
+def _cli_acquire(options: dict[str, str]) -> tuple[dict[str, Any], int]:
+    stale_after = _stale_after_seconds(options)
+    wait = _wait_seconds(options)
+    lock, owner = options["--lock"], options["--owner"]
     if not wait:
-        result = acquire(args.lock, args.owner, stale_after)
+        result = acquire(lock, owner, stale_after)
     else:
         started = time.monotonic()
         try:
-            result = acquire_within(args.lock, args.owner, stale_after, wait)
+            result = acquire_within(lock, owner, stale_after, wait)
         except LockBusy as busy:
             result = busy.result
         waited = time.monotonic() - started
@@ -901,24 +982,29 @@ def _cli_acquire(args: Any) -> tuple[dict[str, Any], int]:
     return result, EXIT_OK if result["acquired"] else EXIT_HELD
 
 
-def _cli_release(args: Any) -> tuple[dict[str, Any], int]:
-    return release(args.lock, args.owner), EXIT_OK
+def _cli_release(options: dict[str, str]) -> tuple[dict[str, Any], int]:
+    return release(options["--lock"], options["--owner"]), EXIT_OK
 
 
-def _cli_status(args: Any) -> tuple[dict[str, Any], int]:
-    result = status(args.lock, _stale_after_seconds(args.stale_after))
+def _cli_status(options: dict[str, str]) -> tuple[dict[str, Any], int]:
+    result = status(options["--lock"], _stale_after_seconds(options))
     return result, EXIT_HELD if result["state"] == "held" else EXIT_OK
 
 
-def _cli_run_id(args: Any) -> tuple[dict[str, Any], int]:
+def _cli_run_id(options: dict[str, str]) -> tuple[dict[str, Any], int]:
     return {"run_id": new_run_id()}, EXIT_OK
 
 
-_COMMANDS: dict[str, Callable[[Any], tuple[dict[str, Any], int]]] = {
+def _cli_version(options: dict[str, str]) -> tuple[dict[str, Any], int]:
+    return {"version": __version__}, EXIT_OK
+
+
+_COMMANDS: dict[str, Callable[[dict[str, str]], tuple[dict[str, Any], int]]] = {
     "acquire": _cli_acquire,
     "release": _cli_release,
     "status": _cli_status,
     "run-id": _cli_run_id,
+    "version": _cli_version,
 }
 
 
@@ -944,26 +1030,20 @@ def main(argv: list[str] | None = None) -> int:
     raises SystemExit: usage errors return 1 like any bad argument.
     """
     try:
-        args = _parser().parse_args(argv)
+        command, options = parse_args(sys.argv[1:] if argv is None else list(argv))
+        if command == "help":
+            sys.stdout.write(HELP)
+            return EXIT_OK
+        result, code = _COMMANDS[command](options)
     except _UsageError as exc:
         _fail(f"usage error: {exc}")
         return EXIT_BAD_ARGS
-    except _ParserExit as exc:  # --help
-        return exc.status
-    if args.version:
-        result, code = {"version": __version__}, EXIT_OK
-    elif args.command is None:
-        _fail("usage error: a command is required: acquire, release, status or run-id")
+    except ValueError as exc:
+        _fail(str(exc))
         return EXIT_BAD_ARGS
-    else:
-        try:
-            result, code = _COMMANDS[args.command](args)
-        except ValueError as exc:
-            _fail(str(exc))
-            return EXIT_BAD_ARGS
-        except OSError as exc:
-            _fail(f"the lock could not be read or written: {_describe_os_error(exc)}")
-            return EXIT_OS_ERROR
+    except OSError as exc:
+        _fail(f"the lock could not be read or written: {_describe_os_error(exc)}")
+        return EXIT_OS_ERROR
     sys.stdout.write(json.dumps(result) + "\n")
     return code
 

@@ -22,9 +22,9 @@ def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypa
     real_take = skf.take_guard
 
     def take(path, make_parents=False):
-        fd = real_take(path, make_parents)
+        fd, existed = real_take(path, make_parents)
         fds[fd] = "guard"
-        return fd
+        return fd, existed
 
     def unlink(path, *a, **k):
         if path == guard:
@@ -95,7 +95,10 @@ def test_filesystem_without_locks_is_exit_2_naming_the_folder(skf, main, lock, m
 
 
 def test_orphan_temp_files_are_removed_by_acquire_and_release(skf, lock: Path) -> None:
+    """A call that died mid-write leaves its temp file and the guard it held."""
     lock.parent.mkdir()
+    guard = lock.parent / "run.lock.skf-guard"
+    guard.touch()
     orphans = ["run.lock.skf-0123abcd-tmp", "run.lock.skf-ffffffff-tmp"]
     kept = [
         "run.lock.skf-0123ABCD-tmp",
@@ -111,8 +114,21 @@ def test_orphan_temp_files_are_removed_by_acquire_and_release(skf, lock: Path) -
     assert beside(lock) == sorted([*kept, "run.lock"])
     for name in orphans:
         (lock.parent / name).write_text("partial")
+    guard.touch()
     skf.release(lock, "wf:sk:r")
     assert beside(lock) == sorted(kept)
+
+
+def test_call_killed_mid_write_leaves_guard_and_temp_for_the_next_call(cli, lock, worker):
+    holder = worker("die-mid-write", lock)
+    holder.wait(timeout=60)
+    assert holder.returncode == -9
+    left = beside(lock)
+    assert len(left) == 2 and "run.lock.skf-guard" in left
+    temp = next(name for name in left if name != "run.lock.skf-guard")
+    assert temp.startswith("run.lock.skf-") and temp.endswith("-tmp")
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:next").code == 0
+    assert beside(lock) == ["run.lock"]
 
 
 def test_status_leaves_orphans_alone(skf, lock: Path) -> None:

@@ -8,6 +8,8 @@ from types import ModuleType
 
 import pytest
 from conftest import NOW
+from hypothesis import given
+from hypothesis import strategies as st
 
 
 @pytest.mark.parametrize(
@@ -162,3 +164,40 @@ def test_stale_after_minutes_is_an_integer_when_whole(skf, lock, seconds, minute
     result = skf.acquire(lock, "wf:sk:r", seconds, now=NOW)
     assert result["stale_after_minutes"] == minutes
     assert type(result["stale_after_minutes"]) is type(minutes)
+
+
+def test_owner_character_check_matches_the_rule_for_every_code_point(skf: ModuleType) -> None:
+    """The rule is "no whitespace, no non-printable character"; check it char by char."""
+    wrong = []
+    for code in range(0x110000):
+        char = chr(code)
+        allowed = not char.isspace() and char.isprintable()
+        try:
+            skf.split_owner(f"wf:sk:{char}")
+        except ValueError:
+            accepted = False
+        else:
+            accepted = True
+        if accepted != allowed and char != ":":
+            wrong.append(hex(code))
+    assert wrong == []
+
+
+@given(st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59)))
+def test_time_format_agrees_with_datetime(skf: ModuleType, when: datetime) -> None:
+    when = when.replace(microsecond=0, tzinfo=UTC)
+    text = when.strftime("%Y-%m-%dT%H:%M:%SZ").rjust(20, "0")
+    seconds = (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(seconds=1)
+    assert skf.parse_time(text) == seconds
+    assert skf.format_time(seconds) == text
+
+
+@given(st.integers(1, 9999), st.integers(1, 12), st.integers(0, 32))
+def test_parse_time_accepts_exactly_the_real_dates(skf, year: int, month: int, day: int) -> None:
+    text = f"{year:04d}-{month:02d}-{day:02d}T00:00:00Z"
+    try:
+        datetime(year, month, day)
+    except ValueError:
+        assert skf.parse_time(text) is None
+    else:
+        assert skf.parse_time(text) is not None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import importlib.util
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -59,7 +60,7 @@ def race(ready: str, go: str, *argv: str) -> int:
 
 def hold_guard(lock: str) -> int:
     skf = load()
-    fd = skf.take_guard(lock, True)  # type: ignore[attr-defined]
+    fd, _ = skf.take_guard(lock, True)  # type: ignore[attr-defined]
     say("held")
     sys.stdin.read()
     skf.drop_guard(fd, lock)  # type: ignore[attr-defined]
@@ -87,9 +88,28 @@ def churn(lock: str, owner: str) -> int:
         skf.main(["release", "--lock", lock, "--owner", run_owner])  # type: ignore[attr-defined]
 
 
+def die_mid_write(lock: str) -> int:
+    skf = load()
+    real_fsync = os.fsync
+
+    def fsync_then_die(fd: int) -> None:
+        real_fsync(fd)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    os.fsync = fsync_then_die
+    skf.acquire(lock, "wf:sk:dies", 60.0)  # type: ignore[attr-defined]
+    return 0
+
+
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "race":
         sys.exit(race(rest[0], rest[1], *rest[3:]))
-    modes = {"counter": counter, "hold-guard": hold_guard, "flock": hold_flock, "churn": churn}
+    modes = {
+        "counter": counter,
+        "hold-guard": hold_guard,
+        "flock": hold_flock,
+        "churn": churn,
+        "die-mid-write": die_mid_write,
+    }
     sys.exit(modes[mode](*rest))

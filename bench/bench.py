@@ -1,0 +1,411 @@
+"""Benchmark skf-run-lock.py against the floors the machine sets, side by side in one run.
+
+Run from the repository root:
+
+    uv run --group bench python bench/bench.py [--quick]
+
+Prints a Markdown report: medians of each measurement and their ratio to the
+floor measured in the same run (ratios travel between machines; raw times do not).
+
+1. CLI: each subcommand and outcome as ``python3 -S skf-run-lock.py ...`` vs
+   ``python3 -S -c "import json, argparse"`` (process start-up is most of a call).
+2. In-process acquire + release vs the same system calls done bare from Python,
+   on tmpfs and on disk.
+3. Hand-off: one holder and 8 processes waiting in ``acquire_within``: the time
+   from a release to the next acquire, and the CPU a waiter burns while it waits.
+4. Peers: filelock.FileLock, filelock.SoftFileLock, portalocker.Lock.
+5. ``uv run skf-run-lock.py run-id`` vs ``uv run`` of an empty PEP 723 script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import fcntl
+import importlib.util
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "skf-run-lock.py"
+PYTHON = os.path.realpath(sys.executable)
+TMPFS = Path("/dev/shm")
+EMPTY_SCRIPT = textwrap.dedent(
+    """\
+    # /// script
+    # requires-python = ">=3.11"
+    # dependencies = []
+    # ///
+    """
+)
+
+
+def load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("skf_run_lock", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def filesystem_of(path: Path) -> str:
+    """The filesystem type mounted at the longest prefix of ``path`` (from /proc/mounts)."""
+    best, kind = "", "unknown"
+    try:
+        with open("/proc/mounts") as mounts:
+            for line in mounts:
+                _, point, fstype, *_ = line.split()
+                if str(path).startswith(point) and len(point) > len(best):
+                    best, kind = point, fstype
+    except OSError:
+        pass
+    return kind
+
+
+def spawn_time(argv: list[str]) -> float:
+    """Wall time of one run of ``argv``, output to /dev/null (posix_spawn: least overhead)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        actions = [(os.POSIX_SPAWN_DUP2, devnull, 1), (os.POSIX_SPAWN_DUP2, devnull, 2)]
+        start = time.perf_counter()
+        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=actions)
+        os.waitpid(pid, 0)
+        return time.perf_counter() - start
+    finally:
+        os.close(devnull)
+
+
+def interleaved(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Run every case once per round, in turn, so that machine noise hits them alike."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, case in cases.items():
+            samples[name].append(case())
+    return samples
+
+
+def ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.2f} ms"
+
+
+def us(seconds: float) -> str:
+    return f"{seconds * 1e6:.0f} us"
+
+
+def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+# --- 1. CLI -------------------------------------------------------------------
+
+
+def bench_cli(rounds: int, folder: Path) -> str:
+    lock = str(folder / "cli.lock")
+    script = [PYTHON, "-S", str(SCRIPT)]
+    mine, other = "bench:cli:mine", "bench:cli:other"
+
+    def run(*args: str) -> Callable[[], float]:
+        return lambda: spawn_time([*script, *args])
+
+    # Within a round the order matters: free -> renewed -> refused -> status -> release.
+    cases = {
+        'baseline: python3 -S -c "import json, argparse"': lambda: spawn_time(
+            [PYTHON, "-S", "-c", "import json, argparse"]
+        ),
+        "acquire (free lock)": run("acquire", "--lock", lock, "--owner", mine),
+        "acquire (renewed)": run("acquire", "--lock", lock, "--owner", mine),
+        "acquire (refused, exit 3)": run("acquire", "--lock", lock, "--owner", other),
+        "status (held)": run("status", "--lock", lock),
+        "release": run("release", "--lock", lock, "--owner", mine),
+        "status (free)": run("status", "--lock", lock),
+        "run-id": run("run-id"),
+        "reference: python3 -S -c pass": lambda: spawn_time([PYTHON, "-S", "-c", "pass"]),
+    }
+    samples = interleaved(cases, rounds)
+    base = statistics.median(samples['baseline: python3 -S -c "import json, argparse"'])
+    rows = []
+    worst = 0.0
+    for name, times in samples.items():
+        median = statistics.median(times)
+        ratio = median / base
+        if not name.startswith(("baseline", "reference")):
+            worst = max(worst, ratio)
+        rows.append((name, ms(median), f"{ratio:.2f}x"))
+    return (
+        f"### 1. CLI calls ({rounds} interleaved rounds, lock on {filesystem_of(folder)})\n\n"
+        + table(rows, ("command", "median", "vs baseline"))
+        + f"\n\nWorst subcommand: **{worst:.2f}x** the baseline (target: at most 1.25x).\n"
+    )
+
+
+# --- 2. In-process acquire + release vs the bare system calls ----------------
+
+
+def bare_syscalls(lock: str) -> None:
+    """The system calls of one acquire + release on a free lock, with no logic around them."""
+    guard = lock + ".skf-guard"
+    for releasing in (False, True):
+        fd = os.open(guard, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.fstat(fd)
+        try:
+            rfd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            pass
+        else:
+            os.read(rfd, 65537)
+            os.close(rfd)
+        if releasing:
+            os.unlink(lock)
+        else:
+            temp = lock + ".skf-00000000-tmp"
+            tfd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+            os.write(tfd, b'{"owner": "bench:floor:1", "acquired_at": "2026-01-01T00:00:00Z"}\n')
+            os.fsync(tfd)
+            os.close(tfd)
+            os.replace(temp, lock)
+        os.unlink(guard)
+        os.close(fd)
+
+
+def per_call(function: Callable[[], object], loops: int) -> float:
+    start = time.perf_counter()
+    for _ in range(loops):
+        function()
+    return (time.perf_counter() - start) / loops
+
+
+def bench_in_process(skf: ModuleType, rounds: int, folders: dict[str, Path]) -> str:
+    rows = []
+    ratios = {}
+    for label, folder in folders.items():
+        lock = str(folder / "inproc.lock")
+
+        def ours(lock: str = lock) -> None:
+            skf.acquire(lock, "bench:inproc:1", 60.0)
+            skf.release(lock, "bench:inproc:1")
+
+        def floor(lock: str = lock) -> None:
+            bare_syscalls(lock)
+
+        n = 50 if label.startswith("disk") else 200
+        samples = interleaved(
+            {
+                "floor": lambda f=floor, n=n: per_call(f, n),
+                "ours": lambda o=ours, n=n: per_call(o, n),
+            },
+            rounds,
+        )
+        floor_median = statistics.median(samples["floor"])
+        ours_median = statistics.median(samples["ours"])
+        ratios[label] = ours_median / floor_median
+        fs = filesystem_of(folder)
+        rows.append((f"{label} ({fs})", us(floor_median), us(ours_median), f"{ratios[label]:.2f}x"))
+    tmpfs_ratio = next(iter(ratios.values()))
+    return (
+        f"### 2. In-process acquire + release ({rounds} interleaved rounds)\n\n"
+        + table(rows, ("where", "bare syscalls", "skf-run-lock", "ratio"))
+        + f"\n\nOn tmpfs: **{tmpfs_ratio:.2f}x** the bare-syscall floor (target: at most 1.5x).\n"
+    )
+
+
+# --- 3. Hand-off between processes --------------------------------------------
+
+WAITER = """
+import importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("skf_run_lock", sys.argv[1])
+skf = importlib.util.module_from_spec(spec); spec.loader.exec_module(skf)
+lock, log, name = sys.argv[2:5]
+rounds, hold = int(sys.argv[5]), float(sys.argv[6])
+fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+for n in range(rounds):
+    wall0, cpu0 = time.monotonic(), time.process_time()
+    result = skf.acquire_within(lock, f"bench:{name}:{n}", 60.0, 120.0)
+    got = time.monotonic()
+    cpu = time.process_time() - cpu0
+    os.write(fd, f"acquire {got!r} {got - wall0!r} {cpu!r}\\n".encode())
+    time.sleep(hold)
+    skf.release(lock, f"bench:{name}:{n}")
+    os.write(fd, f"release {time.monotonic()!r}\\n".encode())
+"""
+
+
+def bench_handoff(skf: ModuleType, waiters: int, rounds: int, folder: Path) -> str:
+    lock = str(folder / "handoff.lock")
+    log = folder / "handoff.log"
+    log.write_text("")
+    hold = 0.02
+    skf.acquire(lock, "bench:holder:0", 60.0)
+    procs = [
+        subprocess.Popen(
+            [PYTHON, "-c", WAITER, str(SCRIPT), lock, str(log), f"w{i}", str(rounds), str(hold)]
+        )
+        for i in range(waiters)
+    ]
+    time.sleep(1.0)  # every waiter is polling before the first release
+    skf.release(lock, "bench:holder:0")
+    with open(log, "a") as f:
+        f.write(f"release {time.monotonic()!r}\n")
+    for proc in procs:
+        if proc.wait(timeout=600) != 0:
+            raise SystemExit("a waiter failed")
+    events = sorted(
+        (float(parts[1]), parts[0], parts[2:])
+        for parts in (line.split() for line in log.read_text().splitlines())
+    )
+    handoffs, cpu_shares = [], []
+    last_release = None
+    for when, kind, rest in events:
+        if kind == "release":
+            last_release = when
+        elif last_release is not None:
+            handoffs.append(when - last_release)
+            last_release = None
+            waited, cpu = float(rest[0]), float(rest[1])
+            if waited > 0.1:
+                cpu_shares.append(cpu / waited)
+    handoffs.sort()
+    p95 = handoffs[min(len(handoffs) - 1, round(0.95 * (len(handoffs) - 1)))]
+    rows = [
+        ("hand-offs measured", str(len(handoffs)), ""),
+        ("release -> next acquire, median", ms(statistics.median(handoffs)), "<= 50 ms"),
+        ("release -> next acquire, p95", ms(p95), "<= 150 ms"),
+        ("release -> next acquire, max", ms(handoffs[-1]), ""),
+        ("waiter CPU while waiting, median", f"{statistics.median(cpu_shares):.2%}", ""),
+        ("waiter CPU while waiting, max", f"{max(cpu_shares):.2%}", "<= 5% of a core"),
+    ]
+    return (
+        f"### 3. Hand-off: 1 holder, {waiters} waiters in acquire_within"
+        f" ({rounds} holds each, {hold * 1e3:.0f} ms per hold)\n\n"
+        + table(rows, ("measure", "value", "target"))
+        + "\n"
+    )
+
+
+# --- 4. Peers -------------------------------------------------------------------
+
+
+def bench_peers(skf: ModuleType, rounds: int, folder: Path) -> str:
+    try:
+        import filelock
+        import portalocker
+    except ImportError:
+        return "### 4. Peers\n\nSkipped: run with `uv run --group bench` to install them.\n"
+    lock = str(folder / "peer.lock")
+    loops = 200
+
+    def ours() -> None:
+        skf.acquire(lock, "bench:peer:1", 60.0)
+        skf.release(lock, "bench:peer:1")
+
+    file_lock = filelock.FileLock(lock + ".filelock")
+    soft_lock = filelock.SoftFileLock(lock + ".softlock")
+    porta = portalocker.Lock(lock + ".portalocker", timeout=10)
+
+    def with_lock(handle: object) -> Callable[[], None]:
+        def run() -> None:
+            handle.acquire()  # type: ignore[attr-defined]
+            handle.release()  # type: ignore[attr-defined]
+
+        return run
+
+    cases = {
+        "skf-run-lock acquire + release": ours,
+        f"filelock.FileLock {filelock.__version__}": with_lock(file_lock),
+        f"filelock.SoftFileLock {filelock.__version__}": with_lock(soft_lock),
+        f"portalocker.Lock {portalocker.__version__}": with_lock(porta),
+    }
+    samples = interleaved({k: lambda f=f: per_call(f, loops) for k, f in cases.items()}, rounds)
+    base = statistics.median(samples["skf-run-lock acquire + release"])
+    rows = []
+    for name, times in samples.items():
+        median = statistics.median(times)
+        rows.append((name, us(median), f"{median / base:.2f}x"))
+    return (
+        f"### 4. Peers: acquire + release in-process on {filesystem_of(folder)}\n\n"
+        + table(rows, ("lock", "median", "vs skf-run-lock"))
+        + "\n\nThe peers hold an OS lock for one process; skf-run-lock also writes and"
+        " fsyncs a record that outlives the process, which is the point of it.\n"
+    )
+
+
+# --- 5. uv run ------------------------------------------------------------------
+
+
+def bench_uv(rounds: int, folder: Path) -> str:
+    uv = shutil.which("uv")
+    if uv is None:
+        return "### 5. uv run\n\nSkipped: uv is not on PATH.\n"
+    empty = folder / "empty.py"
+    empty.write_text(EMPTY_SCRIPT)
+    subprocess.run([uv, "run", "-q", str(empty)], check=True)  # warm uv's cache
+    subprocess.run([uv, "run", "-q", str(SCRIPT), "run-id"], check=True, capture_output=True)
+    cases = {
+        "uv run empty PEP 723 script": lambda: spawn_time([uv, "run", "-q", str(empty)]),
+        "uv run skf-run-lock.py run-id": lambda: spawn_time(
+            [uv, "run", "-q", str(SCRIPT), "run-id"]
+        ),
+    }
+    samples = interleaved(cases, rounds)
+    base = statistics.median(samples["uv run empty PEP 723 script"])
+    rows = [
+        (name, ms(statistics.median(t)), f"{statistics.median(t) / base:.2f}x")
+        for name, t in samples.items()
+    ]
+    return (
+        f"### 5. uv run ({rounds} interleaved rounds)\n\n"
+        + table(rows, ("command", "median", "vs empty script"))
+        + "\n"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, for a smoke test")
+    parser.add_argument("--disk", default=str(ROOT / "bench"), help="a folder on disk")
+    args = parser.parse_args()
+    scale = 0.2 if args.quick else 1.0
+    skf = load_script()
+    with (
+        tempfile.TemporaryDirectory(dir=TMPFS if TMPFS.is_dir() else None) as fast,
+        tempfile.TemporaryDirectory(dir=args.disk, prefix=".bench-") as slow,
+    ):
+        fast_dir, disk_dir = Path(fast), Path(slow)
+        print("## skf-run-lock benchmark\n")
+        print(
+            f"Python {platform.python_version()} ({PYTHON}), {os.cpu_count()} cores,"
+            f" {platform.system()} {platform.release()}; tmpfs {fast_dir}"
+            f" ({filesystem_of(fast_dir)}), disk {disk_dir} ({filesystem_of(disk_dir)}).\n"
+        )
+        sections = [
+            lambda: bench_cli(max(10, int(60 * scale)), fast_dir),
+            lambda: bench_in_process(
+                skf, max(5, int(30 * scale)), {"tmpfs": fast_dir, "disk": disk_dir}
+            ),
+            lambda: bench_handoff(skf, 8, max(2, int(6 * scale)), fast_dir),
+            lambda: bench_peers(skf, max(5, int(30 * scale)), fast_dir),
+            lambda: bench_uv(max(5, int(20 * scale)), fast_dir),
+        ]
+        for section in sections:
+            print(section())
+            sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BrokenPipeError:
+        sys.exit(errno.EPIPE)
