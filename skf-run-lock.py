@@ -190,10 +190,14 @@ def new_run_id(now: datetime | None = None) -> str:
     return _run_id_at(_seconds_of(now))
 
 
+def _require_number(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number of seconds, not {value!r}")
+
+
 def _checked_stale_after(stale_after: float) -> float:
     """Return ``stale_after`` (seconds) if it is a usable timeout; raise ValueError otherwise."""
-    if isinstance(stale_after, bool) or not isinstance(stale_after, int | float):
-        raise ValueError(f"stale_after must be a number of seconds, not {stale_after!r}")
+    _require_number(stale_after, "stale_after")
     if not 0 < stale_after <= MAX_STALE_AFTER_SEC:  # also false for NaN
         raise ValueError(
             f"the timeout must be a finite number of minutes > 0 and <= {MAX_STALE_AFTER_MIN},"
@@ -466,17 +470,22 @@ def parse_record(data: bytes, mtime: int) -> Record:
     return Record(None, mtime if since is None else since, empty=not data)
 
 
-def _not_a_regular_file(lock: str, mode: int) -> OSError:
-    kind = (
-        "a FIFO"
-        if stat.S_ISFIFO(mode)
-        else "a socket"
-        if stat.S_ISSOCK(mode)
-        else "a device"
-        if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-        else "not a regular file"
-    )
-    return OSError(errno.EINVAL, f"the lock path {lock} is {kind}; a lock must be a regular file")
+_FILE_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
+
+
+def _refuse_unless_regular(lock: str, mode: int) -> None:
+    """Raise ValueError if ``mode`` is a folder's, OSError if it is not a regular file's."""
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise _folder_error(lock)
+    kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    raise OSError(errno.EINVAL, f"the lock path {lock} is {kind}; a lock must be a regular file")
 
 
 def read_record(lock: str) -> Record | None:
@@ -494,10 +503,7 @@ def read_record(lock: str) -> Record | None:
         return _record_of_unopened(lock, exc)
     try:
         info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise _folder_error(lock)
-        if not stat.S_ISREG(info.st_mode):
-            raise _not_a_regular_file(lock, info.st_mode)
+        _refuse_unless_regular(lock, info.st_mode)
         # One read: a regular file gives all it has, up to the limit, at once.
         data = os.read(fd, RECORD_MAX_BYTES + 1)
     finally:
@@ -513,10 +519,7 @@ def _record_of_unopened(lock: str, exc: OSError) -> Record:
         raise exc from None
     if stat.S_ISLNK(info.st_mode):
         return Record(None, int(info.st_mtime // 1))
-    if stat.S_ISDIR(info.st_mode):
-        raise _folder_error(lock) from None
-    if not stat.S_ISREG(info.st_mode):
-        raise _not_a_regular_file(lock, info.st_mode) from None
+    _refuse_unless_regular(lock, info.st_mode)
     raise exc
 
 
@@ -730,8 +733,7 @@ class LockBusy(Exception):
 
 
 def _checked_wait(wait: float) -> float:
-    if isinstance(wait, bool) or not isinstance(wait, int | float):
-        raise ValueError(f"wait must be a number of seconds, not {wait!r}")
+    _require_number(wait, "wait")
     if not 0 <= wait < float("inf"):  # also false for NaN
         raise ValueError(f"wait must be a finite number of seconds >= 0, not {wait!r}")
     return float(wait)
@@ -836,16 +838,17 @@ def status(
     }
     if record is None:
         return result
+    held_since = format_time(record.since)
     stale_at = _stale_at(record.since, stale_after)
     holder = record.owner or "a lock file naming no owner"
     stale = _is_stale(record.since, stale_after, seconds)
     result.update(
         state="stale" if stale else "held",
         held_by=record.owner,
-        held_since=format_time(record.since),
+        held_since=held_since,
         stale_at=stale_at,
         age_seconds=int((seconds - record.since) // 1),
-        message=f"{path} is held by {holder} since {format_time(record.since)};"
+        message=f"{path} is held by {holder} since {held_since};"
         + (
             f" it went stale at {stale_at}, so the next acquire takes it"
             if stale
