@@ -245,17 +245,20 @@ import importlib.util, os, sys, time
 spec = importlib.util.spec_from_file_location("skf_run_lock", sys.argv[1])
 skf = importlib.util.module_from_spec(spec); spec.loader.exec_module(skf)
 lock, log, name = sys.argv[2:5]
-rounds, hold = int(sys.argv[5]), float(sys.argv[6])
+rounds, hold, rejoin = int(sys.argv[5]), float(sys.argv[6]), float(sys.argv[7])
 fd = os.open(log, os.O_WRONLY | os.O_APPEND)
 for n in range(rounds):
     wall0, cpu0 = time.monotonic(), time.process_time()
     result = skf.acquire_within(lock, f"bench:{name}:{n}", 60.0, 120.0)
     got = time.monotonic()
     cpu = time.process_time() - cpu0
-    os.write(fd, f"acquire {got!r} {got - wall0!r} {cpu!r}\\n".encode())
+    os.write(fd, f"acquire {got!r} {name} {got - wall0!r} {cpu!r}\\n".encode())
     time.sleep(hold)
+    releasing = time.monotonic()  # before the call: no acquire can come earlier
     skf.release(lock, f"bench:{name}:{n}")
-    os.write(fd, f"release {time.monotonic()!r}\\n".encode())
+    os.write(fd, f"release {releasing!r} {name}\\n".encode())
+    time.sleep(rejoin)  # back in the queue only once others had their turn
+
 """
 
 
@@ -264,17 +267,18 @@ def bench_handoff(skf: ModuleType, waiters: int, rounds: int, folder: Path) -> s
     log = folder / "handoff.log"
     log.write_text("")
     hold = 0.02
+    rejoin = hold * waiters / 2
+    settings = [str(rounds), str(hold), str(rejoin)]
     skf.acquire(lock, "bench:holder:0", 60.0)
     procs = [
-        subprocess.Popen(
-            [PYTHON, "-c", WAITER, str(SCRIPT), lock, str(log), f"w{i}", str(rounds), str(hold)]
-        )
+        subprocess.Popen([PYTHON, "-c", WAITER, str(SCRIPT), lock, str(log), f"w{i}", *settings])
         for i in range(waiters)
     ]
     time.sleep(1.0)  # every waiter is polling before the first release
+    releasing = time.monotonic()
     skf.release(lock, "bench:holder:0")
     with open(log, "a") as f:
-        f.write(f"release {time.monotonic()!r}\n")
+        f.write(f"release {releasing!r} holder\n")
     for proc in procs:
         if proc.wait(timeout=600) != 0:
             raise SystemExit("a waiter failed")
@@ -283,20 +287,24 @@ def bench_handoff(skf: ModuleType, waiters: int, rounds: int, folder: Path) -> s
         for parts in (line.split() for line in log.read_text().splitlines())
     )
     handoffs, cpu_shares = [], []
-    last_release = None
+    to_itself = 0
+    last_release: tuple[float, str] | None = None
     for when, kind, rest in events:
         if kind == "release":
-            last_release = when
-        elif last_release is not None:
-            handoffs.append(when - last_release)
+            last_release = (when, rest[0])
+        else:
+            assert last_release is not None, "an acquire before any release"
+            handoffs.append(when - last_release[0])
+            to_itself += rest[0] == last_release[1]
             last_release = None
-            waited, cpu = float(rest[0]), float(rest[1])
+            waited, cpu = float(rest[1]), float(rest[2])
             if waited > 0.1:
                 cpu_shares.append(cpu / waited)
     handoffs.sort()
     p95 = handoffs[min(len(handoffs) - 1, round(0.95 * (len(handoffs) - 1)))]
     rows = [
-        ("hand-offs measured", str(len(handoffs)), ""),
+        ("hand-offs measured", f"{len(handoffs)} of {waiters * rounds}", ""),
+        ("hand-offs back to the process that released", str(to_itself), ""),
         ("release -> next acquire, median", ms(statistics.median(handoffs)), "<= 50 ms"),
         ("release -> next acquire, p95", ms(p95), "<= 150 ms"),
         ("release -> next acquire, max", ms(handoffs[-1]), ""),
@@ -305,7 +313,8 @@ def bench_handoff(skf: ModuleType, waiters: int, rounds: int, folder: Path) -> s
     ]
     return (
         f"### 3. Hand-off: 1 holder, {waiters} waiters in acquire_within"
-        f" ({rounds} holds each, {hold * 1e3:.0f} ms per hold)\n\n"
+        f" ({rounds} holds each, {hold * 1e3:.0f} ms per hold; a waiter that released"
+        f" rejoins after {rejoin * 1e3:.0f} ms)\n\n"
         + table(rows, ("measure", "value", "target"))
         + "\n"
     )
