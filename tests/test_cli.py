@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from types import ModuleType
 
@@ -223,3 +224,26 @@ def test_script_runs_alone_when_copied_elsewhere(tmp_path: Path) -> None:
         check=False,
     )
     assert proc.returncode == 0 and json.loads(proc.stdout)["run_id"]
+
+
+def test_the_clearing_command_in_a_refusal_works_as_printed(cli, tmp_path: Path) -> None:
+    lock = tmp_path / "dir with space" / "run.lock"
+    write_record(lock, "wf:sk:gone-run", ago(minutes=1))
+    message = cli("acquire", "--lock", lock, "--owner", "wf:sk:me").json["message"]
+    command = shlex.split(message.split("clear it with: ", 1)[1])
+    assert command[0] == "skf-run-lock.py"
+    cleared = cli(*command[1:])
+    assert cleared.code == 0 and cleared.json["released"] is True
+    assert not lock.exists()
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:me").code == 0
+
+
+def test_the_clearing_command_never_removes_a_newer_runs_lock(cli, lock: Path) -> None:
+    """Unlike rm, the printed command is safe even if another run took the lock meanwhile."""
+    write_record(lock, "wf:sk:old-run", ago(minutes=61))
+    message = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--stale-after", "120")
+    command = shlex.split(message.json["message"].split("clear it with: ", 1)[1])
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:newer").code == 0  # old one went stale
+    late = cli(*command[1:])
+    assert late.code == 0 and late.json["reason"] == "not-owner"
+    assert read_json(lock)["owner"] == "wf:sk:newer"

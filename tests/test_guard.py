@@ -119,6 +119,18 @@ def test_orphan_temp_files_are_removed_by_acquire_and_release(skf, lock: Path) -
     assert beside(lock) == sorted(kept)
 
 
+def test_fresh_guard_means_no_folder_listing(skf, lock: Path, monkeypatch) -> None:
+    listed: list[str] = []
+    real_listdir = os.listdir
+    monkeypatch.setattr(os, "listdir", lambda path: listed.append(path) or real_listdir(path))
+    skf.acquire(lock, "wf:sk:r", 60.0)
+    skf.release(lock, "wf:sk:r")
+    assert listed == []
+    (lock.parent / "run.lock.skf-guard").touch()  # as a call that died leaves it
+    skf.acquire(lock, "wf:sk:r", 60.0)
+    assert listed == [str(lock.parent)]
+
+
 def test_call_killed_mid_write_leaves_guard_and_temp_for_the_next_call(cli, lock, worker):
     holder = worker("die-mid-write", lock)
     holder.wait(timeout=60)
