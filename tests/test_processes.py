@@ -137,24 +137,28 @@ def test_flock_on_the_lock_path_never_blocks_the_library(skf, lock: Path, worker
 
 
 @pytest.mark.parametrize(
-    "argv",
+    ("argv", "code", "left"),
     [
-        ["acquire", "--owner", "wf:sk"],
-        ["acquire", "--owner", "other:sk:r"],
-        ["acquire", "--owner", "old:sk:r"],
-        ["release", "--owner", "old:sk:r"],
-        ["release", "--owner", "other:sk:r"],
-        ["status"],
-        ["acquire", "--owner", "bad"],
-        ["acquire", "--owner", "other:sk:r", "--stale-after", "0"],
+        (["acquire", "--owner", "wf:sk"], 3, ["run.lock"]),
+        (["acquire", "--owner", "other:sk:r", "--stale-after", "0.5"], 0, ["run.lock"]),
+        (["acquire", "--owner", "old:sk:r"], 0, ["run.lock"]),
+        (["release", "--owner", "old:sk:r"], 0, []),
+        (["release", "--owner", "other:sk:r"], 0, ["run.lock"]),
+        (["status"], 3, ["run.lock"]),
+        (["acquire", "--owner", "bad"], 1, ["run.lock"]),
+        (["acquire", "--owner", "other:sk:r", "--stale-after", "0"], 1, ["run.lock"]),
+        (["acquire", "--owner", "other:sk:r", "--wait", "0.2"], 3, ["run.lock"]),
     ],
 )
-def test_only_the_lock_file_is_left_after_any_call(cli, lock: Path, argv: list[str]) -> None:
+def test_only_the_lock_file_is_left_after_any_call(cli, lock: Path, argv, code, left) -> None:
     write_record(lock, "old:sk:r", ago(minutes=1))
     run = cli(argv[0], "--lock", lock, *argv[1:])
-    assert run.code in (0, 1, 3)
-    assert run.out == "" or (run.out.isascii() and run.out.count("\n") == 1)
-    assert beside(lock) in (["run.lock"], [])
+    assert run.code == code
+    if code == 1:
+        assert run.error
+    else:
+        assert run.json
+    assert beside(lock) == left
 
 
 def test_killing_calls_at_random_moments_never_corrupts_the_lock(lock: Path, skf: ModuleType):
