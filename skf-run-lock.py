@@ -295,18 +295,22 @@ def _open_or_create(guard: str) -> tuple[int, bool]:
         return os.open(guard, _GUARD_FLAGS, 0o666), True
 
 
+class NoFolder(Exception):
+    """The lock's folder does not exist (or a parent is a file), and was not to be created."""
+
+
 def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
     """Open (creating) the guard file: ``(fd, it was already there)``, or None while it is
     busy being removed.
 
     With ``make_parents`` the lock's missing folders are created; without it a
-    missing folder raises FileNotFoundError and nothing is created.
+    missing folder raises NoFolder and nothing is created.
     """
     try:
         return _open_or_create(guard)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
         if not make_parents:
-            raise
+            raise NoFolder(os.path.dirname(guard)) from None
         os.makedirs(os.path.dirname(guard), exist_ok=True)
         return _open_or_create(guard)
     except _GUARD_OPEN_BUSY:
@@ -346,7 +350,8 @@ def take_guard(lock: str, make_parents: bool = False) -> tuple[int, bool]:
     whether the guard file was there before this call (left by a call that died, or by
     the call this one waited for).
 
-    Raises TimeoutError (an OSError) when another call holds it longer than that.
+    Raises TimeoutError (an OSError) when another call holds it longer than that, and
+    NoFolder when the lock's folder is missing and ``make_parents`` is false.
     """
     guard = lock + GUARD_SUFFIX
     deadline = time.monotonic() + GUARD_WAIT_SEC
@@ -787,9 +792,8 @@ def release(lock: str | os.PathLike[str], owner: str) -> dict[str, Any]:
             record = read_record(path)
             if record is not None and record.owner == owner:
                 os.unlink(path)
-    except (FileNotFoundError, NotADirectoryError) as exc:
-        if exc.filename != path + GUARD_SUFFIX:
-            raise
+    except NoFolder:
+        pass  # no folder, so no lock: absent, and nothing is created
     result: dict[str, Any] = {
         "released": False,
         "reason": None,
