@@ -919,7 +919,9 @@ def parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
     command, *rest = argv
     if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
         return "help", {}
-    if command == "--version" and not rest:
+    if command == "--version":
+        if rest:
+            raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
         return "version", {}
     allowed = _OPTIONS.get(command)
     if allowed is None:

@@ -83,6 +83,8 @@ def test_status_through_the_cli(cli, lock: Path) -> None:
         ["acquire", "--lock", "L", "--owner", "wf:sk", "--stale"],
         ["acquire", "--lock", "L", "--owner", "wf:sk", "extra"],
         ["run-id", "--lock", "L"],
+        ["--version", "extra"],
+        ["--lock", "L"],
     ],
 )
 def test_usage_error_is_json_exit_1(main, argv: list[str], tmp_path: Path, monkeypatch) -> None:
