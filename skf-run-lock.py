@@ -195,17 +195,18 @@ def _require_number(value: object, name: str) -> None:
         raise ValueError(f"{name} must be a number of seconds, not {value!r}")
 
 
-def _checked_stale_after(stale_after: float) -> float:
-    """Return ``stale_after`` (seconds) if it is a usable timeout; raise ValueError otherwise."""
+def _checked_stale_after(stale_after: float, name: str = "the timeout") -> float:
+    """Return ``stale_after`` (seconds) if it is a usable timeout; raise ValueError otherwise,
+    calling it ``name`` and counting it in minutes, as the CLI does."""
     _require_number(stale_after, "stale_after")
     if not 0 < stale_after <= MAX_STALE_AFTER_SEC:  # also false for NaN
         raise ValueError(
-            f"the timeout must be a finite number of minutes > 0 and <= {MAX_STALE_AFTER_MIN},"
+            f"{name} must be a finite number of minutes > 0 and <= {MAX_STALE_AFTER_MIN},"
             f" not {stale_after / 60:g}"
         )
     if round(stale_after / 60, 4) == 0:
         # It would print as 0 minutes and make every lock stale at once.
-        raise ValueError(f"the timeout {stale_after / 60:g} minutes is too small (at least 0.0001)")
+        raise ValueError(f"{name} of {stale_after / 60:g} minutes is too small (at least 0.0001)")
     return float(stale_after)
 
 
@@ -602,19 +603,19 @@ def _refusal_message(lock: str, holder: str | None, held_since: str, stale_at: s
 
 
 def _acquire_result(
-    *,
-    acquired: bool,
-    refreshed: bool,
     lock: str,
     owner: str,
     run_id: str,
-    held_by: str | None,
-    held_since: str,
-    stale_at: str,
     stale_after: float,
-    replaced: Record | None,
+    *,
+    acquired: bool,
+    held_by: str | None,
+    since: int,
+    refreshed: bool = False,
+    replaced: Record | None = None,
 ) -> dict[str, Any]:
-    """The acquire output, with its message still to be written."""
+    """The acquire output for a lock held by ``held_by`` since ``since``; its message is
+    still to be written."""
     return {
         "acquired": acquired,
         "refreshed": refreshed,
@@ -622,8 +623,8 @@ def _acquire_result(
         "owner": owner,
         "run_id": run_id,
         "held_by": held_by,
-        "held_since": held_since,
-        "stale_at": stale_at,
+        "held_since": format_time(since),
+        "stale_at": _stale_at(since, stale_after),
         "stale_after_minutes": _minutes_for_output(stale_after),
         "stale_replaced": None
         if replaced is None
@@ -662,48 +663,30 @@ def acquire(
             and not _is_stale(record.since, stale_after, seconds)
             and not (empty_is_stale and record.empty)
         ):
-            return _refused(path, owner, run_id, record, stale_after)
-        since = int(seconds // 1)
-        held_since = format_time(since)
-        write_record(path, owner, held_since)
-    return _taken(
-        path, owner, run_id, record, since=since, held_since=held_since, stale_after=stale_after
-    )
+            return _refused(path, owner, run_id, stale_after, record)
+        result = _taken(path, owner, run_id, stale_after, record, since=int(seconds // 1))
+        write_record(path, owner, result["held_since"])
+    return result
 
 
 def _refused(
-    path: str, owner: str, run_id: str, record: Record, stale_after: float
+    path: str, owner: str, run_id: str, stale_after: float, record: Record
 ) -> dict[str, Any]:
     """The acquire output when ``record`` keeps the lock from ``owner``."""
-    held_since = format_time(record.since)
-    stale_at = _stale_at(record.since, stale_after)
     result = _acquire_result(
-        acquired=False,
-        refreshed=False,
-        lock=path,
-        owner=owner,
-        run_id=run_id,
-        held_by=record.owner,
-        held_since=held_since,
-        stale_at=stale_at,
-        stale_after=stale_after,
-        replaced=None,
+        path, owner, run_id, stale_after, acquired=False, held_by=record.owner, since=record.since
     )
-    result["message"] = _refusal_message(path, record.owner, held_since, stale_at)
+    result["message"] = _refusal_message(
+        path, record.owner, result["held_since"], result["stale_at"]
+    )
     return result
 
 
 def _taken(
-    path: str,
-    owner: str,
-    run_id: str,
-    before: Record | None,
-    *,
-    since: int,
-    held_since: str,
-    stale_after: float,
+    path: str, owner: str, run_id: str, stale_after: float, before: Record | None, *, since: int
 ) -> dict[str, Any]:
-    """The acquire output when ``owner`` took the lock over ``before`` (None: no lock file)."""
+    """The acquire output when ``owner`` takes the lock at ``since`` over ``before``
+    (None: there was no lock file)."""
     renewed = before is not None and before.owner == owner
     if before is None:
         message = f"acquired {path} for {owner}"
@@ -712,20 +695,18 @@ def _taken(
     else:
         holder = f"of {before.owner}" if before.owner else "file that named no owner"
         message = f"acquired {path} for {owner}, replacing the stale lock {holder}"
-    stale_at = _stale_at(since, stale_after)
     result = _acquire_result(
+        path,
+        owner,
+        run_id,
+        stale_after,
         acquired=True,
-        refreshed=renewed,
-        lock=path,
-        owner=owner,
-        run_id=run_id,
         held_by=owner,
-        held_since=held_since,
-        stale_at=stale_at,
-        stale_after=stale_after,
+        since=since,
+        refreshed=renewed,
         replaced=None if before is None or renewed else before,
     )
-    result["message"] = f"{message}; it goes stale at {stale_at} unless renewed"
+    result["message"] = f"{message}; it goes stale at {result['stale_at']} unless renewed"
     return result
 
 
@@ -956,12 +937,7 @@ def _number(options: dict[str, str], name: str, default: float) -> float:
 
 def _stale_after_seconds(options: dict[str, str]) -> float:
     minutes = _number(options, "--stale-after", DEFAULT_STALE_AFTER_MIN)
-    if not 0 < minutes <= MAX_STALE_AFTER_MIN:  # also false for NaN
-        raise ValueError(
-            f"--stale-after must be a finite number of minutes > 0 and <= {MAX_STALE_AFTER_MIN},"
-            f" not {minutes:g}"
-        )
-    return minutes * 60
+    return _checked_stale_after(minutes * 60, "--stale-after")
 
 
 def _wait_seconds(options: dict[str, str]) -> float:

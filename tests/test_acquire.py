@@ -217,6 +217,6 @@ def test_acquire_within_zero_wait_tries_once(skf: ModuleType, lock: Path) -> Non
         skf.acquire_within(lock, "wf:sk:w", 3600.0, 0)
 
 
-def test_ago_helper_records_are_seen_as_stale(skf: ModuleType, lock: Path) -> None:
+def test_lock_older_than_the_timeout_by_the_clock_is_replaced(skf: ModuleType, lock: Path) -> None:
     write_record(lock, "wf:sk:old", ago(minutes=61))
     assert skf.acquire(lock, "wf:sk:new", 3600.0)["stale_replaced"]["held_by"] == "wf:sk:old"

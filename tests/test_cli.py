@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -213,19 +216,26 @@ def test_wait_adds_one_run_id_for_all_tries(main, lock: Path, skf, monkeypatch) 
 
 
 def test_script_runs_alone_when_copied_elsewhere(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    copy = tmp_path / "copy.py"
+    """Copied alone into another folder, it runs isolated (-I -S) and from any cwd."""
+    copy = tmp_path / "elsewhere" / "skf-run-lock.py"
+    copy.parent.mkdir()
     copy.write_bytes(SCRIPT.read_bytes())
-    proc = subprocess.run(
-        [sys.executable, "-I", "-S", str(copy), "run-id"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        check=False,
-    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            text=True,
+            cwd=copy.parent,
+            env=env,
+            check=False,
+        )
+
+    proc = run("-I", "-S", str(copy), "run-id")
     assert proc.returncode == 0 and json.loads(proc.stdout)["run_id"]
+    proc = run(str(copy), "acquire", "--lock", str(tmp_path / "l"), "--owner", "wf:sk")
+    assert proc.returncode == 0 and json.loads(proc.stdout)["acquired"]
 
 
 def test_the_clearing_command_in_a_refusal_works_as_printed(cli, tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import random
 import signal
 import subprocess
@@ -13,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import SCRIPT, WORKER, ago, beside, read_json, write_record
+from conftest import WORKER, ago, beside, read_json, write_record
 
 
 def test_mutual_exclusion_8_processes_25_rounds(lock: Path, tmp_path: Path, worker) -> None:
@@ -199,20 +198,3 @@ def test_killing_calls_at_random_moments_never_corrupts_the_lock(lock: Path, skf
         assert result["held_by"].startswith("torture:w")
     assert beside(lock) == ["run.lock"]
     print(f"{kills} kills, {seen_orphans} orphaned temp files seen and cleaned")
-
-
-def test_script_copied_alone_works_from_any_folder(tmp_path: Path) -> None:
-    copy = tmp_path / "elsewhere" / "skf-run-lock.py"
-    copy.parent.mkdir()
-    copy.write_bytes(SCRIPT.read_bytes())
-    lock = tmp_path / "l"
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    proc = subprocess.run(
-        [sys.executable, str(copy), "acquire", "--lock", str(lock), "--owner", "wf:sk"],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=env,
-        cwd=copy.parent,
-    )
-    assert proc.returncode == 0 and json.loads(proc.stdout)["acquired"]
