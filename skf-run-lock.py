@@ -7,26 +7,26 @@
 
 An OS lock held by a process ends with that process, so it cannot serialize a
 workflow run whose every step is a fresh shell command. This module keeps the
-holder's name and the time in the lock file instead, and treats a lock older
-than a timeout as abandoned. Each call takes a short OS lock on a guard file
-beside the lock (``<lock>.skf-guard``) while it reads and changes the lock, and
-every record is written whole to a temp file and renamed into place.
+holder's name, the time and the holder's timeout in the lock file instead, and
+treats a lock older than that timeout as abandoned. Each call takes a short OS
+lock on a guard file beside the lock (``<lock>.skf-guard``) while it reads and
+changes the lock, and every record is written whole to a temp file and renamed
+into place.
 
 Command line::
 
     skf-run-lock.py acquire --lock PATH --owner WORKFLOW:SKILL[:RUN_ID]
-                            [--stale-after MINUTES] [--wait SECONDS]
+                            [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
     skf-run-lock.py release --lock PATH --owner WORKFLOW:SKILL:RUN_ID
-    skf-run-lock.py status  --lock PATH [--stale-after MINUTES]
+    skf-run-lock.py status  --lock PATH [--stale-after MINUTES] [--empty-is-stale]
     skf-run-lock.py run-id
     skf-run-lock.py --version
 
 Each prints one line of JSON on stdout; errors are one line of JSON on stderr.
 Exit codes: 0 done, 1 bad arguments, 2 the lock could not be read or written,
-3 the lock is held by another run.
+3 the lock is held by another run, 128 + n interrupted by signal n.
 
-Library use (load this file by path with importlib): ``acquire``,
-``acquire_within``, ``release``, ``status``, ``new_run_id``, ``LockBusy``.
+Library use (load this file by path with importlib): see ``__all__``.
 """
 
 from __future__ import annotations
@@ -39,31 +39,90 @@ import stat
 import sys
 import time
 
+__all__ = [
+    "DEFAULT_STALE_AFTER_MIN",
+    "GUARD_WAIT_SEC",
+    "MAX_STALE_AFTER_MIN",
+    "OWNER_MAX_LEN",
+    "RUN_ID_RE",
+    "LockBusy",
+    "acquire",
+    "acquire_within",
+    "main",
+    "new_run_id",
+    "release",
+    "status",
+]
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not need
     from collections.abc import Callable
     from datetime import datetime
-    from typing import Any
+    from types import FrameType
+    from typing import Literal, TypedDict
+
+    class StaleReplaced(TypedDict):
+        held_by: str | None
+        held_since: str
+
+    class AcquireResult(TypedDict):
+        acquired: bool
+        refreshed: bool
+        lock: str
+        owner: str
+        run_id: str
+        held_by: str | None
+        held_since: str
+        stale_at: str
+        stale_after_minutes: int | float
+        stale_replaced: StaleReplaced | None
+        message: str
+
+    class ReleaseResult(TypedDict):
+        released: bool
+        reason: Literal["absent", "not-owner"] | None
+        lock: str
+        owner: str
+        held_by: str | None
+        held_since: str | None
+        message: str
+
+    class StatusResult(TypedDict):
+        state: Literal["free", "held", "stale"]
+        lock: str
+        held_by: str | None
+        held_since: str | None
+        stale_at: str | None
+        age_seconds: int | None
+        stale_after_minutes: int | float
+        message: str
+
+    Output = AcquireResult | ReleaseResult | StatusResult | dict[str, str]
 
 # --- Constants: the contract's names and limits ------------------------------
 
-__version__ = "1.0.0"
+__version__ = "1.1.0"
 
-TOOL = "skf-run-lock"
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
 MAX_STALE_AFTER_MIN = 525600
-MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
 GUARD_WAIT_SEC = 10.0
-MAX_WAIT_SEC = 86400
-RECORD_MAX_BYTES = 64 * 1024
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
-EXIT_OK, EXIT_BAD_ARGS, EXIT_OS_ERROR, EXIT_HELD = 0, 1, 2, 3
+_TOOL = "skf-run-lock"
+_MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
+# The smallest timeout that still prints as a non-zero stale_after_minutes (0.0001).
+_MIN_STALE_AFTER_SEC = 0.006
+_MAX_WAIT_SEC = 86400
+_RECORD_MAX_BYTES = 64 * 1024
+_TEMP_TRIES = 100  # as tempfile.TMP_MAX bounds its own search for a free name
 
-GUARD_SUFFIX = ".skf-guard"
-_TEMP_NAME_RE = re.compile(r"\.skf-[0-9a-f]{8}-tmp")
+_EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
+
+_GUARD_SUFFIX = ".skf-guard"
+_TEMP_SUFFIX_RE = re.compile(r"\.skf-[0-9a-f]{8}-tmp\Z")
 _TIME_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
 _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 
@@ -71,14 +130,49 @@ _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _COMMON_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | _NOFOLLOW
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _COMMON_FLAGS
-_GUARD_FLAGS = os.O_RDWR | os.O_CREAT | _COMMON_FLAGS
+_GUARD_FLAGS = os.O_RDWR | _COMMON_FLAGS
+_GUARD_READ_ONLY_FLAGS = os.O_RDONLY | _COMMON_FLAGS
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 _LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM}
+
+# --- Exceptions ---------------------------------------------------------------
+
+
+class LockBusy(Exception):
+    """Raised by :func:`acquire_within` when the lock stayed held for the whole wait.
+
+    :ivar result: the last acquire output (``held_by``, ``held_since``, ...).
+    """
+
+    def __init__(self, result: AcquireResult) -> None:
+        super().__init__(result["message"])
+        self.result = result
+
+
+class _NoFolder(Exception):
+    """The lock's folder does not exist (or a parent is a file), and was not to be created."""
+
+
+class _UsageError(Exception):
+    """The command line does not parse; reported as ``usage error: ...``, exit 1."""
+
+
+class _Interrupted(BaseException):
+    """The CLI got SIGINT, SIGTERM or SIGHUP before it changed anything.
+
+    A BaseException, like KeyboardInterrupt, so that no ``except OSError`` stops it.
+    """
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
 
 # --- Owner and time helpers --------------------------------------------------
 
 
-def split_owner(owner: str) -> tuple[str, str, str | None]:
+def _split_owner(owner: str) -> tuple[str, str, str | None]:
     """Split ``owner`` into workflow, skill and run id, checking the owner rules.
 
     The run id is everything after the second colon ('' for ``wf:skill:``) and
@@ -102,7 +196,7 @@ def split_owner(owner: str) -> tuple[str, str, str | None]:
 
 def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
     """Return ``(owner, run_id)``, adding a fresh run id when the owner has none."""
-    workflow, skill, run_id = split_owner(owner)
+    workflow, skill, run_id = _split_owner(owner)
     if run_id:
         return owner, run_id
     run_id = _run_id_at(time.time() if now is None else now)
@@ -117,9 +211,18 @@ def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
 
 def _owner_for_release(owner: str) -> str:
     """Return ``owner`` if it names a run id; raise ValueError otherwise."""
-    if not split_owner(owner)[2]:
+    if not _split_owner(owner)[2]:
         raise ValueError(f"release needs the whole owner with its run id, not {owner!r}")
     return owner
+
+
+def _can_be_released_by_name(holder: str) -> bool:
+    """True if ``release --owner holder`` would be accepted (a valid owner with a run id)."""
+    try:
+        _owner_for_release(holder)
+    except ValueError:
+        return False
+    return True
 
 
 def _seconds_of(now: datetime | None) -> float:
@@ -156,7 +259,7 @@ def _civil_from_days(days: int) -> tuple[int, int, int]:
     return year_of_era + era * 400 + (month <= 2), month, day
 
 
-def format_time(seconds: float) -> str:
+def _format_time(seconds: float) -> str:
     """Return POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
     whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)
     days, second = divmod(whole, 86400)
@@ -166,7 +269,7 @@ def format_time(seconds: float) -> str:
     return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
 
 
-def parse_time(text: str) -> int | None:
+def _parse_time(text: str) -> int | None:
     """Return the POSIX seconds of a ``YYYY-MM-DDTHH:MM:SSZ`` time, or None if it is not one."""
     match = _TIME_RE.fullmatch(text)
     if match is None:
@@ -180,48 +283,141 @@ def parse_time(text: str) -> int | None:
     return days * 86400 + hour * 3600 + minute * 60 + second
 
 
+def _duration_text(seconds: float) -> str:
+    """A short human duration: ``45 s``, ``12 min 5 s``, ``3 h 20 min``, ``2 d 4 h``."""
+    whole = int(abs(seconds) // 1)
+    minutes, secs = divmod(whole, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
 def _run_id_at(seconds: float) -> str:
-    compact = format_time(seconds).replace("-", "").replace(":", "")
+    compact = _format_time(seconds).replace("-", "").replace(":", "")
     return f"{compact}-{os.urandom(4).hex()}"
 
 
 def new_run_id(now: datetime | None = None) -> str:
-    """Return a run id ``YYYYMMDDTHHMMSSZ-xxxxxxxx``: the UTC time and 8 random hex digits."""
+    """Return a new run id, ``YYYYMMDDTHHMMSSZ-xxxxxxxx``.
+
+    :param now: an aware datetime to stamp (tests); the clock when None.
+    :returns: the UTC time and 8 random lowercase hex digits.
+    """
     return _run_id_at(_seconds_of(now))
 
 
-def _require_number(value: object, name: str) -> None:
+# --- Inputs: each checked in one place, reported in the caller's unit --------
+
+
+def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "seconds") -> float:
+    """Return the timeout ``value`` (in ``unit``, "seconds" or "minutes") as seconds.
+
+    Raises ValueError naming ``name`` and counting in ``unit`` unless it is a
+    finite number from 0.0001 minutes (0.006 s) to MAX_STALE_AFTER_MIN minutes.
+    """
+    scale = 60 if unit == "minutes" else 1
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number of {unit}, not {value!r}")
+    seconds = value * scale
+    if not 0 < seconds <= _MAX_STALE_AFTER_SEC:  # also false for NaN
+        raise ValueError(
+            f"{name} must be a finite number of {unit} > 0 and"
+            f" <= {_MAX_STALE_AFTER_SEC // scale}, not {value!r}"
+        )
+    if seconds < _MIN_STALE_AFTER_SEC:
+        # It would print as 0 minutes and make every lock stale at once.
+        raise ValueError(
+            f"{name} of {value!r} {unit} is too small (at least {_MIN_STALE_AFTER_SEC / scale:g})"
+        )
+    return float(seconds)
+
+
+def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")) -> float:
+    """Return ``value`` (seconds) if it is a finite number >= 0 and <= ``limit``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of seconds, not {value!r}")
+    if not 0 <= value <= limit or value == float("inf"):  # also false for NaN
+        most = "" if limit == float("inf") else f" and <= {limit:g}"
+        raise ValueError(f"{name} must be a finite number of seconds >= 0{most}, not {value!r}")
+    return float(value)
 
 
-def _checked_stale_after(stale_after: float, name: str = "the timeout") -> float:
-    """Return ``stale_after`` (seconds) if it is a usable timeout; raise ValueError otherwise,
-    calling it ``name`` and counting it in minutes, as the CLI does."""
-    _require_number(stale_after, "stale_after")
-    if not 0 < stale_after <= MAX_STALE_AFTER_SEC:  # also false for NaN
+def _lock_path(lock: str | os.PathLike[str]) -> str:
+    """The absolute path of a lock, ``~`` expanded; ValueError for a path that cannot be one.
+
+    Refused: an empty path, one that ends with a separator (it names a folder),
+    and names reserved for the lock's own files (``*.skf-guard``,
+    ``*.skf-<8 hex>-tmp``), which would collide with another lock's guard or
+    temp file. A path that is a folder is refused when it is read.
+    """
+    path = os.fspath(lock)
+    if not isinstance(path, str):
+        raise ValueError(f"the lock path must be text, not {path!r}")
+    if not path:
+        raise ValueError("the lock path is empty; give the path of a file")
+    if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
+        raise ValueError(f"the lock path {path} ends with a separator; give the path of a file")
+    name = os.path.basename(path)
+    if name.endswith(_GUARD_SUFFIX) or _TEMP_SUFFIX_RE.search(name):
         raise ValueError(
-            f"{name} must be a finite number of minutes > 0 and <= {MAX_STALE_AFTER_MIN},"
-            f" not {stale_after / 60:g}"
+            f"the lock name {name} is reserved for a lock's own guard or temp files;"
+            " choose another name"
         )
-    if round(stale_after / 60, 4) == 0:
-        # It would print as 0 minutes and make every lock stale at once.
-        raise ValueError(f"{name} of {stale_after / 60:g} minutes is too small (at least 0.0001)")
-    return float(stale_after)
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    return os.path.abspath(path)
 
 
-def _minutes_for_output(stale_after: float) -> int | float:
-    minutes = round(stale_after / 60, 4)
-    return int(minutes) if minutes.is_integer() else minutes
+# --- Interrupts: the CLI ends cleanly on SIGINT, SIGTERM and SIGHUP ----------
 
 
-def _stale_at(since: int, stale_after: float) -> str:
-    """The first whole second at which a lock taken at ``since`` is stale, capped at year 9999."""
-    return format_time(-(-(since + stale_after) // 1))  # format_time caps it
+class _Interrupts:
+    """Turns the CLI's signals into a clean exit, never into a half-done call.
 
+    Only the CLI arms this (library calls install no handlers). A signal
+    raises _Interrupted at once, except while a call holds (or is taking) a
+    guard: then it is remembered and acted on when the guard is dropped, or
+    while the guard is still being waited for, between two tries. Once a call
+    has changed the lock, or has its answer, signals are only remembered: the
+    call finishes normally with its own output and exit code.
+    """
 
-def _is_stale(since: int, stale_after: float, now: float) -> bool:
-    return now - since >= stale_after
+    armed = False
+    shield = 0
+    pending: int | None = None
+
+    @classmethod
+    def install(cls) -> None:
+        import signal
+
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            signum = getattr(signal, name, None)  # Windows has no SIGHUP
+            if signum is not None:
+                signal.signal(signum, cls._on_signal)
+        cls.armed = True
+
+    @classmethod
+    def _on_signal(cls, signum: int, frame: FrameType | None) -> None:
+        if cls.pending is None:
+            cls.pending = signum
+        if not cls.shield:
+            cls.raise_pending()
+
+    @classmethod
+    def raise_pending(cls) -> None:
+        """Raise _Interrupted for a signal that came while nothing is held or changed."""
+        if cls.armed and cls.pending is not None:
+            cls.armed = False
+            raise _Interrupted(cls.pending)
+
+    @classmethod
+    def disarm(cls) -> None:
+        """The call has changed the lock, or has its answer: it finishes normally."""
+        cls.armed = False
 
 
 # --- The guard: a short OS lock beside the lock file -------------------------
@@ -288,32 +484,68 @@ def _names_same_file(fd: int, path: str) -> bool:
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
-def _open_or_create(guard: str) -> tuple[int, bool]:
-    """Open the guard, creating it; also say whether it was already there."""
+def _not_writable_error(folder: str, exc: OSError) -> OSError:
+    return OSError(
+        exc.errno,
+        f"the folder {folder} is not writable by this user ({exc.strerror}); a lock's folder"
+        " must let every user of the lock create and delete files in it",
+    )
+
+
+def _file_in_the_way(folder: str) -> str | None:
+    """The nearest existing ancestor of ``folder`` if it is not a folder, else None."""
+    path = folder
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    return None if os.path.isdir(path) else path
+
+
+def _make_folders(folder: str) -> None:
     try:
-        return os.open(guard, _GUARD_FLAGS | os.O_EXCL, 0o666), False
-    except FileExistsError:
-        return os.open(guard, _GUARD_FLAGS, 0o666), True
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        blocker = _file_in_the_way(folder)
+        if blocker is None:
+            raise
+        raise OSError(
+            exc.errno, f"the lock's folder {folder} cannot be made: {blocker} is a file"
+        ) from None
 
 
-class NoFolder(Exception):
-    """The lock's folder does not exist (or a parent is a file), and was not to be created."""
+def _open_existing_guard(guard: str) -> int:
+    """Open the guard to lock it. Any descriptor the OS will lock will do, so a guard
+    that another user created, and this one may not write, is opened read-only."""
+    try:
+        return os.open(guard, _GUARD_FLAGS | os.O_CREAT, 0o666)
+    except PermissionError:
+        if _GUARD_OPEN_BUSY:
+            raise
+        return os.open(guard, _GUARD_READ_ONLY_FLAGS)
 
 
-def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
-    """Open (creating) the guard file: ``(fd, it was already there)``, or None while it is
-    busy being removed.
+def _open_guard(guard: str, make_parents: bool) -> int | None:
+    """Open (creating) the guard file; None when it is to be tried again: while it is
+    busy being removed (Windows) or was removed between two looks at it.
 
     With ``make_parents`` the lock's missing folders are created; without it a
-    missing folder raises NoFolder and nothing is created.
+    missing folder raises _NoFolder and nothing is created.
     """
+    folder = os.path.dirname(guard)
     try:
-        return _open_or_create(guard)
-    except (FileNotFoundError, NotADirectoryError):
-        if not make_parents:
-            raise NoFolder(os.path.dirname(guard)) from None
-        os.makedirs(os.path.dirname(guard), exist_ok=True)
-        return _open_or_create(guard)
+        try:
+            return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            return _open_existing_guard(guard)
+        except (FileNotFoundError, NotADirectoryError):
+            if not make_parents:
+                raise _NoFolder(folder) from None
+            _make_folders(folder)
+            return _open_existing_guard(guard)
+    except FileNotFoundError:
+        return None
     except _GUARD_OPEN_BUSY:
         return None
     except OSError as exc:
@@ -323,6 +555,8 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
                 f"the guard {guard} is a symbolic link; refusing to follow it"
                 " (remove the link if no run is active)",
             ) from None
+        if exc.errno in _NOT_WRITABLE and not os.path.lexists(guard):
+            raise _not_writable_error(folder, exc) from None
         raise
 
 
@@ -346,33 +580,49 @@ def _locked_guard(fd: int, guard: str) -> bool:
     return False
 
 
-def take_guard(lock: str, make_parents: bool = False) -> tuple[int, bool]:
-    """Lock ``<lock>.skf-guard``, waiting up to GUARD_WAIT_SEC; return its descriptor and
-    whether the guard file was there before this call (left by a call that died, or by
-    the call this one waited for).
+def _close_guard(fd: int, guard: str, remove: bool) -> None:
+    """Close the guard ``fd`` this call holds, removing the guard file first if ``remove``
+    (on Windows: after closing, as an open file cannot be deleted there)."""
+    if remove and _REMOVE_GUARD_WHILE_HELD:
+        _remove_quietly(guard)
+    try:
+        _unlock(fd)
+    except OSError:
+        pass  # closing releases it anyway
+    finally:
+        os.close(fd)
+    if remove and not _REMOVE_GUARD_WHILE_HELD:
+        _remove_quietly(guard)
 
-    Raises TimeoutError (an OSError) when another call holds it longer than that, and
-    NoFolder when the lock's folder is missing and ``make_parents`` is false.
+
+def _abandon_guard(fd: int, guard: str) -> None:
+    """Close ``fd``, a guard this call opened but did not finish taking (an error or an
+    interrupt), removing the guard file unless another call holds it."""
+    try:
+        held_elsewhere = not _try_lock(fd)
+    except OSError:
+        held_elsewhere = False  # nobody can hold a lock that cannot be taken
+    _close_guard(fd, guard, remove=not held_elsewhere and _names_same_file(fd, guard))
+
+
+def _take_guard(guard: str, make_parents: bool) -> int:
+    """Lock the guard file ``guard``, waiting up to GUARD_WAIT_SEC; return its descriptor.
+
+    Raises TimeoutError (an OSError) when another call holds it longer than
+    that, and _NoFolder when the lock's folder is missing and ``make_parents``
+    is false.
     """
-    guard = lock + GUARD_SUFFIX
     deadline = time.monotonic() + GUARD_WAIT_SEC
     pause = 0.001
     while True:
-        opened = _open_guard(guard, make_parents)
-        if opened is not None:
-            fd, existed = opened
+        _Interrupts.raise_pending()  # nothing is held between two tries
+        fd = _open_guard(guard, make_parents)
+        if fd is not None:
             try:
                 if _locked_guard(fd, guard):
-                    return fd, existed
-            except OSError:
-                # The lock call itself failed, so nobody can be holding this
-                # file: do not leave it behind.
-                if _names_same_file(fd, guard):
-                    _remove_quietly(guard)
-                os.close(fd)
-                raise
+                    return fd
             except BaseException:
-                os.close(fd)
+                _abandon_guard(fd, guard)
                 raise
             os.close(fd)
         if time.monotonic() >= deadline:
@@ -385,42 +635,41 @@ def take_guard(lock: str, make_parents: bool = False) -> tuple[int, bool]:
         pause = min(pause * 2, 0.05)
 
 
-def drop_guard(fd: int, lock: str) -> None:
-    """Unlock and remove the guard taken by ``take_guard``."""
-    guard = lock + GUARD_SUFFIX
-    if _REMOVE_GUARD_WHILE_HELD:
-        _remove_quietly(guard)
-    try:
-        _unlock(fd)
-    finally:
-        os.close(fd)
-    if not _REMOVE_GUARD_WHILE_HELD:
-        _remove_quietly(guard)
+class _Guard:
+    """The guard of one lock, held for a ``with`` block.
 
+    ``lock`` is the lock's path (a str or a path object). With ``make_parents``
+    the lock's missing folders are created; without it a missing folder raises
+    _NoFolder. The guard file is removed when the block ends, however it ends.
+    """
 
-class _Guarded:
-    """Context manager: the guard of one lock held for the ``with`` block."""
-
-    def __init__(self, lock: str, make_parents: bool) -> None:
-        self.lock = lock
+    def __init__(self, lock: str | os.PathLike[str], make_parents: bool = True) -> None:
+        self.guard = os.fspath(lock) + _GUARD_SUFFIX
         self.make_parents = make_parents
         self.fd = -1
 
-    def __enter__(self) -> None:
-        self.fd, existed = take_guard(self.lock, self.make_parents)
-        if existed:
-            # A call killed between creating its temp file and the rename died
-            # holding the guard, so it always leaves the guard file too: only
-            # then can there be orphans to look for.
-            _remove_orphan_temps(self.lock)
+    def __enter__(self) -> _Guard:
+        _Interrupts.shield += 1
+        try:
+            self.fd = _take_guard(self.guard, self.make_parents)
+        except BaseException:
+            _Interrupts.shield -= 1
+            raise
+        return self
 
     def __exit__(self, *exc_info: object) -> None:
-        drop_guard(self.fd, self.lock)
+        fd, self.fd = self.fd, -1
+        try:
+            if fd >= 0:
+                _close_guard(fd, self.guard, remove=True)
+        finally:
+            _Interrupts.shield -= 1
+        _Interrupts.raise_pending()
 
 
 def _remove_orphan_temps(lock: str) -> None:
     """Delete ``<lock>.skf-<8 hex>-tmp`` files: temps are made only under the guard,
-    so any found by the guard's holder were left by a call that died."""
+    so any found by the guard's holder were left by a call that died (of any version)."""
     folder, base = os.path.split(lock)
     start = len(base)
     try:
@@ -428,37 +677,53 @@ def _remove_orphan_temps(lock: str) -> None:
     except OSError:
         return
     for name in names:
-        if name.startswith(base) and _TEMP_NAME_RE.fullmatch(name, start):
+        if name.startswith(base) and _TEMP_SUFFIX_RE.fullmatch(name, start):
             _remove_quietly(os.path.join(folder, name))
 
 
 # --- The record: reading and writing the lock file ---------------------------
 
 
-class Record:
-    """What a lock file says: its holder (None if it names none) and since when."""
+class _Record:
+    """What a lock says: its holder (None if it names none), since when, the holder's own
+    timeout in seconds (None if it gives no valid one), and whether the file is empty."""
 
-    __slots__ = ("empty", "owner", "since")
+    __slots__ = ("empty", "owner", "since", "stale_after")
 
-    def __init__(self, owner: str | None, since: int, empty: bool = False) -> None:
+    def __init__(
+        self, owner: str | None, since: int, stale_after: float | None = None, empty: bool = False
+    ) -> None:
         self.owner = owner
         self.since = since
+        self.stale_after = stale_after
         self.empty = empty
 
     def __repr__(self) -> str:
-        return f"Record(owner={self.owner!r}, since={self.since!r}, empty={self.empty!r})"
+        return (
+            f"_Record(owner={self.owner!r}, since={self.since!r},"
+            f" stale_after={self.stale_after!r}, empty={self.empty!r})"
+        )
 
 
-def parse_record(data: bytes, mtime: int) -> Record:
-    """Read the holder and time out of a lock file's bytes (``mtime`` when it gives no time).
+def _holder_timeout(value: object) -> float | None:
+    """A record's ``stale_after_seconds`` if it is valid (a finite number > 0 and <=
+    31,536,000 seconds), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 < value <= _MAX_STALE_AFTER_SEC else None
 
-    A JSON object names its ``owner`` (if a non-empty string) and its
-    ``acquired_at``; anything else (an old PID + time file, an empty file,
-    garbage, a file over RECORD_MAX_BYTES) names no owner and is dated by its
-    second line if that is a time. Never raises.
+
+def _parse_record(data: bytes, mtime: int) -> _Record:
+    """Read the holder, time and timeout out of a lock's bytes (``mtime`` when it gives
+    no time).
+
+    A JSON object names its ``owner`` (if a non-empty string), its
+    ``acquired_at`` and its ``stale_after_seconds``; anything else (an old PID
+    + time file, an empty file, garbage, over 64 KiB) names no owner and is
+    dated by its second line if that is a time. Never raises.
     """
-    if len(data) > RECORD_MAX_BYTES:
-        return Record(None, mtime)
+    if len(data) > _RECORD_MAX_BYTES:
+        return _Record(None, mtime)
     try:
         content = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):
@@ -466,14 +731,27 @@ def parse_record(data: bytes, mtime: int) -> Record:
     if isinstance(content, dict):
         owner = content.get("owner")
         when = content.get("acquired_at")
-        since = parse_time(when) if isinstance(when, str) else None
-        return Record(
+        since = _parse_time(when) if isinstance(when, str) else None
+        return _Record(
             owner if isinstance(owner, str) and owner else None,
             mtime if since is None else since,
+            _holder_timeout(content.get("stale_after_seconds")),
         )
     lines = data.split(b"\n", 2)
-    since = parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
-    return Record(None, mtime if since is None else since, empty=not data)
+    since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
+    return _Record(None, mtime if since is None else since, empty=not data)
+
+
+def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
+    """The bytes of a record naming ``owner`` since ``since`` with its timeout."""
+    seconds = int(stale_after) if stale_after.is_integer() else stale_after
+    record = {
+        "owner": owner,
+        "acquired_at": _format_time(since),
+        "stale_after_seconds": seconds,
+        "tool": _TOOL,
+    }
+    return (json.dumps(record) + "\n").encode("ascii")
 
 
 _FILE_KINDS = {
@@ -482,6 +760,10 @@ _FILE_KINDS = {
     stat.S_IFCHR: "a device",
     stat.S_IFBLK: "a device",
 }
+
+
+def _folder_error(lock: str) -> ValueError:
+    return ValueError(f"the lock path {lock} is a folder; give the path of a file")
 
 
 def _refuse_unless_regular(lock: str, mode: int) -> None:
@@ -494,7 +776,7 @@ def _refuse_unless_regular(lock: str, mode: int) -> None:
     raise OSError(errno.EINVAL, f"the lock path {lock} is {kind}; a lock must be a regular file")
 
 
-def read_record(lock: str) -> Record | None:
+def _read_record(lock: str) -> _Record | None:
     """Return what the lock file says, or None when there is no lock file.
 
     A symbolic link at the lock path is never followed: it names no owner and
@@ -511,47 +793,47 @@ def read_record(lock: str) -> Record | None:
         info = os.fstat(fd)
         _refuse_unless_regular(lock, info.st_mode)
         # One read: a regular file gives all it has, up to the limit, at once.
-        data = os.read(fd, RECORD_MAX_BYTES + 1)
+        data = os.read(fd, _RECORD_MAX_BYTES + 1)
     finally:
         os.close(fd)
-    return parse_record(data, int(info.st_mtime // 1))
+    return _parse_record(data, int(info.st_mtime // 1))
 
 
-def _record_of_unopened(lock: str, exc: OSError) -> Record:
+def _record_of_unopened(lock: str, exc: OSError) -> _Record:
     """The record of a lock path that could not be opened: a link, or an error."""
     try:
         info = os.lstat(lock)
     except OSError:
         raise exc from None
     if stat.S_ISLNK(info.st_mode):
-        return Record(None, int(info.st_mtime // 1))
+        return _Record(None, int(info.st_mtime // 1))
     _refuse_unless_regular(lock, info.st_mode)
     raise exc
 
 
-def record_bytes(owner: str, acquired_at: str) -> bytes:
-    """The bytes of a record naming ``owner`` since ``acquired_at`` (a formatted time)."""
-    record = {"owner": owner, "acquired_at": acquired_at, "tool": TOOL}
-    return (json.dumps(record) + "\n").encode("ascii")
-
-
 def _create_temp(lock: str) -> tuple[int, str]:
     """Create a new ``<lock>.skf-<8 hex>-tmp`` exclusively; return its fd and path."""
-    while True:
+    for _ in range(_TEMP_TRIES):
         path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
         try:
             return os.open(path, _TEMP_FLAGS, 0o666), path
         except FileExistsError:
             continue
+        except BaseException as exc:
+            # An interrupt may land after the file was made; the name is new, so ours.
+            _remove_quietly(path)
+            if isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE:
+                raise _not_writable_error(os.path.dirname(lock), exc) from None
+            raise
+    raise FileExistsError(errno.EEXIST, f"no free temp file name beside {lock}")
 
 
-def write_record(lock: str, owner: str, acquired_at: str) -> None:
-    """Replace the lock file with a record, atomically: temp file, fsync, rename.
+def _write_record(lock: str, data: bytes) -> None:
+    """Replace the lock file with ``data``, atomically: temp file, fsync, rename.
 
     A reader sees the old record or the new one, never part of one; on any
     failure the old lock file is untouched and the temp file is gone.
     """
-    data = record_bytes(owner, acquired_at)
     fd, temp = _create_temp(lock)
     try:
         try:
@@ -567,70 +849,186 @@ def write_record(lock: str, owner: str, acquired_at: str) -> None:
         raise
 
 
-# --- Acquire, release, status ------------------------------------------------
+def _delete_record(lock: str) -> None:
+    try:
+        os.unlink(lock)
+    except OSError as exc:
+        if exc.errno in _NOT_WRITABLE:
+            raise _not_writable_error(os.path.dirname(lock), exc) from None
+        raise
 
 
-def _folder_error(lock: str) -> ValueError:
-    return ValueError(f"the lock path {lock} is a folder; give the path of a file")
+# --- Staleness: one rule for acquire and status -------------------------------
 
 
-def lock_path(lock: str | os.PathLike[str]) -> str:
-    """The absolute path of a lock, ``~`` expanded. (A folder is refused when it is read.)"""
-    path = os.fspath(lock)
-    if not isinstance(path, str):
-        raise ValueError(f"the lock path must be text, not {path!r}")
-    if path.startswith("~"):
-        path = os.path.expanduser(path)
-    return os.path.abspath(path)
+def _deciding_timeout(record: _Record, caller_timeout: float) -> float:
+    """The timeout that decides when ``record`` goes stale: its holder's own, or, for a
+    record that gives no valid one (older helpers, foreign files), the caller's."""
+    return caller_timeout if record.stale_after is None else record.stale_after
 
 
-def _clear_command(lock: str, owner: str) -> str:
+def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale: bool) -> bool:
+    """True if the lock ``record`` describes is abandoned at ``now``.
+
+    It is stale once ``now - since`` reaches the deciding timeout (exactly at
+    the timeout counts), and at once for an empty file with ``empty_is_stale``
+    (an ``flock`` user leaves one; this script never writes one).
+    """
+    if empty_is_stale and record.empty:
+        return True
+    return now - record.since >= _deciding_timeout(record, caller_timeout)
+
+
+def _minutes_for_output(stale_after: float) -> int | float:
+    minutes = round(stale_after / 60, 4)
+    return int(minutes) if minutes.is_integer() else minutes
+
+
+def _stale_at(since: int, stale_after: float) -> str:
+    """The first whole second at which a lock taken at ``since`` is stale, capped at year 9999."""
+    return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
+
+
+# --- Outputs: each shape built once, with its message --------------------------
+
+
+def _clear_advice(lock: str, holder: str | None) -> str:
+    """How to clear a lock whose run is gone, safe to follow literally."""
     import shlex  # only a refusal needs it
 
-    return f"skf-run-lock.py release --lock {shlex.quote(lock)} --owner {shlex.quote(owner)}"
-
-
-def _refusal_message(lock: str, holder: str | None, held_since: str, stale_at: str) -> str:
-    if holder is None:
-        return (
-            f"lock {lock} is held by a lock file that names no owner (since {held_since});"
-            f" it goes stale at {stale_at}. If no run is active, delete {lock}"
+    if holder is not None and _can_be_released_by_name(holder):
+        script = shlex.quote(os.path.abspath(__file__))
+        command = (
+            f"python3 {script} release --lock {shlex.quote(lock)} --owner {shlex.quote(holder)}"
         )
+        return f"If that run is no longer active, clear it with: {command}"
     return (
-        f"lock {lock} is held by {holder} since {held_since}; it goes stale at {stale_at}."
-        f" If that run is no longer active, clear it with: {_clear_command(lock, holder)}"
+        "No release can name this holder: wait until it goes stale, or, if no run is"
+        f" active, delete the file {shlex.quote(lock)}"
     )
 
 
-def _acquire_result(
-    lock: str,
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    acquired: bool,
-    held_by: str | None,
-    since: int,
-    refreshed: bool = False,
-    replaced: Record | None = None,
-) -> dict[str, Any]:
-    """The acquire output for a lock held by ``held_by`` since ``since``; its message is
-    still to be written."""
+def _holder_text(holder: str | None) -> str:
+    return "a lock file that names no owner" if holder is None else holder
+
+
+def _acquired_result(
+    lock: str, owner: str, run_id: str, *, stale_after: float, since: int, before: _Record | None
+) -> AcquireResult:
+    """The acquire output when ``owner`` took the lock at ``since`` over ``before`` (None:
+    there was no lock file)."""
+    renewed = before is not None and before.owner == owner
+    replaced = before is not None and not renewed
+    stale_at = _stale_at(since, stale_after)
+    if before is None:
+        done = f"acquired {lock} for {owner}"
+    elif renewed:
+        done = f"renewed {lock} for {owner}"
+    else:
+        holder = f"of {before.owner}" if before.owner else "file that named no owner"
+        done = f"acquired {lock} for {owner}, replacing the stale lock {holder}"
     return {
-        "acquired": acquired,
-        "refreshed": refreshed,
+        "acquired": True,
+        "refreshed": renewed,
         "lock": lock,
         "owner": owner,
         "run_id": run_id,
-        "held_by": held_by,
-        "held_since": format_time(since),
-        "stale_at": _stale_at(since, stale_after),
+        "held_by": owner,
+        "held_since": _format_time(since),
+        "stale_at": stale_at,
         "stale_after_minutes": _minutes_for_output(stale_after),
-        "stale_replaced": None
-        if replaced is None
-        else {"held_by": replaced.owner, "held_since": format_time(replaced.since)},
-        "message": "",
+        "stale_replaced": {"held_by": before.owner, "held_since": _format_time(before.since)}
+        if before is not None and replaced
+        else None,
+        "message": f"{done}; it goes stale at {stale_at} unless renewed",
     }
+
+
+def _refused_result(
+    lock: str, owner: str, run_id: str, *, caller_timeout: float, record: _Record, now: float
+) -> AcquireResult:
+    """The acquire output when ``record``, not stale at ``now``, keeps the lock from ``owner``."""
+    timeout = _deciding_timeout(record, caller_timeout)
+    held_since = _format_time(record.since)
+    stale_at = _stale_at(record.since, timeout)
+    age = now - record.since
+    age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+    return {
+        "acquired": False,
+        "refreshed": False,
+        "lock": lock,
+        "owner": owner,
+        "run_id": run_id,
+        "held_by": record.owner,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(timeout),
+        "stale_replaced": None,
+        "message": f"lock {lock} is held by {_holder_text(record.owner)} since {held_since}"
+        f" ({age_text}); it goes stale at {stale_at}. {_clear_advice(lock, record.owner)}",
+    }
+
+
+def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseResult:
+    """The release output, given what the lock said when the call looked (None: nothing)."""
+    other: _Record | None = None
+    if record is None:
+        reason: Literal["absent", "not-owner"] | None = "absent"
+        message = f"no lock at {lock}; nothing to release"
+    elif record.owner == owner:
+        reason = None
+        message = f"released {lock} held by {owner}"
+    else:
+        reason, other = "not-owner", record
+        message = f"left {lock} in place: it is held by {_holder_text(record.owner)}, not {owner}"
+    return {
+        "released": record is not None and reason is None,
+        "reason": reason,
+        "lock": lock,
+        "owner": owner,
+        "held_by": None if other is None else other.owner,
+        "held_since": None if other is None else _format_time(other.since),
+        "message": message,
+    }
+
+
+def _status_result(
+    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+) -> StatusResult:
+    """The status output for ``record`` (None: no lock file) at ``now``."""
+    if record is None:
+        return {
+            "state": "free",
+            "lock": lock,
+            "held_by": None,
+            "held_since": None,
+            "stale_at": None,
+            "age_seconds": None,
+            "stale_after_minutes": _minutes_for_output(caller_timeout),
+            "message": f"no lock at {lock}; it is free",
+        }
+    timeout = _deciding_timeout(record, caller_timeout)
+    held_since = _format_time(record.since)
+    stale_at = _stale_at(record.since, timeout)
+    stale = _is_stale(record, caller_timeout, now, empty_is_stale)
+    then = (
+        f"it went stale at {stale_at}, so the next acquire takes it"
+        if stale
+        else f"it goes stale at {stale_at}"
+    )
+    return {
+        "state": "stale" if stale else "held",
+        "lock": lock,
+        "held_by": record.owner,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "age_seconds": int((now - record.since) // 1),
+        "stale_after_minutes": _minutes_for_output(timeout),
+        "message": f"{lock} is held by {_holder_text(record.owner)} since {held_since}; {then}",
+    }
+
+
+# --- Acquire, release, status ------------------------------------------------
 
 
 def acquire(
@@ -640,89 +1038,47 @@ def acquire(
     now: datetime | None = None,
     *,
     empty_is_stale: bool = False,
-) -> dict[str, Any]:
-    """Take or renew the run lock at ``lock`` for ``owner``; return the acquire output.
+) -> AcquireResult:
+    """Take or renew the run lock at ``lock`` for ``owner``.
 
-    The lock is taken when there is no lock file, renewed when its record names
-    ``owner``, and replaced when it is stale (``stale_after`` seconds old, or
-    empty with ``empty_is_stale``); otherwise nothing changes and the result
-    names the holder with ``acquired`` false. A missing run id in ``owner`` is
-    added. Raises ValueError for a bad owner, timeout or folder and OSError
-    when the lock cannot be read or written.
+    The lock is taken when there is no lock file, renewed when its record
+    names ``owner``, and replaced when it is stale; otherwise nothing changes
+    and the result names the holder with ``acquired`` false. A lock is stale
+    once it is as old as its holder's own timeout (the caller's, for a record
+    without one), or at once when it is empty and ``empty_is_stale``.
+
+    :param lock: the lock file's path (``~`` expanded; missing folders are made).
+    :param owner: ``workflow:skill[:run_id]``; a missing run id is added.
+    :param stale_after: this caller's timeout in **seconds** (0.006 to 31,536,000),
+        written into the record it takes.
+    :param now: an aware datetime standing in for the clock (tests).
+    :returns: the acquire output (``acquired``, ``refreshed``, ``owner``, ...).
+    :raises ValueError: a bad owner, timeout or lock path.
+    :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
-    path = lock_path(lock)
-    with _Guarded(path, make_parents=True):
+    path = _lock_path(lock)
+    with _Guard(path, make_parents=True):
         seconds = time.time() if fixed_now is None else fixed_now
-        record = read_record(path)
+        record = _read_record(path)
         if (
             record is not None
             and record.owner != owner
-            and not _is_stale(record.since, stale_after, seconds)
-            and not (empty_is_stale and record.empty)
+            and not _is_stale(record, stale_after, seconds, empty_is_stale)
         ):
-            return _refused(path, owner, run_id, stale_after, record)
-        result = _taken(path, owner, run_id, stale_after, record, since=int(seconds // 1))
-        write_record(path, owner, result["held_since"])
-    return result
-
-
-def _refused(
-    path: str, owner: str, run_id: str, stale_after: float, record: Record
-) -> dict[str, Any]:
-    """The acquire output when ``record`` keeps the lock from ``owner``."""
-    result = _acquire_result(
-        path, owner, run_id, stale_after, acquired=False, held_by=record.owner, since=record.since
+            # A refusal writes nothing, so it leaves any orphan to the next writer.
+            return _refused_result(
+                path, owner, run_id, caller_timeout=stale_after, record=record, now=seconds
+            )
+        since = int(seconds // 1)
+        _remove_orphan_temps(path)
+        _write_record(path, _record_bytes(owner, since, stale_after))
+        _Interrupts.disarm()
+    return _acquired_result(
+        path, owner, run_id, stale_after=stale_after, since=since, before=record
     )
-    result["message"] = _refusal_message(
-        path, record.owner, result["held_since"], result["stale_at"]
-    )
-    return result
-
-
-def _taken(
-    path: str, owner: str, run_id: str, stale_after: float, before: Record | None, *, since: int
-) -> dict[str, Any]:
-    """The acquire output when ``owner`` takes the lock at ``since`` over ``before``
-    (None: there was no lock file)."""
-    renewed = before is not None and before.owner == owner
-    if before is None:
-        message = f"acquired {path} for {owner}"
-    elif renewed:
-        message = f"renewed {path} for {owner}"
-    else:
-        holder = f"of {before.owner}" if before.owner else "file that named no owner"
-        message = f"acquired {path} for {owner}, replacing the stale lock {holder}"
-    result = _acquire_result(
-        path,
-        owner,
-        run_id,
-        stale_after,
-        acquired=True,
-        held_by=owner,
-        since=since,
-        refreshed=renewed,
-        replaced=None if before is None or renewed else before,
-    )
-    result["message"] = f"{message}; it goes stale at {result['stale_at']} unless renewed"
-    return result
-
-
-class LockBusy(Exception):
-    """Raised by ``acquire_within`` when the lock stayed held; ``.result`` is the last answer."""
-
-    def __init__(self, result: dict[str, Any]) -> None:
-        super().__init__(result["message"])
-        self.result = result
-
-
-def _checked_wait(wait: float) -> float:
-    _require_number(wait, "wait")
-    if not 0 <= wait < float("inf"):  # also false for NaN
-        raise ValueError(f"wait must be a finite number of seconds >= 0, not {wait!r}")
-    return float(wait)
 
 
 def acquire_within(
@@ -732,12 +1088,15 @@ def acquire_within(
     wait: float,
     *,
     empty_is_stale: bool = False,
-) -> dict[str, Any]:
-    """Retry ``acquire`` with a growing, jittered pause for up to ``wait`` seconds.
+) -> AcquireResult:
+    """Retry :func:`acquire` with a growing, jittered pause for up to ``wait`` seconds.
 
-    Returns the output of the call that took the lock; raises LockBusy (with
-    the last output) when ``wait`` passes first. A missing run id is added
-    once, so every try uses the same owner. ValueError and OSError as acquire.
+    A missing run id is added once, so every try uses the same owner.
+
+    :returns: the output of the call that took the lock.
+    :raises LockBusy: ``wait`` passed first; ``.result`` is the last output.
+    :raises ValueError: a bad ``wait`` (at once), owner, timeout or lock path.
+    :raises OSError: as :func:`acquire`.
     """
     import random  # only a waiter needs it
 
@@ -757,99 +1116,64 @@ def acquire_within(
         pause = min(pause * 1.5, 0.1)
 
 
-def release(lock: str | os.PathLike[str], owner: str) -> dict[str, Any]:
-    """Delete the lock at ``lock`` if its record names ``owner``; return the release output.
+def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
+    """Delete the lock at ``lock`` if its record names ``owner``.
 
     ``released`` is false with ``reason`` "absent" when there is no lock file
     (no folder is created) and "not-owner" when another owner, or none, holds
-    it, which is left in place. Raises ValueError for an owner without a run id
-    or a folder, and OSError when the lock cannot be read or removed.
+    it, which is left in place.
+
+    :param owner: the whole owner, with its run id.
+    :returns: the release output.
+    :raises ValueError: an owner without a run id, or a bad lock path.
+    :raises OSError: the lock could not be read or removed.
     """
     owner = _owner_for_release(owner)
-    path = lock_path(lock)
-    record: Record | None = None
+    path = _lock_path(lock)
+    record: _Record | None = None
     try:
-        with _Guarded(path, make_parents=False):
-            record = read_record(path)
+        with _Guard(path, make_parents=False):
+            record = _read_record(path)
             if record is not None and record.owner == owner:
-                os.unlink(path)
-    except NoFolder:
+                _remove_orphan_temps(path)
+                _delete_record(path)
+                _Interrupts.disarm()
+    except _NoFolder:
         pass  # no folder, so no lock: absent, and nothing is created
-    result: dict[str, Any] = {
-        "released": False,
-        "reason": None,
-        "lock": path,
-        "owner": owner,
-        "held_by": None,
-        "held_since": None,
-        "message": "",
-    }
-    if record is None:
-        result["reason"] = "absent"
-        result["message"] = f"no lock at {path}; nothing to release"
-    elif record.owner == owner:
-        result["released"] = True
-        result["message"] = f"released {path} held by {owner}"
-    else:
-        result["reason"] = "not-owner"
-        result["held_by"] = record.owner
-        result["held_since"] = format_time(record.since)
-        holder = record.owner or "a lock file naming no owner"
-        result["message"] = f"left {path} in place: it is held by {holder}, not {owner}"
-    return result
+    return _release_result(path, owner, record)
 
 
 def status(
-    lock: str | os.PathLike[str], stale_after: float, now: datetime | None = None
-) -> dict[str, Any]:
-    """Say who holds the lock at ``lock`` without taking it; return the status output.
+    lock: str | os.PathLike[str],
+    stale_after: float,
+    now: datetime | None = None,
+    *,
+    empty_is_stale: bool = False,
+) -> StatusResult:
+    """Say who holds the lock at ``lock`` without taking it.
 
     Read-only: no guard, no file or folder created. ``state`` is "free" (no
-    lock file, or no folder), "held" or "stale". ValueError and OSError as acquire.
+    lock file, or no folder), "held" or "stale", by the same rule as acquire.
+
+    :param stale_after: the caller's timeout in seconds, used only for a record
+        that gives none of its own.
+    :returns: the status output.
+    :raises ValueError: a bad timeout or lock path.
+    :raises OSError: the lock could not be read.
     """
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
-    path = lock_path(lock)
-    record = read_record(path)
-    result: dict[str, Any] = {
-        "state": "free",
-        "lock": path,
-        "held_by": None,
-        "held_since": None,
-        "stale_at": None,
-        "age_seconds": None,
-        "stale_after_minutes": _minutes_for_output(stale_after),
-        "message": f"no lock at {path}; it is free",
-    }
-    if record is None:
-        return result
-    held_since = format_time(record.since)
-    stale_at = _stale_at(record.since, stale_after)
-    holder = record.owner or "a lock file naming no owner"
-    stale = _is_stale(record.since, stale_after, seconds)
-    result.update(
-        state="stale" if stale else "held",
-        held_by=record.owner,
-        held_since=held_since,
-        stale_at=stale_at,
-        age_seconds=int((seconds - record.since) // 1),
-        message=f"{path} is held by {holder} since {held_since};"
-        + (
-            f" it went stale at {stale_at}, so the next acquire takes it"
-            if stale
-            else f" it goes stale at {stale_at}"
-        ),
-    )
-    return result
+    path = _lock_path(lock)
+    return _status_result(path, _read_record(path), stale_after, seconds, empty_is_stale)
 
 
 # --- CLI ---------------------------------------------------------------------
 
-HELP = f"""\
+_HELP = f"""\
 usage: skf-run-lock.py acquire --lock PATH --owner WORKFLOW:SKILL[:RUN_ID]
-                               [--stale-after MINUTES] [--wait SECONDS]
+                               [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
        skf-run-lock.py release --lock PATH --owner WORKFLOW:SKILL:RUN_ID
-       skf-run-lock.py status --lock PATH [--stale-after MINUTES]
+       skf-run-lock.py status --lock PATH [--stale-after MINUTES] [--empty-is-stale]
        skf-run-lock.py run-id
        skf-run-lock.py --version
 
@@ -865,38 +1189,45 @@ commands:
 options:
   --lock PATH             the lock file (~ expanded, made absolute)
   --owner OWNER           workflow:skill[:run_id]; release needs the run id
-  --stale-after MINUTES   a lock this old is abandoned (default {DEFAULT_STALE_AFTER_MIN},
-                          at most {MAX_STALE_AFTER_MIN})
+  --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
+                          (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
+                          a lock is judged by its holder's own timeout
   --wait SECONDS          acquire: keep trying this long while another run
-                          holds the lock (default 0, at most {MAX_WAIT_SEC})
+                          holds the lock (default 0, at most {_MAX_WAIT_SEC})
+  --empty-is-stale        an empty lock file (an flock user leaves one) is stale
   -h, --help              show this help
   --version               print the version
 
 Prints one line of JSON. Exit 0 done, 1 bad arguments, 2 the lock could not
-be read or written, 3 held by another run.
+be read or written, 3 held by another run, 128+n interrupted by signal n.
 """
 
-# Each command's options, and whether each is required.
-_OPTIONS: dict[str, dict[str, bool]] = {
-    "acquire": {"--lock": True, "--owner": True, "--stale-after": False, "--wait": False},
+# Each command's options: True for a required value, False for an optional
+# value, None for a flag that takes no value.
+_OPTIONS: dict[str, dict[str, bool | None]] = {
+    "acquire": {
+        "--lock": True,
+        "--owner": True,
+        "--stale-after": False,
+        "--wait": False,
+        "--empty-is-stale": None,
+    },
     "release": {"--lock": True, "--owner": True},
-    "status": {"--lock": True, "--stale-after": False},
+    "status": {"--lock": True, "--stale-after": False, "--empty-is-stale": None},
     "run-id": {},
 }
+_COMMAND_NAMES = "acquire, release, status or run-id"
 
 
-class _UsageError(Exception):
-    pass
-
-
-def parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
+def _parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
     """Return the command (or "help" / "version") and its ``{option: value}``.
 
-    Options take ``--name value`` or ``--name=value``. Raises _UsageError for
-    anything else, so that a usage error is JSON like every other error.
+    Options take ``--name value`` or ``--name=value``; flags take no value
+    (their value is ""). Raises _UsageError for anything else, so that a usage
+    error is JSON like every other error.
     """
     if not argv:
-        raise _UsageError("a command is required: acquire, release, status or run-id")
+        raise _UsageError(f"a command is required: {_COMMAND_NAMES}")
     command, *rest = argv
     if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
         return "help", {}
@@ -904,97 +1235,106 @@ def parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
         if rest:
             raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
         return "version", {}
+    if command.startswith("-"):
+        raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
     allowed = _OPTIONS.get(command)
     if allowed is None:
-        raise _UsageError(f"unknown command {command!r}; use acquire, release, status or run-id")
-    options: dict[str, str] = {}
-    args = iter(rest)
-    for arg in args:
-        name, has_value, value = arg.partition("=")
-        if name not in allowed:
-            raise _UsageError(f"{command} does not take {arg!r}")
-        if not has_value:
-            following = next(args, None)
-            if following is None:
-                raise _UsageError(f"{name} needs a value")
-            value = following
-        options[name] = value
+        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}")
+    options = _parse_options(command, allowed, rest)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
     return command, options
 
 
+def _parse_options(
+    command: str, allowed: dict[str, bool | None], rest: list[str]
+) -> dict[str, str]:
+    """The ``{option: value}`` of ``rest``, each option at most once; a flag's value is ""."""
+    options: dict[str, str] = {}
+    args = iter(rest)
+    for arg in args:
+        name, has_value, value = arg.partition("=")
+        if name not in allowed:
+            raise _UsageError(f"{command} does not take {arg!r}")
+        if name in options:
+            raise _UsageError(f"{name} is given more than once")
+        if allowed[name] is None:
+            if has_value:
+                raise _UsageError(f"{name} takes no value")
+            options[name] = ""
+            continue
+        if not has_value:
+            value = next(args, "")
+        if not value or value.startswith("--"):
+            raise _UsageError(f"{name} needs a value")
+        options[name] = value
+    return options
+
+
 def _number(options: dict[str, str], name: str, default: float) -> float:
     text = options.get(name)
     if text is None:
         return default
-    try:
-        return float(text)
-    except ValueError:
-        raise _UsageError(f"{name} must be a number, not {text!r}") from None
+    if not _DECIMAL_RE.fullmatch(text):
+        raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
+    return float(text)
 
 
 def _stale_after_seconds(options: dict[str, str]) -> float:
     minutes = _number(options, "--stale-after", DEFAULT_STALE_AFTER_MIN)
-    return _checked_stale_after(minutes * 60, "--stale-after")
+    return _checked_stale_after(minutes, "--stale-after", "minutes")
 
 
-def _wait_seconds(options: dict[str, str]) -> float:
-    wait = _number(options, "--wait", 0)
-    if not 0 <= wait <= MAX_WAIT_SEC:  # also false for NaN
-        raise ValueError(
-            f"--wait must be a number of seconds >= 0 and <= {MAX_WAIT_SEC}, not {wait:g}"
-        )
-    return wait
-
-
-def _cli_acquire(options: dict[str, str]) -> tuple[dict[str, Any], int]:
+def _cli_acquire(options: dict[str, str]) -> tuple[AcquireResult, int]:
     stale_after = _stale_after_seconds(options)
-    wait = _wait_seconds(options)
+    wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
     lock, owner = options["--lock"], options["--owner"]
+    empty_is_stale = "--empty-is-stale" in options
     if not wait:
-        result = acquire(lock, owner, stale_after)
+        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
     else:
         started = time.monotonic()
         try:
-            result = acquire_within(lock, owner, stale_after, wait)
+            result = acquire_within(lock, owner, stale_after, wait, empty_is_stale=empty_is_stale)
         except LockBusy as busy:
             result = busy.result
         waited = time.monotonic() - started
         outcome = "after waiting" if result["acquired"] else "gave up after waiting"
         result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
-    return result, EXIT_OK if result["acquired"] else EXIT_HELD
+    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
 
 
-def _cli_release(options: dict[str, str]) -> tuple[dict[str, Any], int]:
-    return release(options["--lock"], options["--owner"]), EXIT_OK
+def _cli_release(options: dict[str, str]) -> tuple[ReleaseResult, int]:
+    return release(options["--lock"], options["--owner"]), _EXIT_OK
 
 
-def _cli_status(options: dict[str, str]) -> tuple[dict[str, Any], int]:
-    result = status(options["--lock"], _stale_after_seconds(options))
-    return result, EXIT_HELD if result["state"] == "held" else EXIT_OK
+def _cli_status(options: dict[str, str]) -> tuple[StatusResult, int]:
+    empty_is_stale = "--empty-is-stale" in options
+    result = status(options["--lock"], _stale_after_seconds(options), empty_is_stale=empty_is_stale)
+    return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
-def _cli_run_id(options: dict[str, str]) -> tuple[dict[str, Any], int]:
-    return {"run_id": new_run_id()}, EXIT_OK
+def _cli_run_id(options: dict[str, str]) -> tuple[dict[str, str], int]:
+    return {"run_id": new_run_id()}, _EXIT_OK
 
 
-def _cli_version(options: dict[str, str]) -> tuple[dict[str, Any], int]:
-    return {"version": __version__}, EXIT_OK
+def _cli_version(options: dict[str, str]) -> tuple[dict[str, str], int]:
+    return {"version": __version__}, _EXIT_OK
 
 
-_COMMANDS: dict[str, Callable[[dict[str, str]], tuple[dict[str, Any], int]]] = {
+def _cli_help(options: dict[str, str]) -> tuple[str, int]:
+    return _HELP, _EXIT_OK
+
+
+_COMMANDS: dict[str, Callable[[dict[str, str]], tuple[Output | str, int]]] = {
+    "help": _cli_help,
     "acquire": _cli_acquire,
     "release": _cli_release,
     "status": _cli_status,
     "run-id": _cli_run_id,
     "version": _cli_version,
 }
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def _describe_os_error(exc: OSError) -> str:
@@ -1004,34 +1344,63 @@ def _describe_os_error(exc: OSError) -> str:
     return text
 
 
+def _signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def _fail(message: str) -> None:
-    sys.stderr.write(json.dumps({"status": "error", "message": _one_line(message)}) + "\n")
+    line = json.dumps({"status": "error", "message": " ".join(message.split())})
+    sys.stderr.write(line + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line in ``argv`` (default ``sys.argv[1:]``); return the exit code.
+    """Run the command line in ``argv`` (default ``sys.argv[1:]``).
 
     Prints one JSON line on stdout, or one JSON error line on stderr. Never
     raises SystemExit: usage errors return 1 like any bad argument.
+
+    :returns: the exit code (0, 1, 2, 3, or 128 + n after signal n).
     """
     try:
-        command, options = parse_args(sys.argv[1:] if argv is None else list(argv))
-        if command == "help":
-            sys.stdout.write(HELP)
-            return EXIT_OK
-        result, code = _COMMANDS[command](options)
+        try:
+            command, options = _parse_args(sys.argv[1:] if argv is None else list(argv))
+            result, code = _COMMANDS[command](options)
+        finally:
+            _Interrupts.disarm()  # from here on the call answers, whatever arrives
+    except _Interrupted as stop:
+        error, code = (
+            f"interrupted by {_signal_name(stop.signum)} before it changed anything",
+            (128 + stop.signum),
+        )
     except _UsageError as exc:
-        _fail(f"usage error: {exc}")
-        return EXIT_BAD_ARGS
+        error, code = f"usage error: {exc}", _EXIT_BAD_ARGS
     except ValueError as exc:
-        _fail(str(exc))
-        return EXIT_BAD_ARGS
+        error, code = str(exc), _EXIT_BAD_ARGS
     except OSError as exc:
-        _fail(f"the lock could not be read or written: {_describe_os_error(exc)}")
-        return EXIT_OS_ERROR
-    sys.stdout.write(json.dumps(result) + "\n")
+        error, code = (
+            f"the lock could not be read or written: {_describe_os_error(exc)}",
+            (_EXIT_OS_ERROR),
+        )
+    else:
+        sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
+        return code
+    _fail(error)
     return code
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    _Interrupts.install()
+    exit_code = main()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:
+        exit_code = exit_code or _EXIT_OS_ERROR
+    # Skip the interpreter's teardown: it puts back the default signal actions,
+    # so a signal arriving then would kill a finished call and lose its exit code.
+    os._exit(exit_code)

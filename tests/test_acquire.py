@@ -41,7 +41,8 @@ def test_free_lock_is_taken_and_its_folders_created(skf: ModuleType, lock: Path)
         "stale_replaced": None,
     }
     assert lock.read_bytes() == (
-        b'{"owner": "wf:sk:run1", "acquired_at": "2026-09-30T10:15:00Z", "tool": "skf-run-lock"}\n'
+        b'{"owner": "wf:sk:run1", "acquired_at": "2026-09-30T10:15:00Z",'
+        b' "stale_after_seconds": 3600, "tool": "skf-run-lock"}\n'
     )
     assert beside(lock) == ["run.lock"]
 
@@ -120,7 +121,7 @@ def test_fresh_lock_naming_no_owner_is_refused_with_held_by_null(skf, lock: Path
     result = skf.acquire(lock, "wf:sk:new", 3600.0, now=NOW)
     assert (result["acquired"], result["held_by"]) == (False, None)
     assert result["held_since"] == "2026-09-30T10:00:00Z"
-    assert "names no owner" in result["message"] and f"delete {lock}" in result["message"]
+    assert "names no owner" in result["message"] and f"delete the file {lock}" in result["message"]
     assert lock.read_text() == "4242\n2026-09-30T10:00:00Z\n"
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import SCRIPT, ago, beside, read_json, write_record
+from conftest import SCRIPT, Run, ago, beside, read_json, write_record
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
@@ -238,24 +238,40 @@ def test_script_runs_alone_when_copied_elsewhere(tmp_path: Path) -> None:
     assert proc.returncode == 0 and json.loads(proc.stdout)["acquired"]
 
 
+def clearing_command(message: str) -> str:
+    """The command a refusal says to clear the lock with, as printed."""
+    assert message.count("clear it with: ") == 1, message
+    return message.split("clear it with: ", 1)[1]
+
+
+def run_in_shell(command: str) -> Run:
+    """Run ``command`` exactly as printed, in a POSIX shell, with python3 on PATH."""
+    proc = subprocess.run(
+        ["/bin/sh", "-c", command], capture_output=True, text=True, timeout=60, check=False
+    )
+    return Run(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")
 def test_the_clearing_command_in_a_refusal_works_as_printed(cli, tmp_path: Path) -> None:
-    lock = tmp_path / "dir with space" / "run.lock"
+    lock = tmp_path / "dir with space" / "it's $HOME" / "run.lock"
     write_record(lock, "wf:sk:gone-run", ago(minutes=1))
     message = cli("acquire", "--lock", lock, "--owner", "wf:sk:me").json["message"]
-    command = shlex.split(message.split("clear it with: ", 1)[1])
-    assert command[0] == "skf-run-lock.py"
-    cleared = cli(*command[1:])
+    command = clearing_command(message)
+    assert shlex.split(command)[:2] == ["python3", str(SCRIPT)]
+    cleared = run_in_shell(command)
     assert cleared.code == 0 and cleared.json["released"] is True
     assert not lock.exists()
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:me").code == 0
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")
 def test_the_clearing_command_never_removes_a_newer_runs_lock(cli, lock: Path) -> None:
     """Unlike rm, the printed command is safe even if another run took the lock meanwhile."""
     write_record(lock, "wf:sk:old-run", ago(minutes=61))
     message = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--stale-after", "120")
-    command = shlex.split(message.json["message"].split("clear it with: ", 1)[1])
+    command = clearing_command(message.json["message"])
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:newer").code == 0  # old one went stale
-    late = cli(*command[1:])
+    late = run_in_shell(command)
     assert late.code == 0 and late.json["reason"] == "not-owner"
     assert read_json(lock)["owner"] == "wf:sk:newer"

@@ -55,18 +55,18 @@ def test_lock_file_content_names_holder_and_time(skf, lock: Path, content, owner
     os.utime(lock, (MTIME, MTIME))
     result = skf.status(lock, 60.0)
     assert (result["held_by"], result["held_since"]) == (owner, since)
-    record = skf.read_record(str(lock))
+    record = skf._read_record(str(lock))
     assert record.owner == owner and record.empty is (content == b"")
 
 
-def test_record_written_is_one_json_line_with_three_keys_in_order(skf, lock: Path) -> None:
+def test_record_written_is_one_json_line_with_four_keys_in_order(skf, lock: Path) -> None:
     skf.acquire(lock, "wf:sk:é", 60.0, now=NOW)
     raw = lock.read_bytes()
     assert raw == (
         b'{"owner": "wf:sk:\\u00e9", "acquired_at": "2026-09-30T10:15:00Z",'
-        b' "tool": "skf-run-lock"}\n'
+        b' "stale_after_seconds": 60, "tool": "skf-run-lock"}\n'
     )
-    assert list(json.loads(raw)) == ["owner", "acquired_at", "tool"]
+    assert list(json.loads(raw)) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
 
 
 def test_oversized_lock_file_names_no_owner_and_is_not_read_whole(skf, lock, monkeypatch) -> None:
@@ -83,15 +83,15 @@ def test_oversized_lock_file_names_no_owner_and_is_not_read_whole(skf, lock, mon
         return real_read(fd, n)
 
     monkeypatch.setattr(os, "read", counting_read)
-    record = skf.read_record(str(lock))
-    assert (record.owner, skf.format_time(record.since)) == (None, MTIME_TEXT)
+    record = skf._read_record(str(lock))
+    assert (record.owner, skf._format_time(record.since)) == (None, MTIME_TEXT)
     assert sum(reads) <= 64 * 1024 + 1
 
 
 def test_valid_record_padded_past_64_kib_names_no_owner(skf, lock: Path) -> None:
     lock.parent.mkdir()
     lock.write_bytes(b'{"owner": "wf:sk:r"}' + b" " * (64 * 1024))
-    assert skf.read_record(str(lock)).owner is None
+    assert skf._read_record(str(lock)).owner is None
 
 
 def test_record_of_exactly_64_kib_is_still_read(skf, lock: Path) -> None:
@@ -99,7 +99,7 @@ def test_record_of_exactly_64_kib_is_still_read(skf, lock: Path) -> None:
     head = b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z", "pad": "'
     lock.write_bytes(head + b"x" * (64 * 1024 - len(head) - 2) + b'"}')
     assert lock.stat().st_size == 64 * 1024
-    assert skf.read_record(str(lock)).owner == "wf:sk:r"
+    assert skf._read_record(str(lock)).owner == "wf:sk:r"
 
 
 def test_symlinked_lock_names_no_owner_and_is_replaced_not_written_through(skf, lock) -> None:
@@ -120,7 +120,7 @@ def test_symlinked_lock_names_no_owner_and_is_replaced_not_written_through(skf, 
 def test_link_to_dev_zero_costs_nothing(skf, lock: Path) -> None:
     lock.parent.mkdir()
     lock.symlink_to("/dev/zero")
-    assert skf.read_record(str(lock)).owner is None
+    assert skf._read_record(str(lock)).owner is None
 
 
 def test_fifo_at_lock_path_is_an_os_error_without_blocking(skf, lock: Path, main) -> None:
@@ -154,7 +154,7 @@ def test_socket_at_lock_path_is_an_os_error(skf, tmp_path: Path, main) -> None:
 
 def test_parse_record_never_raises_for_odd_json(skf) -> None:
     for data in (b"1" * 5000, b'{"owner": "\\ud800"}', b"\xef\xbb\xbf{}", b"NaN", b"1e999999"):
-        record = skf.parse_record(data, 5)
+        record = skf._parse_record(data, 5)
         assert isinstance(record.since, int)
 
 

@@ -19,12 +19,12 @@ def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypa
     real_unlink, real_close = os.unlink, os.close
     guard = str(lock) + ".skf-guard"
     fds: dict[int, str] = {}
-    real_take = skf.take_guard
+    real_take = skf._take_guard
 
-    def take(path, make_parents=False):
-        fd, existed = real_take(path, make_parents)
+    def take(guard, make_parents):
+        fd = real_take(guard, make_parents)
         fds[fd] = "guard"
-        return fd, existed
+        return fd
 
     def unlink(path, *a, **k):
         if path == guard:
@@ -36,7 +36,7 @@ def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypa
             events.append("close guard")
         return real_close(fd)
 
-    monkeypatch.setattr(skf, "take_guard", take)
+    monkeypatch.setattr(skf, "_take_guard", take)
     monkeypatch.setattr(os, "unlink", unlink)
     monkeypatch.setattr(os, "close", close)
     skf.acquire(lock, "wf:sk:r", 60.0)
@@ -119,16 +119,42 @@ def test_orphan_temp_files_are_removed_by_acquire_and_release(skf, lock: Path) -
     assert beside(lock) == sorted(kept)
 
 
-def test_fresh_guard_means_no_folder_listing(skf, lock: Path, monkeypatch) -> None:
+def test_folder_is_listed_exactly_when_the_lock_is_written_or_deleted(skf, lock, monkeypatch):
+    """Orphans go with the next write or delete; a refusal or a no-op release lists nothing."""
     listed: list[str] = []
     real_listdir = os.listdir
     monkeypatch.setattr(os, "listdir", lambda path: listed.append(path) or real_listdir(path))
-    skf.acquire(lock, "wf:sk:r", 60.0)
-    skf.release(lock, "wf:sk:r")
-    assert listed == []
-    (lock.parent / "run.lock.skf-guard").touch()  # as a call that died leaves it
-    skf.acquire(lock, "wf:sk:r", 60.0)
-    assert listed == [str(lock.parent)]
+    calls = [
+        (lambda: skf.acquire(lock, "wf:sk:r", 60.0), 1),  # a free lock: written
+        (lambda: skf.acquire(lock, "wf:sk:r", 60.0), 1),  # renewed: written
+        (lambda: skf.acquire(lock, "wf:sk:other", 60.0), 0),  # refused: nothing written
+        (lambda: skf.release(lock, "wf:sk:other"), 0),  # not-owner: nothing deleted
+        (lambda: skf.status(lock, 60.0), 0),
+        (lambda: skf.release(lock, "wf:sk:r"), 1),  # deleted
+        (lambda: skf.release(lock, "wf:sk:r"), 0),  # absent
+    ]
+    for call, listings in calls:
+        listed.clear()
+        call()
+        assert listed == [str(lock.parent)] * listings
+
+
+def test_orphan_without_a_guard_is_removed_by_the_next_write(skf, lock: Path) -> None:
+    """An older helper's call can leave a temp file and no guard; the next writer removes it."""
+    lock.parent.mkdir()
+    orphan = lock.parent / "run.lock.skf-0123abcd-tmp"
+    orphan.write_text("partial")
+    write_record(lock, "wf:sk:holder", NOW)
+    refused = skf.acquire(lock, "wf:sk:other", 60.0, now=NOW)
+    assert not refused["acquired"] and orphan.exists()  # a refusal writes nothing
+    assert skf.acquire(lock, "wf:sk:holder", 60.0, now=NOW)["refreshed"]
+    assert beside(lock) == ["run.lock"]
+    orphan.write_text("partial")
+    assert skf.release(lock, "wf:sk:holder")["released"]
+    assert beside(lock) == []
+    orphan.write_text("partial")
+    assert skf.acquire(lock, "wf:sk:fresh", 60.0)["acquired"]  # a free lock is written too
+    assert beside(lock) == ["run.lock"]
 
 
 def test_call_killed_mid_write_leaves_guard_and_temp_for_the_next_call(cli, lock, worker):

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
     ],
 )
 def test_owner_splits_on_the_first_two_colons(skf: ModuleType, owner: str, parts: tuple) -> None:
-    assert skf.split_owner(owner) == parts
+    assert skf._split_owner(owner) == parts
 
 
 @pytest.mark.parametrize(
@@ -46,18 +46,18 @@ def test_owner_splits_on_the_first_two_colons(skf: ModuleType, owner: str, parts
 )
 def test_bad_owner_is_refused(skf: ModuleType, owner: str) -> None:
     with pytest.raises(ValueError, match="owner"):
-        skf.split_owner(owner)
+        skf._split_owner(owner)
 
 
 def test_owner_of_exactly_200_characters_is_accepted(skf: ModuleType) -> None:
     owner = "w:s:" + "x" * 196
     assert len(owner) == 200
-    assert skf.split_owner(owner)[2] == "x" * 196
+    assert skf._split_owner(owner)[2] == "x" * 196
 
 
 def test_owner_that_is_not_a_string_is_refused(skf: ModuleType) -> None:
     with pytest.raises(ValueError):
-        skf.split_owner(42)
+        skf._split_owner(42)
 
 
 def test_added_run_id_counts_toward_the_length_limit(skf: ModuleType, lock) -> None:
@@ -115,8 +115,8 @@ def test_naive_now_is_refused(skf: ModuleType, lock) -> None:
     ],
 )
 def test_time_format_round_trips(skf: ModuleType, text: str, seconds: int) -> None:
-    assert skf.parse_time(text) == seconds
-    assert skf.format_time(seconds) == text
+    assert skf._parse_time(text) == seconds
+    assert skf._format_time(seconds) == text
 
 
 @pytest.mark.parametrize(
@@ -134,14 +134,14 @@ def test_time_format_round_trips(skf: ModuleType, text: str, seconds: int) -> No
     ],
 )
 def test_other_time_texts_do_not_parse(skf: ModuleType, text: str) -> None:
-    assert skf.parse_time(text) is None
+    assert skf._parse_time(text) is None
 
 
 def test_format_time_rounds_down_and_clamps(skf: ModuleType) -> None:
-    assert skf.format_time(0.999) == "1970-01-01T00:00:00Z"
-    assert skf.format_time(-0.5) == "1969-12-31T23:59:59Z"
-    assert skf.format_time(10**15) == "9999-12-31T23:59:59Z"
-    assert skf.format_time(-(10**15)) == "0001-01-01T00:00:00Z"
+    assert skf._format_time(0.999) == "1970-01-01T00:00:00Z"
+    assert skf._format_time(-0.5) == "1969-12-31T23:59:59Z"
+    assert skf._format_time(10**15) == "9999-12-31T23:59:59Z"
+    assert skf._format_time(-(10**15)) == "0001-01-01T00:00:00Z"
 
 
 @pytest.mark.parametrize(
@@ -173,7 +173,7 @@ def test_owner_character_check_matches_the_rule_for_every_code_point(skf: Module
         char = chr(code)
         allowed = not char.isspace() and char.isprintable()
         try:
-            skf.split_owner(f"wf:sk:{char}")
+            skf._split_owner(f"wf:sk:{char}")
         except ValueError:
             accepted = False
         else:
@@ -188,8 +188,8 @@ def test_time_format_agrees_with_datetime(skf: ModuleType, when: datetime) -> No
     when = when.replace(microsecond=0, tzinfo=UTC)
     text = when.strftime("%Y-%m-%dT%H:%M:%SZ").rjust(20, "0")
     seconds = (when - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(seconds=1)
-    assert skf.parse_time(text) == seconds
-    assert skf.format_time(seconds) == text
+    assert skf._parse_time(text) == seconds
+    assert skf._format_time(seconds) == text
 
 
 @given(st.integers(1, 9999), st.integers(1, 12), st.integers(0, 32))
@@ -198,6 +198,6 @@ def test_parse_time_accepts_exactly_the_real_dates(skf, year: int, month: int, d
     try:
         datetime(year, month, day)
     except ValueError:
-        assert skf.parse_time(text) is None
+        assert skf._parse_time(text) is None
     else:
-        assert skf.parse_time(text) is not None
+        assert skf._parse_time(text) is not None

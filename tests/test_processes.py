@@ -191,7 +191,7 @@ def test_killing_calls_at_random_moments_never_corrupts_the_lock(lock: Path, skf
         assert set(names) <= {"run.lock", "run.lock.skf-guard"} | {n for n in names if "-tmp" in n}
         if "run.lock" in names:
             record = read_json(lock)
-            assert list(record) == ["owner", "acquired_at", "tool"]
+            assert list(record) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
             assert record["owner"].startswith("torture:w")
     result = skf.acquire(lock, "after:torture:1", 3600.0)
     if not result["acquired"]:

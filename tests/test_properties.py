@@ -15,7 +15,7 @@ OWNERISH = st.text(alphabet=st.sampled_from("ab:Z9-_ \t\n\x00é€:"), max_size=
 @given(owner=OWNERISH)
 def test_owner_is_refused_or_splits_into_parts_that_join_back(skf: ModuleType, owner: str) -> None:
     try:
-        parts = skf.split_owner(owner)
+        parts = skf._split_owner(owner)
     except ValueError:
         return
     workflow, skill, _ = parts
@@ -33,10 +33,10 @@ CONTENT = st.binary(max_size=300) | st.builds(
 
 @given(data=CONTENT)
 def test_any_bytes_give_an_owner_or_none_and_a_time(skf: ModuleType, data: bytes) -> None:
-    record = skf.parse_record(data, 1234)
+    record = skf._parse_record(data, 1234)
     assert record.owner is None or (isinstance(record.owner, str) and record.owner)
     assert isinstance(record.since, int)
-    assert skf.parse_time(skf.format_time(record.since)) == max(record.since, -62135596800)
+    assert skf._parse_time(skf._format_time(record.since)) == max(record.since, -62135596800)
 
 
 @settings(max_examples=60, deadline=None)
@@ -45,7 +45,7 @@ def test_any_lock_file_is_read_without_error(skf: ModuleType, data: bytes) -> No
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "prop.lock"
         path.write_bytes(data)
-        record = skf.read_record(str(path))
+        record = skf._read_record(str(path))
         assert record is not None and isinstance(record.since, int)
         result = skf.status(path, 60.0)
         assert result["state"] in ("held", "stale") and isinstance(result["age_seconds"], int)

@@ -78,7 +78,7 @@ def test_lock_naming_no_owner_is_held_or_stale_by_its_time(skf, lock: Path) -> N
 def test_status_never_writes_or_takes_the_guard(skf, lock: Path, monkeypatch) -> None:
     write_record(lock, "wf:sk:r1", NOW)
     before = (lock.read_bytes(), os.stat(lock).st_mtime_ns)
-    monkeypatch.setattr(skf, "take_guard", None)  # calling it would raise TypeError
+    monkeypatch.setattr(skf, "_take_guard", None)  # calling it would raise TypeError
     skf.status(lock, 60.0)
     assert (lock.read_bytes(), os.stat(lock).st_mtime_ns) == before
     assert beside(lock) == ["run.lock"]

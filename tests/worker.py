@@ -60,10 +60,9 @@ def race(ready: str, go: str, *argv: str) -> int:
 
 def hold_guard(lock: str) -> int:
     skf = load()
-    fd, _ = skf.take_guard(lock, True)  # type: ignore[attr-defined]
-    say("held")
-    sys.stdin.read()
-    skf.drop_guard(fd, lock)  # type: ignore[attr-defined]
+    with skf._Guard(Path(lock)):  # type: ignore[attr-defined]
+        say("held")
+        sys.stdin.read()
     return 0
 
 
