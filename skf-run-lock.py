@@ -398,7 +398,15 @@ class _Interrupts:
             signum = getattr(signal, name, None)  # Windows has no SIGHUP
             if signum is not None:
                 signal.signal(signum, cls._on_signal)
+        sys.unraisablehook = cls._unraisable
         cls.armed = True
+
+    @staticmethod
+    def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
+        # A handler that ran inside a weakref callback had its _Interrupted dropped
+        # (it stays pending, see raise_pending): say nothing of it.
+        if not isinstance(unraisable.exc_value, _Interrupted):
+            sys.__unraisablehook__(unraisable)
 
     @classmethod
     def _on_signal(cls, signum: int, frame: FrameType | None) -> None:
@@ -409,9 +417,13 @@ class _Interrupts:
 
     @classmethod
     def raise_pending(cls) -> None:
-        """Raise _Interrupted for a signal that came while nothing is held or changed."""
+        """Raise _Interrupted for a signal that came while nothing is held or changed.
+
+        It stays pending until the CLI disarms: Python drops an exception raised
+        by a handler that ran inside a weakref callback (the import system has
+        some), so every later check point raises it again.
+        """
         if cls.armed and cls.pending is not None:
-            cls.armed = False
             raise _Interrupted(cls.pending)
 
     @classmethod
@@ -589,10 +601,19 @@ def _close_guard(fd: int, guard: str, remove: bool) -> None:
         _unlock(fd)
     except OSError:
         pass  # closing releases it anyway
-    finally:
+    try:
         os.close(fd)
+    except OSError:
+        pass  # closed already, by a drop that an interrupt cut short
     if remove and not _REMOVE_GUARD_WHILE_HELD:
         _remove_quietly(guard)
+
+
+def _still_names(fd: int, guard: str) -> bool:
+    try:
+        return _names_same_file(fd, guard)
+    except OSError:
+        return False  # the descriptor is closed already
 
 
 def _abandon_guard(fd: int, guard: str) -> None:
@@ -603,6 +624,15 @@ def _abandon_guard(fd: int, guard: str) -> None:
     except OSError:
         held_elsewhere = False  # nobody can hold a lock that cannot be taken
     _close_guard(fd, guard, remove=not held_elsewhere and _names_same_file(fd, guard))
+
+
+def _abandon_guard_at(guard: str) -> None:
+    """Remove the guard file unless another call holds it (see _abandon_guard)."""
+    try:
+        fd = os.open(guard, _GUARD_READ_ONLY_FLAGS)
+    except OSError:
+        return
+    _abandon_guard(fd, guard)
 
 
 def _take_guard(guard: str, make_parents: bool) -> int:
@@ -616,14 +646,20 @@ def _take_guard(guard: str, make_parents: bool) -> int:
     pause = 0.001
     while True:
         _Interrupts.raise_pending()  # nothing is held between two tries
-        fd = _open_guard(guard, make_parents)
-        if fd is not None:
-            try:
-                if _locked_guard(fd, guard):
-                    return fd
-            except BaseException:
+        fd = None
+        try:
+            fd = _open_guard(guard, make_parents)
+            if fd is not None and _locked_guard(fd, guard):
+                return fd
+        except BaseException as exc:
+            if fd is not None:
                 _abandon_guard(fd, guard)
-                raise
+            elif not isinstance(exc, Exception):
+                # An interrupt can land after os.open made the guard and before its
+                # descriptor reached ``fd``: take it as anyone would, and remove it.
+                _abandon_guard_at(guard)
+            raise
+        if fd is not None:
             os.close(fd)
         if time.monotonic() >= deadline:
             raise TimeoutError(
@@ -647,6 +683,7 @@ class _Guard:
         self.guard = os.fspath(lock) + _GUARD_SUFFIX
         self.make_parents = make_parents
         self.fd = -1
+        self.dropping = False
 
     def __enter__(self) -> _Guard:
         _Interrupts.shield += 1
@@ -658,13 +695,29 @@ class _Guard:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        fd, self.fd = self.fd, -1
         try:
-            if fd >= 0:
-                _close_guard(fd, self.guard, remove=True)
+            self.drop()
         finally:
             _Interrupts.shield -= 1
         _Interrupts.raise_pending()
+
+    def drop(self) -> None:
+        """Unlock and remove the guard if this object still holds it; a no-op otherwise.
+
+        A KeyboardInterrupt can cut a drop short (even before ``__exit__`` runs
+        its first line), so callers call it again in a ``finally``. A second try
+        removes the guard file only if the path still names the file this call
+        holds: another call may have made a new guard there in between.
+        """
+        fd = self.fd
+        if fd < 0:
+            return
+        if self.dropping:
+            _close_guard(fd, self.guard, remove=_still_names(fd, self.guard))
+        else:
+            self.dropping = True
+            _close_guard(fd, self.guard, remove=True)
+        self.fd = -1
 
 
 def _remove_orphan_temps(lock: str) -> None:
@@ -1060,22 +1113,26 @@ def acquire(
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
     path = _lock_path(lock)
-    with _Guard(path, make_parents=True):
-        seconds = time.time() if fixed_now is None else fixed_now
-        record = _read_record(path)
-        if (
-            record is not None
-            and record.owner != owner
-            and not _is_stale(record, stale_after, seconds, empty_is_stale)
-        ):
-            # A refusal writes nothing, so it leaves any orphan to the next writer.
-            return _refused_result(
-                path, owner, run_id, caller_timeout=stale_after, record=record, now=seconds
-            )
-        since = int(seconds // 1)
-        _remove_orphan_temps(path)
-        _write_record(path, _record_bytes(owner, since, stale_after))
-        _Interrupts.disarm()
+    guard = _Guard(path, make_parents=True)
+    try:
+        with guard:
+            seconds = time.time() if fixed_now is None else fixed_now
+            record = _read_record(path)
+            if (
+                record is not None
+                and record.owner != owner
+                and not _is_stale(record, stale_after, seconds, empty_is_stale)
+            ):
+                # A refusal writes nothing, so it leaves any orphan to the next writer.
+                return _refused_result(
+                    path, owner, run_id, caller_timeout=stale_after, record=record, now=seconds
+                )
+            since = int(seconds // 1)
+            _remove_orphan_temps(path)
+            _write_record(path, _record_bytes(owner, since, stale_after))
+            _Interrupts.disarm()
+    finally:
+        guard.drop()  # does anything only when an interrupt cut the with's exit short
     return _acquired_result(
         path, owner, run_id, stale_after=stale_after, since=since, before=record
     )
@@ -1131,8 +1188,9 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     owner = _owner_for_release(owner)
     path = _lock_path(lock)
     record: _Record | None = None
+    guard = _Guard(path, make_parents=False)
     try:
-        with _Guard(path, make_parents=False):
+        with guard:
             record = _read_record(path)
             if record is not None and record.owner == owner:
                 _remove_orphan_temps(path)
@@ -1140,6 +1198,8 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
                 _Interrupts.disarm()
     except _NoFolder:
         pass  # no folder, so no lock: absent, and nothing is created
+    finally:
+        guard.drop()  # does anything only when an interrupt cut the with's exit short
     return _release_result(path, owner, record)
 
 

@@ -5,6 +5,8 @@ race READY GO -- ARGS...                 wait for GO, then run main(ARGS)
 hold-guard LOCK                          take the guard, say "held", wait for stdin
 flock PATH                               flock PATH itself, say "held", wait for stdin
 churn LOCK OWNER                         say "ready", then acquire/release until killed
+lib-loop LOCK OWNER                      loop acquire/release; on KeyboardInterrupt say
+                                         "interrupted", wait for a line, release, go on
 """
 
 from __future__ import annotations
@@ -87,6 +89,24 @@ def churn(lock: str, owner: str) -> int:
         skf.main(["release", "--lock", lock, "--owner", run_owner])  # type: ignore[attr-defined]
 
 
+def lib_loop(lock: str, owner: str) -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own default
+    skf = load()
+    n = 0
+    while True:
+        try:
+            say("ready")
+            while True:
+                n += 1
+                skf.acquire(lock, f"{owner}:{n}", 60.0)  # type: ignore[attr-defined]
+                skf.release(lock, f"{owner}:{n}")  # type: ignore[attr-defined]
+        except KeyboardInterrupt:
+            say("interrupted")
+            if not sys.stdin.readline():
+                return 0
+            skf.release(lock, f"{owner}:{n}")  # type: ignore[attr-defined]
+
+
 def die_mid_write(lock: str) -> int:
     skf = load()
     real_fsync = os.fsync
@@ -110,5 +130,6 @@ if __name__ == "__main__":
         "flock": hold_flock,
         "churn": churn,
         "die-mid-write": die_mid_write,
+        "lib-loop": lib_loop,
     }
     sys.exit(modes[mode](*rest))

@@ -1,0 +1,222 @@
+"""Arguments: lock paths that cannot be locks, and a command line parsed strictly."""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import NOW, ago, beside, write_record
+
+COMMANDS = {
+    "acquire": ["--owner", "wf:sk:r"],
+    "release": ["--owner", "wf:sk:r"],
+    "status": [],
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    "name",
+    ["run.lock.skf-guard", "run.lock.skf-0123abcd-tmp", "x.skf-ffffffff-tmp", ".skf-guard"],
+)
+def test_a_reserved_lock_name_is_a_bad_argument(main, tmp_path: Path, command, name) -> None:
+    """Such a lock would share its files with another lock's guard or temp file."""
+    folder = tmp_path / "locks"
+    folder.mkdir()
+    run = main(command, "--lock", folder / name, *COMMANDS[command])
+    assert run.code == 1 and "reserved" in run.error and name in run.error
+    assert os.listdir(folder) == []
+
+
+@pytest.mark.parametrize(
+    "name", ["run.lock.skf-0123ABCD-tmp", "run.lock.skf-guard.x", "a.skf-1-tmp"]
+)
+def test_names_that_only_look_reserved_are_fine(skf: ModuleType, tmp_path: Path, name) -> None:
+    assert skf.acquire(tmp_path / name, "wf:sk:r", 60.0)["acquired"]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_lock_path_ending_with_a_separator_is_a_bad_argument(main, tmp_path, command) -> None:
+    run = main(command, "--lock", f"{tmp_path}/newdir/", *COMMANDS[command])
+    assert run.code == 1 and "separator" in run.error
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_an_empty_lock_path_is_a_bad_argument(main, tmp_path, monkeypatch, command) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = main(command, "--lock", "", *COMMANDS[command])
+    assert run.code == 1 and run.error.startswith("usage error: ") and "--lock" in run.error
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda skf, path: skf.acquire(path, "wf:sk:r", 60.0), "empty"),
+        (lambda skf, path: skf.release(path, "wf:sk:r"), "empty"),
+        (lambda skf, path: skf.status(path, 60.0), "empty"),
+    ],
+)
+def test_an_empty_lock_path_is_a_value_error_in_the_library(
+    skf, tmp_path, monkeypatch, call, message
+):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match=message):
+        call(skf, "")
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_parent_that_is_a_file_says_so(main, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    run = main("acquire", "--lock", blocker / "sub" / "x.lock", "--owner", "wf:sk:r")
+    assert run.code == 2 and f"{blocker} is a file" in run.error
+    assert "File exists" not in run.error and blocker.read_text() == "x"
+
+
+# --- The command line ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["acquire", "--lock", "A", "--lock", "B", "--owner", "wf:sk"], "--lock is given more"),
+        (["acquire", "--lock=A", "--owner", "wf:sk", "--owner=wf:sk:2"], "--owner is given more"),
+        (["status", "--lock", "A", "--empty-is-stale", "--empty-is-stale"], "given more"),
+        (["--lock", "A", "acquire", "--owner", "wf:sk"], "put the command first"),
+        (["--stale-after", "5", "status", "--lock", "A"], "put the command first"),
+        (["acquire", "--lock", "--owner", "wf:sk"], "--lock needs a value"),
+        (["acquire", "--owner", "--lock", "A"], "--owner needs a value"),
+        (["acquire", "--lock=--x", "--owner", "wf:sk"], "--lock needs a value"),
+        (["acquire", "--lock", "A", "--owner", "wf:sk", "--empty-is-stale=yes"], "takes no value"),
+        (["release", "--lock", "A", "--owner", "wf:sk:r", "--empty-is-stale"], "does not take"),
+    ],
+)
+def test_command_line_mistakes_are_usage_errors(main, tmp_path, monkeypatch, argv, words) -> None:
+    monkeypatch.chdir(tmp_path)
+    run = main(*argv)
+    assert run.code == 1 and run.error.startswith("usage error: ") and words in run.error
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    "text", ["1_0", " 5", "5 ", "0x10", "1e3", "nan", "inf", "\u0665", "5.0.0", "+"]
+)
+@pytest.mark.parametrize("option", ["--stale-after", "--wait"])
+def test_numbers_are_plain_decimals_only(main, lock: Path, option, text) -> None:
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)
+    assert run.code == 1 and run.error.startswith("usage error: ")
+    assert f"{option} must be a plain decimal number" in run.error
+    assert not lock.parent.exists()
+
+
+@pytest.mark.parametrize("text", ["5", "5.", ".5", "+5", "0.25", "007"])
+def test_plain_decimals_are_numbers(main, lock: Path, text) -> None:
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", text)
+    assert run.code == 0 and run.json["stale_after_minutes"] == float(text)
+
+
+def test_the_smallest_stale_after_in_the_message_is_accepted(main, lock: Path) -> None:
+    refused = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", "0.00009")
+    assert refused.code == 1 and "minutes" in refused.error
+    smallest = refused.error.split("at least ", 1)[1].rstrip(")")
+    assert smallest == "0.0001"
+    taken = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", smallest)
+    assert taken.code == 0 and taken.json["stale_after_minutes"] == 0.0001
+
+
+def test_a_library_callers_timeout_is_reported_in_seconds(skf: ModuleType, lock: Path) -> None:
+    with pytest.raises(
+        ValueError, match=r"stale_after of 0\.001 seconds is too small \(at least 0\.006\)"
+    ):
+        skf.acquire(lock, "wf:sk:r", 0.001)
+    with pytest.raises(
+        ValueError, match=r"stale_after must be a finite number of seconds > 0 and <= 31536000"
+    ):
+        skf.status(lock, 31_536_001)
+    assert skf.acquire(lock, "wf:sk:r", 0.006)["stale_after_minutes"] == 0.0001
+
+
+def test_a_cli_callers_timeout_is_reported_in_minutes(main, lock: Path) -> None:
+    run = main("status", "--lock", lock, "--stale-after", "525601")
+    assert run.code == 1
+    assert (
+        run.error
+        == "--stale-after must be a finite number of minutes > 0 and <= 525600, not 525601.0"
+    )
+
+
+# --- Empty lock files on the command line -----------------------------------------
+
+
+def test_acquire_empty_is_stale_takes_an_empty_file_at_once(cli, lock: Path) -> None:
+    lock.parent.mkdir()
+    lock.touch()
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r").code == 3
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", "--empty-is-stale")
+    assert run.code == 0 and run.json["stale_replaced"]["held_by"] is None
+    assert beside(lock) == ["run.lock"]
+
+
+def test_status_empty_is_stale_calls_an_empty_file_stale(cli, skf, lock: Path) -> None:
+    lock.parent.mkdir()
+    lock.touch()
+    held = cli("status", "--lock", lock)
+    assert held.code == 3 and held.json["state"] == "held"
+    stale = cli("status", "--lock", lock, "--empty-is-stale")
+    assert stale.code == 0 and stale.json["state"] == "stale"
+    assert skf.status(lock, 60.0, empty_is_stale=True)["state"] == "stale"
+    assert skf.status(lock, 60.0)["state"] == "held"
+    assert lock.read_bytes() == b""
+
+
+def test_empty_is_stale_leaves_a_non_empty_record_alone(cli, lock: Path) -> None:
+    write_record(lock, "wf:sk:holder", ago(seconds=5))
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r", "--empty-is-stale").code == 3
+    assert cli("status", "--lock", lock, "--empty-is-stale").json["state"] == "held"
+
+
+# --- Upstream compatibility ---------------------------------------------------------
+
+
+def test_upstreams_guard_context_manager_holds_the_guard(skf, lock: Path, monkeypatch) -> None:
+    """The upstream suite holds the guard with _Guard(lock), lock a pathlib.Path."""
+    monkeypatch.setattr(skf, "GUARD_WAIT_SEC", 0.05)
+    with skf._Guard(lock):
+        assert beside(lock) == ["run.lock.skf-guard"]
+        with pytest.raises(TimeoutError, match="guard"):
+            skf.acquire(lock, "wf:sk:r", 60.0)
+    assert beside(lock) == []
+    assert skf.acquire(lock, "wf:sk:r", 60.0, now=NOW)["acquired"]
+    assert not skf.acquire(lock, "wf:sk:x", 60.0, now=NOW + timedelta(seconds=1))["acquired"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="the message names a POSIX path")
+def test_a_refusal_says_how_old_the_lock_is(skf, lock: Path) -> None:
+    write_record(lock, "wf:sk:holder", NOW)
+    for later, age in [
+        (5, "5 s"),
+        (95, "1 min 35 s"),
+        (3 * 3600 + 120, "3 h 2 min"),
+        (90000, "1 d 1 h"),
+    ]:
+        message = skf.acquire(lock, "wf:sk:r", 10**6, now=NOW + timedelta(seconds=later))["message"]
+        assert f"since 2026-09-30T10:15:00Z ({age} ago)" in message
+
+
+@pytest.mark.parametrize(
+    "holder", ["wf:sk", "wf:sk:", "wf:sk:run id", "w f:sk:r", ":sk:r", "x" * 201]
+)
+def test_a_holder_that_no_release_can_name_gets_no_clearing_command(skf, lock, holder) -> None:
+    lock.parent.mkdir()
+    lock.write_text(f'{{"owner": "{holder}", "acquired_at": "2026-09-30T10:15:00Z"}}\n')
+    result = skf.acquire(lock, "wf:sk:r", 3600.0, now=NOW + timedelta(seconds=5))
+    assert result["held_by"] == holder
+    message = result["message"]
+    assert "clear it with" not in message and "skf-run-lock.py" not in message
+    assert "wait until it goes stale" in message and f"delete the file {lock}" in message

@@ -1,0 +1,318 @@
+"""Interrupts: SIGINT, SIGTERM and SIGHUP end a CLI call cleanly, whenever they arrive.
+
+A call interrupted before it changed anything prints one JSON error naming the
+signal and exits 128 + n; a call that already changed the lock finishes normally.
+Nothing of the call (guard, temp file) is ever left behind, and no traceback is
+printed. Library calls install no handlers, and a KeyboardInterrupt inside one
+leaves nothing behind either.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import types
+import weakref
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import SCRIPT, WORKER, Run, ago, beside, read_json, write_record
+from test_acquire import ACQUIRE_KEYS
+from test_release import RELEASE_KEYS
+
+pytestmark = pytest.mark.skipif(
+    sys.platform == "win32", reason="POSIX signals (SIGTERM, SIGHUP) sent to real processes"
+)
+SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+
+
+@pytest.fixture
+def armed(skf: ModuleType) -> Iterator[type]:
+    """The CLI's interrupt state, armed as `python3 skf-run-lock.py` arms it (no handlers:
+    the tests deliver a signal by calling the handler where a real one would land)."""
+    state = skf._Interrupts
+    state.armed, state.shield, state.pending = True, 0, None
+    yield state
+    state.armed, state.shield, state.pending = False, 0, None
+
+
+def deliver(state: type, signum: int) -> None:
+    """What the OS and Python do when signal ``signum`` arrives at this point."""
+    state._on_signal(signum, None)
+
+
+def test_signal_while_the_guard_is_held_lets_a_take_finish(skf, main, lock, armed, monkeypatch):
+    real_fsync = os.fsync
+
+    def fsync_then_signal(fd: int) -> None:
+        real_fsync(fd)
+        deliver(armed, signal.SIGTERM)
+
+    monkeypatch.setattr(os, "fsync", fsync_then_signal)
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
+    assert run.code == 0 and run.json["acquired"] is True
+    assert read_json(lock)["owner"] == "wf:sk:r"
+    assert beside(lock) == ["run.lock"]
+
+
+def test_signal_while_the_guard_is_held_ends_a_refusal_at_the_drop(skf, main, lock, armed):
+    write_record(lock, "wf:sk:holder", ago(seconds=5))
+    before = lock.read_bytes()
+    real_read = skf._read_record
+    dropped: list[bool] = []
+
+    def read_then_signal(path: str):
+        record = real_read(path)
+        deliver(armed, signal.SIGHUP)
+        dropped.append(os.path.exists(path + ".skf-guard"))  # still held: deferred
+        return record
+
+    skf._read_record = read_then_signal
+    try:
+        run = main("acquire", "--lock", lock, "--owner", "wf:sk:me")
+    finally:
+        skf._read_record = real_read
+    assert dropped == [True]
+    assert run.code == 129 and "SIGHUP" in run.error and "before it changed anything" in run.error
+    assert lock.read_bytes() == before and beside(lock) == ["run.lock"]
+
+
+def test_signal_during_a_release_that_deleted_the_lock_finishes_it(skf, main, lock, armed):
+    write_record(lock, "wf:sk:r", ago(seconds=5))
+    real_unlink = os.unlink
+
+    def unlink_then_signal(path: str, *args, **kwargs) -> None:
+        real_unlink(path, *args, **kwargs)
+        if path == str(lock):
+            deliver(armed, signal.SIGINT)
+
+    os.unlink = unlink_then_signal
+    try:
+        run = main("release", "--lock", lock, "--owner", "wf:sk:r")
+    finally:
+        os.unlink = real_unlink
+    assert run.code == 0 and run.json["released"] is True and list(run.json) == RELEASE_KEYS
+    assert beside(lock) == []
+
+
+def test_signal_while_waiting_for_the_guard_ends_the_call_at_once(skf, main, lock, armed, worker):
+    holder = worker("hold-guard", lock)
+    assert holder.stdout.readline() == "held\n"
+    real_sleep = time.sleep
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        deliver(armed, signal.SIGTERM)  # shielded while taking the guard: remembered
+        real_sleep(seconds)
+
+    time.sleep = sleep
+    try:
+        run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
+    finally:
+        time.sleep = real_sleep
+    assert len(sleeps) == 1  # acted on at the next try, not after GUARD_WAIT_SEC
+    assert run.code == 143 and "SIGTERM" in run.error
+    assert beside(lock) == ["run.lock.skf-guard"]  # the live holder's, not this call's
+    holder.stdin.close()
+    assert holder.wait(timeout=30) == 0
+    assert beside(lock) == []
+
+
+def test_signal_while_waiting_with_wait_ends_the_call_at_once(skf, main, lock, armed):
+    write_record(lock, "wf:sk:holder", ago(seconds=5))
+    real_sleep = time.sleep
+
+    def sleep(seconds: float) -> None:
+        deliver(armed, signal.SIGINT)  # nothing is held while --wait sleeps: raised now
+        raise AssertionError("the signal should have ended the wait")
+
+    time.sleep = sleep
+    try:
+        run = main("acquire", "--lock", lock, "--owner", "wf:sk:me", "--wait", "3600")
+    finally:
+        time.sleep = real_sleep
+    assert run.code == 130 and "SIGINT" in run.error
+    assert beside(lock) == ["run.lock"] and read_json(lock)["owner"] == "wf:sk:holder"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_signal_whose_raise_python_swallowed_still_ends_the_call(skf, main, lock, armed):
+    """Python drops an exception raised by a handler that runs inside a weakref callback
+    (the import system has some); the signal must stay pending and end the call."""
+    write_record(lock, "wf:sk:holder", ago(seconds=5))
+
+    class Thing:
+        pass
+
+    thing = Thing()
+    ref = weakref.ref(thing, lambda _: deliver(armed, signal.SIGTERM))
+    del thing  # the callback runs, and its exception is printed and dropped
+    assert ref() is None and armed.pending == signal.SIGTERM
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:me", "--wait", "2")
+    assert run.code == 143 and "SIGTERM" in run.error
+    assert read_json(lock)["owner"] == "wf:sk:holder" and beside(lock) == ["run.lock"]
+
+
+def test_library_calls_install_no_signal_handlers(skf: ModuleType, lock: Path) -> None:
+    before = [signal.getsignal(s) for s in SIGNALS]
+    skf.acquire_within(lock, "wf:sk:r", 60.0, 1.0)
+    skf.status(lock, 60.0)
+    skf.release(lock, "wf:sk:r")
+    assert [signal.getsignal(s) for s in SIGNALS] == before
+
+
+# --- Real signals at random moments -----------------------------------------------
+
+
+def _handlers_installed(pid: int) -> bool:
+    """True once the process catches SIGTERM (its CLI handlers are in place)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
+    except FileNotFoundError:
+        pass
+    return False
+
+
+def _signal_once_running(proc: subprocess.Popen[str], signum: int, delay: float) -> None:
+    """Send ``signum`` ``delay`` seconds after the CLI's handlers are in place."""
+    deadline = time.monotonic() + 30
+    while not _handlers_installed(proc.pid):
+        if proc.poll() is not None:
+            return  # done already (a zombie has no handlers)
+        assert time.monotonic() < deadline, "the CLI never installed its signal handlers"
+        time.sleep(0.0002)
+    time.sleep(delay)
+    try:
+        proc.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+# scenario -> (lock holder before, argv after --lock, exit code when it finishes)
+SCENARIOS: dict[str, tuple[str | None, list[str], int | None]] = {
+    "take": (None, ["acquire", "--owner", "sig:me:1"], 0),
+    "renew": ("sig:me:1", ["acquire", "--owner", "sig:me:1"], 0),
+    "refuse": ("sig:other:1", ["acquire", "--owner", "sig:me:1"], 3),
+    "wait": ("sig:other:1", ["acquire", "--owner", "sig:me:1", "--wait", "3600"], None),
+    "release": ("sig:me:1", ["release", "--owner", "sig:me:1"], 0),
+}
+
+
+def _expected_lock_owner(scenario: str, finished: bool, before: str | None) -> str | None:
+    if not finished or scenario in ("refuse", "wait"):
+        return before
+    return None if scenario == "release" else "sig:me:1"
+
+
+@pytest.mark.timeout(240)
+def test_real_signals_at_random_moments_leave_a_clean_call(lock: Path) -> None:
+    """At least 100 real SIGINT/SIGTERM/SIGHUPs to real CLI processes; each is checked."""
+    rng = random.Random(8)
+    outcomes = {"interrupted": 0, "finished": 0}
+    lock.parent.mkdir()
+    for trial in range(125):
+        scenario = list(SCENARIOS)[trial % len(SCENARIOS)]
+        holder, argv, finish_code = SCENARIOS[scenario]
+        lock.unlink(missing_ok=True)
+        if holder is not None:
+            write_record(lock, holder, ago(seconds=3), stale_after_seconds=3600, tool="x")
+        before = lock.read_bytes() if holder is not None else None
+        proc = subprocess.Popen(
+            [sys.executable, str(SCRIPT), argv[0], "--lock", str(lock), *argv[1:]],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        signum = rng.choice(SIGNALS)
+        _signal_once_running(proc, signum, rng.uniform(0, 0.004))
+        out, err = proc.communicate(timeout=60)
+        run = Run(proc.returncode, out, err)
+        where = f"trial {trial} ({scenario}, {signal.Signals(signum).name}): {run}"
+        assert "Traceback" not in err, where
+        assert beside(lock) in ([], ["run.lock"]), where
+        interrupted = run.code == 128 + signum
+        if interrupted:
+            assert signal.Signals(signum).name in run.error, where
+            assert (lock.read_bytes() if lock.exists() else None) == before, where
+        else:
+            assert finish_code is not None, f"{where}: --wait 3600 was not interrupted"
+            assert run.code == finish_code and run.json, where
+            keys = RELEASE_KEYS if argv[0] == "release" else ACQUIRE_KEYS
+            assert list(run.json) == keys, where
+        owner = json.loads(lock.read_bytes())["owner"] if lock.exists() else None
+        assert owner == _expected_lock_owner(scenario, not interrupted, holder), where
+        outcomes["interrupted" if interrupted else "finished"] += 1
+    print(f"outcomes over 125 signals: {outcomes}")
+
+
+@pytest.mark.timeout(240)
+def test_keyboard_interrupt_in_library_calls_leaves_nothing_behind(lock: Path) -> None:
+    """At least 100 real SIGINTs to a process looping over library acquire/release."""
+    rng = random.Random(9)
+    lock.parent.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, str(WORKER), "lib-loop", str(lock), "lib:loop"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        for n in range(120):
+            assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+            time.sleep(rng.uniform(0, 0.01))
+            proc.send_signal(signal.SIGINT)
+            assert proc.stdout.readline() == "interrupted\n", proc.stderr.read()
+            left = beside(lock)
+            assert left in ([], ["run.lock"]), f"interrupt {n} left {left}"
+            if left:
+                record = read_json(lock)
+                assert record["owner"].startswith("lib:loop:"), record
+            if n < 119:
+                proc.stdin.write("\n")  # go on looping
+                proc.stdin.flush()
+    finally:
+        proc.stdin.close()  # the worker, waiting for a line, ends
+        proc.wait(timeout=30)
+    assert proc.returncode == 0
+
+
+def test_the_cli_reports_the_signal_by_name(cli: Callable[..., Run], lock: Path) -> None:
+    """A real SIGTERM during `acquire --wait`: exit 143, one JSON line on stderr."""
+    write_record(lock, "wf:sk:holder", ago(seconds=5))
+    proc = subprocess.Popen(
+        [sys.executable, SCRIPT, "acquire", "--lock", lock, "--owner", "wf:sk:me", "--wait", "9"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _signal_once_running(proc, signal.SIGTERM, 0.2)
+    out, err = proc.communicate(timeout=30)
+    run = Run(proc.returncode, out, err)
+    assert run.code == 143
+    assert run.error == "interrupted by SIGTERM before it changed anything"
+    assert beside(lock) == ["run.lock"]
+
+
+def test_the_cli_keeps_a_dropped_interrupt_out_of_stderr(skf, monkeypatch, capsys) -> None:
+    """Python reports a dropped exception through sys.unraisablehook; the CLI's hook keeps
+    quiet about its own _Interrupted (still pending) and passes anything else on."""
+    passed_on: list[object] = []
+    monkeypatch.setattr(sys, "__unraisablehook__", passed_on.append)
+    ours = types.SimpleNamespace(exc_value=skf._Interrupted(signal.SIGINT))
+    other = types.SimpleNamespace(exc_value=ValueError("x"))
+    skf._Interrupts._unraisable(ours)
+    skf._Interrupts._unraisable(other)
+    assert passed_on == [other]
+    assert capsys.readouterr() == ("", "")
