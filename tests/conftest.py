@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -15,20 +14,12 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from loader import ROOT, SCRIPT, load_script
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "skf-run-lock.py"
+__all__ = ["ROOT", "SCRIPT", "load_script"]  # re-exported for the test modules
+
 WORKER = Path(__file__).resolve().parent / "worker.py"
 NOW = datetime(2026, 9, 30, 10, 15, 0, tzinfo=UTC)
-
-
-def load_script(name: str = "skf_run_lock") -> ModuleType:
-    """Load skf-run-lock.py by path, as sibling scripts do."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="session")

@@ -212,10 +212,40 @@ def test_acquire_within_refuses_a_bad_wait_at_once(skf, lock: Path, wait) -> Non
     assert not lock.parent.exists()
 
 
-def test_acquire_within_zero_wait_tries_once(skf: ModuleType, lock: Path) -> None:
+def test_acquire_within_zero_wait_tries_once(skf: ModuleType, lock: Path, monkeypatch) -> None:
     skf.acquire(lock, "wf:sk:holder", 3600.0)
+    tries: list[str] = []
+    real = skf.acquire
+    monkeypatch.setattr(skf, "acquire", lambda *a, **k: tries.append(a[1]) or real(*a, **k))
+    monkeypatch.setattr(skf.time, "sleep", lambda s: pytest.fail("a zero wait must not pause"))
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(lock, "wf:sk:w", 3600.0, 0)
+    assert tries == ["wf:sk:w"]
+
+
+def test_acquire_within_pauses_grow_with_jitter(skf: ModuleType, lock: Path, monkeypatch) -> None:
+    """Pauses grow from 5 ms by 1.5x up to 100 ms, each scaled by a random factor in
+    [0.5, 1] so that waiters do not poll in lockstep."""
+    import random
+
+    skf.acquire(lock, "wf:sk:holder", 3600.0)
+    factors: list[tuple[float, float]] = []
+    monkeypatch.setattr(random, "uniform", lambda a, b: factors.append((a, b)) or 0.75)
+    pauses: list[float] = []
+    clock = [0.0]
+    monkeypatch.setattr(skf.time, "monotonic", lambda: clock[0])
+
+    def sleep(seconds: float) -> None:
+        pauses.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(skf.time, "sleep", sleep)
+    with pytest.raises(skf.LockBusy):
+        skf.acquire_within(lock, "wf:sk:w", 3600.0, 1.0)
+    bases = [min(0.005 * 1.5**n, 0.1) for n in range(len(pauses))]
+    assert pauses[:-1] == pytest.approx([0.75 * b for b in bases[:-1]])
+    assert set(factors) == {(0.5, 1.0)} and len(factors) == len(pauses)
+    assert sum(pauses) == pytest.approx(1.0)  # the last pause is cut to the deadline
 
 
 def test_lock_older_than_the_timeout_by_the_clock_is_replaced(skf: ModuleType, lock: Path) -> None:

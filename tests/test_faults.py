@@ -98,9 +98,18 @@ def test_fault_creating_the_folder_is_exit_2(skf, main, lock: Path, monkeypatch)
     assert not lock.parent.exists()
 
 
-def test_failing_clean_up_listing_does_not_fail_the_call(skf, lock: Path, monkeypatch) -> None:
-    monkeypatch.setattr(skf, "os", FailingOs("listdir", _always, errno.EIO))
-    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+@pytest.mark.parametrize("call", ["take", "renew", "release"])
+def test_failing_clean_up_listing_does_not_fail_the_call(skf, lock: Path, monkeypatch, call):
+    write_record(lock, "wf:sk:r", ago(seconds=5))
+    if call == "take":
+        lock.unlink()
+    failing = FailingOs("listdir", _always, errno.EIO)
+    monkeypatch.setattr(skf, "os", failing)
+    if call == "release":
+        assert skf.release(lock, "wf:sk:r")["released"]
+    else:
+        assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert failing.failed == 1  # the listing was reached, failed, and did not matter
 
 
 def test_interrupt_during_the_write_removes_the_temp(skf, lock: Path, monkeypatch) -> None:

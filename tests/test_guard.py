@@ -43,6 +43,70 @@ def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypa
     assert events == ["unlink guard", "close guard"]
 
 
+@pytest.mark.timeout(120)
+def test_guard_admits_one_process_at_a_time_8_processes_2000_rounds(lock: Path, worker) -> None:
+    """Take guard -> create a marker with O_EXCL -> remove it -> drop guard, in 8 real
+    processes at once: a second process inside the guard finds the marker."""
+    lock.parent.mkdir()
+    marker = lock.parent / "inside"
+    procs = [worker("guard-stress", lock, marker, 2000) for _ in range(8)]
+    for proc in procs:
+        assert proc.stdout.readline() == "ready\n"
+    for proc in procs:
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    codes = [proc.wait(timeout=110) for proc in procs]
+    assert codes == [0] * 8, [proc.stderr.read() for proc in procs]
+    assert beside(lock) == []
+
+
+def test_guard_replaced_by_a_link_to_itself_is_not_taken(skf, lock: Path, monkeypatch) -> None:
+    """The identity check must not follow links: a link at the guard path to the very file
+    this call locked does not make it the guard (lstat, not stat)."""
+    lock.parent.mkdir()
+    guard = str(lock) + ".skf-guard"
+    real_try_lock = skf._try_lock
+
+    def swap_then_lock(fd: int) -> bool:
+        if not os.path.islink(guard):
+            os.rename(guard, guard + ".moved")
+            os.symlink(guard + ".moved", guard)
+        return real_try_lock(fd)
+
+    monkeypatch.setattr(skf, "_try_lock", swap_then_lock)
+    with pytest.raises(OSError, match="symbolic link"):
+        skf.acquire(lock, "wf:sk:r", 60.0)
+    assert not lock.exists()
+
+
+def test_temp_file_is_created_exclusively(skf, lock: Path, monkeypatch) -> None:
+    """A file already at the chosen temp name is never opened: another name is drawn."""
+    lock.parent.mkdir()
+    taken = lock.parent / "run.lock.skf-00000000-tmp"
+    draws = iter([b"\x00" * 4, b"\x01" * 4])
+    monkeypatch.setattr(skf.os, "urandom", lambda n: next(draws))
+    real_clean = skf._remove_orphan_temps
+
+    def clean_then_collide(path: str) -> None:
+        real_clean(path)
+        taken.write_text("not ours")  # appears after the orphan scan, before the write
+
+    monkeypatch.setattr(skf, "_remove_orphan_temps", clean_then_collide)
+    assert skf.acquire(lock, "wf:sk:r", 60.0, now=NOW)["acquired"]
+    assert taken.read_text() == "not ours"
+    assert beside(lock) == ["run.lock", "run.lock.skf-00000000-tmp"]
+
+
+def test_temp_name_search_is_bounded(skf, lock: Path, monkeypatch) -> None:
+    lock.parent.mkdir()
+    (lock.parent / "run.lock.skf-00000000-tmp").write_text("x")
+    monkeypatch.setattr(skf.os, "urandom", lambda n: b"\x00" * n)
+    monkeypatch.setattr(skf, "_remove_orphan_temps", lambda path: None)
+    with pytest.raises(FileExistsError, match="no free temp file name"):
+        skf.acquire(lock, "wf:sk:r", 60.0)
+    assert beside(lock) == ["run.lock.skf-00000000-tmp"]
+
+
 def test_guard_replaced_after_opening_is_retried(skf: ModuleType, lock: Path, monkeypatch) -> None:
     """A waiter that locks a guard file its holder already removed must not go on."""
     lock.parent.mkdir()

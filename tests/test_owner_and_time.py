@@ -82,8 +82,12 @@ def test_new_run_id_converts_other_time_zones_to_utc(skf: ModuleType) -> None:
 
 
 def test_new_run_id_without_a_time_uses_the_clock(skf: ModuleType) -> None:
-    stamp = datetime.now(UTC).strftime("%Y%m%d")
-    assert skf.new_run_id()[:8] == stamp
+    """Stamped between two readings of the clock (which may straddle UTC midnight)."""
+    before = datetime.now(UTC).replace(microsecond=0)
+    run_id = skf.new_run_id()
+    after = datetime.now(UTC)
+    stamped = datetime.strptime(run_id[:16], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+    assert before <= stamped <= after
 
 
 def test_run_id_re_is_the_contract_pattern(skf: ModuleType) -> None:

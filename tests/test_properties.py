@@ -6,6 +6,7 @@ import tempfile
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,6 +23,28 @@ def test_owner_is_refused_or_splits_into_parts_that_join_back(skf: ModuleType, o
     assert workflow and skill and ":" not in workflow + skill
     assert ":".join(p for p in parts if p is not None) == owner
     assert len(owner) <= 200
+
+
+# Printable, no whitespace, no colon: what a workflow or skill may be made of.
+PART = st.text(
+    alphabet=st.characters(blacklist_categories=("Z", "C"), blacklist_characters=":"),
+    min_size=1,
+    max_size=40,
+)
+
+
+@given(
+    workflow=PART,
+    skill=PART,
+    run_id=st.none() | st.text(alphabet=st.sampled_from("a1:Z-"), max_size=30),
+)
+def test_every_owner_within_the_rules_splits_into_its_parts(skf, workflow, skill, run_id) -> None:
+    owner = ":".join(p for p in (workflow, skill, run_id) if p is not None)
+    if len(owner) > 200:
+        with pytest.raises(ValueError, match="at most 200"):
+            skf._split_owner(owner)
+    else:
+        assert skf._split_owner(owner) == (workflow, skill, run_id)
 
 
 CONTENT = st.binary(max_size=300) | st.builds(

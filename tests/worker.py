@@ -5,29 +5,21 @@ race READY GO -- ARGS...                 wait for GO, then run main(ARGS)
 hold-guard LOCK                          take the guard, say "held", wait for stdin
 flock PATH                               flock PATH itself, say "held", wait for stdin
 churn LOCK OWNER                         say "ready", then acquire/release until killed
+guard-stress LOCK MARKER ROUNDS         under the guard, create MARKER exclusively and remove
+                                         it again, ROUNDS times (exit 3 if it already existed)
 lib-loop LOCK OWNER                      loop acquire/release; on KeyboardInterrupt say
                                          "interrupted", wait for a line, release, go on
 """
 
 from __future__ import annotations
 
-import fcntl
-import importlib.util
 import os
 import signal
 import sys
 import time
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parent.parent / "skf-run-lock.py"
-
-
-def load() -> object:
-    spec = importlib.util.spec_from_file_location("skf_run_lock", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from loader import load_script as load
 
 
 def say(word: str) -> None:
@@ -69,6 +61,8 @@ def hold_guard(lock: str) -> int:
 
 
 def hold_flock(path: str) -> int:
+    import fcntl  # POSIX only, like this mode
+
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
     say("held")
@@ -87,6 +81,21 @@ def churn(lock: str, owner: str) -> int:
         run_owner = f"{owner}:{n}"
         skf.main(["acquire", "--lock", lock, "--owner", run_owner, "--stale-after", "0.01"])  # type: ignore[attr-defined]
         skf.main(["release", "--lock", lock, "--owner", run_owner])  # type: ignore[attr-defined]
+
+
+def guard_stress(lock: str, marker: str, rounds: str) -> int:
+    skf = load()
+    say("ready")
+    sys.stdin.readline()  # start together
+    for _ in range(int(rounds)):
+        with skf._Guard(lock):  # type: ignore[attr-defined]
+            try:
+                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return 3  # another process is inside the guard too
+            os.close(fd)
+            os.unlink(marker)
+    return 0
 
 
 def lib_loop(lock: str, owner: str) -> int:
@@ -131,5 +140,6 @@ if __name__ == "__main__":
         "churn": churn,
         "die-mid-write": die_mid_write,
         "lib-loop": lib_loop,
+        "guard-stress": guard_stress,
     }
     sys.exit(modes[mode](*rest))

@@ -1,0 +1,25 @@
+"""The one place the tests load skf-run-lock.py by path, as sibling scripts do.
+
+A plain module (no pytest), so that tests/worker.py, whose short-lived processes
+must start fast, shares it with conftest.py. SKF_RUN_LOCK_UNDER_TEST names
+another copy of the script to test (tools/mutate.py uses it for mutants).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(os.environ.get("SKF_RUN_LOCK_UNDER_TEST") or ROOT / "skf-run-lock.py").resolve()
+
+
+def load_script(name: str = "skf_run_lock") -> ModuleType:
+    """Load the script by path under the module name ``name``."""
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

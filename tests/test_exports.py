@@ -1,0 +1,56 @@
+"""The declared public surface: __all__ names the library API and nothing else is public.
+
+Modelled on the standard library's test_tempfile.TestExports.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from types import ModuleType
+
+API = {
+    "acquire",
+    "acquire_within",
+    "release",
+    "status",
+    "new_run_id",
+    "main",
+    "LockBusy",
+    "RUN_ID_RE",
+    "OWNER_MAX_LEN",
+    "DEFAULT_STALE_AFTER_MIN",
+    "MAX_STALE_AFTER_MIN",
+    "GUARD_WAIT_SEC",
+}
+IMPORTED = {"errno", "json", "os", "re", "stat", "sys", "time", "fcntl", "msvcrt", "annotations"}
+
+
+def test_all_is_exactly_the_library_api(skf: ModuleType) -> None:
+    assert sorted(skf.__all__) == sorted(API)
+
+
+def test_every_public_name_is_in_all(skf: ModuleType) -> None:
+    public = {
+        name
+        for name, value in vars(skf).items()
+        if not name.startswith("_")
+        and not inspect.ismodule(value)
+        and name not in IMPORTED
+        and name != "TYPE_CHECKING"
+    }
+    assert public == set(skf.__all__), public ^ set(skf.__all__)
+
+
+def test_star_import_gives_exactly_all(skf: ModuleType, monkeypatch) -> None:
+    monkeypatch.setitem(sys.modules, "skf_run_lock", skf)
+    namespace: dict[str, object] = {}
+    exec("from skf_run_lock import *", {"__builtins__": __builtins__}, namespace)
+    assert set(namespace) == set(skf.__all__)
+
+
+def test_public_callables_have_docstrings(skf: ModuleType) -> None:
+    for name in skf.__all__:
+        value = getattr(skf, name)
+        if callable(value) and not isinstance(value, type(skf.RUN_ID_RE)):
+            assert inspect.getdoc(value), name
