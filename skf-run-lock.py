@@ -1433,19 +1433,15 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             _Interrupts.disarm()  # from here on the call answers, whatever arrives
     except _Interrupted as stop:
-        error, code = (
-            f"interrupted by {_signal_name(stop.signum)} before it changed anything",
-            (128 + stop.signum),
-        )
+        code = 128 + stop.signum
+        error = f"interrupted by {_signal_name(stop.signum)} before it changed anything"
     except _UsageError as exc:
-        error, code = f"usage error: {exc}", _EXIT_BAD_ARGS
+        code, error = _EXIT_BAD_ARGS, f"usage error: {exc}"
     except ValueError as exc:
-        error, code = str(exc), _EXIT_BAD_ARGS
+        code, error = _EXIT_BAD_ARGS, str(exc)
     except OSError as exc:
-        error, code = (
-            f"the lock could not be read or written: {_describe_os_error(exc)}",
-            (_EXIT_OS_ERROR),
-        )
+        code = _EXIT_OS_ERROR
+        error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
         sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
         return code

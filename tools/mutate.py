@@ -1,0 +1,305 @@
+"""Mutation testing for skf-run-lock.py: plant named bugs, one at a time; the suite must fail.
+
+    uv run python tools/mutate.py            # every mutant, 2 at a time (~10 min on 2 cores)
+    uv run python tools/mutate.py --list     # the mutants and the rule each breaks
+    uv run python tools/mutate.py NAME ...   # only these
+
+Each mutant replaces one exact piece of the script (which must occur exactly once,
+so a mutant that no longer applies fails loudly instead of passing silently), is
+written to a temporary copy, and the whole suite runs against that copy (the
+tests load the script named by SKF_RUN_LOCK_UNDER_TEST). A mutant is killed when
+the suite fails. Survivors are listed; the exit code is 1 if any survivor is not
+in EQUIVALENT with the reason it cannot be told apart from the real script.
+
+Why not mutmut or cosmic-ray: mutmut 3 runs mutants through trampolines that make
+the script import mutmut, which breaks the tests that run the script alone
+(``python -I -S``, copied elsewhere) and the stdlib-only rule they protect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "skf-run-lock.py"
+
+# name -> (the rule it breaks, exact text in the script, its replacement)
+MUTANTS: dict[str, tuple[str, str, str]] = {
+    "stale-boundary": (
+        "exactly at the timeout counts as stale",
+        "    return now - record.since >= _deciding_timeout(",
+        "    return now - record.since > _deciding_timeout(",
+    ),
+    "caller-timeout-decides": (
+        "the holder's timeout decides",
+        "    return caller_timeout if record.stale_after is None else record.stale_after",
+        "    return caller_timeout",
+    ),
+    "holder-timeout-unchecked": (
+        "an invalid holder timeout falls back to the caller's",
+        "    return float(value) if 0 < value <= _MAX_STALE_AFTER_SEC else None",
+        "    return float(value)",
+    ),
+    "record-without-timeout": (
+        "the record carries the holder's timeout",
+        '        "stale_after_seconds": seconds,\n',
+        "",
+    ),
+    "empty-never-stale": (
+        "empty_is_stale makes an empty file stale",
+        "    if empty_is_stale and record.empty:",
+        "    if False:",
+    ),
+    "release-any-owner": (
+        "only the owner releases",
+        "            if record is not None and record.owner == owner:\n"
+        "                _remove_orphan",
+        "            if record is not None:\n                _remove_orphan",
+    ),
+    "renew-as-replace": (
+        "a renewal reports refreshed",
+        "    renewed = before is not None and before.owner == owner",
+        "    renewed = False",
+    ),
+    "no-fsync": (
+        "the record is on disk before the rename",
+        "            os.fsync(fd)\n",
+        "",
+    ),
+    "write-in-place": (
+        "a record is replaced whole by a rename",
+        "        os.replace(temp, lock)",
+        "        os.replace(temp, lock + '.x')",
+    ),
+    "temp-left-on-failure": (
+        "a failed write leaves no temp file",
+        "    except BaseException:\n        _remove_quietly(temp)\n        raise",
+        "    except BaseException:\n        raise",
+    ),
+    "temp-not-exclusive": (
+        "temp files are created exclusively",
+        "_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS",
+        "_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | _COMMON_FLAGS",
+    ),
+    "no-identity-check": (
+        "a waiter re-checks the guard it locked",
+        "    if _names_same_file(fd, guard):\n        return True",
+        "    if True:\n        return True",
+    ),
+    "identity-follows-links": (
+        "the identity check uses lstat",
+        "        here = os.lstat(path)",
+        "        here = os.stat(path)",
+    ),
+    "guard-not-removed": (
+        "the guard is removed when dropped",
+        "            _close_guard(fd, self.guard, remove=True)\n        self.fd = -1",
+        "            _close_guard(fd, self.guard, remove=False)\n        self.fd = -1",
+    ),
+    "guard-removed-after-close": (
+        "POSIX removes the guard while still holding it",
+        "    _REMOVE_GUARD_WHILE_HELD = True\n    _GUARD_OPEN_BUSY",
+        "    _REMOVE_GUARD_WHILE_HELD = False\n    _GUARD_OPEN_BUSY",
+    ),
+    "guard-blocks-forever": (
+        "the guard is waited for at most GUARD_WAIT_SEC",
+        "        if time.monotonic() >= deadline:",
+        "        if False:",
+    ),
+    "no-read-only-guard": (
+        "a guard of another user is locked read-only",
+        "        return os.open(guard, _GUARD_READ_ONLY_FLAGS)\n\n\ndef _open_guard",
+        "        raise\n\n\ndef _open_guard",
+    ),
+    "guard-follows-links": (
+        "the guard is opened without following links",
+        '_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)',
+        "_NOFOLLOW = 0",
+    ),
+    "fifo-blocks": (
+        "a FIFO at the lock path never blocks",
+        '_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _COMMON_FLAGS',
+        "_READ_FLAGS = os.O_RDONLY | _COMMON_FLAGS",
+    ),
+    "unbounded-read": (
+        "a lock file is read at most 64 KiB + 1",
+        "    if len(data) > _RECORD_MAX_BYTES:\n        return _Record(None, mtime)",
+        "    if False:\n        return _Record(None, mtime)",
+    ),
+    "orphans-kept": (
+        "orphaned temp files are removed",
+        "        if name.startswith(base) and _TEMP_SUFFIX_RE.fullmatch(name, start):",
+        "        if False:",
+    ),
+    "orphans-of-other-locks-removed": (
+        "only this lock's orphans are removed",
+        "        if name.startswith(base) and _TEMP_SUFFIX_RE.fullmatch(name, start):",
+        "        if _TEMP_SUFFIX_RE.search(name):",
+    ),
+    "reserved-names-allowed": (
+        "reserved lock names are refused",
+        "    if name.endswith(_GUARD_SUFFIX) or _TEMP_SUFFIX_RE.search(name):",
+        "    if False:",
+    ),
+    "trailing-separator-allowed": (
+        "a lock path ending with a separator is refused",
+        "    if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):",
+        "    if False:",
+    ),
+    "owner-whitespace-allowed": (
+        "owners have no whitespace",
+        '    if " " in owner or not owner.isprintable():',
+        "    if not owner.isprintable():",
+    ),
+    "owner-length-unchecked": (
+        "owners are at most 200 characters",
+        '    if len(owner) > OWNER_MAX_LEN:\n        raise ValueError(f"owner is',
+        '    if False:\n        raise ValueError(f"owner is',
+    ),
+    "release-without-run-id": (
+        "release needs the run id",
+        "    if not _split_owner(owner)[2]:",
+        "    if False:",
+    ),
+    "new-run-id-per-try": (
+        "acquire_within keeps one owner",
+        "    while True:\n        result = acquire(lock, owner,",
+        "    while True:\n        result = acquire(lock, owner.rsplit(':', 1)[0],",
+    ),
+    "no-jitter": (
+        "waiters jitter their pauses",
+        "        time.sleep(min(left, pause * random.uniform(0.5, 1.0)))",
+        "        time.sleep(min(left, pause))",
+    ),
+    "timeout-too-small-allowed": (
+        "a timeout below 0.0001 minutes is refused",
+        "    if seconds < _MIN_STALE_AFTER_SEC:",
+        "    if False:",
+    ),
+    "stale-at-not-capped": (
+        "stale_at is capped at year 9999",
+        "    whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)",
+        "    whole = max(int(seconds // 1), _MIN_TIME)",
+    ),
+    "held-exit-0": (
+        "a refusal exits 3",
+        '    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD',
+        "    return result, _EXIT_OK",
+    ),
+    "os-error-exit-1": (
+        "an OS error exits 2",
+        "    except OSError as exc:\n        code = _EXIT_OS_ERROR",
+        "    except OSError as exc:\n        code = _EXIT_BAD_ARGS",
+    ),
+    "repeated-option-allowed": (
+        "an option given twice is a usage error",
+        "        if name in options:",
+        "        if False:",
+    ),
+    "numbers-any-float": (
+        "numbers are plain decimals",
+        "    if not _DECIMAL_RE.fullmatch(text):",
+        "    if False:",
+    ),
+    "signals-not-deferred": (
+        "a signal waits while the guard is held",
+        "        if not cls.shield:\n            cls.raise_pending()",
+        "        cls.raise_pending()",
+    ),
+    "no-signal-handlers": (
+        "the CLI turns signals into a clean exit",
+        "    _Interrupts.install()\n",
+        "",
+    ),
+    "interrupt-after-commit": (
+        "a call that changed the lock finishes normally",
+        "            _write_record(path, _record_bytes(owner, since, stale_after))\n"
+        "            _Interrupts.disarm()",
+        "            _write_record(path, _record_bytes(owner, since, stale_after))",
+    ),
+    "lost-guard-kept": (
+        "an interrupt after the guard's open leaves no guard",
+        "                _abandon_guard_at(guard)",
+        "                pass",
+    ),
+    "advice-always-release": (
+        "the clearing command is printed only when it can work",
+        "    if holder is not None and _can_be_released_by_name(holder):",
+        "    if holder is not None:",
+    ),
+    "advice-not-quoted": (
+        "the clearing command is shell-quoted",
+        "--lock {shlex.quote(lock)} --owner {shlex.quote(holder)}",
+        "--lock {lock} --owner {holder}",
+    ),
+}
+
+# Survivors that no test can kill because they do not change behaviour, with why.
+EQUIVALENT: dict[str, str] = {}
+
+
+def _run(name: str, timeout: float) -> tuple[str, str, float]:
+    _, old, new = MUTANTS[name]
+    source = SCRIPT.read_text()
+    if source.count(old) != 1:
+        return name, "does not apply (update tools/mutate.py)", 0.0
+    with tempfile.TemporaryDirectory(prefix=f"skf-mutant-{name}-") as folder:
+        mutant = Path(folder) / "skf-run-lock.py"
+        mutant.write_text(source.replace(old, new))
+        started = time.monotonic()
+        env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(mutant)}
+        argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+        try:
+            proc = subprocess.run(
+                argv,
+                cwd=ROOT,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+            verdict = "survived" if proc.returncode == 0 else "killed"
+        except subprocess.TimeoutExpired:
+            verdict = "killed (suite timed out)"
+    return name, verdict, time.monotonic() - started
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help="mutants to run (default: all)")
+    parser.add_argument("--jobs", type=int, default=2, help="suites run at once (default 2)")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per suite run")
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = parser.parse_args()
+    if args.list:
+        for name, (rule, _, _) in MUTANTS.items():
+            print(f"{name:32} {rule}")
+        return 0
+    names = args.names or list(MUTANTS)
+    unknown = [name for name in names if name not in MUTANTS]
+    if unknown:
+        parser.error(f"unknown mutants: {', '.join(unknown)}")
+    with ThreadPoolExecutor(args.jobs) as pool:
+        results = list(pool.map(lambda name: _run(name, args.timeout), names))
+    killed = [r for r in results if r[1].startswith("killed")]
+    print("| mutant | rule it breaks | verdict | seconds |\n|---|---|---|---|")
+    for name, verdict, seconds in results:
+        print(f"| {name} | {MUTANTS[name][0]} | {verdict} | {seconds:.0f} |")
+    survivors = [r[0] for r in results if not r[1].startswith("killed")]
+    print(f"\nscore: {len(killed)}/{len(results)} killed")
+    unexplained = [name for name in survivors if name not in EQUIVALENT]
+    for name in survivors:
+        print(f"survivor {name}: {EQUIVALENT.get(name, 'NOT ACCOUNTED FOR')}")
+    return 1 if unexplained else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
