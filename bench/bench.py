@@ -51,6 +51,8 @@ EMPTY_SCRIPT = textwrap.dedent(
 
 
 def load_script() -> ModuleType:
+    """Load the script by path, as a sibling script does. The bench keeps its own copy of
+    tests/loader.py's five lines: it is run on its own and must not import the tests."""
     spec = importlib.util.spec_from_file_location("skf_run_lock", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

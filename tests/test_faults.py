@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import ago, beside, write_record
+from conftest import ago, beside, posix_only, write_record
 
 
 class FailingOs:
@@ -133,6 +133,7 @@ def test_interrupt_during_the_write_removes_the_temp(skf, lock: Path, monkeypatc
     assert lock.read_bytes() == before and beside(lock) == ["run.lock"]
 
 
+@posix_only("fork and setuid")
 def test_read_only_folder_for_real_is_exit_2(skf: ModuleType) -> None:
     """A real permission failure (as root, the call runs as nobody in a forked child)."""
     top = Path(tempfile.mkdtemp(prefix="skf-ro-"))

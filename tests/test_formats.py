@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NOW, beside
+from conftest import NOW, beside, posix_only
 
 MTIME = 1_700_000_000  # 2023-11-14T22:13:20Z
 MTIME_TEXT = "2023-11-14T22:13:20Z"
@@ -103,6 +103,7 @@ def test_record_of_exactly_64_kib_is_still_read(skf, lock: Path) -> None:
     assert skf._read_record(str(lock)).owner == "wf:sk:r"
 
 
+@posix_only("symbolic links and O_NOFOLLOW")
 def test_symlinked_lock_names_no_owner_and_is_replaced_not_written_through(skf, lock) -> None:
     lock.parent.mkdir()
     target = lock.parent / "target"
@@ -118,6 +119,7 @@ def test_symlinked_lock_names_no_owner_and_is_replaced_not_written_through(skf, 
     assert json.loads(target.read_text())["owner"] == "wf:sk:r1"
 
 
+@posix_only("/dev/zero and symbolic links")
 def test_link_to_dev_zero_costs_nothing(skf, lock: Path) -> None:
     lock.parent.mkdir()
     lock.symlink_to("/dev/zero")
@@ -139,6 +141,7 @@ def test_fifo_at_lock_path_is_an_os_error_without_blocking(skf, lock: Path, cli)
     assert beside(lock) == ["run.lock"]
 
 
+@posix_only("AF_UNIX sockets")
 def test_socket_at_lock_path_is_an_os_error(skf, tmp_path: Path, main) -> None:
     short = Path("/tmp") / f"skf-sock-{os.getpid()}"  # AF_UNIX paths are short
     short.mkdir(exist_ok=True)
@@ -161,6 +164,7 @@ def test_parse_record_never_raises_for_odd_json(skf) -> None:
         assert isinstance(record.since, int)
 
 
+@posix_only("/dev/null")
 def test_device_at_lock_path_is_an_os_error(main) -> None:
     """status never writes, so it can safely look at a real device node."""
     run = main("status", "--lock", "/dev/null")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import sys
 import types
@@ -11,9 +10,13 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import NOW, beside, load_script, write_record
+
+if sys.platform != "win32":
+    import fcntl
+from conftest import NOW, beside, load_script, posix_only, write_record
 
 
+@posix_only("removing a file that is open and locked")
 def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypatch) -> None:
     events: list[str] = []
     real_unlink, real_close = os.unlink, os.close
@@ -60,6 +63,7 @@ def test_guard_admits_one_process_at_a_time_8_processes_2000_rounds(lock: Path, 
     assert beside(lock) == []
 
 
+@posix_only("symbolic links and O_NOFOLLOW")
 def test_guard_replaced_by_a_link_to_itself_is_not_taken(skf, lock: Path, monkeypatch) -> None:
     """The identity check must not follow links: a link at the guard path to the very file
     this call locked does not make it the guard (lstat, not stat)."""
@@ -107,6 +111,7 @@ def test_temp_name_search_is_bounded(skf, lock: Path, monkeypatch) -> None:
     assert beside(lock) == ["run.lock.skf-00000000-tmp"]
 
 
+@posix_only("removing a file that is open")
 def test_guard_replaced_after_opening_is_retried(skf: ModuleType, lock: Path, monkeypatch) -> None:
     """A waiter that locks a guard file its holder already removed must not go on."""
     lock.parent.mkdir()
@@ -126,6 +131,7 @@ def test_guard_replaced_after_opening_is_retried(skf: ModuleType, lock: Path, mo
     assert not os.path.exists(guard)
 
 
+@posix_only("symbolic links and O_NOFOLLOW")
 def test_symlink_planted_at_the_guard_is_refused(main, lock: Path, tmp_path: Path) -> None:
     lock.parent.mkdir()
     target = tmp_path / "precious"
@@ -138,6 +144,7 @@ def test_symlink_planted_at_the_guard_is_refused(main, lock: Path, tmp_path: Pat
     assert beside(lock) == ["run.lock.skf-guard"] and not lock.exists()
 
 
+@posix_only("symbolic links and O_NOFOLLOW")
 def test_dangling_symlink_at_the_guard_creates_nothing(main, lock: Path, tmp_path: Path) -> None:
     lock.parent.mkdir()
     target = tmp_path / "would-be-created"
@@ -147,6 +154,7 @@ def test_dangling_symlink_at_the_guard_creates_nothing(main, lock: Path, tmp_pat
 
 
 @pytest.mark.parametrize("code", [errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK])
+@posix_only("fcntl.flock")
 def test_filesystem_without_locks_is_exit_2_naming_the_folder(skf, main, lock, monkeypatch, code):
     def no_flock(fd: int, op: int) -> None:
         raise OSError(code, os.strerror(code))
@@ -221,6 +229,7 @@ def test_orphan_without_a_guard_is_removed_by_the_next_write(skf, lock: Path) ->
     assert beside(lock) == ["run.lock"]
 
 
+@posix_only("SIGKILL")
 def test_call_killed_mid_write_leaves_guard_and_temp_for_the_next_call(cli, lock, worker):
     holder = worker("die-mid-write", lock)
     holder.wait(timeout=60)
@@ -284,12 +293,14 @@ def windows(monkeypatch) -> tuple[ModuleType, FakeMsvcrt]:
     return module, fake
 
 
+@posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_branch_is_the_one_loaded(windows) -> None:
     module, fake = windows
     assert module._REMOVE_GUARD_WHILE_HELD is False
     assert module.msvcrt is fake
 
 
+@posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_unlocks_then_removes_the_guard(windows, lock: Path, monkeypatch) -> None:
     module, fake = windows
     guard = str(lock) + ".skf-guard"
@@ -310,6 +321,7 @@ def test_windows_unlocks_then_removes_the_guard(windows, lock: Path, monkeypatch
     assert beside(lock) == []
 
 
+@posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_retries_while_another_process_holds_the_byte(windows, lock, monkeypatch) -> None:
     module, fake = windows
     fake.busy_times = 3
@@ -319,6 +331,7 @@ def test_windows_retries_while_another_process_holds_the_byte(windows, lock, mon
     assert beside(lock) == ["run.lock"]
 
 
+@posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_retries_while_the_guard_is_being_deleted(windows, lock, monkeypatch) -> None:
     module, fake = windows
     lock.parent.mkdir()
@@ -338,6 +351,7 @@ def test_windows_retries_while_the_guard_is_being_deleted(windows, lock, monkeyp
     assert denied == [0] and fake.calls == ["lock", "unlock"]
 
 
+@posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_guard_still_open_elsewhere_is_left_to_its_opener(windows, lock, monkeypatch):
     module, fake = windows
     guard = str(lock) + ".skf-guard"
@@ -356,6 +370,7 @@ def test_windows_guard_still_open_elsewhere_is_left_to_its_opener(windows, lock,
     assert beside(lock) == []
 
 
+@posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_guard_wait_times_out_with_an_os_error(windows, lock, monkeypatch) -> None:
     module, fake = windows
     fake.busy_times = 10**6
@@ -365,6 +380,7 @@ def test_windows_guard_wait_times_out_with_an_os_error(windows, lock, monkeypatc
     assert beside(lock) == ["run.lock.skf-guard"]  # its holder's: only the holder removes it
 
 
+@posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_unexpected_locking_error_is_raised(windows, lock, monkeypatch) -> None:
     module, fake = windows
 
@@ -377,6 +393,7 @@ def test_windows_unexpected_locking_error_is_raised(windows, lock, monkeypatch) 
     assert beside(lock) == []
 
 
+@posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_branch_passes_the_record_tests(windows, lock: Path) -> None:
     module, _ = windows
     write_record(lock, "wf:sk:old", NOW)

@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import WORKER, ago, beside, read_json, write_record
+from conftest import WORKER, ago, beside, posix_only, read_json, write_record
 
 
 def test_mutual_exclusion_8_processes_25_rounds(lock: Path, tmp_path: Path, worker) -> None:
@@ -67,6 +67,7 @@ def test_stale_lock_race_has_exactly_one_winner(lock: Path, tmp_path: Path, atte
     assert beside(lock) == ["run.lock"]
 
 
+@posix_only("SIGKILL")
 def test_guard_left_by_a_killed_call_does_not_block(cli, lock: Path, worker) -> None:
     holder = worker("hold-guard", lock)
     assert holder.stdout.readline() == "held\n"
@@ -110,6 +111,7 @@ def test_guard_held_past_the_wait_is_exit_2(skf, lock: Path, worker, main, monke
     assert run.code == 2
 
 
+@posix_only("fcntl.flock")
 def test_flock_on_the_lock_path_never_blocks(cli, lock: Path, worker) -> None:
     lock.parent.mkdir()
     holder = worker("flock", lock)
@@ -126,6 +128,7 @@ def test_flock_on_the_lock_path_never_blocks(cli, lock: Path, worker) -> None:
     assert cli("status", "--lock", lock, timeout=8).json["state"] == "free"
 
 
+@posix_only("fcntl.flock")
 def test_flock_on_the_lock_path_never_blocks_the_library(skf, lock: Path, worker) -> None:
     lock.parent.mkdir()
     holder = worker("flock", lock)
@@ -160,6 +163,7 @@ def test_only_the_lock_file_is_left_after_any_call(cli, lock: Path, argv, code, 
     assert beside(lock) == left
 
 
+@posix_only("SIGKILL")
 def test_killing_calls_at_random_moments_never_corrupts_the_lock(lock: Path, skf: ModuleType):
     """At least 200 SIGKILLs of processes looping over acquire and release."""
     rng = random.Random(1234)
