@@ -59,7 +59,7 @@ if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not n
     from collections.abc import Callable
     from datetime import datetime
     from types import FrameType
-    from typing import Literal, TypedDict
+    from typing import Any, Literal, TypedDict, TypeGuard
 
     class StaleReplaced(TypedDict):
         held_by: str | None
@@ -739,9 +739,10 @@ def _remove_orphan_temps(lock: str) -> None:
 
 class _Record:
     """What a lock says: its holder (None if it names none), since when, the holder's own
-    timeout in seconds (None if it gives no valid one), and whether the file is empty."""
+    timeout in seconds (None if it gives no valid one), whether it is empty, and, on
+    etcd, whether a lease keeps it ("live") or its lease ran out ("expired")."""
 
-    __slots__ = ("empty", "owner", "since", "stale_after")
+    __slots__ = ("empty", "lease", "owner", "since", "stale_after")
 
     def __init__(
         self, owner: str | None, since: int, stale_after: float | None = None, empty: bool = False
@@ -750,11 +751,12 @@ class _Record:
         self.since = since
         self.stale_after = stale_after
         self.empty = empty
+        self.lease: Literal["live", "expired"] | None = None
 
     def __repr__(self) -> str:
         return (
             f"_Record(owner={self.owner!r}, since={self.since!r},"
-            f" stale_after={self.stale_after!r}, empty={self.empty!r})"
+            f" stale_after={self.stale_after!r}, empty={self.empty!r}, lease={self.lease!r})"
         )
 
 
@@ -925,11 +927,27 @@ def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale
 
     It is stale once ``now - since`` reaches the deciding timeout (exactly at
     the timeout counts), and at once for an empty file with ``empty_is_stale``
-    (an ``flock`` user leaves one; this script never writes one).
+    (an ``flock`` user leaves one; this script never writes one). On etcd the
+    server's clock decides instead: a record its lease keeps is never stale,
+    and the last holder of one whose lease ran out always is.
     """
+    if record.lease is not None:
+        return record.lease == "expired"
     if empty_is_stale and record.empty:
         return True
     return now - record.since >= _deciding_timeout(record, caller_timeout)
+
+
+def _takes(
+    record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
+) -> bool:
+    """True if ``owner`` may take the lock ``record`` describes (None: no lock): it is
+    free, already this owner's (a renewal), or stale."""
+    return (
+        record is None
+        or record.owner == owner
+        or _is_stale(record, caller_timeout, now, empty_is_stale)
+    )
 
 
 def _minutes_for_output(stale_after: float) -> int | float:
@@ -955,9 +973,12 @@ def _clear_advice(lock: str, holder: str | None) -> str:
             f"python3 {script} release --lock {shlex.quote(lock)} --owner {shlex.quote(holder)}"
         )
         return f"If that run is no longer active, clear it with: {command}"
+    target = f"the file {shlex.quote(lock)}"
+    if _is_etcd(lock):
+        target = f"its key (etcdctl del {shlex.quote(lock.split('/', 3)[3])})"
     return (
         "No release can name this holder: wait until it goes stale, or, if no run is"
-        f" active, delete the file {shlex.quote(lock)}"
+        f" active, delete {target}"
     )
 
 
@@ -1081,6 +1102,275 @@ def _status_result(
     }
 
 
+# --- Backend: etcd, for locks shared across machines ---------------------------
+# Reached through etcd's HTTP/JSON gateway; http.client and ssl are imported only
+# here, so a file lock never pays for them.
+
+_ETCD_SCHEMES = ("etcd://", "etcd+https://")
+_ETCD_TRIES = 20  # reads and compare-and-swaps lost to other writers before giving up
+_HOST_PORT_RE = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}")
+_DURATION_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
+
+
+def _is_etcd(lock: object) -> TypeGuard[str]:
+    return isinstance(lock, str) and lock.startswith(_ETCD_SCHEMES)
+
+
+def _etcd_duration(text: str) -> float:
+    """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
+    parts = _DURATION_RE.findall(text)
+    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
+        raise ValueError(
+            f"ETCDCTL_COMMAND_TIMEOUT must be a duration like 5s or 500ms, not {text!r}"
+        )
+    return seconds
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode("ascii")
+
+
+class _Etcd:
+    """One lock on an etcd cluster: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``.
+
+    The record lives at KEY, attached to a lease whose TTL is its holder's
+    timeout; the last holder's record lives at ``KEY + "\0last"`` (a key can
+    hold no NUL, so no other lock's keys are ever these), written in the same
+    transaction and deleted by a release. Credentials, certificates and the
+    deadline of the whole call come from etcdctl's environment variables.
+    """
+
+    def __init__(self, address: str) -> None:
+        scheme, _, rest = address.partition("://")
+        hosts, _, key = rest.partition("/")
+        if "@" in hosts:
+            raise ValueError(
+                f"the lock address {address} names a user: credentials never go in the"
+                " address; set ETCDCTL_USER (and ETCDCTL_PASSWORD) instead"
+            )
+        if not all(_HOST_PORT_RE.fullmatch(host) for host in hosts.split(",")) or not key:
+            raise ValueError(
+                f"the lock address {address} must be {scheme}://HOST:PORT[,HOST:PORT...]/KEY"
+            )
+        if "\0" in key:
+            raise ValueError(f"the lock key in {address} must not contain a NUL character")
+        self.address = address
+        self.key, self.last_key = key.encode(), (key + "\0last").encode()
+        self.endpoints = hosts.split(",")
+        env = os.environ
+        self.timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
+        self.deadline = time.monotonic() + self.timeout
+        user, _, password = (env.get("ETCDCTL_USER") or "").partition(":")
+        self.user, self.password = user, password or env.get("ETCDCTL_PASSWORD", "")
+        self.tls = scheme == "etcd+https"
+        self.headers = {"Content-Type": "application/json"}
+        self.connection: Any = None
+
+    def _connect(self, endpoint: str, timeout: float) -> Any:
+        import http.client
+
+        host, _, port = endpoint.rpartition(":")
+        host = host.strip("[]")
+        if not self.tls:
+            return http.client.HTTPConnection(host, int(port), timeout=timeout)
+        import ssl
+
+        env = os.environ
+        context = ssl.create_default_context(cafile=env.get("ETCDCTL_CACERT") or None)
+        if env.get("ETCDCTL_CERT"):
+            context.load_cert_chain(env["ETCDCTL_CERT"], env.get("ETCDCTL_KEY") or None)
+        return http.client.HTTPSConnection(host, int(port), timeout=timeout, context=context)
+
+    def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
+        """POST ``body`` to the first endpoint that answers, within the call's deadline.
+
+        ``outcome`` describes a write: if its answer is lost after it was sent,
+        whether it happened is unknown, and the OSError raised says so.
+        """
+        if self.user and "Authorization" not in self.headers and path != "/v3/auth/authenticate":
+            credentials = {"name": self.user, "password": self.password}
+            self.headers["Authorization"] = self.post("/v3/auth/authenticate", credentials)["token"]
+        payload = json.dumps(body)
+        failures: list[str] = []
+        for endpoint in self.endpoints:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                break
+            sent = False
+            try:
+                if self.connection is None or self.connection.endpoint != endpoint:
+                    self.connection = self._connect(endpoint, left)
+                    self.connection.endpoint = endpoint
+                self.connection.timeout = left
+                self.connection.request("POST", path, payload, self.headers)
+                sent = True
+                response = self.connection.getresponse()
+                answer = json.loads(response.read() or b"{}")
+            except (OSError, ValueError) as exc:
+                self.connection = None
+                if sent and outcome is not None:
+                    raise OSError(
+                        errno.ETIMEDOUT,
+                        f"etcd at {endpoint} failed after the request was sent"
+                        f" ({self._describe(exc)}), so {outcome}",
+                    ) from None
+                failures.append(f"{endpoint}: {self._describe(exc)}")
+                continue
+            if not isinstance(answer, dict):
+                answer = {}
+            if response.status == 200:
+                return answer
+            code, message = answer.get("code"), answer.get("message") or answer.get("error")
+            if code == _GRPC_UNAVAILABLE or response.status in (502, 503, 504):
+                failures.append(f"{endpoint}: {message or response.reason}")
+                continue
+            raise self._refusal(code, message or response.reason)
+        raise OSError(
+            errno.EHOSTUNREACH,
+            f"etcd could not be reached within {self.timeout:g} s (ETCDCTL_COMMAND_TIMEOUT)"
+            f" at {', '.join(self.endpoints)}: {'; '.join(failures) or 'no time left'}",
+        )
+
+    @staticmethod
+    def _describe(exc: Exception) -> str:
+        import ssl
+
+        if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+            return f"TLS failure ({exc}); check ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY"
+        if isinstance(exc, ValueError):
+            return "the answer was not JSON: is this etcd's client port?"
+        return str(exc) or type(exc).__name__
+
+    def _refusal(self, code: object, message: str) -> OSError:
+        if code == _GRPC_PERMISSION_DENIED:
+            who = f"user {self.user!r}" if self.user else "an anonymous user"
+            return PermissionError(
+                errno.EACCES, f"etcd denied {who} access to the key {self.key.decode()}: {message}"
+            )
+        if code == _GRPC_UNAUTHENTICATED or "authentication failed" in message:
+            return PermissionError(
+                errno.EACCES,
+                f"etcd refused authentication ({message}); check ETCDCTL_USER and ETCDCTL_PASSWORD",
+            )
+        return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
+
+    def read(self) -> tuple[_Record | None, _Record | None, str, str | None]:
+        """The live record (None if absent), the last holder's (None if none), the
+        record's mod revision ("0" if absent) and its lease id."""
+        import base64
+
+        answer = self.post(
+            "/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
+        )
+        record = last = None
+        revision, lease = "0", None
+        now = int(time.time())
+        for kv in answer.get("kvs", []):
+            name = base64.b64decode(kv["key"])
+            # A foreign value without a time is dated now: it never goes stale by itself.
+            parsed = _parse_record(base64.b64decode(kv.get("value", "")), now)
+            if name == self.key:
+                record, revision, lease = parsed, kv["mod_revision"], kv.get("lease")
+                if lease:
+                    record.lease = "live"
+            elif name == self.last_key:
+                last = parsed
+                last.lease = "expired"
+        return record, last, revision, lease
+
+    def revoke(self, lease: str | None) -> None:
+        if lease:
+            try:
+                self.post("/v3/lease/revoke", {"ID": lease})
+            except OSError:
+                pass  # it runs out by itself
+
+    def swap(self, revision: str, puts: bytes | None, stale_after: float, owner: str) -> bool:
+        """If the record's mod revision is still ``revision``, put the record ``puts`` (and
+        the last holder) on a new lease, or delete both for None; False if it changed."""
+        lease = None
+        if puts is not None:
+            ttl = max(1, -(-stale_after // 1))  # the server raises it to its own minimum
+            lease = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})["ID"]
+            ops = [
+                {"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}},
+                {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},
+            ]
+            outcome = f"the lock may have been taken by {owner}: acquire again to renew it"
+        else:
+            ops = [{"request_delete_range": {"key": _b64(k)}} for k in (self.key, self.last_key)]
+            outcome = f"the lock of {owner} may have been released: release again to be sure"
+        compare = {"key": _b64(self.key), "target": "MOD", "result": "EQUAL"}
+        txn = {"compare": [{**compare, "mod_revision": revision}], "success": ops}
+        if self.post("/v3/kv/txn", txn, outcome=outcome).get("succeeded"):
+            return True
+        self.revoke(lease)
+        return False
+
+
+def _etcd_change(etcd: _Etcd, revision: str, puts: bytes | None, owner: str, ttl: float) -> bool:
+    """``etcd.swap`` with signals held back: once sent, a change is finished and answered."""
+    _Interrupts.shield += 1
+    try:
+        changed = etcd.swap(revision, puts, ttl, owner)
+        if changed:
+            _Interrupts.disarm()
+    finally:
+        _Interrupts.shield -= 1
+    _Interrupts.raise_pending()
+    return changed
+
+
+def _etcd_acquire(
+    etcd: _Etcd,
+    owner: str,
+    run_id: str,
+    *,
+    stale_after: float,
+    fixed_now: float | None,
+    empty_is_stale: bool,
+) -> AcquireResult:
+    """acquire for an etcd lock: read, decide as for a file, then compare-and-swap."""
+    for _ in range(_ETCD_TRIES):
+        record, last, revision, lease = etcd.read()
+        now = time.time() if fixed_now is None else fixed_now
+        if record is not None and not _takes(record, owner, stale_after, now, empty_is_stale):
+            return _refused_result(
+                etcd.address, owner, run_id, caller_timeout=stale_after, record=record, now=now
+            )
+        since = int(now // 1)
+        if _etcd_change(
+            etcd, revision, _record_bytes(owner, since, stale_after), owner, stale_after
+        ):
+            etcd.revoke(lease)
+            return _acquired_result(
+                etcd.address,
+                owner,
+                run_id,
+                stale_after=stale_after,
+                since=since,
+                before=record or last,
+            )
+    raise OSError(errno.EAGAIN, f"the lock {etcd.address} kept changing; try again")
+
+
+def _etcd_release(etcd: _Etcd, owner: str) -> ReleaseResult:
+    """release for an etcd lock: delete the record (and last holder) if it names ``owner``."""
+    for _ in range(_ETCD_TRIES):
+        record, _, revision, lease = etcd.read()
+        if record is None or record.owner != owner:
+            return _release_result(etcd.address, owner, record)
+        if _etcd_change(etcd, revision, None, owner, 0):
+            etcd.revoke(lease)
+            return _release_result(etcd.address, owner, record)
+    raise OSError(errno.EAGAIN, f"the lock {etcd.address} kept changing; try again")
+
+
 # --- Acquire, release, status ------------------------------------------------
 
 
@@ -1112,16 +1402,23 @@ def acquire(
     fixed_now = None if now is None else _seconds_of(now)
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
+    if _is_etcd(lock):
+        return _etcd_acquire(
+            _Etcd(lock),
+            owner,
+            run_id,
+            stale_after=stale_after,
+            fixed_now=fixed_now,
+            empty_is_stale=empty_is_stale,
+        )
     path = _lock_path(lock)
     guard = _Guard(path, make_parents=True)
     try:
         with guard:
             seconds = time.time() if fixed_now is None else fixed_now
             record = _read_record(path)
-            if (
-                record is not None
-                and record.owner != owner
-                and not _is_stale(record, stale_after, seconds, empty_is_stale)
+            if record is not None and not _takes(
+                record, owner, stale_after, seconds, empty_is_stale
             ):
                 # A refusal writes nothing, so it leaves any orphan to the next writer.
                 return _refused_result(
@@ -1186,6 +1483,8 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     :raises OSError: the lock could not be read or removed.
     """
     owner = _owner_for_release(owner)
+    if _is_etcd(lock):
+        return _etcd_release(_Etcd(lock), owner)
     path = _lock_path(lock)
     record: _Record | None = None
     guard = _Guard(path, make_parents=False)
@@ -1223,6 +1522,9 @@ def status(
     """
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
+    if _is_etcd(lock):
+        record, last, _, _ = _Etcd(lock).read()
+        return _status_result(lock, record or last, stale_after, seconds, empty_is_stale)
     path = _lock_path(lock)
     return _status_result(path, _read_record(path), stale_after, seconds, empty_is_stale)
 

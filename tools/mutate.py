@@ -239,6 +239,42 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "--lock {shlex.quote(lock)} --owner {shlex.quote(holder)}",
         "--lock {lock} --owner {holder}",
     ),
+    "etcd-no-compare": (
+        "every etcd change compares what the call read",
+        '        txn = {"compare": [{**compare, "mod_revision": revision}], "success": ops}',
+        '        txn = {"compare": [], "success": ops}',
+    ),
+    "etcd-no-lease": (
+        "an etcd record lives on a lease of its holder's timeout",
+        '{"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}}',
+        '{"request_put": {"key": _b64(self.key), "value": _b64(puts)}}',
+    ),
+    "etcd-no-last-holder": (
+        "etcd remembers the last holder for stale_replaced",
+        '                {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},\n',
+        "",
+    ),
+    "etcd-lease-ignored": (
+        "a record kept by a live lease is never stale",
+        '    if record.lease is not None:\n        return record.lease == "expired"',
+        '    if record.lease == "expired":\n        return True',
+    ),
+    "etcd-no-failover": (
+        "a call moves to the next endpoint",
+        '                failures.append(f"{endpoint}: {self._describe(exc)}")\n'
+        "                continue",
+        "                raise",
+    ),
+    "etcd-unknown-outcome-silent": (
+        "a write whose answer is lost says who may hold the lock",
+        "                if sent and outcome is not None:",
+        "                if False:",
+    ),
+    "etcd-user-in-url": (
+        "credentials never go in the address",
+        '        if "@" in hosts:',
+        "        if False:",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.

