@@ -118,11 +118,14 @@ _RECORD_MAX_BYTES = 64 * 1024
 _TEMP_TRIES = 100  # as tempfile.TMP_MAX bounds its own search for a free name
 
 _EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
+_SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same numbers on every OS
 
 _GUARD_SUFFIX = ".skf-guard"
 _TEMP_SUFFIX_RE = re.compile(r"\.skf-[0-9a-f]{8}-tmp\Z")
 _TIME_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
-_DECIMAL_RE = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+# Patterns most calls never use are compiled (by re's cache) when first used: each
+# re.compile costs a CLI call a few hundred microseconds.
+_DECIMAL = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
 _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
 _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 
@@ -392,12 +395,14 @@ class _Interrupts:
 
     @classmethod
     def install(cls) -> None:
-        import signal
+        # The C module under ``signal``: already loaded, while ``signal`` itself
+        # would cost a CLI call about a millisecond building its enums.
+        import _signal  # type: ignore[import-not-found]  # (no stub; a builtin module)
 
-        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
-            signum = getattr(signal, name, None)  # Windows has no SIGHUP
+        for name in _SIGNAL_NAMES.values():
+            signum = getattr(_signal, name, None)  # Windows has no SIGHUP
             if signum is not None:
-                signal.signal(signum, cls._on_signal)
+                _signal.signal(signum, cls._on_signal)
         sys.unraisablehook = cls._unraisable
         cls.armed = True
 
@@ -1108,8 +1113,8 @@ def _status_result(
 
 _ETCD_SCHEMES = ("etcd://", "etcd+https://")
 _ETCD_TRIES = 20  # reads and compare-and-swaps lost to other writers before giving up
-_HOST_PORT_RE = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}")
-_DURATION_RE = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)")
+_HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
+_DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
 
@@ -1120,7 +1125,7 @@ def _is_etcd(lock: object) -> TypeGuard[str]:
 
 def _etcd_duration(text: str) -> float:
     """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
-    parts = _DURATION_RE.findall(text)
+    parts = re.findall(_DURATION, text)
     seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
     if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
         raise ValueError(
@@ -1153,7 +1158,7 @@ class _Etcd:
                 f"the lock address {address} names a user: credentials never go in the"
                 " address; set ETCDCTL_USER (and ETCDCTL_PASSWORD) instead"
             )
-        if not all(_HOST_PORT_RE.fullmatch(host) for host in hosts.split(",")) or not key:
+        if not all(re.fullmatch(_HOST_PORT, host) for host in hosts.split(",")) or not key:
             raise ValueError(
                 f"the lock address {address} must be {scheme}://HOST:PORT[,HOST:PORT...]/KEY"
             )
@@ -1638,7 +1643,7 @@ def _number(options: dict[str, str], name: str, default: float) -> float:
     text = options.get(name)
     if text is None:
         return default
-    if not _DECIMAL_RE.fullmatch(text):
+    if not re.fullmatch(_DECIMAL, text):
         raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
     return float(text)
 
@@ -1707,12 +1712,7 @@ def _describe_os_error(exc: OSError) -> str:
 
 
 def _signal_name(signum: int) -> str:
-    import signal
-
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
+    return _SIGNAL_NAMES.get(signum, f"signal {signum}")
 
 
 def _fail(message: str) -> None:

@@ -205,7 +205,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "numbers-any-float": (
         "numbers are plain decimals",
-        "    if not _DECIMAL_RE.fullmatch(text):",
+        "    if not re.fullmatch(_DECIMAL, text):",
         "    if False:",
     ),
     "signals-not-deferred": (
