@@ -32,12 +32,20 @@ Library use (load this file by path with importlib): see ``__all__``.
 from __future__ import annotations
 
 import errno
-import json
 import os
-import re
 import stat
 import sys
 import time
+
+# json's C accelerator: the scanner and string encoder that json itself uses, without
+# the json package, which imports re (and enum, functools, collections with it):
+# about 17 ms of a ~60 ms CLI call on a Python whose start-up does not import them.
+try:
+    from _json import encode_basestring_ascii as _quote_json
+    from _json import make_scanner as _make_scanner
+except ImportError:  # a Python without it: json's own fallbacks do the same
+    from json.encoder import encode_basestring_ascii as _quote_json
+    from json.scanner import make_scanner as _make_scanner
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -56,10 +64,13 @@ __all__ = [
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not need
+    import re
     from collections.abc import Callable
     from datetime import datetime
     from types import FrameType
     from typing import Any, Literal, TypedDict, TypeGuard
+
+    RUN_ID_RE: re.Pattern[str]  # made on first use, by __getattr__
 
     class StaleReplaced(TypedDict):
         held_by: str | None
@@ -107,7 +118,7 @@ OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
 MAX_STALE_AFTER_MIN = 525600
 GUARD_WAIT_SEC = 10.0
-RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
+_RUN_ID_PATTERN = r"^\d{8}T\d{6}Z-[0-9a-f]{8}$"
 
 _TOOL = "skf-run-lock"
 _MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
@@ -121,11 +132,9 @@ _EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
 _SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same numbers on every OS
 
 _GUARD_SUFFIX = ".skf-guard"
-_TEMP_SUFFIX_RE = re.compile(r"\.skf-[0-9a-f]{8}-tmp\Z")
-_TIME_RE = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
-# Patterns most calls never use are compiled (by re's cache) when first used: each
-# re.compile costs a CLI call a few hundred microseconds.
-_DECIMAL = r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_TEMP_MARK, _TEMP_END, _TEMP_SUFFIX_LEN = ".skf-", "-tmp", 17  # <lock>.skf-<8 hex>-tmp
+_HEX = frozenset("0123456789abcdef")
+_SHELL_SAFE = frozenset("@%+=:,./-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
 _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 
@@ -138,6 +147,17 @@ _GUARD_READ_ONLY_FLAGS = os.O_RDONLY | _COMMON_FLAGS
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 _LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK}
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM}
+
+
+def __getattr__(name: str) -> object:
+    # RUN_ID_RE is compiled on first use, so that a CLI call never imports re.
+    if name == "RUN_ID_RE":
+        import re
+
+        pattern = globals()["RUN_ID_RE"] = re.compile(_RUN_ID_PATTERN)
+        return pattern
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 # --- Exceptions ---------------------------------------------------------------
 
@@ -170,6 +190,53 @@ class _Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
+
+
+# --- JSON, as json.dumps and json.loads do it -------------------------------------
+
+
+def _dumps(value: object) -> str:
+    """``json.dumps(value)`` for the values this script writes: str, int, float (never
+    NaN or infinite), bool, None, and lists and dicts of them."""
+    if isinstance(value, str):
+        return str(_quote_json(value))
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, int | float):
+        return repr(value)  # json's own spelling of a number
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_quote_json(k)}: {_dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(map(_dumps, value)) + "]"
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+_JSON_CONSTANTS = {"-Infinity": -float("inf"), "Infinity": float("inf"), "NaN": float("nan")}
+
+
+class _JsonOptions:
+    """The settings json.loads gives its scanner."""
+
+    strict = True
+    object_hook = object_pairs_hook = None
+    parse_float, parse_int = float, int
+    parse_constant = _JSON_CONSTANTS.__getitem__
+
+
+_JSON_SETTINGS: Any = _JsonOptions  # typeshed wants a JSONDecoder; any object with these will do
+_scan_json = _make_scanner(_JSON_SETTINGS)
+
+
+def _loads(text: str) -> object:
+    """``json.loads(text)``: raises ValueError (or RecursionError) when it is not JSON."""
+    start = len(text) - len(text.lstrip(" \t\n\r"))
+    try:
+        value, end = _scan_json(text, start)
+    except StopIteration:
+        raise ValueError("not JSON") from None
+    if text[end:].strip(" \t\n\r"):
+        raise ValueError("extra data after the JSON value")
+    return value
 
 
 # --- Owner and time helpers --------------------------------------------------
@@ -274,10 +341,12 @@ def _format_time(seconds: float) -> str:
 
 def _parse_time(text: str) -> int | None:
     """Return the POSIX seconds of a ``YYYY-MM-DDTHH:MM:SSZ`` time, or None if it is not one."""
-    match = _TIME_RE.fullmatch(text)
-    if match is None:
+    if len(text) != 20 or text[4] + text[7] + text[10] + text[13] + text[16] + text[19] != "--T::Z":
         return None
-    year, month, day, hour, minute, second = map(int, match.groups())
+    fields = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19])
+    if not all(field.isascii() and field.isdigit() for field in fields):
+        return None
+    year, month, day, hour, minute, second = map(int, fields)
     if not (year >= 1 and 1 <= month <= 12 and hour < 24 and minute < 60 and second < 60):
         return None
     days = _days_from_civil(year, month, day)
@@ -349,6 +418,17 @@ def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")
     return float(value)
 
 
+def _is_temp_suffix(name: str, start: int) -> bool:
+    """True if ``name[start:]`` is ``.skf-<8 lowercase hex>-tmp``, a temp file's suffix."""
+    tail = name[start:] if start >= 0 else ""
+    return (
+        len(tail) == _TEMP_SUFFIX_LEN
+        and tail.startswith(_TEMP_MARK)
+        and tail.endswith(_TEMP_END)
+        and _HEX.issuperset(tail[5:13])
+    )
+
+
 def _lock_path(lock: str | os.PathLike[str]) -> str:
     """The absolute path of a lock, ``~`` expanded; ValueError for a path that cannot be one.
 
@@ -365,7 +445,7 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
     if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
         raise ValueError(f"the lock path {path} ends with a separator; give the path of a file")
     name = os.path.basename(path)
-    if name.endswith(_GUARD_SUFFIX) or _TEMP_SUFFIX_RE.search(name):
+    if name.endswith(_GUARD_SUFFIX) or _is_temp_suffix(name, len(name) - _TEMP_SUFFIX_LEN):
         raise ValueError(
             f"the lock name {name} is reserved for a lock's own guard or temp files;"
             " choose another name"
@@ -735,7 +815,7 @@ def _remove_orphan_temps(lock: str) -> None:
     except OSError:
         return
     for name in names:
-        if name.startswith(base) and _TEMP_SUFFIX_RE.fullmatch(name, start):
+        if name.startswith(base) and _is_temp_suffix(name, start):
             _remove_quietly(os.path.join(folder, name))
 
 
@@ -785,7 +865,7 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
     if len(data) > _RECORD_MAX_BYTES:
         return _Record(None, mtime)
     try:
-        content = json.loads(data.decode("utf-8"))
+        content = _loads(data.decode("utf-8"))
     except (ValueError, RecursionError):
         content = None
     if isinstance(content, dict):
@@ -811,7 +891,7 @@ def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
         "stale_after_seconds": seconds,
         "tool": _TOOL,
     }
-    return (json.dumps(record) + "\n").encode("ascii")
+    return (_dumps(record) + "\n").encode("ascii")
 
 
 _FILE_KINDS = {
@@ -968,19 +1048,24 @@ def _stale_at(since: int, stale_after: float) -> str:
 # --- Outputs: each shape built once, with its message --------------------------
 
 
+def _shell_quote(text: str) -> str:
+    """``text`` as one word of a POSIX shell, as shlex.quote gives it (shlex imports re)."""
+    if text and _SHELL_SAFE.issuperset(text):
+        return text
+    return "'" + text.replace("'", "'\"'\"'") + "'"
+
+
 def _clear_advice(lock: str, holder: str | None) -> str:
     """How to clear a lock whose run is gone, safe to follow literally."""
-    import shlex  # only a refusal needs it
-
     if holder is not None and _can_be_released_by_name(holder):
-        script = shlex.quote(os.path.abspath(__file__))
+        script = _shell_quote(os.path.abspath(__file__))
         command = (
-            f"python3 {script} release --lock {shlex.quote(lock)} --owner {shlex.quote(holder)}"
+            f"python3 {script} release --lock {_shell_quote(lock)} --owner {_shell_quote(holder)}"
         )
         return f"If that run is no longer active, clear it with: {command}"
-    target = f"the file {shlex.quote(lock)}"
+    target = f"the file {_shell_quote(lock)}"
     if _is_etcd(lock):
-        target = f"its key (etcdctl del {shlex.quote(lock.split('/', 3)[3])})"
+        target = f"its key (etcdctl del {_shell_quote(lock.split('/', 3)[3])})"
     return (
         "No release can name this holder: wait until it goes stale, or, if no run is"
         f" active, delete {target}"
@@ -1125,6 +1210,8 @@ def _is_etcd(lock: object) -> TypeGuard[str]:
 
 def _etcd_duration(text: str) -> float:
     """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
+    import re
+
     parts = re.findall(_DURATION, text)
     seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
     if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
@@ -1151,6 +1238,8 @@ class _Etcd:
     """
 
     def __init__(self, address: str) -> None:
+        import re
+
         scheme, _, rest = address.partition("://")
         hosts, _, key = rest.partition("/")
         if "@" in hosts:
@@ -1200,7 +1289,7 @@ class _Etcd:
         if self.user and "Authorization" not in self.headers and path != "/v3/auth/authenticate":
             credentials = {"name": self.user, "password": self.password}
             self.headers["Authorization"] = self.post("/v3/auth/authenticate", credentials)["token"]
-        payload = json.dumps(body)
+        payload = _dumps(body)
         failures: list[str] = []
         for endpoint in self.endpoints:
             left = self.deadline - time.monotonic()
@@ -1215,7 +1304,7 @@ class _Etcd:
                 self.connection.request("POST", path, payload, self.headers)
                 sent = True
                 response = self.connection.getresponse()
-                answer = json.loads(response.read() or b"{}")
+                answer = _loads(response.read().decode("utf-8") or "{}")
             except (OSError, ValueError) as exc:
                 self.connection = None
                 if sent and outcome is not None:
@@ -1639,11 +1728,21 @@ def _parse_options(
     return options
 
 
+def _is_plain_decimal(text: str) -> bool:
+    """True for ``[+-]digits[.digits]`` or ``[+-].digits`` (ASCII digits only)."""
+    whole, dot, fraction = (
+        text[1:].partition(".") if text[:1] in ("+", "-") else text.partition(".")
+    )
+    if not (whole or fraction) or (not dot and not whole):
+        return False
+    return all(part.isascii() and part.isdigit() for part in (whole, fraction) if part)
+
+
 def _number(options: dict[str, str], name: str, default: float) -> float:
     text = options.get(name)
     if text is None:
         return default
-    if not re.fullmatch(_DECIMAL, text):
+    if not _is_plain_decimal(text):
         raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
     return float(text)
 
@@ -1716,7 +1815,7 @@ def _signal_name(signum: int) -> str:
 
 
 def _fail(message: str) -> None:
-    line = json.dumps({"status": "error", "message": " ".join(message.split())})
+    line = _dumps({"status": "error", "message": " ".join(message.split())})
     sys.stderr.write(line + "\n")
 
 
@@ -1745,7 +1844,7 @@ def main(argv: list[str] | None = None) -> int:
         code = _EXIT_OS_ERROR
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
-        sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
+        sys.stdout.write(result if isinstance(result, str) else _dumps(result) + "\n")
         return code
     _fail(error)
     return code

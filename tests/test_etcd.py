@@ -400,3 +400,24 @@ def test_a_file_lock_cli_call_imports_no_network_module(tmp_path: Path) -> None:
     }
     assert imported and not imported & network, imported & network
     os.unlink(tmp_path / "x.lock")
+
+
+@posix_only("reads python -X importtime of a file lock's CLI call")
+@pytest.mark.parametrize("command", ["acquire", "status"])
+def test_a_file_lock_cli_call_imports_neither_json_nor_re(tmp_path: Path, command: str) -> None:
+    """Without site (-S), nothing else imports them: the script must not either (~17 ms)."""
+    from conftest import SCRIPT
+
+    lock = tmp_path / "x.lock"
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    lock.write_text(f'{{"owner": "wf:sk:other", "acquired_at": "{now}", "stale_after_seconds": 3600}}')
+    argv = ["--lock", str(lock)]
+    if command == "acquire":
+        argv += ["--owner", "wf:sk:r", "--stale-after", "5"]
+    proc = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", str(SCRIPT), command, *argv],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 3, proc.stderr[-500:]  # a refusal (message and all); held
+    imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
+    assert imported and not imported & {"json", "re", "enum", "shlex", "signal"}, imported

@@ -23,7 +23,7 @@ API = {
     "MAX_STALE_AFTER_MIN",
     "GUARD_WAIT_SEC",
 }
-IMPORTED = {"errno", "json", "os", "re", "stat", "sys", "time", "fcntl", "msvcrt", "annotations"}
+IMPORTED = {"errno", "os", "stat", "sys", "time", "fcntl", "msvcrt", "annotations"}
 
 
 def test_all_is_exactly_the_library_api(skf: ModuleType) -> None:
@@ -31,6 +31,8 @@ def test_all_is_exactly_the_library_api(skf: ModuleType) -> None:
 
 
 def test_every_public_name_is_in_all(skf: ModuleType) -> None:
+    for name in skf.__all__:
+        getattr(skf, name)  # RUN_ID_RE is made on first use
     public = {
         name
         for name, value in vars(skf).items()
@@ -54,3 +56,15 @@ def test_public_callables_have_docstrings(skf: ModuleType) -> None:
         value = getattr(skf, name)
         if callable(value) and not isinstance(value, type(skf.RUN_ID_RE)):
             assert inspect.getdoc(value), name
+
+
+def test_run_id_re_is_compiled_on_first_use_and_kept(skf: ModuleType) -> None:
+    first = skf.RUN_ID_RE
+    assert first is skf.RUN_ID_RE and vars(skf)["RUN_ID_RE"] is first
+    assert first.match("20260930T101500Z-3f9a1c2e")
+    try:
+        skf.NO_SUCH_NAME  # noqa: B018
+    except AttributeError as exc:
+        assert "NO_SUCH_NAME" in str(exc)
+    else:
+        raise AssertionError("a missing name must raise AttributeError")

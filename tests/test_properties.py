@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+import shlex
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -72,3 +75,57 @@ def test_any_lock_file_is_read_without_error(skf: ModuleType, data: bytes) -> No
         assert record is not None and isinstance(record.since, int)
         result = skf.status(path, 60.0)
         assert result["state"] in ("held", "stale") and isinstance(result["age_seconds"], int)
+
+
+# --- The script's stand-ins for json, re and shlex agree with the originals ------------
+
+JSONISH = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@given(value=JSONISH)
+def test_dumps_writes_what_json_dumps_writes(skf: ModuleType, value) -> None:
+    assert skf._dumps(value) == json.dumps(value)
+
+
+@given(
+    text=st.text(max_size=60)
+    | JSONISH.map(json.dumps)
+    | st.sampled_from(["NaN", " [1] ", "\ufeff{}"])
+)
+def test_loads_reads_what_json_loads_reads(skf: ModuleType, text: str) -> None:
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            skf._loads(text)
+        return
+    got = skf._loads(text)
+    assert json.dumps(got) == json.dumps(expected)  # NaN != NaN, but both spell it NaN
+
+
+@given(name=st.text(alphabet=st.sampled_from(".skf-0123456789abcdefABtmpx"), max_size=24))
+def test_temp_suffix_check_agrees_with_its_pattern(skf: ModuleType, name: str) -> None:
+    expected = re.search(r"\.skf-[0-9a-f]{8}-tmp\Z", name) is not None
+    assert skf._is_temp_suffix(name, len(name) - 17) is expected
+
+
+@given(
+    text=st.text(max_size=30)
+    | st.text(alphabet=st.sampled_from("ab '\"$\\`!*?-_/.=@%+:,é"), max_size=12)
+)
+def test_shell_quote_agrees_with_shlex(skf: ModuleType, text: str) -> None:
+    assert skf._shell_quote(text) == shlex.quote(text)
+
+
+@given(text=st.text(alphabet=st.sampled_from("+-.0123456789e_x \u0665"), max_size=8))
+def test_plain_decimal_check_agrees_with_its_pattern(skf: ModuleType, text: str) -> None:
+    expected = re.fullmatch(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", text) is not None
+    assert skf._is_plain_decimal(text) is expected

@@ -135,17 +135,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "orphans-kept": (
         "orphaned temp files are removed",
-        "        if name.startswith(base) and _TEMP_SUFFIX_RE.fullmatch(name, start):",
+        "        if name.startswith(base) and _is_temp_suffix(name, start):",
         "        if False:",
     ),
     "orphans-of-other-locks-removed": (
         "only this lock's orphans are removed",
-        "        if name.startswith(base) and _TEMP_SUFFIX_RE.fullmatch(name, start):",
-        "        if _TEMP_SUFFIX_RE.search(name):",
+        "        if name.startswith(base) and _is_temp_suffix(name, start):",
+        "        if _is_temp_suffix(name, len(name) - 17):",
     ),
     "reserved-names-allowed": (
         "reserved lock names are refused",
-        "    if name.endswith(_GUARD_SUFFIX) or _TEMP_SUFFIX_RE.search(name):",
+        "    if name.endswith(_GUARD_SUFFIX) or _is_temp_suffix(name, len(name) - _TEMP_SUFFIX_LEN)"
+        ":",
         "    if False:",
     ),
     "trailing-separator-allowed": (
@@ -205,7 +206,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "numbers-any-float": (
         "numbers are plain decimals",
-        "    if not re.fullmatch(_DECIMAL, text):",
+        "    if not _is_plain_decimal(text):",
         "    if False:",
     ),
     "signals-not-deferred": (
@@ -236,7 +237,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "advice-not-quoted": (
         "the clearing command is shell-quoted",
-        "--lock {shlex.quote(lock)} --owner {shlex.quote(holder)}",
+        "--lock {_shell_quote(lock)} --owner {_shell_quote(holder)}",
         "--lock {lock} --owner {holder}",
     ),
     "etcd-no-compare": (
@@ -274,6 +275,21 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "credentials never go in the address",
         '        if "@" in hosts:',
         "        if False:",
+    ),
+    "json-loads-trailing-data": (
+        "a record with anything after its JSON names no owner, as json.loads says",
+        '    if text[end:].strip(" \\t\\n\\r"):',
+        "    if False:",
+    ),
+    "json-dumps-unicode": (
+        "output is ASCII, non-ASCII escaped, as json.dumps writes it",
+        "        return str(_quote_json(value))",
+        "        return '\"' + value + '\"'",
+    ),
+    "time-any-digits": (
+        "times are ASCII digits only",
+        "    if not all(field.isascii() and field.isdigit() for field in fields):",
+        "    if not all(field.isdigit() for field in fields):",
     ),
 }
 
