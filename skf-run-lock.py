@@ -1346,6 +1346,10 @@ class _Etcd:
             return PermissionError(
                 errno.EACCES, f"etcd denied {who} access to the key {self.key.decode()}: {message}"
             )
+        if "user name is empty" in message:
+            return PermissionError(
+                errno.EACCES, "etcd wants a user name: set ETCDCTL_USER (and ETCDCTL_PASSWORD)"
+            )
         if code == _GRPC_UNAUTHENTICATED or "authentication failed" in message:
             return PermissionError(
                 errno.EACCES,

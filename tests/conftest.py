@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -196,14 +197,20 @@ class Etcd:
         self.proc.wait(timeout=30)
 
 
-def start_etcd(data: Path) -> Etcd:
+def start_etcd(
+    data: Path, *, tls: list[str] | None = None, context: ssl.SSLContext | None = None
+) -> Etcd:
+    """Start etcd on free loopback ports and wait for /health; ``tls`` are etcd's TLS
+    flags (then it serves https, checked with ``context``)."""
+    scheme = "https" if tls else "http"
     client, peer = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
         [etcd_binary(), "--data-dir", str(data), "--name", "skf",
-         "--listen-client-urls", f"http://{client}", "--advertise-client-urls", f"http://{client}",
+         "--listen-client-urls", f"{scheme}://{client}",
+         "--advertise-client-urls", f"{scheme}://{client}",
          "--listen-peer-urls", f"http://{peer}", "--initial-advertise-peer-urls", f"http://{peer}",
          "--initial-cluster", f"skf=http://{peer}",
-         "--heartbeat-interval", "20", "--election-timeout", "200"],
+         "--heartbeat-interval", "20", "--election-timeout", "200", *(tls or [])],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip
@@ -211,7 +218,8 @@ def start_etcd(data: Path) -> Etcd:
     deadline = time.monotonic() + 30
     while True:
         try:
-            with urllib.request.urlopen(f"http://{client}/health", timeout=1) as answer:
+            url = f"{scheme}://{client}/health"
+            with urllib.request.urlopen(url, timeout=1, context=context) as answer:
                 if json.loads(answer.read()).get("health") == "true":
                     return server
         except OSError:

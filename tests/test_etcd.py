@@ -410,7 +410,9 @@ def test_a_file_lock_cli_call_imports_neither_json_nor_re(tmp_path: Path, comman
 
     lock = tmp_path / "x.lock"
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    lock.write_text(f'{{"owner": "wf:sk:other", "acquired_at": "{now}", "stale_after_seconds": 3600}}')
+    lock.write_text(
+        f'{{"owner": "wf:sk:other", "acquired_at": "{now}", "stale_after_seconds": 3600}}'
+    )
     argv = ["--lock", str(lock)]
     if command == "acquire":
         argv += ["--owner", "wf:sk:r", "--stale-after", "5"]

@@ -1,0 +1,195 @@
+"""etcd with TLS (a CA and client certificates) and with users limited to a key prefix.
+
+Certificates are made by the tests (cryptography, dev group); each test starts its
+own etcd, since TLS and authentication are settings of the whole server.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+import json
+import ssl
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from conftest import Etcd, start_etcd
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+Issued = tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
+
+
+def _issue(
+    folder: Path, stem: str, subject: str, issuer: Issued | None,
+    *, ca: bool = False, usage: list[x509.ObjectIdentifier] | None = None,
+) -> Issued:  # fmt: skip
+    """Write ``stem.pem`` and ``stem.key``: a certificate for ``subject`` signed by
+    ``issuer`` (itself when None), valid for 127.0.0.1."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.UTC)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(issuer[0].subject if issuer else _name(subject))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+    )
+    if not ca:
+        san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+        builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usage or []), critical=False)
+    cert = builder.sign(issuer[1] if issuer else key, hashes.SHA256())
+    (folder / f"{stem}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / f"{stem}.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert, key
+
+
+@dataclass
+class Pki:
+    folder: Path
+
+    def path(self, name: str) -> str:
+        return str(self.folder / name)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A CA, a server certificate, a client certificate, and a stranger CA."""
+    folder = tmp_path_factory.mktemp("pki")
+    ca = _issue(folder, "ca", "skf test CA", None, ca=True)
+    # etcd's gateway dials its own gRPC port with the server certificate as a client's.
+    both = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    _issue(folder, "server", "127.0.0.1", ca, usage=both)
+    _issue(folder, "client", "skf-agent", ca, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    _issue(folder, "stranger-ca", "another CA", None, ca=True)
+    return Pki(folder)
+
+
+@pytest.fixture(scope="module")
+def tls_etcd(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
+    context = ssl.create_default_context(cafile=pki.path("ca.pem"))
+    context.load_cert_chain(pki.path("client.pem"), pki.path("client.key"))
+    flags = [
+        "--cert-file", pki.path("server.pem"), "--key-file", pki.path("server.key"),
+        "--client-cert-auth", "--trusted-ca-file", pki.path("ca.pem"),
+    ]  # fmt: skip
+    server = start_etcd(tmp_path_factory.mktemp("tls-etcd"), tls=flags, context=context)
+    yield server
+    server.stop()
+
+
+def test_tls_with_a_ca_and_a_client_certificate(cli, monkeypatch, pki: Pki, tls_etcd) -> None:
+    monkeypatch.setenv("ETCDCTL_CACERT", pki.path("ca.pem"))
+    monkeypatch.setenv("ETCDCTL_CERT", pki.path("client.pem"))
+    monkeypatch.setenv("ETCDCTL_KEY", pki.path("client.key"))
+    lock = f"etcd+https://{tls_etcd.client}/locks/tls"
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    assert taken.code == 0 and taken.json["lock"] == lock
+    owner = taken.json["owner"]
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:other").code == 3
+    assert cli("release", "--lock", lock, "--owner", owner).json["released"] is True
+
+
+@pytest.mark.parametrize(
+    ("settings", "words"),
+    [
+        ({"ETCDCTL_CACERT": "stranger-ca.pem"}, "certificate verify failed"),
+        ({"ETCDCTL_CACERT": "ca.pem"}, "TLS failure"),  # no client certificate
+    ],
+)
+def test_a_tls_failure_is_exit_2_saying_so(cli, monkeypatch, pki, tls_etcd, settings, words):  # noqa: PLR0917
+    for name in ("ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, file in settings.items():
+        monkeypatch.setenv(name, pki.path(file))
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "3s")
+    run = cli("acquire", "--lock", f"etcd+https://{tls_etcd.client}/locks/x", "--owner", "a:b:c")
+    assert run.code == 2 and "TLS failure" in run.error and words in run.error
+
+
+# --- Users limited to a key prefix ------------------------------------------------------
+
+
+def _call(etcd: Etcd, path: str, body: dict, token: str | None = None) -> dict:
+    headers = {"Authorization": token} if token else {}
+    request = urllib.request.Request(
+        f"http://{etcd.client}{path}", json.dumps(body).encode(), headers, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+@pytest.fixture(scope="module")
+def auth_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
+    """etcd with authentication on: user "agent" may read and write keys under locks/."""
+    server = start_etcd(tmp_path_factory.mktemp("auth-etcd"))
+    _call(server, "/v3/auth/user/add", {"name": "root", "password": "root-pw"})
+    _call(server, "/v3/auth/user/grant", {"user": "root", "role": "root"})
+    _call(server, "/v3/auth/user/add", {"name": "agent", "password": "agent-pw"})
+    _call(server, "/v3/auth/role/add", {"name": "lockers"})
+    permission = {"permType": "READWRITE", "key": _b64("locks/"), "range_end": _b64("locks0")}
+    _call(server, "/v3/auth/role/grant", {"name": "lockers", "perm": permission})
+    _call(server, "/v3/auth/user/grant", {"user": "agent", "role": "lockers"})
+    _call(server, "/v3/auth/enable", {})
+    yield server
+    server.stop()
+
+
+@pytest.mark.parametrize("how", ["name:password", "separate password"])
+def test_a_user_limited_to_a_prefix_takes_and_releases(cli, monkeypatch, auth_etcd, how) -> None:
+    if how == "name:password":
+        monkeypatch.setenv("ETCDCTL_USER", "agent:agent-pw")
+    else:
+        monkeypatch.setenv("ETCDCTL_USER", "agent")
+        monkeypatch.setenv("ETCDCTL_PASSWORD", "agent-pw")
+    lock = auth_etcd.url(f"locks/{how.replace(' ', '-').replace(':', '-')}")
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    assert taken.code == 0, taken.err
+    assert cli("status", "--lock", lock).json["held_by"] == taken.json["owner"]
+    assert cli("release", "--lock", lock, "--owner", taken.json["owner"]).json["released"]
+
+
+def test_a_key_outside_the_users_prefix_is_permission_denied(cli, monkeypatch, auth_etcd) -> None:
+    monkeypatch.setenv("ETCDCTL_USER", "agent:agent-pw")
+    run = cli("acquire", "--lock", auth_etcd.url("elsewhere/x"), "--owner", "wf:sk:r")
+    assert run.code == 2
+    assert "etcd denied user 'agent' access to the key elsewhere/x" in run.error
+
+
+@pytest.mark.parametrize("user", ["agent:wrong", "nobody:agent-pw"])
+def test_refused_credentials_are_exit_2_saying_so(cli, monkeypatch, auth_etcd, user) -> None:
+    monkeypatch.setenv("ETCDCTL_USER", user)
+    run = cli("acquire", "--lock", auth_etcd.url("locks/x"), "--owner", "wf:sk:r")
+    assert run.code == 2 and "etcd refused authentication" in run.error
+
+
+def test_no_credentials_on_a_server_that_wants_them_is_exit_2(cli, monkeypatch, auth_etcd) -> None:
+    monkeypatch.delenv("ETCDCTL_USER", raising=False)
+    run = cli("acquire", "--lock", auth_etcd.url("locks/x"), "--owner", "wf:sk:r")
+    assert run.code == 2
+    assert "etcd wants a user name: set ETCDCTL_USER (and ETCDCTL_PASSWORD)" in run.error
