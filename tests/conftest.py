@@ -230,6 +230,42 @@ def start_etcd(
         time.sleep(0.05)
 
 
+def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
+    """A cluster of ``members`` etcds on loopback; each is stopped by its process id."""
+    clients = [f"127.0.0.1:{free_port()}" for _ in range(members)]
+    peers = [f"127.0.0.1:{free_port()}" for _ in range(members)]
+    cluster = ",".join(f"m{i}=http://{peer}" for i, peer in enumerate(peers))
+    servers = []
+    for i, (client, peer) in enumerate(zip(clients, peers, strict=True)):
+        proc = subprocess.Popen(
+            [etcd_binary(), "--data-dir", str(data / f"m{i}"), "--name", f"m{i}",
+             "--listen-client-urls", f"http://{client}", "--advertise-client-urls", f"http://{client}",
+             "--listen-peer-urls", f"http://{peer}", "--initial-advertise-peer-urls", f"http://{peer}",
+             "--initial-cluster", cluster, "--initial-cluster-state", "new",
+             "--initial-cluster-token", "skf-tests",
+             "--heartbeat-interval", "20", "--election-timeout", "200"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        servers.append(Etcd(proc, client))
+    deadline = time.monotonic() + 60
+    for server in servers:
+        while True:
+            try:
+                url = f"http://{server.client}/health"
+                with urllib.request.urlopen(url, timeout=1) as answer:
+                    if json.loads(answer.read()).get("health") == "true":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                for each in servers:
+                    each.stop()
+                raise RuntimeError("the etcd cluster did not become healthy")
+            time.sleep(0.05)
+    return servers
+
+
 @pytest.fixture(scope="session")
 def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
     """One etcd for the session; tests use keys of their own."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import WORKER, Etcd, posix_only, start_etcd
+from conftest import WORKER, Etcd, posix_only, start_cluster, start_etcd
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
@@ -423,3 +423,54 @@ def test_a_file_lock_cli_call_imports_neither_json_nor_re(tmp_path: Path, comman
     assert proc.returncode == 3, proc.stderr[-500:]  # a refusal (message and all); held
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     assert imported and not imported & {"json", "re", "enum", "shlex", "signal"}, imported
+
+
+# --- A three-member cluster losing its leader ------------------------------------------
+
+
+def leader_of(servers: list[Etcd]) -> Etcd:
+    for server in servers:
+        request = urllib.request.Request(
+            f"http://{server.client}/v3/maintenance/status", b"{}", method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=5) as answer:
+            status = json.loads(answer.read())
+        if status["header"]["member_id"] == status["leader"]:
+            return server
+    raise AssertionError("no member says it leads")
+
+
+@pytest.mark.timeout(240)
+def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, monkeypatch):
+    """6 processes contend through all three endpoints; the leader is SIGKILLed mid-run.
+    No two ever hold the lock; every call ends 0, 3 or 2, none past its deadline."""
+    servers = start_cluster(tmp_path / "cluster")
+    try:
+        lock = f"etcd://{','.join(s.client for s in servers)}/skf-tests/cluster"
+        marker, stop, out = tmp_path / "inside", tmp_path / "stop", tmp_path / "calls"
+        env_deadline = 2.0
+        monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")  # the workers inherit it
+        procs = [worker("contend", lock, f"cl:w{i}", marker, stop, out) for i in range(6)]
+        for proc in procs:
+            assert proc.stdout.readline() == "ready\n"
+        time.sleep(1.5)
+        before_kill = len(out.read_text().splitlines())
+        leader = leader_of(servers)
+        leader.stop()
+        time.sleep(4)
+        stop.touch()
+        codes = [proc.wait(timeout=60) for proc in procs]
+        assert codes == [0] * 6, [proc.stderr.read() for proc in procs]  # 3: a double hold
+        calls = [line.split() for line in out.read_text().splitlines()]
+        assert {outcome for _, outcome, _ in calls} <= {"0", "3", "2"}
+        # acquire_within waits up to 2 s, each try's requests up to the 2 s deadline
+        assert max(float(seconds) for _, _, seconds in calls) < 2 * env_deadline + 3
+        after = calls[before_kill:]
+        assert before_kill > 0 and any(c == "acquire" and o == "0" for c, o, _ in after)
+        print(
+            f"{len(calls)} calls, {before_kill} before the leader was killed;"
+            f" outcomes {sorted({o: sum(1 for _, x, _ in calls if x == o) for o in '023'}.items())}"
+        )
+    finally:
+        for server in servers:
+            server.stop()

@@ -7,6 +7,9 @@ flock PATH                               flock PATH itself, say "held", wait for
 churn LOCK OWNER                         say "ready", then acquire/release until killed
 guard-stress LOCK MARKER ROUNDS         under the guard, create MARKER exclusively and remove
                                          it again, ROUNDS times (exit 3 if it already existed)
+contend LOCK OWNER MARKER STOP OUT      until STOP exists: acquire_within, create MARKER with
+                                         O_EXCL (exit 3 if it exists: a double hold), remove it,
+                                         release; append "<call> <outcome> <seconds>" to OUT
 lib-loop LOCK OWNER                      loop acquire/release; on KeyboardInterrupt say
                                          "interrupted", wait for a line, release, go on
 """
@@ -98,6 +101,42 @@ def guard_stress(lock: str, marker: str, rounds: str) -> int:
     return 0
 
 
+def contend(lock: str, owner: str, marker: str, stop: str, out: str) -> int:
+    skf = load()
+    say("ready")
+    n = 0
+    with open(out, "a") as log:
+
+        def timed(call: str, action: object) -> object:
+            started = time.monotonic()
+            try:
+                result = action()  # type: ignore[operator]
+                outcome = "0"
+            except skf.LockBusy:  # type: ignore[attr-defined]
+                result, outcome = None, "3"
+            except OSError:
+                result, outcome = None, "2"
+            log.write(f"{call} {outcome} {time.monotonic() - started:.3f}\n")
+            log.flush()
+            return result
+
+        while not os.path.exists(stop):
+            n += 1
+            run_owner = f"{owner}:{n}"
+            taken = timed("acquire", lambda o=run_owner: skf.acquire_within(lock, o, 3.0, 2.0))  # type: ignore[attr-defined]
+            if taken is None:
+                continue
+            try:
+                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            except FileExistsError:
+                return 3  # two holders at once
+            os.close(fd)
+            time.sleep(0.002)
+            os.unlink(marker)
+            timed("release", lambda o=run_owner: skf.release(lock, o))  # type: ignore[attr-defined]
+    return 0
+
+
 def lib_loop(lock: str, owner: str) -> int:
     signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own default
     skf = load()
@@ -141,5 +180,6 @@ if __name__ == "__main__":
         "die-mid-write": die_mid_write,
         "lib-loop": lib_loop,
         "guard-stress": guard_stress,
+        "contend": contend,
     }
     sys.exit(modes[mode](*rest))
