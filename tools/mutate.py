@@ -297,6 +297,13 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
 EQUIVALENT: dict[str, str] = {}
 
 
+def _ordered() -> list[str]:
+    """The test files, the slow ones (real processes, servers) last: -x stops sooner."""
+    slow = ("test_etcd", "test_interrupts", "test_processes", "test_shared_folder")
+    files = sorted((ROOT / "tests").glob("test_*.py"))
+    return [str(f) for f in sorted(files, key=lambda f: f.stem.startswith(slow))]
+
+
 def _run(name: str, timeout: float) -> tuple[str, str, float]:
     _, old, new = MUTANTS[name]
     source = SCRIPT.read_text()
@@ -307,7 +314,7 @@ def _run(name: str, timeout: float) -> tuple[str, str, float]:
         mutant.write_text(source.replace(old, new))
         started = time.monotonic()
         env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(mutant)}
-        argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider"]
+        argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *_ordered()]
         try:
             proc = subprocess.run(
                 argv,
