@@ -21,10 +21,14 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import WORKER, Etcd, posix_only, start_cluster, start_etcd
-from test_acquire import ACQUIRE_KEYS
-from test_release import RELEASE_KEYS
-from test_status import STATUS_KEYS
+from conftest import (
+    Etcd,
+    assert_exclusive_counter,
+    assert_one_winner_of_a_race,
+    posix_only,
+    start_cluster,
+    start_etcd,
+)
 
 
 def kv_put(etcd: Etcd, key: str, value: bytes) -> None:
@@ -53,31 +57,6 @@ def wait_until_stale(skf: ModuleType, lock: str) -> dict:
 
 
 # --- The contract, on etcd -----------------------------------------------------------
-
-
-def test_take_renew_refuse_release_through_the_cli(cli, etcd_lock: str) -> None:
-    first = cli("acquire", "--lock", etcd_lock, "--owner", "wf:sk")
-    assert first.code == 0
-    taken = first.json
-    assert list(taken) == ACQUIRE_KEYS and taken["acquired"] is True
-    assert taken["lock"] == etcd_lock  # the address as given
-    owner = taken["owner"]
-    renewed = cli("acquire", "--lock", etcd_lock, "--owner", owner)
-    assert renewed.code == 0 and renewed.json["refreshed"] is True
-    refused = cli("acquire", "--lock", etcd_lock, "--owner", "wf:sk:other")
-    assert refused.code == 3 and refused.json["held_by"] == owner
-    assert f"--lock {etcd_lock} --owner {owner}" in refused.json["message"]
-    status = cli("status", "--lock", etcd_lock)
-    assert status.code == 3 and list(status.json) == STATUS_KEYS
-    assert status.json["held_by"] == owner
-    not_owner = cli("release", "--lock", etcd_lock, "--owner", "wf:sk:other")
-    assert not_owner.code == 0 and not_owner.json["reason"] == "not-owner"
-    released = cli("release", "--lock", etcd_lock, "--owner", owner)
-    assert released.code == 0 and list(released.json) == RELEASE_KEYS
-    assert released.json["released"] is True
-    absent = cli("release", "--lock", etcd_lock, "--owner", owner)
-    assert absent.code == 0 and absent.json["reason"] == "absent"
-    assert cli("status", "--lock", etcd_lock).json["state"] == "free"
 
 
 def test_the_holders_timeout_decides_on_etcd(skf: ModuleType, etcd_lock: str) -> None:
@@ -329,18 +308,7 @@ def test_etcd_stopped_mid_run_is_exit_2_and_nothing_hangs(cli, monkeypatch, tmp_
 
 @pytest.mark.timeout(300)
 def test_mutual_exclusion_on_etcd_8_processes_50_rounds(etcd_lock: str, tmp_path, worker) -> None:
-    counter = tmp_path / "counter"
-    counter.write_text("0")
-    log = tmp_path / "log"
-    procs = [worker("counter", etcd_lock, counter, log, 50, f"mx:w{i}") for i in range(8)]
-    for proc in procs:
-        _, err = proc.communicate(timeout=280)
-        assert proc.returncode == 0, err
-    assert counter.read_text() == "400"
-    lines = log.read_text().splitlines()
-    assert len(lines) == 800
-    for enter, leave in zip(lines[::2], lines[1::2], strict=True):
-        assert enter.startswith("enter ") and leave == "exit " + enter[len("enter ") :]
+    assert_exclusive_counter(etcd_lock, tmp_path, worker, processes=8, rounds=50)
 
 
 @pytest.mark.timeout(180)
@@ -348,30 +316,7 @@ def test_mutual_exclusion_on_etcd_8_processes_50_rounds(etcd_lock: str, tmp_path
 def test_an_expired_lease_race_has_exactly_one_winner(skf, etcd_lock, tmp_path, attempt) -> None:
     skf.acquire(etcd_lock, "old:run:1", 1.0)
     wait_until_stale(skf, etcd_lock)
-    go = tmp_path / "go"
-    procs = []
-    for i in range(12):
-        argv = ["acquire", "--lock", etcd_lock, "--owner", f"race:r{i}:x"]
-        command = [sys.executable, str(WORKER), "race", str(tmp_path / f"ready{i}"), str(go), "--"]
-        procs.append(
-            subprocess.Popen(
-                command + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-            )
-        )
-    deadline = time.monotonic() + 120
-    while not all((tmp_path / f"ready{i}").exists() for i in range(12)):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    go.touch()
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        results.append((proc.returncode, json.loads(out) if out else err))
-    winners = [r for code, r in results if code == 0]
-    assert len(winners) == 1, results
-    assert winners[0]["stale_replaced"]["held_by"] == "old:run:1"
-    losers = [r for code, r in results if code == 3]
-    assert len(losers) == 11 and all(r["held_by"] == winners[0]["owner"] for r in losers)
+    assert_one_winner_of_a_race(etcd_lock, tmp_path, "old:run:1")
 
 
 # --- Nothing for those who do not use it -----------------------------------------------

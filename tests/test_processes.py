@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 import subprocess
@@ -12,57 +11,27 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import WORKER, ago, beside, posix_only, read_json, write_record
+from conftest import (
+    WORKER,
+    ago,
+    assert_exclusive_counter,
+    assert_one_winner_of_a_race,
+    beside,
+    posix_only,
+    read_json,
+    write_record,
+)
 
 
 def test_mutual_exclusion_8_processes_25_rounds(lock: Path, tmp_path: Path, worker) -> None:
-    counter = tmp_path / "counter"
-    counter.write_text("0")
-    log = tmp_path / "log"
-    procs = [worker("counter", lock, counter, log, 25, f"mx:w{i}") for i in range(8)]
-    for proc in procs:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 0, err
-    assert counter.read_text() == "200"
-    lines = log.read_text().splitlines()
-    assert len(lines) == 400
-    for enter, leave in zip(lines[::2], lines[1::2], strict=True):
-        assert enter.startswith("enter ") and leave == "exit " + enter[len("enter ") :]
+    assert_exclusive_counter(lock, tmp_path, worker, processes=8, rounds=25)
     assert beside(lock) == []
 
 
 @pytest.mark.parametrize("attempt", range(4))
 def test_stale_lock_race_has_exactly_one_winner(lock: Path, tmp_path: Path, attempt: int) -> None:
     write_record(lock, "old:run:1", ago(hours=2))
-    go = tmp_path / "go"
-    procs = []
-    for i in range(12):
-        ready = tmp_path / f"ready{i}"
-        argv = ["acquire", "--lock", str(lock), "--owner", f"race:r{i}:x", "--stale-after", "60"]
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, str(WORKER), "race", str(ready), str(go), "--", *argv],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-        )
-    deadline = time.monotonic() + 120
-    while not all((tmp_path / f"ready{i}").exists() for i in range(12)):
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    go.touch()
-    results = []
-    for proc in procs:
-        out, _ = proc.communicate(timeout=120)
-        results.append((proc.returncode, json.loads(out)))
-    winners = [r for code, r in results if code == 0]
-    assert len(winners) == 1
-    winner = winners[0]
-    assert winner["stale_replaced"]["held_by"] == "old:run:1"
-    losers = [r for code, r in results if code == 3]
-    assert len(losers) == 11
-    assert all(r["held_by"] == winner["owner"] and not r["acquired"] for r in losers)
+    winner = assert_one_winner_of_a_race(lock, tmp_path, "old:run:1")
     assert read_json(lock)["owner"] == winner["owner"]
     assert beside(lock) == ["run.lock"]
 
