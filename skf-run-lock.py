@@ -42,10 +42,13 @@ import time
 # about 17 ms of a ~60 ms CLI call on a Python whose start-up does not import them.
 try:
     from _json import encode_basestring_ascii as _quote_json
+    from _json import make_encoder as _make_encoder
     from _json import make_scanner as _make_scanner
 except ImportError:  # a Python without it: json's own fallbacks do the same
     from json.encoder import encode_basestring_ascii as _quote_json
     from json.scanner import make_scanner as _make_scanner
+
+    _make_encoder = None  # type: ignore[misc, assignment]
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -195,7 +198,7 @@ class _Interrupted(BaseException):
 # --- JSON, as json.dumps and json.loads do it -------------------------------------
 
 
-def _dumps(value: object) -> str:
+def _dumps_in_python(value: object) -> str:
     """``json.dumps(value)`` for the values this script writes: str, int, float (never
     NaN or infinite), bool, None, and lists and dicts of them."""
     if isinstance(value, str):
@@ -205,10 +208,26 @@ def _dumps(value: object) -> str:
     if isinstance(value, int | float):
         return repr(value)  # json's own spelling of a number
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{_quote_json(k)}: {_dumps(v)}" for k, v in value.items()) + "}"
+        items = (f"{_quote_json(k)}: {_dumps_in_python(v)}" for k, v in value.items())
+        return "{" + ", ".join(items) + "}"
     if isinstance(value, list):
-        return "[" + ", ".join(map(_dumps, value)) + "]"
+        return "[" + ", ".join(map(_dumps_in_python, value)) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+def _unwritable(value: object) -> object:
+    raise TypeError(f"cannot write {type(value).__name__} as JSON")
+
+
+if _make_encoder is None:
+    _dumps = _dumps_in_python
+else:
+    # json.dumps's own C encoder, set up as json.dumps sets it up by default.
+    _encode = _make_encoder(None, _unwritable, _quote_json, None, ": ", ", ", False, False, True)
+
+    def _dumps(value: object) -> str:
+        """``json.dumps(value)``, by json's C encoder."""
+        return "".join(_encode(value, 0))
 
 
 _JSON_CONSTANTS = {"-Infinity": -float("inf"), "Infinity": float("inf"), "NaN": float("nan")}

@@ -93,6 +93,7 @@ JSONISH = st.recursive(
 @given(value=JSONISH)
 def test_dumps_writes_what_json_dumps_writes(skf: ModuleType, value) -> None:
     assert skf._dumps(value) == json.dumps(value)
+    assert skf._dumps_in_python(value) == json.dumps(value)  # for a Python without _json
 
 
 @given(
