@@ -1309,44 +1309,52 @@ class _Etcd:
             credentials = {"name": self.user, "password": self.password}
             self.headers["Authorization"] = self.post("/v3/auth/authenticate", credentials)["token"]
         payload = _dumps(body)
-        failures: list[str] = []
-        for endpoint in self.endpoints:
+        failures: dict[str, str] = {}  # the last reason of each endpoint
+        while True:
+            for endpoint in self.endpoints:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    break
+                sent = False
+                try:
+                    if self.connection is None or self.connection.endpoint != endpoint:
+                        self.connection = self._connect(endpoint, left)
+                        self.connection.endpoint = endpoint
+                    self.connection.timeout = left
+                    self.connection.request("POST", path, payload, self.headers)
+                    sent = True
+                    response = self.connection.getresponse()
+                    answer = _loads(response.read().decode("utf-8") or "{}")
+                except (OSError, ValueError) as exc:
+                    self.connection = None
+                    if sent and outcome is not None:
+                        raise OSError(
+                            errno.ETIMEDOUT,
+                            f"etcd at {endpoint} failed after the request was sent"
+                            f" ({self._describe(exc)}), so {outcome}",
+                        ) from None
+                    failures[endpoint] = self._describe(exc)
+                    continue
+                if not isinstance(answer, dict):
+                    answer = {}
+                if response.status == 200:
+                    return answer
+                code, message = answer.get("code"), answer.get("message") or answer.get("error")
+                if code == _GRPC_UNAVAILABLE or response.status in (502, 503, 504):
+                    failures[endpoint] = message or response.reason
+                    continue
+                raise self._refusal(code, message or response.reason)
+            # No member answered (down, or electing a leader): nothing was applied, so
+            # go round again until the deadline.
             left = self.deadline - time.monotonic()
             if left <= 0:
                 break
-            sent = False
-            try:
-                if self.connection is None or self.connection.endpoint != endpoint:
-                    self.connection = self._connect(endpoint, left)
-                    self.connection.endpoint = endpoint
-                self.connection.timeout = left
-                self.connection.request("POST", path, payload, self.headers)
-                sent = True
-                response = self.connection.getresponse()
-                answer = _loads(response.read().decode("utf-8") or "{}")
-            except (OSError, ValueError) as exc:
-                self.connection = None
-                if sent and outcome is not None:
-                    raise OSError(
-                        errno.ETIMEDOUT,
-                        f"etcd at {endpoint} failed after the request was sent"
-                        f" ({self._describe(exc)}), so {outcome}",
-                    ) from None
-                failures.append(f"{endpoint}: {self._describe(exc)}")
-                continue
-            if not isinstance(answer, dict):
-                answer = {}
-            if response.status == 200:
-                return answer
-            code, message = answer.get("code"), answer.get("message") or answer.get("error")
-            if code == _GRPC_UNAVAILABLE or response.status in (502, 503, 504):
-                failures.append(f"{endpoint}: {message or response.reason}")
-                continue
-            raise self._refusal(code, message or response.reason)
+            time.sleep(min(0.05, left))
+        reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
         raise OSError(
             errno.EHOSTUNREACH,
             f"etcd could not be reached within {self.timeout:g} s (ETCDCTL_COMMAND_TIMEOUT)"
-            f" at {', '.join(self.endpoints)}: {'; '.join(failures) or 'no time left'}",
+            f" at {', '.join(self.endpoints)}: {reasons or 'no time left'}",
         )
 
     @staticmethod
