@@ -419,3 +419,47 @@ def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, 
     finally:
         for server in servers:
             server.stop()
+
+
+@pytest.fixture
+def electing(etcd: Etcd) -> Iterator[str]:
+    """An endpoint that answers "no leader" (503, code 14) twice, as a member does during an
+    election, then passes every request on to the session's real etcd."""
+    import http.server
+
+    refusals = [2]
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if refusals[0]:
+                refusals[0] -= 1
+                status, answer = 503, b'{"error": "etcdserver: no leader", "code": 14}'
+            else:
+                request = urllib.request.Request(
+                    f"http://{etcd.client}{self.path}", body, dict(self.headers), method="POST"
+                )
+                with urllib.request.urlopen(request, timeout=10) as forwarded:
+                    status, answer = forwarded.status, forwarded.read()
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_call_rides_out_an_election_within_its_deadline(cli, monkeypatch, electing) -> None:
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "5s")
+    lock = f"etcd://{electing}/skf-tests/election"
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", timeout=30)
+    assert taken.code == 0 and taken.json["acquired"] is True
+    assert cli("release", "--lock", lock, "--owner", "wf:sk:r").json["released"] is True

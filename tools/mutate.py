@@ -262,9 +262,14 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-no-failover": (
         "a call moves to the next endpoint",
-        '                failures.append(f"{endpoint}: {self._describe(exc)}")\n'
-        "                continue",
-        "                raise",
+        "                    failures[endpoint] = self._describe(exc)\n"
+        "                    continue",
+        "                    raise",
+    ),
+    "etcd-no-second-round": (
+        "a call goes round the endpoints again until its deadline",
+        "            time.sleep(min(0.05, left))\n",
+        "            break\n",
     ),
     "etcd-unknown-outcome-silent": (
         "a write whose answer is lost says who may hold the lock",
