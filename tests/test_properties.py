@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 OWNERISH = st.text(alphabet=st.sampled_from("ab:Z9-_ \t\n\x00é€:"), max_size=30) | st.text()
@@ -101,6 +101,9 @@ def test_dumps_writes_what_json_dumps_writes(skf: ModuleType, value) -> None:
     | JSONISH.map(json.dumps)
     | st.sampled_from(["NaN", " [1] ", "\ufeff{}"])
 )
+@example(text='{"owner": "a:b:c"} trailing')
+@example(text="1 2")
+@example(text=" [] ")
 def test_loads_reads_what_json_loads_reads(skf: ModuleType, text: str) -> None:
     try:
         expected = json.loads(text)
