@@ -184,6 +184,10 @@ class _UsageError(Exception):
     """The command line does not parse; reported as ``usage error: ...``, exit 1."""
 
 
+class _OutcomeUnknown(OSError):
+    """An etcd write failed after it was sent: whether it happened is unknown."""
+
+
 class _Interrupted(BaseException):
     """The CLI got SIGINT, SIGTERM or SIGHUP before it changed anything.
 
@@ -1221,6 +1225,7 @@ _HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
 _DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
+_TLS_FAILURE = "TLS failure"
 
 
 def _is_etcd(lock: object) -> TypeGuard[str]:
@@ -1309,45 +1314,36 @@ class _Etcd:
             credentials = {"name": self.user, "password": self.password}
             self.headers["Authorization"] = self.post("/v3/auth/authenticate", credentials)["token"]
         payload = _dumps(body)
-        failures: dict[str, str] = {}  # the last reason of each endpoint
+        # The first reason of each endpoint: later ones are often the deadline running out.
+        failures: dict[str, str] = {}
+        broken: set[str] = set()  # endpoints whose TLS failed: trying again cannot help
         while True:
             for endpoint in self.endpoints:
                 left = self.deadline - time.monotonic()
                 if left <= 0:
                     break
-                sent = False
-                try:
-                    if self.connection is None or self.connection.endpoint != endpoint:
-                        self.connection = self._connect(endpoint, left)
-                        self.connection.endpoint = endpoint
-                    self.connection.timeout = left
-                    self.connection.request("POST", path, payload, self.headers)
-                    sent = True
-                    response = self.connection.getresponse()
-                    answer = _loads(response.read().decode("utf-8") or "{}")
-                except (OSError, ValueError) as exc:
-                    self.connection = None
-                    if sent and outcome is not None:
-                        raise OSError(
-                            errno.ETIMEDOUT,
-                            f"etcd at {endpoint} failed after the request was sent"
-                            f" ({self._describe(exc)}), so {outcome}",
-                        ) from None
-                    failures[endpoint] = self._describe(exc)
+                if endpoint in broken:
                     continue
-                if not isinstance(answer, dict):
-                    answer = {}
-                if response.status == 200:
+                try:
+                    status, answer, reason = self._exchange(endpoint, path, payload, left, outcome)
+                except _OutcomeUnknown:
+                    raise
+                except (OSError, ValueError) as exc:
+                    reason = failures.setdefault(endpoint, self._describe(exc))
+                    if reason.startswith(_TLS_FAILURE):
+                        broken.add(endpoint)
+                    continue
+                if status == 200:
                     return answer
                 code, message = answer.get("code"), answer.get("message") or answer.get("error")
-                if code == _GRPC_UNAVAILABLE or response.status in (502, 503, 504):
-                    failures[endpoint] = message or response.reason
+                if code == _GRPC_UNAVAILABLE or status in (502, 503, 504):
+                    failures.setdefault(endpoint, message or reason)
                     continue
-                raise self._refusal(code, message or response.reason)
+                raise self._refusal(code, message or reason)
             # No member answered (down, or electing a leader): nothing was applied, so
             # go round again until the deadline.
             left = self.deadline - time.monotonic()
-            if left <= 0:
+            if left <= 0 or broken.issuperset(self.endpoints):
                 break
             time.sleep(min(0.05, left))
         reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
@@ -1357,12 +1353,41 @@ class _Etcd:
             f" at {', '.join(self.endpoints)}: {reasons or 'no time left'}",
         )
 
+    def _exchange(
+        self, endpoint: str, path: str, payload: str, left: float, outcome: str | None
+    ) -> tuple[int, dict[str, Any], str]:
+        """One request to ``endpoint`` on the call's connection: (status, answer, reason).
+
+        Raises OSError or ValueError when no answer came, and _OutcomeUnknown when
+        a write (``outcome`` describes it) failed after it was sent.
+        """
+        sent = False
+        try:
+            if self.connection is None or self.connection.endpoint != endpoint:
+                self.connection = self._connect(endpoint, left)
+                self.connection.endpoint = endpoint
+            self.connection.timeout = left
+            self.connection.request("POST", path, payload, self.headers)
+            sent = True
+            response = self.connection.getresponse()
+            answer = _loads(response.read().decode("utf-8") or "{}")
+        except (OSError, ValueError) as exc:
+            self.connection = None
+            if sent and outcome is not None:
+                raise _OutcomeUnknown(
+                    errno.ETIMEDOUT,
+                    f"etcd at {endpoint} failed after the request was sent"
+                    f" ({self._describe(exc)}), so {outcome}",
+                ) from None
+            raise
+        return response.status, answer if isinstance(answer, dict) else {}, response.reason
+
     @staticmethod
     def _describe(exc: Exception) -> str:
         import ssl
 
         if isinstance(exc, ssl.SSLError | ssl.CertificateError):
-            return f"TLS failure ({exc}); check ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY"
+            return f"{_TLS_FAILURE} ({exc}); check ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY"
         if isinstance(exc, ValueError):
             return "the answer was not JSON: is this etcd's client port?"
         return str(exc) or type(exc).__name__

@@ -262,9 +262,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-no-failover": (
         "a call moves to the next endpoint",
-        "                    failures[endpoint] = self._describe(exc)\n"
-        "                    continue",
-        "                    raise",
+        "                        broken.add(endpoint)\n                    continue",
+        "                        broken.add(endpoint)\n                    raise",
     ),
     "etcd-no-second-round": (
         "a call goes round the endpoints again until its deadline",
@@ -273,7 +272,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-unknown-outcome-silent": (
         "a write whose answer is lost says who may hold the lock",
-        "                if sent and outcome is not None:",
+        "            if sent and outcome is not None:",
         "                if False:",
     ),
     "etcd-user-in-url": (
