@@ -1,6 +1,6 @@
 """Mutation testing for skf-run-lock.py: plant named bugs, one at a time; the suite must fail.
 
-    uv run python tools/mutate.py            # every mutant, 2 at a time (~9 min on 2 cores)
+    uv run python tools/mutate.py            # every mutant, 2 at a time (~10 min on 2 cores)
     uv run python tools/mutate.py --list     # the mutants and the rule each breaks
     uv run python tools/mutate.py NAME ...   # only these
 
