@@ -7,6 +7,7 @@ the fixtures in conftest.py on free loopback ports and stopped by its process id
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import os
 import socket
@@ -15,7 +16,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -248,22 +249,25 @@ def test_a_hung_server_never_holds_a_call_past_its_deadline(cli, monkeypatch, si
     assert seen and seen[0].startswith(b"POST /v3/kv/range")
 
 
-@pytest.fixture
-def txn_black_hole() -> Iterator[str]:
-    """An etcd look-alike that answers reads and lease grants, then swallows the txn."""
+@contextlib.contextmanager
+def fake_etcd(
+    answer: Callable[[str, bytes, dict[str, str]], tuple[int, bytes] | None],
+) -> Iterator[str]:
+    """An HTTP server on loopback whose every POST is answered by ``answer(path, body,
+    headers)``: (status, body), or None to send nothing; yields its host:port."""
     import http.server
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            self.rfile.read(int(self.headers["Content-Length"]))
-            if self.path == "/v3/kv/txn":
-                time.sleep(3)  # longer than the caller's deadline
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            reply = answer(self.path, body, dict(self.headers))
+            if reply is None:
                 return
-            body = b'{"ID": "7"}' if self.path == "/v3/lease/grant" else b"{}"
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
+            status, data = reply
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(body)
+            self.wfile.write(data)
 
         def log_message(self, *args: object) -> None:
             pass
@@ -271,9 +275,25 @@ def txn_black_hole() -> Iterator[str]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def txn_black_hole() -> Iterator[str]:
+    """An etcd look-alike that answers reads and lease grants, then swallows the txn."""
+
+    def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes] | None:
+        if path == "/v3/kv/txn":
+            time.sleep(3)  # longer than the caller's deadline
+            return None
+        return 200, b'{"ID": "7"}' if path == "/v3/lease/grant" else b"{}"
+
+    with fake_etcd(answer) as endpoint:
+        yield endpoint
 
 
 def test_a_write_whose_answer_is_lost_says_who_may_hold_the_lock(cli, monkeypatch, txn_black_hole):
@@ -425,36 +445,20 @@ def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, 
 def electing(etcd: Etcd) -> Iterator[str]:
     """An endpoint that answers "no leader" (503, code 14) twice, as a member does during an
     election, then passes every request on to the session's real etcd."""
-    import http.server
-
     refusals = [2]
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            if refusals[0]:
-                refusals[0] -= 1
-                status, answer = 503, b'{"error": "etcdserver: no leader", "code": 14}'
-            else:
-                request = urllib.request.Request(
-                    f"http://{etcd.client}{self.path}", body, dict(self.headers), method="POST"
-                )
-                with urllib.request.urlopen(request, timeout=10) as forwarded:
-                    status, answer = forwarded.status, forwarded.read()
-            self.send_response(status)
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
+    def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if refusals[0]:
+            refusals[0] -= 1
+            return 503, b'{"error": "etcdserver: no leader", "code": 14}'
+        request = urllib.request.Request(
+            f"http://{etcd.client}{path}", body, headers, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as forwarded:
+            return forwarded.status, forwarded.read()
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with fake_etcd(answer) as endpoint:
+        yield endpoint
 
 
 def test_a_call_rides_out_an_election_within_its_deadline(cli, monkeypatch, electing) -> None:
