@@ -1384,9 +1384,9 @@ class _Etcd:
 
     @staticmethod
     def _describe(exc: Exception) -> str:
-        import ssl
-
-        if isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        # Without ssl imported (plain http) no error can be a TLS one: do not import it.
+        ssl = sys.modules.get("ssl")
+        if ssl is not None and isinstance(exc, ssl.SSLError | ssl.CertificateError):
             return f"{_TLS_FAILURE} ({exc}); check ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY"
         if isinstance(exc, ValueError):
             return "the answer was not JSON: is this etcd's client port?"

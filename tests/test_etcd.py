@@ -26,6 +26,8 @@ from conftest import (
     Etcd,
     assert_exclusive_counter,
     assert_one_winner_of_a_race,
+    etcd_post,
+    free_port,
     posix_only,
     start_cluster,
     start_etcd,
@@ -37,11 +39,7 @@ def kv_put(etcd: Etcd, key: str, value: bytes) -> None:
         "key": base64.b64encode(key.encode()).decode(),
         "value": base64.b64encode(value).decode(),
     }
-    request = urllib.request.Request(
-        f"http://{etcd.client}/v3/kv/put", json.dumps(body).encode(), method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        assert answer.status == 200
+    etcd_post(etcd.client, "/v3/kv/put", body)
 
 
 def key_of(address: str) -> str:
@@ -67,27 +65,23 @@ def test_the_holders_timeout_decides_on_etcd(skf: ModuleType, etcd_lock: str) ->
     assert refused["stale_at"] == holder["stale_at"]
 
 
-def etcd_post(etcd: Etcd, path: str, body: dict) -> dict:
-    request = urllib.request.Request(
-        f"http://{etcd.client}{path}", json.dumps(body).encode(), method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return json.loads(answer.read())
-
-
 def test_the_record_lives_on_a_lease_of_the_holders_timeout(skf, etcd: Etcd, etcd_lock) -> None:
     skf.acquire(etcd_lock, "wf:sk:r", 600.0)
     key = base64.b64encode(key_of(etcd_lock).encode()).decode()
-    (kv,) = etcd_post(etcd, "/v3/kv/range", {"key": key})["kvs"]
-    lease = etcd_post(etcd, "/v3/lease/timetolive", {"ID": kv["lease"]})
+    (kv,) = etcd_post(etcd.client, "/v3/kv/range", {"key": key})["kvs"]
+    lease = etcd_post(etcd.client, "/v3/lease/timetolive", {"ID": kv["lease"]})
     assert lease["grantedTTL"] == "600" and 590 <= int(lease["TTL"]) <= 600
     renewed = skf.acquire(etcd_lock, "wf:sk:r", 120.0)
     assert renewed["refreshed"]
-    (kv2,) = etcd_post(etcd, "/v3/kv/range", {"key": key})["kvs"]
-    assert etcd_post(etcd, "/v3/lease/timetolive", {"ID": kv2["lease"]})["grantedTTL"] == "120"
-    assert int(etcd_post(etcd, "/v3/lease/timetolive", {"ID": kv["lease"]})["TTL"]) == -1  # revoked
+    (kv2,) = etcd_post(etcd.client, "/v3/kv/range", {"key": key})["kvs"]
+    assert (
+        etcd_post(etcd.client, "/v3/lease/timetolive", {"ID": kv2["lease"]})["grantedTTL"] == "120"
+    )
+    assert (
+        int(etcd_post(etcd.client, "/v3/lease/timetolive", {"ID": kv["lease"]})["TTL"]) == -1
+    )  # revoked
     assert skf.release(etcd_lock, "wf:sk:r")["released"]
-    assert int(etcd_post(etcd, "/v3/lease/timetolive", {"ID": kv2["lease"]})["TTL"]) == -1
+    assert int(etcd_post(etcd.client, "/v3/lease/timetolive", {"ID": kv2["lease"]})["TTL"]) == -1
 
 
 def test_the_servers_clock_decides_not_the_callers(skf: ModuleType, etcd_lock: str) -> None:
@@ -182,7 +176,7 @@ def test_command_timeout_takes_etcdctls_format(skf: ModuleType) -> None:
 
 
 def test_the_next_endpoint_is_tried_when_one_refuses(skf, etcd: Etcd) -> None:
-    dead = f"127.0.0.1:{free_port_closed()}"
+    dead = f"127.0.0.1:{free_port()}"
     lock = f"etcd://{dead},{etcd.client}/skf-tests/failover"
     assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
     assert skf.release(lock, "wf:sk:r")["released"]
@@ -191,16 +185,9 @@ def test_the_next_endpoint_is_tried_when_one_refuses(skf, etcd: Etcd) -> None:
 # --- Failures are explicit -------------------------------------------------------------
 
 
-def free_port_closed() -> int:
-    """A loopback port nothing listens on (connecting is refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_unreachable_etcd_is_exit_2_naming_every_endpoint(cli, monkeypatch) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")
-    ends = [f"127.0.0.1:{free_port_closed()}" for _ in range(2)]
+    ends = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     run = cli("acquire", "--lock", f"etcd://{','.join(ends)}/k", "--owner", "wf:sk:r", timeout=30)
     assert run.code == 2
     assert "etcd could not be reached within 2 s" in run.error

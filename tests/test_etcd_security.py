@@ -9,15 +9,13 @@ from __future__ import annotations
 import base64
 import datetime
 import ipaddress
-import json
 import ssl
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Etcd, start_etcd
+from conftest import Etcd, etcd_post, start_etcd
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -131,15 +129,6 @@ def test_a_tls_failure_is_exit_2_saying_so(cli, monkeypatch, pki, tls_etcd, sett
 # --- Users limited to a key prefix ------------------------------------------------------
 
 
-def _call(etcd: Etcd, path: str, body: dict, token: str | None = None) -> dict:
-    headers = {"Authorization": token} if token else {}
-    request = urllib.request.Request(
-        f"http://{etcd.client}{path}", json.dumps(body).encode(), headers, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=10) as answer:
-        return json.loads(answer.read())
-
-
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
@@ -148,14 +137,14 @@ def _b64(text: str) -> str:
 def auth_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
     """etcd with authentication on: user "agent" may read and write keys under locks/."""
     server = start_etcd(tmp_path_factory.mktemp("auth-etcd"))
-    _call(server, "/v3/auth/user/add", {"name": "root", "password": "root-pw"})
-    _call(server, "/v3/auth/user/grant", {"user": "root", "role": "root"})
-    _call(server, "/v3/auth/user/add", {"name": "agent", "password": "agent-pw"})
-    _call(server, "/v3/auth/role/add", {"name": "lockers"})
+    etcd_post(server.client, "/v3/auth/user/add", {"name": "root", "password": "root-pw"})
+    etcd_post(server.client, "/v3/auth/user/grant", {"user": "root", "role": "root"})
+    etcd_post(server.client, "/v3/auth/user/add", {"name": "agent", "password": "agent-pw"})
+    etcd_post(server.client, "/v3/auth/role/add", {"name": "lockers"})
     permission = {"permType": "READWRITE", "key": _b64("locks/"), "range_end": _b64("locks0")}
-    _call(server, "/v3/auth/role/grant", {"name": "lockers", "perm": permission})
-    _call(server, "/v3/auth/user/grant", {"user": "agent", "role": "lockers"})
-    _call(server, "/v3/auth/enable", {})
+    etcd_post(server.client, "/v3/auth/role/grant", {"name": "lockers", "perm": permission})
+    etcd_post(server.client, "/v3/auth/user/grant", {"user": "agent", "role": "lockers"})
+    etcd_post(server.client, "/v3/auth/enable", {})
     yield server
     server.stop()
 
