@@ -68,6 +68,8 @@ __all__ = [
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not need
     import re
+    import socket
+    import ssl
     from collections.abc import Callable
     from datetime import datetime
     from types import FrameType
@@ -1216,8 +1218,8 @@ def _status_result(
 
 
 # --- Backend: etcd, for locks shared across machines ---------------------------
-# Reached through etcd's HTTP/JSON gateway; http.client and ssl are imported only
-# here, so a file lock never pays for them.
+# Reached through etcd's HTTP/JSON gateway; socket and ssl are imported only here,
+# so a file lock never pays for them.
 
 _ETCD_SCHEMES = ("etcd://", "etcd+https://")
 _ETCD_TRIES = 20  # reads and compare-and-swaps lost to other writers before giving up
@@ -1225,6 +1227,15 @@ _HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
 _DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
+_ANSWER_MAX_BYTES = 8 * 1024 * 1024  # two values at etcd's 1.5 MiB limit, in base64
+_HEAD_MAX_BYTES = 64 * 1024
+# A waiter wakes on a deletion; it looks again this often anyway, for a record that
+# goes stale by its time alone (one put without a lease) or a member that stopped
+# sending events.
+_WATCH_LIMIT_SEC = 1.0
+# Woken waiters try only if no other put the record back within a random pause up to
+# this: one or two of them try, not all.
+_WATCH_LINGER_SEC = 0.03
 _TLS_FAILURE = "TLS failure"
 
 
@@ -1245,10 +1256,178 @@ def _etcd_duration(text: str) -> float:
     return seconds
 
 
+def _answer_field(answer: dict[str, Any], name: str, request: str, digits: bool = False) -> str:
+    """The text field ``name`` of etcd's answer to ``request``; an OSError if it has none
+    (or, with ``digits``, one that is not a number): the server is not etcd."""
+    value = answer.get(name)
+    if isinstance(value, str) and value and (value.isdigit() or not digits):
+        return value
+    raise _not_etcd(request, name)
+
+
+def _not_etcd(request: str, name: str) -> OSError:
+    return OSError(
+        errno.EPROTO,
+        f"the answer to {request} had no valid {name!r}: is this etcd's client port?",
+    )
+
+
 def _b64(data: bytes) -> str:
     import base64
 
     return base64.b64encode(data).decode("ascii")
+
+
+def _seconds_left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(errno.ETIMEDOUT, "timed out")
+    return left
+
+
+class _HttpConnection:
+    """One keep-alive HTTP/1.1 connection to an etcd gateway: JSON POSTs, and answers
+    of a fixed length, chunked or ended by a close, read whole or line by line.
+
+    Written here instead of using http.client, by measurement (bench/bench.py,
+    section 6): importing http.client costs a CLI call ~16 ms more than socket, and
+    each request ~5x the CPU, which a waiter pays on every hand-off. No read or
+    write waits past its ``deadline`` (a ``time.monotonic()`` value); every failure
+    is an OSError or a ValueError, and a timeout leaves the answer readable later.
+    """
+
+    def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
+        import socket
+
+        host, _, port = endpoint.rpartition(":")
+        host = host.strip("[]")
+        self.endpoint = endpoint
+        self.sock: socket.socket = socket.create_connection(
+            (host, int(port)), _seconds_left(deadline)
+        )
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if context is not None:
+                self.sock = context.wrap_socket(self.sock, server_hostname=host)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.received = bytearray()  # bytes from the socket, not yet taken apart
+        self.body = bytearray()  # a streamed answer's body, not yet read
+        self.chunked, self.left, self.reusable = False, 0, True
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, path: str, payload: bytes, headers: dict[str, str], deadline: float) -> None:
+        if any("\r" in value or "\n" in value for value in headers.values()):
+            raise ValueError("a header held a line break")  # a token that would split the head
+        fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        head = f"POST {path} HTTP/1.1\r\nHost: {self.endpoint}\r\n{fields}"
+        self.sock.settimeout(_seconds_left(deadline))
+        self.sock.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+
+    def start_answer(self, deadline: float) -> int:
+        """Read the answer's status line and headers: its status code."""
+        end = self._find(b"\r\n\r\n", deadline, _HEAD_MAX_BYTES)
+        lines = self.received[:end].decode("latin-1").split("\r\n")
+        del self.received[: end + 4]
+        version, _, rest = lines[0].partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not (code.isdigit() and rest[3:4] in ("", " ")):
+            raise ValueError("the answer was not HTTP")
+        headers = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(":")
+            if not colon:
+                raise ValueError("the answer was not HTTP")
+            headers[name.strip().lower()] = value.strip().lower()
+        length = headers.get("content-length")
+        self.chunked = "chunked" in headers.get("transfer-encoding", "")
+        self.reusable = headers.get("connection") != "close" and version == "HTTP/1.1"
+        if self.chunked:
+            self.left = 0
+        elif length is None:
+            self.left, self.reusable = -1, False  # the body ends when the connection does
+        elif length.isdigit() and int(length) <= _ANSWER_MAX_BYTES:
+            self.left = int(length)
+        else:
+            raise ValueError(f"the answer's length was {length!r}")
+        self.body.clear()
+        return int(code)
+
+    def rest(self, deadline: float) -> bytes:
+        """The whole body of the answer."""
+        while (piece := self._piece(deadline)) is not None:
+            self.body += piece
+            if len(self.body) > _ANSWER_MAX_BYTES:
+                raise ValueError("the answer was too large")
+        return bytes(self.body)
+
+    def readline(self, deadline: float) -> bytes:
+        """The body's next line (a watch's next message); b"" once the body ended."""
+        while (end := self.body.find(b"\n")) < 0:
+            if len(self.body) > _ANSWER_MAX_BYTES:
+                raise ValueError("the answer was too large")
+            piece = self._piece(deadline)
+            if piece is None:
+                end = len(self.body) - 1
+                break
+            self.body += piece
+        line = bytes(self.body[: end + 1])
+        del self.body[: end + 1]
+        return line
+
+    def _piece(self, deadline: float) -> bytes | None:
+        """The body's next bytes as they come, None at its end."""
+        if self.chunked:
+            return self._chunk(deadline)
+        if self.left == 0 or (not self.received and not self._receive(deadline, self.left < 0)):
+            return None
+        size = len(self.received) if self.left < 0 else min(self.left, len(self.received))
+        piece = bytes(self.received[:size])
+        del self.received[:size]
+        if self.left > 0:
+            self.left -= size
+        return piece
+
+    def _chunk(self, deadline: float) -> bytes | None:
+        """The next chunk of a chunked body, None after the last (and its trailer)."""
+        end = self._find(b"\r\n", deadline, 1024)
+        size_text = self.received[:end].split(b";")[0].strip()
+        if not size_text or size_text.strip(b"0123456789abcdefABCDEF"):
+            raise ValueError("the answer was not HTTP (a bad chunk)")
+        size = int(size_text, 16)
+        if size > _ANSWER_MAX_BYTES:
+            raise ValueError("the answer was too large")
+        if size == 0:
+            trailer = self._find(b"\r\n\r\n", deadline, _HEAD_MAX_BYTES, end)
+            del self.received[: trailer + 4]
+            return None
+        while len(self.received) < end + 2 + size + 2:
+            self._receive(deadline)
+        if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+            raise ValueError("the answer was not HTTP (a bad chunk)")
+        chunk = bytes(self.received[end + 2 : end + 2 + size])
+        del self.received[: end + 4 + size]
+        return chunk
+
+    def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
+        """Where ``marker`` starts in what was received, receiving until it comes."""
+        while (found := self.received.find(marker, start)) < 0:
+            if len(self.received) > limit:
+                raise ValueError("the answer was not HTTP (a line too long)")
+            self._receive(deadline)
+        return found
+
+    def _receive(self, deadline: float, end_ok: bool = False) -> bool:
+        """Receive more; False if the server closed the connection and ``end_ok``."""
+        self.sock.settimeout(_seconds_left(deadline))
+        data = self.sock.recv(65536)
+        if not data and not end_ok:
+            raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+        self.received += data
+        return bool(data)
 
 
 class _Etcd:
@@ -1287,22 +1466,21 @@ class _Etcd:
         self.user, self.password = user, password or env.get("ETCDCTL_PASSWORD", "")
         self.tls = scheme == "etcd+https"
         self.headers = {"Content-Type": "application/json"}
-        self.connection: Any = None
+        self.connection: _HttpConnection | None = None
+        self.watching = False  # the connection's answer is an open watch
+        self.context: ssl.SSLContext | None = None
 
-    def _connect(self, endpoint: str, timeout: float) -> Any:
-        import http.client
+    def _connect(self, endpoint: str) -> _HttpConnection:
+        self.close()
+        if self.tls and self.context is None:
+            import ssl
 
-        host, _, port = endpoint.rpartition(":")
-        host = host.strip("[]")
-        if not self.tls:
-            return http.client.HTTPConnection(host, int(port), timeout=timeout)
-        import ssl
-
-        env = os.environ
-        context = ssl.create_default_context(cafile=env.get("ETCDCTL_CACERT") or None)
-        if env.get("ETCDCTL_CERT"):
-            context.load_cert_chain(env["ETCDCTL_CERT"], env.get("ETCDCTL_KEY") or None)
-        return http.client.HTTPSConnection(host, int(port), timeout=timeout, context=context)
+            env = os.environ
+            self.context = ssl.create_default_context(cafile=env.get("ETCDCTL_CACERT") or None)
+            if env.get("ETCDCTL_CERT"):
+                self.context.load_cert_chain(env["ETCDCTL_CERT"], env.get("ETCDCTL_KEY") or None)
+        self.connection = _HttpConnection(endpoint, self.context, self.deadline)
+        return self.connection
 
     def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
         """POST ``body`` to the first endpoint that answers, within the call's deadline.
@@ -1310,10 +1488,9 @@ class _Etcd:
         ``outcome`` describes a write: if its answer is lost after it was sent,
         whether it happened is unknown, and the OSError raised says so.
         """
-        if self.user and "Authorization" not in self.headers and path != "/v3/auth/authenticate":
-            credentials = {"name": self.user, "password": self.password}
-            self.headers["Authorization"] = self.post("/v3/auth/authenticate", credentials)["token"]
-        payload = _dumps(body)
+        if path != "/v3/auth/authenticate":
+            self._authorize()
+        payload = _dumps(body).encode()
         # The first reason of each endpoint: later ones are often the deadline running out.
         failures: dict[str, str] = {}
         broken: set[str] = set()  # endpoints whose TLS failed: trying again cannot help
@@ -1325,7 +1502,7 @@ class _Etcd:
                 if endpoint in broken:
                     continue
                 try:
-                    status, answer, reason = self._exchange(endpoint, path, payload, left, outcome)
+                    status, answer = self._exchange(endpoint, path, payload, outcome)
                 except _OutcomeUnknown:
                     raise
                 except (OSError, ValueError) as exc:
@@ -1337,9 +1514,9 @@ class _Etcd:
                     return answer
                 code, message = answer.get("code"), answer.get("message") or answer.get("error")
                 if code == _GRPC_UNAVAILABLE or status in (502, 503, 504):
-                    failures.setdefault(endpoint, message or reason)
+                    failures.setdefault(endpoint, message or f"HTTP status {status}")
                     continue
-                raise self._refusal(code, message or reason)
+                raise self._refusal(code, message or f"HTTP status {status}")
             # No member answered (down, or electing a leader): nothing was applied, so
             # go round again until the deadline.
             left = self.deadline - time.monotonic()
@@ -1353,26 +1530,35 @@ class _Etcd:
             f" at {', '.join(self.endpoints)}: {reasons or 'no time left'}",
         )
 
+    def _authorize(self) -> None:
+        if self.user and "Authorization" not in self.headers:
+            credentials = {"name": self.user, "password": self.password}
+            answer = self.post("/v3/auth/authenticate", credentials)
+            self.headers["Authorization"] = _answer_field(answer, "token", "authenticate")
+
     def _exchange(
-        self, endpoint: str, path: str, payload: str, left: float, outcome: str | None
-    ) -> tuple[int, dict[str, Any], str]:
-        """One request to ``endpoint`` on the call's connection: (status, answer, reason).
+        self, endpoint: str, path: str, payload: bytes, outcome: str | None
+    ) -> tuple[int, dict[str, Any]]:
+        """One request to ``endpoint`` on the call's connection: (status, answer).
 
         Raises OSError or ValueError when no answer came, and _OutcomeUnknown when
         a write (``outcome`` describes it) failed after it was sent.
         """
         sent = False
         try:
-            if self.connection is None or self.connection.endpoint != endpoint:
-                self.connection = self._connect(endpoint, left)
-                self.connection.endpoint = endpoint
-            self.connection.timeout = left
-            self.connection.request("POST", path, payload, self.headers)
+            connection = self.connection
+            if connection is None or connection.endpoint != endpoint or not connection.reusable:
+                connection = self._connect(endpoint)
+            connection.send(path, payload, self.headers, self.deadline)
             sent = True
-            response = self.connection.getresponse()
-            answer = _loads(response.read().decode("utf-8") or "{}")
+            status = connection.start_answer(self.deadline)
+            body = connection.rest(self.deadline)
+            try:
+                answer = _loads(body.decode("utf-8") or "{}")
+            except ValueError:
+                raise ValueError("the answer was not JSON") from None
         except (OSError, ValueError) as exc:
-            self.connection = None
+            self.close()
             if sent and outcome is not None:
                 raise _OutcomeUnknown(
                     errno.ETIMEDOUT,
@@ -1380,7 +1566,18 @@ class _Etcd:
                     f" ({self._describe(exc)}), so {outcome}",
                 ) from None
             raise
-        return response.status, answer if isinstance(answer, dict) else {}, response.reason
+        return status, answer if isinstance(answer, dict) else {}
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection, self.watching = None, False
+
+    def __enter__(self) -> _Etcd:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     @staticmethod
     def _describe(exc: Exception) -> str:
@@ -1389,8 +1586,8 @@ class _Etcd:
         if ssl is not None and isinstance(exc, ssl.SSLError | ssl.CertificateError):
             return f"{_TLS_FAILURE} ({exc}); check ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY"
         if isinstance(exc, ValueError):
-            return "the answer was not JSON: is this etcd's client port?"
-        return str(exc) or type(exc).__name__
+            return f"{exc}: is this etcd's client port?"
+        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
     def _refusal(self, code: object, message: str) -> OSError:
         if code == _GRPC_PERMISSION_DENIED:
@@ -1420,18 +1617,87 @@ class _Etcd:
         record = last = None
         revision, lease = "0", None
         now = int(time.time())
-        for kv in answer.get("kvs", []):
-            name = base64.b64decode(kv["key"])
-            # A foreign value without a time is dated now: it never goes stale by itself.
-            parsed = _parse_record(base64.b64decode(kv.get("value", "")), now)
-            if name == self.key:
-                record, revision, lease = parsed, kv["mod_revision"], kv.get("lease")
-                if lease:
-                    record.lease = "live"
-            elif name == self.last_key:
-                last = parsed
-                last.lease = "expired"
+        try:
+            for kv in answer.get("kvs", []):
+                name = base64.b64decode(kv["key"])
+                # A foreign value without a time is dated now: it never goes stale by itself.
+                parsed = _parse_record(base64.b64decode(kv.get("value", "")), now)
+                if name == self.key:
+                    revision = _answer_field(kv, "mod_revision", "range", digits=True)
+                    record, lease = parsed, kv.get("lease")
+                    if lease:
+                        record.lease = "live"
+                elif name == self.last_key:
+                    last = parsed
+                    last.lease = "expired"
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise _not_etcd("range", "kvs") from None
         return record, last, revision, lease
+
+    def watch(self, left: float) -> bool:
+        """Start watching the record on the first endpoint that accepts, within
+        ``left`` seconds: True once its changes from now on stream in."""
+        self.deadline = time.monotonic() + min(self.timeout, left)
+        payload = _dumps({"create_request": {"key": _b64(self.key)}}).encode()
+        try:
+            self._authorize()
+        except (OSError, ValueError):
+            return False  # the next try says why, if it can
+        for endpoint in self.endpoints:
+            try:
+                connection = self._connect(endpoint)
+                connection.send("/v3/watch", payload, self.headers, self.deadline)
+                if connection.start_answer(self.deadline) == 200:
+                    self.watching = self._news(self.deadline) == "created"
+                    if self.watching:
+                        return True
+            except (OSError, ValueError):
+                pass
+        self.close()
+        return False
+
+    def wait_for_deletion(self, seconds: float, linger: float) -> str:
+        """Read the watch until the record is deleted (released, or its lease ran out)
+        and not put back within ``linger`` seconds (another waiter took it): "deleted".
+        Otherwise "quiet" once ``seconds`` pass, or "ended" if the stream ended or
+        broke; then it is closed, and the caller watches again to go on."""
+        limit = time.monotonic() + seconds
+        until, deleted = limit, False
+        try:
+            while time.monotonic() < until:
+                news = self._news(until)
+                if news == "ended":
+                    self.close()
+                    return news
+                if news == "deleted":
+                    deleted, until = True, min(limit, time.monotonic() + linger)
+                elif news == "put":
+                    deleted, until = False, limit
+        except TimeoutError:
+            pass  # nothing more came in time; the stream goes on
+        except (OSError, ValueError):
+            self.close()
+            return "ended"
+        return "deleted" if deleted else "quiet"
+
+    def _news(self, deadline: float) -> str:
+        """What the watch's next message says: "created", "deleted", "put", "ended"
+        (the stream ended, or was cancelled) or "other" (a progress note)."""
+        assert self.connection is not None
+        try:
+            message = _loads(self.connection.readline(deadline).decode("utf-8"))
+        except ValueError:
+            return "ended"
+        result = message.get("result") if isinstance(message, dict) else None
+        if not isinstance(result, dict) or result.get("canceled"):
+            return "ended"
+        if result.get("created"):
+            return "created"
+        events = result.get("events")
+        if not isinstance(events, list) or not events or not isinstance(events[-1], dict):
+            return "other"
+        # A PUT is the enum's default, so etcd's JSON leaves its type out.
+        return "deleted" if events[-1].get("type") == "DELETE" else "put"
 
     def revoke(self, lease: str | None) -> None:
         if lease:
@@ -1446,7 +1712,8 @@ class _Etcd:
         lease = None
         if puts is not None:
             ttl = max(1, -(-stale_after // 1))  # the server raises it to its own minimum
-            lease = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})["ID"]
+            answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
+            lease = _answer_field(answer, "ID", "lease/grant", digits=True)
             ops = [
                 {"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}},
                 {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},
@@ -1553,14 +1820,15 @@ def acquire(
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
     if _is_etcd(lock):
-        return _etcd_acquire(
-            _Etcd(lock),
-            owner,
-            run_id,
-            stale_after=stale_after,
-            fixed_now=fixed_now,
-            empty_is_stale=empty_is_stale,
-        )
+        with _Etcd(lock) as etcd:
+            return _etcd_acquire(
+                etcd,
+                owner,
+                run_id,
+                stale_after=stale_after,
+                fixed_now=fixed_now,
+                empty_is_stale=empty_is_stale,
+            )
     path = _lock_path(lock)
     guard = _Guard(path, make_parents=True)
     try:
@@ -1593,9 +1861,12 @@ def acquire_within(
     *,
     empty_is_stale: bool = False,
 ) -> AcquireResult:
-    """Retry :func:`acquire` with a growing, jittered pause for up to ``wait`` seconds.
+    """Retry :func:`acquire` for up to ``wait`` seconds, until it takes the lock.
 
-    A missing run id is added once, so every try uses the same owner.
+    Between tries a file lock's waiter sleeps a growing, jittered pause; an etcd
+    lock's waiter watches the record and tries again when it is deleted (or after
+    at most a second). A missing run id is added once, so every try uses the
+    same owner.
 
     :returns: the output of the call that took the lock.
     :raises LockBusy: ``wait`` passed first; ``.result`` is the last output.
@@ -1608,16 +1879,33 @@ def acquire_within(
     owner, _ = _owner_with_run_id(owner)
     deadline = time.monotonic() + wait
     pause = 0.005
-    while True:
-        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
-        left = deadline - time.monotonic()
-        if result["acquired"]:
-            return result
-        if left <= 0:
-            raise LockBusy(result)
-        # Jitter keeps many waiters from polling in lockstep.
-        time.sleep(min(left, pause * random.uniform(0.5, 1.0)))
-        pause = min(pause * 1.5, 0.1)
+    watcher = None
+    try:
+        while True:
+            result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
+            left = deadline - time.monotonic()
+            if result["acquired"]:
+                return result
+            if left <= 0:
+                raise LockBusy(result)
+            if _is_etcd(lock):
+                watcher = watcher or _Etcd(lock)
+                if not watcher.watching:
+                    if watcher.watch(left):
+                        continue  # look again: a release before the watch began is not missed
+                elif (
+                    watcher.wait_for_deletion(
+                        min(left, _WATCH_LIMIT_SEC), random.uniform(0, _WATCH_LINGER_SEC)
+                    )
+                    != "ended"
+                ):
+                    continue
+            # A file, or no watch to be had: poll. Jitter keeps waiters out of lockstep.
+            time.sleep(min(left, pause * random.uniform(0.5, 1.0)))
+            pause = min(pause * 1.5, 0.1)
+    finally:
+        if watcher is not None:
+            watcher.close()
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -1634,7 +1922,8 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     """
     owner = _owner_for_release(owner)
     if _is_etcd(lock):
-        return _etcd_release(_Etcd(lock), owner)
+        with _Etcd(lock) as etcd:
+            return _etcd_release(etcd, owner)
     path = _lock_path(lock)
     record: _Record | None = None
     guard = _Guard(path, make_parents=False)
@@ -1673,7 +1962,8 @@ def status(
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
     if _is_etcd(lock):
-        record, last, _, _ = _Etcd(lock).read()
+        with _Etcd(lock) as etcd:
+            record, last, _, _ = etcd.read()
         return _status_result(lock, record or last, stale_after, seconds, empty_is_stale)
     path = _lock_path(lock)
     return _status_result(path, _read_record(path), stale_after, seconds, empty_is_stale)

@@ -10,6 +10,7 @@ import base64
 import contextlib
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -40,6 +41,14 @@ def kv_put(etcd: Etcd, key: str, value: bytes) -> None:
         "value": base64.b64encode(value).decode(),
     }
     etcd_post(etcd.client, "/v3/kv/put", body)
+
+
+def forwarded(etcd: Etcd, path: str, body: bytes) -> tuple[int, bytes]:
+    """POST ``body`` to ``path`` of the real etcd: its (status, answer), for fake endpoints
+    that pass requests on."""
+    request = urllib.request.Request(f"http://{etcd.client}{path}", body, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as answer:
+        return answer.status, answer.read()
 
 
 def key_of(address: str) -> str:
@@ -438,11 +447,7 @@ def electing(etcd: Etcd) -> Iterator[str]:
         if refusals[0]:
             refusals[0] -= 1
             return 503, b'{"error": "etcdserver: no leader", "code": 14}'
-        request = urllib.request.Request(
-            f"http://{etcd.client}{path}", body, headers, method="POST"
-        )
-        with urllib.request.urlopen(request, timeout=10) as forwarded:
-            return forwarded.status, forwarded.read()
+        return forwarded(etcd, path, body)
 
     with fake_etcd(answer) as endpoint:
         yield endpoint
@@ -454,3 +459,359 @@ def test_a_call_rides_out_an_election_within_its_deadline(cli, monkeypatch, elec
     taken = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", timeout=30)
     assert taken.code == 0 and taken.json["acquired"] is True
     assert cli("release", "--lock", lock, "--owner", "wf:sk:r").json["released"] is True
+
+
+# --- Waiting on etcd: a watch, not a poll ----------------------------------------------
+
+
+@pytest.fixture
+def counted_tries(skf: ModuleType, monkeypatch) -> list[bool]:
+    """Each acquire a waiter (an owner "wf:waiter:...") makes, as whether it took the lock."""
+    tries: list[bool] = []
+    real = skf.acquire
+
+    def counting(lock: str, owner: str, *args: object, **kwargs: object) -> dict:
+        result = real(lock, owner, *args, **kwargs)
+        if owner.startswith("wf:waiter:"):
+            tries.append(result["acquired"])
+        return result
+
+    monkeypatch.setattr(skf, "acquire", counting)
+    return tries
+
+
+@pytest.fixture
+def watching(skf: ModuleType, monkeypatch) -> threading.Event:
+    """Set once a waiter sits reading its watch."""
+    waiting = threading.Event()
+    real = skf._Etcd.wait_for_deletion
+
+    def wait_for_deletion(self: object, seconds: float, linger: float) -> str:
+        waiting.set()
+        return real(self, seconds, linger)
+
+    monkeypatch.setattr(skf._Etcd, "wait_for_deletion", wait_for_deletion)
+    return waiting
+
+
+def waiter_thread(skf: ModuleType, lock: str, owner: str) -> tuple[threading.Thread, list]:
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(skf.acquire_within(lock, owner, 60.0, 3600.0))
+        except BaseException as exc:  # reported by the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def joined(thread: threading.Thread, outcome: list) -> dict:
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the waiter never woke: it missed the change"
+    (result,) = outcome
+    assert isinstance(result, dict), result
+    return result
+
+
+def test_a_waiter_wakes_when_the_holder_releases(
+    skf, etcd_lock, monkeypatch, counted_tries, watching
+) -> None:
+    """Only the deletion can wake it: no time limit, no poll."""
+    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    assert watching.wait(timeout=30)
+    assert skf.release(etcd_lock, "wf:holder:1")["released"]
+    result = joined(thread, outcome)
+    assert result["acquired"] and result["owner"] == "wf:waiter:1"
+    # the first look, the look once the watch began, the take after the release
+    assert counted_tries == [False, False, True]
+
+
+def test_a_waiter_wakes_when_the_holders_lease_runs_out(
+    skf, etcd_lock, monkeypatch, counted_tries, watching
+) -> None:
+    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
+    skf.acquire(etcd_lock, "wf:crashed:1", 2.0)  # never released
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    assert watching.wait(timeout=30)
+    result = joined(thread, outcome)
+    assert result["acquired"] and result["stale_replaced"]["held_by"] == "wf:crashed:1"
+    assert counted_tries == [False, False, True]
+
+
+def test_a_waiter_does_not_try_while_others_take_and_renew(
+    skf, etcd_lock, monkeypatch, counted_tries, watching
+) -> None:
+    """A renewal wakes nobody, and a release followed at once by another's take is a
+    hand-off the waiter sits out: it tries only when the lock stays free."""
+    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
+    monkeypatch.setattr(skf, "_WATCH_LINGER_SEC", 2.0)
+    monkeypatch.setattr(random, "uniform", lambda low, high: high)
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    assert watching.wait(timeout=30)
+    for _ in range(3):
+        assert skf.acquire(etcd_lock, "wf:holder:1", 600.0)["refreshed"]
+    assert skf.release(etcd_lock, "wf:holder:1")["released"]
+    assert skf.acquire(etcd_lock, "wf:other:1", 600.0)["acquired"]  # within the linger
+    time.sleep(3)  # past the linger: a waiter that missed the take would try by now
+    assert counted_tries == [False, False]
+    assert skf.release(etcd_lock, "wf:other:1")["released"]
+    result = joined(thread, outcome)
+    assert result["owner"] == "wf:waiter:1"
+    assert counted_tries == [False, False, True]
+
+
+def test_a_release_just_before_the_watch_begins_is_not_missed(
+    skf, etcd_lock, monkeypatch, counted_tries
+) -> None:
+    """The release lands between the waiter's first look and its watch: the look it
+    takes once watching finds the lock free (it never sits out the release)."""
+    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    real_watch = skf._Etcd.watch
+
+    def release_then_watch(self: object, left: float) -> bool:
+        skf.release(etcd_lock, "wf:holder:1")
+        return real_watch(self, left)
+
+    monkeypatch.setattr(skf._Etcd, "watch", release_then_watch)
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    assert counted_tries == [False, True]
+
+
+def test_a_waiter_takes_a_record_stale_by_its_time_alone(skf, etcd: Etcd, etcd_lock) -> None:
+    """A record put without a lease (by hand, or another tool) goes stale by its own
+    time: no event comes, so the waiter's watch gives way to a look now and then."""
+    record = {"owner": "wf:by-hand:1", "acquired_at": skf._format_time(time.time()),
+              "stale_after_seconds": 1}  # fmt: skip
+    kv_put(etcd, key_of(etcd_lock), json.dumps(record).encode())
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    result = joined(thread, outcome)
+    assert result["owner"] == "wf:waiter:1"
+    assert result["stale_replaced"]["held_by"] == "wf:by-hand:1"
+
+
+def test_a_waiter_polls_when_etcd_will_not_watch(skf, etcd: Etcd, counted_tries) -> None:
+    """An endpoint that refuses /v3/watch (a proxy, say) still hands the lock over."""
+
+    def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if path == "/v3/watch":
+            return 404, b"Not Found"
+        return forwarded(etcd, path, body)
+
+    with fake_etcd(answer) as endpoint:
+        lock = f"etcd://{endpoint}/skf-tests/no-watch"
+        skf.acquire(lock, "wf:holder:1", 600.0)
+        thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
+        while len(counted_tries) < 5:  # it looks again and again
+            time.sleep(0.01)
+        skf.release(lock, "wf:holder:1")
+        assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+        skf.release(lock, "wf:waiter:1")
+
+
+def test_a_watch_that_keeps_ending_is_not_a_busy_loop(skf, etcd: Etcd, counted_tries) -> None:
+    """A stream that ends at once sends the waiter to its growing pause, not round again."""
+
+    def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        if path == "/v3/watch":
+            return 200, b'{"result":{"created":true}}\n'  # and the answer ends there
+        return forwarded(etcd, path, body)
+
+    with fake_etcd(answer) as endpoint:
+        lock = f"etcd://{endpoint}/skf-tests/ending-watch"
+        skf.acquire(lock, "wf:holder:1", 600.0)
+        with pytest.raises(skf.LockBusy):
+            skf.acquire_within(lock, "wf:waiter:1", 60.0, 1.0)
+        skf.release(lock, "wf:holder:1")
+    # pauses of 5 ms growing by half up to 100 ms fill a second in about 16 rounds
+    assert 4 <= len(counted_tries) <= 60, len(counted_tries)
+
+
+# --- The HTTP client: real answers, odd framings, broken servers ------------------------
+
+
+def first_arguments(monkeypatch, cls: type, method: str) -> list[object]:
+    """The first argument (after self) of every call of ``cls.method`` from now on."""
+    seen: list[object] = []
+    real = getattr(cls, method)
+
+    def recording(self: object, first: object, *args: object) -> object:
+        seen.append(first)
+        return real(self, first, *args)
+
+    monkeypatch.setattr(cls, method, recording)
+    return seen
+
+
+def test_one_connection_serves_every_request_of_a_call(skf, etcd_lock, monkeypatch) -> None:
+    """Keep-alive against the real server: a take is three requests on one connection."""
+    opened = first_arguments(monkeypatch, skf._HttpConnection, "__init__")
+    sent = first_arguments(monkeypatch, skf._HttpConnection, "send")
+    assert skf.acquire(etcd_lock, "wf:sk:r", 60.0)["acquired"]
+    assert sent == ["/v3/kv/range", "/v3/lease/grant", "/v3/kv/txn"]
+    assert len(opened) == 1
+
+
+@contextlib.contextmanager
+def canned_server(reply: Callable[[bytes], list[bytes]]) -> Iterator[str]:
+    """A raw TCP server: each request (head and Content-Length body) is answered by the
+    byte strings ``reply(request)`` gives, sent one by one; b"" closes the connection."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    server.settimeout(0.1)
+    stop = threading.Event()
+
+    def talk(conn: socket.socket) -> None:
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        received = b""
+        with conn:
+            while not stop.is_set():
+                while b"\r\n\r\n" not in received:
+                    data = conn.recv(65536)
+                    if not data:
+                        return
+                    received += data
+                head, _, received = received.partition(b"\r\n\r\n")
+                length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                while len(received) < length:
+                    received += conn.recv(65536)
+                request, received = head + b"\r\n\r\n" + received[:length], received[length:]
+                for piece in reply(request):
+                    if not piece:
+                        return
+                    conn.sendall(piece)
+                    time.sleep(0.001)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            threading.Thread(target=talk, args=(conn,), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        server.close()
+
+
+def held_by_answer(owner: str) -> bytes:
+    record = json.dumps({"owner": owner, "acquired_at": "2026-01-01T00:00:00Z"}).encode()
+    kv = {
+        "key": base64.b64encode(b"k").decode(),
+        "value": base64.b64encode(record).decode(),
+        "mod_revision": "7",
+        "lease": "12345",
+    }
+    return json.dumps({"header": {"revision": "7"}, "kvs": [kv]}).encode()
+
+
+def chunked(body: bytes, size: int, extension: bytes = b"", trailer: bytes = b"") -> bytes:
+    pieces = [body[i : i + size] for i in range(0, len(body), size)]
+    chunks = b"".join(b"%x%s\r\n%s\r\n" % (len(p), extension, p) for p in pieces)
+    return chunks + b"0\r\n" + trailer + b"\r\n"
+
+
+OK_FIXED = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
+OK_CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+FRAMINGS = {
+    "fixed length": lambda body: [OK_FIXED % len(body) + body],
+    "chunked": lambda body: [OK_CHUNKED + chunked(body, 7)],
+    "chunked, extensions and a trailer": lambda body: [
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: Chunked\r\n\r\n"
+        + chunked(body, 50, b";name=value", b"X-Trailer: yes\r\n")
+    ],
+    "byte by byte": lambda body: [bytes([byte]) for byte in OK_FIXED % len(body) + body],
+    "ended by a close (HTTP/1.0)": lambda body: [b"HTTP/1.0 200 OK\r\n\r\n" + body, b""],
+}
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_every_framing_of_an_answer_reads_the_same(skf, monkeypatch, framing: str) -> None:
+    """Two answers in one call (log in, then read), on one connection where it stays open."""
+    requests: list[bytes] = []
+
+    def reply(request: bytes) -> list[bytes]:
+        requests.append(request)
+        if request.startswith(b"POST /v3/auth/authenticate "):
+            return FRAMINGS[framing](b'{"token": "t0k3n"}')
+        assert b"\r\nAuthorization: t0k3n\r\n" in request
+        return FRAMINGS[framing](held_by_answer("wf:sk:holder"))
+
+    monkeypatch.setenv("ETCDCTL_USER", "alice:secret")
+    with canned_server(reply) as endpoint:
+        result = skf.status(f"etcd://{endpoint}/k", 60.0)
+    assert result["state"] == "held" and result["held_by"] == "wf:sk:holder"
+    assert len(requests) == 2
+
+
+BROKEN = {
+    "not HTTP": ([b"SSH-2.0-OpenSSH_9.2\r\n\r\n"], "the answer was not HTTP"),
+    "a bad chunk": (
+        [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"],
+        "the answer was not HTTP (a bad chunk)",
+    ),
+    "a chunk without its CRLF": (
+        [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n"],
+        "the answer was not HTTP (a bad chunk)",
+    ),
+    "a huge length": (
+        [b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999\r\n\r\n"],
+        "the answer's length was '99999999999'",
+    ),
+    "a header line without end": ([b"HTTP/1.1 200 OK\r\nX: " + b"a" * 70000], "a line too long"),
+    "closed mid-answer": (
+        [b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"kvs":', b""],
+        "the connection closed mid-answer",
+    ),
+    "not JSON": ([b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"], "the answer was not JSON"),
+    "JSON that etcd never sends": (
+        [b'HTTP/1.1 200 OK\r\nContent-Length: 22\r\n\r\n{"kvs": [{"key": 5}]} '],
+        "the answer to range had no valid 'kvs'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", BROKEN)
+def test_a_broken_answer_is_exit_2_saying_what_was_wrong(cli, monkeypatch, case: str) -> None:
+    pieces, words = BROKEN[case]
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
+    with canned_server(lambda request: pieces) as endpoint:
+        run = cli("status", "--lock", f"etcd://{endpoint}/k", timeout=20)
+    assert run.code == 2 and run.out == ""
+    assert words in run.error
+
+
+def test_an_answer_that_stalls_midway_ends_at_the_deadline(cli, monkeypatch) -> None:
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
+    stalled = [b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"kvs":']  # and no more
+    with canned_server(lambda request: stalled) as endpoint:
+        run = cli("status", "--lock", f"etcd://{endpoint}/k", timeout=20)
+    assert run.code == 2 and "within 1 s" in run.error and "timed out" in run.error
+
+
+def test_a_token_with_a_line_break_never_reaches_a_request(cli, monkeypatch) -> None:
+    """A server that hands out a token that would split the request's head."""
+
+    def reply(request: bytes) -> list[bytes]:
+        body = b'{"token": "abc\\r\\nX-Injected: 1"}'
+        return [b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body]
+
+    monkeypatch.setenv("ETCDCTL_USER", "alice:secret")
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
+    with canned_server(reply) as endpoint:
+        run = cli("status", "--lock", f"etcd://{endpoint}/k", timeout=20)
+    assert run.code == 2 and "a header held a line break" in run.error

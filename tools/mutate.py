@@ -171,8 +171,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "new-run-id-per-try": (
         "acquire_within keeps one owner",
-        "    while True:\n        result = acquire(lock, owner,",
-        "    while True:\n        result = acquire(lock, owner.rsplit(':', 1)[0],",
+        "            result = acquire(lock, owner, stale_after,",
+        "            result = acquire(lock, owner.rsplit(':', 1)[0], stale_after,",
     ),
     "no-jitter": (
         "waiters jitter their pauses",
@@ -273,11 +273,47 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     "etcd-unknown-outcome-silent": (
         "a write whose answer is lost says who may hold the lock",
         "            if sent and outcome is not None:",
-        "                if False:",
+        "            if False:",
     ),
     "etcd-user-in-url": (
         "credentials never go in the address",
         '        if "@" in hosts:',
+        "        if False:",
+    ),
+    "etcd-watch-then-wait": (
+        "a waiter looks again once its watch began, so no release is missed",
+        "                        continue  # look again: a release before the watch began",
+        "                        watcher.wait_for_deletion(left, 0.0)\n"
+        "                        continue  # look again: a release before the watch began",
+    ),
+    "etcd-linger-ignores-put": (
+        "woken waiters sit out a hand-off another waiter won",
+        '                elif news == "put":',
+        "                elif False:",
+    ),
+    "etcd-ended-watch-no-pause": (
+        "a watch that ends sends the waiter to its pause, not round again",
+        '                    != "ended"',
+        '                    != "never"',
+    ),
+    "etcd-watch-no-limit": (
+        "a waiter looks again at least once a second",
+        "                        min(left, _WATCH_LIMIT_SEC), random.uniform(0, _WATCH_LINGER_SEC)",
+        "                        left, random.uniform(0, _WATCH_LINGER_SEC)",
+    ),
+    "http-no-keep-alive": (
+        "one connection serves every request of a call",
+        " or connection.endpoint != endpoint or not connection.reusable:",
+        " or True:",
+    ),
+    "http-chunk-end-unchecked": (
+        "a chunk must end with CRLF",
+        '        if self.received[end + 2 + size : end + 4 + size] != b"\\r\\n":',
+        "        if False:",
+    ),
+    "http-header-line-break": (
+        "no header value can split a request's head",
+        '        if any("\\r" in value or "\\n" in value for value in headers.values()):',
         "        if False:",
     ),
     "json-loads-trailing-data": (
@@ -313,6 +349,10 @@ def _run(name: str, timeout: float) -> tuple[str, str, float]:
     source = SCRIPT.read_text()
     if source.count(old) != 1:
         return name, "does not apply (update tools/mutate.py)", 0.0
+    try:
+        compile(source.replace(old, new), str(SCRIPT), "exec")
+    except SyntaxError:
+        return name, "does not compile (update tools/mutate.py)", 0.0
     with tempfile.TemporaryDirectory(prefix=f"skf-mutant-{name}-") as folder:
         mutant = Path(folder) / "skf-run-lock.py"
         mutant.write_text(source.replace(old, new))
