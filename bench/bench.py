@@ -15,6 +15,9 @@ floor measured in the same run (ratios travel between machines; raw times do not
    from a release to the next acquire, and the CPU a waiter burns while it waits.
 4. Peers: filelock.FileLock, filelock.SoftFileLock, portalocker.Lock.
 5. ``uv run skf-run-lock.py run-id`` vs ``uv run`` of an empty PEP 723 script.
+6. etcd on loopback: acquire + release vs a file (in-process and CLI), HTTP round
+   trips per call, hand-off to waiters (who watch the key), and the transport:
+   http.client vs the script's own HTTP/1.1 client, CPU per request and import time.
 """
 
 from __future__ import annotations
@@ -463,6 +466,74 @@ def round_trips(skf: ModuleType, call: Callable[[], object]) -> int:
     return count[0]
 
 
+def import_time(module: str) -> float:
+    """Seconds that ``import module`` adds to ``python3 -S`` (a fresh process each)."""
+    return spawn_time([PYTHON, "-S", "-c", f"import {module}"]) - spawn_time(
+        [PYTHON, "-S", "-c", "pass"]
+    )
+
+
+def bench_transport(skf: ModuleType, client: str, rounds: int) -> str:
+    """Why the script speaks HTTP itself: http.client vs _HttpConnection, side by side."""
+    import http.client
+
+    host, port = client.rsplit(":", 1)
+    body = b'{"key": "YmVuY2gva2V5"}'  # a range read of one key
+    headers = {"Content-Type": "application/json"}
+    kept = http.client.HTTPConnection(host, int(port), timeout=5)
+    ours_kept = skf._HttpConnection(client, None, time.monotonic() + 3600)
+
+    def by_http_client(connection: http.client.HTTPConnection | None) -> None:
+        conn = connection or http.client.HTTPConnection(host, int(port), timeout=5)
+        conn.request("POST", "/v3/kv/range", body, headers)
+        conn.getresponse().read()
+        if connection is None:
+            conn.close()
+
+    def by_ours(connection: object | None) -> None:
+        deadline = time.monotonic() + 5
+        conn = connection or skf._HttpConnection(client, None, deadline)
+        conn.send("/v3/kv/range", body, headers, deadline)
+        conn.start_answer(deadline)
+        conn.rest(deadline)
+        if connection is None:
+            conn.close()
+
+    def cpu_per_request(request: Callable[[], None]) -> Callable[[], float]:
+        def run() -> float:
+            started = time.process_time()
+            for _ in range(50):
+                request()
+            return (time.process_time() - started) / 50
+
+        return run
+
+    samples = interleaved(
+        {"http.client, new connection": cpu_per_request(lambda: by_http_client(None)),
+         "http.client, kept alive": cpu_per_request(lambda: by_http_client(kept)),
+         "_HttpConnection, new connection": cpu_per_request(lambda: by_ours(None)),
+         "_HttpConnection, kept alive": cpu_per_request(lambda: by_ours(ours_kept))},
+        rounds,
+    )  # fmt: skip
+    imports = interleaved(
+        {
+            "http.client": lambda: import_time("http.client"),
+            "socket": lambda: import_time("socket"),
+        },
+        rounds,
+    )
+    med = {name: statistics.median(t) for name, t in samples.items()}
+    base = med["_HttpConnection, kept alive"]
+    rows = [(name, us(t), f"{t / base:.1f}x") for name, t in med.items()]
+    imported = {name: statistics.median(t) for name, t in imports.items()}
+    return (
+        table(rows, ("one range read", "CPU per request", "vs _HttpConnection kept alive"))
+        + f"\n\nImport, added to `python3 -S`: http.client {ms(imported['http.client'])},"
+        f" socket {ms(imported['socket'])}. http.client imports ssl (and email) with it;"
+        " the script imports ssl only for an etcd+https lock.\n"
+    )
+
+
 def bench_etcd(skf: ModuleType, rounds: int, folder: Path) -> str:
     try:
         proc, client = start_etcd(folder)
@@ -510,8 +581,9 @@ def bench_etcd(skf: ModuleType, rounds: int, folder: Path) -> str:
             ("release", round_trips(skf, lambda: skf.release(lock, "b:t:1"))),
         ]
         handoff = bench_handoff(
-            skf, 8, max(2, rounds // 5), folder, lock=f"etcd://{client}/bench/handoff", title="6c."
+            skf, 8, max(2, rounds // 2), folder, lock=f"etcd://{client}/bench/handoff", title="6c."
         )
+        transport = bench_transport(skf, client, rounds)
     finally:
         proc.kill()
         proc.wait()
@@ -523,7 +595,10 @@ def bench_etcd(skf: ModuleType, rounds: int, folder: Path) -> str:
         + table([(what, str(n)) for what, n in trips], ("call", "requests"))
         + "\n\nA take or renewal is a read, a lease grant and one transaction (a renewal also"
         " revokes the old lease); a refusal is one read; a release is a read, one transaction"
-        " and a lease revoke.\n\n" + handoff.replace("### 6c.", "#### 6c.")
+        " and a lease revoke.\n\n"
+        + handoff.replace("### 6c.", "#### 6c.")
+        + "\nA waiter on etcd sleeps on a watch of the key, not a poll.\n\n"
+        "#### 6d. The transport: http.client vs the script's own HTTP/1.1 client\n\n" + transport
     )
 
 
