@@ -526,6 +526,19 @@ class _Interrupts:
             cls.raise_pending()
 
     @classmethod
+    def hold(cls) -> None:
+        """Hold signals back (calls nest): a guard is being taken or held, or a change
+        is on its way to etcd. Each hold ends with :meth:`let_go`."""
+        cls.shield += 1
+
+    @classmethod
+    def let_go(cls, act: bool = True) -> None:
+        """End one :meth:`hold`; with ``act``, raise a signal that came meanwhile."""
+        cls.shield -= 1
+        if act:
+            cls.raise_pending()
+
+    @classmethod
     def raise_pending(cls) -> None:
         """Raise _Interrupted for a signal that came while nothing is held or changed.
 
@@ -796,20 +809,21 @@ class _Guard:
         self.dropping = False
 
     def __enter__(self) -> _Guard:
-        _Interrupts.shield += 1
+        _Interrupts.hold()
         try:
             self.fd = _take_guard(self.guard, self.make_parents)
         except BaseException:
-            _Interrupts.shield -= 1
+            _Interrupts.let_go(act=False)
             raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         try:
             self.drop()
-        finally:
-            _Interrupts.shield -= 1
-        _Interrupts.raise_pending()
+        except BaseException:
+            _Interrupts.let_go(act=False)
+            raise
+        _Interrupts.let_go()
 
     def drop(self) -> None:
         """Unlock and remove the guard if this object still holds it; a no-op otherwise.
@@ -1732,14 +1746,15 @@ class _Etcd:
 
 def _etcd_change(etcd: _Etcd, revision: str, puts: bytes | None, owner: str, ttl: float) -> bool:
     """``etcd.swap`` with signals held back: once sent, a change is finished and answered."""
-    _Interrupts.shield += 1
+    _Interrupts.hold()
     try:
         changed = etcd.swap(revision, puts, ttl, owner)
         if changed:
             _Interrupts.disarm()
-    finally:
-        _Interrupts.shield -= 1
-    _Interrupts.raise_pending()
+    except BaseException:
+        _Interrupts.let_go(act=False)
+        raise
+    _Interrupts.let_go()
     return changed
 
 

@@ -9,6 +9,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -350,3 +351,62 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
 def etcd_lock(etcd: Etcd, request: pytest.FixtureRequest) -> str:
     """A lock address on the session's etcd, with a key no other test uses."""
     return etcd.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")
+
+
+# --- Interrupts, delivered where a real signal would land ----------------------------
+
+
+@pytest.fixture
+def armed(skf: ModuleType) -> Iterator[type]:
+    """The CLI's interrupt state, armed as `python3 skf-run-lock.py` arms it (no handlers:
+    the tests deliver a signal by calling the handler where a real one would land)."""
+    state = skf._Interrupts
+    state.armed, state.shield, state.pending = True, 0, None
+    yield state
+    state.armed, state.shield, state.pending = False, 0, None
+
+
+def deliver(state: type, signum: int) -> None:
+    """What the OS and Python do when signal ``signum`` arrives at this point."""
+    state._on_signal(signum, None)
+
+
+# --- Waiters on etcd ---------------------------------------------------------------
+
+
+@pytest.fixture
+def watching(skf: ModuleType, monkeypatch) -> threading.Event:
+    """Set once a waiter sits reading its watch."""
+    waiting = threading.Event()
+    real = skf._Etcd.wait_for_deletion
+
+    def wait_for_deletion(self: object, seconds: float, linger: float) -> str:
+        waiting.set()
+        return real(self, seconds, linger)
+
+    monkeypatch.setattr(skf._Etcd, "wait_for_deletion", wait_for_deletion)
+    return waiting
+
+
+def waiter_thread(skf: ModuleType, lock: str, owner: str) -> tuple[threading.Thread, list]:
+    """``owner`` waits for ``lock`` in acquire_within, in a thread: (thread, its outcome)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(skf.acquire_within(lock, owner, 60.0, 3600.0))
+        except BaseException as exc:  # reported by the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def joined(thread: threading.Thread, outcome: list) -> dict:
+    """The waiter's result; a failure if it is still waiting after 30 s (it missed a wake-up)."""
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the waiter never woke: it missed the change"
+    (result,) = outcome
+    assert isinstance(result, dict), result
+    return result

@@ -11,6 +11,7 @@ import contextlib
 import json
 import os
 import random
+import signal
 import socket
 import subprocess
 import sys
@@ -27,11 +28,14 @@ from conftest import (
     Etcd,
     assert_exclusive_counter,
     assert_one_winner_of_a_race,
+    deliver,
     etcd_post,
     free_port,
+    joined,
     posix_only,
     start_cluster,
     start_etcd,
+    waiter_thread,
 )
 
 
@@ -480,42 +484,6 @@ def counted_tries(skf: ModuleType, monkeypatch) -> list[bool]:
     return tries
 
 
-@pytest.fixture
-def watching(skf: ModuleType, monkeypatch) -> threading.Event:
-    """Set once a waiter sits reading its watch."""
-    waiting = threading.Event()
-    real = skf._Etcd.wait_for_deletion
-
-    def wait_for_deletion(self: object, seconds: float, linger: float) -> str:
-        waiting.set()
-        return real(self, seconds, linger)
-
-    monkeypatch.setattr(skf._Etcd, "wait_for_deletion", wait_for_deletion)
-    return waiting
-
-
-def waiter_thread(skf: ModuleType, lock: str, owner: str) -> tuple[threading.Thread, list]:
-    outcome: list = []
-
-    def run() -> None:
-        try:
-            outcome.append(skf.acquire_within(lock, owner, 60.0, 3600.0))
-        except BaseException as exc:  # reported by the test
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run, daemon=True)
-    thread.start()
-    return thread, outcome
-
-
-def joined(thread: threading.Thread, outcome: list) -> dict:
-    thread.join(timeout=30)
-    assert not thread.is_alive(), "the waiter never woke: it missed the change"
-    (result,) = outcome
-    assert isinstance(result, dict), result
-    return result
-
-
 def test_a_waiter_wakes_when_the_holder_releases(
     skf, etcd_lock, monkeypatch, counted_tries, watching
 ) -> None:
@@ -815,3 +783,60 @@ def test_a_token_with_a_line_break_never_reaches_a_request(cli, monkeypatch) -> 
     with canned_server(reply) as endpoint:
         run = cli("status", "--lock", f"etcd://{endpoint}/k", timeout=20)
     assert run.code == 2 and "a header held a line break" in run.error
+
+
+# --- Interrupts on etcd: a change once sent is finished and answered ---------------------
+
+
+def signal_when_sending(skf: ModuleType, monkeypatch, armed: type, path: str, signum: int) -> None:
+    """Deliver ``signum`` right after the request to ``path`` is sent, as a real signal
+    landing there would."""
+    real_send = skf._HttpConnection.send
+
+    def send_then_signal(self: object, sent_path: str, *args: object) -> None:
+        real_send(self, sent_path, *args)
+        if sent_path == path:
+            deliver(armed, signum)
+
+    monkeypatch.setattr(skf._HttpConnection, "send", send_then_signal)
+
+
+@posix_only("SIGTERM and SIGHUP")
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("/v3/kv/txn", signal.SIGTERM, 0, "wf:sk:r"),  # the change is on its way: it finishes
+        ("/v3/kv/range", signal.SIGHUP, 129, None),  # only a read so far: the call ends
+    ],
+)
+def test_a_signal_lets_a_sent_etcd_change_finish_and_ends_a_call_before_one(  # noqa: PLR0917
+    skf, main, monkeypatch, armed, etcd_lock, case
+) -> None:
+    sent, signum, code, held_by = case
+    signal_when_sending(skf, monkeypatch, armed, sent, signum)
+    run = main("acquire", "--lock", etcd_lock, "--owner", "wf:sk:r")
+    assert run.code == code
+    if code == 0:
+        assert run.json["acquired"] is True
+    else:
+        assert "SIGHUP" in run.error and "before it changed anything" in run.error
+    monkeypatch.undo()
+    assert skf.status(etcd_lock, 60.0)["held_by"] == held_by
+
+
+def test_a_signal_while_waiting_on_a_watch_ends_the_wait(
+    skf, main, monkeypatch, armed, etcd_lock
+) -> None:
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    armed.armed = True  # that take disarmed the CLI state, as a finished change does
+    real = skf._Etcd.wait_for_deletion
+
+    def wait_then_signal(self: object, seconds: float, linger: float) -> str:
+        deliver(armed, signal.SIGINT)
+        return real(self, seconds, linger)
+
+    monkeypatch.setattr(skf._Etcd, "wait_for_deletion", wait_then_signal)
+    run = main("acquire", "--lock", etcd_lock, "--owner", "wf:sk:r", "--wait", "600")
+    assert run.code == 130 and "SIGINT" in run.error
+    monkeypatch.undo()
+    assert skf.status(etcd_lock, 60.0)["held_by"] == "wf:holder:1"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Etcd, etcd_post, start_etcd
+from conftest import Etcd, etcd_post, joined, start_etcd, waiter_thread
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -107,6 +107,21 @@ def test_tls_with_a_ca_and_a_client_certificate(cli, monkeypatch, pki: Pki, tls_
     owner = taken.json["owner"]
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:other").code == 3
     assert cli("release", "--lock", lock, "--owner", owner).json["released"] is True
+
+
+def test_a_waiter_over_tls_wakes_on_the_release(skf, monkeypatch, pki, tls_etcd, watching):
+    """The watch stream, read through TLS with timeouts, carries the release."""
+    monkeypatch.setenv("ETCDCTL_CACERT", pki.path("ca.pem"))
+    monkeypatch.setenv("ETCDCTL_CERT", pki.path("client.pem"))
+    monkeypatch.setenv("ETCDCTL_KEY", pki.path("client.key"))
+    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)  # only an event can wake it
+    lock = f"etcd+https://{tls_etcd.client}/locks/tls-waiter"
+    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
+    thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
+    assert watching.wait(timeout=30)
+    assert skf.release(lock, "wf:holder:1")["released"]
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    assert skf.release(lock, "wf:waiter:1")["released"]
 
 
 @pytest.mark.parametrize(

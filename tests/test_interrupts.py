@@ -18,12 +18,12 @@ import sys
 import time
 import types
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import SCRIPT, WORKER, Run, ago, beside, read_json, write_record
+from conftest import SCRIPT, WORKER, Run, ago, beside, deliver, read_json, write_record
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 
@@ -31,21 +31,6 @@ pytestmark = pytest.mark.skipif(
     sys.platform == "win32", reason="POSIX signals (SIGTERM, SIGHUP) sent to real processes"
 )
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
-
-
-@pytest.fixture
-def armed(skf: ModuleType) -> Iterator[type]:
-    """The CLI's interrupt state, armed as `python3 skf-run-lock.py` arms it (no handlers:
-    the tests deliver a signal by calling the handler where a real one would land)."""
-    state = skf._Interrupts
-    state.armed, state.shield, state.pending = True, 0, None
-    yield state
-    state.armed, state.shield, state.pending = False, 0, None
-
-
-def deliver(state: type, signum: int) -> None:
-    """What the OS and Python do when signal ``signum`` arrives at this point."""
-    state._on_signal(signum, None)
 
 
 def test_signal_while_the_guard_is_held_lets_a_take_finish(skf, main, lock, armed, monkeypatch):

@@ -280,6 +280,17 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '        if "@" in hosts:',
         "        if False:",
     ),
+    "etcd-change-interruptible": (
+        "a signal while an etcd change is sent lets it finish and answer",
+        "        changed = etcd.swap(revision, puts, ttl, owner)\n        if changed:",
+        "        changed = etcd.swap(revision, puts, ttl, owner)\n        if False:",
+    ),
+    "etcd-change-not-held": (
+        "signals wait while an etcd change is on its way",
+        "    _Interrupts.hold()\n    try:\n        changed = etcd.swap(",
+        "    _Interrupts.shield -= 1\n"
+        "    _Interrupts.hold()\n    try:\n        changed = etcd.swap(",
+    ),
     "etcd-watch-then-wait": (
         "a waiter looks again once its watch began, so no release is missed",
         "                        continue  # look again: a release before the watch began",
