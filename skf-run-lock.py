@@ -1304,8 +1304,8 @@ class _HttpConnection:
     of a fixed length, chunked or ended by a close, read whole or line by line.
 
     Written here instead of using http.client, by measurement (bench/bench.py,
-    section 6): importing http.client costs a CLI call ~16 ms more than socket, and
-    each request ~5x the CPU, which a waiter pays on every hand-off. No read or
+    section 6d): importing http.client costs a CLI call ~18 ms more than socket,
+    and each request 2-4x the CPU, which a waiter pays on every hand-off. No read or
     write waits past its ``deadline`` (a ``time.monotonic()`` value); every failure
     is an OSError or a ValueError, and a timeout leaves the answer readable later.
     """
