@@ -32,23 +32,14 @@ Library use (load this file by path with importlib): see ``__all__``.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
 import sys
 import time
-
-# json's C accelerator: the scanner and string encoder that json itself uses, without
-# the json package, which imports re (and enum, functools, collections with it):
-# about 17 ms of a ~60 ms CLI call on a Python whose start-up does not import them.
-try:
-    from _json import encode_basestring_ascii as _quote_json
-    from _json import make_encoder as _make_encoder
-    from _json import make_scanner as _make_scanner
-except ImportError:  # a Python without it: json's own fallbacks do the same
-    from json.encoder import encode_basestring_ascii as _quote_json
-    from json.scanner import make_scanner as _make_scanner
-
-    _make_encoder = None  # type: ignore[misc, assignment]
+from datetime import UTC as _UTC
+from datetime import datetime as _datetime
+from datetime import timedelta as _timedelta
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -132,6 +123,7 @@ _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
 _RECORD_MAX_BYTES = 64 * 1024
 _TEMP_TRIES = 100  # as tempfile.TMP_MAX bounds its own search for a free name
+_SHARING_RETRY_SEC = 1.0  # how long a Windows sharing refusal is waited out
 
 _EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
 _SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same numbers on every OS
@@ -139,9 +131,9 @@ _SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same numbers on
 _GUARD_SUFFIX = ".skf-guard"
 _TEMP_MARK, _TEMP_END, _TEMP_SUFFIX_LEN = ".skf-", "-tmp", 17  # <lock>.skf-<8 hex>-tmp
 _HEX = frozenset("0123456789abcdef")
-_SHELL_SAFE = frozenset("@%+=:,./-_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
 _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
+_EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
 
 # Flags that exist on only some systems are 0 elsewhere, so one expression serves all.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -199,69 +191,6 @@ class _Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
-
-
-# --- JSON, as json.dumps and json.loads do it -------------------------------------
-
-
-def _dumps_in_python(value: object) -> str:
-    """``json.dumps(value)`` for the values this script writes: str, int, float (never
-    NaN or infinite), bool, None, and lists and dicts of them."""
-    if isinstance(value, str):
-        return str(_quote_json(value))
-    if value is None or isinstance(value, bool):
-        return {None: "null", True: "true", False: "false"}[value]
-    if isinstance(value, int | float):
-        return repr(value)  # json's own spelling of a number
-    if isinstance(value, dict):
-        items = (f"{_quote_json(k)}: {_dumps_in_python(v)}" for k, v in value.items())
-        return "{" + ", ".join(items) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(map(_dumps_in_python, value)) + "]"
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-def _unwritable(value: object) -> object:
-    raise TypeError(f"cannot write {type(value).__name__} as JSON")
-
-
-if _make_encoder is None:
-    _dumps = _dumps_in_python
-else:
-    # json.dumps's own C encoder, set up as json.dumps sets it up by default.
-    _encode = _make_encoder(None, _unwritable, _quote_json, None, ": ", ", ", False, False, True)
-
-    def _dumps(value: object) -> str:
-        """``json.dumps(value)``, by json's C encoder."""
-        return "".join(_encode(value, 0))
-
-
-_JSON_CONSTANTS = {"-Infinity": -float("inf"), "Infinity": float("inf"), "NaN": float("nan")}
-
-
-class _JsonOptions:
-    """The settings json.loads gives its scanner."""
-
-    strict = True
-    object_hook = object_pairs_hook = None
-    parse_float, parse_int = float, int
-    parse_constant = _JSON_CONSTANTS.__getitem__
-
-
-_JSON_SETTINGS: Any = _JsonOptions  # typeshed wants a JSONDecoder; any object with these will do
-_scan_json = _make_scanner(_JSON_SETTINGS)
-
-
-def _loads(text: str) -> object:
-    """``json.loads(text)``: raises ValueError (or RecursionError) when it is not JSON."""
-    start = len(text) - len(text.lstrip(" \t\n\r"))
-    try:
-        value, end = _scan_json(text, start)
-    except StopIteration:
-        raise ValueError("not JSON") from None
-    if text[end:].strip(" \t\n\r"):
-        raise ValueError("extra data after the JSON value")
-    return value
 
 
 # --- Owner and time helpers --------------------------------------------------
@@ -329,39 +258,14 @@ def _seconds_of(now: datetime | None) -> float:
     return now.timestamp()
 
 
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    """Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's days_from_civil)."""
-    year -= month <= 2
-    era = year // 400
-    year_of_era = year - era * 400
-    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
-    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
-    return era * 146097 + day_of_era - 719468
-
-
-def _civil_from_days(days: int) -> tuple[int, int, int]:
-    """The (year, month, day) that is ``days`` after 1970-01-01 (H. Hinnant's civil_from_days)."""
-    days += 719468
-    era = days // 146097
-    day_of_era = days - era * 146097
-    year_of_era = (
-        day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096
-    ) // 365
-    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
-    shifted_month = (5 * day_of_year + 2) // 153
-    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
-    month = shifted_month + (3 if shifted_month < 10 else -9)
-    return year_of_era + era * 400 + (month <= 2), month, day
-
-
 def _format_time(seconds: float) -> str:
     """Return POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
-    whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)
-    days, second = divmod(whole, 86400)
-    year, month, day = _civil_from_days(days)
-    hour, second = divmod(second, 3600)
-    minute, second = divmod(second, 60)
-    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
+    when = _EPOCH + _timedelta(seconds=min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME))
+    # Fields, not strftime: "%Y" pads years before 1000 on some platforms only.
+    return (
+        f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
+        f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
+    )
 
 
 def _parse_time(text: str) -> int | None:
@@ -371,13 +275,12 @@ def _parse_time(text: str) -> int | None:
     fields = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19])
     if not all(field.isascii() and field.isdigit() for field in fields):
         return None
-    year, month, day, hour, minute, second = map(int, fields)
-    if not (year >= 1 and 1 <= month <= 12 and hour < 24 and minute < 60 and second < 60):
+    try:
+        year, month, day, hour, minute, second = map(int, fields)
+        since_epoch = _datetime(year, month, day, hour, minute, second, tzinfo=_UTC) - _EPOCH
+    except ValueError:  # no such date or time (year 0, month 13, February 30, ...)
         return None
-    days = _days_from_civil(year, month, day)
-    if _civil_from_days(days) != (year, month, day):  # a day past the month's end
-        return None
-    return days * 86400 + hour * 3600 + minute * 60 + second
+    return since_epoch.days * 86400 + since_epoch.seconds
 
 
 def _duration_text(seconds: float) -> str:
@@ -500,16 +403,26 @@ class _Interrupts:
 
     @classmethod
     def install(cls) -> None:
-        # The C module under ``signal``: already loaded, while ``signal`` itself
-        # would cost a CLI call about a millisecond building its enums.
-        import _signal  # type: ignore[import-not-found]  # (no stub; a builtin module)
+        import signal
 
         for name in _SIGNAL_NAMES.values():
-            signum = getattr(_signal, name, None)  # Windows has no SIGHUP
+            signum = getattr(signal, name, None)  # Windows has no SIGHUP
             if signum is not None:
-                _signal.signal(signum, cls._on_signal)
+                signal.signal(signum, cls._on_signal)
         sys.unraisablehook = cls._unraisable
         cls.armed = True
+
+    @staticmethod
+    def ignore() -> None:
+        """Ignore the CLI's signals from now on: the answer is out, and its exit code
+        stands. (Python's teardown puts back the default action of a signal it handles,
+        which would kill the process, but leaves an ignored one ignored.)"""
+        import signal
+
+        for name in _SIGNAL_NAMES.values():
+            signum = getattr(signal, name, None)
+            if signum is not None:
+                signal.signal(signum, signal.SIG_IGN)
 
     @staticmethod
     def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
@@ -568,6 +481,9 @@ if sys.platform == "win32":
     # A guard that another process is deleting cannot be opened for a moment.
     _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = (PermissionError,)
     _LOCK_BUSY_ERRNOS = {errno.EACCES, errno.EDEADLK, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
+    # A file that another process has open (a reader, a virus scanner, an indexer)
+    # cannot be replaced or deleted for a moment: ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION.
+    _SHARING_REFUSALS: frozenset[int] = frozenset({5, 32})
 
     def _try_lock(fd: int) -> bool:
         """Take the guard's 1-byte lock without waiting; False if another process has it."""
@@ -589,6 +505,7 @@ else:
 
     _REMOVE_GUARD_WHILE_HELD = True
     _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = ()
+    _SHARING_REFUSALS: frozenset[int] = frozenset()  # POSIX replaces and deletes open files
 
     def _try_lock(fd: int) -> bool:
         """Take an exclusive flock without waiting; False if another process has it."""
@@ -600,6 +517,24 @@ else:
 
     def _unlock(fd: int) -> None:
         pass  # closing the descriptor releases the flock
+
+
+def _despite_sharing(action: Callable[..., None], *paths: str) -> None:
+    """``action(*paths)`` (os.replace or os.unlink), tried again for up to
+    _SHARING_RETRY_SEC while Windows refuses it because another process has the
+    file open; the refusal is raised once that time has passed."""
+    deadline = time.monotonic() + _SHARING_RETRY_SEC
+    pause = 0.001
+    while True:
+        try:
+            action(*paths)
+            return
+        except PermissionError as exc:
+            refused = getattr(exc, "winerror", None) in _SHARING_REFUSALS
+            if not refused or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def _remove_quietly(path: str) -> None:
@@ -904,7 +839,7 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
     if len(data) > _RECORD_MAX_BYTES:
         return _Record(None, mtime)
     try:
-        content = _loads(data.decode("utf-8"))
+        content = json.loads(data.decode("utf-8"))
     except (ValueError, RecursionError):
         content = None
     if isinstance(content, dict):
@@ -930,7 +865,7 @@ def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
         "stale_after_seconds": seconds,
         "tool": _TOOL,
     }
-    return (_dumps(record) + "\n").encode("ascii")
+    return (json.dumps(record) + "\n").encode("ascii")
 
 
 _FILE_KINDS = {
@@ -1022,7 +957,7 @@ def _write_record(lock: str, data: bytes) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(temp, lock)
+        _despite_sharing(os.replace, temp, lock)
     except BaseException:
         _remove_quietly(temp)
         raise
@@ -1030,7 +965,7 @@ def _write_record(lock: str, data: bytes) -> None:
 
 def _delete_record(lock: str) -> None:
     try:
-        os.unlink(lock)
+        _despite_sharing(os.unlink, lock)
     except OSError as exc:
         if exc.errno in _NOT_WRITABLE:
             raise _not_writable_error(os.path.dirname(lock), exc) from None
@@ -1087,24 +1022,17 @@ def _stale_at(since: int, stale_after: float) -> str:
 # --- Outputs: each shape built once, with its message --------------------------
 
 
-def _shell_quote(text: str) -> str:
-    """``text`` as one word of a POSIX shell, as shlex.quote gives it (shlex imports re)."""
-    if text and _SHELL_SAFE.issuperset(text):
-        return text
-    return "'" + text.replace("'", "'\"'\"'") + "'"
-
-
 def _clear_advice(lock: str, holder: str | None) -> str:
     """How to clear a lock whose run is gone, safe to follow literally."""
+    from shlex import quote
+
     if holder is not None and _can_be_released_by_name(holder):
-        script = _shell_quote(os.path.abspath(__file__))
-        command = (
-            f"python3 {script} release --lock {_shell_quote(lock)} --owner {_shell_quote(holder)}"
-        )
+        script = quote(os.path.abspath(__file__))
+        command = f"python3 {script} release --lock {quote(lock)} --owner {quote(holder)}"
         return f"If that run is no longer active, clear it with: {command}"
-    target = f"the file {_shell_quote(lock)}"
+    target = f"the file {quote(lock)}"
     if _is_etcd(lock):
-        target = f"its key (etcdctl del {_shell_quote(lock.split('/', 3)[3])})"
+        target = f"its key (etcdctl del {quote(lock.split('/', 3)[3])})"
     return (
         "No release can name this holder: wait until it goes stale, or, if no run is"
         f" active, delete {target}"
@@ -1255,6 +1183,15 @@ _TLS_FAILURE = "TLS failure"
 
 def _is_etcd(lock: object) -> TypeGuard[str]:
     return isinstance(lock, str) and lock.startswith(_ETCD_SCHEMES)
+
+
+def _shown_address(address: str) -> str:
+    """A refused ``address`` as a message may show it: whatever stands before an ``@``
+    may be a user and password (one with a ``/`` in it too), so it is left out."""
+    scheme, sep, rest = address.partition("://")
+    if "@" not in rest:
+        return address
+    return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
 
 
 def _etcd_duration(text: str) -> float:
@@ -1461,12 +1398,13 @@ class _Etcd:
         hosts, _, key = rest.partition("/")
         if "@" in hosts:
             raise ValueError(
-                f"the lock address {address} names a user: credentials never go in the"
-                " address; set ETCDCTL_USER (and ETCDCTL_PASSWORD) instead"
+                f"the lock address {_shown_address(address)} names a user: credentials never"
+                " go in the address; set ETCDCTL_USER (and ETCDCTL_PASSWORD) instead"
             )
         if not all(re.fullmatch(_HOST_PORT, host) for host in hosts.split(",")) or not key:
             raise ValueError(
-                f"the lock address {address} must be {scheme}://HOST:PORT[,HOST:PORT...]/KEY"
+                f"the lock address {_shown_address(address)} must be"
+                f" {scheme}://HOST:PORT[,HOST:PORT...]/KEY"
             )
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
@@ -1504,7 +1442,7 @@ class _Etcd:
         """
         if path != "/v3/auth/authenticate":
             self._authorize()
-        payload = _dumps(body).encode()
+        payload = json.dumps(body).encode()
         # The first reason of each endpoint: later ones are often the deadline running out.
         failures: dict[str, str] = {}
         broken: set[str] = set()  # endpoints whose TLS failed: trying again cannot help
@@ -1568,7 +1506,7 @@ class _Etcd:
             status = connection.start_answer(self.deadline)
             body = connection.rest(self.deadline)
             try:
-                answer = _loads(body.decode("utf-8") or "{}")
+                answer = json.loads(body.decode("utf-8") or "{}")
             except ValueError:
                 raise ValueError("the answer was not JSON") from None
         except (OSError, ValueError) as exc:
@@ -1652,7 +1590,7 @@ class _Etcd:
         """Start watching the record on the first endpoint that accepts, within
         ``left`` seconds: True once its changes from now on stream in."""
         self.deadline = time.monotonic() + min(self.timeout, left)
-        payload = _dumps({"create_request": {"key": _b64(self.key)}}).encode()
+        payload = json.dumps({"create_request": {"key": _b64(self.key)}}).encode()
         try:
             self._authorize()
         except (OSError, ValueError):
@@ -1699,7 +1637,7 @@ class _Etcd:
         (the stream ended, or was cancelled) or "other" (a progress note)."""
         assert self.connection is not None
         try:
-            message = _loads(self.connection.readline(deadline).decode("utf-8"))
+            message = json.loads(self.connection.readline(deadline).decode("utf-8"))
         except ValueError:
             return "ended"
         result = message.get("result") if isinstance(message, dict) else None
@@ -2176,7 +2114,7 @@ def _signal_name(signum: int) -> str:
 
 
 def _fail(message: str) -> None:
-    line = _dumps({"status": "error", "message": " ".join(message.split())})
+    line = json.dumps({"status": "error", "message": " ".join(message.split())})
     sys.stderr.write(line + "\n")
 
 
@@ -2205,7 +2143,7 @@ def main(argv: list[str] | None = None) -> int:
         code = _EXIT_OS_ERROR
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
-        sys.stdout.write(result if isinstance(result, str) else _dumps(result) + "\n")
+        sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
         return code
     _fail(error)
     return code
@@ -2217,8 +2155,8 @@ if __name__ == "__main__":
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except OSError:
+    except OSError:  # a closed pipe: nobody reads the answer; teardown must not try again
         exit_code = exit_code or _EXIT_OS_ERROR
-    # Skip the interpreter's teardown: it puts back the default signal actions,
-    # so a signal arriving then would kill a finished call and lose its exit code.
-    os._exit(exit_code)
+        sys.stdout = sys.stderr = None
+    _Interrupts.ignore()
+    sys.exit(exit_code)

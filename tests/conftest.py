@@ -410,3 +410,17 @@ def joined(thread: threading.Thread, outcome: list) -> dict:
     (result,) = outcome
     assert isinstance(result, dict), result
     return result
+
+
+# --- Fuzzing: a sample by default, every mutation with --fuzz-long ---------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fuzz-long", action="store_true", help="fuzz every mutation of every shape read"
+    )
+
+
+@pytest.fixture
+def fuzz_long(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--fuzz-long"))

@@ -1,0 +1,147 @@
+"""No input crashes a call: every prefix and single-byte change of every shape the
+script reads, and random bytes, fed to real CLI code in a fresh interpreter.
+
+The cases run in tests/fuzz_driver.py, a process that imports nothing the CLI does
+not (pytest imports json, and with it the json.decoder that hid a crash on 3.11).
+The suite runs a sample CI can afford; ``--fuzz-long`` runs every mutation.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPT
+
+DRIVER = Path(__file__).resolve().parent / "fuzz_driver.py"
+RECORD = b'{"owner": "wf:sk:20261201T000000Z-0123abcd", "acquired_at": "2026-12-01T00:00:00Z"'
+# Every shape a lock file has had: this version's record, 1.0's (no timeout), a
+# fractional timeout, the oldest helpers' PID and time lines, an flock's empty file.
+FILE_SHAPES = {
+    "record": RECORD + b', "stale_after_seconds": 3600, "tool": "skf-run-lock"}\n',
+    "record-1.0": RECORD + b', "tool": "skf-run-lock"}\n',
+    "record-fraction": RECORD + b', "stale_after_seconds": 0.5, "tool": "skf-run-lock"}\n',
+    "pid-and-time": b"4242\n2026-12-01T00:00:00Z\n",
+    "empty": b"",
+}
+# Bytes a single-byte change puts in: ones that end strings, escape, nest, or are not UTF-8.
+SWAPS = b'\x00\xff\x80\xc3"\\{}[]9-.:\n x'
+
+
+def mutations(data: bytes, long: bool) -> Iterator[bytes]:
+    """Every prefix of ``data``; each byte deleted and changed (all SWAPS when ``long``,
+    else one, in turn); the bytes themselves."""
+    yield data
+    for end in range(len(data)):
+        yield data[:end]
+    for at in range(len(data)):
+        yield data[:at] + data[at + 1 :]
+        swaps = SWAPS if long else SWAPS[at % len(SWAPS) : at % len(SWAPS) + 1]
+        for byte in swaps:
+            if byte != data[at]:
+                yield data[:at] + bytes([byte]) + data[at + 1 :]
+
+
+def random_bytes(count: int, seed: int) -> Iterator[bytes]:
+    rng = random.Random(seed)
+    alphabet = b'{}[]":,\\ \n0123456789.-eE' + bytes(range(256))
+    for _ in range(count):
+        yield bytes(rng.choice(alphabet) for _ in range(rng.randrange(0, 160)))
+
+
+def run_driver(mode: str, cases: Path, timeout: float) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(DRIVER), str(SCRIPT), mode, str(cases)],
+        capture_output=True, text=True, timeout=timeout, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0 and proc.stdout.startswith("ok "), proc.stdout + proc.stderr[-3000:]
+    assert int(proc.stdout.split()[1]) == len(list(cases.iterdir()))
+
+
+@pytest.mark.timeout(600)
+def test_no_lock_file_content_crashes_a_call(tmp_path: Path, fuzz_long: bool) -> None:
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    count = 0
+    for shape, data in FILE_SHAPES.items():
+        for index, mutant in enumerate(mutations(data, fuzz_long)):
+            (cases / f"{shape}-{index:05d}").write_bytes(mutant)
+            count += 1
+    for index, data in enumerate(random_bytes(3000 if fuzz_long else 200, seed=14)):
+        (cases / f"random-{index:05d}").write_bytes(data)
+    assert count > 600  # every shape was mutated, not a handful
+    run_driver("file", cases, timeout=580)
+
+
+def test_a_record_cut_off_mid_string_is_a_foreign_lock_in_a_fresh_cli(cli, lock: Path) -> None:
+    """Python 3.11's C scanner failed with SystemError on this when json.decoder had not
+    been imported, which was every CLI call: no in-process test could see it."""
+    lock.parent.mkdir()
+    lock.write_bytes(b'{"owner": "wf:sk:r", "acqu')
+    for argv in (["acquire", "--owner", "wf:sk:me"], ["status"]):
+        run = cli(argv[0], "--lock", lock, *argv[1:])
+        assert run.code == 3, run.err
+        assert run.json["held_by"] is None
+    assert cli("release", "--lock", lock, "--owner", "wf:sk:me:r").json["reason"] == "not-owner"
+    assert lock.read_bytes() == b'{"owner": "wf:sk:r", "acqu'
+
+
+# --- etcd's answers ---------------------------------------------------------------------
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def etcd_answer_bodies() -> dict[str, bytes]:
+    """The raw HTTP answer etcd's gateway gives each request a call makes."""
+    record = FILE_SHAPES["record-1.0"].replace(b"wf:sk:20261201T000000Z-0123abcd", b"fz:other:r1")
+    kv = {"key": _b64(b"fz/lock"), "mod_revision": "4", "value": _b64(record), "lease": "77"}
+
+    def fixed(body: dict[str, object]) -> bytes:
+        data = json.dumps(body).encode()
+        return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(data), data)
+
+    def chunk(line: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(line), line)
+
+    event = {"result": {"events": [{"type": "DELETE", "kv": {"key": _b64(b"fz/lock")}}]}}
+    watch = chunk(b'{"result":{"header":{},"created":true}}\n') + chunk(
+        json.dumps(event).encode() + b"\n"
+    )
+    return {
+        "/v3/auth/authenticate": fixed({"header": {}, "token": "fztoken.7"}),
+        "/v3/kv/range": fixed({"header": {}, "kvs": [kv], "count": "1"}),
+        "/v3/lease/grant": fixed({"header": {}, "ID": "7587", "TTL": "60"}),
+        "/v3/kv/txn": fixed({"header": {}, "succeeded": True}),
+        "/v3/lease/revoke": fixed({"header": {}}),
+        "/v3/watch": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + watch,
+    }
+
+
+@pytest.mark.timeout(600)
+def test_no_etcd_answer_crashes_a_call(tmp_path: Path, fuzz_long: bool) -> None:
+    cases, good = tmp_path / "cases", tmp_path / "cases-good"
+    cases.mkdir()
+    good.mkdir()
+    rng = random.Random(14)
+    count = 0
+    for path, answer in etcd_answer_bodies().items():
+        (good / path.strip("/").replace("/", "-")).write_bytes(answer)
+        every = list(mutations(answer, fuzz_long))
+        # The sample: the answer itself, a cut in its head and each of its parts, and
+        # changes spread over it (every one with --fuzz-long).
+        sample = every if fuzz_long else [every[0], *rng.sample(every[1:], 14)]
+        for index, mutant in enumerate(sample):
+            (cases / f"{path.strip('/').replace('/', '-')}-{index:05d}").write_bytes(
+                path.encode() + b"\n" + mutant
+            )
+            count += 1
+    assert count >= 6 * 15
+    run_driver("etcd", cases, timeout=580)
