@@ -9,13 +9,14 @@ from __future__ import annotations
 import base64
 import datetime
 import ipaddress
+import re
 import ssl
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Etcd, etcd_post, joined, start_etcd, waiter_thread
+from conftest import Etcd, etcd_post, free_port, joined, start_etcd, waiter_thread
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -214,3 +215,52 @@ def test_no_credentials_on_a_server_that_wants_them_is_exit_2(cli, monkeypatch, 
     run = cli("acquire", "--lock", auth_etcd.url("locks/x"), "--owner", "wf:sk:r")
     assert run.code == 2
     assert "etcd wants a user name: set ETCDCTL_USER (and ETCDCTL_PASSWORD)" in run.error
+
+
+# --- No secret in any message -----------------------------------------------------------
+
+SECRET = "Sup3r-s3cret/pw"  # a "/" too: an address that holds it splits there
+# etcd's simple auth tokens: 16 letters, a dot, a number.
+TOKEN = re.compile(r"[A-Za-z]{16}\.[0-9]+")
+
+
+def _failing_calls(auth_etcd: Etcd, tls_etcd: Etcd) -> Iterator[tuple[str, dict[str, str], str]]:
+    """(what fails, the ETCDCTL_* settings, the lock address) for each way to fail."""
+    good = auth_etcd.url("locks/secrets")
+    host = auth_etcd.client
+    yield "credentials in the address", {}, f"etcd://agent:{SECRET}@{host}/locks/x"
+    yield "credentials with a slash", {}, f"etcd://agent:{SECRET}@{host}"
+    yield "wrong password", {"ETCDCTL_USER": f"agent:{SECRET}"}, good
+    yield "unknown user", {"ETCDCTL_USER": "nobody", "ETCDCTL_PASSWORD": SECRET}, good
+    yield "unreachable", {"ETCDCTL_USER": f"agent:{SECRET}"}, f"etcd://127.0.0.1:{free_port()}/k"
+    yield (
+        "tls failure",
+        {"ETCDCTL_PASSWORD": SECRET, "ETCDCTL_USER": "agent"},
+        (f"etcd+https://{tls_etcd.client}/locks/x"),
+    )
+
+
+def test_no_failing_call_shows_a_secret(cli, monkeypatch, auth_etcd, tls_etcd) -> None:
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")
+    for what, settings, lock in _failing_calls(auth_etcd, tls_etcd):
+        for name in ("ETCDCTL_USER", "ETCDCTL_PASSWORD", "ETCDCTL_CACERT"):
+            monkeypatch.delenv(name, raising=False)
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
+        for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
+            run = cli(argv[0], "--lock", lock, *argv[1:])
+            assert run.code in (1, 2), (what, argv, run)
+            assert run.error  # one JSON error line, and nothing on stdout
+            for secret in (SECRET, SECRET.split("/", maxsplit=1)[0], SECRET.split("/")[1]):
+                assert secret not in run.out + run.err, (what, argv, run.err)
+
+
+def test_a_call_denied_after_authenticating_shows_neither_password_nor_token(
+    cli, monkeypatch, auth_etcd
+) -> None:
+    monkeypatch.setenv("ETCDCTL_USER", "agent:agent-pw")
+    for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
+        run = cli(argv[0], "--lock", auth_etcd.url("elsewhere/x"), *argv[1:])
+        assert run.code == 2 and "denied user 'agent'" in run.error, run
+        assert "agent-pw" not in run.out + run.err
+        assert not TOKEN.search(run.out + run.err), run.err

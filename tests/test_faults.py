@@ -161,3 +161,74 @@ def test_read_only_folder_for_real_is_exit_2(skf: ModuleType) -> None:
     finally:
         (top / "locks").chmod(0o755)
         shutil.rmtree(top)
+
+
+# --- Windows: a file another process has open cannot be replaced or deleted at once ----
+
+
+def sharing_refusal() -> PermissionError:
+    """What Windows raises when another process has the file open (ERROR_SHARING_VIOLATION)."""
+    refusal = PermissionError(errno.EACCES, "The process cannot access the file")
+    refusal.winerror = 32  # type: ignore[attr-defined]  # set by the OS on Windows only
+    return refusal
+
+
+def refusing(real: Callable[..., None], lock: Path, times: int, calls: list[tuple[Any, ...]]):
+    """``real``, but refused as Windows refuses it for its first ``times`` calls on
+    ``lock`` (replaced or deleted) while a reader has the lock file open."""
+
+    def stand_in(*args: Any) -> None:
+        if str(lock) in map(str, args):
+            calls.append(args)
+            if len(calls) <= times:
+                raise sharing_refusal()
+        real(*args)
+
+    return stand_in
+
+
+@pytest.mark.parametrize("name", ["replace", "unlink"])
+def test_a_sharing_refusal_is_waited_out(skf, lock: Path, monkeypatch, name: str) -> None:
+    monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
+    write_record(lock, "wf:sk:r", ago(seconds=5))
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(os, name, refusing(getattr(os, name), lock, 3, calls))
+    if name == "replace":
+        assert skf.acquire(lock, "wf:sk:r", 60.0)["refreshed"] is True
+        assert lock.read_text().startswith('{"owner": "wf:sk:r"')
+    else:
+        assert skf.release(lock, "wf:sk:r")["released"] is True
+        assert not lock.exists()
+    assert len(calls) == 4
+    assert beside(lock) == (["run.lock"] if name == "replace" else [])
+
+
+@pytest.mark.parametrize("name", ["replace", "unlink"])
+def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(skf, main, lock, monkeypatch, name):
+    monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
+    monkeypatch.setattr(skf, "_SHARING_RETRY_SEC", 0.2)
+    write_record(lock, "wf:sk:r", ago(seconds=5))
+    before = lock.read_bytes()
+    calls: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(os, name, refusing(getattr(os, name), lock, 10**9, calls))
+    command = ["acquire"] if name == "replace" else ["release"]
+    run = main(*command, "--lock", lock, "--owner", "wf:sk:r")
+    assert run.code == 2 and "could not be read or written" in run.error
+    assert len(calls) > 2  # tried again, then gave up
+    assert lock.read_bytes() == before
+    assert beside(lock) == ["run.lock"]
+
+
+def test_a_refusal_that_is_not_about_sharing_is_not_retried(skf, lock: Path, monkeypatch) -> None:
+    monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
+    write_record(lock, "wf:sk:r", ago(seconds=5))
+    calls: list[tuple[Any, ...]] = []
+
+    def denied(*args: Any) -> None:
+        calls.append(args)
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", denied)
+    with pytest.raises(PermissionError):
+        skf.acquire(lock, "wf:sk:r", 60.0)
+    assert len(calls) == 1

@@ -301,3 +301,57 @@ def test_the_cli_keeps_a_dropped_interrupt_out_of_stderr(skf, monkeypatch, capsy
     skf._Interrupts._unraisable(other)
     assert passed_on == [other]
     assert capsys.readouterr() == ("", "")
+
+
+# --- Ending: a finished call's exit code stands, and a wrapper's teardown runs ---------
+
+
+def test_signals_right_after_the_answer_never_change_the_exit_code(lock: Path) -> None:
+    """SIGTERM sent without pause from the moment the answer is read, through the
+    interpreter's teardown: the call still exits with its own code."""
+    for round_ in range(15):
+        proc = subprocess.Popen(
+            [sys.executable, SCRIPT, "acquire", "--lock", lock, "--owner", f"wf:sk:r{round_}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        answer = proc.stdout.readline()
+        sent = 0
+        while proc.poll() is None:
+            try:
+                os.kill(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                break
+            sent += 1
+        proc.wait(timeout=30)
+        err = proc.stderr.read() if proc.stderr else b""
+        proc.stdout.close()
+        if proc.stderr:
+            proc.stderr.close()
+        assert proc.returncode == (0 if round_ == 0 else 3), (round_, sent, err)
+        assert json.loads(answer)["acquired"] is (round_ == 0)
+        assert err == b""
+
+
+def test_a_wrapper_running_the_script_keeps_its_finally_and_atexit(lock: Path) -> None:
+    """runpy (as coverage tools and harnesses run a script): SystemExit carries the exit
+    code out, and the wrapper's own finally and atexit work still run."""
+    wrapper = (
+        "import atexit, runpy, sys\n"
+        "atexit.register(lambda: print('atexit ran'))\n"
+        f"sys.argv = [{str(SCRIPT)!r}, 'acquire', '--lock', {str(lock)!r}, '--owner', 'wf:sk:r']\n"
+        "try:\n"
+        f"    runpy.run_path({str(SCRIPT)!r}, run_name='__main__')\n"
+        "except SystemExit as stop:\n"
+        "    print('exit', stop.code)\n"
+        "finally:\n"
+        "    print('finally ran')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", wrapper], capture_output=True, text=True, timeout=60, check=False
+    )
+    lines = proc.stdout.splitlines()
+    assert json.loads(lines[0])["owner"] == "wf:sk:r"
+    assert lines[1:] == ["exit 0", "finally ran", "atexit ran"], proc.stdout + proc.stderr
+    assert proc.returncode == 0 and proc.stderr == ""
