@@ -18,6 +18,9 @@ floor measured in the same run (ratios travel between machines; raw times do not
 6. etcd on loopback: acquire + release vs a file (in-process and CLI), HTTP round
    trips per call, hand-off to waiters (who watch the key), and the transport:
    http.client vs the script's own HTTP/1.1 client, CPU per request and import time.
+7. The users' path, on every CPython >= 3.11 here: ``python3 SCRIPT`` (site on) and
+   ``uv run SCRIPT``, this script vs the last one built on ``_json``/``_signal``, and
+   what each public module it imports costs a call.
 """
 
 from __future__ import annotations
@@ -415,6 +418,95 @@ def bench_uv(rounds: int, folder: Path) -> str:
     )
 
 
+# --- 7. The users' path: site on, every CPython here, public imports --------------
+
+# The last version that read JSON with _json's scanner and set handlers with _signal.
+BEFORE_PUBLIC_STDLIB = "008fc9b"
+
+
+def cpythons() -> dict[str, str]:
+    """Every CPython >= 3.11 that pyenv holds or PATH has: {version: path}."""
+    found: dict[str, str] = {}
+    root = subprocess.run(["pyenv", "root"], capture_output=True, text=True, check=False)
+    candidates = sorted(Path(root.stdout.strip(), "versions").glob("3.*/bin/python"))
+    candidates += [Path(p) for p in map(shutil.which, ("python3", "python3.14")) if p]
+    for python in candidates:
+        probe = subprocess.run(
+            [str(python), "-c", "import platform, sys; print(platform.python_version())"
+             " if platform.python_implementation() == 'CPython' and sys.version_info >= (3, 11)"
+             " else print()"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        version = probe.stdout.strip()
+        if version and version not in found:
+            found[version] = str(python)
+    return found
+
+
+def bench_users_path(rounds: int, folder: Path) -> str:
+    """acquire + release as users run it (site on; and through uv run), this script vs
+    the one before the private modules went, and what each public import costs."""
+    old = folder / "before.py"
+    old.write_bytes(
+        subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{BEFORE_PUBLIC_STDLIB}:skf-run-lock.py"],
+            capture_output=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    uv = shutil.which("uv")
+    out = [f"### 7. The users' path ({rounds} interleaved rounds, site on)\n"]
+    out.append(
+        f"`python3 SCRIPT acquire` then `release`, this script vs `{BEFORE_PUBLIC_STDLIB}`"
+        " (the last to use `_json` and `_signal`); `uv run SCRIPT` likewise; and each"
+        " public module this script now imports, vs `python3 -c pass`.\n"
+    )
+    rows = []
+    for version, python in cpythons().items():
+        lock = str(folder / f"users-{version}.lock")
+
+        def pair(script: Path, *front: str, lock: str = lock) -> Callable[[], float]:
+            def run() -> float:
+                return sum(
+                    spawn_time([*front, str(script), command, "--lock", lock, "--owner", "b:u:1"])
+                    for command in ("acquire", "release")
+                )
+
+            return run
+
+        cases: dict[str, Callable[[], float]] = {
+            "python3 -c pass": lambda python=python: spawn_time([python, "-c", "pass"]),
+            "import json, signal, datetime": lambda python=python: spawn_time(
+                [python, "-c", "import json, signal, datetime"]
+            ),
+            "import json": lambda python=python: spawn_time([python, "-c", "import json"]),
+            "import signal": lambda python=python: spawn_time([python, "-c", "import signal"]),
+            "import datetime": lambda python=python: spawn_time([python, "-c", "import datetime"]),
+            "before: python3": pair(old, python),
+            "this: python3": pair(SCRIPT, python),
+        }
+        if uv is not None:
+            front = (uv, "run", "-q", "--python", python)
+            for script in (old, SCRIPT):
+                subprocess.run([*front, str(script), "run-id"], capture_output=True, check=True)
+            cases["before: uv run"] = pair(old, *front)
+            cases["this: uv run"] = pair(SCRIPT, *front)
+        samples = {k: statistics.median(v) for k, v in interleaved(cases, rounds).items()}
+        base = samples["python3 -c pass"]
+        for name in ("import json", "import signal", "import datetime"):
+            rows.append((version, name, f"+{ms(samples[name] - base)}", ""))
+        rows.append(
+            (version, "all three", f"+{ms(samples['import json, signal, datetime'] - base)}", "")
+        )
+        for front in ("python3", "uv run") if uv else ("python3",):
+            before, this = samples[f"before: {front}"], samples[f"this: {front}"]
+            rows.append(
+                (version, f"acquire + release, {front}", f"{ms(before)} -> {ms(this)}",
+                 f"{this / before:.3f}x")
+            )  # fmt: skip
+    out.append(table(rows, ("Python", "what", "cost", "this / before")))
+    return "\n".join(out) + "\n"
+
+
 # --- 6. etcd: the same calls on a server ------------------------------------------
 
 
@@ -632,6 +724,7 @@ def main() -> int:
             lambda: bench_peers(skf, max(5, int(30 * scale)), fast_dir),
             lambda: bench_uv(max(5, int(20 * scale)), fast_dir),
             lambda: bench_etcd(skf, max(5, int(20 * scale)), fast_dir),
+            lambda: bench_users_path(max(5, int(30 * scale)), fast_dir),
         ]
         wanted = {int(n) for n in args.only.split(",") if n}
         for number, section in enumerate(sections, 1):
