@@ -3,30 +3,18 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-"""A run lock kept in a file, for workflows made of many separate processes.
+"""A run lock kept in a file (or in etcd), for workflows made of many separate processes.
 
 An OS lock held by a process ends with that process, so it cannot serialize a
 workflow run whose every step is a fresh shell command. This module keeps the
-holder's name, the time and the holder's timeout in the lock file instead, and
-treats a lock older than that timeout as abandoned. Each call takes a short OS
-lock on a guard file beside the lock (``<lock>.skf-guard``) while it reads and
-changes the lock, and every record is written whole to a temp file and renamed
-into place.
+holder's name, the time and the holder's timeout in the lock instead, and treats
+a lock older than that timeout as abandoned. One algorithm (acquire, release,
+status) decides from what the lock says; a store keeps it: a file, changed under
+a short OS lock on a guard file beside it (``<lock>.skf-guard``) and replaced
+whole by a rename, or an etcd key, changed by transactions.
 
-Command line::
-
-    skf-run-lock.py acquire --lock PATH --owner WORKFLOW:SKILL[:RUN_ID]
-                            [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
-    skf-run-lock.py release --lock PATH --owner WORKFLOW:SKILL:RUN_ID
-    skf-run-lock.py status  --lock PATH [--stale-after MINUTES] [--empty-is-stale]
-    skf-run-lock.py run-id
-    skf-run-lock.py --version
-
-Each prints one line of JSON on stdout; errors are one line of JSON on stderr.
-Exit codes: 0 done, 1 bad arguments, 2 the lock could not be read or written,
-3 the lock is held by another run, 128 + n interrupted by signal n.
-
-Library use (load this file by path with importlib): see ``__all__``.
+Command line: ``skf-run-lock.py --help``. Library use (load this file by path
+with importlib): see ``__all__``.
 """
 
 from __future__ import annotations
@@ -34,6 +22,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import stat
 import sys
 import time
@@ -58,15 +47,12 @@ __all__ = [
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not need
-    import re
     import socket
     import ssl
     from collections.abc import Callable
     from datetime import datetime
     from types import FrameType
-    from typing import Any, Literal, TypedDict, TypeGuard
-
-    RUN_ID_RE: re.Pattern[str]  # made on first use, by __getattr__
+    from typing import Any, Literal, TypedDict
 
     class StaleReplaced(TypedDict):
         held_by: str | None
@@ -114,7 +100,7 @@ OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
 MAX_STALE_AFTER_MIN = 525600
 GUARD_WAIT_SEC = 10.0
-_RUN_ID_PATTERN = r"^\d{8}T\d{6}Z-[0-9a-f]{8}$"
+RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
 _TOOL = "skf-run-lock"
 _MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
@@ -129,8 +115,9 @@ _EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
 _SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same numbers on every OS
 
 _GUARD_SUFFIX = ".skf-guard"
-_TEMP_MARK, _TEMP_END, _TEMP_SUFFIX_LEN = ".skf-", "-tmp", 17  # <lock>.skf-<8 hex>-tmp
-_HEX = frozenset("0123456789abcdef")
+_TEMP_NAME = re.compile(r"\.skf-[0-9a-f]{8}-tmp")  # what follows the lock's name in a temp's
+_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+_PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
 _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 _EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
@@ -144,16 +131,6 @@ _GUARD_READ_ONLY_FLAGS = os.O_RDONLY | _COMMON_FLAGS
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 _LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK}
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM}
-
-
-def __getattr__(name: str) -> object:
-    # RUN_ID_RE is compiled on first use, so that a CLI call never imports re.
-    if name == "RUN_ID_RE":
-        import re
-
-        pattern = globals()["RUN_ID_RE"] = re.compile(_RUN_ID_PATTERN)
-        return pattern
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --- Exceptions ---------------------------------------------------------------
@@ -270,13 +247,11 @@ def _format_time(seconds: float) -> str:
 
 def _parse_time(text: str) -> int | None:
     """Return the POSIX seconds of a ``YYYY-MM-DDTHH:MM:SSZ`` time, or None if it is not one."""
-    if len(text) != 20 or text[4] + text[7] + text[10] + text[13] + text[16] + text[19] != "--T::Z":
-        return None
-    fields = (text[0:4], text[5:7], text[8:10], text[11:13], text[14:16], text[17:19])
-    if not all(field.isascii() and field.isdigit() for field in fields):
+    fields = _TIME.fullmatch(text)
+    if fields is None:
         return None
     try:
-        year, month, day, hour, minute, second = map(int, fields)
+        year, month, day, hour, minute, second = map(int, fields.groups())
         since_epoch = _datetime(year, month, day, hour, minute, second, tzinfo=_UTC) - _EPOCH
     except ValueError:  # no such date or time (year 0, month 13, February 30, ...)
         return None
@@ -346,17 +321,6 @@ def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")
     return float(value)
 
 
-def _is_temp_suffix(name: str, start: int) -> bool:
-    """True if ``name[start:]`` is ``.skf-<8 lowercase hex>-tmp``, a temp file's suffix."""
-    tail = name[start:] if start >= 0 else ""
-    return (
-        len(tail) == _TEMP_SUFFIX_LEN
-        and tail.startswith(_TEMP_MARK)
-        and tail.endswith(_TEMP_END)
-        and _HEX.issuperset(tail[5:13])
-    )
-
-
 def _lock_path(lock: str | os.PathLike[str]) -> str:
     """The absolute path of a lock, ``~`` expanded; ValueError for a path that cannot be one.
 
@@ -373,7 +337,7 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
     if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
         raise ValueError(f"the lock path {path} ends with a separator; give the path of a file")
     name = os.path.basename(path)
-    if name.endswith(_GUARD_SUFFIX) or _is_temp_suffix(name, len(name) - _TEMP_SUFFIX_LEN):
+    if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
         raise ValueError(
             f"the lock name {name} is reserved for a lock's own guard or temp files;"
             " choose another name"
@@ -439,19 +403,6 @@ class _Interrupts:
             cls.raise_pending()
 
     @classmethod
-    def hold(cls) -> None:
-        """Hold signals back (calls nest): a guard is being taken or held, or a change
-        is on its way to etcd. Each hold ends with :meth:`let_go`."""
-        cls.shield += 1
-
-    @classmethod
-    def let_go(cls, act: bool = True) -> None:
-        """End one :meth:`hold`; with ``act``, raise a signal that came meanwhile."""
-        cls.shield -= 1
-        if act:
-            cls.raise_pending()
-
-    @classmethod
     def raise_pending(cls) -> None:
         """Raise _Interrupted for a signal that came while nothing is held or changed.
 
@@ -468,7 +419,327 @@ class _Interrupts:
         cls.armed = False
 
 
-# --- The guard: a short OS lock beside the lock file -------------------------
+class _SignalsHeld:
+    """Signals held back for a ``with`` block (blocks nest): a guard being taken or held,
+    a change on its way to etcd. Leaving the block normally, a signal that came
+    meanwhile ends the call, unless the call has changed the lock by then (it has
+    disarmed); leaving by an exception, the signal stays pending for the next check."""
+
+    def __enter__(self) -> None:
+        _Interrupts.shield += 1
+
+    def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
+        _Interrupts.shield -= 1
+        if exc_type is None:
+            _Interrupts.raise_pending()
+
+
+_SIGNALS_HELD = _SignalsHeld()
+
+
+# --- Waiting: a pause between two looks -------------------------------------------
+
+
+class _Pause:
+    """A waiter's pause between two looks at a lock: growing from 5 ms to 100 ms, and
+    jittered, so that waiters do not fall into lockstep."""
+
+    def __init__(self) -> None:
+        self.next = 0.005
+
+    def sleep(self, left: float) -> None:
+        """Sleep the next pause, or ``left`` seconds if that is shorter."""
+        import random  # only a waiter needs it
+
+        time.sleep(min(left, self.next * random.uniform(0.5, 1.0)))
+        self.next = min(self.next * 1.5, 0.1)
+
+
+def _quoted(text: str) -> str:
+    """``text`` as one word of a POSIX shell (shlex, imported only when asked)."""
+    from shlex import quote
+
+    return quote(text)
+
+
+# --- The record: what a lock says, read from its bytes --------------------------
+
+
+class _Record:
+    """What a lock says: its holder (None if it names none), since when, the holder's own
+    timeout in seconds (None if it gives no valid one), whether it is empty, and, on
+    etcd, whether a lease keeps it ("live") or its lease ran out ("expired")."""
+
+    __slots__ = ("empty", "lease", "owner", "since", "stale_after")
+
+    def __init__(
+        self, owner: str | None, since: int, stale_after: float | None = None, empty: bool = False
+    ) -> None:
+        self.owner = owner
+        self.since = since
+        self.stale_after = stale_after
+        self.empty = empty
+        self.lease: Literal["live", "expired"] | None = None
+
+
+class _Look:
+    """One look at a lock in its store: the record (None: no lock), the last holder's
+    record when the lock itself is gone (etcd keeps one), and what a change must
+    find unchanged (etcd: the record's mod revision, and the lease it is on)."""
+
+    __slots__ = ("last", "lease", "record", "revision")
+
+    def __init__(
+        self,
+        record: _Record | None,
+        last: _Record | None = None,
+        revision: str = "0",
+        lease: str | None = None,
+    ) -> None:
+        self.record, self.last, self.revision, self.lease = record, last, revision, lease
+
+
+def _holder_timeout(value: object) -> float | None:
+    """A record's ``stale_after_seconds`` if it is valid (a finite number > 0 and <=
+    31,536,000 seconds), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if 0 < value <= _MAX_STALE_AFTER_SEC else None
+
+
+def _parse_record(data: bytes, mtime: int) -> _Record:
+    """Read the holder, time and timeout out of a lock's bytes (``mtime`` when it gives
+    no time).
+
+    A JSON object names its ``owner`` (if a non-empty string), its
+    ``acquired_at`` and its ``stale_after_seconds``; anything else (an old PID
+    + time file, an empty file, garbage, over 64 KiB) names no owner and is
+    dated by its second line if that is a time. Never raises.
+    """
+    if len(data) > _RECORD_MAX_BYTES:
+        return _Record(None, mtime)
+    try:
+        content = json.loads(data.decode("utf-8"))
+    except (ValueError, RecursionError):
+        content = None
+    if isinstance(content, dict):
+        owner = content.get("owner")
+        when = content.get("acquired_at")
+        since = _parse_time(when) if isinstance(when, str) else None
+        return _Record(
+            owner if isinstance(owner, str) and owner else None,
+            mtime if since is None else since,
+            _holder_timeout(content.get("stale_after_seconds")),
+        )
+    lines = data.split(b"\n", 2)
+    since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
+    return _Record(None, mtime if since is None else since, empty=not data)
+
+
+def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
+    """The bytes of a record naming ``owner`` since ``since`` with its timeout."""
+    seconds = int(stale_after) if stale_after.is_integer() else stale_after
+    record = {
+        "owner": owner,
+        "acquired_at": _format_time(since),
+        "stale_after_seconds": seconds,
+        "tool": _TOOL,
+    }
+    return (json.dumps(record) + "\n").encode("ascii")
+
+
+# --- Staleness: one rule for acquire and status -------------------------------
+
+
+def _deciding_timeout(record: _Record, caller_timeout: float) -> float:
+    """The timeout that decides when ``record`` goes stale: its holder's own, or, for a
+    record that gives no valid one (older helpers, foreign files), the caller's."""
+    return caller_timeout if record.stale_after is None else record.stale_after
+
+
+def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale: bool) -> bool:
+    """True if the lock ``record`` describes is abandoned at ``now``.
+
+    It is stale once ``now - since`` reaches the deciding timeout (exactly at
+    the timeout counts), and at once for an empty file with ``empty_is_stale``
+    (an ``flock`` user leaves one; this script never writes one). On etcd the
+    server's clock decides instead: a record its lease keeps is never stale,
+    and the last holder of one whose lease ran out always is.
+    """
+    if record.lease is not None:
+        return record.lease == "expired"
+    if empty_is_stale and record.empty:
+        return True
+    return now - record.since >= _deciding_timeout(record, caller_timeout)
+
+
+def _takes(
+    record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
+) -> bool:
+    """True if ``owner`` may take the lock ``record`` describes (None: no lock): it is
+    free, already this owner's (a renewal), or stale."""
+    return (
+        record is None
+        or record.owner == owner
+        or _is_stale(record, caller_timeout, now, empty_is_stale)
+    )
+
+
+def _minutes_for_output(stale_after: float) -> int | float:
+    minutes = round(stale_after / 60, 4)
+    return int(minutes) if minutes.is_integer() else minutes
+
+
+def _stale_at(since: int, stale_after: float) -> str:
+    """The first whole second at which a lock taken at ``since`` is stale, capped at year 9999."""
+    return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
+
+
+# --- Outputs: each shape built once, with its message --------------------------
+
+
+def _clear_advice(lock: str, holder: str | None, by_hand: str) -> str:
+    """How to clear a lock whose run is gone, safe to follow literally. ``by_hand`` is
+    the store's own way to remove it (delete a file, an etcd key)."""
+    if holder is not None and _can_be_released_by_name(holder):
+        script = _quoted(os.path.abspath(__file__))
+        command = f"python3 {script} release --lock {_quoted(lock)} --owner {_quoted(holder)}"
+        return f"If that run is no longer active, clear it with: {command}"
+    return (
+        "No release can name this holder: wait until it goes stale, or, if no run is"
+        f" active, {by_hand}"
+    )
+
+
+def _holder_text(holder: str | None) -> str:
+    return "a lock file that names no owner" if holder is None else holder
+
+
+def _acquired_result(
+    lock: str, owner: str, run_id: str, *, stale_after: float, since: int, before: _Record | None
+) -> AcquireResult:
+    """The acquire output when ``owner`` took the lock at ``since`` over ``before`` (None:
+    there was no lock file)."""
+    renewed = before is not None and before.owner == owner
+    replaced = before is not None and not renewed
+    stale_at = _stale_at(since, stale_after)
+    if before is None:
+        done = f"acquired {lock} for {owner}"
+    elif renewed:
+        done = f"renewed {lock} for {owner}"
+    else:
+        holder = f"of {before.owner}" if before.owner else "file that named no owner"
+        done = f"acquired {lock} for {owner}, replacing the stale lock {holder}"
+    return {
+        "acquired": True,
+        "refreshed": renewed,
+        "lock": lock,
+        "owner": owner,
+        "run_id": run_id,
+        "held_by": owner,
+        "held_since": _format_time(since),
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(stale_after),
+        "stale_replaced": {"held_by": before.owner, "held_since": _format_time(before.since)}
+        if before is not None and replaced
+        else None,
+        "message": f"{done}; it goes stale at {stale_at} unless renewed",
+    }
+
+
+def _refused_result(
+    lock: str,
+    owner: str,
+    run_id: str,
+    *,
+    caller_timeout: float,
+    record: _Record,
+    now: float,
+    by_hand: str,
+) -> AcquireResult:
+    """The acquire output when ``record``, not stale at ``now``, keeps the lock from
+    ``owner``; ``by_hand`` says how the store's lock is removed by hand."""
+    timeout = _deciding_timeout(record, caller_timeout)
+    held_since = _format_time(record.since)
+    stale_at = _stale_at(record.since, timeout)
+    age = now - record.since
+    age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+    return {
+        "acquired": False,
+        "refreshed": False,
+        "lock": lock,
+        "owner": owner,
+        "run_id": run_id,
+        "held_by": record.owner,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(timeout),
+        "stale_replaced": None,
+        "message": f"lock {lock} is held by {_holder_text(record.owner)} since {held_since}"
+        f" ({age_text}); it goes stale at {stale_at}. {_clear_advice(lock, record.owner, by_hand)}",
+    }
+
+
+def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseResult:
+    """The release output, given what the lock said when the call looked (None: nothing)."""
+    other: _Record | None = None
+    if record is None:
+        reason: Literal["absent", "not-owner"] | None = "absent"
+        message = f"no lock at {lock}; nothing to release"
+    elif record.owner == owner:
+        reason = None
+        message = f"released {lock} held by {owner}"
+    else:
+        reason, other = "not-owner", record
+        message = f"left {lock} in place: it is held by {_holder_text(record.owner)}, not {owner}"
+    return {
+        "released": record is not None and reason is None,
+        "reason": reason,
+        "lock": lock,
+        "owner": owner,
+        "held_by": None if other is None else other.owner,
+        "held_since": None if other is None else _format_time(other.since),
+        "message": message,
+    }
+
+
+def _status_result(
+    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+) -> StatusResult:
+    """The status output for ``record`` (None: no lock file) at ``now``."""
+    if record is None:
+        return {
+            "state": "free",
+            "lock": lock,
+            "held_by": None,
+            "held_since": None,
+            "stale_at": None,
+            "age_seconds": None,
+            "stale_after_minutes": _minutes_for_output(caller_timeout),
+            "message": f"no lock at {lock}; it is free",
+        }
+    timeout = _deciding_timeout(record, caller_timeout)
+    held_since = _format_time(record.since)
+    stale_at = _stale_at(record.since, timeout)
+    stale = _is_stale(record, caller_timeout, now, empty_is_stale)
+    then = (
+        f"it went stale at {stale_at}, so the next acquire takes it"
+        if stale
+        else f"it goes stale at {stale_at}"
+    )
+    return {
+        "state": "stale" if stale else "held",
+        "lock": lock,
+        "held_by": record.owner,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "age_seconds": int((now - record.since) // 1),
+        "stale_after_minutes": _minutes_for_output(timeout),
+        "message": f"{lock} is held by {_holder_text(record.owner)} since {held_since}; {then}",
+    }
+
+
+# --- The file store: a guard beside the lock, records renamed into place -------
 # The only platform branch. POSIX removes the guard while still holding it, so a
 # waiter that opened the old file sees, once it gets the lock, that the path no
 # longer names what it locked. Windows cannot delete an open file, so it unlocks
@@ -596,9 +867,22 @@ def _open_existing_guard(guard: str) -> int:
         return os.open(guard, _GUARD_READ_ONLY_FLAGS)
 
 
-def _open_guard(guard: str, make_parents: bool) -> int | None:
-    """Open (creating) the guard file; None when it is to be tried again: while it is
-    busy being removed (Windows) or was removed between two looks at it.
+def _create_guard(guard: str, make_parents: bool) -> int:
+    """Create the guard file exclusively (FileExistsError if it is there), making the
+    lock's missing folders first with ``make_parents``, else raising _NoFolder."""
+    try:
+        return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+    except (FileNotFoundError, NotADirectoryError):
+        if not make_parents:
+            raise _NoFolder(os.path.dirname(guard)) from None
+    _make_folders(os.path.dirname(guard))
+    return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+
+
+def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
+    """Open (creating) the guard file: its descriptor, and whether this call created it.
+    None when it is to be tried again: while it is busy being removed (Windows) or was
+    removed between two looks at it.
 
     With ``make_parents`` the lock's missing folders are created; without it a
     missing folder raises _NoFolder and nothing is created.
@@ -606,14 +890,9 @@ def _open_guard(guard: str, make_parents: bool) -> int | None:
     folder = os.path.dirname(guard)
     try:
         try:
-            return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+            return _create_guard(guard, make_parents), True
         except FileExistsError:
-            return _open_existing_guard(guard)
-        except (FileNotFoundError, NotADirectoryError):
-            if not make_parents:
-                raise _NoFolder(folder) from None
-            _make_folders(folder)
-            return _open_existing_guard(guard)
+            return _open_existing_guard(guard), False
     except FileNotFoundError:
         return None
     except _GUARD_OPEN_BUSY:
@@ -693,8 +972,9 @@ def _abandon_guard_at(guard: str) -> None:
     _abandon_guard(fd, guard)
 
 
-def _take_guard(guard: str, make_parents: bool) -> int:
-    """Lock the guard file ``guard``, waiting up to GUARD_WAIT_SEC; return its descriptor.
+def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
+    """Lock the guard file ``guard``, waiting up to GUARD_WAIT_SEC: its descriptor, and
+    whether this call created the file (False: it was there, unlocked, before).
 
     Raises TimeoutError (an OSError) when another call holds it longer than
     that, and _NoFolder when the lock's folder is missing and ``make_parents``
@@ -706,9 +986,11 @@ def _take_guard(guard: str, make_parents: bool) -> int:
         _Interrupts.raise_pending()  # nothing is held between two tries
         fd = None
         try:
-            fd = _open_guard(guard, make_parents)
-            if fd is not None and _locked_guard(fd, guard):
-                return fd
+            opened = _open_guard(guard, make_parents)
+            if opened is not None:
+                fd, created = opened
+                if _locked_guard(fd, guard):
+                    return fd, created
         except BaseException as exc:
             if fd is not None:
                 _abandon_guard(fd, guard)
@@ -742,23 +1024,26 @@ class _Guard:
         self.make_parents = make_parents
         self.fd = -1
         self.dropping = False
+        # False when the guard file was there before this call took it: on POSIX only
+        # a call that died holding it leaves one (it may have left a temp file too).
+        self.created = True
 
     def __enter__(self) -> _Guard:
-        _Interrupts.hold()
+        _SIGNALS_HELD.__enter__()
         try:
-            self.fd = _take_guard(self.guard, self.make_parents)
-        except BaseException:
-            _Interrupts.let_go(act=False)
+            self.fd, self.created = _take_guard(self.guard, self.make_parents)
+        except BaseException as exc:
+            _SIGNALS_HELD.__exit__(type(exc))
             raise
         return self
 
     def __exit__(self, *exc_info: object) -> None:
         try:
             self.drop()
-        except BaseException:
-            _Interrupts.let_go(act=False)
+        except BaseException as exc:
+            _SIGNALS_HELD.__exit__(type(exc))
             raise
-        _Interrupts.let_go()
+        _SIGNALS_HELD.__exit__(None)  # a signal that came while the guard was held acts now
 
     def drop(self) -> None:
         """Unlock and remove the guard if this object still holds it; a no-op otherwise.
@@ -783,89 +1068,13 @@ def _remove_orphan_temps(lock: str) -> None:
     """Delete ``<lock>.skf-<8 hex>-tmp`` files: temps are made only under the guard,
     so any found by the guard's holder were left by a call that died (of any version)."""
     folder, base = os.path.split(lock)
-    start = len(base)
     try:
         names = os.listdir(folder)
     except OSError:
         return
     for name in names:
-        if name.startswith(base) and _is_temp_suffix(name, start):
+        if name.startswith(base) and _TEMP_NAME.fullmatch(name, len(base)):
             _remove_quietly(os.path.join(folder, name))
-
-
-# --- The record: reading and writing the lock file ---------------------------
-
-
-class _Record:
-    """What a lock says: its holder (None if it names none), since when, the holder's own
-    timeout in seconds (None if it gives no valid one), whether it is empty, and, on
-    etcd, whether a lease keeps it ("live") or its lease ran out ("expired")."""
-
-    __slots__ = ("empty", "lease", "owner", "since", "stale_after")
-
-    def __init__(
-        self, owner: str | None, since: int, stale_after: float | None = None, empty: bool = False
-    ) -> None:
-        self.owner = owner
-        self.since = since
-        self.stale_after = stale_after
-        self.empty = empty
-        self.lease: Literal["live", "expired"] | None = None
-
-    def __repr__(self) -> str:
-        return (
-            f"_Record(owner={self.owner!r}, since={self.since!r},"
-            f" stale_after={self.stale_after!r}, empty={self.empty!r}, lease={self.lease!r})"
-        )
-
-
-def _holder_timeout(value: object) -> float | None:
-    """A record's ``stale_after_seconds`` if it is valid (a finite number > 0 and <=
-    31,536,000 seconds), else None."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return float(value) if 0 < value <= _MAX_STALE_AFTER_SEC else None
-
-
-def _parse_record(data: bytes, mtime: int) -> _Record:
-    """Read the holder, time and timeout out of a lock's bytes (``mtime`` when it gives
-    no time).
-
-    A JSON object names its ``owner`` (if a non-empty string), its
-    ``acquired_at`` and its ``stale_after_seconds``; anything else (an old PID
-    + time file, an empty file, garbage, over 64 KiB) names no owner and is
-    dated by its second line if that is a time. Never raises.
-    """
-    if len(data) > _RECORD_MAX_BYTES:
-        return _Record(None, mtime)
-    try:
-        content = json.loads(data.decode("utf-8"))
-    except (ValueError, RecursionError):
-        content = None
-    if isinstance(content, dict):
-        owner = content.get("owner")
-        when = content.get("acquired_at")
-        since = _parse_time(when) if isinstance(when, str) else None
-        return _Record(
-            owner if isinstance(owner, str) and owner else None,
-            mtime if since is None else since,
-            _holder_timeout(content.get("stale_after_seconds")),
-        )
-    lines = data.split(b"\n", 2)
-    since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
-    return _Record(None, mtime if since is None else since, empty=not data)
-
-
-def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
-    """The bytes of a record naming ``owner`` since ``since`` with its timeout."""
-    seconds = int(stale_after) if stale_after.is_integer() else stale_after
-    record = {
-        "owner": owner,
-        "acquired_at": _format_time(since),
-        "stale_after_seconds": seconds,
-        "tool": _TOOL,
-    }
-    return (json.dumps(record) + "\n").encode("ascii")
 
 
 _FILE_KINDS = {
@@ -926,15 +1135,24 @@ def _record_of_unopened(lock: str, exc: OSError) -> _Record:
 
 
 def _create_temp(lock: str) -> tuple[int, str]:
-    """Create a new ``<lock>.skf-<8 hex>-tmp`` exclusively; return its fd and path."""
+    """Create the temp file ``<lock>.skf-00000000-tmp`` exclusively: its fd and path.
+
+    Temps are made only under the guard, so a file already at that name was left
+    by a call that died mid-write: it is removed and the name taken, and no folder
+    listing is needed to find this version's orphans. A name that cannot be freed
+    (Windows: someone has the file open) gives way to random ones.
+    """
+    path = f"{lock}.skf-00000000-tmp"
     for _ in range(_TEMP_TRIES):
-        path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
         try:
             return os.open(path, _TEMP_FLAGS, 0o666), path
         except FileExistsError:
-            continue
+            try:
+                os.unlink(path)
+            except OSError:
+                path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
         except BaseException as exc:
-            # An interrupt may land after the file was made; the name is new, so ours.
+            # An interrupt may land after the file was made; under the guard it is ours.
             _remove_quietly(path)
             if isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE:
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
@@ -972,199 +1190,78 @@ def _delete_record(lock: str) -> None:
         raise
 
 
-# --- Staleness: one rule for acquire and status -------------------------------
+class _FileStore:
+    """A lock kept in a file. ``with store.change(create):`` holds the guard from the
+    read to the write, so a change always applies; a waiter polls with a pause.
 
-
-def _deciding_timeout(record: _Record, caller_timeout: float) -> float:
-    """The timeout that decides when ``record`` goes stale: its holder's own, or, for a
-    record that gives no valid one (older helpers, foreign files), the caller's."""
-    return caller_timeout if record.stale_after is None else record.stale_after
-
-
-def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale: bool) -> bool:
-    """True if the lock ``record`` describes is abandoned at ``now``.
-
-    It is stale once ``now - since`` reaches the deciding timeout (exactly at
-    the timeout counts), and at once for an empty file with ``empty_is_stale``
-    (an ``flock`` user leaves one; this script never writes one). On etcd the
-    server's clock decides instead: a record its lease keeps is never stale,
-    and the last holder of one whose lease ran out always is.
+    With ``create`` the lock's missing folders are made; without it a missing
+    folder means no lock, and nothing is created. A guard found already there was
+    left by a call that died holding it: temp files it may have left are removed.
     """
-    if record.lease is not None:
-        return record.lease == "expired"
-    if empty_is_stale and record.empty:
+
+    def __init__(self, lock: str | os.PathLike[str]) -> None:
+        self.lock = _lock_path(lock)
+        self.pause = _Pause()
+        self.guard = _Guard(self.lock)
+        self.held = False
+
+    def close(self) -> None:
+        """Drop the guard if this store still holds it. A KeyboardInterrupt can cut a
+        ``with`` short where neither ``__enter__`` nor ``__exit__`` drops it (at the
+        first instruction of either), so every call closes its store in a finally."""
+        self.guard.drop()
+
+    def look(self) -> _Look:
+        """What the lock says now, read without the guard (status creates nothing)."""
+        return _Look(_read_record(self.lock))
+
+    def change(self, create: bool) -> _FileStore:
+        self.guard = _Guard(self.lock, make_parents=create)
+        return self
+
+    def __enter__(self) -> _FileStore:
+        try:
+            self.guard.__enter__()
+        except _NoFolder:
+            return self  # no folder, so no lock
+        self.held = True
+        if not self.guard.created:
+            _remove_orphan_temps(self.lock)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            if self.held:
+                self.held = False
+                self.guard.__exit__(*exc_info)
+        finally:
+            self.guard.drop()  # does anything only when an interrupt cut the exit short
+
+    def read(self) -> _Look:
+        return _Look(_read_record(self.lock) if self.held else None)
+
+    def apply(self, look: _Look, data: bytes | None, stale_after: float, owner: str) -> bool:
+        """Write ``data`` as the lock (None: delete it): True, as under its guard a file
+        lock cannot have changed since ``look``."""
+        if data is None:
+            _delete_record(self.lock)
+        else:
+            _write_record(self.lock, data)
+        _Interrupts.disarm()
         return True
-    return now - record.since >= _deciding_timeout(record, caller_timeout)
+
+    def wait(self, left: float) -> None:
+        self.pause.sleep(left)
+
+    def by_hand(self) -> str:
+        return f"delete the file {_quoted(self.lock)}"
 
 
-def _takes(
-    record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
-) -> bool:
-    """True if ``owner`` may take the lock ``record`` describes (None: no lock): it is
-    free, already this owner's (a renewal), or stale."""
-    return (
-        record is None
-        or record.owner == owner
-        or _is_stale(record, caller_timeout, now, empty_is_stale)
-    )
-
-
-def _minutes_for_output(stale_after: float) -> int | float:
-    minutes = round(stale_after / 60, 4)
-    return int(minutes) if minutes.is_integer() else minutes
-
-
-def _stale_at(since: int, stale_after: float) -> str:
-    """The first whole second at which a lock taken at ``since`` is stale, capped at year 9999."""
-    return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
-
-
-# --- Outputs: each shape built once, with its message --------------------------
-
-
-def _clear_advice(lock: str, holder: str | None) -> str:
-    """How to clear a lock whose run is gone, safe to follow literally."""
-    from shlex import quote
-
-    if holder is not None and _can_be_released_by_name(holder):
-        script = quote(os.path.abspath(__file__))
-        command = f"python3 {script} release --lock {quote(lock)} --owner {quote(holder)}"
-        return f"If that run is no longer active, clear it with: {command}"
-    target = f"the file {quote(lock)}"
-    if _is_etcd(lock):
-        target = f"its key (etcdctl del {quote(lock.split('/', 3)[3])})"
-    return (
-        "No release can name this holder: wait until it goes stale, or, if no run is"
-        f" active, delete {target}"
-    )
-
-
-def _holder_text(holder: str | None) -> str:
-    return "a lock file that names no owner" if holder is None else holder
-
-
-def _acquired_result(
-    lock: str, owner: str, run_id: str, *, stale_after: float, since: int, before: _Record | None
-) -> AcquireResult:
-    """The acquire output when ``owner`` took the lock at ``since`` over ``before`` (None:
-    there was no lock file)."""
-    renewed = before is not None and before.owner == owner
-    replaced = before is not None and not renewed
-    stale_at = _stale_at(since, stale_after)
-    if before is None:
-        done = f"acquired {lock} for {owner}"
-    elif renewed:
-        done = f"renewed {lock} for {owner}"
-    else:
-        holder = f"of {before.owner}" if before.owner else "file that named no owner"
-        done = f"acquired {lock} for {owner}, replacing the stale lock {holder}"
-    return {
-        "acquired": True,
-        "refreshed": renewed,
-        "lock": lock,
-        "owner": owner,
-        "run_id": run_id,
-        "held_by": owner,
-        "held_since": _format_time(since),
-        "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(stale_after),
-        "stale_replaced": {"held_by": before.owner, "held_since": _format_time(before.since)}
-        if before is not None and replaced
-        else None,
-        "message": f"{done}; it goes stale at {stale_at} unless renewed",
-    }
-
-
-def _refused_result(
-    lock: str, owner: str, run_id: str, *, caller_timeout: float, record: _Record, now: float
-) -> AcquireResult:
-    """The acquire output when ``record``, not stale at ``now``, keeps the lock from ``owner``."""
-    timeout = _deciding_timeout(record, caller_timeout)
-    held_since = _format_time(record.since)
-    stale_at = _stale_at(record.since, timeout)
-    age = now - record.since
-    age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
-    return {
-        "acquired": False,
-        "refreshed": False,
-        "lock": lock,
-        "owner": owner,
-        "run_id": run_id,
-        "held_by": record.owner,
-        "held_since": held_since,
-        "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(timeout),
-        "stale_replaced": None,
-        "message": f"lock {lock} is held by {_holder_text(record.owner)} since {held_since}"
-        f" ({age_text}); it goes stale at {stale_at}. {_clear_advice(lock, record.owner)}",
-    }
-
-
-def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseResult:
-    """The release output, given what the lock said when the call looked (None: nothing)."""
-    other: _Record | None = None
-    if record is None:
-        reason: Literal["absent", "not-owner"] | None = "absent"
-        message = f"no lock at {lock}; nothing to release"
-    elif record.owner == owner:
-        reason = None
-        message = f"released {lock} held by {owner}"
-    else:
-        reason, other = "not-owner", record
-        message = f"left {lock} in place: it is held by {_holder_text(record.owner)}, not {owner}"
-    return {
-        "released": record is not None and reason is None,
-        "reason": reason,
-        "lock": lock,
-        "owner": owner,
-        "held_by": None if other is None else other.owner,
-        "held_since": None if other is None else _format_time(other.since),
-        "message": message,
-    }
-
-
-def _status_result(
-    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
-) -> StatusResult:
-    """The status output for ``record`` (None: no lock file) at ``now``."""
-    if record is None:
-        return {
-            "state": "free",
-            "lock": lock,
-            "held_by": None,
-            "held_since": None,
-            "stale_at": None,
-            "age_seconds": None,
-            "stale_after_minutes": _minutes_for_output(caller_timeout),
-            "message": f"no lock at {lock}; it is free",
-        }
-    timeout = _deciding_timeout(record, caller_timeout)
-    held_since = _format_time(record.since)
-    stale_at = _stale_at(record.since, timeout)
-    stale = _is_stale(record, caller_timeout, now, empty_is_stale)
-    then = (
-        f"it went stale at {stale_at}, so the next acquire takes it"
-        if stale
-        else f"it goes stale at {stale_at}"
-    )
-    return {
-        "state": "stale" if stale else "held",
-        "lock": lock,
-        "held_by": record.owner,
-        "held_since": held_since,
-        "stale_at": stale_at,
-        "age_seconds": int((now - record.since) // 1),
-        "stale_after_minutes": _minutes_for_output(timeout),
-        "message": f"{lock} is held by {_holder_text(record.owner)} since {held_since}; {then}",
-    }
-
-
-# --- Backend: etcd, for locks shared across machines ---------------------------
+# --- The etcd store: locks shared across machines ---------------------------------
 # Reached through etcd's HTTP/JSON gateway; socket and ssl are imported only here,
 # so a file lock never pays for them.
 
 _ETCD_SCHEMES = ("etcd://", "etcd+https://")
-_ETCD_TRIES = 20  # reads and compare-and-swaps lost to other writers before giving up
 _HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
 _DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -1181,10 +1278,6 @@ _WATCH_LINGER_SEC = 0.03
 _TLS_FAILURE = "TLS failure"
 
 
-def _is_etcd(lock: object) -> TypeGuard[str]:
-    return isinstance(lock, str) and lock.startswith(_ETCD_SCHEMES)
-
-
 def _shown_address(address: str) -> str:
     """A refused ``address`` as a message may show it: whatever stands before an ``@``
     may be a user and password (one with a ``/`` in it too), so it is left out."""
@@ -1196,8 +1289,6 @@ def _shown_address(address: str) -> str:
 
 def _etcd_duration(text: str) -> float:
     """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
-    import re
-
     parts = re.findall(_DURATION, text)
     seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
     if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
@@ -1265,7 +1356,10 @@ class _HttpConnection:
             raise
         self.received = bytearray()  # bytes from the socket, not yet taken apart
         self.body = bytearray()  # a streamed answer's body, not yet read
-        self.chunked, self.left, self.reusable = False, 0, True
+        # How the body ends: after ``left`` more bytes, with its last chunk, or when
+        # the server closes the connection.
+        self.framing: Literal["length", "chunked", "close"] = "length"
+        self.left, self.reusable = 0, True
 
     def close(self) -> None:
         self.sock.close()
@@ -1294,14 +1388,14 @@ class _HttpConnection:
                 raise ValueError("the answer was not HTTP")
             headers[name.strip().lower()] = value.strip().lower()
         length = headers.get("content-length")
-        self.chunked = "chunked" in headers.get("transfer-encoding", "")
         self.reusable = headers.get("connection") != "close" and version == "HTTP/1.1"
-        if self.chunked:
-            self.left = 0
+        self.left = 0
+        if "chunked" in headers.get("transfer-encoding", ""):
+            self.framing = "chunked"
         elif length is None:
-            self.left, self.reusable = -1, False  # the body ends when the connection does
+            self.framing, self.reusable = "close", False
         elif length.isdigit() and int(length) <= _ANSWER_MAX_BYTES:
-            self.left = int(length)
+            self.framing, self.left = "length", int(length)
         else:
             raise ValueError(f"the answer's length was {length!r}")
         self.body.clear()
@@ -1309,37 +1403,43 @@ class _HttpConnection:
 
     def rest(self, deadline: float) -> bytes:
         """The whole body of the answer."""
-        while (piece := self._piece(deadline)) is not None:
-            self.body += piece
-            if len(self.body) > _ANSWER_MAX_BYTES:
-                raise ValueError("the answer was too large")
+        while self._more_body(deadline):
+            pass
         return bytes(self.body)
 
     def readline(self, deadline: float) -> bytes:
         """The body's next line (a watch's next message); b"" once the body ended."""
         while (end := self.body.find(b"\n")) < 0:
-            if len(self.body) > _ANSWER_MAX_BYTES:
-                raise ValueError("the answer was too large")
-            piece = self._piece(deadline)
-            if piece is None:
+            if not self._more_body(deadline):
                 end = len(self.body) - 1
                 break
-            self.body += piece
         line = bytes(self.body[: end + 1])
         del self.body[: end + 1]
         return line
 
+    def _more_body(self, deadline: float) -> bool:
+        """Add the body's next bytes to ``body`` as they come; False at its end."""
+        piece = self._piece(deadline)
+        if piece is None:
+            return False
+        self.body += piece
+        if len(self.body) > _ANSWER_MAX_BYTES:
+            raise ValueError("the answer was too large")
+        return True
+
     def _piece(self, deadline: float) -> bytes | None:
         """The body's next bytes as they come, None at its end."""
-        if self.chunked:
+        if self.framing == "chunked":
             return self._chunk(deadline)
-        if self.left == 0 or (not self.received and not self._receive(deadline, self.left < 0)):
+        closes = self.framing == "close"
+        if (not closes and self.left == 0) or (
+            not self.received and not self._receive(deadline, end_ok=closes)
+        ):
             return None
-        size = len(self.received) if self.left < 0 else min(self.left, len(self.received))
+        size = len(self.received) if closes else min(self.left, len(self.received))
         piece = bytes(self.received[:size])
         del self.received[:size]
-        if self.left > 0:
-            self.left -= size
+        self.left -= 0 if closes else size
         return piece
 
     def _chunk(self, deadline: float) -> bytes | None:
@@ -1381,7 +1481,7 @@ class _HttpConnection:
         return bool(data)
 
 
-class _Etcd:
+class _EtcdStore:
     """One lock on an etcd cluster: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``.
 
     The record lives at KEY, attached to a lease whose TTL is its holder's
@@ -1392,8 +1492,6 @@ class _Etcd:
     """
 
     def __init__(self, address: str) -> None:
-        import re
-
         scheme, _, rest = address.partition("://")
         hosts, _, key = rest.partition("/")
         if "@" in hosts:
@@ -1408,7 +1506,7 @@ class _Etcd:
             )
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
-        self.address = address
+        self.lock = address
         self.key, self.last_key = key.encode(), (key + "\0last").encode()
         self.endpoints = hosts.split(",")
         env = os.environ
@@ -1421,6 +1519,7 @@ class _Etcd:
         self.connection: _HttpConnection | None = None
         self.watching = False  # the connection's answer is an open watch
         self.context: ssl.SSLContext | None = None
+        self.pause = _Pause()  # for a waiter that can have no watch
 
     def _connect(self, endpoint: str) -> _HttpConnection:
         self.close()
@@ -1525,11 +1624,18 @@ class _Etcd:
             self.connection.close()
             self.connection, self.watching = None, False
 
-    def __enter__(self) -> _Etcd:
+    def change(self, create: bool) -> _EtcdStore:
+        """Itself: etcd needs no guard, as every change compares what was read."""
+        return self
+
+    def __enter__(self) -> _EtcdStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self.close()
+        pass
+
+    def by_hand(self) -> str:
+        return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
 
     @staticmethod
     def _describe(exc: Exception) -> str:
@@ -1558,7 +1664,7 @@ class _Etcd:
             )
         return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
 
-    def read(self) -> tuple[_Record | None, _Record | None, str, str | None]:
+    def look(self) -> _Look:
         """The live record (None if absent), the last holder's (None if none), the
         record's mod revision ("0" if absent) and its lease id."""
         import base64
@@ -1584,7 +1690,25 @@ class _Etcd:
                     last.lease = "expired"
         except (AttributeError, KeyError, TypeError, ValueError):
             raise _not_etcd("range", "kvs") from None
-        return record, last, revision, lease
+        return _Look(record, last, revision, lease)
+
+    read = look  # a change reads as status does; the transaction compares later
+
+    def wait(self, left: float) -> None:
+        """Until the record is deleted and not put back by another waiter within a
+        random linger, for at most a second (or ``left``); with no watch to be had,
+        a poll's pause. The first call only starts the watch, so that the caller
+        looks again at once: a release before the watch began is not missed."""
+        import random  # only a waiter needs it
+
+        if not self.watching:
+            if self.watch(left):
+                return
+        else:
+            linger = random.uniform(0, _WATCH_LINGER_SEC)
+            if self.wait_for_deletion(min(left, _WATCH_LIMIT_SEC), linger) != "ended":
+                return
+        self.pause.sleep(left)
 
     def watch(self, left: float) -> bool:
         """Start watching the record on the first endpoint that accepts, within
@@ -1658,9 +1782,22 @@ class _Etcd:
             except OSError:
                 pass  # it runs out by itself
 
-    def swap(self, revision: str, puts: bytes | None, stale_after: float, owner: str) -> bool:
-        """If the record's mod revision is still ``revision``, put the record ``puts`` (and
-        the last holder) on a new lease, or delete both for None; False if it changed."""
+    def apply(self, look: _Look, data: bytes | None, stale_after: float, owner: str) -> bool:
+        """Put the record ``data`` on a new lease of ``stale_after`` (None: delete it and
+        the last holder) if the record is still as ``look`` found it; False if another
+        writer changed it first. Signals wait while the change is sent: once sent, it
+        is finished and answered."""
+        with _SIGNALS_HELD:
+            applied = self._swap(look.revision, data, stale_after, owner)
+            if applied:
+                _Interrupts.disarm()
+        if applied:
+            self.revoke(look.lease)  # the old lease would only run out by itself
+        return applied
+
+    def _swap(self, revision: str, puts: bytes | None, stale_after: float, owner: str) -> bool:
+        """One transaction: if the record's mod revision is still ``revision``, put the
+        record ``puts`` (and the last holder) on a new lease, or delete both for None."""
         lease = None
         if puts is not None:
             ttl = max(1, -(-stale_after // 1))  # the server raises it to its own minimum
@@ -1682,66 +1819,21 @@ class _Etcd:
         return False
 
 
-def _etcd_change(etcd: _Etcd, revision: str, puts: bytes | None, owner: str, ttl: float) -> bool:
-    """``etcd.swap`` with signals held back: once sent, a change is finished and answered."""
-    _Interrupts.hold()
-    try:
-        changed = etcd.swap(revision, puts, ttl, owner)
-        if changed:
-            _Interrupts.disarm()
-    except BaseException:
-        _Interrupts.let_go(act=False)
-        raise
-    _Interrupts.let_go()
-    return changed
+# --- Acquire, release, status: one algorithm over any store ----------------------
+
+_CHANGE_TRIES = 20  # changes lost to other writers (etcd) before a call gives up
 
 
-def _etcd_acquire(
-    etcd: _Etcd,
-    owner: str,
-    run_id: str,
-    *,
-    stale_after: float,
-    fixed_now: float | None,
-    empty_is_stale: bool,
-) -> AcquireResult:
-    """acquire for an etcd lock: read, decide as for a file, then compare-and-swap."""
-    for _ in range(_ETCD_TRIES):
-        record, last, revision, lease = etcd.read()
-        now = time.time() if fixed_now is None else fixed_now
-        if record is not None and not _takes(record, owner, stale_after, now, empty_is_stale):
-            return _refused_result(
-                etcd.address, owner, run_id, caller_timeout=stale_after, record=record, now=now
-            )
-        since = int(now // 1)
-        if _etcd_change(
-            etcd, revision, _record_bytes(owner, since, stale_after), owner, stale_after
-        ):
-            etcd.revoke(lease)
-            return _acquired_result(
-                etcd.address,
-                owner,
-                run_id,
-                stale_after=stale_after,
-                since=since,
-                before=record or last,
-            )
-    raise OSError(errno.EAGAIN, f"the lock {etcd.address} kept changing; try again")
+def _store_for(lock: str | os.PathLike[str]) -> _FileStore | _EtcdStore:
+    """The store a lock lives in: etcd for an ``etcd://`` or ``etcd+https://`` address,
+    else a file. Raises ValueError for an address or path that cannot be a lock."""
+    if isinstance(lock, str) and lock.startswith(_ETCD_SCHEMES):
+        return _EtcdStore(lock)
+    return _FileStore(lock)
 
 
-def _etcd_release(etcd: _Etcd, owner: str) -> ReleaseResult:
-    """release for an etcd lock: delete the record (and last holder) if it names ``owner``."""
-    for _ in range(_ETCD_TRIES):
-        record, _, revision, lease = etcd.read()
-        if record is None or record.owner != owner:
-            return _release_result(etcd.address, owner, record)
-        if _etcd_change(etcd, revision, None, owner, 0):
-            etcd.revoke(lease)
-            return _release_result(etcd.address, owner, record)
-    raise OSError(errno.EAGAIN, f"the lock {etcd.address} kept changing; try again")
-
-
-# --- Acquire, release, status ------------------------------------------------
+def _kept_changing(lock: str) -> OSError:
+    return OSError(errno.EAGAIN, f"the lock {lock} kept changing; try again")
 
 
 def acquire(
@@ -1772,38 +1864,30 @@ def acquire(
     fixed_now = None if now is None else _seconds_of(now)
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
-    if _is_etcd(lock):
-        with _Etcd(lock) as etcd:
-            return _etcd_acquire(
-                etcd,
-                owner,
-                run_id,
-                stale_after=stale_after,
-                fixed_now=fixed_now,
-                empty_is_stale=empty_is_stale,
-            )
-    path = _lock_path(lock)
-    guard = _Guard(path, make_parents=True)
+    store = _store_for(lock)
     try:
-        with guard:
-            seconds = time.time() if fixed_now is None else fixed_now
-            record = _read_record(path)
-            if record is not None and not _takes(
-                record, owner, stale_after, seconds, empty_is_stale
-            ):
-                # A refusal writes nothing, so it leaves any orphan to the next writer.
-                return _refused_result(
-                    path, owner, run_id, caller_timeout=stale_after, record=record, now=seconds
-                )
-            since = int(seconds // 1)
-            _remove_orphan_temps(path)
-            _write_record(path, _record_bytes(owner, since, stale_after))
-            _Interrupts.disarm()
+        for _ in range(_CHANGE_TRIES):
+            with store.change(create=True) as change:
+                look = change.read()
+                now_seconds = time.time() if fixed_now is None else fixed_now
+                record = look.record
+                if record is not None and not _takes(
+                    record, owner, stale_after, now_seconds, empty_is_stale
+                ):
+                    return _refused_result(
+                        store.lock, owner, run_id, caller_timeout=stale_after, record=record,
+                        now=now_seconds, by_hand=store.by_hand(),
+                    )  # fmt: skip
+                since = int(now_seconds // 1)
+                data = _record_bytes(owner, since, stale_after)
+                if change.apply(look, data, stale_after, owner):
+                    return _acquired_result(
+                        store.lock, owner, run_id, stale_after=stale_after, since=since,
+                        before=record or look.last,
+                    )  # fmt: skip
+        raise _kept_changing(store.lock)
     finally:
-        guard.drop()  # does anything only when an interrupt cut the with's exit short
-    return _acquired_result(
-        path, owner, run_id, stale_after=stale_after, since=since, before=record
-    )
+        store.close()
 
 
 def acquire_within(
@@ -1826,13 +1910,10 @@ def acquire_within(
     :raises ValueError: a bad ``wait`` (at once), owner, timeout or lock path.
     :raises OSError: as :func:`acquire`.
     """
-    import random  # only a waiter needs it
-
     wait = _checked_wait(wait)
     owner, _ = _owner_with_run_id(owner)
     deadline = time.monotonic() + wait
-    pause = 0.005
-    watcher = None
+    waiting = None  # the store the waiter waits on, kept between looks
     try:
         while True:
             result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
@@ -1841,24 +1922,11 @@ def acquire_within(
                 return result
             if left <= 0:
                 raise LockBusy(result)
-            if _is_etcd(lock):
-                watcher = watcher or _Etcd(lock)
-                if not watcher.watching:
-                    if watcher.watch(left):
-                        continue  # look again: a release before the watch began is not missed
-                elif (
-                    watcher.wait_for_deletion(
-                        min(left, _WATCH_LIMIT_SEC), random.uniform(0, _WATCH_LINGER_SEC)
-                    )
-                    != "ended"
-                ):
-                    continue
-            # A file, or no watch to be had: poll. Jitter keeps waiters out of lockstep.
-            time.sleep(min(left, pause * random.uniform(0.5, 1.0)))
-            pause = min(pause * 1.5, 0.1)
+            waiting = waiting or _store_for(lock)
+            waiting.wait(left)
     finally:
-        if watcher is not None:
-            watcher.close()
+        if waiting is not None:
+            waiting.close()
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -1874,24 +1942,17 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     :raises OSError: the lock could not be read or removed.
     """
     owner = _owner_for_release(owner)
-    if _is_etcd(lock):
-        with _Etcd(lock) as etcd:
-            return _etcd_release(etcd, owner)
-    path = _lock_path(lock)
-    record: _Record | None = None
-    guard = _Guard(path, make_parents=False)
+    store = _store_for(lock)
     try:
-        with guard:
-            record = _read_record(path)
-            if record is not None and record.owner == owner:
-                _remove_orphan_temps(path)
-                _delete_record(path)
-                _Interrupts.disarm()
-    except _NoFolder:
-        pass  # no folder, so no lock: absent, and nothing is created
+        for _ in range(_CHANGE_TRIES):
+            with store.change(create=False) as change:
+                look = change.read()
+                record = look.record
+                if record is None or record.owner != owner or change.apply(look, None, 0.0, owner):
+                    return _release_result(store.lock, owner, record)
+        raise _kept_changing(store.lock)
     finally:
-        guard.drop()  # does anything only when an interrupt cut the with's exit short
-    return _release_result(path, owner, record)
+        store.close()
 
 
 def status(
@@ -1914,12 +1975,13 @@ def status(
     """
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
-    if _is_etcd(lock):
-        with _Etcd(lock) as etcd:
-            record, last, _, _ = etcd.read()
-        return _status_result(lock, record or last, stale_after, seconds, empty_is_stale)
-    path = _lock_path(lock)
-    return _status_result(path, _read_record(path), stale_after, seconds, empty_is_stale)
+    store = _store_for(lock)
+    try:
+        look = store.look()
+    finally:
+        store.close()
+    record = look.record or look.last
+    return _status_result(store.lock, record, stale_after, seconds, empty_is_stale)
 
 
 # --- CLI ---------------------------------------------------------------------
@@ -2027,21 +2089,11 @@ def _parse_options(
     return options
 
 
-def _is_plain_decimal(text: str) -> bool:
-    """True for ``[+-]digits[.digits]`` or ``[+-].digits`` (ASCII digits only)."""
-    whole, dot, fraction = (
-        text[1:].partition(".") if text[:1] in ("+", "-") else text.partition(".")
-    )
-    if not (whole or fraction) or (not dot and not whole):
-        return False
-    return all(part.isascii() and part.isdigit() for part in (whole, fraction) if part)
-
-
 def _number(options: dict[str, str], name: str, default: float) -> float:
     text = options.get(name)
     if text is None:
         return default
-    if not _is_plain_decimal(text):
+    if not _PLAIN_DECIMAL.fullmatch(text):
         raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
     return float(text)
 

@@ -21,6 +21,10 @@ floor measured in the same run (ratios travel between machines; raw times do not
 7. The users' path, on every CPython >= 3.11 here: ``python3 SCRIPT`` (site on) and
    ``uv run SCRIPT``, this script vs the last one built on ``_json``/``_signal``, and
    what each public module it imports costs a call.
+8. A crowded folder: in-process acquire + release beside 0 to 20,000 unrelated files,
+   this version against 1.1.0 and the seed; drawn as docs/img/crowded-folder.png.
+
+Charts go to docs/img/ (``--charts DIR``, or ``--charts ''`` for none).
 """
 
 from __future__ import annotations
@@ -277,6 +281,9 @@ for n in range(rounds):
 """
 
 
+HANDOFFS: dict[str, list[float]] = {}  # store -> sorted hand-off latencies, for the chart
+
+
 def bench_handoff(
     skf: ModuleType, waiters: int, rounds: int, folder: Path, *, lock: str = "", title: str = "3."
 ) -> str:
@@ -322,6 +329,7 @@ def bench_handoff(
             if waited > 0.1:
                 cpu_shares.append(cpu / waited)
     handoffs.sort()
+    HANDOFFS["etcd (watch)" if lock.startswith("etcd") else "file (poll)"] = handoffs
     p95 = handoffs[min(len(handoffs) - 1, round(0.95 * (len(handoffs) - 1)))]
     rows = [
         ("hand-offs to a process already waiting", f"{len(handoffs)} of {waiters * rounds}", ""),
@@ -507,6 +515,116 @@ def bench_users_path(rounds: int, folder: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+# --- 8. A crowded folder: a call's cost against the files beside its lock ----------
+
+# The seed (1.0.0) listed nothing; 1.1.0 listed the lock's folder on every write and
+# delete, to find orphaned temp files; this version lists it only after a crash.
+CROWD_VERSIONS = {"1.0.0 (seed)": "af2bcc1", "1.1.0": "008fc9b"}
+CROWD_SIZES = (0, 1_000, 5_000, 20_000)
+
+
+def load_version(revision: str, folder: Path) -> ModuleType:
+    path = folder / f"skf-{revision}.py"
+    path.write_bytes(
+        subprocess.run(
+            ["git", "-C", str(ROOT), "show", f"{revision}:skf-run-lock.py"],
+            capture_output=True, check=True,
+        ).stdout
+    )  # fmt: skip
+    spec = importlib.util.spec_from_file_location(f"skf_{revision}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def bench_crowded(skf: ModuleType, rounds: int, folder: Path, charts: Path | None) -> str:
+    """In-process acquire + release of a lock beside N unrelated files, per version."""
+    versions = {"this": skf}
+    versions.update({name: load_version(rev, folder) for name, rev in CROWD_VERSIONS.items()})
+    medians: dict[str, list[float]] = {name: [] for name in versions}
+    crowd = folder / "crowd"
+    crowd.mkdir()
+    made = 0
+    for size in CROWD_SIZES:
+        for n in range(made, size):
+            (crowd / f"data-{n:06d}.json").touch()
+        made = size
+        lock = str(crowd / "run.lock")
+
+        def pair(module: ModuleType, lock: str = lock) -> float:
+            return per_call(
+                lambda: (
+                    module.acquire(lock, "bench:crowd:1", 60.0),
+                    module.release(lock, "bench:crowd:1"),
+                ),
+                20,
+            )
+
+        samples = interleaved({name: lambda m=m: pair(m) for name, m in versions.items()}, rounds)
+        for name in versions:
+            medians[name].append(statistics.median(samples[name]))
+    rows = [
+        (f"{size:,}", *(us(medians[name][i]) for name in versions))
+        for i, size in enumerate(CROWD_SIZES)
+    ]
+    crowded, empty = medians["this"][-1], medians["this"][0]
+    text = (
+        f"### 8. A crowded folder ({rounds} interleaved rounds, tmpfs)\n\n"
+        "In-process acquire + release of a lock beside N unrelated files.\n\n"
+        + table(rows, ("files beside the lock", *versions))
+        + f"\n\nThis version beside {CROWD_SIZES[-1]:,} files: **{crowded / empty:.2f}x** its"
+        f" cost beside none; 1.1.0: {medians['1.1.0'][-1] / medians['1.1.0'][0]:.1f}x.\n"
+    )
+    if charts is not None:
+        text += draw_crowded(medians, charts)
+    return text
+
+
+def draw_handoffs(charts: Path) -> str:
+    """The hand-off latencies of sections 3 and 6c as cumulative curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for name, values in HANDOFFS.items():
+        shares = [(i + 1) / len(values) for i in range(len(values))]
+        axes.step([v * 1e3 for v in values], shares, where="post", label=name)
+    axes.set_xlabel("release -> next acquire by a waiting process (ms)")
+    axes.set_ylabel("share of hand-offs")
+    axes.set_title("Hand-off to 8 waiting processes")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    path = charts / "handoff.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return f"Chart: `{path.relative_to(ROOT)}`.\n"
+
+
+def draw_crowded(medians: dict[str, list[float]], charts: Path) -> str:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for name, values in medians.items():
+        axes.plot(CROWD_SIZES, [v * 1e3 for v in values], marker="o", label=name)
+    axes.set_xlabel("unrelated files in the lock's folder")
+    axes.set_ylabel("acquire + release, in-process (ms)")
+    axes.set_title("A call's cost against the size of its folder")
+    axes.grid(True, alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    path = charts / "crowded-folder.png"
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return f"\nChart: `{path.relative_to(ROOT)}`.\n"
+
+
 # --- 6. etcd: the same calls on a server ------------------------------------------
 
 
@@ -542,19 +660,19 @@ def start_etcd(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def round_trips(skf: ModuleType, call: Callable[[], object]) -> int:
-    """How many HTTP requests ``call`` sends (it goes through _Etcd.post)."""
-    real = skf._Etcd.post
+    """How many HTTP requests ``call`` sends (it goes through _EtcdStore.post)."""
+    real = skf._EtcdStore.post
     count = [0]
 
     def counting(self: object, *args: object, **kwargs: object) -> object:
         count[0] += 1
         return real(self, *args, **kwargs)
 
-    skf._Etcd.post = counting
+    skf._EtcdStore.post = counting
     try:
         call()
     finally:
-        skf._Etcd.post = real
+        skf._EtcdStore.post = real
     return count[0]
 
 
@@ -701,8 +819,14 @@ def main() -> int:
     parser.add_argument(
         "--only", default="", help="run only these sections, e.g. 3,6 (default: all)"
     )
+    parser.add_argument(
+        "--charts", default=str(ROOT / "docs" / "img"), help="where charts go ('' for none)"
+    )
     args = parser.parse_args()
     scale = 0.2 if args.quick else 1.0
+    charts = Path(args.charts) if args.charts else None
+    if charts is not None:
+        charts.mkdir(parents=True, exist_ok=True)
     skf = load_script()
     with (
         tempfile.TemporaryDirectory(dir=TMPFS if TMPFS.is_dir() else None) as fast,
@@ -725,6 +849,7 @@ def main() -> int:
             lambda: bench_uv(max(5, int(20 * scale)), fast_dir),
             lambda: bench_etcd(skf, max(5, int(20 * scale)), fast_dir),
             lambda: bench_users_path(max(5, int(30 * scale)), fast_dir),
+            lambda: bench_crowded(skf, max(3, int(10 * scale)), fast_dir, charts),
         ]
         wanted = {int(n) for n in args.only.split(",") if n}
         for number, section in enumerate(sections, 1):
@@ -732,6 +857,8 @@ def main() -> int:
                 continue
             print(section())
             sys.stdout.flush()
+        if HANDOFFS and charts is not None:
+            print(draw_handoffs(charts))
     return 0
 
 

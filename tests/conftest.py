@@ -378,13 +378,13 @@ def deliver(state: type, signum: int) -> None:
 def watching(skf: ModuleType, monkeypatch) -> threading.Event:
     """Set once a waiter sits reading its watch."""
     waiting = threading.Event()
-    real = skf._Etcd.wait_for_deletion
+    real = skf._EtcdStore.wait_for_deletion
 
     def wait_for_deletion(self: object, seconds: float, linger: float) -> str:
         waiting.set()
         return real(self, seconds, linger)
 
-    monkeypatch.setattr(skf._Etcd, "wait_for_deletion", wait_for_deletion)
+    monkeypatch.setattr(skf._EtcdStore, "wait_for_deletion", wait_for_deletion)
     return waiting
 
 

@@ -542,13 +542,13 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     takes once watching finds the lock free (it never sits out the release)."""
     monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    real_watch = skf._Etcd.watch
+    real_watch = skf._EtcdStore.watch
 
     def release_then_watch(self: object, left: float) -> bool:
         skf.release(etcd_lock, "wf:holder:1")
         return real_watch(self, left)
 
-    monkeypatch.setattr(skf._Etcd, "watch", release_then_watch)
+    monkeypatch.setattr(skf._EtcdStore, "watch", release_then_watch)
     thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
     assert joined(thread, outcome)["owner"] == "wf:waiter:1"
     assert counted_tries == [False, True]
@@ -830,13 +830,13 @@ def test_a_signal_while_waiting_on_a_watch_ends_the_wait(
 ) -> None:
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     armed.armed = True  # that take disarmed the CLI state, as a finished change does
-    real = skf._Etcd.wait_for_deletion
+    real = skf._EtcdStore.wait_for_deletion
 
     def wait_then_signal(self: object, seconds: float, linger: float) -> str:
         deliver(armed, signal.SIGINT)
         return real(self, seconds, linger)
 
-    monkeypatch.setattr(skf._Etcd, "wait_for_deletion", wait_then_signal)
+    monkeypatch.setattr(skf._EtcdStore, "wait_for_deletion", wait_then_signal)
     run = main("acquire", "--lock", etcd_lock, "--owner", "wf:sk:r", "--wait", "600")
     assert run.code == 130 and "SIGINT" in run.error
     monkeypatch.undo()

@@ -103,6 +103,7 @@ def test_failing_clean_up_listing_does_not_fail_the_call(skf, lock: Path, monkey
     write_record(lock, "wf:sk:r", ago(seconds=5))
     if call == "take":
         lock.unlink()
+    (lock.parent / "run.lock.skf-guard").touch()  # left by a call that died: a listing is due
     failing = FailingOs("listdir", _always, errno.EIO)
     monkeypatch.setattr(skf, "os", failing)
     if call == "release":

@@ -13,7 +13,7 @@ import pytest
 
 if sys.platform != "win32":
     import fcntl
-from conftest import NOW, beside, load_script, posix_only, write_record
+from conftest import NOW, ago, beside, load_script, posix_only, write_record
 
 
 @posix_only("removing a file that is open and locked")
@@ -25,9 +25,9 @@ def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypa
     real_take = skf._take_guard
 
     def take(guard, make_parents):
-        fd = real_take(guard, make_parents)
+        fd, created = real_take(guard, make_parents)
         fds[fd] = "guard"
-        return fd
+        return fd, created
 
     def unlink(path, *a, **k):
         if path == guard:
@@ -83,32 +83,78 @@ def test_guard_replaced_by_a_link_to_itself_is_not_taken(skf, lock: Path, monkey
     assert not lock.exists()
 
 
-def test_temp_file_is_created_exclusively(skf, lock: Path, monkeypatch) -> None:
-    """A file already at the chosen temp name is never opened: another name is drawn."""
+OWN_TEMP = "run.lock.skf-00000000-tmp"  # the one temp name this version writes through
+
+
+def test_the_temp_file_is_created_exclusively_under_one_name(skf, lock: Path, monkeypatch) -> None:
+    """The record goes through <lock>.skf-00000000-tmp, opened with O_EXCL."""
+    opened: list[tuple[str, int]] = []
+    real_open = os.open
+
+    def spying_open(path: str, flags: int, *args: int) -> int:
+        opened.append((os.path.basename(path), flags))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", spying_open)
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    temps = [(name, flags) for name, flags in opened if name.endswith("-tmp")]
+    assert [name for name, _ in temps] == [OWN_TEMP]
+    assert temps[0][1] & os.O_EXCL and temps[0][1] & os.O_CREAT
+    assert beside(lock) == ["run.lock"]
+
+
+def test_an_orphan_at_the_temp_name_is_replaced_without_a_listing(skf, lock, monkeypatch):
+    """A call of this version killed mid-write left its temp and no guard (another call,
+    of an older version, took and removed the guard): the next write takes the name."""
     lock.parent.mkdir()
-    taken = lock.parent / "run.lock.skf-00000000-tmp"
-    draws = iter([b"\x00" * 4, b"\x01" * 4])
+    (lock.parent / OWN_TEMP).write_text("partial")
+    monkeypatch.setattr(os, "listdir", _no_listing)
+    monkeypatch.setattr(os, "scandir", _no_listing)
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    monkeypatch.undo()
+    assert beside(lock) == ["run.lock"]
+
+
+def test_a_temp_name_that_cannot_be_freed_gives_way_to_random_ones(skf, lock, monkeypatch):
+    lock.parent.mkdir()
+    (lock.parent / OWN_TEMP).write_text("someone has me open")
+    draws = iter([b"\x01" * 4, b"\x02" * 4])
     monkeypatch.setattr(skf.os, "urandom", lambda n: next(draws))
-    real_clean = skf._remove_orphan_temps
+    (lock.parent / "run.lock.skf-01010101-tmp").write_text("taken too")
+    real_unlink = os.unlink
 
-    def clean_then_collide(path: str) -> None:
-        real_clean(path)
-        taken.write_text("not ours")  # appears after the orphan scan, before the write
+    def refusing_unlink(path: str, *args: object, **kwargs: object) -> None:
+        if path.endswith("-tmp") and os.path.basename(path) != "run.lock.skf-02020202-tmp":
+            raise PermissionError(errno.EACCES, "in use")
+        real_unlink(path)
 
-    monkeypatch.setattr(skf, "_remove_orphan_temps", clean_then_collide)
-    assert skf.acquire(lock, "wf:sk:r", 60.0, now=NOW)["acquired"]
-    assert taken.read_text() == "not ours"
-    assert beside(lock) == ["run.lock", "run.lock.skf-00000000-tmp"]
+    monkeypatch.setattr(os, "unlink", refusing_unlink)
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert beside(lock) == sorted(["run.lock", OWN_TEMP, "run.lock.skf-01010101-tmp"])
 
 
 def test_temp_name_search_is_bounded(skf, lock: Path, monkeypatch) -> None:
     lock.parent.mkdir()
-    (lock.parent / "run.lock.skf-00000000-tmp").write_text("x")
-    monkeypatch.setattr(skf.os, "urandom", lambda n: b"\x00" * n)
-    monkeypatch.setattr(skf, "_remove_orphan_temps", lambda path: None)
+    (lock.parent / OWN_TEMP).write_text("x")
+    (lock.parent / "run.lock.skf-00000001-tmp").write_text("x")
+    monkeypatch.setattr(skf.os, "urandom", lambda n: b"\x00\x00\x00\x01")
+
+    real_unlink = os.unlink
+
+    def refusing_unlink(path: str, *args: object, **kwargs: object) -> None:
+        if path.endswith("-tmp"):
+            raise PermissionError(errno.EACCES, "in use")
+        real_unlink(path)
+
+    monkeypatch.setattr(os, "unlink", refusing_unlink)
     with pytest.raises(FileExistsError, match="no free temp file name"):
         skf.acquire(lock, "wf:sk:r", 60.0)
-    assert beside(lock) == ["run.lock.skf-00000000-tmp"]
+    monkeypatch.undo()
+    assert beside(lock) == sorted([OWN_TEMP, "run.lock.skf-00000001-tmp"])
+
+
+def _no_listing(path: object = None) -> list[str]:
+    raise AssertionError("the lock's folder was listed")
 
 
 @posix_only("removing a file that is open")
@@ -166,12 +212,16 @@ def test_filesystem_without_locks_is_exit_2_naming_the_folder(skf, main, lock, m
     assert beside(lock) == []
 
 
-def test_orphan_temp_files_are_removed_by_acquire_and_release(skf, lock: Path) -> None:
-    """A call that died mid-write leaves its temp file and the guard it held."""
+@pytest.mark.parametrize("call", ["take", "refusal", "release", "absent-release"])
+def test_a_guard_left_behind_has_its_orphans_removed_by_any_call(skf, lock: Path, call) -> None:
+    """A call that died mid-write leaves the guard it held and its temp file (of any
+    version, under any random name): whichever call takes that guard next lists the
+    folder once and removes them, whether it then writes or not."""
     lock.parent.mkdir()
-    guard = lock.parent / "run.lock.skf-guard"
-    guard.touch()
-    orphans = ["run.lock.skf-0123abcd-tmp", "run.lock.skf-ffffffff-tmp"]
+    if call not in {"take", "absent-release"}:
+        write_record(lock, "wf:sk:holder", ago(seconds=5))
+    (lock.parent / "run.lock.skf-guard").touch()
+    orphans = ["run.lock.skf-0123abcd-tmp", "run.lock.skf-ffffffff-tmp", OWN_TEMP]
     kept = [
         "run.lock.skf-0123ABCD-tmp",
         "run.lock.skf-0123abc-tmp",
@@ -182,50 +232,45 @@ def test_orphan_temp_files_are_removed_by_acquire_and_release(skf, lock: Path) -
     ]
     for name in orphans + kept:
         (lock.parent / name).write_text("partial")
-    skf.acquire(lock, "wf:sk:r", 60.0)
-    assert beside(lock) == sorted([*kept, "run.lock"])
-    for name in orphans:
-        (lock.parent / name).write_text("partial")
-    guard.touch()
-    skf.release(lock, "wf:sk:r")
-    assert beside(lock) == sorted(kept)
+    if call == "take":
+        assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    elif call == "refusal":
+        assert not skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    elif call == "release":
+        assert skf.release(lock, "wf:sk:holder")["released"]
+    else:
+        assert skf.release(lock, "wf:sk:r:1")["reason"] == "absent"
+    lock_left = ["run.lock"] if call in ("take", "refusal") else []
+    assert beside(lock) == sorted([*kept, *lock_left])
 
 
-def test_folder_is_listed_exactly_when_the_lock_is_written_or_deleted(skf, lock, monkeypatch):
-    """Orphans go with the next write or delete; a refusal or a no-op release lists nothing."""
+def test_no_call_lists_the_folder_on_the_common_path(skf, lock, monkeypatch) -> None:
+    """Taking a free lock, renewing, being refused, releasing, status: none lists the
+    lock's folder, so a crowded folder costs a call nothing."""
+    monkeypatch.setattr(os, "listdir", _no_listing)
+    monkeypatch.setattr(os, "scandir", _no_listing)
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["refreshed"]
+    assert not skf.acquire(lock, "wf:sk:other", 60.0)["acquired"]
+    assert skf.release(lock, "wf:sk:other")["reason"] == "not-owner"
+    assert skf.status(lock, 60.0)["state"] == "held"
+    assert skf.release(lock, "wf:sk:r")["released"]
+    assert skf.release(lock, "wf:sk:r")["reason"] == "absent"
+    write_record(lock, "wf:sk:old", ago(hours=2))
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["stale_replaced"]["held_by"] == "wf:sk:old"
+    monkeypatch.undo()
+    assert beside(lock) == ["run.lock"]
+
+
+def test_the_listing_comes_only_with_a_guard_left_behind(skf, lock, monkeypatch) -> None:
     listed: list[str] = []
     real_listdir = os.listdir
     monkeypatch.setattr(os, "listdir", lambda path: listed.append(path) or real_listdir(path))
-    calls = [
-        (lambda: skf.acquire(lock, "wf:sk:r", 60.0), 1),  # a free lock: written
-        (lambda: skf.acquire(lock, "wf:sk:r", 60.0), 1),  # renewed: written
-        (lambda: skf.acquire(lock, "wf:sk:other", 60.0), 0),  # refused: nothing written
-        (lambda: skf.release(lock, "wf:sk:other"), 0),  # not-owner: nothing deleted
-        (lambda: skf.status(lock, 60.0), 0),
-        (lambda: skf.release(lock, "wf:sk:r"), 1),  # deleted
-        (lambda: skf.release(lock, "wf:sk:r"), 0),  # absent
-    ]
-    for call, listings in calls:
-        listed.clear()
-        call()
-        assert listed == [str(lock.parent)] * listings
-
-
-def test_orphan_without_a_guard_is_removed_by_the_next_write(skf, lock: Path) -> None:
-    """An older helper's call can leave a temp file and no guard; the next writer removes it."""
-    lock.parent.mkdir()
-    orphan = lock.parent / "run.lock.skf-0123abcd-tmp"
-    orphan.write_text("partial")
-    write_record(lock, "wf:sk:holder", NOW)
-    refused = skf.acquire(lock, "wf:sk:other", 60.0, now=NOW)
-    assert not refused["acquired"] and orphan.exists()  # a refusal writes nothing
-    assert skf.acquire(lock, "wf:sk:holder", 60.0, now=NOW)["refreshed"]
-    assert beside(lock) == ["run.lock"]
-    orphan.write_text("partial")
-    assert skf.release(lock, "wf:sk:holder")["released"]
-    assert beside(lock) == []
-    orphan.write_text("partial")
-    assert skf.acquire(lock, "wf:sk:fresh", 60.0)["acquired"]  # a free lock is written too
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert listed == []
+    (lock.parent / "run.lock.skf-guard").touch()
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["refreshed"]
+    assert listed == [str(lock.parent)]
     assert beside(lock) == ["run.lock"]
 
 

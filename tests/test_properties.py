@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -73,18 +72,3 @@ def test_any_lock_file_is_read_without_error(skf: ModuleType, data: bytes) -> No
         assert record is not None and isinstance(record.since, int)
         result = skf.status(path, 60.0)
         assert result["state"] in ("held", "stale") and isinstance(result["age_seconds"], int)
-
-
-# --- The script's own checks agree with the patterns they stand for -----------------
-
-
-@given(name=st.text(alphabet=st.sampled_from(".skf-0123456789abcdefABtmpx"), max_size=24))
-def test_temp_suffix_check_agrees_with_its_pattern(skf: ModuleType, name: str) -> None:
-    expected = re.search(r"\.skf-[0-9a-f]{8}-tmp\Z", name) is not None
-    assert skf._is_temp_suffix(name, len(name) - 17) is expected
-
-
-@given(text=st.text(alphabet=st.sampled_from("+-.0123456789e_x \u0665"), max_size=8))
-def test_plain_decimal_check_agrees_with_its_pattern(skf: ModuleType, text: str) -> None:
-    expected = re.fullmatch(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", text) is not None
-    assert skf._is_plain_decimal(text) is expected

@@ -59,9 +59,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "release-any-owner": (
         "only the owner releases",
-        "            if record is not None and record.owner == owner:\n"
-        "                _remove_orphan",
-        "            if record is not None:\n                _remove_orphan",
+        "if record is None or record.owner != owner or change.apply(look, None, 0.0, owner):",
+        "if record is None or change.apply(look, None, 0.0, owner):",
     ),
     "renew-as-replace": (
         "a renewal reports refreshed",
@@ -75,8 +74,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "write-in-place": (
         "a record is replaced whole by a rename",
-        "        os.replace(temp, lock)",
-        "        os.replace(temp, lock + '.x')",
+        "        _despite_sharing(os.replace, temp, lock)",
+        "        _despite_sharing(os.replace, temp, lock + '.x')",
     ),
     "temp-left-on-failure": (
         "a failed write leaves no temp file",
@@ -115,8 +114,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "no-read-only-guard": (
         "a guard of another user is locked read-only",
-        "        return os.open(guard, _GUARD_READ_ONLY_FLAGS)\n\n\ndef _open_guard",
-        "        raise\n\n\ndef _open_guard",
+        "        return os.open(guard, _GUARD_READ_ONLY_FLAGS)\n\n\ndef _create_guard",
+        "        raise\n\n\ndef _create_guard",
     ),
     "guard-follows-links": (
         "the guard is opened without following links",
@@ -135,18 +134,17 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "orphans-kept": (
         "orphaned temp files are removed",
-        "        if name.startswith(base) and _is_temp_suffix(name, start):",
+        "        if name.startswith(base) and _TEMP_NAME.fullmatch(name, len(base)):",
         "        if False:",
     ),
     "orphans-of-other-locks-removed": (
         "only this lock's orphans are removed",
-        "        if name.startswith(base) and _is_temp_suffix(name, start):",
-        "        if _is_temp_suffix(name, len(name) - 17):",
+        "        if name.startswith(base) and _TEMP_NAME.fullmatch(name, len(base)):",
+        "        if _TEMP_NAME.fullmatch(name[-17:]):",
     ),
     "reserved-names-allowed": (
         "reserved lock names are refused",
-        "    if name.endswith(_GUARD_SUFFIX) or _is_temp_suffix(name, len(name) - _TEMP_SUFFIX_LEN)"
-        ":",
+        "    if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):",
         "    if False:",
     ),
     "trailing-separator-allowed": (
@@ -176,8 +174,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "no-jitter": (
         "waiters jitter their pauses",
-        "        time.sleep(min(left, pause * random.uniform(0.5, 1.0)))",
-        "        time.sleep(min(left, pause))",
+        "        time.sleep(min(left, self.next * random.uniform(0.5, 1.0)))",
+        "        time.sleep(min(left, self.next))",
     ),
     "timeout-too-small-allowed": (
         "a timeout below 0.0001 minutes is refused",
@@ -186,8 +184,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "stale-at-not-capped": (
         "stale_at is capped at year 9999",
-        "    whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)",
-        "    whole = max(int(seconds // 1), _MIN_TIME)",
+        "min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)",
+        "max(int(seconds // 1), _MIN_TIME)",
     ),
     "held-exit-0": (
         "a refusal exits 3",
@@ -206,7 +204,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "numbers-any-float": (
         "numbers are plain decimals",
-        "    if not _is_plain_decimal(text):",
+        "    if not _PLAIN_DECIMAL.fullmatch(text):",
         "    if False:",
     ),
     "signals-not-deferred": (
@@ -221,9 +219,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "interrupt-after-commit": (
         "a call that changed the lock finishes normally",
-        "            _write_record(path, _record_bytes(owner, since, stale_after))\n"
-        "            _Interrupts.disarm()",
-        "            _write_record(path, _record_bytes(owner, since, stale_after))",
+        "            _write_record(self.lock, data)\n        _Interrupts.disarm()",
+        "            _write_record(self.lock, data)",
     ),
     "lost-guard-kept": (
         "an interrupt after the guard's open leaves no guard",
@@ -237,7 +234,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "advice-not-quoted": (
         "the clearing command is shell-quoted",
-        "--lock {quote(lock)} --owner {quote(holder)}",
+        "--lock {_quoted(lock)} --owner {_quoted(holder)}",
         "--lock {lock} --owner {holder}",
     ),
     "etcd-no-compare": (
@@ -282,20 +279,19 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-change-interruptible": (
         "a signal while an etcd change is sent lets it finish and answer",
-        "        changed = etcd.swap(revision, puts, ttl, owner)\n        if changed:",
-        "        changed = etcd.swap(revision, puts, ttl, owner)\n        if False:",
+        "            if applied:\n                _Interrupts.disarm()",
+        "            if False:\n                _Interrupts.disarm()",
     ),
     "etcd-change-not-held": (
         "signals wait while an etcd change is on its way",
-        "    _Interrupts.hold()\n    try:\n        changed = etcd.swap(",
-        "    _Interrupts.shield -= 1\n"
-        "    _Interrupts.hold()\n    try:\n        changed = etcd.swap(",
+        "        with _SIGNALS_HELD:\n            applied = self._swap(",
+        "        if True:\n            applied = self._swap(",
     ),
     "etcd-watch-then-wait": (
         "a waiter looks again once its watch began, so no release is missed",
-        "                        continue  # look again: a release before the watch began",
-        "                        watcher.wait_for_deletion(left, 0.0)\n"
-        "                        continue  # look again: a release before the watch began",
+        "            if self.watch(left):\n                return",
+        "            if self.watch(left):\n"
+        "                self.wait_for_deletion(left, 0.0)\n                return",
     ),
     "etcd-linger-ignores-put": (
         "woken waiters sit out a hand-off another waiter won",
@@ -304,13 +300,13 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",
-        '                    != "ended"',
-        '                    != "never"',
+        'linger) != "ended":',
+        'linger) != "never":',
     ),
     "etcd-watch-no-limit": (
         "a waiter looks again at least once a second",
-        "                        min(left, _WATCH_LIMIT_SEC), random.uniform(0, _WATCH_LINGER_SEC)",
-        "                        left, random.uniform(0, _WATCH_LINGER_SEC)",
+        "self.wait_for_deletion(min(left, _WATCH_LIMIT_SEC), linger)",
+        "self.wait_for_deletion(left, linger)",
     ),
     "http-no-keep-alive": (
         "one connection serves every request of a call",
@@ -329,8 +325,28 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "time-any-digits": (
         "times are ASCII digits only",
-        "    if not all(field.isascii() and field.isdigit() for field in fields):",
-        "    if not all(field.isdigit() for field in fields):",
+        '_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")',
+        '_TIME = re.compile(r"(\\d{4})-(\\d{2})-(\\d{2})T(\\d{2}):(\\d{2}):(\\d{2})Z")',
+    ),
+    "orphans-kept-after-a-crash": (
+        "a guard left behind has its orphans removed",
+        "        if not self.guard.created:\n            _remove_orphan_temps(self.lock)",
+        "        if False:\n            _remove_orphan_temps(self.lock)",
+    ),
+    "orphans-listed-on-every-call": (
+        "a call lists the lock's folder only after a crash",
+        "        if not self.guard.created:\n            _remove_orphan_temps(self.lock)",
+        "        if True:\n            _remove_orphan_temps(self.lock)",
+    ),
+    "own-temp-orphan-kept": (
+        "this version's orphan is freed at its temp name",
+        "            try:\n                os.unlink(path)\n            except OSError:",
+        "            try:\n                raise OSError\n            except OSError:",
+    ),
+    "guard-always-inherited": (
+        "a guard this call created is not taken for a leftover",
+        "            return _create_guard(guard, make_parents), True",
+        "            return _create_guard(guard, make_parents), False",
     ),
 }
 
