@@ -581,48 +581,53 @@ def bench_crowded(skf: ModuleType, rounds: int, folder: Path, charts: Path | Non
     return text
 
 
-def draw_handoffs(charts: Path) -> str:
-    """The hand-off latencies of sections 3 and 6c as cumulative curves."""
+def draw(path: Path, title: str, axes_labels: tuple[str, str], lines: dict[str, tuple]) -> str:
+    """A line chart of ``lines`` ({label: (xs, ys, style)}) written to ``path``."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 4))
-    for name, values in HANDOFFS.items():
-        shares = [(i + 1) / len(values) for i in range(len(values))]
-        axes.step([v * 1e3 for v in values], shares, where="post", label=name)
-    axes.set_xlabel("release -> next acquire by a waiting process (ms)")
-    axes.set_ylabel("share of hand-offs")
-    axes.set_title("Hand-off to 8 waiting processes")
+    for label, (xs, ys, step) in lines.items():
+        if step:
+            axes.step(xs, ys, where="post", label=label)
+        else:
+            axes.plot(xs, ys, marker="o", label=label)
+    axes.set_xlabel(axes_labels[0])
+    axes.set_ylabel(axes_labels[1])
+    axes.set_title(title)
     axes.grid(True, alpha=0.3)
     axes.legend()
     figure.tight_layout()
-    path = charts / "handoff.png"
     figure.savefig(path, dpi=110)
     plt.close(figure)
     return f"Chart: `{path.relative_to(ROOT)}`.\n"
 
 
+def draw_handoffs(charts: Path) -> str:
+    """The hand-off latencies of sections 3 and 6c as cumulative curves."""
+    lines = {
+        name: ([v * 1e3 for v in values], [(i + 1) / len(values) for i in range(len(values))], True)
+        for name, values in HANDOFFS.items()
+    }
+    return draw(
+        charts / "handoff.png",
+        "Hand-off to 8 waiting processes",
+        ("release -> next acquire by a waiting process (ms)", "share of hand-offs"),
+        lines,
+    )
+
+
 def draw_crowded(medians: dict[str, list[float]], charts: Path) -> str:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
-    for name, values in medians.items():
-        axes.plot(CROWD_SIZES, [v * 1e3 for v in values], marker="o", label=name)
-    axes.set_xlabel("unrelated files in the lock's folder")
-    axes.set_ylabel("acquire + release, in-process (ms)")
-    axes.set_title("A call's cost against the size of its folder")
-    axes.grid(True, alpha=0.3)
-    axes.legend()
-    figure.tight_layout()
-    path = charts / "crowded-folder.png"
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return f"\nChart: `{path.relative_to(ROOT)}`.\n"
+    lines = {name: (list(CROWD_SIZES), [v * 1e3 for v in values], False)
+             for name, values in medians.items()}  # fmt: skip
+    return "\n" + draw(
+        charts / "crowded-folder.png",
+        "A call's cost against the size of its folder",
+        ("unrelated files in the lock's folder", "acquire + release, in-process (ms)"),
+        lines,
+    )
 
 
 # --- 6. etcd: the same calls on a server ------------------------------------------

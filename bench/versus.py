@@ -5,8 +5,9 @@
     uv run python bench/versus.py af2bcc1 --rounds 250
 
 Each round runs, for each script in turn, `acquire` then `release` of a file lock on
-tmpfs in fresh `python3 -S` processes (no site: what the script itself costs), and
-prints the medians and their ratio. Interleaving the two keeps a noisy machine fair.
+tmpfs in fresh `python3 -S` processes (no site: what the script itself costs; with
+``--site``, as users run it), and prints the medians and their ratio. Interleaving
+the two keeps a noisy machine fair.
 """
 
 from __future__ import annotations
@@ -38,11 +39,21 @@ def other_script(spec: str, folder: Path) -> Path:
     return path
 
 
-def pair_seconds(script: Path, lock: Path) -> float:
+def pair_seconds(script: Path, lock: Path, site: bool) -> float:
     """Seconds for one CLI acquire plus one CLI release."""
     started = time.perf_counter()
+    flags = [] if site else ["-S"]
     for command in ("acquire", "release"):
-        argv = [sys.executable, "-S", str(script), command, "--lock", str(lock), "--owner", "v:s:1"]
+        argv = [
+            sys.executable,
+            *flags,
+            str(script),
+            command,
+            "--lock",
+            str(lock),
+            "--owner",
+            "v:s:1",
+        ]
         subprocess.run(argv, stdout=subprocess.DEVNULL, check=True)
     return time.perf_counter() - started
 
@@ -51,13 +62,16 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("other", help="a git revision, or the path of another copy")
     parser.add_argument("--rounds", type=int, default=100)
+    parser.add_argument("--site", action="store_true", help="site on, as users run it")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=TMPFS if TMPFS.is_dir() else None) as folder:
         scripts = {args.other: other_script(args.other, Path(folder)), "this": SCRIPT}
         times: dict[str, list[float]] = {name: [] for name in scripts}
         for _ in range(args.rounds):
             for name, script in scripts.items():
-                times[name].append(pair_seconds(script, Path(folder) / f"{len(name)}.lock"))
+                times[name].append(
+                    pair_seconds(script, Path(folder) / f"{len(name)}.lock", args.site)
+                )
     base = statistics.median(times[args.other])
     print(f"| script | acquire + release (CLI, median of {args.rounds}) | ratio |\n|---|---|---|")
     for name, samples in times.items():

@@ -1,0 +1,68 @@
+"""The README and docs/: every link resolves, and the README's snippets run as written."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SCRIPT
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def headings_slugs(document: Path) -> set[str]:
+    """GitHub's anchors for a Markdown file's headings (code blocks left out)."""
+    slugs, in_code = set(), False
+    for line in document.read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        elif not in_code and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            slugs.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return slugs
+
+
+def local_links(document: Path) -> list[str]:
+    text = re.sub(r"```.*?```", "", document.read_text(), flags=re.DOTALL)
+    return [t for t in LINK.findall(text) if not t.startswith(("http://", "https://", "mailto:"))]
+
+
+@pytest.mark.parametrize("document", DOCS, ids=lambda p: p.name)
+def test_every_link_resolves(document: Path) -> None:
+    links = local_links(document)
+    assert document.name != "README.md" or len(links) >= 8  # the README points to docs/
+    for link in links:
+        target, _, anchor = link.partition("#")
+        path = (document.parent / target).resolve() if target else document
+        assert path.exists(), f"{document.name}: {link} names no file"
+        if anchor:
+            assert anchor in headings_slugs(path), f"{document.name}: {link} names no heading"
+
+
+def test_the_docs_link_check_bites(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n[ok](#title) [gone](missing.md) [no anchor](#nowhere)\n")
+    assert local_links(page) == ["#title", "missing.md", "#nowhere"]
+    assert "title" in headings_slugs(page) and "nowhere" not in headings_slugs(page)
+    assert not (tmp_path / "missing.md").exists()
+
+
+def library_snippet() -> str:
+    section = (ROOT / "README.md").read_text().split("## Library use", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_library_snippet_takes_and_releases(tmp_path: Path) -> None:
+    code = library_snippet().replace("/path/to/skf-run-lock.py", str(SCRIPT))
+    done = subprocess.run(
+        [sys.executable, "-c", code + "\nprint('wrote')\n"],
+        env={**os.environ, "HOME": str(tmp_path)},
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0 and done.stdout == "wrote\n", done.stderr
+    assert os.listdir(tmp_path / ".skf" / "locks") == []  # released in the finally
