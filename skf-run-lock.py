@@ -37,8 +37,10 @@ __all__ = [
     "OWNER_MAX_LEN",
     "RUN_ID_RE",
     "LockBusy",
+    "LockLost",
     "acquire",
     "acquire_within",
+    "held",
     "main",
     "new_run_id",
     "release",
@@ -49,6 +51,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not need
     import socket
     import ssl
+    import subprocess
+    import threading
     from collections.abc import Callable
     from datetime import datetime
     from types import FrameType
@@ -145,6 +149,20 @@ class LockBusy(Exception):
     def __init__(self, result: AcquireResult) -> None:
         super().__init__(result["message"])
         self.result = result
+
+
+class LockLost(Exception):
+    """The lock a :func:`held` block (or ``run``) holds is no longer its own: another run
+    took it over, someone cleared it, or renewals failed until it went stale.
+
+    :ivar lock: the lock, as outputs name it.
+    :ivar held_by: who holds it now (None: nobody, or a holder that names no owner).
+    :ivar held_since: since when (None when nobody holds it).
+    """
+
+    def __init__(self, lock: str, held_by: str | None, held_since: str | None, why: str) -> None:
+        super().__init__(f"lost the lock {lock}: {why}")
+        self.lock, self.held_by, self.held_since = lock, held_by, held_since
 
 
 class _NoFolder(Exception):
@@ -585,6 +603,18 @@ def _takes(
     )
 
 
+def _still_holds(
+    record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
+) -> bool:
+    """True if ``record`` is ``owner``'s and not stale: a renewal keeps it, and nothing
+    was lost in between."""
+    return (
+        record is not None
+        and record.owner == owner
+        and not _is_stale(record, caller_timeout, now, empty_is_stale)
+    )
+
+
 def _minutes_for_output(stale_after: float) -> int | float:
     minutes = round(stale_after / 60, 4)
     return int(minutes) if minutes.is_integer() else minutes
@@ -678,6 +708,21 @@ def _refused_result(
         "message": f"lock {lock} is held by {_holder_text(record.owner)} since {held_since}"
         f" ({age_text}); it goes stale at {stale_at}. {_clear_advice(lock, record.owner, by_hand)}",
     }
+
+
+def _lost(
+    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+) -> LockLost:
+    """The LockLost for a renewal that found ``record`` (None: no lock) instead of its own."""
+    if record is None:
+        return LockLost(lock, None, None, "it was cleared, and no run holds it now")
+    since = _format_time(record.since)
+    if _is_stale(record, caller_timeout, now, empty_is_stale):
+        stale_at = _stale_at(record.since, _deciding_timeout(record, caller_timeout))
+        why = f"it went stale at {stale_at} before it was renewed"
+    else:
+        why = f"{_holder_text(record.owner)} holds it since {since}"
+    return LockLost(lock, record.owner, since, why)
 
 
 def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseResult:
@@ -1864,21 +1909,41 @@ def acquire(
     fixed_now = None if now is None else _seconds_of(now)
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
+    return _take(
+        lock, owner, run_id, stale_after, fixed_now=fixed_now, empty_is_stale=empty_is_stale
+    )
+
+
+def _take(
+    lock: str | os.PathLike[str],
+    owner: str,
+    run_id: str,
+    stale_after: float,
+    *,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    renew_only: bool = False,
+) -> AcquireResult:
+    """acquire with checked arguments. With ``renew_only`` it renews ``owner``'s lock only
+    while it is still its live lock, and otherwise raises LockLost, changing nothing:
+    unlike acquire, it never takes a lock that was cleared or went stale meanwhile."""
     store = _store_for(lock)
     try:
         for _ in range(_CHANGE_TRIES):
-            with store.change(create=True) as change:
+            with store.change(create=not renew_only) as change:
                 look = change.read()
-                now_seconds = time.time() if fixed_now is None else fixed_now
+                now = time.time() if fixed_now is None else fixed_now
                 record = look.record
+                if renew_only and not _still_holds(record, owner, stale_after, now, empty_is_stale):
+                    raise _lost(store.lock, record, stale_after, now, empty_is_stale)
                 if record is not None and not _takes(
-                    record, owner, stale_after, now_seconds, empty_is_stale
+                    record, owner, stale_after, now, empty_is_stale
                 ):
                     return _refused_result(
                         store.lock, owner, run_id, caller_timeout=stale_after, record=record,
-                        now=now_seconds, by_hand=store.by_hand(),
+                        now=now, by_hand=store.by_hand(),
                     )  # fmt: skip
-                since = int(now_seconds // 1)
+                since = int(now // 1)
                 data = _record_bytes(owner, since, stale_after)
                 if change.apply(look, data, stale_after, owner):
                     return _acquired_result(
@@ -1910,6 +1975,20 @@ def acquire_within(
     :raises ValueError: a bad ``wait`` (at once), owner, timeout or lock path.
     :raises OSError: as :func:`acquire`.
     """
+    return _wait_for(lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None)
+
+
+def _wait_for(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    wait: float,
+    *,
+    empty_is_stale: bool,
+    refused: Callable[[AcquireResult, float], None] | None,
+) -> AcquireResult:
+    """acquire_within, calling ``refused(result, seconds left)`` after each refusal that
+    leaves time to wait (the CLI's status line on a terminal)."""
     wait = _checked_wait(wait)
     owner, _ = _owner_with_run_id(owner)
     deadline = time.monotonic() + wait
@@ -1922,6 +2001,8 @@ def acquire_within(
                 return result
             if left <= 0:
                 raise LockBusy(result)
+            if refused is not None:
+                refused(result, left)
             waiting = waiting or _store_for(lock)
             waiting.wait(left)
     finally:
@@ -1984,6 +2065,238 @@ def status(
     return _status_result(store.lock, record, stale_after, seconds, empty_is_stale)
 
 
+# --- Holding a lock while work runs: held() and the run command ------------------
+
+_MIN_RENEWABLE_SEC = 3.0  # a lock renewed every third of its timeout needs a second between
+_RUN_GRACE_SEC = 5.0  # a stopped command's time between SIGTERM and SIGKILL
+
+
+def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
+    """``stale_after`` (seconds, checked) if a lock of that timeout can be renewed safely."""
+    if stale_after < _MIN_RENEWABLE_SEC:
+        scale = 60 if unit == "minutes" else 1
+        raise ValueError(
+            f"{name} of {stale_after / scale:g} {unit} is too short to renew the lock safely"
+            f" while work runs; give at least {_MIN_RENEWABLE_SEC / scale:g}"
+        )
+    return stale_after
+
+
+class _Renewer:
+    """Keeps ``owner``'s lock alive for held() and run: a renewal every third of the
+    timeout; after one that failed for a passing reason (an OS error, etcd out of
+    reach), another after a third of that (at most a second), until the lock would
+    have gone stale."""
+
+    def __init__(
+        self, lock: str | os.PathLike[str], owner: str, stale_after: float, empty_is_stale: bool
+    ) -> None:
+        self.lock, self.owner, self.stale_after = lock, owner, stale_after
+        self.empty_is_stale = empty_is_stale
+        self.every = stale_after / 3
+        self.renewed = time.monotonic()  # when the lock was last known renewed
+        self.next = self.renewed + self.every
+        self.lost: LockLost | None = None
+
+    def due_in(self) -> float:
+        """Seconds until the next renewal is due."""
+        return max(0.0, self.next - time.monotonic())
+
+    def renew(self) -> LockLost | None:
+        """Renew the lock now: None while it is held, its LockLost once it is not."""
+        if self.lost is not None:
+            return self.lost
+        started = time.monotonic()
+        try:
+            _take(
+                self.lock, self.owner, _split_owner(self.owner)[2] or "", self.stale_after,
+                empty_is_stale=self.empty_is_stale, renew_only=True,
+            )  # fmt: skip
+        except LockLost as lost:
+            self.lost = lost
+        except (OSError, ValueError) as exc:
+            failing, retry = started - self.renewed, min(1.0, self.every / 3)
+            if failing + retry >= self.stale_after:
+                why = f"renewals failed for {_duration_text(failing)}, until it went stale"
+                self.lost = LockLost(str(self.lock), None, None, f"{why} ({exc})")
+            self.next = started + retry
+        else:
+            self.renewed, self.next = started, started + self.every
+        return self.lost
+
+
+class _Lease:
+    """A lock held by :func:`held` for a ``with`` block, renewed from a daemon thread.
+
+    :ivar owner: the whole owner, with its run id.
+    :ivar result: the acquire output that took the lock (None before the block).
+    """
+
+    def __init__(
+        self, lock: str | os.PathLike[str], owner: str, stale_after: float, wait: float,
+        empty_is_stale: bool,
+    ) -> None:  # fmt: skip
+        self.lock, self.owner, self.stale_after, self.wait = lock, owner, stale_after, wait
+        self.empty_is_stale = empty_is_stale
+        self.result: AcquireResult | None = None
+        self.renewer: _Renewer | None = None
+        self.stop: threading.Event | None = None
+        self.thread: threading.Thread | None = None
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock was found taken over, cleared, or gone stale."""
+        return self.renewer is not None and self.renewer.lost is not None
+
+    def check(self) -> None:
+        """Raise :class:`LockLost` if the lock was lost; a no-op while it is held."""
+        if self.renewer is not None and self.renewer.lost is not None:
+            raise self.renewer.lost
+
+    def __enter__(self) -> _Lease:
+        import threading
+
+        self.result = acquire_within(
+            self.lock, self.owner, self.stale_after, self.wait, empty_is_stale=self.empty_is_stale
+        )
+        self.owner = self.result["owner"]
+        self.renewer = _Renewer(self.lock, self.owner, self.stale_after, self.empty_is_stale)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
+        try:
+            self.thread.start()
+        except BaseException:
+            release(self.lock, self.owner)
+            raise
+        return self
+
+    def _keep(self) -> None:
+        assert self.renewer is not None and self.stop is not None
+        while not self.stop.wait(self.renewer.due_in()):
+            if self.renewer.renew() is not None:
+                return
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        assert self.stop is not None and self.thread is not None and self.renewer is not None
+        try:
+            self.stop.set()
+            self.thread.join()
+        finally:
+            try:
+                release(self.lock, self.owner)  # a lost lock is left to whoever holds it
+            except (OSError, ValueError) as failure:
+                if exc is None:
+                    raise
+                exc.add_note(f"and the lock could not be released: {failure}")
+        if self.renewer.lost is not None and exc_type is None:
+            raise self.renewer.lost
+
+
+def held(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float = 3600.0,
+    wait: float = 0.0,
+    *,
+    empty_is_stale: bool = False,
+) -> _Lease:
+    """Hold the lock for a ``with`` block, renewed while it runs::
+
+        with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
+            ...  # lease.check() raises LockLost if another run took the lock
+
+    The lock is taken as :func:`acquire_within` takes it, renewed from a daemon
+    thread every third of ``stale_after`` (a renewal that fails for a passing reason
+    is tried again until the lock would go stale), and released when the block
+    ends, however it ends. A block that ends normally after the lock was lost
+    raises LockLost. No signal handlers are installed.
+
+    :param stale_after: the timeout in seconds, at least 3.
+    :returns: the lease: ``owner``, ``result`` (the acquire output), ``lost``, ``check()``.
+    :raises LockBusy: on entering, when ``wait`` passed with the lock held by another run.
+    :raises LockLost: on leaving a block that ended normally after the lock was lost.
+    :raises ValueError: a bad owner, timeout, wait or lock path.
+    :raises OSError: the lock could not be taken or released.
+    """
+    _owner_with_run_id(owner)
+    _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
+    _checked_wait(wait)
+    return _Lease(lock, owner, stale_after, wait, empty_is_stale)
+
+
+def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        child.send_signal(signum)
+    except (OSError, ValueError):
+        pass  # it has ended; or Windows, whose console sends Ctrl-C to the command itself
+
+
+def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> None:
+    """SIGTERM, then SIGKILL if the command is still running after the grace period."""
+    import signal
+
+    _signal_child(child, signal.SIGTERM)
+    waiter.join(_RUN_GRACE_SEC)
+    if waiter.is_alive():
+        child.kill()
+        waiter.join()
+
+
+def _run_holding(lock: str, owner: str, stale_after: float, empty_is_stale: bool,
+                 command: list[str]) -> int:  # fmt: skip
+    """Run ``command`` while renewing the lock ``owner`` holds, and release it when the
+    command ends: the command's exit code (128 + n if signal n ended it), 3 if the lock
+    was lost (the command is stopped), 126 or 127 if it could not be started."""
+    import signal
+    import subprocess
+    import threading
+
+    if _Interrupts.pending is not None:  # a signal came while the lock was being taken
+        _release_for_run(lock, owner)
+        _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
+        return 128 + _Interrupts.pending
+    env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        _release_for_run(lock, owner)
+        _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    for name in _SIGNAL_NAMES.values():
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), lambda signum, _: _signal_child(child, signum))
+    if _Interrupts.pending is not None:  # one came while the command was being started
+        _signal_child(child, _Interrupts.pending)
+    waiter = threading.Thread(target=child.wait, daemon=True)
+    waiter.start()
+    renewer = _Renewer(lock, owner, stale_after, empty_is_stale)
+    lost = None
+    while True:
+        waiter.join(renewer.due_in())  # sleeps in the kernel; a signal's handler still runs
+        if not waiter.is_alive():
+            break
+        lost = renewer.renew()
+        if lost is not None:
+            _stop_command(child, waiter)
+            break
+    _release_for_run(lock, owner)
+    if lost is not None:
+        _fail(f"{lost}; the command {command[0]!r} was stopped")
+        return _EXIT_HELD
+    code = child.returncode
+    return 128 - code if code < 0 else code
+
+
+def _release_for_run(lock: str, owner: str) -> None:
+    """Release after run; a failure is reported on stderr and changes no exit code."""
+    try:
+        release(lock, owner)
+    except (OSError, ValueError) as exc:
+        _fail(f"the lock could not be released: {exc}")
+
+
 # --- CLI ---------------------------------------------------------------------
 
 _HELP = f"""\
@@ -1991,6 +2304,8 @@ usage: skf-run-lock.py acquire --lock PATH --owner WORKFLOW:SKILL[:RUN_ID]
                                [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
        skf-run-lock.py release --lock PATH --owner WORKFLOW:SKILL:RUN_ID
        skf-run-lock.py status --lock PATH [--stale-after MINUTES] [--empty-is-stale]
+       skf-run-lock.py run --lock PATH --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
+                           [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
        skf-run-lock.py run-id
        skf-run-lock.py --version
 
@@ -2001,6 +2316,7 @@ commands:
             is added and the whole owner printed
   release   delete the lock if this owner holds it
   status    say who holds the lock, without taking it
+  run       hold the lock while COMMAND runs, renewing it; exit with its code
   run-id    print a new run id
 
 options:
@@ -2009,14 +2325,16 @@ options:
   --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
                           (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
                           a lock is judged by its holder's own timeout
-  --wait SECONDS          acquire: keep trying this long while another run
+  --wait SECONDS          acquire, run: keep trying this long while another run
                           holds the lock (default 0, at most {_MAX_WAIT_SEC})
   --empty-is-stale        an empty lock file (an flock user leaves one) is stale
   -h, --help              show this help
   --version               print the version
 
-Prints one line of JSON. Exit 0 done, 1 bad arguments, 2 the lock could not
-be read or written, 3 held by another run, 128+n interrupted by signal n.
+Prints one line of JSON (run: nothing on stdout but COMMAND's). Exit 0 done,
+1 bad arguments, 2 the lock could not be read or written, 3 held by another run
+(run: or lost while COMMAND ran), 128+n interrupted by signal n; run exits with
+COMMAND's code.
 """
 
 # Each command's options: True for a required value, False for an optional
@@ -2033,11 +2351,13 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
     "status": {"--lock": True, "--stale-after": False, "--empty-is-stale": None},
     "run-id": {},
 }
-_COMMAND_NAMES = "acquire, release, status or run-id"
+_OPTIONS["run"] = _OPTIONS["acquire"]
+_COMMAND_NAMES = "acquire, release, status, run or run-id"
 
 
-def _parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
-    """Return the command (or "help" / "version") and its ``{option: value}``.
+def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
+    """Return the command (or "help" / "version"), its ``{option: value}`` and, for run,
+    the COMMAND after ``--``.
 
     Options take ``--name value`` or ``--name=value``; flags take no value
     (their value is ""). Raises _UsageError for anything else, so that a usage
@@ -2046,12 +2366,18 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
     if not argv:
         raise _UsageError(f"a command is required: {_COMMAND_NAMES}")
     command, *rest = argv
+    tail: list[str] = []
+    if command == "run":
+        if "--" not in rest:
+            raise _UsageError("run needs -- and the command to run after its options")
+        split = rest.index("--")
+        rest, tail = rest[:split], rest[split + 1 :]
     if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
-        return "help", {}
+        return "help", {}, []
     if command == "--version":
         if rest:
             raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
-        return "version", {}
+        return "version", {}, []
     if command.startswith("-"):
         raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
     allowed = _OPTIONS.get(command)
@@ -2061,7 +2387,9 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str]]:
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
-    return command, options
+    if command == "run" and not tail:
+        raise _UsageError("run needs a command after --")
+    return command, options, tail
 
 
 def _parse_options(
@@ -2103,8 +2431,45 @@ def _stale_after_seconds(options: dict[str, str]) -> float:
     return _checked_stale_after(minutes, "--stale-after", "minutes")
 
 
-def _cli_acquire(options: dict[str, str]) -> tuple[AcquireResult, int]:
-    stale_after = _stale_after_seconds(options)
+def _is_terminal(stream: object) -> bool:
+    """True if ``stream`` is a terminal; False for a pipe, a file, a closed stream, or
+    one that cannot say (a wrapper's, or None under pythonw)."""
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+class _WaitLine:
+    """While acquire --wait or run --wait waits and stderr is a terminal: one line on
+    stderr, rewritten in place, saying who holds the lock, since when, and how long
+    this call will still wait; cleared before the call's own output."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, result: AcquireResult, left: float) -> None:
+        try:
+            width = os.get_terminal_size(sys.stderr.fileno()).columns
+        except (OSError, ValueError):
+            width = 0
+        line = (
+            f"waiting: held by {_holder_text(result['held_by'])} since {result['held_since']},"
+            f" giving up in {_duration_text(left + 0.999)} ({result['lock']})"
+        )
+        # A line longer than the terminal would wrap, and \r could not take it back.
+        sys.stderr.write(f"\r{line[: width - 1] if width else line}\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResult, int]:
+    """acquire as the CLI's acquire and run take the lock: waiting with --wait."""
     wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
     lock, owner = options["--lock"], options["--owner"]
     empty_is_stale = "--empty-is-stale" in options
@@ -2112,41 +2477,62 @@ def _cli_acquire(options: dict[str, str]) -> tuple[AcquireResult, int]:
         result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
     else:
         started = time.monotonic()
+        line = _WaitLine() if _is_terminal(sys.stderr) else None
         try:
-            result = acquire_within(lock, owner, stale_after, wait, empty_is_stale=empty_is_stale)
+            result = _wait_for(
+                lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=line
+            )
         except LockBusy as busy:
             result = busy.result
+        finally:
+            if line is not None:
+                line.clear()
         waited = time.monotonic() - started
         outcome = "after waiting" if result["acquired"] else "gave up after waiting"
         result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
     return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
 
 
-def _cli_release(options: dict[str, str]) -> tuple[ReleaseResult, int]:
+def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
+    return _cli_take(options, _stale_after_seconds(options))
+
+
+def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
+    stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
+    result, code = _cli_take(options, stale_after)
+    if code != _EXIT_OK:
+        sys.stderr.write(json.dumps(result) + "\n")  # the refusal, on stderr: stdout is COMMAND's
+        return None, code
+    empty_is_stale = "--empty-is-stale" in options
+    return None, _run_holding(options["--lock"], result["owner"], stale_after, empty_is_stale, tail)
+
+
+def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
     return release(options["--lock"], options["--owner"]), _EXIT_OK
 
 
-def _cli_status(options: dict[str, str]) -> tuple[StatusResult, int]:
+def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult, int]:
     empty_is_stale = "--empty-is-stale" in options
     result = status(options["--lock"], _stale_after_seconds(options), empty_is_stale=empty_is_stale)
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
-def _cli_run_id(options: dict[str, str]) -> tuple[dict[str, str], int]:
+def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
     return {"run_id": new_run_id()}, _EXIT_OK
 
 
-def _cli_version(options: dict[str, str]) -> tuple[dict[str, str], int]:
+def _cli_version(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
     return {"version": __version__}, _EXIT_OK
 
 
-def _cli_help(options: dict[str, str]) -> tuple[str, int]:
+def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
     return _HELP, _EXIT_OK
 
 
-_COMMANDS: dict[str, Callable[[dict[str, str]], tuple[Output | str, int]]] = {
+_COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | None, int]]] = {
     "help": _cli_help,
     "acquire": _cli_acquire,
+    "run": _cli_run,
     "release": _cli_release,
     "status": _cli_status,
     "run-id": _cli_run_id,
@@ -2180,8 +2566,8 @@ def main(argv: list[str] | None = None) -> int:
     """
     try:
         try:
-            command, options = _parse_args(sys.argv[1:] if argv is None else list(argv))
-            result, code = _COMMANDS[command](options)
+            command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
+            result, code = _COMMANDS[command](options, tail)
         finally:
             _Interrupts.disarm()  # from here on the call answers, whatever arrives
     except _Interrupted as stop:
@@ -2195,7 +2581,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _EXIT_OS_ERROR
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
-        sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
+        if result is not None:  # run leaves stdout to its command
+            sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
         return code
     _fail(error)
     return code

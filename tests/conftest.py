@@ -271,10 +271,14 @@ class Etcd:
 
 
 def start_etcd(
-    data: Path, *, tls: list[str] | None = None, context: ssl.SSLContext | None = None
+    data: Path,
+    *,
+    tls: list[str] | None = None,
+    context: ssl.SSLContext | None = None,
+    flags: list[str] | None = None,
 ) -> Etcd:
     """Start etcd on free loopback ports and wait for /health; ``tls`` are etcd's TLS
-    flags (then it serves https, checked with ``context``)."""
+    flags (then it serves https, checked with ``context``), ``flags`` any others."""
     scheme = "https" if tls else "http"
     client, peer = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
@@ -283,7 +287,8 @@ def start_etcd(
          "--advertise-client-urls", f"{scheme}://{client}",
          "--listen-peer-urls", f"http://{peer}", "--initial-advertise-peer-urls", f"http://{peer}",
          "--initial-cluster", f"skf=http://{peer}",
-         "--heartbeat-interval", "20", "--election-timeout", "200", *(tls or [])],
+         "--heartbeat-interval", "20", "--election-timeout", "200", *(tls or []),
+         *(flags or [])],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )  # fmt: skip

@@ -17,6 +17,8 @@ API = {
     "new_run_id",
     "main",
     "LockBusy",
+    "held",
+    "LockLost",
     "RUN_ID_RE",
     "OWNER_MAX_LEN",
     "DEFAULT_STALE_AFTER_MIN",

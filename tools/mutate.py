@@ -348,6 +348,37 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "            return _create_guard(guard, make_parents), True",
         "            return _create_guard(guard, make_parents), False",
     ),
+    "renewals-skipped": (
+        "run and held() renew the lock while work runs",
+        "        if self.lost is not None:\n            return self.lost\n        started",
+        "        if True:\n            return self.lost\n        started",
+    ),
+    "renewal-retakes-a-lost-lock": (
+        "a renewal never takes back a lock that was lost",
+        "                if renew_only and not _still_holds(",
+        "                if False and not _still_holds(",
+    ),
+    "run-lost-lock-not-stopped": (
+        "a lost lock stops the command",
+        "            _stop_command(child, waiter)\n            break",
+        "            waiter.join()\n            break",
+    ),
+    "run-signals-not-forwarded": (
+        "signals sent to run go to the command",
+        "            signal.signal(getattr(signal, name), lambda signum, _: "
+        "_signal_child(child, signum))",
+        "            pass",
+    ),
+    "held-loss-silent-on-exit": (
+        "a block that ends normally after losing the lock raises LockLost",
+        "        if self.renewer.lost is not None and exc_type is None:",
+        "        if False:",
+    ),
+    "wait-line-on-any-stderr": (
+        "the waiting line is written only to a terminal",
+        "        line = _WaitLine() if _is_terminal(sys.stderr) else None",
+        "        line = _WaitLine()",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.

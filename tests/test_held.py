@@ -1,0 +1,135 @@
+"""held(): a lock held for a with block, renewed from a daemon thread, on both stores."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import beside, write_record
+from test_run import contend, revoke_lease, time_now
+
+SHORT = 3.0  # seconds: the smallest timeout held() renews, every second
+
+
+@pytest.fixture(params=["file", "etcd"])
+def any_lock(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "file":
+        return str(tmp_path / "locks" / "held.lock")
+    etcd_lock: str = request.getfixturevalue("etcd_lock")
+    return etcd_lock
+
+
+def holder(skf: ModuleType, lock: str) -> str | None:
+    held_by: str | None = skf.status(lock, 60.0)["held_by"]
+    return held_by if skf.status(lock, 60.0)["state"] == "held" else None
+
+
+@pytest.mark.timeout(60)
+def test_a_block_outliving_several_timeouts_keeps_the_lock(skf, any_lock: str) -> None:
+    rival = contend(any_lock, 6.5)
+    with skf.held(any_lock, "wf:held", SHORT) as lease:
+        assert lease.owner.startswith("wf:held:") and lease.result["acquired"]
+        assert lease.result["owner"] == lease.owner
+        deadline = time.monotonic() + 8
+        while time.monotonic() < deadline:
+            lease.check()  # never raises: the lock stays this block's
+            assert holder(skf, any_lock) == lease.owner
+            time.sleep(0.5)
+        assert not lease.lost
+    outcome = json.loads(rival.communicate(timeout=60)[0])
+    assert outcome["took"] == 0 and outcome["tries"] >= 25, outcome
+    assert holder(skf, any_lock) is None  # released when the block ended
+
+
+def test_an_exception_in_the_block_releases_and_propagates(skf, any_lock: str) -> None:
+    with pytest.raises(ZeroDivisionError), skf.held(any_lock, "wf:held", SHORT):
+        assert holder(skf, any_lock) is not None
+        _ = 1 / 0
+    assert holder(skf, any_lock) is None
+
+
+def test_a_keyboard_interrupt_in_the_block_releases(skf, any_lock: str) -> None:
+    with pytest.raises(KeyboardInterrupt), skf.held(any_lock, "wf:held", SHORT):
+        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to this block
+        time.sleep(5)
+    assert holder(skf, any_lock) is None
+
+
+@pytest.mark.timeout(60)
+def test_a_lock_taken_over_raises_lock_lost_from_check_and_on_exit(skf, tmp_path: Path) -> None:
+    lock = tmp_path / "held.lock"
+    with pytest.raises(skf.LockLost) as lost, skf.held(lock, "wf:held", SHORT) as lease:
+        write_record(lock, "wf:intruder:1", time_now())
+        deadline = time.monotonic() + 10
+        while not lease.lost:
+            assert time.monotonic() < deadline, "the take-over was never noticed"
+            time.sleep(0.1)
+        with pytest.raises(skf.LockLost):
+            lease.check()
+    assert lost.value.held_by == "wf:intruder:1" and lost.value.held_since is not None
+    assert "wf:intruder:1 holds it" in str(lost.value)
+    assert json.loads(lock.read_text())["owner"] == "wf:intruder:1"  # left to its holder
+
+
+@pytest.mark.timeout(60)
+def test_a_revoked_etcd_lease_is_a_lost_lock(skf, etcd, etcd_lock: str) -> None:
+    with pytest.raises(skf.LockLost) as lost, skf.held(etcd_lock, "wf:held", SHORT) as lease:
+        revoke_lease(etcd, etcd_lock)
+        deadline = time.monotonic() + 10
+        while not lease.lost:
+            assert time.monotonic() < deadline, "the revoked lease was never noticed"
+            time.sleep(0.1)
+    assert lost.value.held_by is None and "no run holds it now" in str(lost.value)
+    assert holder(skf, etcd_lock) is None  # the lost lock was not taken back
+
+
+def test_a_busy_lock_raises_lock_busy_on_entering(skf, tmp_path: Path) -> None:
+    lock = tmp_path / "held.lock"
+    write_record(lock, "wf:other:1", time_now())
+    with pytest.raises(skf.LockBusy) as busy, skf.held(lock, "wf:held", SHORT, wait=0.2):
+        pytest.fail("the block ran without the lock")
+    assert busy.value.result["held_by"] == "wf:other:1"
+
+
+@pytest.mark.timeout(60)
+def test_passing_renewal_failures_are_retried_until_the_lock_would_go_stale(
+    skf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lock = tmp_path / "held.lock"
+    real_take = skf._take
+    failures = {"left": 2}
+
+    def flaky(*args, renew_only: bool = False, **kwargs):
+        if renew_only and failures["left"]:
+            failures["left"] -= 1
+            raise OSError(5, "Input/output error")
+        return real_take(*args, renew_only=renew_only, **kwargs)
+
+    monkeypatch.setattr(skf, "_take", flaky)
+    with skf.held(lock, "wf:held", SHORT) as lease:
+        time.sleep(5)  # two failed renewals, then good ones
+        assert not lease.lost and failures["left"] == 0
+    failures["left"] = 10**6
+    with pytest.raises(skf.LockLost) as lost, skf.held(lock, "wf:held", SHORT) as lease:
+        time.sleep(5)  # failing for longer than the timeout
+        assert lease.lost
+    assert "renewals failed" in str(lost.value) and "went stale" in str(lost.value)
+    assert beside(lock) == []
+
+
+@pytest.mark.parametrize("bad", [2.9, 0.5, float("nan"), -1])
+def test_a_timeout_too_short_to_renew_is_a_value_error(skf, tmp_path: Path, bad: float) -> None:
+    with pytest.raises(ValueError, match="stale_after"):
+        skf.held(tmp_path / "held.lock", "wf:held", bad)
+    assert beside(tmp_path / "held.lock") == []
+
+
+def test_held_installs_no_signal_handlers(skf, tmp_path: Path) -> None:
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    with skf.held(tmp_path / "held.lock", "wf:held", SHORT):
+        assert {s: signal.getsignal(s) for s in before} == before

@@ -1,0 +1,373 @@
+"""run: hold the lock for as long as a command runs, renewed, on both stores.
+
+Every test starts real processes: `run` itself, the command it runs, and contenders
+that try to take the lock many times a second. Timeouts are the smallest that can
+be renewed safely (3 s, `--stale-after 0.05`), so a command of 8 s outlives
+several of them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import SCRIPT, Etcd, Run, beside, etcd_post, posix_only, start_etcd, write_record
+
+pytestmark = posix_only("signals sent to real processes, shell commands")
+
+SHORT = "0.05"  # minutes: 3 s, renewed every second
+PY = sys.executable
+
+
+@pytest.fixture(params=["file", "etcd"])
+def any_lock(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A lock on each store: a file, and a key on the session's etcd."""
+    if request.param == "file":
+        return str(tmp_path / "locks" / "run.lock")
+    etcd_lock: str = request.getfixturevalue("etcd_lock")
+    return etcd_lock
+
+
+def start_run(lock: str, *command: str, owner: str = "wf:run", extra: tuple[str, ...] = (),
+              **popen: object) -> subprocess.Popen[bytes]:  # fmt: skip
+    argv = [PY, str(SCRIPT), "run", "--lock", lock, "--owner", owner, *extra, "--", *command]
+    kwargs: dict[str, object] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    kwargs.update(popen)
+    return subprocess.Popen(argv, **kwargs)  # type: ignore[call-overload]
+
+
+def finished(proc: subprocess.Popen[bytes], timeout: float = 60) -> Run:
+    out, err = proc.communicate(timeout=timeout)
+    return Run(proc.returncode, out.decode(), err.decode())
+
+
+def wait_for_file(path: Path, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.02)
+    return path.read_text()
+
+
+CONTENDER = textwrap.dedent(
+    """
+    import importlib.util, json, sys, time
+    spec = importlib.util.spec_from_file_location("skf", sys.argv[1])
+    skf = importlib.util.module_from_spec(spec); spec.loader.exec_module(skf)
+    lock, seconds = sys.argv[2], float(sys.argv[3])
+    tries = took = 0
+    holders = set()
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        tries += 1
+        result = skf.acquire(lock, "contender:c:1", 60.0)
+        if result["acquired"]:
+            took += 1
+            skf.release(lock, "contender:c:1")
+        else:
+            holders.add(result["held_by"])
+        holders.add(skf.status(lock, 60.0)["held_by"])
+        time.sleep(0.05)
+    print(json.dumps({"tries": tries, "took": took, "holders": sorted(map(str, holders))}))
+    """
+)
+
+
+def contend(lock: str, seconds: float) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [PY, "-c", CONTENDER, str(SCRIPT), lock, str(seconds)], stdout=subprocess.PIPE, text=True
+    )
+
+
+# --- Holding the lock while the command runs ----------------------------------------------
+
+
+@pytest.mark.timeout(90)
+def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
+    any_lock: str, tmp_path: Path
+) -> None:
+    ready = tmp_path / "ready"
+    command = f"open({str(ready)!r}, 'w').write('x'); import time; time.sleep(8)"
+    proc = start_run(any_lock, PY, "-c", command, extra=("--stale-after", SHORT))
+    wait_for_file(ready)
+    rivals = [contend(any_lock, 6.5) for _ in range(2)]
+    outcomes = [json.loads(rival.communicate(timeout=60)[0]) for rival in rivals]
+    run = finished(proc)
+    assert run.code == 0 and run.out == "" and run.err == "", run
+    for outcome in outcomes:
+        assert outcome["tries"] >= 25 and outcome["took"] == 0, outcome  # ~4 a second or more
+        assert len(outcome["holders"]) == 1 and outcome["holders"][0].startswith("wf:run:")
+    status = subprocess.run(
+        [PY, str(SCRIPT), "status", "--lock", any_lock], capture_output=True, text=True, check=False
+    )
+    assert json.loads(status.stdout)["state"] == "free"  # released when the command ended
+
+
+def test_status_during_a_run_names_the_runs_owner(any_lock: str, tmp_path: Path) -> None:
+    out = tmp_path / "seen"
+    script = f'"$1" "$2" status --lock "$SKF_RUN_LOCK" > {out}; echo "$SKF_RUN_LOCK_OWNER" >> {out}'
+    run = finished(start_run(any_lock, "sh", "-c", script, "sh", PY, str(SCRIPT)))
+    assert run.code == 0, run
+    status_line, owner = out.read_text().splitlines()
+    status = json.loads(status_line)
+    assert status["state"] == "held" and status["held_by"] == owner and owner.startswith("wf:run:")
+    assert status["lock"] == (any_lock if any_lock.startswith("etcd") else str(Path(any_lock)))
+
+
+# --- What the command sees and gives back ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "code"),
+    [("exit 0", 0), ("exit 7", 7), ("kill -TERM $$", 143), ("kill -KILL $$", 137)],
+)
+def test_the_commands_exit_code_passes_through(tmp_path: Path, command: str, code: int) -> None:
+    lock = tmp_path / "run.lock"
+    run = finished(start_run(str(lock), "sh", "-c", command))
+    assert run.code == code and run.out == "" and run.err == "", run
+    assert beside(lock) == []  # released, whatever the command did
+
+
+def test_stdout_and_stdin_pass_through_byte_for_byte(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 64 + b"\nno newline at the end"
+    proc = start_run(str(tmp_path / "run.lock"), "cat", stdin=subprocess.PIPE)
+    out, err = proc.communicate(data, timeout=60)
+    assert (proc.returncode, out, err) == (0, data, b"")
+
+
+def test_the_environment_names_the_lock_and_owner(tmp_path: Path) -> None:
+    lock = str(tmp_path / "run.lock")
+    proc = start_run(lock, "sh", "-c", 'printf "%s|%s" "$SKF_RUN_LOCK" "$SKF_RUN_LOCK_OWNER"',
+                     owner="wf:sk:given-id")  # fmt: skip
+    run = finished(proc)
+    assert run.out == f"{lock}|wf:sk:given-id", run
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_run_reaches_the_command_and_the_lock_goes_after(tmp_path, sig) -> None:
+    lock, got = tmp_path / "run.lock", tmp_path / "got"
+    command = textwrap.dedent(f"""
+        import signal, sys, time
+        def note(signum, frame):
+            open({str(got)!r}, "w").write(signal.Signals(signum).name)
+            sys.exit(0)
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, note)
+        open({str(got)!r} + ".ready", "w").write("x")
+        time.sleep(60)
+    """)  # fmt: skip
+    proc = start_run(str(lock), PY, "-c", command)
+    wait_for_file(Path(str(got) + ".ready"))
+    assert json.loads(lock.read_text())["owner"].startswith("wf:run:")  # held meanwhile
+    proc.send_signal(sig)
+    run = finished(proc)
+    assert run.code == 0 and run.err == "", run  # the command's own exit code
+    assert got.read_text() == sig.name
+    assert beside(lock) == ["got", "got.ready"]  # the lock is released, nothing left
+
+
+def test_a_command_that_cannot_start_is_127_and_the_lock_is_released(tmp_path: Path) -> None:
+    lock = tmp_path / "run.lock"
+    run = finished(start_run(str(lock), str(tmp_path / "no-such-command")))
+    assert run.code == 127 and "could not start" in run.error
+    assert beside(lock) == []
+
+
+# --- A lost lock stops the command ------------------------------------------------------
+
+
+LONG_COMMAND = textwrap.dedent("""
+    import signal, sys, time
+    marker = sys.argv[1]
+    def note(signum, frame):
+        open(marker, "w").write(signal.Signals(signum).name)
+        sys.exit(1)
+    signal.signal(signal.SIGTERM, note)
+    open(marker + ".ready", "w").write("x")
+    time.sleep(60)
+""")
+
+
+def revoke_lease(etcd: Etcd, lock: str) -> None:
+    """Take the lock away from outside: revoke the lease its record lives on."""
+    key = lock.split("/", 3)[3].encode()
+    answer = etcd_post(etcd.client, "/v3/kv/range", {"key": base64.b64encode(key).decode()})
+    etcd_post(etcd.client, "/v3/lease/revoke", {"ID": answer["kvs"][0]["lease"]})
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("how", ["taken over", "deleted", "lease revoked"])
+def test_a_lost_lock_stops_the_command_and_run_exits_3(
+    tmp_path: Path, request: pytest.FixtureRequest, how: str
+) -> None:
+    marker = tmp_path / "marker"
+    if how == "lease revoked":
+        etcd: Etcd = request.getfixturevalue("etcd")
+        lock = etcd.url(f"skf-tests/lost/{os.urandom(4).hex()}")
+    else:
+        lock = str(tmp_path / "run.lock")
+    proc = start_run(lock, PY, "-c", LONG_COMMAND, str(marker), extra=("--stale-after", SHORT))
+    wait_for_file(Path(str(marker) + ".ready"))
+    if how == "taken over":
+        write_record(Path(lock), "wf:intruder:1", time_now())
+    elif how == "deleted":
+        os.unlink(lock)
+    else:
+        revoke_lease(request.getfixturevalue("etcd"), lock)
+    run = finished(proc)
+    assert run.code == 3, run
+    assert marker.read_text() == "SIGTERM"  # stopped, with the chance to clean up
+    assert f"lost the lock {lock}" in run.error and "was stopped" in run.error
+    if how == "taken over":
+        assert "wf:intruder:1 holds it" in run.error
+        assert json.loads(Path(lock).read_text())["owner"] == "wf:intruder:1"  # left to it
+    else:
+        assert "no run holds it now" in run.error
+
+
+@pytest.mark.timeout(60)
+def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path: Path) -> None:
+    lock, ready = tmp_path / "run.lock", tmp_path / "ready"
+    command = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
+        f" open({str(ready)!r}, 'w').write('x'); time.sleep(60)"
+    )
+    proc = start_run(str(lock), PY, "-c", command, extra=("--stale-after", SHORT))
+    wait_for_file(ready)
+    write_record(lock, "wf:intruder:1", time_now())
+    started = time.monotonic()
+    run = finished(proc)
+    assert run.code == 3 and "was stopped" in run.error
+    assert time.monotonic() - started >= 4  # SIGTERM, the grace period, then SIGKILL
+
+
+def time_now():  # a datetime of now, for write_record
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)
+
+
+# --- etcd: leases and auth tokens outlived ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def short_token_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
+    """etcd with authentication whose tokens live 2 s (etcd's --auth-token-ttl)."""
+    server = start_etcd(tmp_path_factory.mktemp("token-etcd"), flags=["--auth-token-ttl", "2"])
+    etcd_post(server.client, "/v3/auth/user/add", {"name": "root", "password": "root-pw"})
+    etcd_post(server.client, "/v3/auth/user/grant", {"user": "root", "role": "root"})
+    etcd_post(server.client, "/v3/auth/enable", {})
+    yield server
+    server.stop()
+
+
+@pytest.mark.timeout(90)
+def test_a_run_outliving_the_auth_tokens_lifetime_still_renews(
+    short_token_etcd: Etcd, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ETCDCTL_USER", "root:root-pw")
+    lock = short_token_etcd.url("locks/token")
+    ready = tmp_path / "ready"
+    command = f"open({str(ready)!r}, 'w').write('x'); import time; time.sleep(8)"
+    proc = start_run(lock, PY, "-c", command, extra=("--stale-after", SHORT))
+    wait_for_file(ready)
+    rival = contend(lock, 6.5)
+    outcome = json.loads(rival.communicate(timeout=60)[0])
+    run = finished(proc)
+    assert run.code == 0 and run.err == "", run
+    assert outcome["took"] == 0 and outcome["tries"] >= 25, outcome  # ~4 a second
+
+
+# --- Arguments ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["--owner", "wf:sk", "--", "true"], "run needs --lock"),
+        (["--lock", "L", "--owner", "wf:sk"], "run needs -- and the command"),
+        (["--lock", "L", "--owner", "wf:sk", "--"], "run needs a command after --"),
+        (["--lock", "L", "--owner", "wf:sk", "--stale-after", "0.04", "--", "true"],
+         "too short to renew"),
+        (["--lock", "L", "--owner", "wf:bad owner", "--", "true"], "whitespace"),
+    ],
+)  # fmt: skip
+def test_bad_run_arguments_are_exit_1_and_start_nothing(cli, tmp_path, argv, words) -> None:
+    argv = [str(tmp_path / "locks" / "x.lock") if a == "L" else a for a in argv]
+    run = cli("run", *argv)
+    assert run.code == 1 and words in run.error, run
+    assert not (tmp_path / "locks").exists()
+
+
+def test_a_help_flag_after_the_separator_belongs_to_the_command(tmp_path: Path) -> None:
+    run = finished(start_run(str(tmp_path / "run.lock"), "printf", "%s|", "-h", "--help"))
+    assert run.code == 0 and run.out == "-h|--help|", run
+
+
+def test_a_refused_run_starts_nothing_and_prints_the_refusal_on_stderr(tmp_path: Path) -> None:
+    lock, ran = tmp_path / "run.lock", tmp_path / "ran"
+    write_record(lock, "wf:other:1", time_now())
+    run = finished(start_run(str(lock), "touch", str(ran), extra=("--wait", "0.3")))
+    assert run.code == 3 and run.out == "" and not ran.exists()
+    refusal = json.loads(run.err)
+    assert refusal["acquired"] is False and refusal["held_by"] == "wf:other:1"
+    assert refusal["message"].startswith("gave up after waiting")
+
+
+# --- A person waiting can see why ------------------------------------------------------
+
+
+def read_terminal(master: int) -> bytes:
+    """All a pseudo-terminal's other end wrote, until it closed."""
+    data = b""
+    while True:
+        try:
+            piece = os.read(master, 4096)
+        except OSError:  # EIO: the other end is closed
+            return data
+        if not piece:
+            return data
+        data += piece
+
+
+@pytest.mark.parametrize("command", ["acquire", "run"])
+def test_waiting_on_a_terminal_shows_one_line_and_clears_it(tmp_path, command) -> None:
+    import pty
+
+    lock = tmp_path / "run.lock"
+    write_record(lock, "wf:other:1", time_now())
+    master, slave = pty.openpty()
+    argv = [PY, str(SCRIPT), command, "--lock", str(lock), "--owner", "wf:me", "--wait", "1.5"]
+    proc = subprocess.Popen([*argv, *(["--", "true"] if command == "run" else [])],
+                            stdout=subprocess.PIPE, stderr=slave)  # fmt: skip
+    os.close(slave)
+    shown = read_terminal(master).decode()
+    out = proc.communicate(timeout=60)[0].decode()
+    os.close(master)
+    assert proc.returncode == 3
+    *lines, cleared, after = shown.split("\x1b[K")  # each rewrite: \r, the line, clear the rest
+    assert len(lines) >= 2 and cleared == "\r", shown  # rewritten, then cleared
+    for line in lines:
+        assert line.startswith("\rwaiting: held by wf:other:1 since 20"), line
+        assert ", giving up in 1 s (" in line or ", giving up in 2 s (" in line
+        assert line.endswith(f" ({lock})") and "\n" not in line
+    if command == "acquire":  # the answer is on stdout, after the line was cleared
+        assert after == "" and json.loads(out)["held_by"] == "wf:other:1"
+    else:  # the refusal follows the cleared line
+        assert json.loads(after)["held_by"] == "wf:other:1" and out == ""
+
+
+def test_waiting_with_stderr_not_a_terminal_writes_nothing_extra(cli, tmp_path: Path) -> None:
+    lock = tmp_path / "run.lock"
+    write_record(lock, "wf:other:1", time_now())
+    run = cli("acquire", "--lock", lock, "--owner", "wf:me", "--wait", "0.5")
+    assert run.code == 3 and run.err == "" and run.json["held_by"] == "wf:other:1"
