@@ -23,6 +23,8 @@ floor measured in the same run (ratios travel between machines; raw times do not
    what each public module it imports costs a call.
 8. A crowded folder: in-process acquire + release beside 0 to 20,000 unrelated files,
    this version against 1.1.0 and the seed; drawn as docs/img/crowded-folder.png.
+9. Holding an idle lock for a minute with ``run`` and ``held()``, on each store: the
+   CPU their renewals use.
 
 Charts go to docs/img/ (``--charts DIR``, or ``--charts ''`` for none).
 """
@@ -630,6 +632,59 @@ def draw_crowded(medians: dict[str, list[float]], charts: Path) -> str:
     )
 
 
+# --- 9. Holding an idle lock: the CPU of run and held() ------------------------------
+
+HOLDER = """
+import importlib.util, sys, time
+spec = importlib.util.spec_from_file_location("skf_run_lock", sys.argv[1])
+skf = importlib.util.module_from_spec(spec); spec.loader.exec_module(skf)
+lock, seconds, timeout = sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+skf.status(lock, 60.0)  # imports what the calls need: the CPU below is the holding alone
+before = time.process_time()
+with skf.held(lock, "bench:held:1", timeout):
+    time.sleep(seconds)
+print(time.process_time() - before)
+"""
+
+
+def bench_holding(folder: Path, seconds: float, timeout: float) -> str:
+    """One run and one held() per store, all at once, each holding its lock for
+    ``seconds`` with a timeout of ``timeout`` (renewed every third of it)."""
+    etcd_proc, client = start_etcd(folder / "etcd-holding")
+    try:
+        locks = {"file": str(folder / "holding"), "etcd": f"etcd://{client}/bench/holding"}
+        procs = {}
+        for store, lock in locks.items():
+            procs[("run", store)] = subprocess.Popen(
+                [PYTHON, str(SCRIPT), "run", "--lock", lock + "-run", "--owner", "bench:run",
+                 "--stale-after", str(timeout / 60), "--", "sleep", str(seconds)],
+            )  # fmt: skip
+            procs[("held()", store)] = subprocess.Popen(
+                [PYTHON, "-c", HOLDER, str(SCRIPT), lock + "-held", str(seconds), str(timeout)],
+                stdout=subprocess.PIPE, text=True,
+            )  # fmt: skip
+        rows = []
+        for (how, store), proc in procs.items():
+            if how == "run":
+                _, status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                cpu = usage.ru_utime + usage.ru_stime  # run's, and its sleep's
+            else:
+                cpu = float(proc.communicate()[0])
+            if proc.returncode != 0:
+                raise SystemExit(f"{how} on {store} failed")
+            rows.append((how, store, f"{cpu * 1e3:.0f} ms", f"{cpu / seconds:.3%}"))
+    finally:
+        etcd_proc.kill()
+        etcd_proc.wait()
+    return (
+        f"### 9. Holding an idle lock for {seconds:.0f} s (timeout {timeout:.0f} s: a renewal"
+        f" every {timeout / 3:.0f} s)\n\n"
+        "CPU of `run` (with its `sleep`) and of a `held()` block (the renewal thread),"
+        " all four at once.\n\n" + table(rows, ("holder", "store", "CPU", "of a core")) + "\n"
+    )
+
+
 # --- 6. etcd: the same calls on a server ------------------------------------------
 
 
@@ -855,6 +910,7 @@ def main() -> int:
             lambda: bench_etcd(skf, max(5, int(20 * scale)), fast_dir),
             lambda: bench_users_path(max(5, int(30 * scale)), fast_dir),
             lambda: bench_crowded(skf, max(3, int(10 * scale)), fast_dir, charts),
+            lambda: bench_holding(fast_dir, 60 * scale, 30.0),
         ]
         wanted = {int(n) for n in args.only.split(",") if n}
         for number, section in enumerate(sections, 1):
