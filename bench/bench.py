@@ -434,6 +434,17 @@ def bench_uv(rounds: int, folder: Path) -> str:
 BEFORE_PUBLIC_STDLIB = "008fc9b"
 
 
+def version_file(revision: str, folder: Path) -> Path:
+    """The script as it was at a git ``revision`` of this repository, written to ``folder``."""
+    path = folder / f"skf-{revision}.py"
+    source = subprocess.run(
+        ["git", "-C", str(ROOT), "show", f"{revision}:skf-run-lock.py"],
+        capture_output=True, check=True,
+    ).stdout  # fmt: skip
+    path.write_bytes(source)
+    return path
+
+
 def cpythons() -> dict[str, str]:
     """Every CPython >= 3.11 that pyenv holds or PATH has: {version: path}."""
     found: dict[str, str] = {}
@@ -456,13 +467,7 @@ def cpythons() -> dict[str, str]:
 def bench_users_path(rounds: int, folder: Path) -> str:
     """acquire + release as users run it (site on; and through uv run), this script vs
     the one before the private modules went, and what each public import costs."""
-    old = folder / "before.py"
-    old.write_bytes(
-        subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{BEFORE_PUBLIC_STDLIB}:skf-run-lock.py"],
-            capture_output=True, check=True,
-        ).stdout
-    )  # fmt: skip
+    old = version_file(BEFORE_PUBLIC_STDLIB, folder)
     uv = shutil.which("uv")
     out = [f"### 7. The users' path ({rounds} interleaved rounds, site on)\n"]
     out.append(
@@ -526,13 +531,7 @@ CROWD_SIZES = (0, 1_000, 5_000, 20_000)
 
 
 def load_version(revision: str, folder: Path) -> ModuleType:
-    path = folder / f"skf-{revision}.py"
-    path.write_bytes(
-        subprocess.run(
-            ["git", "-C", str(ROOT), "show", f"{revision}:skf-run-lock.py"],
-            capture_output=True, check=True,
-        ).stdout
-    )  # fmt: skip
+    path = version_file(revision, folder)
     spec = importlib.util.spec_from_file_location(f"skf_{revision}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

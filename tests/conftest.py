@@ -358,6 +358,15 @@ def etcd_lock(etcd: Etcd, request: pytest.FixtureRequest) -> str:
     return etcd.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")
 
 
+@pytest.fixture(params=["file", "etcd"])
+def any_lock(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A lock on each store in turn: a file, and a key on the session's etcd."""
+    if request.param == "file":
+        return str(tmp_path / "locks" / "run.lock")
+    etcd_lock: str = request.getfixturevalue("etcd_lock")
+    return etcd_lock
+
+
 # --- Interrupts, delivered where a real signal would land ----------------------------
 
 

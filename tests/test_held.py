@@ -16,14 +16,6 @@ from test_run import contend, revoke_lease, time_now
 SHORT = 3.0  # seconds: the smallest timeout held() renews, every second
 
 
-@pytest.fixture(params=["file", "etcd"])
-def any_lock(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "file":
-        return str(tmp_path / "locks" / "held.lock")
-    etcd_lock: str = request.getfixturevalue("etcd_lock")
-    return etcd_lock
-
-
 def holder(skf: ModuleType, lock: str) -> str | None:
     held_by: str | None = skf.status(lock, 60.0)["held_by"]
     return held_by if skf.status(lock, 60.0)["state"] == "held" else None

@@ -28,15 +28,6 @@ SHORT = "0.05"  # minutes: 3 s, renewed every second
 PY = sys.executable
 
 
-@pytest.fixture(params=["file", "etcd"])
-def any_lock(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A lock on each store: a file, and a key on the session's etcd."""
-    if request.param == "file":
-        return str(tmp_path / "locks" / "run.lock")
-    etcd_lock: str = request.getfixturevalue("etcd_lock")
-    return etcd_lock
-
-
 def start_run(lock: str, *command: str, owner: str = "wf:run", extra: tuple[str, ...] = (),
               **popen: object) -> subprocess.Popen[bytes]:  # fmt: skip
     argv = [PY, str(SCRIPT), "run", "--lock", lock, "--owner", owner, *extra, "--", *command]
