@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -22,20 +23,37 @@ def holder(skf: ModuleType, lock: str) -> str | None:
 
 
 @pytest.mark.timeout(60)
-def test_a_block_outliving_several_timeouts_keeps_the_lock(skf, any_lock: str) -> None:
-    rival = contend(any_lock, 6.5)
-    with skf.held(any_lock, "wf:held", SHORT) as lease:
-        assert lease.owner.startswith("wf:held:") and lease.result["acquired"]
-        assert lease.result["owner"] == lease.owner
-        deadline = time.monotonic() + 8
-        while time.monotonic() < deadline:
-            lease.check()  # never raises: the lock stays this block's
-            assert holder(skf, any_lock) == lease.owner
-            time.sleep(0.5)
-        assert not lease.lost
-    outcome = json.loads(rival.communicate(timeout=60)[0])
-    assert outcome["took"] == 0 and outcome["tries"] >= 25, outcome
-    assert holder(skf, any_lock) is None  # released when the block ended
+def test_a_block_outliving_several_timeouts_keeps_the_lock(skf, tmp_path, etcd_lock) -> None:
+    """On both stores at once: blocks of 8 s with a 3 s timeout, each against a process
+    that tries to take its lock several times a second."""
+    locks = [str(tmp_path / "locks" / "held.lock"), etcd_lock]
+    rivals = [contend(lock, 6.5) for lock in locks]
+    failures: list[BaseException] = []
+
+    def hold(lock: str) -> None:
+        try:
+            with skf.held(lock, "wf:held", SHORT) as lease:
+                assert lease.owner.startswith("wf:held:") and lease.result["acquired"]
+                assert lease.result["owner"] == lease.owner
+                deadline = time.monotonic() + 8
+                while time.monotonic() < deadline:
+                    lease.check()  # never raises: the lock stays this block's
+                    assert holder(skf, lock) == lease.owner
+                    time.sleep(0.5)
+                assert not lease.lost
+        except BaseException as exc:  # reported below, from the test's own thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=hold, args=(lock,)) for lock in locks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=40)
+    assert not failures, failures
+    for lock, rival in zip(locks, rivals, strict=True):
+        outcome = json.loads(rival.communicate(timeout=60)[0])
+        assert outcome["took"] == 0 and outcome["tries"] >= 20, outcome
+        assert holder(skf, lock) is None  # released when the block ended
 
 
 def test_an_exception_in_the_block_releases_and_propagates(skf, any_lock: str) -> None:
@@ -104,11 +122,11 @@ def test_passing_renewal_failures_are_retried_until_the_lock_would_go_stale(
 
     monkeypatch.setattr(skf, "_take", flaky)
     with skf.held(lock, "wf:held", SHORT) as lease:
-        time.sleep(5)  # two failed renewals, then good ones
+        time.sleep(3)  # two failed renewals (at 1 s and 1.3 s), then good ones
         assert not lease.lost and failures["left"] == 0
     failures["left"] = 10**6
     with pytest.raises(skf.LockLost) as lost, skf.held(lock, "wf:held", SHORT) as lease:
-        time.sleep(5)  # failing for longer than the timeout
+        time.sleep(4)  # failing for as long as the timeout (3 s)
         assert lease.lost
     assert "renewals failed" in str(lost.value) and "went stale" in str(lost.value)
     assert beside(lock) == []
