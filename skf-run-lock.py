@@ -98,7 +98,7 @@ if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not n
 
 # --- Constants: the contract's names and limits ------------------------------
 
-__version__ = "1.1.0"
+__version__ = "1.2.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60

@@ -387,7 +387,15 @@ EQUIVALENT: dict[str, str] = {}
 
 def _ordered() -> list[str]:
     """The test files, the slow ones (real processes, servers) last: -x stops sooner."""
-    slow = ("test_etcd", "test_interrupts", "test_processes", "test_shared_folder")
+    slow = (
+        "test_etcd",
+        "test_interrupts",
+        "test_processes",
+        "test_shared_folder",
+        "test_run",
+        "test_held",
+        "test_fuzz",
+    )
     files = sorted((ROOT / "tests").glob("test_*.py"))
     return [str(f) for f in sorted(files, key=lambda f: f.stem.startswith(slow))]
 
