@@ -1247,14 +1247,15 @@ class _FileStore:
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
         self.pause = _Pause()
-        self.guard = _Guard(self.lock)
+        self.guard: _Guard | None = None  # the guard of the change under way
         self.held = False
 
     def close(self) -> None:
         """Drop the guard if this store still holds it. A KeyboardInterrupt can cut a
         ``with`` short where neither ``__enter__`` nor ``__exit__`` drops it (at the
         first instruction of either), so every call closes its store in a finally."""
-        self.guard.drop()
+        if self.guard is not None:
+            self.guard.drop()
 
     def look(self) -> _Look:
         """What the lock says now, read without the guard (status creates nothing)."""
@@ -1265,6 +1266,7 @@ class _FileStore:
         return self
 
     def __enter__(self) -> _FileStore:
+        assert self.guard is not None, "enter store.change(create), not the store"
         try:
             self.guard.__enter__()
         except _NoFolder:
@@ -1275,6 +1277,7 @@ class _FileStore:
         return self
 
     def __exit__(self, *exc_info: object) -> None:
+        assert self.guard is not None
         try:
             if self.held:
                 self.held = False
