@@ -2458,7 +2458,7 @@ class _WaitLine:
             width = 0
         line = (
             f"waiting: held by {_holder_text(result['held_by'])} since {result['held_since']},"
-            f" giving up in {_duration_text(left + 0.999)} ({result['lock']})"
+            f" giving up in {_duration_text(-(-left // 1))} ({result['lock']})"
         )
         # A line longer than the terminal would wrap, and \r could not take it back.
         sys.stderr.write(f"\r{line[: width - 1] if width else line}\x1b[K")
