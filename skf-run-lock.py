@@ -383,28 +383,29 @@ class _Interrupts:
     shield = 0
     pending: int | None = None
 
-    @classmethod
-    def install(cls) -> None:
+    @staticmethod
+    def handle(handler: Any) -> None:
+        """Set ``handler`` for each of the CLI's signals this OS has (Windows: no SIGHUP)."""
         import signal
 
         for name in _SIGNAL_NAMES.values():
-            signum = getattr(signal, name, None)  # Windows has no SIGHUP
-            if signum is not None:
-                signal.signal(signum, cls._on_signal)
+            if hasattr(signal, name):
+                signal.signal(getattr(signal, name), handler)
+
+    @classmethod
+    def install(cls) -> None:
+        cls.handle(cls._on_signal)
         sys.unraisablehook = cls._unraisable
         cls.armed = True
 
-    @staticmethod
-    def ignore() -> None:
+    @classmethod
+    def ignore(cls) -> None:
         """Ignore the CLI's signals from now on: the answer is out, and its exit code
         stands. (Python's teardown puts back the default action of a signal it handles,
         which would kill the process, but leaves an ignored one ignored.)"""
         import signal
 
-        for name in _SIGNAL_NAMES.values():
-            signum = getattr(signal, name, None)
-            if signum is not None:
-                signal.signal(signum, signal.SIG_IGN)
+        cls.handle(signal.SIG_IGN)
 
     @staticmethod
     def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
@@ -2095,6 +2096,7 @@ class _Renewer:
         self, lock: str | os.PathLike[str], owner: str, stale_after: float, empty_is_stale: bool
     ) -> None:
         self.lock, self.owner, self.stale_after = lock, owner, stale_after
+        self.run_id = _split_owner(owner)[2] or ""
         self.empty_is_stale = empty_is_stale
         self.every = stale_after / 3
         self.renewed = time.monotonic()  # when the lock was last known renewed
@@ -2112,7 +2114,7 @@ class _Renewer:
         started = time.monotonic()
         try:
             _take(
-                self.lock, self.owner, _split_owner(self.owner)[2] or "", self.stale_after,
+                self.lock, self.owner, self.run_id, self.stale_after,
                 empty_is_stale=self.empty_is_stale, renew_only=True,
             )  # fmt: skip
         except LockLost as lost:
@@ -2252,7 +2254,6 @@ def _run_holding(lock: str, owner: str, stale_after: float, empty_is_stale: bool
     """Run ``command`` while renewing the lock ``owner`` holds, and release it when the
     command ends: the command's exit code (128 + n if signal n ended it), 3 if the lock
     was lost (the command is stopped), 126 or 127 if it could not be started."""
-    import signal
     import subprocess
     import threading
 
@@ -2267,9 +2268,7 @@ def _run_holding(lock: str, owner: str, stale_after: float, empty_is_stale: bool
         _release_for_run(lock, owner)
         _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
         return 127 if isinstance(exc, FileNotFoundError) else 126
-    for name in _SIGNAL_NAMES.values():
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), lambda signum, _: _signal_child(child, signum))
+    _Interrupts.handle(lambda signum, _: _signal_child(child, signum))
     if _Interrupts.pending is not None:  # one came while the command was being started
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)

@@ -18,8 +18,10 @@ SHORT = 3.0  # seconds: the smallest timeout held() renews, every second
 
 
 def holder(skf: ModuleType, lock: str) -> str | None:
-    held_by: str | None = skf.status(lock, 60.0)["held_by"]
-    return held_by if skf.status(lock, 60.0)["state"] == "held" else None
+    """Who holds ``lock`` now (None when it is free or stale), from one look."""
+    now = skf.status(lock, 60.0)
+    held_by: str | None = now["held_by"]
+    return held_by if now["state"] == "held" else None
 
 
 @pytest.mark.timeout(60)

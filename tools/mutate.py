@@ -365,9 +365,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "run-signals-not-forwarded": (
         "signals sent to run go to the command",
-        "            signal.signal(getattr(signal, name), lambda signum, _: "
-        "_signal_child(child, signum))",
-        "            pass",
+        "    _Interrupts.handle(lambda signum, _: _signal_child(child, signum))",
+        "    pass",
     ),
     "held-loss-silent-on-exit": (
         "a block that ends normally after losing the lock raises LockLost",
