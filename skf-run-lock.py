@@ -405,7 +405,19 @@ class _Interrupts:
         which would kill the process, but leaves an ignored one ignored.)"""
         import signal
 
-        cls.handle(signal.SIG_IGN)
+        if not hasattr(signal, "pthread_sigmask"):  # Windows
+            cls.handle(signal.SIG_IGN)
+            return
+        # A signal caught inside signal.signal(), after its check for caught signals and
+        # before the change, is later reported on stderr as "ignored due to race
+        # condition". Held back by the mask instead, it waits at the OS, which drops it
+        # once the signal is ignored. (Blocking runs the handler for those caught before.)
+        numbers = [getattr(signal, name) for name in _SIGNAL_NAMES.values()]
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, numbers)
+        try:
+            cls.handle(signal.SIG_IGN)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
     @staticmethod
     def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:

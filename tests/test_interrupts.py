@@ -306,6 +306,18 @@ def test_the_cli_keeps_a_dropped_interrupt_out_of_stderr(skf, monkeypatch, capsy
 # --- Ending: a finished call's exit code stands, and a wrapper's teardown runs ---------
 
 
+def _sigterm_until_it_ends(proc: subprocess.Popen[bytes]) -> int:
+    """Send SIGTERM to ``proc`` without pause until it has ended; how many were sent."""
+    sent = 0
+    while proc.poll() is None:
+        try:
+            os.kill(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            break
+        sent += 1
+    return sent
+
+
 def test_signals_right_after_the_answer_never_change_the_exit_code(lock: Path) -> None:
     """SIGTERM sent without pause from the moment the answer is read, through the
     interpreter's teardown: the call still exits with its own code."""
@@ -317,13 +329,7 @@ def test_signals_right_after_the_answer_never_change_the_exit_code(lock: Path) -
         )
         assert proc.stdout is not None
         answer = proc.stdout.readline()
-        sent = 0
-        while proc.poll() is None:
-            try:
-                os.kill(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                break
-            sent += 1
+        sent = _sigterm_until_it_ends(proc)
         proc.wait(timeout=30)
         err = proc.stderr.read() if proc.stderr else b""
         proc.stdout.close()
@@ -332,6 +338,42 @@ def test_signals_right_after_the_answer_never_change_the_exit_code(lock: Path) -
         assert proc.returncode == (0 if round_ == 0 else 3), (round_, sent, err)
         assert json.loads(answer)["acquired"] is (round_ == 0)
         assert err == b""
+
+
+IGNORING_UNDER_FIRE = """
+import importlib.util, signal, sys, time
+spec = importlib.util.spec_from_file_location("skf", sys.argv[1])
+skf = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(skf)
+skf._Interrupts.handle(lambda signum, frame: None)
+print("ready", flush=True)
+rounds, end = 0, time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    skf._Interrupts.handle(lambda signum, frame: None)
+    skf._Interrupts.ignore()
+    rounds += 1
+print(rounds, signal.getsignal(signal.SIGTERM) is signal.SIG_IGN, flush=True)
+"""
+
+
+@pytest.mark.timeout(60)
+def test_a_signal_caught_while_switching_to_ignore_is_never_reported(tmp_path: Path) -> None:
+    """The step that ignores the CLI's signals, repeated for 2 s under a storm of
+    SIGTERM from another process: a signal caught in the middle of the switch is
+    dropped quietly, never printed as 'Signal 15 ignored due to race condition'."""
+    stderr = tmp_path / "stderr"  # a file: a full pipe would stop the child mid-storm
+    with stderr.open("wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", IGNORING_UNDER_FIRE, SCRIPT, "2"],
+            stdout=subprocess.PIPE,
+            stderr=sink,
+        )
+    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    sent = _sigterm_until_it_ends(proc)
+    out, _ = proc.communicate(timeout=30)
+    assert (proc.returncode, stderr.read_text(errors="replace")) == (0, "")
+    rounds, ignored = out.split()
+    assert int(rounds) > 0 and ignored == b"True" and sent > 0
 
 
 def test_a_wrapper_running_the_script_keeps_its_finally_and_atexit(lock: Path) -> None:

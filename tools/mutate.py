@@ -217,6 +217,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    _Interrupts.install()\n",
         "",
     ),
+    "ignore-unmasked": (
+        "a signal caught while the CLI switches to ignoring is never printed",
+        '        if not hasattr(signal, "pthread_sigmask"):  # Windows',
+        "        if True:",
+    ),
     "interrupt-after-commit": (
         "a call that changed the lock finishes normally",
         "            _write_record(self.lock, data)\n        _Interrupts.disarm()",
