@@ -956,7 +956,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
     except _GUARD_OPEN_BUSY:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP:
+        if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop in its folders
             raise OSError(
                 exc.errno,
                 f"the guard {guard} is a symbolic link; refusing to follow it"
@@ -2307,7 +2307,9 @@ def _release_for_run(lock: str, owner: str) -> None:
     """Release after run; a failure is reported on stderr and changes no exit code."""
     try:
         release(lock, owner)
-    except (OSError, ValueError) as exc:
+    except OSError as exc:
+        _fail(f"the lock could not be released: {_describe_os_error(exc)}")
+    except ValueError as exc:
         _fail(f"the lock could not be released: {exc}")
 
 

@@ -199,6 +199,20 @@ def test_dangling_symlink_at_the_guard_creates_nothing(main, lock: Path, tmp_pat
     assert not target.exists()
 
 
+@posix_only("symbolic links")
+def test_a_folder_that_loops_is_named_as_a_loop_not_as_a_link_at_the_guard(main, lock) -> None:
+    """The lock's folder is a link to itself: the guard is no link, so the error must
+    not tell an agent to remove one; it names the loop and the path."""
+    os.symlink(lock.parent.name, lock.parent)
+    for argv in (("acquire", "--owner", "wf:sk:r"), ("release", "--owner", "wf:sk:r")):
+        run = main(argv[0], "--lock", lock, *argv[1:])
+        assert run.code == 2, run
+        assert run.error == (
+            f"the lock could not be read or written: {os.strerror(errno.ELOOP)}: {lock}.skf-guard"
+        )
+    assert os.readlink(lock.parent) == lock.parent.name
+
+
 @pytest.mark.parametrize("code", [errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK])
 @posix_only("fcntl.flock")
 def test_filesystem_without_locks_is_exit_2_naming_the_folder(skf, main, lock, monkeypatch, code):

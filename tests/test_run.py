@@ -9,6 +9,7 @@ several of them.
 from __future__ import annotations
 
 import base64
+import errno
 import json
 import os
 import signal
@@ -187,6 +188,35 @@ def test_a_command_that_cannot_start_is_127_and_the_lock_is_released(tmp_path: P
     run = finished(start_run(str(lock), str(tmp_path / "no-such-command")))
     assert run.code == 127 and "could not start" in run.error
     assert beside(lock) == []
+
+
+@pytest.mark.parametrize(
+    ("breakage", "reason"),
+    [
+        ("rm {lock} && mkdir {lock}", "the lock path {lock} is a folder; give the path of a file"),
+        ("rm -r {folder} && ln -s {folder} {folder}", "{loop}: {lock}.skf-guard"),
+    ],
+    ids=["a folder at the lock path", "a folder that links to itself"],
+)
+def test_a_release_that_fails_after_the_command_is_reported_and_the_code_stands(
+    tmp_path: Path, breakage: str, reason: str
+) -> None:
+    """The command broke the lock's path: the release that follows fails. run says
+    so in one JSON line on stderr, and still exits with the command's own code;
+    what the command left is left alone."""
+    lock = tmp_path / "locks" / "run.lock"
+    names = {"lock": lock, "folder": lock.parent, "loop": os.strerror(errno.ELOOP)}
+    lock.parent.mkdir()
+    command = breakage.format(**names) + " && exit 5"
+    run = finished(start_run(str(lock), "sh", "-c", command))
+    assert run.code == 5 and run.out == "", run
+    assert run.err.count("\n") == 1
+    assert json.loads(run.err) == {
+        "status": "error",
+        "message": "the lock could not be released: " + reason.format(**names),
+    }
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locks"]
+    assert lock.is_dir() or os.readlink(lock.parent) == str(lock.parent)
 
 
 # --- A lost lock stops the command ------------------------------------------------------
