@@ -111,6 +111,7 @@ _MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
 # The smallest timeout that still prints as a non-zero stale_after_minutes (0.0001).
 _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
+_UNIT_SECONDS = {"seconds": 1, "minutes": 60}  # the units a timeout is given and reported in
 _RECORD_MAX_BYTES = 64 * 1024
 _TEMP_TRIES = 100  # as tempfile.TMP_MAX bounds its own search for a free name
 _SHARING_RETRY_SEC = 1.0  # how long a Windows sharing refusal is waited out
@@ -312,7 +313,7 @@ def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "
     Raises ValueError naming ``name`` and counting in ``unit`` unless it is a
     finite number from 0.0001 minutes (0.006 s) to MAX_STALE_AFTER_MIN minutes.
     """
-    scale = 60 if unit == "minutes" else 1
+    scale = _UNIT_SECONDS[unit]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of {unit}, not {value!r}")
     seconds = value * scale
@@ -384,13 +385,19 @@ class _Interrupts:
     pending: int | None = None
 
     @staticmethod
-    def handle(handler: Any) -> None:
-        """Set ``handler`` for each of the CLI's signals this OS has (Windows: no SIGHUP)."""
+    def signals() -> list[int]:
+        """The CLI's signals that this OS has (Windows: no SIGHUP)."""
         import signal
 
-        for name in _SIGNAL_NAMES.values():
-            if hasattr(signal, name):
-                signal.signal(getattr(signal, name), handler)
+        return [signum for signum, name in _SIGNAL_NAMES.items() if hasattr(signal, name)]
+
+    @classmethod
+    def handle(cls, handler: Any) -> None:
+        """Set ``handler`` for each of the CLI's signals."""
+        import signal
+
+        for signum in cls.signals():
+            signal.signal(signum, handler)
 
     @classmethod
     def install(cls) -> None:
@@ -412,8 +419,7 @@ class _Interrupts:
         # before the change, is later reported on stderr as "ignored due to race
         # condition". Held back by the mask instead, it waits at the OS, which drops it
         # once the signal is ignored. (Blocking runs the handler for those caught before.)
-        numbers = [getattr(signal, name) for name in _SIGNAL_NAMES.values()]
-        before = signal.pthread_sigmask(signal.SIG_BLOCK, numbers)
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, cls.signals())
         try:
             cls.handle(signal.SIG_IGN)
         finally:
@@ -751,7 +757,7 @@ def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseRes
         reason, other = "not-owner", record
         message = f"left {lock} in place: it is held by {_holder_text(record.owner)}, not {owner}"
     return {
-        "released": record is not None and reason is None,
+        "released": reason is None,
         "reason": reason,
         "lock": lock,
         "owner": owner,
@@ -2090,7 +2096,7 @@ _RUN_GRACE_SEC = 5.0  # a stopped command's time between SIGTERM and SIGKILL
 def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
     """``stale_after`` (seconds, checked) if a lock of that timeout can be renewed safely."""
     if stale_after < _MIN_RENEWABLE_SEC:
-        scale = 60 if unit == "minutes" else 1
+        scale = _UNIT_SECONDS[unit]
         raise ValueError(
             f"{name} of {stale_after / scale:g} {unit} is too short to renew the lock safely"
             f" while work runs; give at least {_MIN_RENEWABLE_SEC / scale:g}"
