@@ -2105,17 +2105,15 @@ def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
 
 
 class _Renewer:
-    """Keeps ``owner``'s lock alive for held() and run: a renewal every third of the
-    timeout; after one that failed for a passing reason (an OS error, etcd out of
-    reach), another after a third of that (at most a second), until the lock would
-    have gone stale."""
+    """Keeps the lock that ``taken`` (an acquire output) took alive for held() and run: a
+    renewal every third of the timeout; after one that failed for a passing reason (an
+    OS error, etcd out of reach), another after a third of that (at most a second),
+    until the lock would have gone stale."""
 
-    def __init__(
-        self, lock: str | os.PathLike[str], owner: str, stale_after: float, empty_is_stale: bool
-    ) -> None:
-        self.lock, self.owner, self.stale_after = lock, owner, stale_after
-        self.run_id = _split_owner(owner)[2] or ""
-        self.empty_is_stale = empty_is_stale
+    def __init__(self, taken: AcquireResult, stale_after: float, empty_is_stale: bool) -> None:
+        # The lock as outputs name it (absolute), so a LockLost names it as they do.
+        self.lock, self.owner, self.run_id = taken["lock"], taken["owner"], taken["run_id"]
+        self.stale_after, self.empty_is_stale = stale_after, empty_is_stale
         self.every = stale_after / 3
         self.renewed = time.monotonic()  # when the lock was last known renewed
         self.next = self.renewed + self.every
@@ -2141,7 +2139,7 @@ class _Renewer:
             failing, retry = started - self.renewed, min(1.0, self.every / 3)
             if failing + retry >= self.stale_after:
                 why = f"renewals failed for {_duration_text(failing)}, until it went stale"
-                self.lost = LockLost(str(self.lock), None, None, f"{why} ({exc})")
+                self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
             self.next = started + retry
         else:
             self.renewed, self.next = started, started + self.every
@@ -2183,7 +2181,7 @@ class _Lease:
             self.lock, self.owner, self.stale_after, self.wait, empty_is_stale=self.empty_is_stale
         )
         self.owner = self.result["owner"]
-        self.renewer = _Renewer(self.lock, self.owner, self.stale_after, self.empty_is_stale)
+        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -2267,13 +2265,16 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> N
         waiter.join()
 
 
-def _run_holding(lock: str, owner: str, stale_after: float, empty_is_stale: bool,
+def _run_holding(lock: str, taken: AcquireResult, stale_after: float, empty_is_stale: bool,
                  command: list[str]) -> int:  # fmt: skip
-    """Run ``command`` while renewing the lock ``owner`` holds, and release it when the
-    command ends: the command's exit code (128 + n if signal n ended it), 3 if the lock
-    was lost (the command is stopped), 126 or 127 if it could not be started."""
+    """Run ``command`` while renewing the lock ``lock`` (as given) that ``taken`` took,
+    and release it when the command ends: the command's exit code (128 + n if signal n
+    ended it), 3 if the lock was lost (the command is stopped), 126 or 127 if it could
+    not be started."""
     import subprocess
     import threading
+
+    owner = taken["owner"]
 
     if _Interrupts.pending is not None:  # a signal came while the lock was being taken
         _release_for_run(lock, owner)
@@ -2291,7 +2292,7 @@ def _run_holding(lock: str, owner: str, stale_after: float, empty_is_stale: bool
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(lock, owner, stale_after, empty_is_stale)
+    renewer = _Renewer(taken, stale_after, empty_is_stale)
     lost = None
     while True:
         waiter.join(renewer.due_in())  # sleeps in the kernel; a signal's handler still runs
@@ -2526,7 +2527,7 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
         sys.stderr.write(json.dumps(result) + "\n")  # the refusal, on stderr: stdout is COMMAND's
         return None, code
     empty_is_stale = "--empty-is-stale" in options
-    return None, _run_holding(options["--lock"], result["owner"], stale_after, empty_is_stale, tail)
+    return None, _run_holding(options["--lock"], result, stale_after, empty_is_stale, tail)
 
 
 def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:

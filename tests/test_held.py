@@ -127,10 +127,12 @@ def test_passing_renewal_failures_are_retried_until_the_lock_would_go_stale(
         time.sleep(3)  # two failed renewals (at 1 s and 1.3 s), then good ones
         assert not lease.lost and failures["left"] == 0
     failures["left"] = 10**6
-    with pytest.raises(skf.LockLost) as lost, skf.held(lock, "wf:held", SHORT) as lease:
+    monkeypatch.chdir(tmp_path)  # a relative path: LockLost names the lock as outputs do
+    with pytest.raises(skf.LockLost) as lost, skf.held("held.lock", "wf:held", SHORT) as lease:
         time.sleep(4)  # failing for as long as the timeout (3 s)
         assert lease.lost
     assert "renewals failed" in str(lost.value) and "went stale" in str(lost.value)
+    assert lost.value.lock == lease.result["lock"] == str(lock)
     assert beside(lock) == []
 
 
