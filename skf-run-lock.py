@@ -84,6 +84,10 @@ if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not n
         held_since: str | None
         message: str
 
+    class Waiter(TypedDict):
+        owner: str
+        since: str
+
     class StatusResult(TypedDict):
         state: Literal["free", "held", "stale"]
         lock: str
@@ -92,6 +96,7 @@ if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not n
         stale_at: str | None
         age_seconds: int | None
         stale_after_minutes: int | float
+        waiting: list[Waiter]
         message: str
 
     Output = AcquireResult | ReleaseResult | StatusResult | dict[str, str]
@@ -120,7 +125,15 @@ _EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
 _SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same numbers on every OS
 
 _GUARD_SUFFIX = ".skf-guard"
-_TEMP_NAME = re.compile(r"\.skf-[0-9a-f]{8}-tmp")  # what follows the lock's name in a temp's
+_LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters, beside it while anyone waits
+# What follows the lock's name in a temp's (the line's temps have the line's name).
+_TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
+# A waiter's place in line lapses this long after its waiter last showed it is alive,
+# which it does every _BEAT_SEC. A file lock's waiters look at the lock file this
+# often: the first in line, the second (next to take over), and the rest.
+_PLACE_TTL_SEC = 3.0
+_BEAT_SEC = 1.0
+_FILE_POLL_SEC = (0.002, 0.005, 0.025)
 _TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
 _PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
 _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
@@ -344,9 +357,9 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
     """The absolute path of a lock, ``~`` expanded; ValueError for a path that cannot be one.
 
     Refused: an empty path, one that ends with a separator (it names a folder),
-    and names reserved for the lock's own files (``*.skf-guard``,
-    ``*.skf-<8 hex>-tmp``), which would collide with another lock's guard or
-    temp file. A path that is a folder is refused when it is read.
+    and names reserved for the lock's own files (``*.skf-guard``, ``*.skf-line``,
+    ``*.skf-<8 hex>-tmp``), which would collide with another lock's guard, line
+    or temp file. A path that is a folder is refused when it is read.
     """
     path = os.fspath(lock)
     if not isinstance(path, str):
@@ -356,9 +369,9 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
     if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
         raise ValueError(f"the lock path {path} ends with a separator; give the path of a file")
     name = os.path.basename(path)
-    if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
+    if name.endswith((_GUARD_SUFFIX, _LINE_SUFFIX)) or _TEMP_NAME.fullmatch(name[-17:]):
         raise ValueError(
-            f"the lock name {name} is reserved for a lock's own guard or temp files;"
+            f"the lock name {name} is reserved for a lock's own guard, line or temp files;"
             " choose another name"
         )
     if path.startswith("~"):
@@ -519,12 +532,28 @@ class _Record:
         self.lease: Literal["live", "expired"] | None = None
 
 
+class _Place:
+    """A waiter's place in the line: its ticket (unique in the line; on etcd the lease
+    that keeps the place), owner, since when it waits, its timeout, and when it last
+    showed it is alive (None: a lease on the server keeps it, and ends it)."""
+
+    __slots__ = ("beat", "joined", "owner", "since", "stale_after", "ticket")
+
+    def __init__(
+        self, ticket: str, owner: str, since: int, stale_after: float, beat: float | None
+    ) -> None:
+        self.ticket, self.owner, self.since = ticket, owner, since
+        self.stale_after, self.beat = stale_after, beat
+        self.joined = False  # this waiter's own place: it may be in the line
+
+
 class _Look:
     """One look at a lock in its store: the record (None: no lock), the last holder's
-    record when the lock itself is gone (etcd keeps one), and what a change must
-    find unchanged (etcd: the record's mod revision, and the lease it is on)."""
+    record when the lock itself is gone (etcd keeps one), what a change must find
+    unchanged (etcd: the record's mod revision, and the lease it is on), the line of
+    waiters in order (dead places too), and the store's revision of the look."""
 
-    __slots__ = ("last", "lease", "record", "revision")
+    __slots__ = ("last", "lease", "line", "record", "revision", "seen")
 
     def __init__(
         self,
@@ -532,8 +561,12 @@ class _Look:
         last: _Record | None = None,
         revision: str = "0",
         lease: str | None = None,
+        *,
+        line: list[_Place] | None = None,
+        seen: str = "0",
     ) -> None:
         self.record, self.last, self.revision, self.lease = record, last, revision, lease
+        self.line, self.seen = line or [], seen
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -634,6 +667,71 @@ def _still_holds(
     )
 
 
+# --- The line of waiters: first come, first served ---------------------------------
+
+
+def _live(line: list[_Place], now: float) -> list[_Place]:
+    """The places of ``line`` whose waiters are alive at ``now``, in order: kept by a
+    lease, or shown alive less than _PLACE_TTL_SEC ago (by a clock within that of
+    this one)."""
+    return [p for p in line if p.beat is None or abs(now - p.beat) < _PLACE_TTL_SEC]
+
+
+def _ahead_of(line: list[_Place], ticket: str) -> list[_Place] | None:
+    """The places before ``ticket``'s in the live ``line``; None if it has no place."""
+    for at, place in enumerate(line):
+        if place.ticket == ticket:
+            return line[:at]
+    return None
+
+
+def _verdict(
+    record: _Record | None,
+    line: list[_Place],
+    owner: str,
+    ticket: str | None,
+    *,
+    caller_timeout: float,
+    now: float,
+    empty_is_stale: bool,
+) -> Literal["take", "held", "line"]:
+    """What ``owner`` (waiting with ``ticket``, or None) may do with the lock: "take" it
+    (free, stale or its own), find it "held" by another, or leave it to the first in
+    the live ``line``. A renewal is never held up by the line."""
+    if record is not None and not _takes(record, owner, caller_timeout, now, empty_is_stale):
+        return "held"
+    if record is not None and record.owner == owner:
+        return "take"
+    return "line" if line and line[0].ticket != ticket else "take"
+
+
+def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> float:
+    """Seconds until ``record`` goes stale by its time alone (inf: never by time)."""
+    if record is None or record.lease is not None:
+        return float("inf")
+    return record.since + _deciding_timeout(record, caller_timeout) - now
+
+
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``, ..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _in_line_text(count: int) -> str:
+    """`` 2 runs wait in line.`` (empty when nobody waits)."""
+    if not count:
+        return ""
+    return f" {count} run{'s wait' if count > 1 else ' waits'} in line."
+
+
+def _line_note(line: list[_Place]) -> str:
+    """What a status message adds for the live ``line``: its length and who is first."""
+    if not line:
+        return ""
+    return f".{_in_line_text(len(line))[:-1]}, {line[0].owner} first"
+
+
 def _minutes_for_output(stale_after: float) -> int | float:
     minutes = round(stale_after / 60, 4)
     return int(minutes) if minutes.is_integer() else minutes
@@ -705,9 +803,11 @@ def _refused_result(
     record: _Record,
     now: float,
     by_hand: str,
+    waiting: int,
 ) -> AcquireResult:
     """The acquire output when ``record``, not stale at ``now``, keeps the lock from
-    ``owner``; ``by_hand`` says how the store's lock is removed by hand."""
+    ``owner`` while ``waiting`` other runs wait in line; ``by_hand`` says how the
+    store's lock is removed by hand."""
     timeout = _deciding_timeout(record, caller_timeout)
     held_since = _format_time(record.since)
     stale_at = _stale_at(record.since, timeout)
@@ -725,7 +825,36 @@ def _refused_result(
         "stale_after_minutes": _minutes_for_output(timeout),
         "stale_replaced": None,
         "message": f"lock {lock} is held by {_holder_text(record.owner)} since {held_since}"
-        f" ({age_text}); it goes stale at {stale_at}. {_clear_advice(lock, record.owner, by_hand)}",
+        f" ({age_text}); it goes stale at {stale_at}.{_in_line_text(waiting)}"
+        f" {_clear_advice(lock, record.owner, by_hand)}",
+    }
+
+
+def _line_refused_result(
+    lock: str, owner: str, run_id: str, *, record: _Record | None, line: list[_Place]
+) -> AcquireResult:
+    """The acquire output when the lock is free (``record`` None) or stale, but the
+    live ``line`` is not empty: it goes to the first in line, whom the output names,
+    with when it began to wait and its timeout."""
+    first = line[0]
+    since = _format_time(first.since)
+    stale_at = _stale_at(first.since, first.stale_after)
+    state = "free" if record is None else "stale"
+    return {
+        "acquired": False,
+        "refreshed": False,
+        "lock": lock,
+        "owner": owner,
+        "run_id": run_id,
+        "held_by": first.owner,
+        "held_since": since,
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(first.stale_after),
+        "stale_replaced": None,
+        "message": f"lock {lock} is {state}, but it goes to the first of the runs waiting in"
+        f" line: {first.owner}, waiting since {since}.{_in_line_text(len(line))} Wait in line"
+        " for your turn (acquire --wait); a place in line lapses within"
+        f" {_PLACE_TTL_SEC:g} s of its waiter's end",
     }
 
 
@@ -768,9 +897,17 @@ def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseRes
 
 
 def _status_result(
-    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+    lock: str,
+    record: _Record | None,
+    caller_timeout: float,
+    now: float,
+    empty_is_stale: bool,
+    *,
+    line: list[_Place],
 ) -> StatusResult:
-    """The status output for ``record`` (None: no lock file) at ``now``."""
+    """The status output for ``record`` (None: no lock file) and the live ``line`` at
+    ``now``."""
+    waiting: list[Waiter] = [{"owner": p.owner, "since": _format_time(p.since)} for p in line]
     if record is None:
         return {
             "state": "free",
@@ -780,7 +917,8 @@ def _status_result(
             "stale_at": None,
             "age_seconds": None,
             "stale_after_minutes": _minutes_for_output(caller_timeout),
-            "message": f"no lock at {lock}; it is free",
+            "waiting": waiting,
+            "message": f"no lock at {lock}; it is free{_line_note(line)}",
         }
     timeout = _deciding_timeout(record, caller_timeout)
     held_since = _format_time(record.since)
@@ -799,7 +937,9 @@ def _status_result(
         "stale_at": stale_at,
         "age_seconds": int((now - record.since) // 1),
         "stale_after_minutes": _minutes_for_output(timeout),
-        "message": f"{lock} is held by {_holder_text(record.owner)} since {held_since}; {then}",
+        "waiting": waiting,
+        "message": f"{lock} is held by {_holder_text(record.owner)} since {held_since};"
+        f" {then}{_line_note(line)}",
     }
 
 
@@ -1224,8 +1364,9 @@ def _create_temp(lock: str) -> tuple[int, str]:
     raise FileExistsError(errno.EEXIST, f"no free temp file name beside {lock}")
 
 
-def _write_record(lock: str, data: bytes) -> None:
-    """Replace the lock file with ``data``, atomically: temp file, fsync, rename.
+def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
+    """Replace the lock file with ``data``, atomically: temp file, fsync (if ``durable``),
+    rename.
 
     A reader sees the old record or the new one, never part of one; on any
     failure the old lock file is untouched and the temp file is gone.
@@ -1236,7 +1377,8 @@ def _write_record(lock: str, data: bytes) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         _despite_sharing(os.replace, temp, lock)
@@ -1254,9 +1396,69 @@ def _delete_record(lock: str) -> None:
         raise
 
 
+def _parse_line(data: bytes) -> list[_Place]:
+    """The places of a line file (one JSON object a line); any line that is not a
+    valid place is left out. Never raises."""
+    places = []
+    for text in data.split(b"\n"):
+        try:
+            entry = json.loads(text)
+            ticket, owner, since = entry["ticket"], entry["owner"], _parse_time(entry["since"])
+            timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
+        except (ValueError, RecursionError, TypeError, KeyError):
+            continue
+        if (
+            isinstance(ticket, str) and isinstance(owner, str) and owner and since is not None
+            and timeout is not None and isinstance(beat, int | float) and abs(beat) < 1e12
+        ):  # fmt: skip
+            places.append(_Place(ticket, owner, since, timeout, float(beat)))
+    return places
+
+
+def _line_bytes(places: list[_Place]) -> bytes:
+    return "".join(
+        json.dumps({
+            "ticket": p.ticket, "owner": p.owner, "since": _format_time(p.since),
+            "stale_after_seconds": p.stale_after, "beat": round(p.beat or 0.0, 3),
+        }) + "\n"
+        for p in places
+    ).encode("ascii")  # fmt: skip
+
+
+def _read_line(path: str) -> list[_Place] | None:
+    """The places in the line file at ``path``: None if there is none; [] if it holds
+    no valid place or cannot be read as one (the line only orders waiters; the record
+    alone keeps the lock safe)."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        data = os.read(fd, _RECORD_MAX_BYTES)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return _parse_line(data)
+
+
+def _signature(path: str) -> str:
+    """What changes whenever a file at ``path`` is replaced, written or removed."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return ""
+    return f"{info.st_ino}:{info.st_mtime_ns}:{info.st_size}"
+
+
 class _FileStore:
     """A lock kept in a file. ``with store.change(create):`` holds the guard from the
     read to the write, so a change always applies; a waiter polls with a pause.
+    The line of waiters is ``<lock>.skf-line``, there only while someone waits, and
+    changed under the same guard; each waiter shows it is alive by rewriting its
+    place's time every _BEAT_SEC.
 
     With ``create`` the lock's missing folders are made; without it a missing
     folder means no lock, and nothing is created. A guard found already there was
@@ -1265,9 +1467,10 @@ class _FileStore:
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
-        self.pause = _Pause()
+        self.line = self.lock + _LINE_SUFFIX
         self.guard: _Guard | None = None  # the guard of the change under way
         self.held = False
+        self.line_file = False  # the change under way found a line file
 
     def close(self) -> None:
         """Drop the guard if this store still holds it. A KeyboardInterrupt can cut a
@@ -1278,7 +1481,13 @@ class _FileStore:
 
     def look(self) -> _Look:
         """What the lock says now, read without the guard (status creates nothing)."""
-        return _Look(_read_record(self.lock))
+        seen = f"{_signature(self.lock)}|{_signature(self.line)}"
+        return _Look(_read_record(self.lock), line=_read_line(self.line), seen=seen)
+
+    def _read_in_change(self) -> _Look:
+        line = _read_line(self.line)
+        self.line_file = line is not None
+        return _Look(_read_record(self.lock), line=line)
 
     def change(self, create: bool) -> _FileStore:
         self.guard = _Guard(self.lock, make_parents=create)
@@ -1305,20 +1514,87 @@ class _FileStore:
             self.guard.drop()  # does anything only when an interrupt cut the exit short
 
     def read(self) -> _Look:
-        return _Look(_read_record(self.lock) if self.held else None)
+        return self._read_in_change() if self.held else _Look(None)
 
-    def apply(self, look: _Look, data: bytes | None, stale_after: float, owner: str) -> bool:
-        """Write ``data`` as the lock (None: delete it): True, as under its guard a file
-        lock cannot have changed since ``look``."""
+    def apply(
+        self, look: _Look, data: bytes | None, stale_after: float, owner: str,
+        place: _Place | None = None,
+    ) -> bool:  # fmt: skip
+        """Write ``data`` as the lock (None: delete it), ``place`` leaving the line (and
+        places whose waiters died): True, as under its guard a file lock cannot have
+        changed since ``look``."""
         if data is None:
             _delete_record(self.lock)
         else:
             _write_record(self.lock, data)
         _Interrupts.disarm()
+        leaving = None if place is None else place.ticket
+        if place is not None:
+            place.joined = False
+        self._keep_line(look, [p for p in _live(look.line, time.time()) if p.ticket != leaving])
         return True
 
-    def wait(self, left: float) -> None:
-        self.pause.sleep(left)
+    def _keep_line(self, look: _Look, places: list[_Place], force: bool = False) -> None:
+        """Make the line ``places`` (taken from ``look.line``, and maybe a new one);
+        written only if it differs, or with ``force``; removed once it is empty (also
+        when the file held nothing valid)."""
+        if not places:
+            if self.line_file:
+                _remove_quietly(self.line)
+        elif force or list(map(id, places)) != list(map(id, look.line)):
+            _write_record(self.line, _line_bytes(places), durable=False)
+
+    def join(self, look: _Look, place: _Place, now: float) -> None:
+        """Put ``place`` at the end of the line unless it is in it, alive; places whose
+        waiters died are dropped on the way."""
+        line = _live(look.line, now)
+        mine = [p for p in line if p.ticket == place.ticket]
+        if not mine:
+            place.since, place.beat, place.joined = int(now // 1), now, True
+            line = [p for p in line if p.ticket != place.ticket] + [place]
+        self._keep_line(look, line)
+
+    def prune(self, look: _Look, now: float) -> None:
+        """Drop the places whose waiters died."""
+        self._keep_line(look, _live(look.line, now))
+
+    def beat(self, place: _Place) -> bool:
+        """Show that ``place``'s waiter is alive: False if its place had lapsed."""
+        with self.change(create=False) as change:
+            look = change.read()
+            now = time.time()
+            line = _live(look.line, now)
+            for mine in line:
+                if mine.ticket == place.ticket:
+                    mine.beat = now
+                    self._keep_line(look, line, force=True)
+                    return True
+            self._keep_line(look, line)
+            return False
+
+    def leave(self, place: _Place) -> None:
+        """Take ``place`` out of the line."""
+        with self.change(create=False) as change:
+            look = change.read()
+            place.joined = False
+            line = [p for p in _live(look.line, time.time()) if p.ticket != place.ticket]
+            self._keep_line(look, line)
+
+    def wait(self, left: float, look: _Look, ahead: list[_Place]) -> bool:
+        """Up to ``left`` seconds, until the lock file changes (True): a release, a take,
+        a renewal. Each waiter looks at it (``lstat`` only) the more often the nearer
+        it is to the front; a place ahead that lapses shows at the waiter's next beat."""
+        every = _FILE_POLL_SEC[min(len(ahead), 2)]
+        lock_seen, line_seen = look.seen.split("|")
+        # With no lock file, a take and a release can leave it absent again between two
+        # looks: the line (the taker left it) shows what happened.
+        line = self.line if ahead and not lock_seen else None
+        until = time.monotonic() + left
+        while (pause := min(every, until - time.monotonic())) > 0:
+            time.sleep(pause)
+            if _signature(self.lock) != lock_seen or (line and _signature(line) != line_seen):
+                return True
+        return False
 
     def by_hand(self) -> str:
         return f"delete the file {_quoted(self.lock)}"
@@ -1335,13 +1611,6 @@ _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m
 _GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
 _ANSWER_MAX_BYTES = 8 * 1024 * 1024  # two values at etcd's 1.5 MiB limit, in base64
 _HEAD_MAX_BYTES = 64 * 1024
-# A waiter wakes on a deletion; it looks again this often anyway, for a record that
-# goes stale by its time alone (one put without a lease) or a member that stopped
-# sending events.
-_WATCH_LIMIT_SEC = 1.0
-# Woken waiters try only if no other put the record back within a random pause up to
-# this: one or two of them try, not all.
-_WATCH_LINGER_SEC = 0.03
 _TLS_FAILURE = "TLS failure"
 
 
@@ -1548,14 +1817,33 @@ class _HttpConnection:
         return bool(data)
 
 
+def _wait_place(value: bytes, lease: object) -> _Place | None:
+    """The place an etcd line key's ``value`` on ``lease`` describes; None if it is not
+    one (a place must be kept by a lease, or it could never end)."""
+    try:
+        entry = json.loads(value)
+        owner, since = entry["owner"], _parse_time(entry["since"])
+        timeout = _holder_timeout(entry["stale_after_seconds"])
+    except (ValueError, RecursionError, TypeError, KeyError):
+        return None
+    if not (isinstance(lease, str) and lease.isdigit() and isinstance(owner, str) and owner):
+        return None
+    if since is None or timeout is None:
+        return None
+    return _Place(lease, owner, since, timeout, None)
+
+
 class _EtcdStore:
     """One lock on an etcd cluster: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``.
 
     The record lives at KEY, attached to a lease whose TTL is its holder's
     timeout; the last holder's record lives at ``KEY + "\0last"`` (a key can
     hold no NUL, so no other lock's keys are ever these), written in the same
-    transaction and deleted by a release. Credentials, certificates and the
-    deadline of the whole call come from etcdctl's environment variables.
+    transaction and deleted by a release. A waiter's place is the key
+    ``KEY + "\0wait\0" + its lease``, on a lease of _PLACE_TTL_SEC that the waiter
+    keeps alive: etcd orders the line (by each key's create revision) and ends a
+    place whose waiter stopped. Credentials, certificates and the deadline of a
+    call (or of each step of a wait) come from etcdctl's environment variables.
     """
 
     def __init__(self, address: str) -> None:
@@ -1575,6 +1863,7 @@ class _EtcdStore:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
         self.lock = address
         self.key, self.last_key = key.encode(), (key + "\0last").encode()
+        self.wait_prefix = (key + "\0wait\0").encode()
         self.endpoints = hosts.split(",")
         env = os.environ
         self.timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
@@ -1584,12 +1873,18 @@ class _EtcdStore:
         self.tls = scheme == "etcd+https"
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
-        self.watching = False  # the connection's answer is an open watch
+        self.watcher: _HttpConnection | None = None  # a waiter's open watch
         self.context: ssl.SSLContext | None = None
         self.pause = _Pause()  # for a waiter that can have no watch
 
     def _connect(self, endpoint: str) -> _HttpConnection:
-        self.close()
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = None
+        self.connection = self._open(endpoint)
+        return self.connection
+
+    def _open(self, endpoint: str) -> _HttpConnection:
         if self.tls and self.context is None:
             import ssl
 
@@ -1597,8 +1892,7 @@ class _EtcdStore:
             self.context = ssl.create_default_context(cafile=env.get("ETCDCTL_CACERT") or None)
             if env.get("ETCDCTL_CERT"):
                 self.context.load_cert_chain(env["ETCDCTL_CERT"], env.get("ETCDCTL_KEY") or None)
-        self.connection = _HttpConnection(endpoint, self.context, self.deadline)
-        return self.connection
+        return _HttpConnection(endpoint, self.context, self.deadline)
 
     def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
         """POST ``body`` to the first endpoint that answers, within the call's deadline.
@@ -1687,9 +1981,10 @@ class _EtcdStore:
         return status, answer if isinstance(answer, dict) else {}
 
     def close(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-            self.connection, self.watching = None, False
+        for connection in (self.connection, self.watcher):
+            if connection is not None:
+                connection.close()
+        self.connection = self.watcher = None
 
     def change(self, create: bool) -> _EtcdStore:
         """Itself: etcd needs no guard, as every change compares what was read."""
@@ -1741,12 +2036,20 @@ class _EtcdStore:
         )
         record = last = None
         revision, lease = "0", None
+        line: list[tuple[int, _Place]] = []
         now = int(time.time())
         try:
+            seen = str(answer.get("header", {}).get("revision", "0"))
             for kv in answer.get("kvs", []):
                 name = base64.b64decode(kv["key"])
+                value = base64.b64decode(kv.get("value", ""))
+                if name.startswith(self.wait_prefix):
+                    place = _wait_place(value, kv.get("lease"))
+                    if place is not None:
+                        line.append((int(kv["create_revision"]), place))
+                    continue
                 # A foreign value without a time is dated now: it never goes stale by itself.
-                parsed = _parse_record(base64.b64decode(kv.get("value", "")), now)
+                parsed = _parse_record(value, now)
                 if name == self.key:
                     revision = _answer_field(kv, "mod_revision", "range", digits=True)
                     record, lease = parsed, kv.get("lease")
@@ -1757,90 +2060,123 @@ class _EtcdStore:
                     last.lease = "expired"
         except (AttributeError, KeyError, TypeError, ValueError):
             raise _not_etcd("range", "kvs") from None
-        return _Look(record, last, revision, lease)
+        line.sort(key=lambda entry: entry[0])
+        return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
 
     read = look  # a change reads as status does; the transaction compares later
 
-    def wait(self, left: float) -> None:
-        """Until the record is deleted and not put back by another waiter within a
-        random linger, for at most a second (or ``left``); with no watch to be had,
-        a poll's pause. The first call only starts the watch, so that the caller
-        looks again at once: a release before the watch began is not missed."""
-        import random  # only a waiter needs it
+    def _place_key(self, place: _Place) -> bytes:
+        return self.wait_prefix + place.ticket.encode()
 
-        if not self.watching:
-            if self.watch(left):
-                return
-        else:
-            linger = random.uniform(0, _WATCH_LINGER_SEC)
-            if self.wait_for_deletion(min(left, _WATCH_LIMIT_SEC), linger) != "ended":
-                return
-        self.pause.sleep(left)
+    def join(self, look: _Look, place: _Place, now: float) -> None:
+        """Put ``place`` at the end of the line unless it is in it: a key on a lease of
+        its own, which the waiter keeps alive (etcd drops it if the waiter stops)."""
+        if _ahead_of(_live(look.line, now), place.ticket) is not None:
+            return
+        answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
+        place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
+        place.since, place.joined = int(now // 1), True
+        value = json.dumps({
+            "owner": place.owner, "since": _format_time(place.since),
+            "stale_after_seconds": place.stale_after,
+        }).encode()  # fmt: skip
+        put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
+        self.post("/v3/kv/put", put)
 
-    def watch(self, left: float) -> bool:
-        """Start watching the record on the first endpoint that accepts, within
-        ``left`` seconds: True once its changes from now on stream in."""
-        self.deadline = time.monotonic() + min(self.timeout, left)
-        payload = json.dumps({"create_request": {"key": _b64(self.key)}}).encode()
+    def prune(self, look: _Look, now: float) -> None:
+        """Nothing to do: etcd ends the place of a waiter that stopped."""
+
+    def beat(self, place: _Place) -> bool:
+        """Keep ``place``'s lease alive: False if it had run out (the place is gone)."""
+        answer = self.post("/v3/lease/keepalive", {"ID": place.ticket})
+        result = answer.get("result")
+        ttl = result.get("TTL") if isinstance(result, dict) else None
+        return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
+
+    def leave(self, place: _Place) -> None:
+        """Take ``place`` out of the line: revoking its lease deletes its key."""
+        self.deadline = time.monotonic() + self.timeout
+        place.joined = False
+        self.revoke(place.ticket)
+
+    def wait(self, left: float, look: _Look, ahead: list[_Place]) -> bool:
+        """Up to ``left`` seconds, until a key this waiter waits on is deleted (True): the
+        record for the first in line (released, or its lease ran out), else a place
+        ahead of it. The watch starts after ``look``, so nothing since is missed, and
+        stays open between waits; with no watch to be had, a poll's pause."""
+        wake = {self._place_key(p) for p in ahead} if ahead else {self.key}
+        until = time.monotonic() + left
+        try:
+            if self.watcher is None and not self._watch(look.seen, until):
+                self.pause.sleep(left)
+                return False
+            while not wake & self._deleted(until):
+                pass
+            return True
+        except TimeoutError:
+            return False  # nothing came in time; the stream goes on
+        except (OSError, ValueError):
+            self.watcher = self._closed(self.watcher)
+            self.pause.sleep(max(0.0, until - time.monotonic()))
+            return False
+        finally:
+            self.deadline = time.monotonic() + self.timeout  # the next step's own
+
+    @staticmethod
+    def _closed(connection: _HttpConnection | None) -> None:
+        if connection is not None:
+            connection.close()
+
+    def _watch(self, seen: str, until: float) -> bool:
+        """Start watching the lock's keys from after revision ``seen`` on the first
+        endpoint that accepts, by ``until``: True once their changes stream in."""
+        self.deadline = min(until, time.monotonic() + self.timeout)
+        watch = {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
+        if seen.isdigit() and seen != "0":  # else from now on: a release just before is missed
+            watch["start_revision"] = str(int(seen) + 1)
+        payload = json.dumps({"create_request": watch}).encode()
         try:
             self._authorize()
         except (OSError, ValueError):
-            return False  # the next try says why, if it can
+            return False  # the next step says why, if it can
         for endpoint in self.endpoints:
             try:
-                connection = self._connect(endpoint)
-                connection.send("/v3/watch", payload, self.headers, self.deadline)
-                if connection.start_answer(self.deadline) == 200:
-                    self.watching = self._news(self.deadline) == "created"
-                    if self.watching:
-                        return True
+                self.watcher = self._open(endpoint)
+                self.watcher.send("/v3/watch", payload, self.headers, self.deadline)
+                if self.watcher.start_answer(self.deadline) == 200 and self._news(until) == set():
+                    return True
             except (OSError, ValueError):
                 pass
-        self.close()
+            self.watcher = self._closed(self.watcher)
         return False
 
-    def wait_for_deletion(self, seconds: float, linger: float) -> str:
-        """Read the watch until the record is deleted (released, or its lease ran out)
-        and not put back within ``linger`` seconds (another waiter took it): "deleted".
-        Otherwise "quiet" once ``seconds`` pass, or "ended" if the stream ended or
-        broke; then it is closed, and the caller watches again to go on."""
-        limit = time.monotonic() + seconds
-        until, deleted = limit, False
-        try:
-            while time.monotonic() < until:
-                news = self._news(until)
-                if news == "ended":
-                    self.close()
-                    return news
-                if news == "deleted":
-                    deleted, until = True, min(limit, time.monotonic() + linger)
-                elif news == "put":
-                    deleted, until = False, limit
-        except TimeoutError:
-            pass  # nothing more came in time; the stream goes on
-        except (OSError, ValueError):
-            self.close()
-            return "ended"
-        return "deleted" if deleted else "quiet"
+    def _deleted(self, until: float) -> set[bytes]:
+        """The keys the watch's next message says were deleted; OSError if the stream
+        ended, TimeoutError if nothing came by ``until``."""
+        news = self._news(until)
+        if news is None:
+            raise ConnectionResetError(errno.ECONNRESET, "the watch ended")
+        return news
 
-    def _news(self, deadline: float) -> str:
-        """What the watch's next message says: "created", "deleted", "put", "ended"
-        (the stream ended, or was cancelled) or "other" (a progress note)."""
-        assert self.connection is not None
+    def _news(self, until: float) -> set[bytes] | None:
+        """The keys deleted in the watch's next message (empty for a note, a put, or the
+        watch's creation); None if the stream ended or was cancelled."""
+        import base64
+
+        assert self.watcher is not None
         try:
-            message = json.loads(self.connection.readline(deadline).decode("utf-8"))
-        except ValueError:
-            return "ended"
-        result = message.get("result") if isinstance(message, dict) else None
-        if not isinstance(result, dict) or result.get("canceled"):
-            return "ended"
-        if result.get("created"):
-            return "created"
-        events = result.get("events")
-        if not isinstance(events, list) or not events or not isinstance(events[-1], dict):
-            return "other"
-        # A PUT is the enum's default, so etcd's JSON leaves its type out.
-        return "deleted" if events[-1].get("type") == "DELETE" else "put"
+            message = json.loads(self.watcher.readline(until).decode("utf-8"))
+            result = message["result"]
+            if result.get("canceled"):
+                return None
+            # A PUT is the enum's default, so etcd's JSON leaves its type out.
+            return {
+                base64.b64decode(event["kv"]["key"])
+                for event in result.get("events") or []
+                if event.get("type") == "DELETE"
+            }
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
 
     def revoke(self, lease: str | None) -> None:
         if lease:
@@ -1849,22 +2185,32 @@ class _EtcdStore:
             except OSError:
                 pass  # it runs out by itself
 
-    def apply(self, look: _Look, data: bytes | None, stale_after: float, owner: str) -> bool:
+    def apply(
+        self, look: _Look, data: bytes | None, stale_after: float, owner: str,
+        place: _Place | None = None,
+    ) -> bool:  # fmt: skip
         """Put the record ``data`` on a new lease of ``stale_after`` (None: delete it and
-        the last holder) if the record is still as ``look`` found it; False if another
-        writer changed it first. Signals wait while the change is sent: once sent, it
-        is finished and answered."""
+        the last holder) if the record is still as ``look`` found it (and ``place`` is
+        still in line: it leaves it in the same transaction); False if another writer
+        changed it first. Signals wait while the change is sent: once sent, it is
+        finished and answered."""
         with _SIGNALS_HELD:
-            applied = self._swap(look.revision, data, stale_after, owner)
+            applied = self._swap(look.revision, data, stale_after, owner, place)
             if applied:
                 _Interrupts.disarm()
         if applied:
             self.revoke(look.lease)  # the old lease would only run out by itself
+            if place is not None:
+                place.joined = False  # its lease, now without a key, runs out by itself
         return applied
 
-    def _swap(self, revision: str, puts: bytes | None, stale_after: float, owner: str) -> bool:
-        """One transaction: if the record's mod revision is still ``revision``, put the
-        record ``puts`` (and the last holder) on a new lease, or delete both for None."""
+    def _swap(
+        self, revision: str, puts: bytes | None, stale_after: float, owner: str,
+        place: _Place | None,
+    ) -> bool:  # fmt: skip
+        """One transaction: if the record's mod revision is still ``revision`` (and
+        ``place``'s key is still there), put the record ``puts`` (and the last holder)
+        on a new lease, or delete both for None; ``place``'s key is deleted."""
         lease = None
         if puts is not None:
             ttl = max(1, -(-stale_after // 1))  # the server raises it to its own minimum
@@ -1878,8 +2224,15 @@ class _EtcdStore:
         else:
             ops = [{"request_delete_range": {"key": _b64(k)}} for k in (self.key, self.last_key)]
             outcome = f"the lock of {owner} may have been released: release again to be sure"
-        compare = {"key": _b64(self.key), "target": "MOD", "result": "EQUAL"}
-        txn = {"compare": [{**compare, "mod_revision": revision}], "success": ops}
+        compare = [{"key": _b64(self.key), "target": "MOD", "result": "EQUAL",
+                    "mod_revision": revision}]  # fmt: skip
+        if place is not None:
+            key = _b64(self._place_key(place))
+            compare.append(
+                {"key": key, "target": "CREATE", "result": "GREATER", "create_revision": "0"}
+            )
+            ops.append({"request_delete_range": {"key": key}})
+        txn = {"compare": compare, "success": ops}
         if self.post("/v3/kv/txn", txn, outcome=outcome).get("succeeded"):
             return True
         self.revoke(lease)
@@ -1891,7 +2244,10 @@ class _EtcdStore:
 _CHANGE_TRIES = 20  # changes lost to other writers (etcd) before a call gives up
 
 
-def _store_for(lock: str | os.PathLike[str]) -> _FileStore | _EtcdStore:
+_Store = _FileStore | _EtcdStore
+
+
+def _store_for(lock: str | os.PathLike[str]) -> _Store:
     """The store a lock lives in: etcd for an ``etcd://`` or ``etcd+https://`` address,
     else a file. Raises ValueError for an address or path that cannot be a lock."""
     if isinstance(lock, str) and lock.startswith(_ETCD_SCHEMES):
@@ -1951,30 +2307,67 @@ def _take(
     unlike acquire, it never takes a lock that was cleared or went stale meanwhile."""
     store = _store_for(lock)
     try:
-        for _ in range(_CHANGE_TRIES):
-            with store.change(create=not renew_only) as change:
-                look = change.read()
-                now = time.time() if fixed_now is None else fixed_now
-                record = look.record
-                if renew_only and not _still_holds(record, owner, stale_after, now, empty_is_stale):
-                    raise _lost(store.lock, record, stale_after, now, empty_is_stale)
-                if record is not None and not _takes(
-                    record, owner, stale_after, now, empty_is_stale
-                ):
-                    return _refused_result(
-                        store.lock, owner, run_id, caller_timeout=stale_after, record=record,
-                        now=now, by_hand=store.by_hand(),
-                    )  # fmt: skip
-                since = int(now // 1)
-                data = _record_bytes(owner, since, stale_after)
-                if change.apply(look, data, stale_after, owner):
-                    return _acquired_result(
-                        store.lock, owner, run_id, stale_after=stale_after, since=since,
-                        before=record or look.last,
-                    )  # fmt: skip
-        raise _kept_changing(store.lock)
+        return _take_in(
+            store, owner, run_id, stale_after, fixed_now=fixed_now,
+            empty_is_stale=empty_is_stale, renew_only=renew_only,
+        )  # fmt: skip
     finally:
         store.close()
+
+
+def _take_in(
+    store: _Store,
+    owner: str,
+    run_id: str,
+    stale_after: float,
+    *,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    renew_only: bool = False,
+    place: _Place | None = None,
+) -> AcquireResult:
+    """One try of acquire on ``store``. A waiter passes its ``place``: refused, it
+    keeps (or takes) its place at the end of the line; taking the lock, it leaves
+    the line in the same change."""
+    for _ in range(_CHANGE_TRIES):
+        with store.change(create=not renew_only) as change:
+            look = change.read()
+            now = time.time() if fixed_now is None else fixed_now
+            record = look.record
+            if renew_only and not _still_holds(record, owner, stale_after, now, empty_is_stale):
+                raise _lost(store.lock, record, stale_after, now, empty_is_stale)
+            line = _live(look.line, now)
+            ticket = None if place is None else place.ticket
+            if place is not None and _ahead_of(line, place.ticket) is None:
+                place.joined = False  # never joined, or its place lapsed: a new one if refused
+            verdict = _verdict(
+                record, line, owner, ticket, caller_timeout=stale_after, now=now,
+                empty_is_stale=empty_is_stale,
+            )  # fmt: skip
+            if verdict != "take":
+                if place is None:
+                    change.prune(look, now)
+                else:
+                    change.join(look, place, time.time())
+                others = [p for p in line if p.ticket != ticket]
+                if verdict == "line":
+                    return _line_refused_result(
+                        store.lock, owner, run_id, record=record, line=others
+                    )
+                assert record is not None
+                return _refused_result(
+                    store.lock, owner, run_id, caller_timeout=stale_after, record=record,
+                    now=now, by_hand=store.by_hand(), waiting=len(others),
+                )  # fmt: skip
+            since = int(now // 1)
+            data = _record_bytes(owner, since, stale_after)
+            leaving = place if place is not None and place.joined else None
+            if change.apply(look, data, stale_after, owner, leaving):
+                return _acquired_result(
+                    store.lock, owner, run_id, stale_after=stale_after, since=since,
+                    before=record or look.last,
+                )  # fmt: skip
+    raise _kept_changing(store.lock)
 
 
 def acquire_within(
@@ -1985,15 +2378,18 @@ def acquire_within(
     *,
     empty_is_stale: bool = False,
 ) -> AcquireResult:
-    """Retry :func:`acquire` for up to ``wait`` seconds, until it takes the lock.
+    """Take the lock for ``owner``, waiting up to ``wait`` seconds in line for it.
 
-    Between tries a file lock's waiter sleeps a growing, jittered pause; an etcd
-    lock's waiter watches the record and tries again when it is deleted (or after
-    at most a second). A missing run id is added once, so every try uses the
-    same owner.
+    Callers that wait are served first come, first served: a refused call takes
+    a place at the end of the line of waiters (kept alive while it waits, lost
+    within seconds of its end) and takes the lock when it is free or stale and
+    its place is first. A file lock's first waiter looks every few milliseconds,
+    the others less often; an etcd lock's waiters watch the keys they wait on. A
+    missing run id is added once, so every try uses the same owner.
 
     :returns: the output of the call that took the lock.
-    :raises LockBusy: ``wait`` passed first; ``.result`` is the last output.
+    :raises LockBusy: ``wait`` passed first (the call left the line); ``.result``
+        is the last output.
     :raises ValueError: a bad ``wait`` (at once), owner, timeout or lock path.
     :raises OSError: as :func:`acquire`.
     """
@@ -2007,29 +2403,83 @@ def _wait_for(
     wait: float,
     *,
     empty_is_stale: bool,
-    refused: Callable[[AcquireResult, float], None] | None,
+    refused: Callable[[AcquireResult, float, int], None] | None,
 ) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left)`` after each refusal that
-    leaves time to wait (the CLI's status line on a terminal)."""
+    """acquire_within, calling ``refused(result, seconds left, place in line)`` as it
+    waits, about once a second (the CLI's status line on a terminal)."""
     wait = _checked_wait(wait)
-    owner, _ = _owner_with_run_id(owner)
+    owner, run_id = _owner_with_run_id(owner)
+    stale_after = _checked_stale_after(stale_after)
     deadline = time.monotonic() + wait
-    waiting = None  # the store the waiter waits on, kept between looks
+    store = _store_for(lock)
+    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
     try:
         while True:
-            result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
-            left = deadline - time.monotonic()
+            result = _take_in(
+                store, owner, run_id, stale_after, empty_is_stale=empty_is_stale, place=place
+            )
             if result["acquired"]:
                 return result
-            if left <= 0:
+            if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
+            shown = None
             if refused is not None:
-                refused(result, left)
-            waiting = waiting or _store_for(lock)
-            waiting.wait(left)
+                shown = lambda at, r=result: refused(r, deadline - time.monotonic(), at)  # noqa: E731
+            _wait_turn(store, place, deadline, stale_after, empty_is_stale, shown=shown)
     finally:
-        if waiting is not None:
-            waiting.close()
+        if place is not None and place.joined:
+            _leave_line(store, place)
+        store.close()
+
+
+def _wait_turn(
+    store: _Store,
+    place: _Place,
+    deadline: float,
+    caller_timeout: float,
+    empty_is_stale: bool,
+    *,
+    shown: Callable[[int], None] | None,
+) -> None:
+    """Wait, keeping ``place`` alive, until its turn may have come (it is first in line
+    and the lock is free or stale), its place lapsed (the next try takes a new one),
+    or ``deadline`` passes. ``shown(place in line)`` is called about once a second."""
+    beat_at = time.monotonic() + _BEAT_SEC
+    last_shown = 0
+    while (left := deadline - time.monotonic()) > 0:
+        look = store.look()
+        now = time.time()
+        ahead = _ahead_of(_live(look.line, now), place.ticket)
+        if ahead is None:
+            return
+        if not ahead and _takes(look.record, place.owner, caller_timeout, now, empty_is_stale):
+            return
+        if shown is not None and last_shown != len(ahead) + 1:
+            last_shown = len(ahead) + 1
+            shown(last_shown)
+        if time.monotonic() >= beat_at:
+            if not store.beat(place):
+                return
+            beat_at, last_shown = time.monotonic() + _BEAT_SEC, 0  # show the time left anew
+            continue
+        # The first in line also wakes when the lock goes stale by its time alone.
+        until_stale = left if ahead else _stale_in(look.record, caller_timeout, now)
+        woken = store.wait(min(left, beat_at - time.monotonic(), until_stale), look, ahead)
+        if woken and not ahead:
+            return  # what it waited for happened: the try reads the lock anyway
+
+
+def _leave_line(store: _Store, place: _Place) -> None:
+    """Leave the line on the way out (the wait ran out, failed or was interrupted): an
+    interrupt being raised waits until the place is gone. Best effort: a place left
+    behind lapses by itself."""
+    armed, _Interrupts.armed = _Interrupts.armed, False
+    try:
+        store.leave(place)
+    except (OSError, ValueError):
+        pass
+    finally:
+        _Interrupts.armed = armed
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -2051,7 +2501,10 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
             with store.change(create=False) as change:
                 look = change.read()
                 record = look.record
-                if record is None or record.owner != owner or change.apply(look, None, 0.0, owner):
+                if record is None or record.owner != owner:
+                    change.prune(look, time.time())
+                    return _release_result(store.lock, owner, record)
+                if change.apply(look, None, 0.0, owner):
                     return _release_result(store.lock, owner, record)
         raise _kept_changing(store.lock)
     finally:
@@ -2084,7 +2537,8 @@ def status(
     finally:
         store.close()
     record = look.record or look.last
-    return _status_result(store.lock, record, stale_after, seconds, empty_is_stale)
+    line = _live(look.line, time.time())
+    return _status_result(store.lock, record, stale_after, seconds, empty_is_stale, line=line)
 
 
 # --- Holding a lock while work runs: held() and the run command ------------------
@@ -2465,20 +2919,22 @@ def _is_terminal(stream: object) -> bool:
 
 class _WaitLine:
     """While acquire --wait or run --wait waits and stderr is a terminal: one line on
-    stderr, rewritten in place, saying who holds the lock, since when, and how long
-    this call will still wait; cleared before the call's own output."""
+    stderr, rewritten in place, saying its place in line, who holds the lock (or is
+    first in line), since when, and how long this call will still wait; cleared
+    before the call's own output."""
 
     def __init__(self) -> None:
         self.shown = False
 
-    def __call__(self, result: AcquireResult, left: float) -> None:
+    def __call__(self, result: AcquireResult, left: float, place: int) -> None:
         try:
             width = os.get_terminal_size(sys.stderr.fileno()).columns
         except (OSError, ValueError):
             width = 0
         line = (
-            f"waiting: held by {_holder_text(result['held_by'])} since {result['held_since']},"
-            f" giving up in {_duration_text(-(-left // 1))} ({result['lock']})"
+            f"waiting, {_ordinal(place)} in line: held by {_holder_text(result['held_by'])}"
+            f" since {result['held_since']}, giving up in {_duration_text(-(-left // 1))}"
+            f" ({result['lock']})"
         )
         # A line longer than the terminal would wrap, and \r could not take it back.
         sys.stderr.write(f"\r{line[: width - 1] if width else line}\x1b[K")

@@ -392,14 +392,21 @@ def deliver(state: type, signum: int) -> None:
 def watching(skf: ModuleType, monkeypatch) -> threading.Event:
     """Set once a waiter sits reading its watch."""
     waiting = threading.Event()
-    real = skf._EtcdStore.wait_for_deletion
+    real = skf._EtcdStore._deleted
 
-    def wait_for_deletion(self: object, seconds: float, linger: float) -> str:
+    def deleted(self: object, until: float) -> set[bytes]:
         waiting.set()
-        return real(self, seconds, linger)
+        return real(self, until)
 
-    monkeypatch.setattr(skf._EtcdStore, "wait_for_deletion", wait_for_deletion)
+    monkeypatch.setattr(skf._EtcdStore, "_deleted", deleted)
     return waiting
+
+
+@pytest.fixture
+def no_beats(skf: ModuleType, monkeypatch) -> None:
+    """Places in line that need no keeping alive: a waiter wakes only for what it watches."""
+    monkeypatch.setattr(skf, "_PLACE_TTL_SEC", 3600.0)
+    monkeypatch.setattr(skf, "_BEAT_SEC", 3600.0)
 
 
 def waiter_thread(skf: ModuleType, lock: str, owner: str) -> tuple[threading.Thread, list]:

@@ -7,6 +7,10 @@ only ``sys`` and ``os``, which every interpreter has loaded before it runs a lin
 
 - ``file``: each file in CASES is put at a lock path, then ``acquire``, ``status``
   and ``release`` run through ``main()``; each must end 0 or 3 with one JSON line.
+- ``line``: each file in CASES is put at a free lock's line of waiters
+  (``<lock>.skf-line``), then ``acquire``, ``status``, ``acquire --wait`` and
+  ``release``; each must end 0 or 3 with one JSON line, and a change leaves at
+  most the lock file.
 - ``etcd``: each file in CASES names the request it replaces (first line) and holds
   the raw HTTP answer to give it; a scripted etcd answers every other request with
   the well-formed answer in CASES-good.
@@ -135,15 +139,16 @@ def run_etcd_cases(names: list[str]) -> str | None:
         (["status", "--lock", lock], (0, 2, 3), limit),
         (["release", "--lock", lock, "--owner", holder], (0, 2), limit),
     ]
-    waiting = [  # the only call that reads a watch: it is refused, watches, and gives up
+    waiting = [  # the only call that joins the line, watches and beats; then it gives up
         (["acquire", "--lock", lock, "--owner", "fz:me", "--wait", "0.2"], (0, 2, 3), limit + 0.2),
     ]
+    waiters_only = (b"/v3/watch", b"/v3/lease/keepalive", b"/v3/kv/put")
     good = good_answers()
     for name in names:
         with open(os.path.join(CASES, name), "rb") as case:
             path, _, answer = case.read().partition(b"\n")
         ScriptedSocket.answers = {**good, path.decode(): answer}
-        for argv, codes, most in waiting if path == b"/v3/watch" else calls:
+        for argv, codes, most in waiting if path in waiters_only else calls + waiting:
             why = check(argv, codes, most)
             if why:
                 return f"case {name} ({path.decode()}: {answer[:120]!r}), {argv[0]}: {why}"
@@ -173,9 +178,37 @@ def run_file_cases(names: list[str]) -> str | None:
     return None
 
 
+def run_line_cases(names: list[str]) -> str | None:
+    folder = CASES + "-locks"
+    lock = os.path.join(folder, "fz.lock")
+    os.makedirs(folder, exist_ok=True)
+    calls = [
+        (["acquire", "--lock", lock, "--owner", "fz:me:r1"], (0, 3)),
+        (["status", "--lock", lock], (0, 3)),
+        (["acquire", "--lock", lock, "--owner", "fz:me:r1", "--wait", "0.05"], (0, 3)),
+        (["release", "--lock", lock, "--owner", "fz:me:r1"], (0,)),
+    ]
+    for name in names:
+        with open(os.path.join(CASES, name), "rb") as case:
+            data = case.read()
+        for argv, codes in calls:
+            for left in os.listdir(folder):
+                os.unlink(os.path.join(folder, left))
+            with open(lock + ".skf-line", "wb") as target:
+                target.write(data)
+            why = check(argv, codes, 30.0)
+            if why:
+                return f"case {name} ({data[:120]!r}), {argv[0]}: {why}"
+            leftovers = sorted(os.listdir(folder))
+            if argv[0] != "status" and leftovers not in ([], ["fz.lock"]):
+                return f"case {name} ({data[:120]!r}), {argv[0]}: left {leftovers}"
+    return None
+
+
 def main() -> int:
     names = sorted(os.listdir(CASES))
-    failure = (run_etcd_cases if MODE == "etcd" else run_file_cases)(names)
+    runs = {"etcd": run_etcd_cases, "file": run_file_cases, "line": run_line_cases}
+    failure = runs[MODE](names)
     if not failure:
         import json  # only now: importing it first could hide what the CLI meets
 

@@ -21,7 +21,13 @@ COMMANDS = {
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize(
     "name",
-    ["run.lock.skf-guard", "run.lock.skf-0123abcd-tmp", "x.skf-ffffffff-tmp", ".skf-guard"],
+    [
+        "run.lock.skf-guard",
+        "run.lock.skf-line",
+        "run.lock.skf-0123abcd-tmp",
+        "x.skf-ffffffff-tmp",
+        ".skf-guard",
+    ],
 )
 def test_a_reserved_lock_name_is_a_bad_argument(main, tmp_path: Path, command, name) -> None:
     """Such a lock would share its files with another lock's guard or temp file."""
@@ -33,7 +39,8 @@ def test_a_reserved_lock_name_is_a_bad_argument(main, tmp_path: Path, command, n
 
 
 @pytest.mark.parametrize(
-    "name", ["run.lock.skf-0123ABCD-tmp", "run.lock.skf-guard.x", "a.skf-1-tmp"]
+    "name",
+    ["run.lock.skf-0123ABCD-tmp", "run.lock.skf-guard.x", "a.skf-1-tmp", "run.lock.skf-line.x"],
 )
 def test_names_that_only_look_reserved_are_fine(skf: ModuleType, tmp_path: Path, name) -> None:
     assert skf.acquire(tmp_path / name, "wf:sk:r", 60.0)["acquired"]

@@ -212,8 +212,8 @@ def test_wait_gives_up_with_exit_3_and_says_how_long(cli, lock: Path) -> None:
 def test_wait_adds_one_run_id_for_all_tries(main, lock: Path, skf, monkeypatch) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=1))
     owners: list[str] = []
-    real = skf.acquire
-    monkeypatch.setattr(skf, "acquire", lambda *a, **k: owners.append(a[1]) or real(*a, **k))
+    real = skf._take_in
+    monkeypatch.setattr(skf, "_take_in", lambda *a, **k: owners.append(a[1]) or real(*a, **k))
     run = main("acquire", "--lock", lock, "--owner", "wf:sk", "--wait", "0.2")
     assert run.code == 3 and skf.RUN_ID_RE.match(run.json["run_id"])
     assert len(owners) >= 2 and set(owners) == {run.json["owner"]}

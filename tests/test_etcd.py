@@ -10,7 +10,6 @@ import base64
 import contextlib
 import json
 import os
-import random
 import signal
 import socket
 import subprocess
@@ -471,92 +470,87 @@ def test_a_call_rides_out_an_election_within_its_deadline(cli, monkeypatch, elec
 
 @pytest.fixture
 def counted_tries(skf: ModuleType, monkeypatch) -> list[bool]:
-    """Each acquire a waiter (an owner "wf:waiter:...") makes, as whether it took the lock."""
+    """Each try a waiter (an owner "wf:waiter:...") makes, as whether it took the lock."""
     tries: list[bool] = []
-    real = skf.acquire
+    real = skf._take_in
 
-    def counting(lock: str, owner: str, *args: object, **kwargs: object) -> dict:
-        result = real(lock, owner, *args, **kwargs)
+    def counting(store: object, owner: str, *args: object, **kwargs: object) -> dict:
+        result = real(store, owner, *args, **kwargs)
         if owner.startswith("wf:waiter:"):
             tries.append(result["acquired"])
         return result
 
-    monkeypatch.setattr(skf, "acquire", counting)
+    monkeypatch.setattr(skf, "_take_in", counting)
     return tries
 
 
 def test_a_waiter_wakes_when_the_holder_releases(
-    skf, etcd_lock, monkeypatch, counted_tries, watching
+    skf, etcd_lock, no_beats, counted_tries, watching
 ) -> None:
     """Only the deletion can wake it: no time limit, no poll."""
-    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
     assert watching.wait(timeout=30)
     assert skf.release(etcd_lock, "wf:holder:1")["released"]
     result = joined(thread, outcome)
     assert result["acquired"] and result["owner"] == "wf:waiter:1"
-    # the first look, the look once the watch began, the take after the release
-    assert counted_tries == [False, False, True]
+    assert counted_tries == [False, True]  # refused and in line; the take after the release
 
 
 def test_a_waiter_wakes_when_the_holders_lease_runs_out(
-    skf, etcd_lock, monkeypatch, counted_tries, watching
+    skf, etcd_lock, no_beats, counted_tries, watching
 ) -> None:
-    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
     skf.acquire(etcd_lock, "wf:crashed:1", 2.0)  # never released
     thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
     assert watching.wait(timeout=30)
     result = joined(thread, outcome)
     assert result["acquired"] and result["stale_replaced"]["held_by"] == "wf:crashed:1"
-    assert counted_tries == [False, False, True]
+    assert counted_tries == [False, True]
 
 
-def test_a_waiter_does_not_try_while_others_take_and_renew(
-    skf, etcd_lock, monkeypatch, counted_tries, watching
+def test_a_waiter_does_not_try_while_the_holder_renews(
+    skf, etcd_lock, no_beats, counted_tries, watching
 ) -> None:
-    """A renewal wakes nobody, and a release followed at once by another's take is a
-    hand-off the waiter sits out: it tries only when the lock stays free."""
-    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
-    monkeypatch.setattr(skf, "_WATCH_LINGER_SEC", 2.0)
-    monkeypatch.setattr(random, "uniform", lambda low, high: high)
+    """A renewal wakes nobody; a caller that does not wait cannot take the lock between
+    the release and the waiter's take."""
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
     assert watching.wait(timeout=30)
     for _ in range(3):
         assert skf.acquire(etcd_lock, "wf:holder:1", 600.0)["refreshed"]
+    time.sleep(0.5)
+    assert counted_tries == [False]
     assert skf.release(etcd_lock, "wf:holder:1")["released"]
-    assert skf.acquire(etcd_lock, "wf:other:1", 600.0)["acquired"]  # within the linger
-    time.sleep(3)  # past the linger: a waiter that missed the take would try by now
-    assert counted_tries == [False, False]
-    assert skf.release(etcd_lock, "wf:other:1")["released"]
     result = joined(thread, outcome)
     assert result["owner"] == "wf:waiter:1"
-    assert counted_tries == [False, False, True]
+    assert counted_tries == [False, True]
 
 
 def test_a_release_just_before_the_watch_begins_is_not_missed(
-    skf, etcd_lock, monkeypatch, counted_tries
+    skf, etcd_lock, no_beats, counted_tries
 ) -> None:
-    """The release lands between the waiter's first look and its watch: the look it
-    takes once watching finds the lock free (it never sits out the release)."""
-    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)
+    """The release lands between the waiter's look and its watch: the watch starts
+    from the revision of that look, so the release is the first thing it hears."""
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    real_watch = skf._EtcdStore.watch
+    real_watch = skf._EtcdStore._watch
 
-    def release_then_watch(self: object, left: float) -> bool:
+    def release_then_watch(self: object, seen: str, until: float) -> bool:
         skf.release(etcd_lock, "wf:holder:1")
-        return real_watch(self, left)
+        return real_watch(self, seen, until)
 
-    monkeypatch.setattr(skf._EtcdStore, "watch", release_then_watch)
-    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
-    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    monkeypatch_watch = pytest.MonkeyPatch()
+    monkeypatch_watch.setattr(skf._EtcdStore, "_watch", release_then_watch)
+    try:
+        thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+        assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    finally:
+        monkeypatch_watch.undo()
     assert counted_tries == [False, True]
 
 
 def test_a_waiter_takes_a_record_stale_by_its_time_alone(skf, etcd: Etcd, etcd_lock) -> None:
     """A record put without a lease (by hand, or another tool) goes stale by its own
-    time: no event comes, so the waiter's watch gives way to a look now and then."""
+    time: no event comes, so the first in line wakes at that time to try."""
     record = {"owner": "wf:by-hand:1", "acquired_at": skf._format_time(time.time()),
               "stale_after_seconds": 1}  # fmt: skip
     kv_put(etcd, key_of(etcd_lock), json.dumps(record).encode())
@@ -566,7 +560,16 @@ def test_a_waiter_takes_a_record_stale_by_its_time_alone(skf, etcd: Etcd, etcd_l
     assert result["stale_replaced"]["held_by"] == "wf:by-hand:1"
 
 
-def test_a_waiter_polls_when_etcd_will_not_watch(skf, etcd: Etcd, counted_tries) -> None:
+@pytest.fixture
+def counted_looks(skf: ModuleType, monkeypatch) -> list[int]:
+    """One entry per look a waiter takes at its lock on etcd."""
+    looks: list[int] = []
+    real = skf._EtcdStore.look
+    monkeypatch.setattr(skf._EtcdStore, "look", lambda self: looks.append(1) or real(self))
+    return looks
+
+
+def test_a_waiter_polls_when_etcd_will_not_watch(skf, etcd: Etcd, counted_looks) -> None:
     """An endpoint that refuses /v3/watch (a proxy, say) still hands the lock over."""
 
     def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -578,14 +581,14 @@ def test_a_waiter_polls_when_etcd_will_not_watch(skf, etcd: Etcd, counted_tries)
         lock = f"etcd://{endpoint}/skf-tests/no-watch"
         skf.acquire(lock, "wf:holder:1", 600.0)
         thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
-        while len(counted_tries) < 5:  # it looks again and again
+        while len(counted_looks) < 5:  # it looks again and again
             time.sleep(0.01)
         skf.release(lock, "wf:holder:1")
         assert joined(thread, outcome)["owner"] == "wf:waiter:1"
         skf.release(lock, "wf:waiter:1")
 
 
-def test_a_watch_that_keeps_ending_is_not_a_busy_loop(skf, etcd: Etcd, counted_tries) -> None:
+def test_a_watch_that_keeps_ending_is_not_a_busy_loop(skf, etcd: Etcd, counted_looks) -> None:
     """A stream that ends at once sends the waiter to its growing pause, not round again."""
 
     def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -600,7 +603,7 @@ def test_a_watch_that_keeps_ending_is_not_a_busy_loop(skf, etcd: Etcd, counted_t
             skf.acquire_within(lock, "wf:waiter:1", 60.0, 1.0)
         skf.release(lock, "wf:holder:1")
     # pauses of 5 ms growing by half up to 100 ms fill a second in about 16 rounds
-    assert 4 <= len(counted_tries) <= 60, len(counted_tries)
+    assert 4 <= len(counted_looks) <= 60, len(counted_looks)
 
 
 # --- The HTTP client: real answers, odd framings, broken servers ------------------------
@@ -830,14 +833,15 @@ def test_a_signal_while_waiting_on_a_watch_ends_the_wait(
 ) -> None:
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     armed.armed = True  # that take disarmed the CLI state, as a finished change does
-    real = skf._EtcdStore.wait_for_deletion
+    real = skf._EtcdStore._deleted
 
-    def wait_then_signal(self: object, seconds: float, linger: float) -> str:
+    def wait_then_signal(self: object, until: float) -> set[bytes]:
         deliver(armed, signal.SIGINT)
-        return real(self, seconds, linger)
+        return real(self, until)
 
-    monkeypatch.setattr(skf._EtcdStore, "wait_for_deletion", wait_then_signal)
+    monkeypatch.setattr(skf._EtcdStore, "_deleted", wait_then_signal)
     run = main("acquire", "--lock", etcd_lock, "--owner", "wf:sk:r", "--wait", "600")
     assert run.code == 130 and "SIGINT" in run.error
     monkeypatch.undo()
-    assert skf.status(etcd_lock, 60.0)["held_by"] == "wf:holder:1"
+    after = skf.status(etcd_lock, 60.0)
+    assert after["held_by"] == "wf:holder:1" and after["waiting"] == []  # it left the line

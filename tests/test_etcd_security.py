@@ -127,12 +127,12 @@ def test_tls_with_a_ca_and_a_client_certificate(cli, monkeypatch, pki: Pki, tls_
     assert cli("release", "--lock", lock, "--owner", owner).json["released"] is True
 
 
+@pytest.mark.usefixtures("no_beats")
 def test_a_waiter_over_tls_wakes_on_the_release(skf, monkeypatch, pki, tls_etcd, watching):
     """The watch stream, read through TLS with timeouts, carries the release."""
     monkeypatch.setenv("ETCDCTL_CACERT", pki.path("ca.pem"))
     monkeypatch.setenv("ETCDCTL_CERT", pki.path("client.pem"))
     monkeypatch.setenv("ETCDCTL_KEY", pki.path("client.key"))
-    monkeypatch.setattr(skf, "_WATCH_LIMIT_SEC", 3600.0)  # only an event can wake it
     lock = f"etcd+https://{tls_etcd.client}/locks/tls-waiter"
     assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
     thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")

@@ -81,6 +81,28 @@ def test_no_lock_file_content_crashes_a_call(tmp_path: Path, fuzz_long: bool) ->
     run_driver("file", cases, timeout=None if fuzz_long else 580)
 
 
+# A line of two waiters that stopped long ago (alive ones would hold the lock for them).
+LINE = (
+    b'{"ticket": "0123abcd", "owner": "wf:sk:r1", "since": "2026-01-01T00:00:00Z",'
+    b' "stale_after_seconds": 3600, "beat": 1767225600.5}\n'
+    b'{"ticket": "4567cdef", "owner": "wf:sk:r2", "since": "2026-01-01T00:00:01Z",'
+    b' "stale_after_seconds": 0.5, "beat": 1767225601}\n'
+)
+
+
+@pytest.mark.timeout(600)
+def test_no_line_file_content_crashes_a_call(tmp_path: Path, fuzz_long: bool) -> None:
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    every = list(mutations(LINE, fuzz_long))
+    sample = every if fuzz_long else [every[0], *random.Random(19).sample(every[1:], 150)]
+    for index, mutant in enumerate(sample):
+        (cases / f"line-{index:05d}").write_bytes(mutant)
+    for index, data in enumerate(random_bytes(1000 if fuzz_long else 50, seed=19)):
+        (cases / f"random-{index:05d}").write_bytes(data)
+    run_driver("line", cases, timeout=None if fuzz_long else 580)
+
+
 def test_a_record_cut_off_mid_string_is_a_foreign_lock_in_a_fresh_cli(cli, lock: Path) -> None:
     """Python 3.11's C scanner failed with SystemError on this when json.decoder had not
     been imported, which was every CLI call: no in-process test could see it."""
@@ -105,6 +127,9 @@ def etcd_answer_bodies() -> dict[str, bytes]:
     """The raw HTTP answer etcd's gateway gives each request a call makes."""
     record = FILE_SHAPES["record-1.0"].replace(b"wf:sk:20261201T000000Z-0123abcd", b"fz:other:r1")
     kv = {"key": _b64(b"fz/lock"), "mod_revision": "4", "value": _b64(record), "lease": "77"}
+    place = b'{"owner": "fz:waiter:w1", "since": "2026-12-01T00:00:00Z", "stale_after_seconds": 60}'
+    waiter = {"key": _b64(b"fz/lock\0wait\09"), "create_revision": "5", "mod_revision": "5",
+              "value": _b64(place), "lease": "9"}  # fmt: skip
 
     def fixed(body: dict[str, object]) -> bytes:
         data = json.dumps(body).encode()
@@ -119,7 +144,9 @@ def etcd_answer_bodies() -> dict[str, bytes]:
     )
     return {
         "/v3/auth/authenticate": fixed({"header": {}, "token": "fztoken.7"}),
-        "/v3/kv/range": fixed({"header": {}, "kvs": [kv], "count": "1"}),
+        "/v3/kv/range": fixed({"header": {"revision": "6"}, "kvs": [kv, waiter], "count": "2"}),
+        "/v3/kv/put": fixed({"header": {}}),
+        "/v3/lease/keepalive": fixed({"result": {"header": {}, "ID": "7587", "TTL": "3"}}),
         "/v3/lease/grant": fixed({"header": {}, "ID": "7587", "TTL": "60"}),
         "/v3/kv/txn": fixed({"header": {}, "succeeded": True}),
         "/v3/lease/revoke": fixed({"header": {}}),
@@ -145,5 +172,5 @@ def test_no_etcd_answer_crashes_a_call(tmp_path: Path, fuzz_long: bool) -> None:
                 path.encode() + b"\n" + mutant
             )
             count += 1
-    assert count >= 6 * 15
+    assert count >= 8 * 15
     run_driver("etcd", cases, timeout=None if fuzz_long else 580)

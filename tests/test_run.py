@@ -377,7 +377,7 @@ def test_waiting_on_a_terminal_shows_one_line_and_clears_it(tmp_path, command) -
     *lines, cleared, after = shown.split("\x1b[K")  # each rewrite: \r, the line, clear the rest
     assert len(lines) >= 2 and cleared == "\r", shown  # rewritten, then cleared
     for line in lines:
-        assert line.startswith("\rwaiting: held by wf:other:1 since 20"), line
+        assert line.startswith("\rwaiting, 1st in line: held by wf:other:1 since 20"), line
         assert ", giving up in 1 s (" in line or ", giving up in 2 s (" in line
         assert line.endswith(f" ({lock})") and "\n" not in line
     if command == "acquire":  # the answer is on stdout, after the line was cleared

@@ -158,15 +158,15 @@ def test_a_lock_is_handed_over_between_two_users_both_ways(skf: ModuleType, shar
 
     def wait_for_it(owner: str):
         def run(say, wait_for_go):
-            real_acquire = skf.acquire
+            real_take = skf._take_in
 
-            def acquire(*args, **kwargs):
-                result = real_acquire(*args, **kwargs)
+            def take(*args, **kwargs):
+                result = real_take(*args, **kwargs)
                 if not result["acquired"]:
                     say("refused")  # the other user's lock was read and kept: it waits
                 return result
 
-            skf.acquire = acquire  # in this child only
+            skf._take_in = take  # in this child only
             return skf.acquire_within(lock, owner, 600.0, 60.0)
 
         return run

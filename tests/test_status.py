@@ -18,6 +18,7 @@ STATUS_KEYS = [
     "stale_at",
     "age_seconds",
     "stale_after_minutes",
+    "waiting",
     "message",
 ]
 
@@ -33,6 +34,7 @@ def test_free_when_there_is_no_lock_file_and_nothing_is_created(skf: ModuleType,
         "stale_at": None,
         "age_seconds": None,
         "stale_after_minutes": 60,
+        "waiting": [],
     }
     assert not lock.parent.exists()
 

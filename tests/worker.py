@@ -12,6 +12,9 @@ contend LOCK OWNER MARKER STOP OUT      until STOP exists: acquire_within, creat
                                          release; append "<call> <outcome> <seconds>" to OUT
 lib-loop LOCK OWNER                      loop acquire/release; on KeyboardInterrupt say
                                          "interrupted", wait for a line, release, go on
+held-append LOCK OWNER LOG NAME          wait in line with held(); append NAME to LOG inside
+within-append LOCK OWNER LOG NAME        acquire_within, append NAME to LOG, release
+cli-append LOCK OWNER LOG NAME           the CLI's acquire --wait, append NAME, the CLI's release
 """
 
 from __future__ import annotations
@@ -168,6 +171,41 @@ def die_mid_write(lock: str) -> int:
     return 0
 
 
+def append(log: str, name: str) -> None:
+    with open(log, "a") as f:
+        f.write(name + "\n")
+
+
+def held_append(lock: str, owner: str, log: str, name: str) -> int:
+    skf = load()
+    with skf.held(lock, owner, 60.0, wait=120.0):  # type: ignore[attr-defined]
+        append(log, name)
+    return 0
+
+
+def within_append(lock: str, owner: str, log: str, name: str) -> int:
+    skf = load()
+    taken = skf.acquire_within(lock, owner, 60.0, 120.0)  # type: ignore[attr-defined]
+    append(log, name)
+    assert skf.release(lock, taken["owner"])["released"]  # type: ignore[attr-defined]
+    return 0
+
+
+def cli_append(lock: str, owner: str, log: str, name: str) -> int:
+    import subprocess
+
+    from loader import SCRIPT
+
+    def cli(*argv: str) -> None:
+        subprocess.run([sys.executable, str(SCRIPT), *argv, "--lock", lock, "--owner", owner],
+                       check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+
+    cli("acquire", "--wait", "120")
+    append(log, name)
+    cli("release")
+    return 0
+
+
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "race":
@@ -181,5 +219,8 @@ if __name__ == "__main__":
         "lib-loop": lib_loop,
         "guard-stress": guard_stress,
         "contend": contend,
+        "held-append": held_append,
+        "within-append": within_append,
+        "cli-append": cli_append,
     }
     sys.exit(modes[mode](*rest))

@@ -69,7 +69,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "no-fsync": (
         "the record is on disk before the rename",
-        "            os.fsync(fd)\n",
+        "            if durable:\n                os.fsync(fd)\n",
         "",
     ),
     "write-in-place": (
@@ -144,7 +144,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "reserved-names-allowed": (
         "reserved lock names are refused",
-        "    if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):",
+        "    if name.endswith((_GUARD_SUFFIX, _LINE_SUFFIX)) or _TEMP_NAME.fullmatch(name[-17:]):",
         "    if False:",
     ),
     "trailing-separator-allowed": (
@@ -169,8 +169,9 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "new-run-id-per-try": (
         "acquire_within keeps one owner",
-        "            result = acquire(lock, owner, stale_after,",
-        "            result = acquire(lock, owner.rsplit(':', 1)[0], stale_after,",
+        "                store, owner, run_id, stale_after, empty_is_stale=empty_is_stale, place=",
+        "                store, *_owner_with_run_id(owner.rsplit(':', 1)[0]), stale_after,"
+        " empty_is_stale=empty_is_stale, place=",
     ),
     "no-jitter": (
         "waiters jitter their pauses",
@@ -244,7 +245,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-no-compare": (
         "every etcd change compares what the call read",
-        '        txn = {"compare": [{**compare, "mod_revision": revision}], "success": ops}',
+        '        txn = {"compare": compare, "success": ops}',
         '        txn = {"compare": [], "success": ops}',
     ),
     "etcd-no-lease": (
@@ -292,26 +293,16 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        with _SIGNALS_HELD:\n            applied = self._swap(",
         "        if True:\n            applied = self._swap(",
     ),
-    "etcd-watch-then-wait": (
-        "a waiter looks again once its watch began, so no release is missed",
-        "            if self.watch(left):\n                return",
-        "            if self.watch(left):\n"
-        "                self.wait_for_deletion(left, 0.0)\n                return",
-    ),
-    "etcd-linger-ignores-put": (
-        "woken waiters sit out a hand-off another waiter won",
-        '                elif news == "put":',
-        "                elif False:",
+    "etcd-watch-from-now": (
+        "a waiter's watch starts after its look, so no release is missed",
+        '        if seen.isdigit() and seen != "0":',
+        "        if False:",
     ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",
-        'linger) != "ended":',
-        'linger) != "never":',
-    ),
-    "etcd-watch-no-limit": (
-        "a waiter looks again at least once a second",
-        "self.wait_for_deletion(min(left, _WATCH_LIMIT_SEC), linger)",
-        "self.wait_for_deletion(left, linger)",
+        "            self.watcher = self._closed(self.watcher)\n"
+        "            self.pause.sleep(max(0.0, until - time.monotonic()))",
+        "            self.watcher = self._closed(self.watcher)",
     ),
     "http-no-keep-alive": (
         "one connection serves every request of a call",
@@ -360,8 +351,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-retakes-a-lost-lock": (
         "a renewal never takes back a lock that was lost",
-        "                if renew_only and not _still_holds(",
-        "                if False and not _still_holds(",
+        "            if renew_only and not _still_holds(",
+        "            if False and not _still_holds(",
     ),
     "run-lost-lock-not-stopped": (
         "a lost lock stops the command",
@@ -377,6 +368,46 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "a block that ends normally after losing the lock raises LockLost",
         "        if self.renewer.lost is not None and exc_type is None:",
         "        if False:",
+    ),
+    "line-ignored": (
+        "a call that does not wait never jumps the line",
+        '    return "line" if line and line[0].ticket != ticket else "take"',
+        '    return "take"',
+    ),
+    "renewal-held-up-by-line": (
+        "renewing one's own lock is never held up by the line",
+        '    if record is not None and record.owner == owner:\n        return "take"\n',
+        "",
+    ),
+    "place-never-lapses": (
+        "a place lapses once its waiter stops showing it is alive",
+        "    return [p for p in line if p.beat is None or abs(now - p.beat) < _PLACE_TTL_SEC]",
+        "    return list(line)",
+    ),
+    "waiter-never-beats": (
+        "a waiter keeps its place alive while it waits",
+        "            if not store.beat(place):\n                return",
+        "            if False:\n                return",
+    ),
+    "place-order-ignored": (
+        "a waiter knows its place in line",
+        "            return line[:at]",
+        "            return []",
+    ),
+    "no-leave-on-exit": (
+        "a waiter that gives up or is interrupted leaves the line at once",
+        "            _leave_line(store, place)",
+        "            pass",
+    ),
+    "taker-stays-in-line": (
+        "taking the lock leaves the line in the same change (file)",
+        "        leaving = None if place is None else place.ticket",
+        "        leaving = None",
+    ),
+    "etcd-taker-stays-in-line": (
+        "taking the lock leaves the line in the same transaction (etcd)",
+        '            ops.append({"request_delete_range": {"key": key}})',
+        "            pass",
     ),
     "wait-line-on-any-stderr": (
         "the waiting line is written only to a terminal",

@@ -1,0 +1,323 @@
+"""Waiting in line: first come, first served on every store, proven with real processes.
+
+Every test runs on a file and on a real etcd (``any_lock``). Waiters are real
+processes: the CLI (``acquire --wait``, ``run --wait``), and library callers
+(``acquire_within``, ``held(wait=...)``) in tests/worker.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import ROOT, SCRIPT, WORKER, etcd_post, posix_only
+from test_acquire import ACQUIRE_KEYS
+
+APPEND = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))"
+
+
+@pytest.fixture
+def procs() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+    """Start a process (the CLI with ``cli``, else the worker); all are killed at the end."""
+    started: list[subprocess.Popen[str]] = []
+
+    def start(*argv: str | os.PathLike[str], cli: bool = True, env: dict | None = None):
+        program = SCRIPT if cli else WORKER
+        proc = subprocess.Popen([sys.executable, str(program), *map(str, argv)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env)  # fmt: skip
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.communicate()
+
+
+def wait_for(what: str, check: Callable[[], bool], seconds: float = 30.0) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while not check():
+        assert time.monotonic() < deadline, f"never happened: {what}"
+        time.sleep(0.02)
+
+
+def in_line(skf: ModuleType, lock: str) -> list[str]:
+    return [waiter["owner"] for waiter in skf.status(lock, 60.0)["waiting"]]
+
+
+def left_behind(lock: str) -> list[str]:
+    """What the lock's store holds of it: the names in a file lock's folder, or the keys
+    under an etcd lock's key (its record, last holder and places in line)."""
+    if not lock.startswith("etcd://"):
+        folder = Path(lock).parent
+        return sorted(os.listdir(folder)) if folder.exists() else []
+    client, key = lock.split("/", 3)[2:]
+    ends = {"key": base64.b64encode(key.encode()).decode(),
+            "range_end": base64.b64encode(key.encode() + b"\1").decode()}  # fmt: skip
+    kvs = etcd_post(client, "/v3/kv/range", ends).get("kvs", [])
+    return sorted(base64.b64decode(kv["key"]).decode()[len(key) :] for kv in kvs)
+
+
+def finished(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=timeout)
+    return proc.returncode, out, err
+
+
+def run_appending(lock: str, owner: str, log: Path, name: str) -> list[str]:
+    """The CLI's run --wait, holding the lock while it appends ``name`` to ``log``."""
+    return ["run", "--lock", lock, "--owner", owner, "--wait", "120", "--stale-after", "1",
+            "--", sys.executable, "-c", APPEND, str(log), name]  # fmt: skip
+
+
+# --- Who goes first --------------------------------------------------------------------
+
+
+def test_five_waiters_of_every_kind_are_served_in_the_order_they_came(
+    skf: ModuleType, any_lock: str, tmp_path: Path, procs
+) -> None:
+    """run --wait, held(wait=...), acquire_within and acquire --wait, each arriving once
+    the one before is in line: status lists them in that order, and they hold the
+    lock in that order. Renewing the lock is never held up by the line."""
+    log = tmp_path / "order"
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    arrivals = [
+        ("run", run_appending(any_lock, "wf:run:1", log, "run"), True),
+        ("held", ["held-append", any_lock, "wf:held:1", log, "held"], False),
+        ("within", ["within-append", any_lock, "wf:within:1", log, "within"], False),
+        ("cli", ["cli-append", any_lock, "wf:cli:1", log, "cli"], False),
+        ("run2", run_appending(any_lock, "wf:run2:1", log, "run2"), True),
+    ]
+    started = []
+    for count, (name, argv, cli) in enumerate(arrivals, 1):
+        started.append(procs(*argv, cli=cli))
+        wait_for(f"{name} in line", lambda n=count: len(in_line(skf, any_lock)) == n)
+    waiting = skf.status(any_lock, 60.0)["waiting"]
+    assert [w["owner"] for w in waiting] == [
+        "wf:run:1", "wf:held:1", "wf:within:1", "wf:cli:1", "wf:run2:1",
+    ]  # fmt: skip
+    assert [w["since"] for w in waiting] == sorted(w["since"] for w in waiting)
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["refreshed"] is True
+    assert skf.release(any_lock, "wf:holder:1")["released"]
+    for proc in started:
+        code, _, err = finished(proc)
+        assert code == 0, err
+    assert log.read_text().split() == ["run", "held", "within", "cli", "run2"]
+    assert left_behind(any_lock) == []
+
+
+def test_a_stale_lock_goes_to_the_first_in_line(skf: ModuleType, any_lock: str, procs) -> None:
+    assert skf.acquire(any_lock, "wf:crashed:1", 2.0)["acquired"]  # never released
+    first = procs("acquire", "--lock", any_lock, "--owner", "wf:first:1", "--wait", "120")
+    wait_for("first in line", lambda: in_line(skf, any_lock) == ["wf:first:1"])
+    second = procs("acquire", "--lock", any_lock, "--owner", "wf:second:1", "--wait", "120")
+    wait_for("second in line", lambda: len(in_line(skf, any_lock)) == 2)
+    code, out, _ = finished(first)
+    taken = json.loads(out)
+    assert code == 0 and taken["stale_replaced"]["held_by"] == "wf:crashed:1"
+    assert second.poll() is None and in_line(skf, any_lock) == ["wf:second:1"]
+    assert skf.release(any_lock, "wf:first:1")["released"]
+    code, out, _ = finished(second)
+    assert code == 0 and json.loads(out)["owner"] == "wf:second:1"
+    assert skf.release(any_lock, "wf:second:1")["released"]
+    assert left_behind(any_lock) == []
+
+
+def test_a_waiter_keeps_its_place_through_a_long_wait(
+    skf: ModuleType, any_lock: str, procs
+) -> None:
+    """Past several lapse times, the first waiter is still first with its first place
+    (it shows it is alive as it waits)."""
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    first = procs("acquire", "--lock", any_lock, "--owner", "wf:first:1", "--wait", "120")
+    wait_for("first in line", lambda: in_line(skf, any_lock) == ["wf:first:1"])
+    (place,) = skf.status(any_lock, 60.0)["waiting"]
+    time.sleep(skf._PLACE_TTL_SEC * 2.5)
+    procs("acquire", "--lock", any_lock, "--owner", "wf:second:1", "--wait", "120")
+    wait_for("second in line", lambda: len(in_line(skf, any_lock)) == 2)
+    assert skf.status(any_lock, 60.0)["waiting"][0] == place
+    assert skf.release(any_lock, "wf:holder:1")["released"]
+    code, out, _ = finished(first)
+    assert code == 0 and json.loads(out)["owner"] == "wf:first:1"
+
+
+@posix_only("a pseudo-terminal")
+def test_a_waiter_on_a_terminal_says_its_place_in_line(
+    skf: ModuleType, any_lock: str, procs
+) -> None:
+    import pty
+
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    procs("acquire", "--lock", any_lock, "--owner", "wf:first:1", "--wait", "120")
+    wait_for("first in line", lambda: in_line(skf, any_lock) == ["wf:first:1"])
+    master, slave = pty.openpty()
+    argv = [sys.executable, str(SCRIPT), "acquire", "--lock", any_lock, "--owner", "wf:me",
+            "--wait", "1.5"]  # fmt: skip
+    second = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            piece = os.read(master, 4096)
+        except OSError:  # EIO: the other end closed
+            break
+        if not piece:
+            break
+        shown += piece
+    second.communicate(timeout=60)
+    os.close(master)
+    lines = [line for line in shown.decode().split("\x1b[K") if line.strip("\r")]
+    assert lines and all(
+        line.startswith("\rwaiting, 2nd in line: held by wf:holder:1 since ") for line in lines
+    ), lines
+
+
+# --- No jumping the line -----------------------------------------------------------------
+
+
+def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
+    skf: ModuleType, any_lock: str, procs, cli
+) -> None:
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    for n in (1, 2):
+        procs("acquire", "--lock", any_lock, "--owner", f"wf:w{n}:1", "--wait", "120")
+        wait_for(f"waiter {n} in line", lambda n=n: len(in_line(skf, any_lock)) == n)
+    refused = cli("acquire", "--lock", any_lock, "--owner", "wf:late:1")
+    assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
+    assert refused.json["held_by"] == "wf:holder:1"
+    message = refused.json["message"]
+    assert " 2 runs wait in line. " in message and "stale" in message
+    assert message.endswith("--owner wf:holder:1")  # the clear-it advice still ends it
+    status = cli("status", "--lock", any_lock)
+    assert status.code == 3 and "2 runs wait in line, wf:w1:1 first" in status.json["message"]
+
+
+@posix_only("SIGSTOP")
+def test_a_frozen_waiter_keeps_its_place_until_it_lapses(
+    skf: ModuleType, any_lock: str, procs, cli
+) -> None:
+    """A call that does not wait is refused, naming the first in line, while that
+    waiter is frozen; within 5 s its place lapses and the call is granted. Woken, the
+    frozen waiter takes a new place at the end of the line."""
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    frozen = procs("acquire", "--lock", any_lock, "--owner", "wf:frozen:1", "--wait", "120")
+    wait_for("the waiter in line", lambda: in_line(skf, any_lock) == ["wf:frozen:1"])
+    os.kill(frozen.pid, signal.SIGSTOP)
+    stopped = time.monotonic()
+    assert skf.release(any_lock, "wf:holder:1")["released"]
+    refused = cli("acquire", "--lock", any_lock, "--owner", "wf:barger:1")
+    assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
+    assert (refused.json["acquired"], refused.json["held_by"]) == (False, "wf:frozen:1")
+    assert "wf:frozen:1" in refused.json["message"] and "free" in refused.json["message"]
+    status = skf.status(any_lock, 60.0)
+    assert status["state"] == "free" and in_line(skf, any_lock) == ["wf:frozen:1"]
+    while not (taken := skf.acquire(any_lock, "wf:barger:1", 600.0))["acquired"]:
+        assert time.monotonic() - stopped < 5.0, "the frozen waiter kept its place past 5 s"
+        time.sleep(0.05)
+    assert taken["held_by"] == "wf:barger:1" and in_line(skf, any_lock) == []
+    os.kill(frozen.pid, signal.SIGCONT)
+    wait_for("the woken waiter back in line", lambda: in_line(skf, any_lock) == ["wf:frozen:1"])
+    assert skf.release(any_lock, "wf:barger:1")["released"]
+    code, out, _ = finished(frozen)
+    assert code == 0 and json.loads(out)["owner"] == "wf:frozen:1"
+    assert skf.release(any_lock, "wf:frozen:1")["released"]
+    assert left_behind(any_lock) == []
+
+
+def test_killed_waiters_are_skipped_and_leave_nothing_behind(
+    skf: ModuleType, any_lock: str, tmp_path: Path, procs
+) -> None:
+    log = tmp_path / "order"
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    waiters = []
+    for n, name in enumerate(["a", "b", "c", "d"], 1):
+        waiters.append(procs(*run_appending(any_lock, f"wf:{name}:1", log, name)))
+        wait_for(f"{name} in line", lambda n=n: len(in_line(skf, any_lock)) == n)
+    for killed in (waiters[0], waiters[2]):
+        killed.kill()
+        killed.wait()
+    assert skf.release(any_lock, "wf:holder:1")["released"]
+    for alive in (waiters[1], waiters[3]):
+        code, _, err = finished(alive)
+        assert code == 0, err
+    assert log.read_text().split() == ["b", "d"]
+    wait_for("the killed waiters' places gone", lambda: left_behind(any_lock) == [], 10)
+
+
+# --- Leaving the line --------------------------------------------------------------------
+
+
+@posix_only("SIGTERM and SIGHUP")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_to_a_waiting_call_takes_it_out_of_the_line(
+    skf: ModuleType, any_lock: str, procs, signum: int
+) -> None:
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    before = left_behind(any_lock)
+    waiter = procs("acquire", "--lock", any_lock, "--owner", "wf:w:1", "--wait", "120")
+    wait_for("the waiter in line", lambda: in_line(skf, any_lock) == ["wf:w:1"])
+    waiter.send_signal(signum)
+    code, out, err = finished(waiter)
+    assert code == 128 + signum and out == ""
+    assert "interrupted" in json.loads(err)["message"]
+    assert in_line(skf, any_lock) == [] and left_behind(any_lock) == before
+
+
+def test_a_wait_that_runs_out_leaves_the_line_at_once(skf: ModuleType, any_lock: str, cli) -> None:
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    before = left_behind(any_lock)
+    run = cli("acquire", "--lock", any_lock, "--owner", "wf:w:1", "--wait", "1.5")
+    assert run.code == 3 and run.json["held_by"] == "wf:holder:1"
+    assert in_line(skf, any_lock) == [] and left_behind(any_lock) == before
+
+
+# --- Older versions ----------------------------------------------------------------------
+
+OLD_VERSION = "26531d6"  # 1.2.0, the last version without the line
+
+
+@pytest.fixture
+def old_script(tmp_path: Path) -> Path:
+    """skf-run-lock 1.2.0, from this repository's history."""
+    source = subprocess.run(["git", "show", f"{OLD_VERSION}:skf-run-lock.py"], cwd=ROOT,
+                            capture_output=True, check=True).stdout  # fmt: skip
+    path = tmp_path / "old" / "skf-run-lock.py"
+    path.parent.mkdir()
+    path.write_bytes(source)
+    return path
+
+
+@pytest.mark.slow
+def test_older_versions_barging_in_never_make_two_holders(
+    any_lock: str, tmp_path: Path, old_script: Path, procs
+) -> None:
+    """Three waiters of this version and two of 1.2.0 (which knows no line and takes a
+    free lock ahead of it) contend for 6 s; a double hold would make a worker exit 3."""
+    marker, stop, out = tmp_path / "marker", tmp_path / "stop", tmp_path / "calls"
+    old_env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(old_script)}
+    workers = []
+    for n in range(5):
+        old = n > 2
+        owner = f"wf:{'old' if old else 'new'}{n}"
+        env = old_env if old else None
+        workers.append(procs("contend", any_lock, owner, marker, stop, out, cli=False, env=env))
+    for worker in workers:
+        assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
+    time.sleep(6)
+    stop.touch()
+    for worker in workers:
+        code, _, err = finished(worker)
+        assert code == 0, f"a double hold, or a failure: {err}"
+    calls = out.read_text().split("\n")
+    assert sum(line.startswith("acquire 0") for line in calls) >= 10  # they took turns
