@@ -25,6 +25,11 @@ floor measured in the same run (ratios travel between machines; raw times do not
    this version against 1.1.0 and the seed; drawn as docs/img/crowded-folder.png.
 9. Holding an idle lock for a minute with ``run`` and ``held()``, on each store: the
    CPU their renewals use.
+10. Waiting in line: 16 processes take turns on one lock for 30 s (hold 50 ms, work
+   0-50 ms, wait again with a budget of 5 s), this version vs 1.2.0 (no line), on a
+   file and on etcd: gave up, longest and p99 wait, takes per process, Jain's
+   fairness index, the share of the time the lock sat idle; and the CPU 16 waiters
+   in line use while the lock stays held.
 
 Charts go to docs/img/ (``--charts DIR``, or ``--charts ''`` for none).
 """
@@ -70,6 +75,25 @@ def load_script() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def child(argv: list[str], **options: object) -> subprocess.Popen[str]:
+    """Start a helper process whose output never reaches the report: stdout is dropped
+    unless asked for, stderr is kept for ``failed`` (a child that inherited the report's
+    file once wrote tracebacks and, at its own offset, NUL bytes into the docs)."""
+    settings: dict[str, object] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE,
+                                   "stdin": subprocess.DEVNULL, "text": True}  # fmt: skip
+    settings.update(options)
+    return subprocess.Popen(argv, **settings)  # type: ignore[call-overload,no-any-return]
+
+
+def failed(what: str, proc: subprocess.Popen[str], err: str | None = None) -> SystemExit:
+    """The bench's one-line error for a helper that failed, naming its last error line
+    (``err``: its stderr, if already read)."""
+    if err is None:
+        err = proc.stderr.read() if proc.stderr is not None else ""
+    last = (err.strip().splitlines() or ["no message"])[-1]
+    return SystemExit(f"{what} failed (exit {proc.returncode}): {last}")
 
 
 def filesystem_of(path: Path) -> str:
@@ -297,7 +321,7 @@ def bench_handoff(
     settings = [str(rounds), str(hold), str(rejoin)]
     skf.acquire(lock, "bench:holder:0", 60.0)
     procs = [
-        subprocess.Popen([PYTHON, "-c", WAITER, str(SCRIPT), lock, str(log), f"w{i}", *settings])
+        child([PYTHON, "-c", WAITER, str(SCRIPT), lock, str(log), f"w{i}", *settings])
         for i in range(waiters)
     ]
     time.sleep(1.0)  # every waiter is polling before the first release
@@ -307,7 +331,7 @@ def bench_handoff(
         f.write(f"release {releasing!r} holder\n")
     for proc in procs:
         if proc.wait(timeout=600) != 0:
-            raise SystemExit("a waiter failed")
+            raise failed("a waiter", proc)
     events = sorted(
         (float(parts[1]), parts[0], parts[2:])
         for parts in (line.split() for line in log.read_text().splitlines())
@@ -650,30 +674,37 @@ def bench_holding(folder: Path, seconds: float, timeout: float) -> str:
     """One run and one held() per store, all at once, each holding its lock for
     ``seconds`` with a timeout of ``timeout`` (renewed every third of it)."""
     etcd_proc, client = start_etcd(folder / "etcd-holding")
+    procs: dict[tuple[str, str], subprocess.Popen[str]] = {}
     try:
         locks = {"file": str(folder / "holding"), "etcd": f"etcd://{client}/bench/holding"}
-        procs = {}
         for store, lock in locks.items():
-            procs[("run", store)] = subprocess.Popen(
+            procs[("run", store)] = child(
                 [PYTHON, str(SCRIPT), "run", "--lock", lock + "-run", "--owner", "bench:run",
                  "--stale-after", str(timeout / 60), "--", "sleep", str(seconds)],
             )  # fmt: skip
-            procs[("held()", store)] = subprocess.Popen(
+            procs[("held()", store)] = child(
                 [PYTHON, "-c", HOLDER, str(SCRIPT), lock + "-held", str(seconds), str(timeout)],
-                stdout=subprocess.PIPE, text=True,
+                stdout=subprocess.PIPE,
             )  # fmt: skip
         rows = []
         for (how, store), proc in procs.items():
+            err = None
             if how == "run":
                 _, status, usage = os.wait4(proc.pid, 0)
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 cpu = usage.ru_utime + usage.ru_stime  # run's, and its sleep's
             else:
-                cpu = float(proc.communicate()[0])
+                out, err = proc.communicate()
             if proc.returncode != 0:
-                raise SystemExit(f"{how} on {store} failed")
+                raise failed(f"{how} on {store}", proc, err)
+            if how != "run":
+                cpu = float(out)
             rows.append((how, store, f"{cpu * 1e3:.0f} ms", f"{cpu / seconds:.3%}"))
     finally:
+        for proc in procs.values():  # none may outlive the etcd it holds a lock on
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         etcd_proc.kill()
         etcd_proc.wait()
     return (
@@ -871,6 +902,147 @@ def bench_etcd(skf: ModuleType, rounds: int, folder: Path) -> str:
     )
 
 
+# --- 10. Waiting in line: fairness under saturation ---------------------------------
+
+BEFORE_LINE = "26531d6"  # 1.2.0: whoever polls first after a release wins
+
+SATURATE = """
+import importlib.util, os, random, sys, time
+spec = importlib.util.spec_from_file_location("skf_run_lock", sys.argv[1])
+skf = importlib.util.module_from_spec(spec); spec.loader.exec_module(skf)
+lock, log, name, until = sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+hold, budget = 0.05, 5.0
+fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+skf.status(lock, 60.0)  # imports what the calls need
+n = 0
+while time.monotonic() < until:
+    n += 1
+    asked = time.monotonic()
+    try:
+        skf.acquire_within(lock, f"bench:{name}:{n}", 60.0, budget)
+    except skf.LockBusy:
+        os.write(fd, f"gaveup {name} {asked!r} {time.monotonic() - asked!r}\\n".encode())
+        continue
+    got = time.monotonic()
+    time.sleep(hold)
+    released = time.monotonic()
+    skf.release(lock, f"bench:{name}:{n}")
+    os.write(fd, f"take {name} {asked!r} {got - asked!r} {got!r} {released!r}\\n".encode())
+    time.sleep(random.uniform(0, hold))
+os.write(fd, f"cpu {name} {time.process_time()!r}\\n".encode())
+"""
+
+IDLE_LINE = """
+import importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("skf_run_lock", sys.argv[1])
+skf = importlib.util.module_from_spec(spec); spec.loader.exec_module(skf)
+lock, log, name, seconds = sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+skf.status(lock, 60.0)
+cpu0 = time.process_time()
+try:
+    skf.acquire_within(lock, f"bench:{name}:1", 60.0, seconds)
+except skf.LockBusy:
+    pass
+fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+os.write(fd, f"cpu {name} {time.process_time() - cpu0!r}\\n".encode())
+"""
+
+
+def saturate(script: Path, lock: str, folder: Path, seconds: float, procs: int) -> dict:
+    """``procs`` processes of ``script`` taking turns on ``lock`` for ``seconds``."""
+    log = folder / f"saturate-{os.getpid()}-{time.monotonic_ns()}.log"
+    log.write_text("")
+    start = time.monotonic() + 2.0  # every process loaded before the clock starts
+    until = start + seconds
+    runs = [child([PYTHON, "-c", SATURATE, str(script), lock, str(log), f"p{i}", str(until)])
+            for i in range(procs)]  # fmt: skip
+    for run in runs:
+        if run.wait(timeout=seconds + 120) != 0:
+            raise failed("a saturating process", run)
+    takes: dict[str, int] = {f"p{i}": 0 for i in range(procs)}
+    waits, gave_up, held, cpu = [], 0, 0.0, 0.0
+    for line in log.read_text().splitlines():
+        kind, name, *values = line.split()
+        if kind == "take":
+            _, waited, got, released = map(float, values)
+            takes[name] += 1
+            waits.append(waited)
+            held += max(0.0, min(released, until) - max(got, start))
+        elif kind == "gaveup":
+            gave_up += 1
+            waits.append(float(values[1]))
+        else:
+            cpu += float(values[0])
+    waits.sort()
+    counts = list(takes.values())
+    return {
+        "gave up": gave_up,
+        "longest wait": waits[-1],
+        "p99 wait": waits[min(len(waits) - 1, round(0.99 * (len(waits) - 1)))],
+        "takes": (min(counts), max(counts)),
+        "jain": sum(counts) ** 2 / (len(counts) * sum(c * c for c in counts)),
+        "idle": 1 - held / seconds,
+        "cpu": cpu / (seconds + 2.0),
+    }
+
+
+def idle_line_cpu(script: Path, lock: str, skf: ModuleType, folder: Path, seconds: float) -> float:
+    """The CPU (share of one core) 16 waiters of ``script`` use in all while ``lock`` stays
+    held for ``seconds``."""
+    log = folder / f"idle-{time.monotonic_ns()}.log"
+    log.write_text("")
+    skf.acquire(lock, "bench:holder:1", 600.0)
+    try:
+        runs = [child([PYTHON, "-c", IDLE_LINE, str(script), lock, str(log), f"w{i}",
+                       str(seconds)]) for i in range(16)]  # fmt: skip
+        for run in runs:
+            if run.wait(timeout=seconds + 60) != 0:
+                raise failed("a waiter in line", run)
+    finally:
+        skf.release(lock, "bench:holder:1")
+    return sum(float(line.split()[2]) for line in log.read_text().splitlines()) / seconds
+
+
+def bench_line(skf: ModuleType, folder: Path, seconds: float) -> str:
+    old = version_file(BEFORE_LINE, folder)
+    try:
+        proc, client = start_etcd(folder)
+    except ImportError:
+        return "### 10. Waiting in line\n\nSkipped: run with `uv run --group bench`.\n"
+    results: dict[tuple[str, str], dict] = {}
+    cpus: dict[str, float] = {}
+    try:
+        for store in ("file", "etcd"):
+            for version, script in (("1.2.0", old), ("this version", SCRIPT)):
+                key = f"{store}-{version.replace(' ', '-')}-{time.monotonic_ns()}"
+                lock = str(folder / f"{key}.lock") if store == "file" else f"etcd://{client}/{key}"
+                results[(store, version)] = saturate(script, lock, folder, seconds, 16)
+            lock = str(folder / "idle.lock") if store == "file" else f"etcd://{client}/idle"
+            cpus[store] = idle_line_cpu(SCRIPT, lock, skf, folder, min(seconds, 10.0))
+    finally:
+        proc.kill()
+        proc.wait()
+    rows = []
+    for (store, version), r in results.items():
+        rows.append((
+            store, version, str(r["gave up"]), f"{r['longest wait']:.2f} s",
+            f"{r['p99 wait']:.2f} s",
+            f"{r['takes'][0]}-{r['takes'][1]}", f"{r['jain']:.3f}", f"{r['idle']:.1%}",
+            f"{r['cpu']:.1%}",
+        ))  # fmt: skip
+    header = ("store", "version", "gave up", "longest wait", "p99 wait", "takes per process",
+              "Jain's index", "lock idle", "CPU of all 16")  # fmt: skip
+    cpu_rows = [(store, f"{share:.2%}") for store, share in cpus.items()]
+    return (
+        f"### 10. Waiting in line: 16 processes taking turns for {seconds:g} s\n\n"
+        "Each holds 50 ms, works 0-50 ms without the lock, then waits again (budget 5 s)."
+        " Served in order, no wait would exceed about 15 holds (~0.8 s).\n\n"
+        + table(rows, header)
+        + "\n\n16 waiters in line behind a lock held throughout: the CPU they use in all"
+        " (share of one core)\n\n" + table(cpu_rows, ("store", "CPU of all 16 waiters")) + "\n"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, for a smoke test")
@@ -893,10 +1065,11 @@ def main() -> int:
     ):
         fast_dir, disk_dir = Path(fast), Path(slow)
         print("## skf-run-lock benchmark\n")
+        # No paths: the report goes into docs/, which name nothing of this machine.
         print(
-            f"Python {platform.python_version()} ({PYTHON}), {os.cpu_count()} cores,"
-            f" {platform.system()} {platform.release()}; tmpfs {fast_dir}"
-            f" ({filesystem_of(fast_dir)}), disk {disk_dir} ({filesystem_of(disk_dir)}).\n"
+            f"Python {platform.python_version()}, {os.cpu_count()} cores,"
+            f" {platform.system()} {platform.release()}; a tmpfs folder"
+            f" ({filesystem_of(fast_dir)}) and a folder on disk ({filesystem_of(disk_dir)}).\n"
         )
         sections = [
             lambda: bench_cli(max(10, int(60 * scale)), fast_dir),
@@ -910,6 +1083,7 @@ def main() -> int:
             lambda: bench_users_path(max(5, int(30 * scale)), fast_dir),
             lambda: bench_crowded(skf, max(3, int(10 * scale)), fast_dir, charts),
             lambda: bench_holding(fast_dir, 60 * scale, 30.0),
+            lambda: bench_line(skf, fast_dir, 30 * scale),
         ]
         wanted = {int(n) for n in args.only.split(",") if n}
         for number, section in enumerate(sections, 1):

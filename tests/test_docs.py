@@ -44,6 +44,45 @@ def test_every_link_resolves(document: Path) -> None:
             assert anchor in headings_slugs(path), f"{document.name}: {link} names no heading"
 
 
+# Paths that only the machine a doc was made on has: the checkout, the home folder, the
+# interpreter's, and the temporary folders of the tests and the bench.
+LOCAL_PATHS = sorted(
+    {str(ROOT), os.path.expanduser("~"), sys.prefix, sys.base_prefix, "/tmp/pytest-of-",
+     "/dev/shm/tmp"} - {"", "/"}
+)  # fmt: skip
+
+
+def unclean(data: bytes) -> list[str]:
+    """Why ``data`` is not a doc a person reads: not UTF-8, control characters (NUL
+    among them), a Python traceback, or a path of this machine."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return [f"not UTF-8 ({exc})"]
+    why = []
+    controls = sorted({c for c in text if not c.isprintable() and c not in "\n\t"})
+    if controls:
+        why.append(f"control characters {controls}")
+    if "Traceback (most recent call last)" in text:
+        why.append("a Python traceback")
+    why += [f"the local path {path}" for path in LOCAL_PATHS if path + "/" in text]
+    return why
+
+
+@pytest.mark.parametrize("document", DOCS, ids=lambda p: p.name)
+def test_every_doc_is_clean_text(document: Path) -> None:
+    assert unclean(document.read_bytes()) == []
+
+
+def test_the_clean_text_check_bites() -> None:
+    assert unclean(b"# Fine\n\n| a | b |\n`~/x` and /tmp/demo/x.lock\n") == []
+    found = unclean(f'ok\0\0\nTraceback (most recent call last):\n  File "{ROOT}/x.py"\n'.encode())
+    assert found == [
+        "control characters ['\\x00']", "a Python traceback", f"the local path {ROOT}",
+    ]  # fmt: skip
+    assert unclean(b"\xff\xfe")[0].startswith("not UTF-8")
+
+
 def test_the_docs_link_check_bites(tmp_path: Path) -> None:
     page = tmp_path / "page.md"
     page.write_text("# Title\n[ok](#title) [gone](missing.md) [no anchor](#nowhere)\n")
