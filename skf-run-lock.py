@@ -718,18 +718,11 @@ def _ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _in_line_text(count: int) -> str:
-    """`` 2 runs wait in line.`` (empty when nobody waits)."""
-    if not count:
-        return ""
-    return f" {count} run{'s wait' if count > 1 else ' waits'} in line."
-
-
-def _line_note(line: list[_Place]) -> str:
-    """What a status message adds for the live ``line``: its length and who is first."""
-    if not line:
-        return ""
-    return f".{_in_line_text(len(line))[:-1]}, {line[0].owner} first"
+def _in_line_text(line: list[_Place]) -> str:
+    """``; 2 runs wait in line, wf:sk:r first`` for a message (empty if nobody waits)."""
+    count = len(line)
+    verb = "runs wait" if count > 1 else "run waits"
+    return f"; {count} {verb} in line, {line[0].owner} first" if line else ""
 
 
 def _minutes_for_output(stale_after: float) -> int | float:
@@ -800,61 +793,49 @@ def _refused_result(
     run_id: str,
     *,
     caller_timeout: float,
-    record: _Record,
+    record: _Record | None,
     now: float,
     by_hand: str,
-    waiting: int,
+    line: list[_Place],
+    held: bool,
 ) -> AcquireResult:
-    """The acquire output when ``record``, not stale at ``now``, keeps the lock from
-    ``owner`` while ``waiting`` other runs wait in line; ``by_hand`` says how the
-    store's lock is removed by hand."""
-    timeout = _deciding_timeout(record, caller_timeout)
-    held_since = _format_time(record.since)
-    stale_at = _stale_at(record.since, timeout)
-    age = now - record.since
+    """The acquire output when ``owner`` may not take the lock: ``record`` holds it
+    (``held``: not stale at ``now``), or it is free or stale and goes to the first of
+    the live ``line`` (the other runs waiting), which the output then names, with
+    when it began to wait and its timeout. ``by_hand`` says how the store's lock is
+    removed by hand."""
+    holder = record if held else _Record(line[0].owner, line[0].since, line[0].stale_after)
+    assert holder is not None
+    timeout = _deciding_timeout(holder, caller_timeout)
+    held_since = _format_time(holder.since)
+    stale_at = _stale_at(holder.since, timeout)
+    age = now - holder.since
     age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+    if held:
+        message = (
+            f"lock {lock} is held by {_holder_text(holder.owner)} since {held_since}"
+            f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}."
+            f" {_clear_advice(lock, holder.owner, by_hand)}"
+        )
+    else:
+        message = (
+            f"lock {lock} is {'free' if record is None else 'stale'}, but it goes to the"
+            f" first run waiting in line{_in_line_text(line)} (waiting since {held_since})."
+            " Wait in line for your turn (acquire --wait); a place in line lapses within"
+            f" {_PLACE_TTL_SEC:g} s of its waiter's end"
+        )
     return {
         "acquired": False,
         "refreshed": False,
         "lock": lock,
         "owner": owner,
         "run_id": run_id,
-        "held_by": record.owner,
+        "held_by": holder.owner,
         "held_since": held_since,
         "stale_at": stale_at,
         "stale_after_minutes": _minutes_for_output(timeout),
         "stale_replaced": None,
-        "message": f"lock {lock} is held by {_holder_text(record.owner)} since {held_since}"
-        f" ({age_text}); it goes stale at {stale_at}.{_in_line_text(waiting)}"
-        f" {_clear_advice(lock, record.owner, by_hand)}",
-    }
-
-
-def _line_refused_result(
-    lock: str, owner: str, run_id: str, *, record: _Record | None, line: list[_Place]
-) -> AcquireResult:
-    """The acquire output when the lock is free (``record`` None) or stale, but the
-    live ``line`` is not empty: it goes to the first in line, whom the output names,
-    with when it began to wait and its timeout."""
-    first = line[0]
-    since = _format_time(first.since)
-    stale_at = _stale_at(first.since, first.stale_after)
-    state = "free" if record is None else "stale"
-    return {
-        "acquired": False,
-        "refreshed": False,
-        "lock": lock,
-        "owner": owner,
-        "run_id": run_id,
-        "held_by": first.owner,
-        "held_since": since,
-        "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(first.stale_after),
-        "stale_replaced": None,
-        "message": f"lock {lock} is {state}, but it goes to the first of the runs waiting in"
-        f" line: {first.owner}, waiting since {since}.{_in_line_text(len(line))} Wait in line"
-        " for your turn (acquire --wait); a place in line lapses within"
-        f" {_PLACE_TTL_SEC:g} s of its waiter's end",
+        "message": message,
     }
 
 
@@ -918,7 +899,7 @@ def _status_result(
             "age_seconds": None,
             "stale_after_minutes": _minutes_for_output(caller_timeout),
             "waiting": waiting,
-            "message": f"no lock at {lock}; it is free{_line_note(line)}",
+            "message": f"no lock at {lock}; it is free{_in_line_text(line)}",
         }
     timeout = _deciding_timeout(record, caller_timeout)
     held_since = _format_time(record.since)
@@ -939,7 +920,7 @@ def _status_result(
         "stale_after_minutes": _minutes_for_output(timeout),
         "waiting": waiting,
         "message": f"{lock} is held by {_holder_text(record.owner)} since {held_since};"
-        f" {then}{_line_note(line)}",
+        f" {then}{_in_line_text(line)}",
     }
 
 
@@ -1605,6 +1586,9 @@ class _FileStore:
 # so a file lock never pays for them.
 
 _ETCD_SCHEMES = ("etcd://", "etcd+https://")
+# A lock that starts like this is an address, never a file (one letter is a drive: C://x).
+_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
+_ADDRESS_FORMS = "etcd://HOST:PORT[,HOST:PORT...]/KEY or etcd+https://..."
 _HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
 _DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -1859,6 +1843,9 @@ class _EtcdStore:
                 f"the lock address {_shown_address(address)} must be"
                 f" {scheme}://HOST:PORT[,HOST:PORT...]/KEY"
             )
+        for host in hosts.split(","):
+            if not 0 < int(host.rpartition(":")[2]) < 65536:
+                raise ValueError(f"the port of {host} in {address} is not from 1 to 65535")
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
         self.lock = address
@@ -2249,9 +2236,17 @@ _Store = _FileStore | _EtcdStore
 
 def _store_for(lock: str | os.PathLike[str]) -> _Store:
     """The store a lock lives in: etcd for an ``etcd://`` or ``etcd+https://`` address,
-    else a file. Raises ValueError for an address or path that cannot be a lock."""
-    if isinstance(lock, str) and lock.startswith(_ETCD_SCHEMES):
-        return _EtcdStore(lock)
+    else a file. Raises ValueError for an address or path that cannot be a lock,
+    and for an address of a scheme this version does not know (it is never taken
+    for a file path: ``redis://h/k`` would make a folder named ``redis:``)."""
+    if isinstance(lock, str) and _ADDRESS.match(lock):
+        if lock.startswith(_ETCD_SCHEMES):
+            return _EtcdStore(lock)
+        scheme = lock.partition("://")[0]
+        raise ValueError(
+            f"the lock address {_shown_address(lock)} has a scheme this version does not know"
+            f" ({scheme}); give a file path, or {_ADDRESS_FORMS}"
+        )
     return _FileStore(lock)
 
 
@@ -2349,15 +2344,10 @@ def _take_in(
                     change.prune(look, now)
                 else:
                     change.join(look, place, time.time())
-                others = [p for p in line if p.ticket != ticket]
-                if verdict == "line":
-                    return _line_refused_result(
-                        store.lock, owner, run_id, record=record, line=others
-                    )
-                assert record is not None
                 return _refused_result(
                     store.lock, owner, run_id, caller_timeout=stale_after, record=record,
-                    now=now, by_hand=store.by_hand(), waiting=len(others),
+                    now=now, by_hand=store.by_hand(), held=verdict == "held",
+                    line=[p for p in line if p.ticket != ticket],
                 )  # fmt: skip
             since = int(now // 1)
             data = _record_bytes(owner, since, stale_after)

@@ -166,11 +166,36 @@ def test_the_readme_workflow_runs_unchanged_on_etcd(etcd_lock: str, tmp_path: Pa
         ("etcd://127.0.0.1/k", "HOST:PORT"),
         ("etcd://127.0.0.1:2379,/k", "HOST:PORT"),
         ("etcd+https://h:x/k", "HOST:PORT"),
+        ("etcd://127.0.0.1:99999/k", "not from 1 to 65535"),
+        ("etcd://127.0.0.1:2379,127.0.0.1:0/k", "not from 1 to 65535"),
     ],
 )
 def test_a_bad_address_is_exit_1(main, address: str, words: str) -> None:
     run = main("acquire", "--lock", address, "--owner", "wf:sk:r")
     assert run.code == 1 and words in run.error
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["redis://127.0.0.1:6379/x", "rediss://h:6380/x", "consul://127.0.0.1:8500/x",
+     "etdc://127.0.0.1:2379/x", "ETCD://127.0.0.1:2379/x", "redis://user:pw@h:1/x"],
+)  # fmt: skip
+@pytest.mark.parametrize("command", ["acquire", "status", "release"])
+def test_an_address_of_an_unknown_scheme_is_exit_1_and_never_a_file(
+    cli, tmp_path: Path, monkeypatch, address: str, command: str
+) -> None:
+    """It once became a file lock in a folder named after the scheme (``redis:``)."""
+    monkeypatch.chdir(tmp_path)
+    owner = ["--owner", "wf:sk:r"] if command != "status" else []
+    run = cli(command, "--lock", address, *owner)
+    assert run.code == 1 and "scheme this version does not know" in run.error
+    assert "etcd://HOST:PORT" in run.error and "pw" not in run.error
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_one_letter_scheme_is_a_windows_drive_not_an_address(skf, tmp_path: Path) -> None:
+    assert isinstance(skf._store_for("C://locks/x.lock"), skf._FileStore)
+    assert isinstance(skf._store_for(tmp_path / "x://y"), skf._FileStore)  # a path object
 
 
 @pytest.mark.parametrize("text", ["5", "5 s", "-1s", "0s", "1d", "s"])

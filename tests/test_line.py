@@ -197,7 +197,7 @@ def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
     assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
     assert refused.json["held_by"] == "wf:holder:1"
     message = refused.json["message"]
-    assert " 2 runs wait in line. " in message and "stale" in message
+    assert "; 2 runs wait in line, wf:w1:1 first. " in message and "stale" in message
     assert message.endswith("--owner wf:holder:1")  # the clear-it advice still ends it
     status = cli("status", "--lock", any_lock)
     assert status.code == 3 and "2 runs wait in line, wf:w1:1 first" in status.json["message"]

@@ -409,6 +409,16 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '            ops.append({"request_delete_range": {"key": key}})',
         "            pass",
     ),
+    "unknown-scheme-is-a-file": (
+        "an address of an unknown scheme is refused, never taken for a file path",
+        "    if isinstance(lock, str) and _ADDRESS.match(lock):",
+        "    if isinstance(lock, str) and lock.startswith(_ETCD_SCHEMES):",
+    ),
+    "port-unchecked": (
+        "a port out of range is a bad argument",
+        "            if not 0 < int(host.rpartition(\":\")[2]) < 65536:",
+        "            if False:",
+    ),
     "wait-line-on-any-stderr": (
         "the waiting line is written only to a terminal",
         "        line = _WaitLine() if _is_terminal(sys.stderr) else None",
