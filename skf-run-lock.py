@@ -822,7 +822,7 @@ def _refused_result(
             f"lock {lock} is {'free' if record is None else 'stale'}, but it goes to the"
             f" first run waiting in line{_in_line_text(line)} (waiting since {held_since})."
             " Wait in line for your turn (acquire --wait); a place in line lapses within"
-            f" {_PLACE_TTL_SEC:g} s of its waiter's end"
+            " seconds of its waiter's end"
         )
     return {
         "acquired": False,

@@ -284,28 +284,19 @@ def test_a_wait_that_runs_out_leaves_the_line_at_once(skf: ModuleType, any_lock:
 
 # --- Older versions ----------------------------------------------------------------------
 
-OLD_VERSION = "26531d6"  # 1.2.0, the last version without the line
-
-
-@pytest.fixture
-def old_script(tmp_path: Path) -> Path:
-    """skf-run-lock 1.2.0, from this repository's history."""
-    source = subprocess.run(["git", "show", f"{OLD_VERSION}:skf-run-lock.py"], cwd=ROOT,
-                            capture_output=True, check=True).stdout  # fmt: skip
-    path = tmp_path / "old" / "skf-run-lock.py"
-    path.parent.mkdir()
-    path.write_bytes(source)
-    return path
+# 1.2.0, the last version without the line, as released (commit 26531d6): a copy, as a
+# clone may have no history to take it from.
+OLD_SCRIPT = ROOT / "tests" / "fixtures" / "skf-run-lock-1.2.0.py"
 
 
 @pytest.mark.slow
 def test_older_versions_barging_in_never_make_two_holders(
-    any_lock: str, tmp_path: Path, old_script: Path, procs
+    any_lock: str, tmp_path: Path, procs
 ) -> None:
     """Three waiters of this version and two of 1.2.0 (which knows no line and takes a
     free lock ahead of it) contend for 6 s; a double hold would make a worker exit 3."""
     marker, stop, out = tmp_path / "marker", tmp_path / "stop", tmp_path / "calls"
-    old_env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(old_script)}
+    old_env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(OLD_SCRIPT)}
     workers = []
     for n in range(5):
         old = n > 2

@@ -416,7 +416,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "port-unchecked": (
         "a port out of range is a bad argument",
-        "            if not 0 < int(host.rpartition(\":\")[2]) < 65536:",
+        '            if not 0 < int(host.rpartition(":")[2]) < 65536:',
         "            if False:",
     ),
     "wait-line-on-any-stderr": (
