@@ -9,14 +9,18 @@ from __future__ import annotations
 import base64
 import datetime
 import ipaddress
+import json
 import re
 import ssl
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Etcd, etcd_post, free_port, joined, start_etcd, waiter_thread
+from conftest import SCRIPT, Etcd, etcd_post, free_port, joined, start_etcd, waiter_thread
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -194,6 +198,30 @@ def test_a_user_limited_to_a_prefix_takes_and_releases(cli, monkeypatch, auth_et
     assert taken.code == 0, taken.err
     assert cli("status", "--lock", lock).json["held_by"] == taken.json["owner"]
     assert cli("release", "--lock", lock, "--owner", taken.json["owner"]).json["released"]
+
+
+def test_a_user_limited_to_a_prefix_waits_in_line(cli, monkeypatch, auth_etcd) -> None:
+    """A waiter's place (a key beside the record, on a lease it keeps alive) and its
+    watch need nothing beyond the lock's prefix."""
+    monkeypatch.setenv("ETCDCTL_USER", "agent:agent-pw")
+    lock = auth_etcd.url("locks/line")
+    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+    waiter = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:waiter:1",
+         "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while cli("status", "--lock", lock).json["waiting"] == []:
+            assert time.monotonic() < deadline, "the waiter never got into line"
+            time.sleep(0.05)
+        assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
+        out, err = waiter.communicate(timeout=60)
+    finally:
+        waiter.kill()
+    assert waiter.returncode == 0, err
+    assert json.loads(out)["owner"] == "wf:waiter:1"
+    assert cli("release", "--lock", lock, "--owner", "wf:waiter:1").json["released"]
 
 
 def test_a_key_outside_the_users_prefix_is_permission_denied(cli, monkeypatch, auth_etcd) -> None:
