@@ -809,9 +809,9 @@ def _refused_result(
     timeout = _deciding_timeout(holder, caller_timeout)
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, timeout)
-    age = now - holder.since
-    age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
     if held:
+        age = now - holder.since
+        age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
         message = (
             f"lock {lock} is held by {_holder_text(holder.owner)} since {held_since}"
             f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}."
@@ -1529,10 +1529,9 @@ class _FileStore:
         """Put ``place`` at the end of the line unless it is in it, alive; places whose
         waiters died are dropped on the way."""
         line = _live(look.line, now)
-        mine = [p for p in line if p.ticket == place.ticket]
-        if not mine:
+        if _ahead_of(line, place.ticket) is None:
             place.since, place.beat, place.joined = int(now // 1), now, True
-            line = [p for p in line if p.ticket != place.ticket] + [place]
+            line.append(place)
         self._keep_line(look, line)
 
     def prune(self, look: _Look, now: float) -> None:
