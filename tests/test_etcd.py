@@ -613,6 +613,25 @@ def test_a_waiter_polls_when_etcd_will_not_watch(skf, etcd: Etcd, counted_looks)
         skf.release(lock, "wf:waiter:1")
 
 
+def test_a_waiter_without_a_watch_pauses_growing_and_jittered(skf, monkeypatch) -> None:
+    """Without a watch a waiter looks again after a pause growing from 5 ms by 1.5x up
+    to 100 ms, each scaled by a random factor in [0.5, 1] so that waiters do not poll
+    in lockstep; the last pause is cut to what is left."""
+    import random
+
+    factors: list[tuple[float, float]] = []
+    monkeypatch.setattr(random, "uniform", lambda a, b: factors.append((a, b)) or 0.75)
+    pauses: list[float] = []
+    monkeypatch.setattr(skf.time, "sleep", pauses.append)
+    pause = skf._Pause()
+    for _ in range(12):
+        pause.sleep(1.0)
+    pause.sleep(0.01)
+    bases = [min(0.005 * 1.5**n, 0.1) for n in range(12)]
+    assert pauses == pytest.approx([0.75 * b for b in bases] + [0.01])
+    assert set(factors) == {(0.5, 1.0)} and len(factors) == 13
+
+
 def test_a_watch_that_keeps_ending_is_not_a_busy_loop(skf, etcd: Etcd, counted_looks) -> None:
     """A stream that ends at once sends the waiter to its growing pause, not round again."""
 

@@ -59,8 +59,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "release-any-owner": (
         "only the owner releases",
-        "if record is None or record.owner != owner or change.apply(look, None, 0.0, owner):",
-        "if record is None or change.apply(look, None, 0.0, owner):",
+        "                if record is None or record.owner != owner:",
+        "                if record is None:",
     ),
     "renew-as-replace": (
         "a renewal reports refreshed",
