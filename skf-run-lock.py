@@ -551,7 +551,8 @@ class _Look:
     """One look at a lock in its store: the record (None: no lock), the last holder's
     record when the lock itself is gone (etcd keeps one), what a change must find
     unchanged (etcd: the record's mod revision, and the lease it is on), the line of
-    waiters in order (dead places too), and the store's revision of the look."""
+    waiters in order (dead places too), and what a waiter compares to see a change
+    (etcd: the revision of the look; a file: the lock's and the line's ``lstat``)."""
 
     __slots__ = ("last", "lease", "line", "record", "revision", "seen")
 
@@ -2102,16 +2103,16 @@ class _EtcdStore:
         except TimeoutError:
             return False  # nothing came in time; the stream goes on
         except (OSError, ValueError):
-            self.watcher = self._closed(self.watcher)
+            self._stop_watch()
             self.pause.sleep(max(0.0, until - time.monotonic()))
             return False
         finally:
             self.deadline = time.monotonic() + self.timeout  # the next step's own
 
-    @staticmethod
-    def _closed(connection: _HttpConnection | None) -> None:
-        if connection is not None:
-            connection.close()
+    def _stop_watch(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
 
     def _watch(self, seen: str, until: float) -> bool:
         """Start watching the lock's keys from after revision ``seen`` on the first
@@ -2133,7 +2134,7 @@ class _EtcdStore:
                     return True
             except (OSError, ValueError):
                 pass
-            self.watcher = self._closed(self.watcher)
+            self._stop_watch()
         return False
 
     def _deleted(self, until: float) -> set[bytes]:
@@ -2791,8 +2792,9 @@ options:
   --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
                           (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
                           a lock is judged by its holder's own timeout
-  --wait SECONDS          acquire, run: keep trying this long while another run
-                          holds the lock (default 0, at most {_MAX_WAIT_SEC})
+  --wait SECONDS          acquire, run: wait in line this long while another run
+                          holds the lock, served first come, first served
+                          (default 0, at most {_MAX_WAIT_SEC})
   --empty-is-stale        an empty lock file (an flock user leaves one) is stale
   -h, --help              show this help
   --version               print the version

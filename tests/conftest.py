@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -192,30 +193,40 @@ def ago(**kwargs: float) -> datetime:
     return datetime.now(UTC) - timedelta(**kwargs)
 
 
+@contextlib.contextmanager
+def reaped() -> Iterator[list[subprocess.Popen[str]]]:
+    """A list for the processes a test starts: every one still running at the end is
+    killed, and every one is waited for, its pipes closed."""
+    started: list[subprocess.Popen[str]] = []
+    try:
+        yield started
+    finally:
+        for proc in started:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+            for pipe in (proc.stdin, proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()  # a test may have closed one already: that is fine
+
+
 @pytest.fixture
 def worker() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """Start tests/worker.py in a real process; every one still running is killed at the end."""
-    started: list[subprocess.Popen[str]] = []
+    with reaped() as started:
 
-    def start(*args: str | os.PathLike[str]) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(
-            [sys.executable, str(WORKER), *map(str, args)],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        started.append(proc)
-        return proc
+        def start(*args: str | os.PathLike[str]) -> subprocess.Popen[str]:
+            proc = subprocess.Popen(
+                [sys.executable, str(WORKER), *map(str, args)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            started.append(proc)
+            return proc
 
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-        for pipe in (proc.stdin, proc.stdout, proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        yield start
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

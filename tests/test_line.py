@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import ROOT, SCRIPT, WORKER, etcd_post, posix_only
+from conftest import ROOT, SCRIPT, WORKER, etcd_post, posix_only, reaped
 from test_acquire import ACQUIRE_KEYS
 
 APPEND = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))"
@@ -28,21 +28,17 @@ APPEND = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))"
 @pytest.fixture
 def procs() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """Start a process (the CLI with ``cli``, else the worker); all are killed at the end."""
-    started: list[subprocess.Popen[str]] = []
+    with reaped() as started:
 
-    def start(*argv: str | os.PathLike[str], cli: bool = True, env: dict | None = None):
-        program = SCRIPT if cli else WORKER
-        proc = subprocess.Popen([sys.executable, str(program), *map(str, argv)],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                env=env)  # fmt: skip
-        started.append(proc)
-        return proc
+        def start(*argv: str | os.PathLike[str], cli: bool = True, env: dict | None = None):
+            program = SCRIPT if cli else WORKER
+            proc = subprocess.Popen([sys.executable, str(program), *map(str, argv)],
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    env=env)  # fmt: skip
+            started.append(proc)
+            return proc
 
-    yield start
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.communicate()
+        yield start
 
 
 def wait_for(what: str, check: Callable[[], bool], seconds: float = 30.0) -> None:
