@@ -49,14 +49,12 @@ __all__ = [
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not need
-    import socket
-    import ssl
     import subprocess
     import threading
     from collections.abc import Callable
     from datetime import datetime
     from types import FrameType
-    from typing import Any, Literal, TypedDict
+    from typing import Any, Literal, Protocol, TypedDict
 
     class StaleReplaced(TypedDict):
         held_by: str | None
@@ -100,6 +98,52 @@ if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not n
         message: str
 
     Output = AcquireResult | ReleaseResult | StatusResult | dict[str, str]
+
+    class _Store(Protocol):
+        """What the algorithm asks of a store (a file, etcd): it reads, applies a change
+        atomically, keeps the line of waiters, and waits; it decides nothing."""
+
+        lock: str
+
+        def look(self) -> _Look:
+            """What the lock says now (record, last holder, line), changing nothing."""
+
+        def change(self, create: bool) -> _Store:
+            """The store, to enter for one change (a file holds its guard until exit)."""
+
+        def __enter__(self) -> _Store: ...
+        def __exit__(self, *exc_info: object) -> None: ...
+
+        def read(self) -> _Look:
+            """Within a change: what the change must find unchanged to apply."""
+
+        def apply(
+            self, look: _Look, data: bytes | None, stale_after: float, owner: str,
+            place: _Place | None = None,
+        ) -> bool:  # fmt: skip
+            """Write the record ``data`` (None: delete it) if the lock is still as
+            ``look`` found it, ``place`` leaving the line: False if it was not."""
+
+        def join(self, look: _Look, place: _Place, now: float) -> None:
+            """Put ``place`` at the end of the line unless it is in it."""
+
+        def prune(self, look: _Look, now: float) -> None:
+            """Drop the places whose waiters died, where the store does not."""
+
+        def beat(self, place: _Place) -> bool:
+            """Show ``place``'s waiter alive: False if its place had lapsed."""
+
+        def leave(self, place: _Place) -> None:
+            """Take ``place`` out of the line."""
+
+        def wait(self, left: float, look: _Look, ahead: list[_Place]) -> bool:
+            """Up to ``left`` seconds until what this waiter waits on changes (True)."""
+
+        def by_hand(self) -> str:
+            """How a person clears the lock by hand, for messages."""
+
+        def close(self) -> None:
+            """Let go of whatever the store holds (a guard, connections)."""
 
 # --- Constants: the contract's names and limits ------------------------------
 
@@ -1581,14 +1625,33 @@ class _FileStore:
         return f"delete the file {_quoted(self.lock)}"
 
 
-# --- The etcd store: locks shared across machines ---------------------------------
-# Reached through etcd's HTTP/JSON gateway; socket and ssl are imported only here,
-# so a file lock never pays for them.
+# --- The server stores: their code kept as text, compiled for a server's lock ----
+# Python compiles a script whole on every call, at about a microsecond per syntax
+# node, and a store's code is thousands of nodes. So a server store's code stands
+# here as source text, compiled and run in this module by the first call that
+# names such a lock (_run_source): a file lock never compiles it. Its lines keep
+# their numbers in this file, so tracebacks point at them; tools/unfold.py turns
+# the text back into plain code for ruff and mypy, which check it as such.
 
-_ETCD_SCHEMES = ("etcd://", "etcd+https://")
-# A lock that starts like this is an address, never a file (one letter is a drive: C://x).
-_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
-_ADDRESS_FORMS = "etcd://HOST:PORT[,HOST:PORT...]/KEY or etcd+https://..."
+
+def _run_source(source: str, after: Callable[..., object]) -> None:
+    """Compile ``source`` (a store's code, kept as text) and run it in this module, its
+    lines numbered as they stand in this file. ``after`` is the function defined two
+    blank lines below the text's closing quotes, which tells where it ends."""
+    first = after.__code__.co_firstlineno - 3 - source.count("\n")
+    where = globals().get("__file__", "<skf-run-lock>")
+    exec(compile("\n" * (first - 1) + source, where, "exec"), globals())
+
+
+# The etcd store: locks shared across machines, reached through etcd's HTTP/JSON
+# gateway; socket and ssl are imported only here, so a file lock never pays for them.
+
+_ETCD_SOURCE = r'''
+
+if TYPE_CHECKING:
+    import socket
+    import ssl
+
 _HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
 _DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -1596,15 +1659,6 @@ _GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
 _ANSWER_MAX_BYTES = 8 * 1024 * 1024  # two values at etcd's 1.5 MiB limit, in base64
 _HEAD_MAX_BYTES = 64 * 1024
 _TLS_FAILURE = "TLS failure"
-
-
-def _shown_address(address: str) -> str:
-    """A refused ``address`` as a message may show it: whatever stands before an ``@``
-    may be a user and password (one with a ``/`` in it too), so it is left out."""
-    scheme, sep, rest = address.partition("://")
-    if "@" not in rest:
-        return address
-    return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
 
 
 def _etcd_duration(text: str) -> float:
@@ -2226,12 +2280,33 @@ class _EtcdStore:
         return False
 
 
+'''
+
+
+def _etcd_code() -> None:
+    """Compile and run the etcd store's code above, once: only an etcd lock needs it."""
+    if "_EtcdStore" not in globals():
+        _run_source(_ETCD_SOURCE, _etcd_code)
+
+
 # --- Acquire, release, status: one algorithm over any store ----------------------
 
 _CHANGE_TRIES = 20  # changes lost to other writers (etcd) before a call gives up
 
 
-_Store = _FileStore | _EtcdStore
+_ETCD_SCHEMES = ("etcd://", "etcd+https://")
+# A lock that starts like this is an address, never a file (one letter is a drive: C://x).
+_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
+_ADDRESS_FORMS = "etcd://HOST:PORT[,HOST:PORT...]/KEY or etcd+https://..."
+
+
+def _shown_address(address: str) -> str:
+    """A refused ``address`` as a message may show it: whatever stands before an ``@``
+    may be a user and password (one with a ``/`` in it too), so it is left out."""
+    scheme, sep, rest = address.partition("://")
+    if "@" not in rest:
+        return address
+    return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
 
 
 def _store_for(lock: str | os.PathLike[str]) -> _Store:
@@ -2241,7 +2316,9 @@ def _store_for(lock: str | os.PathLike[str]) -> _Store:
     for a file path: ``redis://h/k`` would make a folder named ``redis:``)."""
     if isinstance(lock, str) and _ADDRESS.match(lock):
         if lock.startswith(_ETCD_SCHEMES):
-            return _EtcdStore(lock)
+            _etcd_code()
+            store: _Store = globals()["_EtcdStore"](lock)
+            return store
         scheme = lock.partition("://")[0]
         raise ValueError(
             f"the lock address {_shown_address(lock)} has a scheme this version does not know"

@@ -74,6 +74,7 @@ def load_script() -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    module._etcd_code()  # the etcd store's code, as a call naming an etcd lock compiles it
     return module
 
 

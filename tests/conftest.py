@@ -38,7 +38,11 @@ NOW = datetime(2026, 9, 30, 10, 15, 0, tzinfo=UTC)
 
 @pytest.fixture(scope="session")
 def skf() -> ModuleType:
-    return load_script()
+    """The script, with its server stores' code compiled (as a call naming a server's
+    lock compiles it), so that tests can reach their classes."""
+    module = load_script()
+    module._etcd_code()
+    return module
 
 
 @pytest.fixture

@@ -445,13 +445,22 @@ def _ordered() -> list[str]:
     return [str(f) for f in sorted(files, key=lambda f: f.stem.startswith(slow))]
 
 
+def _unfolded(source: str) -> str:
+    """``source`` with its server stores' code as plain code (tools/unfold.py)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    from unfold import unfolded
+
+    return unfolded(source)
+
+
 def _run(name: str, timeout: float) -> tuple[str, str, float]:
     _, old, new = MUTANTS[name]
     source = SCRIPT.read_text()
     if source.count(old) != 1:
         return name, "does not apply (update tools/mutate.py)", 0.0
     try:
-        compile(source.replace(old, new), str(SCRIPT), "exec")
+        # Unfolded, so that the server stores' code (source text in the script) compiles too.
+        compile(_unfolded(source.replace(old, new)), str(SCRIPT), "exec")
     except SyntaxError:
         return name, "does not compile (update tools/mutate.py)", 0.0
     with tempfile.TemporaryDirectory(prefix=f"skf-mutant-{name}-") as folder:
