@@ -136,8 +136,8 @@ if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not n
         def leave(self, place: _Place) -> None:
             """Take ``place`` out of the line."""
 
-        def wait(self, left: float, look: _Look, ahead: list[_Place]) -> bool:
-            """Up to ``left`` seconds until what this waiter waits on changes (True)."""
+        def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+            """Up to ``left`` seconds until what ``place``'s waiter waits on changes (True)."""
 
         def by_hand(self) -> str:
             """How a person clears the lock by hand, for messages."""
@@ -1605,7 +1605,7 @@ class _FileStore:
             line = [p for p in _live(look.line, time.time()) if p.ticket != place.ticket]
             self._keep_line(look, line)
 
-    def wait(self, left: float, look: _Look, ahead: list[_Place]) -> bool:
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
         """Up to ``left`` seconds, until the lock file changes (True): a release, a take,
         a renewal. Each waiter looks at it (``lstat`` only) the more often the nearer
         it is to the front; a place ahead that lapses shows at the waiter's next beat."""
@@ -1638,9 +1638,142 @@ def _run_source(source: str, after: Callable[..., object]) -> None:
     """Compile ``source`` (a store's code, kept as text) and run it in this module, its
     lines numbered as they stand in this file. ``after`` is the function defined two
     blank lines below the text's closing quotes, which tells where it ends."""
+    import __future__
+
     first = after.__code__.co_firstlineno - 3 - source.count("\n")
     where = globals().get("__file__", "<skf-run-lock>")
-    exec(compile("\n" * (first - 1) + source, where, "exec"), globals())
+    # Compiled as this file is (annotations unevaluated), whoever calls: compile() would
+    # otherwise take the future flags of its caller, which may be a wrapper.
+    flags = __future__.annotations.compiler_flag
+    exec(compile("\n" * (first - 1) + source, where, "exec", flags, dont_inherit=True), globals())
+
+
+# What both server stores share: a connection bounded by a deadline (with TLS), how
+# a failure is told, and a waiter's place as a value on the server.
+
+_NET_SOURCE = r'''
+
+if TYPE_CHECKING:
+    import socket
+    import ssl
+
+_ANSWER_MAX_BYTES = 8 * 1024 * 1024  # two values at etcd's 1.5 MiB limit, in base64
+_TLS_FAILURE = "TLS failure"
+
+
+def _seconds_left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(errno.ETIMEDOUT, "timed out")
+    return left
+
+
+def _tls_context(cafile: str, cert: str, key: str) -> ssl.SSLContext:
+    """A client's TLS context: the CA bundle and client certificate (with its key) that
+    the environment variables named ``cafile``, ``cert`` and ``key`` give, if any."""
+    import ssl
+
+    env = os.environ
+    context = ssl.create_default_context(cafile=env.get(cafile) or None)
+    if env.get(cert):
+        context.load_cert_chain(env[cert], env.get(key) or None)
+    return context
+
+
+def _failure_text(exc: Exception, settings: str, port: str) -> str:
+    """Why a request failed, for a message: a TLS failure names the ``settings`` to
+    check; an answer in no protocol asks whether the address is ``port``'s port."""
+    # Without ssl imported (no TLS) no error can be a TLS one: do not import it.
+    ssl = sys.modules.get("ssl")
+    if ssl is not None and isinstance(exc, ssl.SSLError | ssl.CertificateError):
+        return f"{_TLS_FAILURE} ({exc}); check {settings}"
+    if isinstance(exc, ValueError):
+        return f"{exc}: is this {port} port?"
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+def _unknown_outcome(owner: str, taking: bool) -> str:
+    """What a change whose answer was lost may have done, and what settles it."""
+    if taking:
+        return f"the lock may have been taken by {owner}: acquire again to renew it"
+    return f"the lock of {owner} may have been released: release again to be sure"
+
+
+def _place_value(place: _Place) -> bytes:
+    """A waiter's place as the server keeps it: its owner, since when, its timeout."""
+    return json.dumps({
+        "owner": place.owner, "since": _format_time(place.since),
+        "stale_after_seconds": place.stale_after,
+    }).encode()  # fmt: skip
+
+
+def _place_of(ticket: str, value: bytes) -> _Place | None:
+    """The place ``ticket`` whose server-kept ``value`` is that of _place_value; None
+    if it is not one."""
+    try:
+        entry = json.loads(value)
+        owner, since = entry["owner"], _parse_time(entry["since"])
+        timeout = _holder_timeout(entry["stale_after_seconds"])
+    except (ValueError, RecursionError, TypeError, KeyError):
+        return None
+    if not (isinstance(owner, str) and owner) or since is None or timeout is None:
+        return None
+    return _Place(ticket, owner, since, timeout, None)
+
+
+class _Connection:
+    """One TCP connection to ``endpoint`` (HOST:PORT), in TLS with a ``context``: bytes
+    received and not yet taken apart, with no read or write waiting past its
+    ``deadline`` (a ``time.monotonic()`` value). A subclass speaks a protocol."""
+
+    protocol = "a protocol"  # what the answers must be, for messages
+
+    def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
+        import socket
+
+        host, _, port = endpoint.rpartition(":")
+        host = host.strip("[]")
+        self.endpoint = endpoint
+        self.sock: socket.socket = socket.create_connection(
+            (host, int(port)), _seconds_left(deadline)
+        )
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if context is not None:
+                self.sock = context.wrap_socket(self.sock, server_hostname=host)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.received = bytearray()  # bytes from the socket, not yet taken apart
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
+        """Where ``marker`` starts in what was received, receiving until it comes."""
+        while (found := self.received.find(marker, start)) < 0:
+            if len(self.received) > limit:
+                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
+            self._receive(deadline)
+        return found
+
+    def _receive(self, deadline: float, end_ok: bool = False) -> bool:
+        """Receive more; False if the server closed the connection and ``end_ok``."""
+        self.sock.settimeout(_seconds_left(deadline))
+        data = self.sock.recv(65536)
+        if not data and not end_ok:
+            raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+        self.received += data
+        return bool(data)
+
+
+'''
+
+
+def _net_code() -> None:
+    """Compile and run the code the server stores share above, once."""
+    if "_Connection" not in globals():
+        _run_source(_NET_SOURCE, _net_code)
 
 
 # The etcd store: locks shared across machines, reached through etcd's HTTP/JSON
@@ -1649,16 +1782,13 @@ def _run_source(source: str, after: Callable[..., object]) -> None:
 _ETCD_SOURCE = r'''
 
 if TYPE_CHECKING:
-    import socket
     import ssl
 
 _HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
 _DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
-_ANSWER_MAX_BYTES = 8 * 1024 * 1024  # two values at etcd's 1.5 MiB limit, in base64
 _HEAD_MAX_BYTES = 64 * 1024
-_TLS_FAILURE = "TLS failure"
 
 
 def _etcd_duration(text: str) -> float:
@@ -1694,14 +1824,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _seconds_left(deadline: float) -> float:
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise TimeoutError(errno.ETIMEDOUT, "timed out")
-    return left
-
-
-class _HttpConnection:
+class _HttpConnection(_Connection):
     """One keep-alive HTTP/1.1 connection to an etcd gateway: JSON POSTs, and answers
     of a fixed length, chunked or ended by a close, read whole or line by line.
 
@@ -1712,31 +1835,15 @@ class _HttpConnection:
     is an OSError or a ValueError, and a timeout leaves the answer readable later.
     """
 
-    def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
-        import socket
+    protocol = "HTTP"
 
-        host, _, port = endpoint.rpartition(":")
-        host = host.strip("[]")
-        self.endpoint = endpoint
-        self.sock: socket.socket = socket.create_connection(
-            (host, int(port)), _seconds_left(deadline)
-        )
-        try:
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if context is not None:
-                self.sock = context.wrap_socket(self.sock, server_hostname=host)
-        except BaseException:
-            self.sock.close()
-            raise
-        self.received = bytearray()  # bytes from the socket, not yet taken apart
+    def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
+        super().__init__(endpoint, context, deadline)
         self.body = bytearray()  # a streamed answer's body, not yet read
         # How the body ends: after ``left`` more bytes, with its last chunk, or when
         # the server closes the connection.
         self.framing: Literal["length", "chunked", "close"] = "length"
         self.left, self.reusable = 0, True
-
-    def close(self) -> None:
-        self.sock.close()
 
     def send(self, path: str, payload: bytes, headers: dict[str, str], deadline: float) -> None:
         if any("\r" in value or "\n" in value for value in headers.values()):
@@ -1837,38 +1944,13 @@ class _HttpConnection:
         del self.received[: end + 4 + size]
         return chunk
 
-    def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
-        """Where ``marker`` starts in what was received, receiving until it comes."""
-        while (found := self.received.find(marker, start)) < 0:
-            if len(self.received) > limit:
-                raise ValueError("the answer was not HTTP (a line too long)")
-            self._receive(deadline)
-        return found
-
-    def _receive(self, deadline: float, end_ok: bool = False) -> bool:
-        """Receive more; False if the server closed the connection and ``end_ok``."""
-        self.sock.settimeout(_seconds_left(deadline))
-        data = self.sock.recv(65536)
-        if not data and not end_ok:
-            raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
-        self.received += data
-        return bool(data)
-
 
 def _wait_place(value: bytes, lease: object) -> _Place | None:
     """The place an etcd line key's ``value`` on ``lease`` describes; None if it is not
     one (a place must be kept by a lease, or it could never end)."""
-    try:
-        entry = json.loads(value)
-        owner, since = entry["owner"], _parse_time(entry["since"])
-        timeout = _holder_timeout(entry["stale_after_seconds"])
-    except (ValueError, RecursionError, TypeError, KeyError):
+    if not (isinstance(lease, str) and lease.isdigit()):
         return None
-    if not (isinstance(lease, str) and lease.isdigit() and isinstance(owner, str) and owner):
-        return None
-    if since is None or timeout is None:
-        return None
-    return _Place(lease, owner, since, timeout, None)
+    return _place_of(lease, value)
 
 
 class _EtcdStore:
@@ -1927,12 +2009,7 @@ class _EtcdStore:
 
     def _open(self, endpoint: str) -> _HttpConnection:
         if self.tls and self.context is None:
-            import ssl
-
-            env = os.environ
-            self.context = ssl.create_default_context(cafile=env.get("ETCDCTL_CACERT") or None)
-            if env.get("ETCDCTL_CERT"):
-                self.context.load_cert_chain(env["ETCDCTL_CERT"], env.get("ETCDCTL_KEY") or None)
+            self.context = _tls_context("ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY")
         return _HttpConnection(endpoint, self.context, self.deadline)
 
     def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
@@ -2042,13 +2119,7 @@ class _EtcdStore:
 
     @staticmethod
     def _describe(exc: Exception) -> str:
-        # Without ssl imported (plain http) no error can be a TLS one: do not import it.
-        ssl = sys.modules.get("ssl")
-        if ssl is not None and isinstance(exc, ssl.SSLError | ssl.CertificateError):
-            return f"{_TLS_FAILURE} ({exc}); check ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY"
-        if isinstance(exc, ValueError):
-            return f"{exc}: is this etcd's client port?"
-        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        return _failure_text(exc, "ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY", "etcd's client")
 
     def _refusal(self, code: object, message: str) -> OSError:
         if code == _GRPC_PERMISSION_DENIED:
@@ -2117,10 +2188,7 @@ class _EtcdStore:
         answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
         place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
         place.since, place.joined = int(now // 1), True
-        value = json.dumps({
-            "owner": place.owner, "since": _format_time(place.since),
-            "stale_after_seconds": place.stale_after,
-        }).encode()  # fmt: skip
+        value = _place_value(place)
         put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
         self.post("/v3/kv/put", put)
 
@@ -2140,7 +2208,7 @@ class _EtcdStore:
         place.joined = False
         self.revoke(place.ticket)
 
-    def wait(self, left: float, look: _Look, ahead: list[_Place]) -> bool:
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
         """Up to ``left`` seconds, until a key this waiter waits on is deleted (True): the
         record for the first in line (released, or its lease ran out), else a place
         ahead of it. The watch starts after ``look``, so nothing since is missed, and
@@ -2261,10 +2329,10 @@ class _EtcdStore:
                 {"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}},
                 {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},
             ]
-            outcome = f"the lock may have been taken by {owner}: acquire again to renew it"
+            outcome = _unknown_outcome(owner, taking=True)
         else:
             ops = [{"request_delete_range": {"key": _b64(k)}} for k in (self.key, self.last_key)]
-            outcome = f"the lock of {owner} may have been released: release again to be sure"
+            outcome = _unknown_outcome(owner, taking=False)
         compare = [{"key": _b64(self.key), "target": "MOD", "result": "EQUAL",
                     "mod_revision": revision}]  # fmt: skip
         if place is not None:
@@ -2285,8 +2353,500 @@ class _EtcdStore:
 
 def _etcd_code() -> None:
     """Compile and run the etcd store's code above, once: only an etcd lock needs it."""
+    _net_code()
     if "_EtcdStore" not in globals():
         _run_source(_ETCD_SOURCE, _etcd_code)
+
+
+# The Redis store: locks shared on a Redis or Valkey server, spoken to in RESP2 over
+# a socket (TLS for rediss://); as etcd's, compiled only for such a lock.
+
+_REDIS_SOURCE = r'''
+
+if TYPE_CHECKING:
+    import ssl
+
+_REDIS_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?")
+_RESP_MAX_ITEMS = 1_000_000  # items in one answer: a line of waiters is one item each
+_RESP_MAX_DEPTH = 3  # arrays in arrays: EXEC's answer holds LRANGE's
+# Errors that mean nothing ran and the server will serve soon: a restart loading its
+# data, a replica being promoted, a script or a cluster slot briefly busy.
+_REDIS_BUSY = ("LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
+
+
+def _redis_timeout(text: str) -> float:
+    """Seconds of SKF_REDIS_TIMEOUT: a plain positive number of seconds, at most a day."""
+    if not _PLAIN_DECIMAL.fullmatch(text) or not 0 < float(text) <= _MAX_WAIT_SEC:
+        raise ValueError(
+            f"SKF_REDIS_TIMEOUT must be a number of seconds from 0 to 86400, like 5 or 0.5,"
+            f" not {text!r}"
+        )
+    return float(text)
+
+
+def _slot_base(key: str) -> str | None:
+    """The name the lock's other keys start with, so that all share KEY's hash slot on a
+    Redis Cluster: KEY itself if it holds a hash tag (``{...}``, not empty), else
+    ``{KEY}``; None for a KEY with a ``}`` but no tag, which neither can be."""
+    start = key.find("{")
+    if start >= 0 and key.find("}", start + 1) > start + 1:
+        return key
+    return None if "}" in key else "{" + key + "}"
+
+
+class _RedisError:
+    """An error answer of the server (``-WRONGTYPE ...``), kept as an answer: in a
+    pipeline, the answers after it must still be read."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @property
+    def code(self) -> str:
+        return self.text.partition(" ")[0]
+
+
+class _Incomplete(Exception):
+    """More bytes must come before the answer can be read."""
+
+
+class _RespConnection(_Connection):
+    """One connection to a Redis server speaking RESP2: commands sent as arrays of bulk
+    strings, several at once, and answers read whole (bytes, an int, None, a list or
+    a _RedisError), every size bounded. An answer cut short by the deadline is kept
+    whole in ``received``, to be read by a later call."""
+
+    protocol = "RESP (Redis)"
+
+    def send(self, commands: list[tuple[bytes | str | int, ...]], deadline: float) -> None:
+        out = bytearray()
+        for command in commands:
+            out += b"*%d\r\n" % len(command)
+            for arg in command:
+                data = arg if isinstance(arg, bytes) else str(arg).encode()
+                out += b"$%d\r\n%b\r\n" % (len(data), data)
+        self.sock.settimeout(_seconds_left(deadline))
+        self.sock.sendall(out)
+
+    def answer(self, deadline: float) -> Any:
+        """The next whole answer, receiving until it has come."""
+        while True:
+            try:
+                value, end = self._parse(0, 0)
+            except _Incomplete:
+                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
+                    raise ValueError("the answer was too large") from None
+                self._receive(deadline)
+                continue
+            del self.received[:end]
+            return value
+
+    def _parse(self, at: int, depth: int) -> tuple[Any, int]:
+        """The answer that starts at ``at`` in what was received, and where it ends."""
+        end = self.received.find(b"\r\n", at)
+        if end < 0:
+            if len(self.received) - at > 1024:
+                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
+            raise _Incomplete
+        kind, line = bytes(self.received[at : at + 1]), bytes(self.received[at + 1 : end])
+        if kind == b"+":
+            return line, end + 2
+        if kind == b"-":
+            return _RedisError(line.decode("utf-8", "replace")), end + 2
+        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
+            size = int(line)
+            if kind == b":":
+                return size, end + 2
+            if size == -1:
+                return None, end + 2
+            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
+                if len(self.received) < end + 2 + size + 2:
+                    raise _Incomplete
+                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+                    raise ValueError(f"the answer was not {self.protocol} (a bad length)")
+                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
+            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
+                items, at = [], end + 2
+                for _ in range(size):
+                    item, at = self._parse(at, depth + 1)
+                    items.append(item)
+                return items, at
+        raise ValueError(f"the answer was not {self.protocol}")
+
+
+class _RedisStore:
+    """One lock on a Redis or Valkey server: ``redis[s]://[USER@]HOST[:PORT]/KEY``.
+
+    The record lives at KEY, expiring after its holder's timeout (as etcd's lease
+    does), so the server's clock ends a crashed run's lock. Every other key of
+    the lock starts with KEY's hash tag (_slot_base: ``{KEY}`` if KEY has none)
+    and a NUL (no lock's KEY holds one, so no other lock's keys are ever these),
+    and so shares KEY's hash slot on a Redis Cluster: the last holder's record
+    (``\0last``, written with the record and deleted by a release), the line of
+    waiters (``\0line``, a list of tickets in the order they came), each
+    waiter's place (``\0wait\0`` + ticket) and its bell (``\0wake\0`` +
+    ticket), all expiring _PLACE_TTL_SEC after their waiters' last beat. A
+    change WATCHes KEY as it reads and applies in a MULTI/EXEC transaction,
+    which the server refuses if KEY changed or expired meanwhile. A waiter
+    blocks on its bell (BLPOP); whoever ends what it waits for rings it: a
+    release the first in line's, a waiter leaving the next one's. A ring waits
+    in the list until popped, so none is missed, and needs no permission beyond
+    the lock's keys (no channel, no server setting).
+    """
+
+    def __init__(self, address: str) -> None:
+        scheme, _, rest = address.partition("://")
+        where, _, key = rest.partition("/")
+        user, at, host_port = where.rpartition("@")
+        if ":" in user:
+            raise ValueError(
+                f"the lock address {_shown_address(address)} holds a password: a password"
+                " never goes in the address; set REDISCLI_AUTH instead"
+            )
+        host = re.fullmatch(_REDIS_HOST, host_port)
+        if host is None or not key or (at and not user):
+            raise ValueError(
+                f"the lock address {_shown_address(address)} must be {scheme}://HOST[:PORT]/KEY"
+                f" or {scheme}://USER@HOST[:PORT]/KEY"
+            )
+        port = int(host.group(2) or 6379)
+        if not 0 < port < 65536:
+            raise ValueError(f"the port of {host_port} in {address} is not from 1 to 65535")
+        if "\0" in key:
+            raise ValueError(f"the lock key in {address} must not contain a NUL character")
+        base = _slot_base(key)
+        if base is None:
+            raise ValueError(
+                f"the lock key in {address} holds a '}}' but no hash tag, so its line cannot"
+                " share its hash slot; give a key without '}', or with a tag like {name}"
+            )
+        self.lock, self.user = address, user
+        self.endpoint = f"{host.group(1)}:{port}"
+        # Bytes as given: a key read from arguments may hold any (surrogate-escaped).
+        self.key, base_bytes = (text.encode("utf-8", "surrogateescape") for text in (key, base))
+        self.last_key, self.line_key = base_bytes + b"\0last", base_bytes + b"\0line"
+        self.wait_prefix, self.bell_prefix = base_bytes + b"\0wait\0", base_bytes + b"\0wake\0"
+        env = os.environ
+        self.timeout = _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5")
+        self.password = env.get("REDISCLI_AUTH")
+        self.deadline = time.monotonic() + self.timeout
+        self.context: ssl.SSLContext | None = None
+        self.tls = scheme == "rediss"
+        self.connection: _RespConnection | None = None
+        self.watched: _RespConnection | None = None  # the connection whose WATCH is on KEY
+        self.bell: _RespConnection | None = None  # a waiter's connection, blocked on its bell
+
+    # -- Talking to the server -----------------------------------------------------
+
+    def _open(self) -> _RespConnection:
+        """A new connection, authenticated if a password is set."""
+        if self.tls and self.context is None:
+            self.context = _tls_context("SKF_REDIS_CACERT", "SKF_REDIS_CERT", "SKF_REDIS_KEY")
+        connection = _RespConnection(self.endpoint, self.context, self.deadline)
+        if self.password is not None or self.user:
+            who = (self.user,) if self.user else ()
+            try:
+                connection.send([("AUTH", *who, self.password or "")], self.deadline)
+                answer = connection.answer(self.deadline)
+            except BaseException:
+                connection.close()
+                raise
+            if isinstance(answer, _RedisError):
+                connection.close()
+                raise self._refusal(answer)
+        return connection
+
+    def call(
+        self, *commands: tuple[bytes | str | int, ...], outcome: str | None = None,
+        write: bool = False,
+    ) -> list[Any]:  # fmt: skip
+        """The answers to ``commands``, sent at once on the call's connection, within
+        the call's deadline; an OSError for the first error answer.
+
+        A read is sent again (on a new connection) until the deadline; a ``write``
+        (``outcome`` describes one that changes the lock) that failed after it was
+        sent is not, and the OSError raised says whether it may have happened.
+        """
+        failure = None
+        while True:
+            sent = False
+            try:
+                if self.connection is None:
+                    self.connection = self._open()
+                self.connection.send(list(commands), self.deadline)
+                sent = True
+                answers = [self.connection.answer(self.deadline) for _ in commands]
+            except (OSError, ValueError) as exc:
+                self._drop()
+                reason = self._describe(exc)
+                if sent and outcome is not None:
+                    raise _OutcomeUnknown(
+                        errno.ETIMEDOUT,
+                        f"Redis at {self.endpoint} failed after the change was sent"
+                        f" ({reason}), so {outcome}",
+                    ) from None
+                if sent and write:
+                    raise OSError(errno.EIO, f"Redis at {self.endpoint}: {reason}") from None
+                if isinstance(exc, PermissionError):
+                    raise  # refused credentials: trying again cannot help
+                if reason.startswith(_TLS_FAILURE):
+                    raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
+                failure = failure or reason
+            else:
+                errors = [a for a in answers if isinstance(a, _RedisError)]
+                errors += [e for a in answers if isinstance(a, list) for e in a
+                           if isinstance(e, _RedisError)]  # fmt: skip
+                if not errors:
+                    return answers
+                if errors[0].code not in _REDIS_BUSY:
+                    raise self._refusal(errors[0])
+                failure = errors[0].text
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise OSError(
+                    errno.EHOSTUNREACH,
+                    f"Redis could not be reached within {self.timeout:g} s (SKF_REDIS_TIMEOUT)"
+                    f" at {self.endpoint}: {failure or 'no time left'}",
+                )
+            time.sleep(min(0.05, left))
+
+    def _drop(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = self.watched = None
+
+    def close(self) -> None:
+        self._drop()
+        self._stop_listening()
+
+    @staticmethod
+    def _describe(exc: Exception) -> str:
+        return _failure_text(exc, "SKF_REDIS_CACERT, SKF_REDIS_CERT and SKF_REDIS_KEY", "Redis's")
+
+    def _refusal(self, error: _RedisError) -> OSError:
+        """The OSError for an error answer, saying what to do about it."""
+        code, text = error.code, error.text
+        who = f"user {self.user!r}" if self.user else "the default user"
+        if code == "ERR" and "AUTH" in text.upper():
+            code = "WRONGPASS"  # a server before ACLs, or one that has no password
+        key = self.key.decode("utf-8", "replace")
+        denied = {
+            "NOAUTH": f"Redis wants a password ({text}): set REDISCLI_AUTH",
+            "WRONGPASS": f"Redis refused {who} ({text}); check the user in the address"
+            " and REDISCLI_AUTH",
+            "NOPERM": f"Redis denied {who} access to the lock's keys ({key}): {text}",
+        }
+        if code in denied:
+            return PermissionError(errno.EACCES, denied[code])
+        advice = {
+            "WRONGTYPE": f"a key of the lock {self.lock} holds another type of value, not"
+            f" this tool's ({text}); {self.by_hand()} if it is no longer needed",
+            "MOVED": f"the lock's key lives on another node of a Redis Cluster ({text}):"
+            " give that node's address",
+            "READONLY": f"{self.endpoint} is a replica ({text}): give the primary's address",
+        }
+        advice["ASK"] = advice["MOVED"]
+        return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
+
+    # -- What the algorithm asks of a store ---------------------------------------------
+
+    def change(self, create: bool) -> _RedisStore:
+        """Itself: Redis needs no guard, as every change is a watched transaction."""
+        return self
+
+    def __enter__(self) -> _RedisStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+    def by_hand(self) -> str:
+        host, _, port = self.endpoint.rpartition(":")
+        key = self.key.decode("utf-8", "surrogateescape")
+        return f"delete its key (redis-cli -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
+
+    def look(self) -> _Look:
+        """The record (its expiry live, or none), the last holder's, and the line."""
+        return self._looked(self.call(*self._reads()))
+
+    def read(self) -> _Look:
+        """As look, with KEY watched on this connection until the change applies."""
+        look = self._looked(self.call(("WATCH", self.key), *self._reads())[1:])
+        self.watched = self.connection
+        return look
+
+    def _reads(self) -> list[tuple[bytes | str | int, ...]]:
+        return [("GET", self.key), ("PTTL", self.key), ("GET", self.last_key),
+                ("LRANGE", self.line_key, 0, -1)]  # fmt: skip
+
+    def _looked(self, answers: list[Any]) -> _Look:
+        """The look the answers to _reads give; ``seen`` is the record's milliseconds to
+        live, which bound how long its first waiter waits for a release."""
+        value, ttl, last_value, tickets = answers
+        if not (isinstance(ttl, int) and isinstance(tickets, list)):
+            raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
+        now = int(time.time())
+        record = last = None
+        if isinstance(value, bytes):
+            # A foreign value without a time is dated now: it never goes stale by itself.
+            record = _parse_record(value, now)
+            if ttl >= 0:
+                record.lease = "live"
+        if isinstance(last_value, bytes) and record is None:
+            last = _parse_record(last_value, now)
+            last.lease = "expired"
+        tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+        places = self.call(("MGET", *map(self._place_key, tickets))) if tickets else [[]]
+        line = []
+        for ticket, entry in zip(tickets, places[0], strict=False):
+            place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
+            # A place whose key is gone: its waiter stopped; _live drops it, prune removes it.
+            line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
+        return _Look(record, last, line=line, seen=str(ttl))
+
+    def _place_key(self, ticket: str) -> bytes:
+        return self.wait_prefix + ticket.encode("ascii", "replace")
+
+    def _bell_key(self, ticket: str) -> bytes:
+        return self.bell_prefix + ticket.encode("ascii", "replace")
+
+    def _ring(self, ticket: str) -> list[tuple[bytes | str | int, ...]]:
+        """The commands that wake the waiter of ``ticket``."""
+        bell = self._bell_key(ticket)
+        return [("RPUSH", bell, 1), ("PEXPIRE", bell, self._place_ms())]
+
+    def _place_ms(self) -> int:
+        return max(1, int(_PLACE_TTL_SEC * 1000))
+
+    def join(self, look: _Look, place: _Place, now: float) -> None:
+        """Put ``place`` at the end of the line unless it is in it: a new ticket (an old
+        one's lapsed entry must never come back), its place key, both expiring unless
+        the waiter beats."""
+        if _ahead_of(_live(look.line, now), place.ticket) is not None:
+            return
+        place.ticket = os.urandom(8).hex()
+        place.since = int(now // 1)
+        ms = self._place_ms()
+        self.call(
+            ("UNWATCH",), ("MULTI",),
+            ("SET", self._place_key(place.ticket), _place_value(place), "PX", ms),
+            ("RPUSH", self.line_key, place.ticket), ("PEXPIRE", self.line_key, ms), ("EXEC",),
+            write=True,
+        )  # fmt: skip
+        place.joined = True
+
+    def prune(self, look: _Look, now: float) -> None:
+        """Take the places whose waiters stopped (their keys expired) out of the line."""
+        live = _live(look.line, now)
+        dead = [("LREM", self.line_key, 0, p.ticket) for p in look.line if p not in live]
+        if dead:
+            self.call(*dead, write=True)
+
+    def beat(self, place: _Place) -> bool:
+        """Keep ``place``, its bell and the line from expiring: False if the place had
+        lapsed."""
+        ms = self._place_ms()
+        kept, _, _ = self.call(
+            ("PEXPIRE", self._place_key(place.ticket), ms), ("PEXPIRE", self.line_key, ms),
+            ("PEXPIRE", self._bell_key(place.ticket), ms), write=True,
+        )  # fmt: skip
+        return bool(kept == 1)
+
+    def _leaving(self, ticket: str) -> list[tuple[bytes | str | int, ...]]:
+        """The commands that take ``ticket`` out of the line, with its place and bell."""
+        return [("DEL", self._place_key(ticket), self._bell_key(ticket)),
+                ("LREM", self.line_key, 0, ticket)]  # fmt: skip
+
+    def leave(self, place: _Place) -> None:
+        """Take ``place`` out of the line, waking the waiter behind it (which may now be
+        first, with the lock free)."""
+        self.deadline = time.monotonic() + self.timeout
+        place.joined = False
+        (tickets,) = self.call(("UNWATCH",), ("LRANGE", self.line_key, 0, -1))[1:]
+        line = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+        behind = line[line.index(place.ticket) + 1 :] if place.ticket in line else []
+        ring = self._ring(behind[0]) if behind else []
+        self.call(("MULTI",), *self._leaving(place.ticket), *ring, ("EXEC",), write=True)
+
+    def apply(
+        self, look: _Look, data: bytes | None, stale_after: float, owner: str,
+        place: _Place | None = None,
+    ) -> bool:  # fmt: skip
+        """Set the record ``data`` expiring after ``stale_after`` (None: delete it and the
+        last holder) if KEY did not change since read() watched it (``place`` leaving
+        the line in the same transaction); False if it did. Signals wait while the
+        change is sent: once sent, it is finished and answered."""
+        if self.connection is None or self.connection is not self.watched:
+            return False  # the watch was on a connection since lost: read again
+        if data is not None:
+            ms = max(1, -(-int(stale_after * 1000 * 1000) // 1000))  # whole ms, rounded up
+            ops: list[tuple[bytes | str | int, ...]] = [
+                ("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)
+            ]  # fmt: skip
+        else:
+            ops = [("DEL", self.key, self.last_key)]
+            for waiter in _live(look.line, time.time())[:1]:
+                ops += self._ring(waiter.ticket)  # the first in line: its turn has come
+        if place is not None:
+            ops += self._leaving(place.ticket)
+        outcome = _unknown_outcome(owner, taking=data is not None)
+        with _SIGNALS_HELD:
+            answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome)
+            self.watched = None  # EXEC ends the watch, applied or not
+            applied = answers[-1] is not None
+            if applied:
+                _Interrupts.disarm()
+        if applied and place is not None:
+            place.joined = False
+        return applied
+
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+        """Up to ``left`` seconds, until ``place``'s bell rings (True): its turn may have
+        come (the lock was released), or the place ahead of it left. The first in
+        line waits no longer than the record's time to live (an expiry rings no
+        bell). A ring that came before the wait began waits in the bell's list."""
+        ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
+        if not ahead and ttl >= 0:
+            left = min(left, ttl / 1000 + 0.001)
+        until = time.monotonic() + left
+        try:
+            if self.bell is None:
+                self.deadline = min(until, time.monotonic() + self.timeout)
+                self.bell = self._open()
+            return self._rung(self.bell, place.ticket, until)
+        except (OSError, ValueError):
+            # Down, or an answer that may still come: a new connection for the next
+            # wait; the next look says what is wrong, if anything.
+            self._stop_listening()
+            return False
+        finally:
+            self.deadline = time.monotonic() + self.timeout  # the next step's own
+
+    def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
+        """Block on the bell of ``ticket`` until ``until``: True if it rang (popped)."""
+        left = max(0.001, until - time.monotonic())
+        bell.send([("BLPOP", self._bell_key(ticket), f"{left:.3f}")], until + self.timeout)
+        answer = bell.answer(until + self.timeout)  # the server answers at ``until``
+        if isinstance(answer, _RedisError):
+            raise self._refusal(answer)
+        return answer is not None
+
+    def _stop_listening(self) -> None:
+        if self.bell is not None:
+            self.bell.close()
+            self.bell = None
+
+
+'''
+
+
+def _redis_code() -> None:
+    """Compile and run the Redis store's code above, once: only a Redis lock needs it."""
+    _net_code()
+    if "_RedisStore" not in globals():
+        _run_source(_REDIS_SOURCE, _redis_code)
 
 
 # --- Acquire, release, status: one algorithm over any store ----------------------
@@ -2295,9 +2855,13 @@ _CHANGE_TRIES = 20  # changes lost to other writers (etcd) before a call gives u
 
 
 _ETCD_SCHEMES = ("etcd://", "etcd+https://")
+_REDIS_SCHEMES = ("redis://", "rediss://")
 # A lock that starts like this is an address, never a file (one letter is a drive: C://x).
 _ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
-_ADDRESS_FORMS = "etcd://HOST:PORT[,HOST:PORT...]/KEY or etcd+https://..."
+_ADDRESS_FORMS = (
+    "etcd://HOST:PORT[,HOST:PORT...]/KEY, etcd+https://..., redis://[USER@]HOST[:PORT]/KEY"
+    " or rediss://..."
+)
 
 
 def _shown_address(address: str) -> str:
@@ -2310,14 +2874,18 @@ def _shown_address(address: str) -> str:
 
 
 def _store_for(lock: str | os.PathLike[str]) -> _Store:
-    """The store a lock lives in: etcd for an ``etcd://`` or ``etcd+https://`` address,
-    else a file. Raises ValueError for an address or path that cannot be a lock,
-    and for an address of a scheme this version does not know (it is never taken
-    for a file path: ``redis://h/k`` would make a folder named ``redis:``)."""
+    """The store a lock lives in: etcd for an ``etcd[+https]://`` address, Redis for a
+    ``redis[s]://`` one, else a file. Raises ValueError for an address or path that
+    cannot be a lock, and for an address of a scheme this version does not know (never
+    taken for a path: ``consul://h/k`` would make a folder named ``consul:``)."""
     if isinstance(lock, str) and _ADDRESS.match(lock):
         if lock.startswith(_ETCD_SCHEMES):
             _etcd_code()
             store: _Store = globals()["_EtcdStore"](lock)
+            return store
+        if lock.startswith(_REDIS_SCHEMES):
+            _redis_code()
+            store = globals()["_RedisStore"](lock)
             return store
         scheme = lock.partition("://")[0]
         raise ValueError(
@@ -2531,7 +3099,8 @@ def _wait_turn(
             continue
         # The first in line also wakes when the lock goes stale by its time alone.
         until_stale = left if ahead else _stale_in(look.record, caller_timeout, now)
-        woken = store.wait(min(left, beat_at - time.monotonic(), until_stale), look, ahead)
+        pause = min(left, beat_at - time.monotonic(), until_stale)
+        woken = store.wait(pause, look, ahead, place)
         if woken and not ahead:
             return  # what it waited for happened: the try reads the lock anyway
 
