@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
+import ipaddress
 import json
 import os
+import shutil
 import signal
 import socket
 import ssl
@@ -21,6 +24,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from loader import ROOT, SCRIPT, load_script
 
 __all__ = ["ROOT", "SCRIPT", "load_script"]  # re-exported for the test modules
@@ -42,6 +49,7 @@ def skf() -> ModuleType:
     lock compiles it), so that tests can reach their classes."""
     module = load_script()
     module._etcd_code()
+    module._redis_code()
     return module
 
 
@@ -373,13 +381,188 @@ def etcd_lock(etcd: Etcd, request: pytest.FixtureRequest) -> str:
     return etcd.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")
 
 
-@pytest.fixture(params=["file", "etcd"])
+@pytest.fixture(params=["file", "etcd", "redis"])
 def any_lock(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    """A lock on each store in turn: a file, and a key on the session's etcd."""
+    """A lock on each store in turn: a file, a key on the session's etcd, and one on its
+    Redis."""
     if request.param == "file":
         return str(tmp_path / "locks" / "run.lock")
-    etcd_lock: str = request.getfixturevalue("etcd_lock")
-    return etcd_lock
+    server_lock: str = request.getfixturevalue(f"{request.param}_lock")
+    return server_lock
+
+
+# --- A real Redis, started by the tests -------------------------------------------------
+
+
+def redis_binary() -> str:
+    """The redis-server on PATH (CI installs Debian's). Without one, a test that needs
+    it is skipped, which fails the run on Linux as root (pytest_sessionfinish)."""
+    found = shutil.which("redis-server")
+    if found is None:
+        pytest.skip("needs redis-server on PATH (Debian: apt-get install redis-server)")
+    return found
+
+
+@dataclass
+class Redis:
+    """A throwaway Redis on loopback; ``url(key)`` is a lock address, ``client()`` a
+    redis-py client for looking at what the lock left on it."""
+
+    proc: subprocess.Popen[bytes]
+    port: int
+    scheme: str = "redis"
+
+    def url(self, key: str, user: str = "") -> str:
+        return f"{self.scheme}://{user + '@' if user else ''}127.0.0.1:{self.port}/{key}"
+
+    def client(self, **settings: Any) -> Any:
+        import redis
+
+        return redis.Redis(port=self.port, socket_timeout=10, **settings)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=30)
+
+
+def start_redis(folder: Path, *flags: str, port: int | None = None, tls: bool = False) -> Redis:
+    """Start redis-server on a free loopback port (``port``: that one) with ``flags``,
+    keeping nothing on disk, and wait until it answers (``tls``: the port is its TLS
+    one, and the flags make the client side able to talk to it)."""
+    port = port or free_port()
+    listen = ["--port", "0", "--tls-port", str(port)] if tls else ["--port", str(port)]
+    proc = subprocess.Popen(
+        [redis_binary(), *listen, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+         "--dir", str(folder), *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    server = Redis(proc, port, "rediss" if tls else "redis")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                if tls:
+                    return server  # the TLS handshake is the tests' own to check
+                sock.sendall(b"PING\r\n")
+                if sock.recv(64).startswith((b"+PONG", b"-NOAUTH")):
+                    return server
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"redis-server did not start on port {port}")
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="session")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
+    """One Redis for the session; tests use keys of their own."""
+    server = start_redis(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_lock(redis: Redis, request: pytest.FixtureRequest) -> str:
+    """A lock address on the session's Redis, with a key no other test uses."""
+    return redis.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")
+
+
+def redis_keys(lock: str) -> list[str]:
+    """The keys a lock on a test Redis (``redis://127.0.0.1:PORT/KEY``) holds, each as what
+    follows its KEY (or ``{KEY}``): "" for the record, then "\\0last", "\\0line",
+    "\\0wait\\0" and a ticket."""
+    import redis
+
+    where, key = lock.split("/", 3)[2:]
+    client = redis.Redis(port=int(where.rpartition(":")[2]), socket_timeout=10)
+    pattern = "".join("\\" + c if c in "*?[]\\" else c for c in "{" + key + "}") + "*"
+    names = [name.decode() for name in client.scan_iter(match=pattern, count=1000)]
+    return sorted(["" for _ in range(client.exists(key))] + [n[len(key) + 2 :] for n in names])
+
+
+# --- Certificates for servers that speak TLS ----------------------------------------
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+Issued = tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
+
+
+def _issue(
+    folder: Path, stem: str, subject: str, issuer: Issued | None,
+    *, ca: bool = False, usage: list[x509.ObjectIdentifier] | None = None,
+) -> Issued:  # fmt: skip
+    """Write ``stem.pem`` and ``stem.key``: a certificate for ``subject`` signed by
+    ``issuer`` (itself when None), valid for 127.0.0.1.
+
+    With the extensions cfssl writes (etcd's guide makes its certificates with it):
+    key usage, and subject and authority key identifiers. Python 3.13's default
+    context verifies in OpenSSL's strict mode, which refuses a certificate issued
+    by a CA without an authority key identifier.
+    """
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = dt.datetime.now(dt.UTC)
+    signer_key = issuer[1] if issuer else key
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(_name(subject))
+        .issuer_name(issuer[0].subject if issuer else _name(subject))
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(
+            digital_signature=not ca, key_encipherment=not ca, key_cert_sign=ca, crl_sign=ca,
+            content_commitment=False, data_encipherment=False, key_agreement=False,
+            encipher_only=False, decipher_only=False,
+        ), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(signer_key.public_key()),
+            critical=False,
+        )
+    )  # fmt: skip
+    if not ca:
+        san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+        builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)
+        builder = builder.add_extension(x509.ExtendedKeyUsage(usage or []), critical=False)
+    cert = builder.sign(signer_key, hashes.SHA256())
+    (folder / f"{stem}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (folder / f"{stem}.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert, key
+
+
+@dataclass
+class Pki:
+    folder: Path
+
+    def path(self, name: str) -> str:
+        return str(self.folder / name)
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
+    """A CA, a server certificate, a client certificate, and a stranger CA."""
+    folder = tmp_path_factory.mktemp("pki")
+    ca = _issue(folder, "ca", "skf test CA", None, ca=True)
+    # etcd's gateway dials its own gRPC port with the server certificate as a client's.
+    both = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+    _issue(folder, "server", "127.0.0.1", ca, usage=both)
+    _issue(folder, "client", "skf-agent", ca, usage=[ExtendedKeyUsageOID.CLIENT_AUTH])
+    _issue(folder, "stranger-ca", "another CA", None, ca=True)
+    return Pki(folder)
 
 
 # --- Interrupts, delivered where a real signal would land ----------------------------
@@ -418,10 +601,50 @@ def watching(skf: ModuleType, monkeypatch) -> threading.Event:
 
 
 @pytest.fixture
+def counted_tries(skf: ModuleType, monkeypatch) -> list[bool]:
+    """Each try a waiter (an owner "wf:waiter:...") makes, as whether it took the lock."""
+    tries: list[bool] = []
+    real = skf._take_in
+
+    def counting(store: object, owner: str, *args: object, **kwargs: object) -> dict:
+        result = real(store, owner, *args, **kwargs)
+        if owner.startswith("wf:waiter:"):
+            tries.append(result["acquired"])
+        return result
+
+    monkeypatch.setattr(skf, "_take_in", counting)
+    return tries
+
+
+@pytest.fixture
 def no_beats(skf: ModuleType, monkeypatch) -> None:
     """Places in line that need no keeping alive: a waiter wakes only for what it watches."""
     monkeypatch.setattr(skf, "_PLACE_TTL_SEC", 3600.0)
     monkeypatch.setattr(skf, "_BEAT_SEC", 3600.0)
+
+
+def served_after_a_release(cli: Callable[..., Run], lock: str) -> dict[str, Any]:
+    """A holder takes ``lock``; a waiter process (``acquire --wait``, as "wf:waiter:1")
+    gets into line (seen by ``status``) and takes the lock once the holder releases:
+    the waiter's JSON answer. Credentials come from the environment, as set."""
+    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+    waiter = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:waiter:1",
+         "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while cli("status", "--lock", lock).json["waiting"] == []:
+            assert time.monotonic() < deadline, "the waiter never got into line"
+            time.sleep(0.05)
+        assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
+        out, err = waiter.communicate(timeout=60)
+    finally:
+        waiter.kill()
+        waiter.communicate()
+    assert waiter.returncode == 0, err
+    answer: dict[str, Any] = json.loads(out)
+    return answer
 
 
 def waiter_thread(skf: ModuleType, lock: str, owner: str) -> tuple[threading.Thread, list]:

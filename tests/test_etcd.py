@@ -177,8 +177,8 @@ def test_a_bad_address_is_exit_1(main, address: str, words: str) -> None:
 
 @pytest.mark.parametrize(
     "address",
-    ["redis://127.0.0.1:6379/x", "rediss://h:6380/x", "consul://127.0.0.1:8500/x",
-     "etdc://127.0.0.1:2379/x", "ETCD://127.0.0.1:2379/x", "redis://user:pw@h:1/x"],
+    ["valkey://127.0.0.1:6379/x", "REDIS://h:6380/x", "consul://127.0.0.1:8500/x",
+     "etdc://127.0.0.1:2379/x", "ETCD://127.0.0.1:2379/x", "consul://user:pw@h:1/x"],
 )  # fmt: skip
 @pytest.mark.parametrize("command", ["acquire", "status", "release"])
 def test_an_address_of_an_unknown_scheme_is_exit_1_and_never_a_file(
@@ -491,22 +491,6 @@ def test_a_call_rides_out_an_election_within_its_deadline(cli, monkeypatch, elec
 
 
 # --- Waiting on etcd: a watch, not a poll ----------------------------------------------
-
-
-@pytest.fixture
-def counted_tries(skf: ModuleType, monkeypatch) -> list[bool]:
-    """Each try a waiter (an owner "wf:waiter:...") makes, as whether it took the lock."""
-    tries: list[bool] = []
-    real = skf._take_in
-
-    def counting(store: object, owner: str, *args: object, **kwargs: object) -> dict:
-        result = real(store, owner, *args, **kwargs)
-        if owner.startswith("wf:waiter:"):
-            tries.append(result["acquired"])
-        return result
-
-    monkeypatch.setattr(skf, "_take_in", counting)
-    return tries
 
 
 def test_a_waiter_wakes_when_the_holder_releases(

@@ -174,3 +174,108 @@ def test_no_etcd_answer_crashes_a_call(tmp_path: Path, fuzz_long: bool) -> None:
             count += 1
     assert count >= 8 * 15
     run_driver("etcd", cases, timeout=None if fuzz_long else 580)
+
+
+# --- Redis: what its server answers, and what is stored on it ---------------------------
+
+# Every shape of answer the Redis store reads: statuses, numbers, nil, a record, a line
+# of tickets, EXEC's answer (holding LRANGE's), an error.
+RESP_SHAPES = {
+    "status": b"+OK\r\n",
+    "number": b":3599000\r\n",
+    "nil": b"$-1\r\n",
+    "record": b"$%d\r\n%b\r\n" % (len(FILE_SHAPES["record"]), FILE_SHAPES["record"]),
+    "line": b"*2\r\n$16\r\n0123456789abcdef\r\n$16\r\nfedcba9876543210\r\n",
+    "exec": b"*3\r\n+OK\r\n:1\r\n*1\r\n$2\r\nab\r\n",
+    "null-exec": b"*-1\r\n",
+    "error": b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+}
+
+
+def test_no_resp_answer_crashes_the_reader(skf, fuzz_long: bool) -> None:
+    """Every prefix and change of every answer, and random bytes: the reader returns an
+    answer, wants more bytes, or says the answer is not RESP; nothing else."""
+    count = 0
+    cases = [m for shape in RESP_SHAPES.values() for m in mutations(shape, fuzz_long)]
+    for data in [*cases, *random_bytes(2000, 20)]:
+        connection = object.__new__(skf._RespConnection)
+        connection.received = bytearray(data)
+        try:
+            connection._parse(0, 0)
+        except (ValueError, skf._Incomplete):
+            pass
+        count += 1
+    assert count > 2000
+
+
+@pytest.mark.parametrize(
+    ("answer", "words"),
+    [
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "is this Redis's port?"),
+        (b"$99999999999\r\n", "is this Redis's port?"),
+        (b"*1\r\n" * 10, "is this Redis's port?"),  # nested deeper than any answer
+        (b":12x\r\n", "is this Redis's port?"),
+        (b"+" + b"x" * 5000, "a line too long"),
+        (b"$5\r\nab", "the connection closed mid-answer"),
+    ],
+)
+def test_a_broken_answer_is_exit_2_saying_what_was_wrong(cli, monkeypatch, answer, words) -> None:
+    """A server that answers every request with ``answer`` and hangs up."""
+    import socket
+    import threading
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    server.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                connection, _ = server.accept()
+            except OSError:
+                continue
+            with connection:
+                connection.recv(65536)
+                connection.sendall(answer)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "0.5")
+    try:
+        lock = f"redis://127.0.0.1:{server.getsockname()[1]}/locks/x"
+        for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
+            run = cli(argv[0], "--lock", lock, *argv[1:])
+            assert run.code == 2 and run.out == "" and words in run.error, (argv, run)
+            assert "Redis could not be reached within 0.5 s" in run.error
+    finally:
+        done.set()
+        thread.join()
+        server.close()
+
+
+def test_no_value_stored_on_redis_crashes_a_call(redis, tmp_path: Path) -> None:
+    """Any bytes at the lock's key, its last holder, its line and places in it: every
+    command, in a fresh interpreter, ends 0, 2 or 3 with one JSON line."""
+    client = redis.client()
+    rng = random.Random(21)
+    values = [*mutations(FILE_SHAPES["record"], False), *random_bytes(40, 22)]
+    for n, value in enumerate(rng.sample(values, 12)):
+        key = f"skf-tests/fuzz/{n}"
+        base = "{" + key + "}"
+        client.set(key, value) if n % 3 else client.set(base + "\0last", value)
+        client.rpush(base + "\0line", value[:40], "0123456789abcdef")
+        client.set(base + "\0wait\0" + "0123456789abcdef", value, px=3000)
+        lock = redis.url(key)
+        for argv in (
+            ["status"], ["acquire", "--owner", "wf:sk:1"], ["acquire", "--owner", "wf:w:1",
+            "--wait", "0.2"], ["release", "--owner", "wf:sk:1"],
+        ):  # fmt: skip
+            done = subprocess.run(
+                [sys.executable, str(SCRIPT), argv[0], "--lock", lock, *argv[1:]],
+                capture_output=True, text=True, timeout=30, check=False,
+            )  # fmt: skip
+            assert done.returncode in (0, 2, 3), (value, argv, done.stderr)
+            printed = (done.stdout or done.stderr).splitlines()
+            assert len(printed) == 1 and isinstance(json.loads(printed[0]), dict), (value, done)

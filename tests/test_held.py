@@ -1,4 +1,4 @@
-"""held(): a lock held for a with block, renewed from a daemon thread, on both stores."""
+"""held(): a lock held for a with block, renewed from a daemon thread, on every store."""
 
 from __future__ import annotations
 
@@ -25,10 +25,12 @@ def holder(skf: ModuleType, lock: str) -> str | None:
 
 
 @pytest.mark.timeout(60)
-def test_a_block_outliving_several_timeouts_keeps_the_lock(skf, tmp_path, etcd_lock) -> None:
-    """On both stores at once: blocks of 8 s with a 3 s timeout, each against a process
+def test_a_block_outliving_several_timeouts_keeps_the_lock(
+    skf, tmp_path, etcd_lock, redis_lock
+) -> None:
+    """On every store at once: blocks of 8 s with a 3 s timeout, each against a process
     that tries to take its lock several times a second."""
-    locks = [str(tmp_path / "locks" / "held.lock"), etcd_lock]
+    locks = [str(tmp_path / "locks" / "held.lock"), etcd_lock, redis_lock]
     rivals = [contend(lock, 6.5) for lock in locks]
     failures: list[BaseException] = []
 
@@ -98,6 +100,19 @@ def test_a_revoked_etcd_lease_is_a_lost_lock(skf, etcd, etcd_lock: str) -> None:
             time.sleep(0.1)
     assert lost.value.held_by is None and "no run holds it now" in str(lost.value)
     assert holder(skf, etcd_lock) is None  # the lost lock was not taken back
+
+
+@pytest.mark.timeout(60)
+def test_a_redis_record_deleted_under_a_block_is_a_lost_lock(skf, redis, redis_lock: str) -> None:
+    key = redis_lock.split("/", 3)[3]
+    with pytest.raises(skf.LockLost) as lost, skf.held(redis_lock, "wf:held", SHORT) as lease:
+        assert redis.client().delete(key) == 1
+        deadline = time.monotonic() + 10
+        while not lease.lost:
+            assert time.monotonic() < deadline, "the deleted record was never noticed"
+            time.sleep(0.1)
+    assert lost.value.held_by is None and "no run holds it now" in str(lost.value)
+    assert holder(skf, redis_lock) is None  # the lost lock was not taken back
 
 
 def test_a_busy_lock_raises_lock_busy_on_entering(skf, tmp_path: Path) -> None:

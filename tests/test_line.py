@@ -1,6 +1,6 @@
 """Waiting in line: first come, first served on every store, proven with real processes.
 
-Every test runs on a file and on a real etcd (``any_lock``). Waiters are real
+Every test runs on a file, on a real etcd and on a real Redis (``any_lock``). Waiters are real
 processes: the CLI (``acquire --wait``, ``run --wait``), and library callers
 (``acquire_within``, ``held(wait=...)``) in tests/worker.py.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import ROOT, SCRIPT, WORKER, etcd_post, posix_only, reaped
+from conftest import ROOT, SCRIPT, WORKER, etcd_post, posix_only, reaped, redis_keys
 from test_acquire import ACQUIRE_KEYS
 
 APPEND = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))"
@@ -55,7 +55,9 @@ def in_line(skf: ModuleType, lock: str) -> list[str]:
 
 def left_behind(lock: str) -> list[str]:
     """What the lock's store holds of it: the names in a file lock's folder, or the keys
-    under an etcd lock's key (its record, last holder and places in line)."""
+    of a server's lock (its record, last holder, line and places in line)."""
+    if lock.startswith("redis://"):
+        return redis_keys(lock)
     if not lock.startswith("etcd://"):
         folder = Path(lock).parent
         return sorted(os.listdir(folder)) if folder.exists() else []
@@ -286,6 +288,7 @@ OLD_SCRIPT = ROOT / "tests" / "fixtures" / "skf-run-lock-1.2.0.py"
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("any_lock", ["file", "etcd"], indirect=True)  # 1.2.0 knows no Redis
 def test_older_versions_barging_in_never_make_two_holders(
     any_lock: str, tmp_path: Path, procs
 ) -> None:

@@ -86,16 +86,17 @@ def contend(lock: str, seconds: float, env: dict[str, str] | None = None) -> sub
 
 @pytest.mark.timeout(90)
 def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
-    tmp_path: Path, etcd_lock: str, short_token_etcd: Etcd
+    tmp_path: Path, etcd_lock: str, short_token_etcd: Etcd, redis_lock: str
 ) -> None:
     """On every store at once (a file; etcd; etcd whose auth tokens live 2 s, so that
-    renewals must authenticate anew), a run of 8 s with a 3 s timeout while two
+    renewals must authenticate anew; Redis), a run of 8 s with a 3 s timeout while two
     processes per lock try to take it several times a second."""
     token_env = {**os.environ, "ETCDCTL_USER": "root:root-pw"}
     stores = {
         "file": (str(tmp_path / "locks" / "run.lock"), None),
         "etcd": (etcd_lock, None),
         "etcd, 2 s tokens": (short_token_etcd.url("locks/token"), token_env),
+        "redis": (redis_lock, None),
     }
     runs = {}
     for name, (lock, env) in stores.items():
@@ -128,7 +129,7 @@ def test_status_during_a_run_names_the_runs_owner(any_lock: str, tmp_path: Path)
     status_line, owner = out.read_text().splitlines()
     status = json.loads(status_line)
     assert status["state"] == "held" and status["held_by"] == owner and owner.startswith("wf:run:")
-    assert status["lock"] == (any_lock if any_lock.startswith("etcd") else str(Path(any_lock)))
+    assert status["lock"] == (any_lock if "://" in any_lock else str(Path(any_lock)))
 
 
 # --- What the command sees and gives back ---------------------------------------------

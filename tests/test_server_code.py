@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from types import FunctionType, ModuleType
 
+import pytest
 from conftest import ROOT, SCRIPT, load_script
 
 # Runs the script as `python3 skf-run-lock.py ARGS` does, and prints on exit the file
@@ -33,9 +34,9 @@ runpy.run_path(script, run_name="__main__")
 """
 
 
-def compiled_by_cli(*args: str) -> tuple[int, list[str]]:
-    """The exit code of a CLI call in a fresh process, and what it compiled beyond the
-    script itself (file names)."""
+def compiled_by_cli(*args: str) -> tuple[int, list[str], str]:
+    """The exit code of a CLI call in a fresh process, what it compiled beyond the script
+    itself (file names), and the last line it wrote to stderr before that list."""
     done = subprocess.run(
         [sys.executable, "-c", RECORD_COMPILES, str(SCRIPT), *args],
         capture_output=True,
@@ -43,7 +44,8 @@ def compiled_by_cli(*args: str) -> tuple[int, list[str]]:
         timeout=30,
         check=False,
     )
-    return done.returncode, json.loads(done.stderr.strip().splitlines()[-1])
+    lines = done.stderr.strip().splitlines()
+    return done.returncode, json.loads(lines[-1]), lines[-2] if len(lines) > 1 else ""
 
 
 def test_a_file_lock_call_compiles_nothing_but_the_script(tmp_path: Path) -> None:
@@ -54,52 +56,71 @@ def test_a_file_lock_call_compiles_nothing_but_the_script(tmp_path: Path) -> Non
         ("status", [], 3),
         ("release", owner, 0),
     ):
-        code, compiled = compiled_by_cli(command, "--lock", lock, *more)
+        code, compiled, _ = compiled_by_cli(command, "--lock", lock, *more)
         assert (command, code, compiled) == (command, expected, [])  # status 3: held
 
 
-def test_a_call_naming_an_etcd_lock_compiles_the_etcd_code_from_the_script() -> None:
-    # A malformed etcd address is refused by the etcd store itself, so it compiles its
-    # code, and needs no server.
-    code, compiled = compiled_by_cli("status", "--lock", "etcd://no-port/x")
-    assert (code, compiled) == (1, [str(SCRIPT)])
+@pytest.mark.parametrize("address", ["etcd://no-port/x", "redis://h:99999/x"])
+def test_a_call_naming_a_servers_lock_compiles_its_code_from_the_script(address: str) -> None:
+    # A malformed address is refused by the store itself, so it compiles its code
+    # (the shared part, then the store's), and needs no server.
+    code, compiled, error = compiled_by_cli("status", "--lock", address)
+    assert (code, compiled) == (1, [str(SCRIPT), str(SCRIPT)])
+    assert json.loads(error)["message"].startswith("the ")  # its own refusal, no traceback
 
 
-def test_a_library_call_on_a_file_lock_leaves_the_etcd_code_uncompiled(tmp_path: Path) -> None:
+# Each server store's code (its text, and the function that compiles it), and a class
+# it defines; the shared code too.
+SOURCES = {
+    "net": ("_NET_SOURCE", "_net_code", "_Connection"),
+    "etcd": ("_ETCD_SOURCE", "_etcd_code", "_EtcdStore"),
+    "redis": ("_REDIS_SOURCE", "_redis_code", "_RedisStore"),
+}
+
+
+def test_a_library_call_compiles_only_the_code_of_the_store_it_names(tmp_path: Path) -> None:
     fresh = load_script("skf_run_lock_fresh")
+    compiled = lambda: {name for name, (_, _, c) in SOURCES.items() if c in vars(fresh)}  # noqa: E731
     fresh.acquire(tmp_path / "a.lock", "wf:skill:1", 60)
     fresh.status(tmp_path / "a.lock", 60)
     fresh.release(tmp_path / "a.lock", "wf:skill:1")
-    assert "_EtcdStore" not in vars(fresh)
-    try:
+    assert compiled() == set()
+    with pytest.raises(ValueError, match="port"):
+        fresh.status("redis://h:99999/x", 60)
+    assert compiled() == {"net", "redis"}
+    with pytest.raises(ValueError, match="HOST:PORT"):
         fresh.status("etcd://no-port/x", 60)
-    except ValueError:
-        pass
-    assert "_EtcdStore" in vars(fresh)
+    assert compiled() == {"net", "redis", "etcd"}
 
 
-def functions_of_the_etcd_code(skf: ModuleType) -> list[FunctionType]:
-    """Every function the etcd code defines: its module-level ones and its methods."""
+def functions_of(skf: ModuleType, source: str, compiler: str) -> list[FunctionType]:
+    """Every function the code of ``source`` defines: module-level ones and methods."""
     found: list[FunctionType] = []
     names = [name for name, value in vars(skf).items() if inspect.isclass(value)]
     for value in [*vars(skf).values(), *(m for n in names for m in vars(vars(skf)[n]).values())]:
         function = value.__func__ if isinstance(value, staticmethod) else value
+        if isinstance(function, property):
+            function = function.fget
         if isinstance(function, FunctionType) and function.__code__.co_filename == str(SCRIPT):
             found.append(function)
-    first = skf._etcd_code.__code__.co_firstlineno - 3 - skf._ETCD_SOURCE.count("\n")
-    return [
-        f
-        for f in found
-        if first < f.__code__.co_firstlineno < skf._etcd_code.__code__.co_firstlineno
-    ]
+    end = getattr(skf, compiler).__code__.co_firstlineno
+    first = end - 3 - getattr(skf, source).count("\n")
+    return [f for f in found if first < f.__code__.co_firstlineno < end]
 
 
-def test_the_etcd_code_keeps_its_line_numbers(skf: ModuleType) -> None:
+@pytest.mark.parametrize(
+    ("store", "some"),
+    [
+        ("net", {"_seconds_left", "_tls_context", "_place_of", "_find", "_receive"}),
+        ("etcd", {"post", "look", "wait", "_wait_place", "send", "_etcd_duration"}),
+        ("redis", {"call", "look", "wait", "_rung", "_parse", "_slot_base", "code"}),
+    ],
+)
+def test_the_server_code_keeps_its_line_numbers(skf: ModuleType, store: str, some: set) -> None:
     lines = SCRIPT.read_text(encoding="utf-8").split("\n")
-    functions = functions_of_the_etcd_code(skf)
-    assert {"post", "look", "wait", "_wait_place", "send", "_etcd_duration"} <= {
-        f.__name__ for f in functions
-    }
+    source, compiler, _ = SOURCES[store]
+    functions = functions_of(skf, source, compiler)
+    assert some <= {f.__name__ for f in functions}
     for function in functions:
         line = lines[function.__code__.co_firstlineno - 1].strip()
         assert line.startswith(("@", f"def {function.__name__}(")), (function, line)
@@ -118,17 +139,21 @@ def test_unfolding_changes_only_the_lines_that_open_and_close_the_text() -> None
     before, after = text.split("\n"), unfold_tool().unfolded(text).split("\n")
     changed = [(b, a) for b, a in zip(before, after, strict=True) if b != a]
     assert changed == [
-        ("_ETCD_SOURCE = r'''", '_ETCD_SOURCE = ""  # unfolded: its code follows as plain code'),
-        ("'''", "# end of _ETCD_SOURCE"),
+        (f"{name} = r'''", f'{name} = ""  # unfolded: its code follows as plain code')
+        if at == 0
+        else ("'''", f"# end of {name}")
+        for name, _, _ in SOURCES.values()
+        for at in (0, 1)
     ]
 
 
-def test_the_unfolded_script_defines_the_etcd_store_as_plain_code(tmp_path: Path) -> None:
+def test_the_unfolded_script_defines_the_server_stores_as_plain_code(tmp_path: Path) -> None:
     unfolded = tmp_path / "unfolded.py"
     unfolded.write_text(unfold_tool().unfolded(SCRIPT.read_text(encoding="utf-8")))
     spec = importlib.util.spec_from_file_location("unfolded", unfolded)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module._ETCD_SOURCE == ""
-    assert inspect.isclass(module._EtcdStore) and inspect.isclass(module._HttpConnection)
+    for source, _, cls in SOURCES.values():
+        assert getattr(module, source) == ""
+        assert inspect.isclass(getattr(module, cls))

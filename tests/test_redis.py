@@ -1,0 +1,605 @@
+"""Locks on Redis: the same commands, outputs and guarantees as files and etcd, against a
+real redis-server.
+
+The server is the system's redis-server (CI installs Debian's), started by the fixtures
+in conftest.py on free loopback ports and stopped by its process id. The contract and
+the line of waiters run on Redis too, through ``any_lock`` (test_line.py, test_held.py,
+test_run.py); this file holds what is Redis's own: where the keys live and when they
+expire, addresses and settings, failures of the server, and waking without polling.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from conftest import (
+    Pki,
+    Redis,
+    Run,
+    assert_exclusive_counter,
+    assert_one_winner_of_a_race,
+    free_port,
+    joined,
+    redis_keys,
+    served_after_a_release,
+    start_redis,
+    waiter_thread,
+)
+
+
+def key_of(address: str) -> str:
+    return address.split("/", 3)[3]
+
+
+def record_of(skf: ModuleType, owner: str, since: float, stale_after: float) -> bytes:
+    return skf._record_bytes(owner, int(since), stale_after)
+
+
+# --- Where the lock lives, and when it ends ----------------------------------------------
+
+
+def test_the_record_lives_at_key_expiring_after_the_holders_timeout(
+    skf: ModuleType, redis: Redis, redis_lock: str
+) -> None:
+    taken = skf.acquire(redis_lock, "wf:sk:r1", 600.0)
+    client, key = redis.client(), key_of(redis_lock)
+    stored = client.get(key)
+    assert json.loads(stored) == {
+        "owner": "wf:sk:r1", "acquired_at": taken["held_since"], "stale_after_seconds": 600,
+        "tool": "skf-run-lock",
+    }  # fmt: skip
+    assert 599_000 < client.pttl(key) <= 600_000
+    # The last holder's record: the same bytes, kept without expiry, in KEY's hash slot.
+    assert client.get("{" + key + "}\0last") == stored and client.pttl("{" + key + "}\0last") == -1
+    assert redis_keys(redis_lock) == ["", "\0last"]
+
+
+def test_a_renewal_resets_the_expiry(skf: ModuleType, redis: Redis, redis_lock: str) -> None:
+    skf.acquire(redis_lock, "wf:sk:r1", 600.0)
+    renewed = skf.acquire(redis_lock, "wf:sk:r1", 30.0)
+    assert renewed["refreshed"] and renewed["stale_after_minutes"] == 0.5
+    assert 29_000 < redis.client().pttl(key_of(redis_lock)) <= 30_000
+
+
+def test_a_timeout_in_milliseconds_expires_in_milliseconds(
+    skf: ModuleType, redis: Redis, redis_lock: str
+) -> None:
+    skf.acquire(redis_lock, "wf:sk:r1", 0.25)
+    assert 0 < redis.client().pttl(key_of(redis_lock)) <= 250
+
+
+def test_an_expired_record_is_stale_and_reported_as_replaced(
+    skf: ModuleType, redis_lock: str
+) -> None:
+    """The server's clock ends it: no caller's clock or timeout is asked."""
+    skf.acquire(redis_lock, "wf:crashed:1", 0.3)
+    assert skf.status(redis_lock, 3600.0)["state"] == "held"
+    deadline = time.monotonic() + 30
+    while (status := skf.status(redis_lock, 3600.0))["state"] != "stale":
+        assert time.monotonic() < deadline, status
+        time.sleep(0.05)
+    assert status["held_by"] == "wf:crashed:1"
+    taken = skf.acquire(redis_lock, "wf:next:1", 3600.0)
+    assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:crashed:1"
+
+
+def test_only_the_owner_releases_and_a_release_leaves_nothing(
+    skf: ModuleType, redis_lock: str
+) -> None:
+    skf.acquire(redis_lock, "wf:sk:r1", 600.0)
+    kept = skf.release(redis_lock, "wf:sk:r2")
+    assert (kept["released"], kept["reason"], kept["held_by"]) == (False, "not-owner", "wf:sk:r1")
+    assert redis_keys(redis_lock) == ["", "\0last"]
+    assert skf.release(redis_lock, "wf:sk:r1")["released"]
+    assert redis_keys(redis_lock) == []
+    absent = skf.release(redis_lock, "wf:sk:r1")
+    assert (absent["released"], absent["reason"]) == (False, "absent")
+
+
+def test_a_value_that_is_no_record_names_no_owner(
+    skf: ModuleType, redis: Redis, redis_lock: str
+) -> None:
+    redis.client().set(key_of(redis_lock), b"written by some other tool")
+    refused = skf.acquire(redis_lock, "wf:sk:r", 60.0)
+    assert (refused["acquired"], refused["held_by"]) == (False, None)
+    assert "clear it with" not in refused["message"]
+    assert f"redis-cli -h 127.0.0.1 -p {redis.port} DEL" in refused["message"]
+    assert skf.release(redis_lock, "wf:sk:r")["reason"] == "not-owner"
+    assert skf.status(redis_lock, 60.0)["state"] == "held"
+    assert redis.client().get(key_of(redis_lock)) == b"written by some other tool"
+
+
+def test_a_record_without_expiry_goes_stale_by_its_own_time(
+    skf: ModuleType, redis: Redis, redis_lock: str
+) -> None:
+    """A record set by hand (or by another tool) without an expiry is judged as a file's."""
+    old = record_of(skf, "wf:by-hand:1", time.time() - 120, 60.0)
+    redis.client().set(key_of(redis_lock), old)
+    assert skf.status(redis_lock, 3600.0)["state"] == "stale"
+    taken = skf.acquire(redis_lock, "wf:next:1", 600.0)
+    assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:by-hand:1"
+
+
+def test_a_key_of_another_type_is_exit_2_and_left_alone(cli, redis: Redis, redis_lock: str) -> None:
+    redis.client().rpush(key_of(redis_lock), b"someone's list")
+    for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
+        run = cli(argv[0], "--lock", redis_lock, *argv[1:])
+        assert run.code == 2 and "holds another type of value" in run.error, run
+        assert "redis-cli -h 127.0.0.1" in run.error
+    assert redis.client().lrange(key_of(redis_lock), 0, -1) == [b"someone's list"]
+
+
+@pytest.mark.parametrize("key", ["locks/plain", "locks/{team}/x", "a{b", "{a}{b}"])
+def test_every_key_of_a_lock_shares_its_hash_slot(
+    skf: ModuleType, redis: Redis, cli, key: str
+) -> None:
+    """On a Redis Cluster a transaction must stay in one slot: the record at KEY, and
+    the last holder, the line and every place in it, by KEY's hash tag or ``{KEY}``."""
+    from redis.crc import key_slot
+
+    lock = redis.url(key)
+    client = redis.client()
+    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
+    waited: list[Run] = []
+    waiter = threading.Thread(
+        target=lambda: waited.append(
+            cli("acquire", "--lock", lock, "--owner", "wf:w:1", "--wait", "20")
+        )
+    )
+    waiter.start()
+    deadline = time.monotonic() + 30
+    mine = (key.encode(), b"{" + key.encode())
+    while len(names := [n for n in client.scan_iter(count=1000) if n.startswith(mine)]) < 4:
+        assert time.monotonic() < deadline, names
+        time.sleep(0.02)
+    assert {key_slot(n) for n in names} == {key_slot(key.encode())}
+    assert skf.release(lock, "wf:holder:1")["released"]  # the waiter's turn
+    waiter.join(timeout=30)
+    assert waited[0].code == 0 and skf.release(lock, "wf:w:1")["released"]
+
+
+# --- Addresses and settings ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("address", "words"),
+    [
+        ("redis://127.0.0.1:6379/", "redis://HOST[:PORT]/KEY"),
+        ("redis://127.0.0.1:6379", "redis://HOST[:PORT]/KEY"),
+        ("redis:///k", "redis://HOST[:PORT]/KEY"),
+        ("redis://h:x/k", "redis://HOST[:PORT]/KEY"),
+        ("redis://@h/k", "redis://HOST[:PORT]/KEY"),
+        ("rediss://h h/k", "rediss://HOST[:PORT]/KEY"),
+        ("redis://127.0.0.1:99999/k", "not from 1 to 65535"),
+        ("redis://127.0.0.1:0/k", "not from 1 to 65535"),
+        ("redis://h/a}b", "no hash tag"),
+        ("redis://h/{}x", "no hash tag"),
+        ("redis://h/x{}y{z}", "no hash tag"),
+        ("redis://user:pw@h/k", "set REDISCLI_AUTH"),
+        ("redis://:pw@h/k", "set REDISCLI_AUTH"),
+    ],
+)
+@pytest.mark.parametrize("command", ["acquire", "status", "release"])
+def test_a_bad_address_is_exit_1_and_touches_nothing(  # noqa: PLR0917
+    cli, tmp_path: Path, monkeypatch, address: str, words: str, command: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    owner = ["--owner", "wf:sk:r"] if command != "status" else []
+    run = cli(command, "--lock", address, *owner, timeout=10)
+    assert run.code == 1 and words in run.error and run.out == "", run
+    assert "pw" not in run.err and os.listdir(tmp_path) == []
+
+
+def test_a_key_with_a_nul_is_refused(skf: ModuleType) -> None:
+    with pytest.raises(ValueError, match="must not contain a NUL character"):
+        skf.status("redis://127.0.0.1/a\0b", 60.0)
+
+
+@pytest.mark.parametrize(
+    ("address", "endpoint", "user"),
+    [
+        ("redis://h/k", "h:6379", ""),
+        ("redis://h:6380/k", "h:6380", ""),
+        ("rediss://agent@[::1]:6380/locks/x", "[::1]:6380", "agent"),
+        ("redis://10.0.0.1/a/b/c", "10.0.0.1:6379", ""),
+    ],
+)
+def test_an_address_names_host_port_user_and_key(
+    skf: ModuleType, address: str, endpoint: str, user: str
+) -> None:
+    store = skf._store_for(address)
+    assert (store.endpoint, store.user, store.lock) == (endpoint, user, address)
+    assert store.key == address.split("/", 3)[3].encode()
+    assert store.tls == address.startswith("rediss")
+
+
+@pytest.mark.parametrize("text", ["5 s", "-1", "0", "1e3", "inf", "nan", "86401", "s"])
+def test_a_bad_timeout_setting_is_exit_1(main, monkeypatch, redis_lock: str, text: str) -> None:
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", text)
+    run = main("status", "--lock", redis_lock)
+    assert run.code == 1 and "SKF_REDIS_TIMEOUT must be a number of seconds" in run.error
+
+
+def test_unreachable_redis_is_exit_2_within_the_timeout(cli, monkeypatch) -> None:
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "0.5")
+    started = time.monotonic()
+    run = cli("acquire", "--lock", f"redis://127.0.0.1:{free_port()}/k", "--owner", "wf:sk")
+    assert run.code == 2 and run.out == ""
+    assert "Redis could not be reached within 0.5 s (SKF_REDIS_TIMEOUT)" in run.error
+    assert time.monotonic() - started < 10
+
+
+@pytest.fixture
+def silent_server() -> tuple[socket.socket, int]:
+    """A port that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(16)
+    yield server, server.getsockname()[1]
+    server.close()
+
+
+def test_a_hung_server_never_holds_a_call_past_its_deadline(cli, monkeypatch, silent_server):
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")
+    _, port = silent_server
+    for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
+        run = cli(argv[0], "--lock", f"redis://127.0.0.1:{port}/k", *argv[1:], timeout=20)
+        assert run.code == 2 and "within 1 s (SKF_REDIS_TIMEOUT)" in run.error, run
+
+
+# --- Failures of the server ----------------------------------------------------------------
+
+
+def test_a_restart_within_the_deadline_is_ridden_out(skf: ModuleType, tmp_path: Path) -> None:
+    """A call made while the server restarts retries until it answers, within 5 s."""
+    server = start_redis(tmp_path)
+    lock = server.url("locks/restart")
+    try:
+        assert skf.acquire(lock, "wf:sk:1", 600.0)["acquired"]
+        server.stop()
+        restarted: list[Redis] = []
+        timer = threading.Timer(
+            0.5, lambda: restarted.append(start_redis(tmp_path, port=server.port))
+        )
+        timer.start()
+        status = skf.status(lock, 60.0)  # nothing persisted: the lock went with the server
+        timer.join()
+        assert status["state"] == "free"
+    finally:
+        server.stop()
+        for each in restarted:
+            each.stop()
+
+
+def test_redis_stopped_mid_wait_is_exit_2_and_nothing_hangs(cli, tmp_path: Path, monkeypatch):
+    import subprocess
+    import sys
+
+    from conftest import SCRIPT
+
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")
+    server = start_redis(tmp_path)
+    lock = server.url("locks/stopped")
+    try:
+        assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+        waiter = subprocess.Popen(
+            [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:w:1",
+             "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 30
+        while not cli("status", "--lock", lock).json["waiting"]:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        server.stop()
+        out, err = waiter.communicate(timeout=30)
+        assert waiter.returncode == 2 and out == ""
+        assert "Redis could not be reached within 1 s" in json.loads(err)["message"]
+    finally:
+        server.stop()
+
+
+def test_a_connection_lost_between_read_and_change_applies_nothing(
+    skf: ModuleType, redis: Redis, redis_lock: str
+) -> None:
+    """The WATCH lives on the connection that read: on another, the transaction would
+    not be guarded, so the change is refused and read again."""
+    store = skf._store_for(redis_lock)
+    try:
+        look = store.read()
+        store._drop()
+        store.look()  # the next request opens a new connection, which watches nothing
+        data = skf._record_bytes("wf:sk:1", int(time.time()), 60.0)
+        assert store.apply(look, data, 60.0, "wf:sk:1") is False
+        assert redis_keys(redis_lock) == []
+    finally:
+        store.close()
+
+
+def test_a_change_racing_a_write_after_its_read_applies_nothing(
+    skf: ModuleType, redis: Redis, redis_lock: str
+) -> None:
+    store = skf._store_for(redis_lock)
+    try:
+        look = store.read()
+        redis.client().set(key_of(redis_lock), record_of(skf, "wf:other:1", time.time(), 60.0))
+        data = skf._record_bytes("wf:sk:1", int(time.time()), 60.0)
+        assert store.apply(look, data, 60.0, "wf:sk:1") is False
+    finally:
+        store.close()
+    assert skf.status(redis_lock, 60.0)["held_by"] == "wf:other:1"
+
+
+@pytest.mark.timeout(300)
+def test_mutual_exclusion_on_redis_8_processes_50_rounds(redis_lock: str, tmp_path, worker):
+    assert_exclusive_counter(redis_lock, tmp_path, worker, 8, 50)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("attempt", range(2))
+def test_an_expired_record_race_has_exactly_one_winner(
+    skf: ModuleType, redis_lock: str, tmp_path: Path, attempt: int
+) -> None:
+    skf.acquire(redis_lock, "wf:crashed:1", 0.5)
+    time.sleep(0.6)
+    assert_one_winner_of_a_race(redis_lock, tmp_path, "wf:crashed:1")
+
+
+# --- Waiting without polling -------------------------------------------------------------
+
+
+@pytest.fixture
+def blocked(skf: ModuleType, monkeypatch) -> threading.Event:
+    """Set once a waiter sits blocked on its bell."""
+    event = threading.Event()
+    real = skf._RedisStore._rung
+
+    def rung(self: object, bell: object, ticket: str, until: float) -> bool:
+        event.set()
+        return real(self, bell, ticket, until)
+
+    monkeypatch.setattr(skf._RedisStore, "_rung", rung)
+    return event
+
+
+def test_a_waiter_wakes_when_the_holder_releases(
+    skf, redis_lock, no_beats, counted_tries, blocked
+) -> None:
+    """Only the release's message can wake it: no time limit, no poll."""
+    skf.acquire(redis_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
+    assert blocked.wait(timeout=30)
+    time.sleep(0.3)
+    assert counted_tries == [False]
+    assert skf.release(redis_lock, "wf:holder:1")["released"]
+    result = joined(thread, outcome)
+    assert result["acquired"] and result["owner"] == "wf:waiter:1"
+    assert counted_tries == [False, True]  # refused and in line; the take after the release
+
+
+def test_a_waiter_wakes_when_the_holders_record_expires(
+    skf, redis_lock, no_beats, counted_tries, blocked
+) -> None:
+    """An expiry publishes nothing: the first in line waits out the record's time to
+    live, which the server told it, and tries then."""
+    skf.acquire(redis_lock, "wf:crashed:1", 1.5)  # never released
+    thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
+    assert blocked.wait(timeout=30)
+    result = joined(thread, outcome)
+    assert result["acquired"] and result["stale_replaced"]["held_by"] == "wf:crashed:1"
+    assert counted_tries == [False, True]
+
+
+def test_a_waiter_does_not_try_while_the_holder_renews(
+    skf, redis_lock, no_beats, counted_tries, blocked
+) -> None:
+    skf.acquire(redis_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
+    assert blocked.wait(timeout=30)
+    for _ in range(3):
+        assert skf.acquire(redis_lock, "wf:holder:1", 600.0)["refreshed"]
+    time.sleep(0.5)
+    assert counted_tries == [False]
+    assert skf.release(redis_lock, "wf:holder:1")["released"]
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    assert counted_tries == [False, True]
+
+
+def test_a_ring_before_the_wait_begins_is_not_missed(
+    skf, redis_lock, no_beats, counted_tries, monkeypatch
+) -> None:
+    """The release lands between the waiter's look and its wait: the ring waits in the
+    bell's list, and the wait pops it at once."""
+    skf.acquire(redis_lock, "wf:holder:1", 600.0)
+    real = skf._RedisStore._rung
+    rings: list[bool] = []
+
+    def release_then_wait(self: object, bell: object, ticket: str, until: float) -> bool:
+        if not rings:
+            skf.release(redis_lock, "wf:holder:1")
+        rings.append(real(self, bell, ticket, until))
+        return rings[-1]
+
+    monkeypatch.setattr(skf._RedisStore, "_rung", release_then_wait)
+    thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    assert counted_tries == [False, True] and rings == [True]
+
+
+@pytest.mark.usefixtures("no_beats")
+def test_a_waiter_that_gives_up_rings_the_next_in_line(
+    skf, redis_lock, counted_tries, blocked
+) -> None:
+    """The first in line leaves with the lock free (its budget ran out just as the
+    holder released): the next one is rung, and takes it, without waiting for a poll."""
+    store = skf._store_for(redis_lock)
+    first = skf._Place("", "wf:first:1", 0, 60.0, None)
+    try:
+        store.join(store.look(), first, time.time())
+        thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
+        assert blocked.wait(timeout=30)
+        assert [w["owner"] for w in skf.status(redis_lock, 60.0)["waiting"]] == [
+            "wf:first:1", "wf:waiter:1"
+        ]  # fmt: skip
+        store.leave(first)
+        assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    finally:
+        store.close()
+    assert counted_tries == [False, True]
+
+
+# --- Users, passwords and TLS ---------------------------------------------------------------
+
+SECRET = "Sup3r-s3cret/Pa55@W0rd"  # a "/" and an "@" too: an address that holds it splits there
+
+
+# The commands an ACL user needs, as README.md names them (AUTH is always allowed).
+LOCK_COMMANDS = "get mget pttl lrange set del rpush lrem pexpire blpop watch unwatch multi exec"
+
+
+def test_the_readme_names_the_commands_an_acl_user_needs() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert LOCK_COMMANDS.replace(" ", " +").join(("+", "")) in " ".join(readme.split())
+
+
+@pytest.fixture(scope="module")
+def auth_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
+    """Redis with passwords: the default user's is "root-pw"; user "agent" (password
+    "agent-pw") may use keys under locks/ (and their hash-tagged names, ``{locks/``),
+    with only the commands README.md names, and no pub/sub channel at all, as Redis 7
+    gives a new user by default."""
+    server = start_redis(tmp_path_factory.mktemp("auth-redis"), "--requirepass", "root-pw")
+    client = server.client(password="root-pw")
+    client.acl_setuser(
+        "agent", enabled=True, passwords=["+agent-pw"], keys=["locks/*", "{locks/*"],
+        commands=[f"+{name}" for name in LOCK_COMMANDS.split()], reset_channels=True,
+    )  # fmt: skip
+    yield server
+    server.stop()
+
+
+def test_the_default_users_password_comes_from_rediscli_auth(cli, monkeypatch, auth_redis):
+    monkeypatch.setenv("REDISCLI_AUTH", "root-pw")
+    lock = auth_redis.url("anywhere/x")
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    assert taken.code == 0, taken.err
+    assert cli("release", "--lock", lock, "--owner", taken.json["owner"]).json["released"]
+
+
+def test_a_user_limited_to_the_locks_keys_takes_waits_in_line_and_releases(
+    cli, monkeypatch, auth_redis
+) -> None:
+    """The line and the bells are keys beside the record: nothing beyond them is needed."""
+    monkeypatch.setenv("REDISCLI_AUTH", "agent-pw")
+    lock = auth_redis.url("locks/line", user="agent")
+    assert served_after_a_release(cli, lock)["owner"] == "wf:waiter:1"
+    assert cli("release", "--lock", lock, "--owner", "wf:waiter:1").json["released"]
+    assert auth_redis.client(password="root-pw").keys("*") == []
+
+
+def test_a_key_outside_the_users_patterns_is_permission_denied(cli, monkeypatch, auth_redis):
+    monkeypatch.setenv("REDISCLI_AUTH", "agent-pw")
+    run = cli("acquire", "--lock", auth_redis.url("elsewhere/x", "agent"), "--owner", "wf:sk")
+    assert run.code == 2 and "Redis denied user 'agent' access to the lock's keys" in run.error
+    assert "agent-pw" not in run.out + run.err
+
+
+@pytest.mark.parametrize(("user", "password"), [("agent", "wrong"), ("nobody", "agent-pw")])
+def test_refused_credentials_are_exit_2_saying_so(cli, monkeypatch, auth_redis, user, password):
+    monkeypatch.setenv("REDISCLI_AUTH", password)
+    run = cli("status", "--lock", auth_redis.url("locks/x", user))
+    assert run.code == 2 and f"Redis refused user '{user}'" in run.error
+    assert "REDISCLI_AUTH" in run.error and password not in run.error
+
+
+def test_no_password_on_a_server_that_wants_one_is_exit_2(cli, monkeypatch, auth_redis) -> None:
+    monkeypatch.delenv("REDISCLI_AUTH", raising=False)
+    run = cli("status", "--lock", auth_redis.url("locks/x"))
+    assert run.code == 2 and "Redis wants a password" in run.error
+    assert "set REDISCLI_AUTH" in run.error
+
+
+@pytest.fixture(scope="module")
+def tls_redis(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
+    """Redis speaking only TLS, wanting a client certificate issued by the test CA."""
+    flags = ["--tls-cert-file", pki.path("server.pem"), "--tls-key-file", pki.path("server.key"),
+             "--tls-ca-cert-file", pki.path("ca.pem"), "--tls-auth-clients", "yes"]  # fmt: skip
+    server = start_redis(tmp_path_factory.mktemp("tls-redis"), *flags, tls=True)
+    yield server
+    server.stop()
+
+
+def tls_settings(monkeypatch, pki: Pki, **files: str) -> None:
+    for name in ("SKF_REDIS_CACERT", "SKF_REDIS_CERT", "SKF_REDIS_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    for name, file in files.items():
+        monkeypatch.setenv(f"SKF_REDIS_{name.upper()}", pki.path(file))
+
+
+def test_tls_with_a_ca_and_a_client_certificate(cli, monkeypatch, pki: Pki, tls_redis) -> None:
+    tls_settings(monkeypatch, pki, cacert="ca.pem", cert="client.pem", key="client.key")
+    lock = tls_redis.url("locks/tls")
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    assert taken.code == 0 and taken.json["lock"] == lock, taken.err
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:other").code == 3
+    assert cli("release", "--lock", lock, "--owner", taken.json["owner"]).json["released"]
+
+
+def test_a_waiter_over_tls_is_rung_by_the_release(skf, monkeypatch, pki, tls_redis, no_beats):
+    tls_settings(monkeypatch, pki, cacert="ca.pem", cert="client.pem", key="client.key")
+    lock = tls_redis.url("locks/tls-waiter")
+    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
+    thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
+    deadline = time.monotonic() + 30
+    while not skf.status(lock, 60.0)["waiting"]:
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert skf.release(lock, "wf:holder:1")["released"]
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    assert skf.release(lock, "wf:waiter:1")["released"]
+
+
+@pytest.mark.parametrize(
+    ("files", "words"),
+    [
+        ({"cacert": "stranger-ca.pem"}, "certificate verify failed"),
+        ({}, "certificate verify failed"),  # the system's CAs do not know the test CA
+    ],
+)
+def test_a_tls_failure_is_exit_2_saying_so(cli, monkeypatch, pki, tls_redis, files, words):  # noqa: PLR0917
+    tls_settings(monkeypatch, pki, **files)
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "3")
+    started = time.monotonic()
+    run = cli("status", "--lock", tls_redis.url("locks/x"))
+    assert run.code == 2 and "TLS failure" in run.error and words in run.error, run
+    assert "SKF_REDIS_CACERT" in run.error
+    assert time.monotonic() - started < 3  # a TLS failure is not tried again
+
+
+def test_no_failing_call_shows_a_secret(cli, monkeypatch, auth_redis, tls_redis) -> None:
+    host = f"127.0.0.1:{auth_redis.port}"
+    calls = [
+        ({}, f"redis://agent:{SECRET}@{host}/locks/x"),
+        ({}, f"redis://:{SECRET}@{host}/locks/x"),
+        ({"REDISCLI_AUTH": SECRET}, auth_redis.url("locks/x", "agent")),
+        ({"REDISCLI_AUTH": SECRET}, auth_redis.url("locks/x")),
+        ({"REDISCLI_AUTH": SECRET}, f"redis://127.0.0.1:{free_port()}/k"),
+        ({"REDISCLI_AUTH": SECRET}, tls_redis.url("locks/x")),
+    ]
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")
+    for settings, lock in calls:
+        monkeypatch.delenv("REDISCLI_AUTH", raising=False)
+        for name, value in settings.items():
+            monkeypatch.setenv(name, value)
+        for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
+            run = cli(argv[0], "--lock", lock, *argv[1:])
+            assert run.code in (1, 2) and run.error and run.out == "", (lock, argv, run)
+            for secret in (SECRET, *SECRET.replace("@", "/").split("/")):
+                assert secret not in run.out + run.err, (lock, argv, run.err)
