@@ -30,6 +30,10 @@ floor measured in the same run (ratios travel between machines; raw times do not
    file and on etcd: gave up, longest and p99 wait, takes per process, Jain's
    fairness index, the share of the time the lock sat idle; and the CPU 16 waiters
    in line use while the lock stays held.
+11. Redis on loopback beside a file and etcd: acquire + release (in-process and CLI),
+   hand-off to 8 waiters (who block on their bells), the 16-process saturation run
+   and the CPU of 16 waiters in line; and a load run on every store: 16 processes
+   for 10 s on keys of their own, then on one shared key (errors, double holds).
 
 Charts go to docs/img/ (``--charts DIR``, or ``--charts ''`` for none).
 """
@@ -74,7 +78,8 @@ def load_script() -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module._etcd_code()  # the etcd store's code, as a call naming an etcd lock compiles it
+    module._etcd_code()  # the server stores' code, as a call naming their lock compiles it
+    module._redis_code()
     return module
 
 
@@ -356,7 +361,8 @@ def bench_handoff(
             if waited > 0.1:
                 cpu_shares.append(cpu / waited)
     handoffs.sort()
-    HANDOFFS["etcd (watch)" if lock.startswith("etcd") else "file (poll)"] = handoffs
+    kinds = {"etcd": "etcd (watch)", "redis": "redis (bell)"}
+    HANDOFFS[kinds.get(lock.partition("://")[0], "file (poll)")] = handoffs
     p95 = handoffs[min(len(handoffs) - 1, round(0.95 * (len(handoffs) - 1)))]
     rows = [
         ("hand-offs to a process already waiting", f"{len(handoffs)} of {waiters * rounds}", ""),
@@ -1044,6 +1050,169 @@ def bench_line(skf: ModuleType, folder: Path, seconds: float) -> str:
     )
 
 
+# --- 11. Redis beside a file and etcd -----------------------------------------------
+
+
+def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A throwaway redis-server (the system's, on PATH) on loopback: (process, host:port)."""
+    import socket
+
+    binary = shutil.which("redis-server")
+    if binary is None:
+        raise ImportError("redis-server")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+         "no", "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    for _ in range(300):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"PING\r\n")
+                if sock.recv(16).startswith(b"+PONG"):
+                    return proc, f"127.0.0.1:{port}"
+        except OSError:
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    raise SystemExit("redis-server did not start")
+
+
+LOADER = """
+import importlib.util, os, sys, time
+spec = importlib.util.spec_from_file_location("skf_run_lock", sys.argv[1])
+skf = importlib.util.module_from_spec(spec); spec.loader.exec_module(skf)
+lock, marker, log, name = sys.argv[2:6]
+until = float(sys.argv[6])
+skf.status(lock, 60.0)
+takes = errors = doubles = 0
+while time.monotonic() < until:
+    owner = f"load:{name}:{takes}"
+    try:
+        skf.acquire_within(lock, owner, 60.0, 5.0)
+    except skf.LockBusy:
+        continue
+    except OSError:
+        errors += 1
+        continue
+    try:  # an O_EXCL marker inside every hold: a second holder cannot create it
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        os.unlink(marker)
+    except FileExistsError:
+        doubles += 1
+    try:
+        skf.release(lock, owner)
+        takes += 1
+    except OSError:
+        errors += 1
+fd = os.open(log, os.O_WRONLY | os.O_APPEND)
+os.write(fd, f"{name} {takes} {errors} {doubles}\\n".encode())
+"""
+
+
+def load_run(locks: list[str], folder: Path, seconds: float) -> tuple[int, int, int]:
+    """16 processes take and release ``locks[i % len(locks)]`` as fast as they can for
+    ``seconds``: (takes, errors, double holds) over all of them."""
+    log = folder / f"load-{time.monotonic_ns()}.log"
+    log.write_text("")
+    until = time.monotonic() + 2.0 + seconds
+    procs = [
+        child([PYTHON, "-c", LOADER, str(SCRIPT), locks[i % len(locks)],
+               str(folder / f"marker-{i % len(locks)}-{time.monotonic_ns()}"), str(log),
+               f"p{i}", str(until)])
+        for i in range(16)
+    ]  # fmt: skip
+    for proc in procs:
+        if proc.wait(timeout=seconds + 120) != 0:
+            raise failed("a load process", proc)
+    totals = [0, 0, 0]
+    for line in log.read_text().splitlines():
+        for i, value in enumerate(line.split()[1:]):
+            totals[i] += int(value)
+    return totals[0], totals[1], totals[2]
+
+
+SATURATION_HEADER = ("gave up", "longest wait", "p99 wait", "takes per process",
+                     "Jain's index", "lock idle", "CPU of all 16")  # fmt: skip
+
+
+def bench_redis(skf: ModuleType, rounds: int, folder: Path, seconds: float) -> str:
+    try:
+        etcd_proc, client = start_etcd(folder)
+        redis_proc, server = start_redis(folder)
+    except ImportError:
+        return "### 11. Redis\n\nSkipped: needs `uv run --group bench` and a redis-server.\n"
+    try:
+        locks = {"file": str(folder / "pair.lock"), "etcd": f"etcd://{client}/bench/pair",
+                 "redis": f"redis://{server}/bench/pair"}  # fmt: skip
+
+        def pair(lock: str) -> Callable[[], float]:
+            return lambda: per_call(
+                lambda: (skf.acquire(lock, "b:e:1", 60.0), skf.release(lock, "b:e:1")), 20
+            )
+
+        def cli_pair(lock: str) -> Callable[[], float]:
+            def run() -> float:
+                argv = [PYTHON, "-S", str(SCRIPT)]
+                return spawn_time([*argv, "acquire", "--lock", lock, "--owner", "b:c:1"]) + (
+                    spawn_time([*argv, "release", "--lock", lock, "--owner", "b:c:1"])
+                )
+
+            return run
+
+        cases = {f"in-process, {store}": pair(lock) for store, lock in locks.items()}
+        cases |= {f"CLI, {store}": cli_pair(lock) for store, lock in locks.items()}
+        med = {name: statistics.median(t) for name, t in interleaved(cases, rounds).items()}
+        pairs = [
+            (how, *(fmt(med[f"{how}, {store}"]) for store in locks),
+             f"{med[f'{how}, redis'] / med[f'{how}, file']:.2f}x",
+             f"{med[f'{how}, redis'] / med[f'{how}, etcd']:.2f}x")
+            for how, fmt in (("in-process", us), ("CLI", ms))
+        ]  # fmt: skip
+        handoff = bench_handoff(
+            skf, 8, max(2, rounds // 2), folder, lock=f"redis://{server}/bench/handoff",
+            title="11b.",
+        )  # fmt: skip
+        key = f"saturate-{time.monotonic_ns()}"
+        sat = saturate(SCRIPT, f"redis://{server}/{key}", folder, seconds, 16)
+        cpu = idle_line_cpu(SCRIPT, f"redis://{server}/idle", skf, folder, min(seconds, 10.0))
+        loads = []
+        for store, base in (("file", str(folder / "load")), ("etcd", f"etcd://{client}/load"),
+                            ("redis", f"redis://{server}/load")):  # fmt: skip
+            for shape, count in (("own keys", 16), ("one shared key", 1)):
+                took, errors, doubles = load_run(
+                    [f"{base}-{shape[0]}-{i}" for i in range(count)], folder, 10 * seconds / 30
+                )
+                loads.append((store, shape, f"{took / (10 * seconds / 30):,.0f}",
+                              str(errors), str(doubles)))  # fmt: skip
+    finally:
+        for proc in (etcd_proc, redis_proc):
+            proc.kill()
+            proc.wait()
+    sat_row = (f"{sat['gave up']}", f"{sat['longest wait']:.2f} s", f"{sat['p99 wait']:.2f} s",
+               f"{sat['takes'][0]}-{sat['takes'][1]}", f"{sat['jain']:.3f}",
+               f"{sat['idle']:.1%}", f"{sat['cpu']:.1%}")  # fmt: skip
+    return (
+        f"### 11. Redis on loopback beside a file on tmpfs and etcd ({rounds} interleaved"
+        " rounds)\n\n#### 11a. acquire + release\n\n"
+        + table(pairs, ("how", "file", "etcd", "redis", "redis / file", "redis / etcd"))
+        + "\n\n"
+        + handoff.replace("### 11b.", "#### 11b.")
+        + "\nA waiter on Redis blocks on its own bell (BLPOP), not a poll.\n\n"
+        f"#### 11c. Waiting in line on Redis: 16 processes taking turns for {seconds:g} s\n\n"
+        + table([sat_row], SATURATION_HEADER)
+        + f"\n\n16 waiters in line behind a lock held throughout use {cpu:.2%} of one core"
+        " in all.\n\n"
+        f"#### 11d. Load: 16 processes for {10 * seconds / 30:g} s, taking and releasing"
+        " as fast as they can (acquire_within, budget 5 s)\n\n"
+        + table(loads, ("store", "keys", "takes per second", "errors", "double holds"))
+        + "\n\nA double hold would show as an O_EXCL marker file found already there"
+        " inside a hold.\n"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, for a smoke test")
@@ -1085,6 +1254,7 @@ def main() -> int:
             lambda: bench_crowded(skf, max(3, int(10 * scale)), fast_dir, charts),
             lambda: bench_holding(fast_dir, 60 * scale, 30.0),
             lambda: bench_line(skf, fast_dir, 30 * scale),
+            lambda: bench_redis(skf, max(5, int(20 * scale)), fast_dir, 30 * scale),
         ]
         wanted = {int(n) for n in args.only.split(",") if n}
         for number, section in enumerate(sections, 1):
