@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import threading
 import time
@@ -26,8 +27,10 @@ from conftest import (
     Run,
     assert_exclusive_counter,
     assert_one_winner_of_a_race,
+    deliver,
     free_port,
     joined,
+    posix_only,
     redis_keys,
     served_after_a_release,
     start_redis,
@@ -453,6 +456,66 @@ def test_a_waiter_that_gives_up_rings_the_next_in_line(
     finally:
         store.close()
     assert counted_tries == [False, True]
+
+
+# --- Interrupts: a change once sent is finished and answered ----------------------------
+
+
+def signal_after_sending(skf: ModuleType, monkeypatch, armed: type, first: str, signum: int):
+    """Deliver ``signum`` right after a batch of commands starting with ``first`` is sent,
+    as a real signal landing there would."""
+    real_send = skf._RespConnection.send
+
+    def send_then_signal(self: object, commands: list, deadline: float) -> None:
+        real_send(self, commands, deadline)
+        if commands[0][0] == first:
+            deliver(armed, signum)
+
+    monkeypatch.setattr(skf._RespConnection, "send", send_then_signal)
+
+
+@posix_only("SIGTERM and SIGHUP")
+@pytest.mark.parametrize(
+    "case",
+    [
+        ("MULTI", signal.SIGTERM, 0, "wf:sk:r"),  # the change is on its way: it finishes
+        ("WATCH", signal.SIGHUP, 129, None),  # only a read so far: the call ends
+    ],
+)
+def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa: PLR0917
+    skf, main, monkeypatch, armed, redis_lock, case
+) -> None:
+    first, signum, code, held_by = case
+    signal_after_sending(skf, monkeypatch, armed, first, signum)
+    run = main("acquire", "--lock", redis_lock, "--owner", "wf:sk:r")
+    assert run.code == code
+    if code == 0:
+        assert run.json["acquired"] is True
+    else:
+        assert "SIGHUP" in run.error and "before it changed anything" in run.error
+    monkeypatch.undo()
+    assert skf.status(redis_lock, 60.0)["held_by"] == held_by
+    assert redis_keys(redis_lock) == (["", "\0last"] if held_by else [])
+
+
+def test_a_signal_while_blocked_on_the_bell_ends_the_wait_and_leaves_the_line(
+    skf, main, monkeypatch, armed, redis_lock
+) -> None:
+    skf.acquire(redis_lock, "wf:holder:1", 600.0)
+    armed.armed = True  # that take disarmed the CLI state, as a finished change does
+    real = skf._RedisStore._rung
+
+    def ring_then_signal(self: object, *args: object) -> bool:
+        deliver(armed, signal.SIGINT)
+        return bool(real(self, *args))
+
+    monkeypatch.setattr(skf._RedisStore, "_rung", ring_then_signal)
+    run = main("acquire", "--lock", redis_lock, "--owner", "wf:sk:r", "--wait", "600")
+    assert run.code == 130 and "SIGINT" in run.error
+    monkeypatch.undo()
+    after = skf.status(redis_lock, 60.0)
+    assert after["held_by"] == "wf:holder:1" and after["waiting"] == []
+    assert redis_keys(redis_lock) == ["", "\0last"]  # no place, bell or line left
 
 
 # --- Users, passwords and TLS ---------------------------------------------------------------
