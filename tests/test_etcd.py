@@ -25,8 +25,10 @@ from types import ModuleType
 import pytest
 from conftest import (
     Etcd,
+    a_wait_ended_by_sigint,
     assert_exclusive_counter,
     assert_one_winner_of_a_race,
+    assert_signal_outcome,
     deliver,
     etcd_post,
     free_port,
@@ -846,12 +848,7 @@ def test_a_signal_lets_a_sent_etcd_change_finish_and_ends_a_call_before_one(  # 
 ) -> None:
     sent, signum, code, held_by = case
     signal_when_sending(skf, monkeypatch, armed, sent, signum)
-    run = main("acquire", "--lock", etcd_lock, "--owner", "wf:sk:r")
-    assert run.code == code
-    if code == 0:
-        assert run.json["acquired"] is True
-    else:
-        assert "SIGHUP" in run.error and "before it changed anything" in run.error
+    assert_signal_outcome(main("acquire", "--lock", etcd_lock, "--owner", "wf:sk:r"), code)
     monkeypatch.undo()
     assert skf.status(etcd_lock, 60.0)["held_by"] == held_by
 
@@ -859,17 +856,4 @@ def test_a_signal_lets_a_sent_etcd_change_finish_and_ends_a_call_before_one(  # 
 def test_a_signal_while_waiting_on_a_watch_ends_the_wait(
     skf, main, monkeypatch, armed, etcd_lock
 ) -> None:
-    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    armed.armed = True  # that take disarmed the CLI state, as a finished change does
-    real = skf._EtcdStore._deleted
-
-    def wait_then_signal(self: object, until: float) -> set[bytes]:
-        deliver(armed, signal.SIGINT)
-        return real(self, until)
-
-    monkeypatch.setattr(skf._EtcdStore, "_deleted", wait_then_signal)
-    run = main("acquire", "--lock", etcd_lock, "--owner", "wf:sk:r", "--wait", "600")
-    assert run.code == 130 and "SIGINT" in run.error
-    monkeypatch.undo()
-    after = skf.status(etcd_lock, 60.0)
-    assert after["held_by"] == "wf:holder:1" and after["waiting"] == []  # it left the line
+    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, etcd_lock, skf._EtcdStore, "_deleted")

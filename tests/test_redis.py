@@ -25,8 +25,10 @@ from conftest import (
     Pki,
     Redis,
     Run,
+    a_wait_ended_by_sigint,
     assert_exclusive_counter,
     assert_one_winner_of_a_race,
+    assert_signal_outcome,
     deliver,
     free_port,
     joined,
@@ -487,12 +489,7 @@ def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa:
 ) -> None:
     first, signum, code, held_by = case
     signal_after_sending(skf, monkeypatch, armed, first, signum)
-    run = main("acquire", "--lock", redis_lock, "--owner", "wf:sk:r")
-    assert run.code == code
-    if code == 0:
-        assert run.json["acquired"] is True
-    else:
-        assert "SIGHUP" in run.error and "before it changed anything" in run.error
+    assert_signal_outcome(main("acquire", "--lock", redis_lock, "--owner", "wf:sk:r"), code)
     monkeypatch.undo()
     assert skf.status(redis_lock, 60.0)["held_by"] == held_by
     assert redis_keys(redis_lock) == (["", "\0last"] if held_by else [])
@@ -501,20 +498,7 @@ def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa:
 def test_a_signal_while_blocked_on_the_bell_ends_the_wait_and_leaves_the_line(
     skf, main, monkeypatch, armed, redis_lock
 ) -> None:
-    skf.acquire(redis_lock, "wf:holder:1", 600.0)
-    armed.armed = True  # that take disarmed the CLI state, as a finished change does
-    real = skf._RedisStore._rung
-
-    def ring_then_signal(self: object, *args: object) -> bool:
-        deliver(armed, signal.SIGINT)
-        return bool(real(self, *args))
-
-    monkeypatch.setattr(skf._RedisStore, "_rung", ring_then_signal)
-    run = main("acquire", "--lock", redis_lock, "--owner", "wf:sk:r", "--wait", "600")
-    assert run.code == 130 and "SIGINT" in run.error
-    monkeypatch.undo()
-    after = skf.status(redis_lock, 60.0)
-    assert after["held_by"] == "wf:holder:1" and after["waiting"] == []
+    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, redis_lock, skf._RedisStore, "_rung")
     assert redis_keys(redis_lock) == ["", "\0last"]  # no place, bell or line left
 
 
