@@ -3,19 +3,9 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-"""A run lock kept in a file (or in etcd), for workflows made of many separate processes.
-
-An OS lock held by a process ends with that process, so it cannot serialize a
-workflow run whose every step is a fresh shell command. This module keeps the
-holder's name, the time and the holder's timeout in the lock instead, and treats
-a lock older than that timeout as abandoned. One algorithm (acquire, release,
-status) decides from what the lock says; a store keeps it: a file, changed under
-a short OS lock on a guard file beside it (``<lock>.skf-guard``) and replaced
-whole by a rename, or an etcd key, changed by transactions.
-
-Command line: ``skf-run-lock.py --help``. Library use (load this file by path
-with importlib): see ``__all__``.
-"""
+"""A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
+it names its holder, and is abandoned once older than the holder's timeout. CLI:
+``--help``; library: ``__all__``."""
 
 from __future__ import annotations
 
@@ -48,7 +38,7 @@ __all__ = [
 ]
 
 TYPE_CHECKING = False
-if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not need
+if TYPE_CHECKING:  # imports a CLI call need not pay for
     import subprocess
     import threading
     from collections.abc import Callable
@@ -100,16 +90,15 @@ if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not n
     Output = AcquireResult | ReleaseResult | StatusResult | dict[str, str]
 
     class _Store(Protocol):
-        """What the algorithm asks of a store (a file, etcd): it reads, applies a change
-        atomically, keeps the line of waiters, and waits; it decides nothing."""
+        """What the algorithm asks of a store: read, apply a change atomically, keep the
+        line of waiters, wait. It decides nothing."""
 
         lock: str
 
-        def look(self) -> _Look:
-            """What the lock says now (record, last holder, line), changing nothing."""
+        def look(self) -> _Look: ...
 
         def change(self, create: bool) -> _Store:
-            """The store, to enter for one change (a file holds its guard until exit)."""
+            """The store, entered for one change (a file: under its guard)."""
 
         def __enter__(self) -> _Store: ...
         def __exit__(self, *exc_info: object) -> None: ...
@@ -121,31 +110,24 @@ if TYPE_CHECKING:  # these imports cost start-up time that a CLI call does not n
             self, look: _Look, data: bytes | None, stale_after: float, owner: str,
             place: _Place | None = None,
         ) -> bool:  # fmt: skip
-            """Write the record ``data`` (None: delete it) if the lock is still as
-            ``look`` found it, ``place`` leaving the line: False if it was not."""
+            """Write ``data`` (None: delete), ``place`` leaving the line, if the lock is
+            still as ``look`` found it."""
 
         def join(self, look: _Look, place: _Place, now: float) -> None:
             """Put ``place`` at the end of the line unless it is in it."""
 
-        def prune(self, look: _Look, now: float) -> None:
-            """Drop the places whose waiters died, where the store does not."""
-
+        def prune(self, look: _Look, now: float) -> None: ...
         def beat(self, place: _Place) -> bool:
             """Show ``place``'s waiter alive: False if its place had lapsed."""
 
-        def leave(self, place: _Place) -> None:
-            """Take ``place`` out of the line."""
-
+        def leave(self, place: _Place) -> None: ...
         def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-            """Up to ``left`` seconds until what ``place``'s waiter waits on changes (True)."""
+            """Up to ``left`` s until what ``place``'s waiter waits on changes (True)."""
 
-        def by_hand(self) -> str:
-            """How a person clears the lock by hand, for messages."""
+        def by_hand(self) -> str: ...
+        def close(self) -> None: ...
 
-        def close(self) -> None:
-            """Let go of whatever the store holds (a guard, connections)."""
-
-# --- Constants: the contract's names and limits ------------------------------
+# --- Constants: the contract's names and limits
 
 __version__ = "1.2.0"
 
@@ -157,24 +139,21 @@ RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
 _TOOL = "skf-run-lock"
 _MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
-# The smallest timeout that still prints as a non-zero stale_after_minutes (0.0001).
+# The smallest timeout that prints as a non-zero stale_after_minutes.
 _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
-_UNIT_SECONDS = {"seconds": 1, "minutes": 60}  # the units a timeout is given and reported in
+_UNIT_SECONDS = {"seconds": 1, "minutes": 60}
 _RECORD_MAX_BYTES = 64 * 1024
-_TEMP_TRIES = 100  # as tempfile.TMP_MAX bounds its own search for a free name
-_SHARING_RETRY_SEC = 1.0  # how long a Windows sharing refusal is waited out
+_TEMP_TRIES = 100  # as tempfile.TMP_MAX
+_SHARING_RETRY_SEC = 1.0  # Windows: a file another process has open
 
 _EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
-_SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same numbers on every OS
+_SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same on every OS
 
 _GUARD_SUFFIX = ".skf-guard"
-_LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters, beside it while anyone waits
-# What follows the lock's name in a temp's (the line's temps have the line's name).
+_LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
 _TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
-# A waiter's place in line lapses this long after its waiter last showed it is alive,
-# which it does every _BEAT_SEC. A file lock's waiters look at the lock file this
-# often: the first in line, the second (next to take over), and the rest.
+# A place lapses _PLACE_TTL_SEC after its waiter's last beat. File lock waiters poll.
 _PLACE_TTL_SEC = 3.0
 _BEAT_SEC = 1.0
 _FILE_POLL_SEC = (0.002, 0.005, 0.025)
@@ -184,7 +163,7 @@ _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
 _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 _EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
 
-# Flags that exist on only some systems are 0 elsewhere, so one expression serves all.
+# Flags that only some systems have are 0 elsewhere.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _COMMON_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | _NOFOLLOW
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _COMMON_FLAGS
@@ -195,14 +174,11 @@ _LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLC
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM}
 
 
-# --- Exceptions ---------------------------------------------------------------
+# --- Exceptions
 
 
 class LockBusy(Exception):
-    """Raised by :func:`acquire_within` when the lock stayed held for the whole wait.
-
-    :ivar result: the last acquire output (``held_by``, ``held_since``, ...).
-    """
+    """Raised by :func:`acquire_within` when the wait ran out; ``result``: the last output."""
 
     def __init__(self, result: AcquireResult) -> None:
         super().__init__(result["message"])
@@ -210,13 +186,8 @@ class LockBusy(Exception):
 
 
 class LockLost(Exception):
-    """The lock a :func:`held` block (or ``run``) holds is no longer its own: another run
-    took it over, someone cleared it, or renewals failed until it went stale.
-
-    :ivar lock: the lock, as outputs name it.
-    :ivar held_by: who holds it now (None: nobody, or a holder that names no owner).
-    :ivar held_since: since when (None when nobody holds it).
-    """
+    """The lock a :func:`held` block holds is no longer its own (taken over, cleared, or
+    stale): ``lock``, and who holds it now, ``held_by`` and ``held_since`` (or None)."""
 
     def __init__(self, lock: str, held_by: str | None, held_since: str | None, why: str) -> None:
         super().__init__(f"lost the lock {lock}: {why}")
@@ -224,38 +195,31 @@ class LockLost(Exception):
 
 
 class _NoFolder(Exception):
-    """The lock's folder does not exist (or a parent is a file), and was not to be created."""
+    """The lock's folder is missing, and was not to be created."""
 
 
 class _UsageError(Exception):
-    """The command line does not parse; reported as ``usage error: ...``, exit 1."""
+    """The command line does not parse (exit 1)."""
 
 
 class _OutcomeUnknown(OSError):
-    """An etcd write failed after it was sent: whether it happened is unknown."""
+    """A server write failed after it was sent: whether it happened is unknown."""
 
 
 class _Interrupted(BaseException):
-    """The CLI got SIGINT, SIGTERM or SIGHUP before it changed anything.
-
-    A BaseException, like KeyboardInterrupt, so that no ``except OSError`` stops it.
-    """
+    """The CLI got a signal before it changed anything (no ``except OSError`` stops it)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signum)
         self.signum = signum
 
 
-# --- Owner and time helpers --------------------------------------------------
+# --- Owner and time helpers
 
 
 def _split_owner(owner: str) -> tuple[str, str, str | None]:
-    """Split ``owner`` into workflow, skill and run id, checking the owner rules.
-
-    The run id is everything after the second colon ('' for ``wf:skill:``) and
-    None when there is no second colon; joining the parts that are not None
-    with ':' gives ``owner`` back. Raises ValueError for a bad owner.
-    """
+    """Workflow, skill and run id of ``owner`` (None: no second colon); ValueError for a
+    bad owner."""
     if not isinstance(owner, str):
         raise ValueError(f"owner must be a string, not {type(owner).__name__}")
     parts = owner.split(":", 2)
@@ -263,7 +227,7 @@ def _split_owner(owner: str) -> tuple[str, str, str | None]:
         raise ValueError(
             f"owner {owner!r} must be workflow:skill[:run_id] with a non-empty workflow and skill"
         )
-    # Every whitespace character but " " is non-printable, so this finds them all.
+    # Every whitespace character but " " is non-printable.
     if " " in owner or not owner.isprintable():
         raise ValueError(f"owner {owner!r} must not contain whitespace or non-printable characters")
     if len(owner) > OWNER_MAX_LEN:
@@ -272,7 +236,7 @@ def _split_owner(owner: str) -> tuple[str, str, str | None]:
 
 
 def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
-    """Return ``(owner, run_id)``, adding a fresh run id when the owner has none."""
+    """``(owner, run_id)``, a fresh run id added when the owner has none."""
     workflow, skill, run_id = _split_owner(owner)
     if run_id:
         return owner, run_id
@@ -287,23 +251,19 @@ def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
 
 
 def _owner_for_release(owner: str) -> str:
-    """Return ``owner`` if it names a run id; raise ValueError otherwise."""
     if not _split_owner(owner)[2]:
         raise ValueError(f"release needs the whole owner with its run id, not {owner!r}")
     return owner
 
 
-def _can_be_released_by_name(holder: str) -> bool:
-    """True if ``release --owner holder`` would be accepted (a valid owner with a run id)."""
+def _releasable(holder: str) -> bool:
     try:
-        _owner_for_release(holder)
+        return bool(_split_owner(holder)[2])
     except ValueError:
         return False
-    return True
 
 
 def _seconds_of(now: datetime | None) -> float:
-    """Return ``now`` (an aware datetime, or None for the clock) as POSIX seconds."""
     if now is None:
         return time.time()
     if now.utcoffset() is None:
@@ -312,9 +272,9 @@ def _seconds_of(now: datetime | None) -> float:
 
 
 def _format_time(seconds: float) -> str:
-    """Return POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
+    """POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
     when = _EPOCH + _timedelta(seconds=min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME))
-    # Fields, not strftime: "%Y" pads years before 1000 on some platforms only.
+    # Not strftime: "%Y" pads years before 1000 on some platforms only.
     return (
         f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
         f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
@@ -322,14 +282,14 @@ def _format_time(seconds: float) -> str:
 
 
 def _parse_time(text: str) -> int | None:
-    """Return the POSIX seconds of a ``YYYY-MM-DDTHH:MM:SSZ`` time, or None if it is not one."""
+    """The POSIX seconds of a ``YYYY-MM-DDTHH:MM:SSZ`` time; None if it is not one."""
     fields = _TIME.fullmatch(text)
     if fields is None:
         return None
     try:
         year, month, day, hour, minute, second = map(int, fields.groups())
         since_epoch = _datetime(year, month, day, hour, minute, second, tzinfo=_UTC) - _EPOCH
-    except ValueError:  # no such date or time (year 0, month 13, February 30, ...)
+    except ValueError:  # no such date (year 0, February 30, ...)
         return None
     return since_epoch.days * 86400 + since_epoch.seconds
 
@@ -353,23 +313,16 @@ def _run_id_at(seconds: float) -> str:
 
 
 def new_run_id(now: datetime | None = None) -> str:
-    """Return a new run id, ``YYYYMMDDTHHMMSSZ-xxxxxxxx``.
-
-    :param now: an aware datetime to stamp (tests); the clock when None.
-    :returns: the UTC time and 8 random lowercase hex digits.
-    """
+    """A new run id, ``YYYYMMDDTHHMMSSZ-xxxxxxxx`` (``now``: an aware datetime, or the
+    clock): UTC time and 8 random hex digits."""
     return _run_id_at(_seconds_of(now))
 
 
-# --- Inputs: each checked in one place, reported in the caller's unit --------
+# --- Inputs: each checked in one place, reported in the caller's unit
 
 
 def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "seconds") -> float:
-    """Return the timeout ``value`` (in ``unit``, "seconds" or "minutes") as seconds.
-
-    Raises ValueError naming ``name`` and counting in ``unit`` unless it is a
-    finite number from 0.0001 minutes (0.006 s) to MAX_STALE_AFTER_MIN minutes.
-    """
+    """The timeout ``value`` (in ``unit``) in seconds; ValueError in the caller's terms."""
     scale = _UNIT_SECONDS[unit]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of {unit}, not {value!r}")
@@ -380,7 +333,7 @@ def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "
             f" <= {_MAX_STALE_AFTER_SEC // scale}, not {value!r}"
         )
     if seconds < _MIN_STALE_AFTER_SEC:
-        # It would print as 0 minutes and make every lock stale at once.
+        # It would print as 0 minutes, and be stale at once.
         raise ValueError(
             f"{name} of {value!r} {unit} is too small (at least {_MIN_STALE_AFTER_SEC / scale:g})"
         )
@@ -388,7 +341,6 @@ def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "
 
 
 def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")) -> float:
-    """Return ``value`` (seconds) if it is a finite number >= 0 and <= ``limit``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of seconds, not {value!r}")
     if not 0 <= value <= limit or value == float("inf"):  # also false for NaN
@@ -398,13 +350,8 @@ def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")
 
 
 def _lock_path(lock: str | os.PathLike[str]) -> str:
-    """The absolute path of a lock, ``~`` expanded; ValueError for a path that cannot be one.
+    """The absolute path of a lock; ValueError for one that cannot be a lock file."""
 
-    Refused: an empty path, one that ends with a separator (it names a folder),
-    and names reserved for the lock's own files (``*.skf-guard``, ``*.skf-line``,
-    ``*.skf-<8 hex>-tmp``), which would collide with another lock's guard, line
-    or temp file. A path that is a folder is refused when it is read.
-    """
     path = os.fspath(lock)
     if not isinstance(path, str):
         raise ValueError(f"the lock path must be text, not {path!r}")
@@ -423,19 +370,11 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
     return os.path.abspath(path)
 
 
-# --- Interrupts: the CLI ends cleanly on SIGINT, SIGTERM and SIGHUP ----------
+# --- Interrupts: the CLI ends cleanly on SIGINT, SIGTERM and SIGHUP
 
 
 class _Interrupts:
-    """Turns the CLI's signals into a clean exit, never into a half-done call.
-
-    Only the CLI arms this (library calls install no handlers). A signal
-    raises _Interrupted at once, except while a call holds (or is taking) a
-    guard: then it is remembered and acted on when the guard is dropped, or
-    while the guard is still being waited for, between two tries. Once a call
-    has changed the lock, or has its answer, signals are only remembered: the
-    call finishes normally with its own output and exit code.
-    """
+    """The CLI's signals end a call cleanly, never halfway through a change."""
 
     armed = False
     shield = 0
@@ -443,14 +382,12 @@ class _Interrupts:
 
     @staticmethod
     def signals() -> list[int]:
-        """The CLI's signals that this OS has (Windows: no SIGHUP)."""
         import signal
 
         return [signum for signum, name in _SIGNAL_NAMES.items() if hasattr(signal, name)]
 
     @classmethod
     def handle(cls, handler: Any) -> None:
-        """Set ``handler`` for each of the CLI's signals."""
         import signal
 
         for signum in cls.signals():
@@ -464,18 +401,13 @@ class _Interrupts:
 
     @classmethod
     def ignore(cls) -> None:
-        """Ignore the CLI's signals from now on: the answer is out, and its exit code
-        stands. (Python's teardown puts back the default action of a signal it handles,
-        which would kill the process, but leaves an ignored one ignored.)"""
+        """Ignore signals: the answer is out (teardown would restore their default)."""
         import signal
 
         if not hasattr(signal, "pthread_sigmask"):  # Windows
             cls.handle(signal.SIG_IGN)
             return
-        # A signal caught inside signal.signal(), after its check for caught signals and
-        # before the change, is later reported on stderr as "ignored due to race
-        # condition". Held back by the mask instead, it waits at the OS, which drops it
-        # once the signal is ignored. (Blocking runs the handler for those caught before.)
+        # Masked, not reported as "ignored due to race condition": the OS drops it.
         before = signal.pthread_sigmask(signal.SIG_BLOCK, cls.signals())
         try:
             cls.handle(signal.SIG_IGN)
@@ -484,8 +416,7 @@ class _Interrupts:
 
     @staticmethod
     def _unraisable(unraisable: sys.UnraisableHookArgs) -> None:
-        # A handler that ran inside a weakref callback had its _Interrupted dropped
-        # (it stays pending, see raise_pending): say nothing of it.
+        # Dropped in a weakref callback, it stays pending.
         if not isinstance(unraisable.exc_value, _Interrupted):
             sys.__unraisablehook__(unraisable)
 
@@ -498,26 +429,17 @@ class _Interrupts:
 
     @classmethod
     def raise_pending(cls) -> None:
-        """Raise _Interrupted for a signal that came while nothing is held or changed.
-
-        It stays pending until the CLI disarms: Python drops an exception raised
-        by a handler that ran inside a weakref callback (the import system has
-        some), so every later check point raises it again.
-        """
+        """Raise _Interrupted for a pending signal (kept: a weakref callback drops it)."""
         if cls.armed and cls.pending is not None:
             raise _Interrupted(cls.pending)
 
     @classmethod
     def disarm(cls) -> None:
-        """The call has changed the lock, or has its answer: it finishes normally."""
-        cls.armed = False
+        cls.armed = False  # the call has changed the lock, or has its answer
 
 
 class _SignalsHeld:
-    """Signals held back for a ``with`` block (blocks nest): a guard being taken or held,
-    a change on its way to etcd. Leaving the block normally, a signal that came
-    meanwhile ends the call, unless the call has changed the lock by then (it has
-    disarmed); leaving by an exception, the signal stays pending for the next check."""
+    """Signals held back for a ``with`` block (blocks nest)."""
 
     def __enter__(self) -> None:
         _Interrupts.shield += 1
@@ -531,18 +453,14 @@ class _SignalsHeld:
 _SIGNALS_HELD = _SignalsHeld()
 
 
-# --- Waiting: a pause between two looks -------------------------------------------
-
-
 class _Pause:
-    """A waiter's pause between two looks at a lock: growing from 5 ms to 100 ms, and
-    jittered, so that waiters do not fall into lockstep."""
+    """A waiter's pause between two looks: 5 ms growing to 100 ms, jittered against
+    lockstep."""
 
     def __init__(self) -> None:
         self.next = 0.005
 
     def sleep(self, left: float) -> None:
-        """Sleep the next pause, or ``left`` seconds if that is shorter."""
         import random  # only a waiter needs it
 
         time.sleep(min(left, self.next * random.uniform(0.5, 1.0)))
@@ -550,19 +468,16 @@ class _Pause:
 
 
 def _quoted(text: str) -> str:
-    """``text`` as one word of a POSIX shell (shlex, imported only when asked)."""
     from shlex import quote
 
     return quote(text)
 
 
-# --- The record: what a lock says, read from its bytes --------------------------
+# --- The record: what a lock says, read from its bytes
 
 
 class _Record:
-    """What a lock says: its holder (None if it names none), since when, the holder's own
-    timeout in seconds (None if it gives no valid one), whether it is empty, and, on
-    etcd, whether a lease keeps it ("live") or its lease ran out ("expired")."""
+    """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder)."""
 
     __slots__ = ("empty", "lease", "owner", "since", "stale_after")
 
@@ -577,9 +492,7 @@ class _Record:
 
 
 class _Place:
-    """A waiter's place in the line: its ticket (unique in the line; on etcd the lease
-    that keeps the place), owner, since when it waits, its timeout, and when it last
-    showed it is alive (None: a lease on the server keeps it, and ends it)."""
+    """A waiter's place in the line (``beat`` None: the server's expiry keeps it)."""
 
     __slots__ = ("beat", "joined", "owner", "since", "stale_after", "ticket")
 
@@ -588,15 +501,11 @@ class _Place:
     ) -> None:
         self.ticket, self.owner, self.since = ticket, owner, since
         self.stale_after, self.beat = stale_after, beat
-        self.joined = False  # this waiter's own place: it may be in the line
+        self.joined = False  # own place, maybe in the line
 
 
 class _Look:
-    """One look at a lock in its store: the record (None: no lock), the last holder's
-    record when the lock itself is gone (etcd keeps one), what a change must find
-    unchanged (etcd: the record's mod revision, and the lease it is on), the line of
-    waiters in order (dead places too), and what a waiter compares to see a change
-    (etcd: the revision of the look; a file: the lock's and the line's ``lstat``)."""
+    """One look at a lock: records, what a change compares, the line, what shows a change."""
 
     __slots__ = ("last", "lease", "line", "record", "revision", "seen")
 
@@ -615,22 +524,14 @@ class _Look:
 
 
 def _holder_timeout(value: object) -> float | None:
-    """A record's ``stale_after_seconds`` if it is valid (a finite number > 0 and <=
-    31,536,000 seconds), else None."""
+    """A record's ``stale_after_seconds`` if valid (> 0 and <= a year), else None."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
     return float(value) if 0 < value <= _MAX_STALE_AFTER_SEC else None
 
 
 def _parse_record(data: bytes, mtime: int) -> _Record:
-    """Read the holder, time and timeout out of a lock's bytes (``mtime`` when it gives
-    no time).
-
-    A JSON object names its ``owner`` (if a non-empty string), its
-    ``acquired_at`` and its ``stale_after_seconds``; anything else (an old PID
-    + time file, an empty file, garbage, over 64 KiB) names no owner and is
-    dated by its second line if that is a time. Never raises.
-    """
+    """The record a lock's bytes give (else no owner, dated by a second line or ``mtime``)."""
     if len(data) > _RECORD_MAX_BYTES:
         return _Record(None, mtime)
     try:
@@ -652,7 +553,6 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
 
 
 def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
-    """The bytes of a record naming ``owner`` since ``since`` with its timeout."""
     seconds = int(stale_after) if stale_after.is_integer() else stale_after
     record = {
         "owner": owner,
@@ -663,24 +563,16 @@ def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
     return (json.dumps(record) + "\n").encode("ascii")
 
 
-# --- Staleness: one rule for acquire and status -------------------------------
+# --- Staleness: one rule for acquire and status
 
 
 def _deciding_timeout(record: _Record, caller_timeout: float) -> float:
-    """The timeout that decides when ``record`` goes stale: its holder's own, or, for a
-    record that gives no valid one (older helpers, foreign files), the caller's."""
+    """The timeout that decides ``record``'s staleness: its holder's, else the caller's."""
     return caller_timeout if record.stale_after is None else record.stale_after
 
 
 def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale: bool) -> bool:
-    """True if the lock ``record`` describes is abandoned at ``now``.
-
-    It is stale once ``now - since`` reaches the deciding timeout (exactly at
-    the timeout counts), and at once for an empty file with ``empty_is_stale``
-    (an ``flock`` user leaves one; this script never writes one). On etcd the
-    server's clock decides instead: a record its lease keeps is never stale,
-    and the last holder of one whose lease ran out always is.
-    """
+    """True if ``record``'s lock is abandoned at ``now`` (on a server, its clock decides)."""
     if record.lease is not None:
         return record.lease == "expired"
     if empty_is_stale and record.empty:
@@ -691,8 +583,7 @@ def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale
 def _takes(
     record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
 ) -> bool:
-    """True if ``owner`` may take the lock ``record`` describes (None: no lock): it is
-    free, already this owner's (a renewal), or stale."""
+    """True if ``owner`` may take ``record``'s lock: free, its own, or stale."""
     return (
         record is None
         or record.owner == owner
@@ -703,8 +594,6 @@ def _takes(
 def _still_holds(
     record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
 ) -> bool:
-    """True if ``record`` is ``owner``'s and not stale: a renewal keeps it, and nothing
-    was lost in between."""
     return (
         record is not None
         and record.owner == owner
@@ -712,13 +601,11 @@ def _still_holds(
     )
 
 
-# --- The line of waiters: first come, first served ---------------------------------
+# --- The line of waiters: first come, first served
 
 
 def _live(line: list[_Place], now: float) -> list[_Place]:
-    """The places of ``line`` whose waiters are alive at ``now``, in order: kept by a
-    lease, or shown alive less than _PLACE_TTL_SEC ago (by a clock within that of
-    this one)."""
+    """The places of ``line`` whose waiters are alive at ``now``, in order."""
     return [p for p in line if p.beat is None or abs(now - p.beat) < _PLACE_TTL_SEC]
 
 
@@ -731,18 +618,10 @@ def _ahead_of(line: list[_Place], ticket: str) -> list[_Place] | None:
 
 
 def _verdict(
-    record: _Record | None,
-    line: list[_Place],
-    owner: str,
-    ticket: str | None,
-    *,
-    caller_timeout: float,
-    now: float,
-    empty_is_stale: bool,
-) -> Literal["take", "held", "line"]:
-    """What ``owner`` (waiting with ``ticket``, or None) may do with the lock: "take" it
-    (free, stale or its own), find it "held" by another, or leave it to the first in
-    the live ``line``. A renewal is never held up by the line."""
+    record: _Record | None, line: list[_Place], owner: str, ticket: str | None, *,
+    caller_timeout: float, now: float, empty_is_stale: bool,
+) -> Literal["take", "held", "line"]:  # fmt: skip
+    """May ``owner`` "take" the lock, is it "held", or is it the first in ``line``'s?"""
     if record is not None and not _takes(record, owner, caller_timeout, now, empty_is_stale):
         return "held"
     if record is not None and record.owner == owner:
@@ -764,7 +643,7 @@ def _ordinal(n: int) -> str:
 
 
 def _in_line_text(line: list[_Place]) -> str:
-    """``; 2 runs wait in line, wf:sk:r first`` for a message (empty if nobody waits)."""
+    """``; 2 runs wait in line, wf:sk:r first`` (empty if nobody waits)."""
     count = len(line)
     verb = "runs wait" if count > 1 else "run waits"
     return f"; {count} {verb} in line, {line[0].owner} first" if line else ""
@@ -776,17 +655,15 @@ def _minutes_for_output(stale_after: float) -> int | float:
 
 
 def _stale_at(since: int, stale_after: float) -> str:
-    """The first whole second at which a lock taken at ``since`` is stale, capped at year 9999."""
     return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
 
 
-# --- Outputs: each shape built once, with its message --------------------------
+# --- Outputs: each shape built once, with its message
 
 
 def _clear_advice(lock: str, holder: str | None, by_hand: str) -> str:
-    """How to clear a lock whose run is gone, safe to follow literally. ``by_hand`` is
-    the store's own way to remove it (delete a file, an etcd key)."""
-    if holder is not None and _can_be_released_by_name(holder):
+    """How to clear a lock whose run is gone, safe to follow literally."""
+    if holder is not None and _releasable(holder):
         script = _quoted(os.path.abspath(__file__))
         command = f"python3 {script} release --lock {_quoted(lock)} --owner {_quoted(holder)}"
         return f"If that run is no longer active, clear it with: {command}"
@@ -803,8 +680,6 @@ def _holder_text(holder: str | None) -> str:
 def _acquired_result(
     lock: str, owner: str, run_id: str, *, stale_after: float, since: int, before: _Record | None
 ) -> AcquireResult:
-    """The acquire output when ``owner`` took the lock at ``since`` over ``before`` (None:
-    there was no lock file)."""
     renewed = before is not None and before.owner == owner
     replaced = before is not None and not renewed
     stale_at = _stale_at(since, stale_after)
@@ -833,22 +708,10 @@ def _acquired_result(
 
 
 def _refused_result(
-    lock: str,
-    owner: str,
-    run_id: str,
-    *,
-    caller_timeout: float,
-    record: _Record | None,
-    now: float,
-    by_hand: str,
-    line: list[_Place],
-    held: bool,
-) -> AcquireResult:
-    """The acquire output when ``owner`` may not take the lock: ``record`` holds it
-    (``held``: not stale at ``now``), or it is free or stale and goes to the first of
-    the live ``line`` (the other runs waiting), which the output then names, with
-    when it began to wait and its timeout. ``by_hand`` says how the store's lock is
-    removed by hand."""
+    lock: str, owner: str, run_id: str, *, caller_timeout: float, record: _Record | None,
+    now: float, by_hand: str, line: list[_Place], held: bool,
+) -> AcquireResult:  # fmt: skip
+    """The acquire output when ``record`` (or the first in ``line``) stands in the way."""
     holder = record if held else _Record(line[0].owner, line[0].since, line[0].stale_after)
     assert holder is not None
     timeout = _deciding_timeout(holder, caller_timeout)
@@ -887,7 +750,6 @@ def _refused_result(
 def _lost(
     lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
 ) -> LockLost:
-    """The LockLost for a renewal that found ``record`` (None: no lock) instead of its own."""
     if record is None:
         return LockLost(lock, None, None, "it was cleared, and no run holds it now")
     since = _format_time(record.since)
@@ -900,7 +762,6 @@ def _lost(
 
 
 def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseResult:
-    """The release output, given what the lock said when the call looked (None: nothing)."""
     other: _Record | None = None
     if record is None:
         reason: Literal["absent", "not-owner"] | None = "absent"
@@ -923,71 +784,49 @@ def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseRes
 
 
 def _status_result(
-    lock: str,
-    record: _Record | None,
-    caller_timeout: float,
-    now: float,
-    empty_is_stale: bool,
-    *,
-    line: list[_Place],
-) -> StatusResult:
-    """The status output for ``record`` (None: no lock file) and the live ``line`` at
-    ``now``."""
-    waiting: list[Waiter] = [{"owner": p.owner, "since": _format_time(p.since)} for p in line]
-    if record is None:
-        return {
-            "state": "free",
-            "lock": lock,
-            "held_by": None,
-            "held_since": None,
-            "stale_at": None,
-            "age_seconds": None,
-            "stale_after_minutes": _minutes_for_output(caller_timeout),
-            "waiting": waiting,
-            "message": f"no lock at {lock}; it is free{_in_line_text(line)}",
-        }
-    timeout = _deciding_timeout(record, caller_timeout)
-    held_since = _format_time(record.since)
-    stale_at = _stale_at(record.since, timeout)
-    stale = _is_stale(record, caller_timeout, now, empty_is_stale)
-    then = (
-        f"it went stale at {stale_at}, so the next acquire takes it"
-        if stale
-        else f"it goes stale at {stale_at}"
-    )
+    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool,
+    *, line: list[_Place],
+) -> StatusResult:  # fmt: skip
+    state: Literal["free", "held", "stale"] = "free"
+    timeout, since, stale_at, age = caller_timeout, None, None, None
+    message = f"no lock at {lock}; it is free"
+    if record is not None:
+        timeout = _deciding_timeout(record, caller_timeout)
+        since, stale_at = _format_time(record.since), _stale_at(record.since, timeout)
+        age = int((now - record.since) // 1)
+        stale = _is_stale(record, caller_timeout, now, empty_is_stale)
+        state = "stale" if stale else "held"
+        then = "went stale at {}, so the next acquire takes it" if stale else "goes stale at {}"
+        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it "
+        message += then.format(stale_at)
     return {
-        "state": "stale" if stale else "held",
+        "state": state,
         "lock": lock,
-        "held_by": record.owner,
-        "held_since": held_since,
+        "held_by": None if record is None else record.owner,
+        "held_since": since,
         "stale_at": stale_at,
-        "age_seconds": int((now - record.since) // 1),
+        "age_seconds": age,
         "stale_after_minutes": _minutes_for_output(timeout),
-        "waiting": waiting,
-        "message": f"{lock} is held by {_holder_text(record.owner)} since {held_since};"
-        f" {then}{_in_line_text(line)}",
+        "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
+        "message": message + _in_line_text(line),
     }
 
 
-# --- The file store: a guard beside the lock, records renamed into place -------
-# The only platform branch. POSIX removes the guard while still holding it, so a
-# waiter that opened the old file sees, once it gets the lock, that the path no
-# longer names what it locked. Windows cannot delete an open file, so it unlocks
-# first and then removes the guard, leaving it to whoever still has it open.
+# --- The file store: a guard beside the lock, records renamed into place
+# The only platform branch: POSIX removes the guard while holding it; Windows cannot.
 
 if sys.platform == "win32":
     import msvcrt
 
     _REMOVE_GUARD_WHILE_HELD = False
-    # A guard that another process is deleting cannot be opened for a moment.
     _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = (PermissionError,)
     _LOCK_BUSY_ERRNOS = {errno.EACCES, errno.EDEADLK, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
-    # A file that another process has open (a reader, a virus scanner, an indexer)
-    # cannot be replaced or deleted for a moment: ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION.
+    # A file another process has open (a scanner, an indexer) cannot be replaced or
+    # deleted for a moment (ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION).
     _SHARING_REFUSALS: frozenset[int] = frozenset({5, 32})
 
     def _try_lock(fd: int) -> bool:
-        """Take the guard's 1-byte lock without waiting; False if another process has it."""
+        """Lock the guard's first byte without waiting; False if another process has it."""
         os.lseek(fd, 0, os.SEEK_SET)
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
@@ -1006,7 +845,7 @@ else:
 
     _REMOVE_GUARD_WHILE_HELD = True
     _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = ()
-    _SHARING_REFUSALS: frozenset[int] = frozenset()  # POSIX replaces and deletes open files
+    _SHARING_REFUSALS: frozenset[int] = frozenset()
 
     def _try_lock(fd: int) -> bool:
         """Take an exclusive flock without waiting; False if another process has it."""
@@ -1017,13 +856,11 @@ else:
         return True
 
     def _unlock(fd: int) -> None:
-        pass  # closing the descriptor releases the flock
+        pass  # closing releases the flock
 
 
 def _despite_sharing(action: Callable[..., None], *paths: str) -> None:
-    """``action(*paths)`` (os.replace or os.unlink), tried again for up to
-    _SHARING_RETRY_SEC while Windows refuses it because another process has the
-    file open; the refusal is raised once that time has passed."""
+    """``action(*paths)``, tried again while Windows refuses it (a file open elsewhere)."""
     deadline = time.monotonic() + _SHARING_RETRY_SEC
     pause = 0.001
     while True:
@@ -1042,11 +879,11 @@ def _remove_quietly(path: str) -> None:
     try:
         os.unlink(path)
     except OSError:
-        pass  # best effort: whoever comes next cleans up
+        pass  # whoever comes next cleans up
 
 
 def _names_same_file(fd: int, path: str) -> bool:
-    """True if ``path`` still names the file open as ``fd`` (and is not a link to it)."""
+    """True if ``path`` still names the file open as ``fd`` (not a link to it)."""
     try:
         here = os.lstat(path)
     except OSError:
@@ -1064,7 +901,6 @@ def _not_writable_error(folder: str, exc: OSError) -> OSError:
 
 
 def _file_in_the_way(folder: str) -> str | None:
-    """The nearest existing ancestor of ``folder`` if it is not a folder, else None."""
     path = folder
     while not os.path.lexists(path):
         parent = os.path.dirname(path)
@@ -1087,8 +923,7 @@ def _make_folders(folder: str) -> None:
 
 
 def _open_existing_guard(guard: str) -> int:
-    """Open the guard to lock it. Any descriptor the OS will lock will do, so a guard
-    that another user created, and this one may not write, is opened read-only."""
+    """Open the guard to lock it: read-only if this user may not write it."""
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT, 0o666)
     except PermissionError:
@@ -1098,8 +933,6 @@ def _open_existing_guard(guard: str) -> int:
 
 
 def _create_guard(guard: str, make_parents: bool) -> int:
-    """Create the guard file exclusively (FileExistsError if it is there), making the
-    lock's missing folders first with ``make_parents``, else raising _NoFolder."""
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
     except (FileNotFoundError, NotADirectoryError):
@@ -1110,13 +943,7 @@ def _create_guard(guard: str, make_parents: bool) -> int:
 
 
 def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
-    """Open (creating) the guard file: its descriptor, and whether this call created it.
-    None when it is to be tried again: while it is busy being removed (Windows) or was
-    removed between two looks at it.
-
-    With ``make_parents`` the lock's missing folders are created; without it a
-    missing folder raises _NoFolder and nothing is created.
-    """
+    """The guard's descriptor, and whether this call created it; None to try again."""
     folder = os.path.dirname(guard)
     try:
         try:
@@ -1128,7 +955,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
     except _GUARD_OPEN_BUSY:
         return None
     except OSError as exc:
-        if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop in its folders
+        if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop
             raise OSError(
                 exc.errno,
                 f"the guard {guard} is a symbolic link; refusing to follow it"
@@ -1155,13 +982,11 @@ def _locked_guard(fd: int, guard: str) -> bool:
         raise
     if _names_same_file(fd, guard):
         return True
-    _unlock(fd)  # we locked a guard that its holder has already removed
+    _unlock(fd)  # a guard its holder has already removed
     return False
 
 
 def _close_guard(fd: int, guard: str, remove: bool) -> None:
-    """Close the guard ``fd`` this call holds, removing the guard file first if ``remove``
-    (on Windows: after closing, as an open file cannot be deleted there)."""
     if remove and _REMOVE_GUARD_WHILE_HELD:
         _remove_quietly(guard)
     try:
@@ -1171,7 +996,7 @@ def _close_guard(fd: int, guard: str, remove: bool) -> None:
     try:
         os.close(fd)
     except OSError:
-        pass  # closed already, by a drop that an interrupt cut short
+        pass  # closed by a drop an interrupt cut short
     if remove and not _REMOVE_GUARD_WHILE_HELD:
         _remove_quietly(guard)
 
@@ -1184,17 +1009,15 @@ def _still_names(fd: int, guard: str) -> bool:
 
 
 def _abandon_guard(fd: int, guard: str) -> None:
-    """Close ``fd``, a guard this call opened but did not finish taking (an error or an
-    interrupt), removing the guard file unless another call holds it."""
+    """Close a guard not fully taken, removing it unless another call holds it."""
     try:
         held_elsewhere = not _try_lock(fd)
     except OSError:
-        held_elsewhere = False  # nobody can hold a lock that cannot be taken
+        held_elsewhere = False  # nobody can hold it
     _close_guard(fd, guard, remove=not held_elsewhere and _names_same_file(fd, guard))
 
 
 def _abandon_guard_at(guard: str) -> None:
-    """Remove the guard file unless another call holds it (see _abandon_guard)."""
     try:
         fd = os.open(guard, _GUARD_READ_ONLY_FLAGS)
     except OSError:
@@ -1203,17 +1026,11 @@ def _abandon_guard_at(guard: str) -> None:
 
 
 def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
-    """Lock the guard file ``guard``, waiting up to GUARD_WAIT_SEC: its descriptor, and
-    whether this call created the file (False: it was there, unlocked, before).
-
-    Raises TimeoutError (an OSError) when another call holds it longer than
-    that, and _NoFolder when the lock's folder is missing and ``make_parents``
-    is false.
-    """
+    """Lock the guard (TimeoutError after GUARD_WAIT_SEC); see _open_guard."""
     deadline = time.monotonic() + GUARD_WAIT_SEC
     pause = 0.001
     while True:
-        _Interrupts.raise_pending()  # nothing is held between two tries
+        _Interrupts.raise_pending()  # nothing is held here
         fd = None
         try:
             opened = _open_guard(guard, make_parents)
@@ -1225,8 +1042,7 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
             if fd is not None:
                 _abandon_guard(fd, guard)
             elif not isinstance(exc, Exception):
-                # An interrupt can land after os.open made the guard and before its
-                # descriptor reached ``fd``: take it as anyone would, and remove it.
+                # An interrupt after os.open made it.
                 _abandon_guard_at(guard)
             raise
         if fd is not None:
@@ -1242,21 +1058,14 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
 
 
 class _Guard:
-    """The guard of one lock, held for a ``with`` block.
-
-    ``lock`` is the lock's path (a str or a path object). With ``make_parents``
-    the lock's missing folders are created; without it a missing folder raises
-    _NoFolder. The guard file is removed when the block ends, however it ends.
-    """
+    """The guard of one lock, held for a ``with`` block and removed however it ends."""
 
     def __init__(self, lock: str | os.PathLike[str], make_parents: bool = True) -> None:
         self.guard = os.fspath(lock) + _GUARD_SUFFIX
         self.make_parents = make_parents
         self.fd = -1
         self.dropping = False
-        # False when the guard file was there before this call took it: on POSIX only
-        # a call that died holding it leaves one (it may have left a temp file too).
-        self.created = True
+        self.created = True  # False: left by a dead call
 
     def __enter__(self) -> _Guard:
         _SIGNALS_HELD.__enter__()
@@ -1273,16 +1082,10 @@ class _Guard:
         except BaseException as exc:
             _SIGNALS_HELD.__exit__(type(exc))
             raise
-        _SIGNALS_HELD.__exit__(None)  # a signal that came while the guard was held acts now
+        _SIGNALS_HELD.__exit__(None)
 
     def drop(self) -> None:
-        """Unlock and remove the guard if this object still holds it; a no-op otherwise.
-
-        A KeyboardInterrupt can cut a drop short (even before ``__exit__`` runs
-        its first line), so callers call it again in a ``finally``. A second try
-        removes the guard file only if the path still names the file this call
-        holds: another call may have made a new guard there in between.
-        """
+        """Unlock and remove the guard if held; again after an interrupt cut it short."""
         fd = self.fd
         if fd < 0:
             return
@@ -1295,8 +1098,7 @@ class _Guard:
 
 
 def _remove_orphan_temps(lock: str) -> None:
-    """Delete ``<lock>.skf-<8 hex>-tmp`` files: temps are made only under the guard,
-    so any found by the guard's holder were left by a call that died (of any version)."""
+    """Delete the lock's temp files: made only under the guard, so left by a dead call."""
     folder, base = os.path.split(lock)
     try:
         names = os.listdir(folder)
@@ -1320,7 +1122,7 @@ def _folder_error(lock: str) -> ValueError:
 
 
 def _refuse_unless_regular(lock: str, mode: int) -> None:
-    """Raise ValueError if ``mode`` is a folder's, OSError if it is not a regular file's."""
+    """ValueError for a folder's ``mode``, OSError for any other not a regular file's."""
     if stat.S_ISREG(mode):
         return
     if stat.S_ISDIR(mode):
@@ -1330,12 +1132,7 @@ def _refuse_unless_regular(lock: str, mode: int) -> None:
 
 
 def _read_record(lock: str) -> _Record | None:
-    """Return what the lock file says, or None when there is no lock file.
-
-    A symbolic link at the lock path is never followed: it names no owner and
-    is dated by the link itself. A folder raises ValueError; a FIFO, device or
-    socket raises OSError without blocking.
-    """
+    """What the lock file says (None: no file). A link, never followed, names no owner."""
     try:
         fd = os.open(lock, _READ_FLAGS)
     except (FileNotFoundError, NotADirectoryError):
@@ -1345,7 +1142,7 @@ def _read_record(lock: str) -> _Record | None:
     try:
         info = os.fstat(fd)
         _refuse_unless_regular(lock, info.st_mode)
-        # One read: a regular file gives all it has, up to the limit, at once.
+        # One read: a regular file gives all it has at once.
         data = os.read(fd, _RECORD_MAX_BYTES + 1)
     finally:
         os.close(fd)
@@ -1353,7 +1150,6 @@ def _read_record(lock: str) -> _Record | None:
 
 
 def _record_of_unopened(lock: str, exc: OSError) -> _Record:
-    """The record of a lock path that could not be opened: a link, or an error."""
     try:
         info = os.lstat(lock)
     except OSError:
@@ -1365,13 +1161,7 @@ def _record_of_unopened(lock: str, exc: OSError) -> _Record:
 
 
 def _create_temp(lock: str) -> tuple[int, str]:
-    """Create the temp file ``<lock>.skf-00000000-tmp`` exclusively: its fd and path.
-
-    Temps are made only under the guard, so a file already at that name was left
-    by a call that died mid-write: it is removed and the name taken, and no folder
-    listing is needed to find this version's orphans. A name that cannot be freed
-    (Windows: someone has the file open) gives way to random ones.
-    """
+    """Create the temp file exclusively (one there was left by a dead call)."""
     path = f"{lock}.skf-00000000-tmp"
     for _ in range(_TEMP_TRIES):
         try:
@@ -1382,7 +1172,7 @@ def _create_temp(lock: str) -> tuple[int, str]:
             except OSError:
                 path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
         except BaseException as exc:
-            # An interrupt may land after the file was made; under the guard it is ours.
+            # An interrupt after the file was made: ours, under the guard.
             _remove_quietly(path)
             if isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE:
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
@@ -1391,12 +1181,7 @@ def _create_temp(lock: str) -> tuple[int, str]:
 
 
 def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
-    """Replace the lock file with ``data``, atomically: temp file, fsync (if ``durable``),
-    rename.
-
-    A reader sees the old record or the new one, never part of one; on any
-    failure the old lock file is untouched and the temp file is gone.
-    """
+    """Replace the lock file with ``data`` atomically: temp file, fsync, rename."""
     fd, temp = _create_temp(lock)
     try:
         try:
@@ -1423,8 +1208,7 @@ def _delete_record(lock: str) -> None:
 
 
 def _parse_line(data: bytes) -> list[_Place]:
-    """The places of a line file (one JSON object a line); any line that is not a
-    valid place is left out. Never raises."""
+    """The valid places of a line file (a JSON object a line). Never raises."""
     places = []
     for text in data.split(b"\n"):
         try:
@@ -1452,9 +1236,7 @@ def _line_bytes(places: list[_Place]) -> bytes:
 
 
 def _read_line(path: str) -> list[_Place] | None:
-    """The places in the line file at ``path``: None if there is none; [] if it holds
-    no valid place or cannot be read as one (the line only orders waiters; the record
-    alone keeps the lock safe)."""
+    """The places in the line file (None: no file; unreadable: none)."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError:
@@ -1471,7 +1253,8 @@ def _read_line(path: str) -> list[_Place] | None:
 
 
 def _signature(path: str) -> str:
-    """What changes whenever a file at ``path`` is replaced, written or removed."""
+    """What changes whenever the file at ``path`` is replaced, written or removed."""
+
     try:
         info = os.lstat(path)
     except OSError:
@@ -1480,33 +1263,21 @@ def _signature(path: str) -> str:
 
 
 class _FileStore:
-    """A lock kept in a file. ``with store.change(create):`` holds the guard from the
-    read to the write, so a change always applies; a waiter polls with a pause.
-    The line of waiters is ``<lock>.skf-line``, there only while someone waits, and
-    changed under the same guard; each waiter shows it is alive by rewriting its
-    place's time every _BEAT_SEC.
-
-    With ``create`` the lock's missing folders are made; without it a missing
-    folder means no lock, and nothing is created. A guard found already there was
-    left by a call that died holding it: temp files it may have left are removed.
-    """
+    """A lock kept in a file, changed under its guard; its line of waiters beside it."""
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
         self.line = self.lock + _LINE_SUFFIX
-        self.guard: _Guard | None = None  # the guard of the change under way
+        self.guard: _Guard | None = None  # the change's
         self.held = False
-        self.line_file = False  # the change under way found a line file
+        self.line_file = False  # the change found a line file
 
     def close(self) -> None:
-        """Drop the guard if this store still holds it. A KeyboardInterrupt can cut a
-        ``with`` short where neither ``__enter__`` nor ``__exit__`` drops it (at the
-        first instruction of either), so every call closes its store in a finally."""
+        """Drop the guard if still held (an interrupt can cut a ``with`` short)."""
         if self.guard is not None:
             self.guard.drop()
 
     def look(self) -> _Look:
-        """What the lock says now, read without the guard (status creates nothing)."""
         seen = f"{_signature(self.lock)}|{_signature(self.line)}"
         return _Look(_read_record(self.lock), line=_read_line(self.line), seen=seen)
 
@@ -1537,7 +1308,7 @@ class _FileStore:
                 self.held = False
                 self.guard.__exit__(*exc_info)
         finally:
-            self.guard.drop()  # does anything only when an interrupt cut the exit short
+            self.guard.drop()  # if an interrupt cut the exit short
 
     def read(self) -> _Look:
         return self._read_in_change() if self.held else _Look(None)
@@ -1546,9 +1317,7 @@ class _FileStore:
         self, look: _Look, data: bytes | None, stale_after: float, owner: str,
         place: _Place | None = None,
     ) -> bool:  # fmt: skip
-        """Write ``data`` as the lock (None: delete it), ``place`` leaving the line (and
-        places whose waiters died): True, as under its guard a file lock cannot have
-        changed since ``look``."""
+        """Always True: under the guard the lock cannot have changed since ``look``."""
         if data is None:
             _delete_record(self.lock)
         else:
@@ -1561,9 +1330,8 @@ class _FileStore:
         return True
 
     def _keep_line(self, look: _Look, places: list[_Place], force: bool = False) -> None:
-        """Make the line ``places`` (taken from ``look.line``, and maybe a new one);
-        written only if it differs, or with ``force``; removed once it is empty (also
-        when the file held nothing valid)."""
+        """Make the line ``places``: written if it differs (or ``force``), removed once
+        empty."""
         if not places:
             if self.line_file:
                 _remove_quietly(self.line)
@@ -1571,8 +1339,6 @@ class _FileStore:
             _write_record(self.line, _line_bytes(places), durable=False)
 
     def join(self, look: _Look, place: _Place, now: float) -> None:
-        """Put ``place`` at the end of the line unless it is in it, alive; places whose
-        waiters died are dropped on the way."""
         line = _live(look.line, now)
         if _ahead_of(line, place.ticket) is None:
             place.since, place.beat, place.joined = int(now // 1), now, True
@@ -1580,11 +1346,9 @@ class _FileStore:
         self._keep_line(look, line)
 
     def prune(self, look: _Look, now: float) -> None:
-        """Drop the places whose waiters died."""
         self._keep_line(look, _live(look.line, now))
 
     def beat(self, place: _Place) -> bool:
-        """Show that ``place``'s waiter is alive: False if its place had lapsed."""
         with self.change(create=False) as change:
             look = change.read()
             now = time.time()
@@ -1598,7 +1362,6 @@ class _FileStore:
             return False
 
     def leave(self, place: _Place) -> None:
-        """Take ``place`` out of the line."""
         with self.change(create=False) as change:
             look = change.read()
             place.joined = False
@@ -1606,13 +1369,10 @@ class _FileStore:
             self._keep_line(look, line)
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-        """Up to ``left`` seconds, until the lock file changes (True): a release, a take,
-        a renewal. Each waiter looks at it (``lstat`` only) the more often the nearer
-        it is to the front; a place ahead that lapses shows at the waiter's next beat."""
+        """Until the lock file changes: polled the more often the nearer the front."""
         every = _FILE_POLL_SEC[min(len(ahead), 2)]
         lock_seen, line_seen = look.seen.split("|")
-        # With no lock file, a take and a release can leave it absent again between two
-        # looks: the line (the taker left it) shows what happened.
+        # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and not lock_seen else None
         until = time.monotonic() + left
         while (pause := min(every, until - time.monotonic())) > 0:
@@ -1625,40 +1385,33 @@ class _FileStore:
         return f"delete the file {_quoted(self.lock)}"
 
 
-# --- The server stores: their code kept as text, compiled for a server's lock ----
-# Python compiles a script whole on every call, at about a microsecond per syntax
-# node, and a store's code is thousands of nodes. So a server store's code stands
-# here as source text, compiled and run in this module by the first call that
-# names such a lock (_run_source): a file lock never compiles it. Its lines keep
-# their numbers in this file, so tracebacks point at them; tools/unfold.py turns
-# the text back into plain code for ruff and mypy, which check it as such.
+# --- The server stores: their code kept as text, compiled for a server's lock
+# A script is compiled whole on every call (~1 us per syntax node), so a server store's
+# code is text, compiled by a call on such a lock; tools/unfold.py lints it.
 
 
 def _run_source(source: str, after: Callable[..., object]) -> None:
-    """Compile ``source`` (a store's code, kept as text) and run it in this module, its
-    lines numbered as they stand in this file. ``after`` is the function defined two
-    blank lines below the text's closing quotes, which tells where it ends."""
+    """Run ``source``, numbered as in this file (``after`` follows it)."""
     import __future__
 
     first = after.__code__.co_firstlineno - 3 - source.count("\n")
     where = globals().get("__file__", "<skf-run-lock>")
-    # Compiled as this file is (annotations unevaluated), whoever calls: compile() would
-    # otherwise take the future flags of its caller, which may be a wrapper.
+    # Not with the future flags of a caller.
     flags = __future__.annotations.compiler_flag
     exec(compile("\n" * (first - 1) + source, where, "exec", flags, dont_inherit=True), globals())
 
 
-# What both server stores share: a connection bounded by a deadline (with TLS), how
-# a failure is told, and a waiter's place as a value on the server.
-
+# What both server stores share: a connection with a deadline, failures, places.
 _NET_SOURCE = r'''
 
 if TYPE_CHECKING:
     import socket
     import ssl
+    from typing import Self
 
-_ANSWER_MAX_BYTES = 8 * 1024 * 1024  # two values at etcd's 1.5 MiB limit, in base64
+_ANSWER_MAX_BYTES = 8 * 1024 * 1024
 _TLS_FAILURE = "TLS failure"
+_HOST = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?"
 
 
 def _seconds_left(deadline: float) -> float:
@@ -1668,39 +1421,13 @@ def _seconds_left(deadline: float) -> float:
     return left
 
 
-def _tls_context(cafile: str, cert: str, key: str) -> ssl.SSLContext:
-    """A client's TLS context: the CA bundle and client certificate (with its key) that
-    the environment variables named ``cafile``, ``cert`` and ``key`` give, if any."""
-    import ssl
-
-    env = os.environ
-    context = ssl.create_default_context(cafile=env.get(cafile) or None)
-    if env.get(cert):
-        context.load_cert_chain(env[cert], env.get(key) or None)
-    return context
-
-
-def _failure_text(exc: Exception, settings: str, port: str) -> str:
-    """Why a request failed, for a message: a TLS failure names the ``settings`` to
-    check; an answer in no protocol asks whether the address is ``port``'s port."""
-    # Without ssl imported (no TLS) no error can be a TLS one: do not import it.
-    ssl = sys.modules.get("ssl")
-    if ssl is not None and isinstance(exc, ssl.SSLError | ssl.CertificateError):
-        return f"{_TLS_FAILURE} ({exc}); check {settings}"
-    if isinstance(exc, ValueError):
-        return f"{exc}: is this {port} port?"
-    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-
-
 def _unknown_outcome(owner: str, taking: bool) -> str:
-    """What a change whose answer was lost may have done, and what settles it."""
     if taking:
         return f"the lock may have been taken by {owner}: acquire again to renew it"
     return f"the lock of {owner} may have been released: release again to be sure"
 
 
 def _place_value(place: _Place) -> bytes:
-    """A waiter's place as the server keeps it: its owner, since when, its timeout."""
     return json.dumps({
         "owner": place.owner, "since": _format_time(place.since),
         "stale_after_seconds": place.stale_after,
@@ -1708,8 +1435,6 @@ def _place_value(place: _Place) -> bytes:
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
-    """The place ``ticket`` whose server-kept ``value`` is that of _place_value; None
-    if it is not one."""
     try:
         entry = json.loads(value)
         owner, since = entry["owner"], _parse_time(entry["since"])
@@ -1721,12 +1446,91 @@ def _place_of(ticket: str, value: bytes) -> _Place | None:
     return _Place(ticket, owner, since, timeout, None)
 
 
-class _Connection:
-    """One TCP connection to ``endpoint`` (HOST:PORT), in TLS with a ``context``: bytes
-    received and not yet taken apart, with no read or write waiting past its
-    ``deadline`` (a ``time.monotonic()`` value). A subclass speaks a protocol."""
+class _ServerStore:
+    """What the server stores share: addresses, no guard, a deadline per step, TLS."""
 
-    protocol = "a protocol"  # what the answers must be, for messages
+    name = env = port = timeout_var = ""  # for messages: the server, its variables, ...
+    form = credentials = ""  # the address's form ({0}: scheme); where credentials go
+    default_port = 0  # 0: each HOST names its PORT
+    many = users = False  # several HOST:PORT; a USER@ in the address
+
+    def __init__(self, address: str, timeout: float) -> None:
+        """Parse ``address`` (ValueError unless it is of ``form``)."""
+        shown = _shown_address(address)
+        scheme, _, rest = address.partition("://")
+        where, _, key = rest.partition("/")
+        user, at, hosts = where.rpartition("@")
+        if ":" in user or (at and not self.users):
+            raise ValueError(f"the lock address {shown} {self.credentials}")
+        found = [re.fullmatch(_HOST, host) for host in hosts.split(",")]
+        if not key or (at and not user) or (len(found) > 1 and not self.many):
+            found = [None]
+        self.endpoints = []
+        for host in found:
+            if host is None or not (host.group(2) or self.default_port):
+                raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
+            if not 0 < int(host.group(2) or self.default_port) < 65536:
+                raise ValueError(f"the port of {host[0]} in {address} is not from 1 to 65535")
+            self.endpoints.append(f"{host[1]}:{int(host.group(2) or self.default_port)}")
+        if "\0" in key:
+            raise ValueError(f"the lock key in {address} must not contain a NUL character")
+        self.lock, self.user, self.key_text, self.timeout = address, user, key, timeout
+        self.tls = scheme in ("etcd+https", "rediss")
+        self.context: ssl.SSLContext | None = None
+        self.next_step()
+
+    def next_step(self) -> None:
+        self.deadline = time.monotonic() + self.timeout
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        if self.tls and self.context is None:
+            import ssl
+
+            env, cert = os.environ, os.environ.get(self.env + "CERT")
+            self.context = ssl.create_default_context(cafile=env.get(self.env + "CACERT") or None)
+            if cert:
+                self.context.load_cert_chain(cert, env.get(self.env + "KEY") or None)
+        return self.context
+
+    def unreachable(self, where: str, why: str) -> OSError:
+        return OSError(
+            errno.EHOSTUNREACH,
+            f"{self.name} could not be reached within {self.timeout:g} s ({self.timeout_var})"
+            f" at {where}: {why or 'no time left'}",
+        )
+
+    def lost_answer(self, where: str, exc: Exception, outcome: str) -> _OutcomeUnknown:
+        return _OutcomeUnknown(
+            errno.ETIMEDOUT,
+            f"{self.name} at {where} failed after the change was sent ({self.describe(exc)}),"
+            f" so {outcome}",
+        )
+
+    def describe(self, exc: Exception) -> str:
+        """Why a request failed, and what to check."""
+        # Without ssl imported no error is a TLS one.
+        ssl = sys.modules.get("ssl")
+        if ssl is not None and isinstance(exc, ssl.SSLError | ssl.CertificateError):
+            e = self.env
+            return f"{_TLS_FAILURE} ({exc}); check {e}CACERT, {e}CERT and {e}KEY"
+        if isinstance(exc, ValueError):
+            return f"{exc}: is this {self.port} port?"
+        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+    def change(self, create: bool) -> Self:
+        return self
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+class _Connection:
+    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``."""
+
+    protocol = "a protocol"  # for messages
 
     def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
         import socket
@@ -1744,13 +1548,12 @@ class _Connection:
         except BaseException:
             self.sock.close()
             raise
-        self.received = bytearray()  # bytes from the socket, not yet taken apart
+        self.received = bytearray()  # not yet taken apart
 
     def close(self) -> None:
         self.sock.close()
 
     def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
-        """Where ``marker`` starts in what was received, receiving until it comes."""
         while (found := self.received.find(marker, start)) < 0:
             if len(self.received) > limit:
                 raise ValueError(f"the answer was not {self.protocol} (a line too long)")
@@ -1771,20 +1574,17 @@ class _Connection:
 
 
 def _net_code() -> None:
-    """Compile and run the code the server stores share above, once."""
     if "_Connection" not in globals():
         _run_source(_NET_SOURCE, _net_code)
 
 
-# The etcd store: locks shared across machines, reached through etcd's HTTP/JSON
-# gateway; socket and ssl are imported only here, so a file lock never pays for them.
-
+# The etcd store, through etcd's HTTP/JSON gateway.
 _ETCD_SOURCE = r'''
 
 if TYPE_CHECKING:
     import ssl
 
-_HOST_PORT = r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+):[0-9]{1,5}"
+
 _DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
@@ -1803,8 +1603,7 @@ def _etcd_duration(text: str) -> float:
 
 
 def _answer_field(answer: dict[str, Any], name: str, request: str, digits: bool = False) -> str:
-    """The text field ``name`` of etcd's answer to ``request``; an OSError if it has none
-    (or, with ``digits``, one that is not a number): the server is not etcd."""
+    """The text field ``name`` of etcd's answer; OSError if it has none."""
     value = answer.get(name)
     if isinstance(value, str) and value and (value.isdigit() or not digits):
         return value
@@ -1825,29 +1624,20 @@ def _b64(data: bytes) -> str:
 
 
 class _HttpConnection(_Connection):
-    """One keep-alive HTTP/1.1 connection to an etcd gateway: JSON POSTs, and answers
-    of a fixed length, chunked or ended by a close, read whole or line by line.
-
-    Written here instead of using http.client, by measurement (bench/bench.py,
-    section 6d): importing http.client costs a CLI call ~18 ms more than socket,
-    and each request 2-4x the CPU, which a waiter pays on every hand-off. No read or
-    write waits past its ``deadline`` (a ``time.monotonic()`` value); every failure
-    is an OSError or a ValueError, and a timeout leaves the answer readable later.
-    """
+    """HTTP/1.1 to etcd. Not http.client: ~18 ms to import, 2-4x the CPU (bench 6d)."""
 
     protocol = "HTTP"
 
     def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
         super().__init__(endpoint, context, deadline)
-        self.body = bytearray()  # a streamed answer's body, not yet read
-        # How the body ends: after ``left`` more bytes, with its last chunk, or when
-        # the server closes the connection.
+        self.body = bytearray()  # not yet read
+
         self.framing: Literal["length", "chunked", "close"] = "length"
         self.left, self.reusable = 0, True
 
     def send(self, path: str, payload: bytes, headers: dict[str, str], deadline: float) -> None:
         if any("\r" in value or "\n" in value for value in headers.values()):
-            raise ValueError("a header held a line break")  # a token that would split the head
+            raise ValueError("a header held a line break")
         fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         head = f"POST {path} HTTP/1.1\r\nHost: {self.endpoint}\r\n{fields}"
         self.sock.settimeout(_seconds_left(deadline))
@@ -1883,7 +1673,6 @@ class _HttpConnection(_Connection):
         return int(code)
 
     def rest(self, deadline: float) -> bytes:
-        """The whole body of the answer."""
         while self._more_body(deadline):
             pass
         return bytes(self.body)
@@ -1899,7 +1688,6 @@ class _HttpConnection(_Connection):
         return line
 
     def _more_body(self, deadline: float) -> bool:
-        """Add the body's next bytes to ``body`` as they come; False at its end."""
         piece = self._piece(deadline)
         if piece is None:
             return False
@@ -1909,7 +1697,6 @@ class _HttpConnection(_Connection):
         return True
 
     def _piece(self, deadline: float) -> bytes | None:
-        """The body's next bytes as they come, None at its end."""
         if self.framing == "chunked":
             return self._chunk(deadline)
         closes = self.framing == "close"
@@ -1924,7 +1711,6 @@ class _HttpConnection(_Connection):
         return piece
 
     def _chunk(self, deadline: float) -> bytes | None:
-        """The next chunk of a chunked body, None after the last (and its trailer)."""
         end = self._find(b"\r\n", deadline, 1024)
         size_text = self.received[:end].split(b";")[0].strip()
         if not size_text or size_text.strip(b"0123456789abcdefABCDEF"):
@@ -1946,59 +1732,36 @@ class _HttpConnection(_Connection):
 
 
 def _wait_place(value: bytes, lease: object) -> _Place | None:
-    """The place an etcd line key's ``value`` on ``lease`` describes; None if it is not
-    one (a place must be kept by a lease, or it could never end)."""
+    """The place a line key gives; None if not one (or leaseless: it could never end)."""
     if not (isinstance(lease, str) and lease.isdigit()):
         return None
     return _place_of(lease, value)
 
 
-class _EtcdStore:
-    """One lock on an etcd cluster: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``.
+class _EtcdStore(_ServerStore):
+    """One lock on etcd: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``. The record is
+    at KEY on a lease; beside it, after a NUL, the last holder's (``last``) and each
+    waiter's place (``wait``, a NUL, its lease), on a lease the waiter keeps alive."""
 
-    The record lives at KEY, attached to a lease whose TTL is its holder's
-    timeout; the last holder's record lives at ``KEY + "\0last"`` (a key can
-    hold no NUL, so no other lock's keys are ever these), written in the same
-    transaction and deleted by a release. A waiter's place is the key
-    ``KEY + "\0wait\0" + its lease``, on a lease of _PLACE_TTL_SEC that the waiter
-    keeps alive: etcd orders the line (by each key's create revision) and ends a
-    place whose waiter stopped. Credentials, certificates and the deadline of a
-    call (or of each step of a wait) come from etcdctl's environment variables.
-    """
+    name, env, port, timeout_var = "etcd", "ETCDCTL_", "etcd's client", "ETCDCTL_COMMAND_TIMEOUT"
+    form, many = "{0}://HOST:PORT[,HOST:PORT...]/KEY", True
+    credentials = (
+        "names a user: credentials never go in the address; set ETCDCTL_USER (and"
+        " ETCDCTL_PASSWORD) instead"
+    )
 
     def __init__(self, address: str) -> None:
-        scheme, _, rest = address.partition("://")
-        hosts, _, key = rest.partition("/")
-        if "@" in hosts:
-            raise ValueError(
-                f"the lock address {_shown_address(address)} names a user: credentials never"
-                " go in the address; set ETCDCTL_USER (and ETCDCTL_PASSWORD) instead"
-            )
-        if not all(re.fullmatch(_HOST_PORT, host) for host in hosts.split(",")) or not key:
-            raise ValueError(
-                f"the lock address {_shown_address(address)} must be"
-                f" {scheme}://HOST:PORT[,HOST:PORT...]/KEY"
-            )
-        for host in hosts.split(","):
-            if not 0 < int(host.rpartition(":")[2]) < 65536:
-                raise ValueError(f"the port of {host} in {address} is not from 1 to 65535")
-        if "\0" in key:
-            raise ValueError(f"the lock key in {address} must not contain a NUL character")
-        self.lock = address
+        env = os.environ
+        super().__init__(address, _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s"))
+        key = self.key_text
         self.key, self.last_key = key.encode(), (key + "\0last").encode()
         self.wait_prefix = (key + "\0wait\0").encode()
-        self.endpoints = hosts.split(",")
-        env = os.environ
-        self.timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
-        self.deadline = time.monotonic() + self.timeout
         user, _, password = (env.get("ETCDCTL_USER") or "").partition(":")
         self.user, self.password = user, password or env.get("ETCDCTL_PASSWORD", "")
-        self.tls = scheme == "etcd+https"
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
         self.watcher: _HttpConnection | None = None  # a waiter's open watch
-        self.context: ssl.SSLContext | None = None
-        self.pause = _Pause()  # for a waiter that can have no watch
+        self.pause = _Pause()
 
     def _connect(self, endpoint: str) -> _HttpConnection:
         if self.connection is not None:
@@ -2008,22 +1771,16 @@ class _EtcdStore:
         return self.connection
 
     def _open(self, endpoint: str) -> _HttpConnection:
-        if self.tls and self.context is None:
-            self.context = _tls_context("ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY")
-        return _HttpConnection(endpoint, self.context, self.deadline)
+        return _HttpConnection(endpoint, self.tls_context(), self.deadline)
 
     def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
-        """POST ``body`` to the first endpoint that answers, within the call's deadline.
-
-        ``outcome`` describes a write: if its answer is lost after it was sent,
-        whether it happened is unknown, and the OSError raised says so.
-        """
+        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's."""
         if path != "/v3/auth/authenticate":
             self._authorize()
         payload = json.dumps(body).encode()
-        # The first reason of each endpoint: later ones are often the deadline running out.
+        # Each endpoint's first reason (later ones are often the deadline).
         failures: dict[str, str] = {}
-        broken: set[str] = set()  # endpoints whose TLS failed: trying again cannot help
+        broken: set[str] = set()  # TLS failed: trying again cannot help
         while True:
             for endpoint in self.endpoints:
                 left = self.deadline - time.monotonic()
@@ -2036,7 +1793,7 @@ class _EtcdStore:
                 except _OutcomeUnknown:
                     raise
                 except (OSError, ValueError) as exc:
-                    reason = failures.setdefault(endpoint, self._describe(exc))
+                    reason = failures.setdefault(endpoint, self.describe(exc))
                     if reason.startswith(_TLS_FAILURE):
                         broken.add(endpoint)
                     continue
@@ -2047,18 +1804,13 @@ class _EtcdStore:
                     failures.setdefault(endpoint, message or f"HTTP status {status}")
                     continue
                 raise self._refusal(code, message or f"HTTP status {status}")
-            # No member answered (down, or electing a leader): nothing was applied, so
-            # go round again until the deadline.
+            # No member answered (down, electing): nothing applied.
             left = self.deadline - time.monotonic()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break
             time.sleep(min(0.05, left))
         reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
-        raise OSError(
-            errno.EHOSTUNREACH,
-            f"etcd could not be reached within {self.timeout:g} s (ETCDCTL_COMMAND_TIMEOUT)"
-            f" at {', '.join(self.endpoints)}: {reasons or 'no time left'}",
-        )
+        raise self.unreachable(", ".join(self.endpoints), reasons)
 
     def _authorize(self) -> None:
         if self.user and "Authorization" not in self.headers:
@@ -2069,11 +1821,7 @@ class _EtcdStore:
     def _exchange(
         self, endpoint: str, path: str, payload: bytes, outcome: str | None
     ) -> tuple[int, dict[str, Any]]:
-        """One request to ``endpoint`` on the call's connection: (status, answer).
-
-        Raises OSError or ValueError when no answer came, and _OutcomeUnknown when
-        a write (``outcome`` describes it) failed after it was sent.
-        """
+        """One request to ``endpoint``: (status, answer)."""
         sent = False
         try:
             connection = self.connection
@@ -2087,14 +1835,10 @@ class _EtcdStore:
                 answer = json.loads(body.decode("utf-8") or "{}")
             except ValueError:
                 raise ValueError("the answer was not JSON") from None
-        except (OSError, ValueError) as exc:
-            self.close()
-            if sent and outcome is not None:
-                raise _OutcomeUnknown(
-                    errno.ETIMEDOUT,
-                    f"etcd at {endpoint} failed after the request was sent"
-                    f" ({self._describe(exc)}), so {outcome}",
-                ) from None
+        except BaseException as exc:
+            self.close()  # cut short (an interrupt too): never read it out of step
+            if sent and outcome is not None and isinstance(exc, OSError | ValueError):
+                raise self.lost_answer(endpoint, exc, outcome) from None
             raise
         return status, answer if isinstance(answer, dict) else {}
 
@@ -2104,22 +1848,8 @@ class _EtcdStore:
                 connection.close()
         self.connection = self.watcher = None
 
-    def change(self, create: bool) -> _EtcdStore:
-        """Itself: etcd needs no guard, as every change compares what was read."""
-        return self
-
-    def __enter__(self) -> _EtcdStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        pass
-
     def by_hand(self) -> str:
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
-
-    @staticmethod
-    def _describe(exc: Exception) -> str:
-        return _failure_text(exc, "ETCDCTL_CACERT, ETCDCTL_CERT and ETCDCTL_KEY", "etcd's client")
 
     def _refusal(self, code: object, message: str) -> OSError:
         if code == _GRPC_PERMISSION_DENIED:
@@ -2139,8 +1869,6 @@ class _EtcdStore:
         return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
 
     def look(self) -> _Look:
-        """The live record (None if absent), the last holder's (None if none), the
-        record's mod revision ("0" if absent) and its lease id."""
         import base64
 
         answer = self.post(
@@ -2160,8 +1888,7 @@ class _EtcdStore:
                     if place is not None:
                         line.append((int(kv["create_revision"]), place))
                     continue
-                # A foreign value without a time is dated now: it never goes stale by itself.
-                parsed = _parse_record(value, now)
+                parsed = _parse_record(value, now)  # a foreign value is dated now
                 if name == self.key:
                     revision = _answer_field(kv, "mod_revision", "range", digits=True)
                     record, lease = parsed, kv.get("lease")
@@ -2175,14 +1902,13 @@ class _EtcdStore:
         line.sort(key=lambda entry: entry[0])
         return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
 
-    read = look  # a change reads as status does; the transaction compares later
+    read = look  # the transaction compares later
 
     def _place_key(self, place: _Place) -> bytes:
         return self.wait_prefix + place.ticket.encode()
 
     def join(self, look: _Look, place: _Place, now: float) -> None:
-        """Put ``place`` at the end of the line unless it is in it: a key on a lease of
-        its own, which the waiter keeps alive (etcd drops it if the waiter stops)."""
+        """A key on a lease of its own, kept alive by the waiter."""
         if _ahead_of(_live(look.line, now), place.ticket) is not None:
             return
         answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
@@ -2196,23 +1922,18 @@ class _EtcdStore:
         """Nothing to do: etcd ends the place of a waiter that stopped."""
 
     def beat(self, place: _Place) -> bool:
-        """Keep ``place``'s lease alive: False if it had run out (the place is gone)."""
         answer = self.post("/v3/lease/keepalive", {"ID": place.ticket})
         result = answer.get("result")
         ttl = result.get("TTL") if isinstance(result, dict) else None
         return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
 
     def leave(self, place: _Place) -> None:
-        """Take ``place`` out of the line: revoking its lease deletes its key."""
-        self.deadline = time.monotonic() + self.timeout
+        self.next_step()
         place.joined = False
         self.revoke(place.ticket)
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-        """Up to ``left`` seconds, until a key this waiter waits on is deleted (True): the
-        record for the first in line (released, or its lease ran out), else a place
-        ahead of it. The watch starts after ``look``, so nothing since is missed, and
-        stays open between waits; with no watch to be had, a poll's pause."""
+        """Until the record (for the first in line) or a place ahead is deleted."""
         wake = {self._place_key(p) for p in ahead} if ahead else {self.key}
         until = time.monotonic() + left
         try:
@@ -2223,13 +1944,13 @@ class _EtcdStore:
                 pass
             return True
         except TimeoutError:
-            return False  # nothing came in time; the stream goes on
+            return False  # the stream goes on
         except (OSError, ValueError):
             self._stop_watch()
             self.pause.sleep(max(0.0, until - time.monotonic()))
             return False
         finally:
-            self.deadline = time.monotonic() + self.timeout  # the next step's own
+            self.next_step()
 
     def _stop_watch(self) -> None:
         if self.watcher is not None:
@@ -2237,17 +1958,16 @@ class _EtcdStore:
             self.watcher = None
 
     def _watch(self, seen: str, until: float) -> bool:
-        """Start watching the lock's keys from after revision ``seen`` on the first
-        endpoint that accepts, by ``until``: True once their changes stream in."""
+        """Watch the lock's keys from after revision ``seen``: True once it streams."""
         self.deadline = min(until, time.monotonic() + self.timeout)
         watch = {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
-        if seen.isdigit() and seen != "0":  # else from now on: a release just before is missed
+        if seen.isdigit() and seen != "0":
             watch["start_revision"] = str(int(seen) + 1)
         payload = json.dumps({"create_request": watch}).encode()
         try:
             self._authorize()
         except (OSError, ValueError):
-            return False  # the next step says why, if it can
+            return False  # the next step says why
         for endpoint in self.endpoints:
             try:
                 self.watcher = self._open(endpoint)
@@ -2260,16 +1980,13 @@ class _EtcdStore:
         return False
 
     def _deleted(self, until: float) -> set[bytes]:
-        """The keys the watch's next message says were deleted; OSError if the stream
-        ended, TimeoutError if nothing came by ``until``."""
         news = self._news(until)
         if news is None:
             raise ConnectionResetError(errno.ECONNRESET, "the watch ended")
         return news
 
     def _news(self, until: float) -> set[bytes] | None:
-        """The keys deleted in the watch's next message (empty for a note, a put, or the
-        watch's creation); None if the stream ended or was cancelled."""
+        """The keys deleted in the watch's next message; None if the stream ended."""
         import base64
 
         assert self.watcher is not None
@@ -2278,7 +1995,7 @@ class _EtcdStore:
             result = message["result"]
             if result.get("canceled"):
                 return None
-            # A PUT is the enum's default, so etcd's JSON leaves its type out.
+            # A PUT, the default, has no type in etcd's JSON.
             return {
                 base64.b64decode(event["kv"]["key"])
                 for event in result.get("events") or []
@@ -2298,31 +2015,25 @@ class _EtcdStore:
         self, look: _Look, data: bytes | None, stale_after: float, owner: str,
         place: _Place | None = None,
     ) -> bool:  # fmt: skip
-        """Put the record ``data`` on a new lease of ``stale_after`` (None: delete it and
-        the last holder) if the record is still as ``look`` found it (and ``place`` is
-        still in line: it leaves it in the same transaction); False if another writer
-        changed it first. Signals wait while the change is sent: once sent, it is
-        finished and answered."""
+        """By a transaction; signals wait while it is sent."""
         with _SIGNALS_HELD:
             applied = self._swap(look.revision, data, stale_after, owner, place)
             if applied:
                 _Interrupts.disarm()
         if applied:
-            self.revoke(look.lease)  # the old lease would only run out by itself
+            self.revoke(look.lease)  # else it would only run out
             if place is not None:
-                place.joined = False  # its lease, now without a key, runs out by itself
+                place.joined = False  # its lease runs out by itself
         return applied
 
     def _swap(
         self, revision: str, puts: bytes | None, stale_after: float, owner: str,
         place: _Place | None,
     ) -> bool:  # fmt: skip
-        """One transaction: if the record's mod revision is still ``revision`` (and
-        ``place``'s key is still there), put the record ``puts`` (and the last holder)
-        on a new lease, or delete both for None; ``place``'s key is deleted."""
+        """If the record's revision is still ``revision``: put ``puts`` (None: delete)."""
         lease = None
         if puts is not None:
-            ttl = max(1, -(-stale_after // 1))  # the server raises it to its own minimum
+            ttl = max(1, -(-stale_after // 1))
             answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
             lease = _answer_field(answer, "ID", "lease/grant", digits=True)
             ops = [
@@ -2352,30 +2063,28 @@ class _EtcdStore:
 
 
 def _etcd_code() -> None:
-    """Compile and run the etcd store's code above, once: only an etcd lock needs it."""
     _net_code()
     if "_EtcdStore" not in globals():
         _run_source(_ETCD_SOURCE, _etcd_code)
 
 
-# The Redis store: locks shared on a Redis or Valkey server, spoken to in RESP2 over
-# a socket (TLS for rediss://); as etcd's, compiled only for such a lock.
-
+# The Redis store, in RESP2 over a socket.
 _REDIS_SOURCE = r'''
 
 if TYPE_CHECKING:
     import ssl
 
-_REDIS_HOST = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?")
-_RESP_MAX_ITEMS = 1_000_000  # items in one answer: a line of waiters is one item each
-_RESP_MAX_DEPTH = 3  # arrays in arrays: EXEC's answer holds LRANGE's
-# Errors that mean nothing ran and the server will serve soon: a restart loading its
-# data, a replica being promoted, a script or a cluster slot briefly busy.
+    _Command = tuple[bytes | str | int, ...]
+
+
+_RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
+_RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
+# Errors after which nothing ran and the server serves soon (loading, promoting, busy).
 _REDIS_BUSY = ("LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
 
 
 def _redis_timeout(text: str) -> float:
-    """Seconds of SKF_REDIS_TIMEOUT: a plain positive number of seconds, at most a day."""
+    """Seconds of SKF_REDIS_TIMEOUT, a plain number (at most a day)."""
     if not _PLAIN_DECIMAL.fullmatch(text) or not 0 < float(text) <= _MAX_WAIT_SEC:
         raise ValueError(
             f"SKF_REDIS_TIMEOUT must be a number of seconds from 0 to 86400, like 5 or 0.5,"
@@ -2385,9 +2094,7 @@ def _redis_timeout(text: str) -> float:
 
 
 def _slot_base(key: str) -> str | None:
-    """The name the lock's other keys start with, so that all share KEY's hash slot on a
-    Redis Cluster: KEY itself if it holds a hash tag (``{...}``, not empty), else
-    ``{KEY}``; None for a KEY with a ``}`` but no tag, which neither can be."""
+    """KEY if it has a hash tag, else ``{KEY}``; None for a ``}`` but no tag."""
     start = key.find("{")
     if start >= 0 and key.find("}", start + 1) > start + 1:
         return key
@@ -2395,8 +2102,7 @@ def _slot_base(key: str) -> str | None:
 
 
 class _RedisError:
-    """An error answer of the server (``-WRONGTYPE ...``), kept as an answer: in a
-    pipeline, the answers after it must still be read."""
+    """An error answer (``-WRONGTYPE ...``), kept as an answer: later ones must be read."""
 
     __slots__ = ("text",)
 
@@ -2413,14 +2119,11 @@ class _Incomplete(Exception):
 
 
 class _RespConnection(_Connection):
-    """One connection to a Redis server speaking RESP2: commands sent as arrays of bulk
-    strings, several at once, and answers read whole (bytes, an int, None, a list or
-    a _RedisError), every size bounded. An answer cut short by the deadline is kept
-    whole in ``received``, to be read by a later call."""
+    """RESP2: commands pipelined, answers read whole, every size bounded."""
 
     protocol = "RESP (Redis)"
 
-    def send(self, commands: list[tuple[bytes | str | int, ...]], deadline: float) -> None:
+    def send(self, commands: list[_Command], deadline: float) -> None:
         out = bytearray()
         for command in commands:
             out += b"*%d\r\n" % len(command)
@@ -2431,7 +2134,6 @@ class _RespConnection(_Connection):
         self.sock.sendall(out)
 
     def answer(self, deadline: float) -> Any:
-        """The next whole answer, receiving until it has come."""
         while True:
             try:
                 value, end = self._parse(0, 0)
@@ -2476,75 +2178,39 @@ class _RespConnection(_Connection):
         raise ValueError(f"the answer was not {self.protocol}")
 
 
-class _RedisStore:
-    """One lock on a Redis or Valkey server: ``redis[s]://[USER@]HOST[:PORT]/KEY``.
+class _RedisStore(_ServerStore):
+    """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``. The record is
+    at KEY, expiring; the other keys share its Cluster slot: ``{KEY}``, a NUL, then
+    ``last``, ``line`` (tickets in order), and per waiter ``wait`` and ``wake`` with its
+    ticket: its place, and a list it blocks on until a release or a leaver pushes."""
 
-    The record lives at KEY, expiring after its holder's timeout (as etcd's lease
-    does), so the server's clock ends a crashed run's lock. Every other key of
-    the lock starts with KEY's hash tag (_slot_base: ``{KEY}`` if KEY has none)
-    and a NUL (no lock's KEY holds one, so no other lock's keys are ever these),
-    and so shares KEY's hash slot on a Redis Cluster: the last holder's record
-    (``\0last``, written with the record and deleted by a release), the line of
-    waiters (``\0line``, a list of tickets in the order they came), each
-    waiter's place (``\0wait\0`` + ticket) and its bell (``\0wake\0`` +
-    ticket), all expiring _PLACE_TTL_SEC after their waiters' last beat. A
-    change WATCHes KEY as it reads and applies in a MULTI/EXEC transaction,
-    which the server refuses if KEY changed or expired meanwhile. A waiter
-    blocks on its bell (BLPOP); whoever ends what it waits for rings it: a
-    release the first in line's, a waiter leaving the next one's. A ring waits
-    in the list until popped, so none is missed, and needs no permission beyond
-    the lock's keys (no channel, no server setting).
-    """
+    name, env, port, timeout_var = "Redis", "SKF_REDIS_", "Redis's", "SKF_REDIS_TIMEOUT"
+    form, default_port, users = "{0}://HOST[:PORT]/KEY or {0}://USER@HOST[:PORT]/KEY", 6379, True
+    credentials = "holds a password: a password never goes in the address; set REDISCLI_AUTH"
 
     def __init__(self, address: str) -> None:
-        scheme, _, rest = address.partition("://")
-        where, _, key = rest.partition("/")
-        user, at, host_port = where.rpartition("@")
-        if ":" in user:
-            raise ValueError(
-                f"the lock address {_shown_address(address)} holds a password: a password"
-                " never goes in the address; set REDISCLI_AUTH instead"
-            )
-        host = re.fullmatch(_REDIS_HOST, host_port)
-        if host is None or not key or (at and not user):
-            raise ValueError(
-                f"the lock address {_shown_address(address)} must be {scheme}://HOST[:PORT]/KEY"
-                f" or {scheme}://USER@HOST[:PORT]/KEY"
-            )
-        port = int(host.group(2) or 6379)
-        if not 0 < port < 65536:
-            raise ValueError(f"the port of {host_port} in {address} is not from 1 to 65535")
-        if "\0" in key:
-            raise ValueError(f"the lock key in {address} must not contain a NUL character")
+        env = os.environ
+        super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"))
+        key, (self.endpoint,) = self.key_text, self.endpoints
         base = _slot_base(key)
         if base is None:
             raise ValueError(
                 f"the lock key in {address} holds a '}}' but no hash tag, so its line cannot"
                 " share its hash slot; give a key without '}', or with a tag like {name}"
             )
-        self.lock, self.user = address, user
-        self.endpoint = f"{host.group(1)}:{port}"
-        # Bytes as given: a key read from arguments may hold any (surrogate-escaped).
+        # Bytes as given: an argument may hold any (surrogate-escaped).
         self.key, base_bytes = (text.encode("utf-8", "surrogateescape") for text in (key, base))
         self.last_key, self.line_key = base_bytes + b"\0last", base_bytes + b"\0line"
         self.wait_prefix, self.bell_prefix = base_bytes + b"\0wait\0", base_bytes + b"\0wake\0"
-        env = os.environ
-        self.timeout = _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5")
         self.password = env.get("REDISCLI_AUTH")
-        self.deadline = time.monotonic() + self.timeout
-        self.context: ssl.SSLContext | None = None
-        self.tls = scheme == "rediss"
         self.connection: _RespConnection | None = None
-        self.watched: _RespConnection | None = None  # the connection whose WATCH is on KEY
-        self.bell: _RespConnection | None = None  # a waiter's connection, blocked on its bell
+        self.watched: _RespConnection | None = None  # the one whose WATCH is on KEY
+        self.bell: _RespConnection | None = None  # a waiter's, blocked on its bell
 
-    # -- Talking to the server -----------------------------------------------------
+    # -- Talking to the server
 
     def _open(self) -> _RespConnection:
-        """A new connection, authenticated if a password is set."""
-        if self.tls and self.context is None:
-            self.context = _tls_context("SKF_REDIS_CACERT", "SKF_REDIS_CERT", "SKF_REDIS_KEY")
-        connection = _RespConnection(self.endpoint, self.context, self.deadline)
+        connection = _RespConnection(self.endpoint, self.tls_context(), self.deadline)
         if self.password is not None or self.user:
             who = (self.user,) if self.user else ()
             try:
@@ -2559,16 +2225,10 @@ class _RedisStore:
         return connection
 
     def call(
-        self, *commands: tuple[bytes | str | int, ...], outcome: str | None = None,
+        self, *commands: _Command, outcome: str | None = None,
         write: bool = False,
     ) -> list[Any]:  # fmt: skip
-        """The answers to ``commands``, sent at once on the call's connection, within
-        the call's deadline; an OSError for the first error answer.
-
-        A read is sent again (on a new connection) until the deadline; a ``write``
-        (``outcome`` describes one that changes the lock) that failed after it was
-        sent is not, and the OSError raised says whether it may have happened.
-        """
+        """The answers to ``commands``; a ``write`` that was sent is not tried again."""
         failure = None
         while True:
             sent = False
@@ -2580,20 +2240,19 @@ class _RedisStore:
                 answers = [self.connection.answer(self.deadline) for _ in commands]
             except (OSError, ValueError) as exc:
                 self._drop()
-                reason = self._describe(exc)
+                reason = self.describe(exc)
                 if sent and outcome is not None:
-                    raise _OutcomeUnknown(
-                        errno.ETIMEDOUT,
-                        f"Redis at {self.endpoint} failed after the change was sent"
-                        f" ({reason}), so {outcome}",
-                    ) from None
+                    raise self.lost_answer(self.endpoint, exc, outcome) from None
                 if sent and write:
                     raise OSError(errno.EIO, f"Redis at {self.endpoint}: {reason}") from None
                 if isinstance(exc, PermissionError):
-                    raise  # refused credentials: trying again cannot help
+                    raise  # trying again cannot help
                 if reason.startswith(_TLS_FAILURE):
                     raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
                 failure = failure or reason
+            except BaseException:
+                self._drop()  # an interrupt: never read its answers out of step
+                raise
             else:
                 errors = [a for a in answers if isinstance(a, _RedisError)]
                 errors += [e for a in answers if isinstance(a, list) for e in a
@@ -2605,11 +2264,7 @@ class _RedisStore:
                 failure = errors[0].text
             left = self.deadline - time.monotonic()
             if left <= 0:
-                raise OSError(
-                    errno.EHOSTUNREACH,
-                    f"Redis could not be reached within {self.timeout:g} s (SKF_REDIS_TIMEOUT)"
-                    f" at {self.endpoint}: {failure or 'no time left'}",
-                )
+                raise self.unreachable(self.endpoint, failure or "")
             time.sleep(min(0.05, left))
 
     def _drop(self) -> None:
@@ -2621,16 +2276,11 @@ class _RedisStore:
         self._drop()
         self._stop_listening()
 
-    @staticmethod
-    def _describe(exc: Exception) -> str:
-        return _failure_text(exc, "SKF_REDIS_CACERT, SKF_REDIS_CERT and SKF_REDIS_KEY", "Redis's")
-
     def _refusal(self, error: _RedisError) -> OSError:
-        """The OSError for an error answer, saying what to do about it."""
         code, text = error.code, error.text
         who = f"user {self.user!r}" if self.user else "the default user"
         if code == "ERR" and "AUTH" in text.upper():
-            code = "WRONGPASS"  # a server before ACLs, or one that has no password
+            code = "WRONGPASS"  # before ACLs, or no password set
         key = self.key.decode("utf-8", "replace")
         denied = {
             "NOAUTH": f"Redis wants a password ({text}): set REDISCLI_AUTH",
@@ -2650,17 +2300,7 @@ class _RedisStore:
         advice["ASK"] = advice["MOVED"]
         return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
 
-    # -- What the algorithm asks of a store ---------------------------------------------
-
-    def change(self, create: bool) -> _RedisStore:
-        """Itself: Redis needs no guard, as every change is a watched transaction."""
-        return self
-
-    def __enter__(self) -> _RedisStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        pass
+    # -- What the algorithm asks of a store
 
     def by_hand(self) -> str:
         host, _, port = self.endpoint.rpartition(":")
@@ -2677,21 +2317,19 @@ class _RedisStore:
         self.watched = self.connection
         return look
 
-    def _reads(self) -> list[tuple[bytes | str | int, ...]]:
+    def _reads(self) -> list[_Command]:
         return [("GET", self.key), ("PTTL", self.key), ("GET", self.last_key),
                 ("LRANGE", self.line_key, 0, -1)]  # fmt: skip
 
     def _looked(self, answers: list[Any]) -> _Look:
-        """The look the answers to _reads give; ``seen`` is the record's milliseconds to
-        live, which bound how long its first waiter waits for a release."""
+        """The look _reads' answers give; ``seen``: the record's ms to live."""
         value, ttl, last_value, tickets = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
         now = int(time.time())
         record = last = None
         if isinstance(value, bytes):
-            # A foreign value without a time is dated now: it never goes stale by itself.
-            record = _parse_record(value, now)
+            record = _parse_record(value, now)  # a foreign value is dated now
             if ttl >= 0:
                 record.lease = "live"
         if isinstance(last_value, bytes) and record is None:
@@ -2702,7 +2340,7 @@ class _RedisStore:
         line = []
         for ticket, entry in zip(tickets, places[0], strict=False):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
-            # A place whose key is gone: its waiter stopped; _live drops it, prune removes it.
+            # A place whose key is gone: _live drops it.
             line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
         return _Look(record, last, line=line, seen=str(ttl))
 
@@ -2712,8 +2350,7 @@ class _RedisStore:
     def _bell_key(self, ticket: str) -> bytes:
         return self.bell_prefix + ticket.encode("ascii", "replace")
 
-    def _ring(self, ticket: str) -> list[tuple[bytes | str | int, ...]]:
-        """The commands that wake the waiter of ``ticket``."""
+    def _ring(self, ticket: str) -> list[_Command]:
         bell = self._bell_key(ticket)
         return [("RPUSH", bell, 1), ("PEXPIRE", bell, self._place_ms())]
 
@@ -2721,9 +2358,7 @@ class _RedisStore:
         return max(1, int(_PLACE_TTL_SEC * 1000))
 
     def join(self, look: _Look, place: _Place, now: float) -> None:
-        """Put ``place`` at the end of the line unless it is in it: a new ticket (an old
-        one's lapsed entry must never come back), its place key, both expiring unless
-        the waiter beats."""
+        """A new ticket (a lapsed one must never come back) and its place, expiring."""
         if _ahead_of(_live(look.line, now), place.ticket) is not None:
             return
         place.ticket = os.urandom(8).hex()
@@ -2738,15 +2373,12 @@ class _RedisStore:
         place.joined = True
 
     def prune(self, look: _Look, now: float) -> None:
-        """Take the places whose waiters stopped (their keys expired) out of the line."""
         live = _live(look.line, now)
         dead = [("LREM", self.line_key, 0, p.ticket) for p in look.line if p not in live]
         if dead:
             self.call(*dead, write=True)
 
     def beat(self, place: _Place) -> bool:
-        """Keep ``place``, its bell and the line from expiring: False if the place had
-        lapsed."""
         ms = self._place_ms()
         kept, _, _ = self.call(
             ("PEXPIRE", self._place_key(place.ticket), ms), ("PEXPIRE", self.line_key, ms),
@@ -2754,16 +2386,15 @@ class _RedisStore:
         )  # fmt: skip
         return bool(kept == 1)
 
-    def _leaving(self, ticket: str) -> list[tuple[bytes | str | int, ...]]:
-        """The commands that take ``ticket`` out of the line, with its place and bell."""
+    def _leaving(self, ticket: str) -> list[_Command]:
         return [("DEL", self._place_key(ticket), self._bell_key(ticket)),
                 ("LREM", self.line_key, 0, ticket)]  # fmt: skip
 
     def leave(self, place: _Place) -> None:
-        """Take ``place`` out of the line, waking the waiter behind it (which may now be
-        first, with the lock free)."""
-        self.deadline = time.monotonic() + self.timeout
+        """Leave the line, waking the waiter behind (it may now be first)."""
+        self.next_step()
         place.joined = False
+
         (tickets,) = self.call(("UNWATCH",), ("LRANGE", self.line_key, 0, -1))[1:]
         line = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
         behind = line[line.index(place.ticket) + 1 :] if place.ticket in line else []
@@ -2774,27 +2405,24 @@ class _RedisStore:
         self, look: _Look, data: bytes | None, stale_after: float, owner: str,
         place: _Place | None = None,
     ) -> bool:  # fmt: skip
-        """Set the record ``data`` expiring after ``stale_after`` (None: delete it and the
-        last holder) if KEY did not change since read() watched it (``place`` leaving
-        the line in the same transaction); False if it did. Signals wait while the
-        change is sent: once sent, it is finished and answered."""
+        """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent."""
         if self.connection is None or self.connection is not self.watched:
-            return False  # the watch was on a connection since lost: read again
+            return False  # its watch's connection was lost: read again
         if data is not None:
-            ms = max(1, -(-int(stale_after * 1000 * 1000) // 1000))  # whole ms, rounded up
-            ops: list[tuple[bytes | str | int, ...]] = [
+            ms = max(1, -(-int(stale_after * 1000 * 1000) // 1000))  # ms, rounded up
+            ops: list[_Command] = [
                 ("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)
             ]  # fmt: skip
         else:
             ops = [("DEL", self.key, self.last_key)]
             for waiter in _live(look.line, time.time())[:1]:
-                ops += self._ring(waiter.ticket)  # the first in line: its turn has come
+                ops += self._ring(waiter.ticket)  # the first in line
         if place is not None:
             ops += self._leaving(place.ticket)
         outcome = _unknown_outcome(owner, taking=data is not None)
         with _SIGNALS_HELD:
             answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome)
-            self.watched = None  # EXEC ends the watch, applied or not
+            self.watched = None  # EXEC ends the watch
             applied = answers[-1] is not None
             if applied:
                 _Interrupts.disarm()
@@ -2803,10 +2431,7 @@ class _RedisStore:
         return applied
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-        """Up to ``left`` seconds, until ``place``'s bell rings (True): its turn may have
-        come (the lock was released), or the place ahead of it left. The first in
-        line waits no longer than the record's time to live (an expiry rings no
-        bell). A ring that came before the wait began waits in the bell's list."""
+        """Until ``place``'s bell rings (an expiry rings none: the first waits its TTL)."""
         ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
         if not ahead and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
@@ -2817,18 +2442,16 @@ class _RedisStore:
                 self.bell = self._open()
             return self._rung(self.bell, place.ticket, until)
         except (OSError, ValueError):
-            # Down, or an answer that may still come: a new connection for the next
-            # wait; the next look says what is wrong, if anything.
+            # A new connection next time.
             self._stop_listening()
             return False
         finally:
-            self.deadline = time.monotonic() + self.timeout  # the next step's own
+            self.next_step()
 
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
-        """Block on the bell of ``ticket`` until ``until``: True if it rang (popped)."""
         left = max(0.001, until - time.monotonic())
         bell.send([("BLPOP", self._bell_key(ticket), f"{left:.3f}")], until + self.timeout)
-        answer = bell.answer(until + self.timeout)  # the server answers at ``until``
+        answer = bell.answer(until + self.timeout)
         if isinstance(answer, _RedisError):
             raise self._refusal(answer)
         return answer is not None
@@ -2843,20 +2466,19 @@ class _RedisStore:
 
 
 def _redis_code() -> None:
-    """Compile and run the Redis store's code above, once: only a Redis lock needs it."""
     _net_code()
     if "_RedisStore" not in globals():
         _run_source(_REDIS_SOURCE, _redis_code)
 
 
-# --- Acquire, release, status: one algorithm over any store ----------------------
+# --- Acquire, release, status: one algorithm over any store
 
-_CHANGE_TRIES = 20  # changes lost to other writers (etcd) before a call gives up
+_CHANGE_TRIES = 20  # changes lost to other writers before a call gives up
 
 
 _ETCD_SCHEMES = ("etcd://", "etcd+https://")
 _REDIS_SCHEMES = ("redis://", "rediss://")
-# A lock that starts like this is an address, never a file (one letter is a drive: C://x).
+# An address, never a file (one letter is a drive: C://x).
 _ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 _ADDRESS_FORMS = (
     "etcd://HOST:PORT[,HOST:PORT...]/KEY, etcd+https://..., redis://[USER@]HOST[:PORT]/KEY"
@@ -2865,8 +2487,7 @@ _ADDRESS_FORMS = (
 
 
 def _shown_address(address: str) -> str:
-    """A refused ``address`` as a message may show it: whatever stands before an ``@``
-    may be a user and password (one with a ``/`` in it too), so it is left out."""
+    """``address`` as a message may show it: what stands before an ``@`` is left out."""
     scheme, sep, rest = address.partition("://")
     if "@" not in rest:
         return address
@@ -2874,10 +2495,7 @@ def _shown_address(address: str) -> str:
 
 
 def _store_for(lock: str | os.PathLike[str]) -> _Store:
-    """The store a lock lives in: etcd for an ``etcd[+https]://`` address, Redis for a
-    ``redis[s]://`` one, else a file. Raises ValueError for an address or path that
-    cannot be a lock, and for an address of a scheme this version does not know (never
-    taken for a path: ``consul://h/k`` would make a folder named ``consul:``)."""
+    """The store of a lock; ValueError for an unknown scheme (never a folder)."""
     if isinstance(lock, str) and _ADDRESS.match(lock):
         if lock.startswith(_ETCD_SCHEMES):
             _etcd_code()
@@ -2907,21 +2525,12 @@ def acquire(
     *,
     empty_is_stale: bool = False,
 ) -> AcquireResult:
-    """Take or renew the run lock at ``lock`` for ``owner``.
+    """Take the lock (a file path or a server address) for ``owner``
+    (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
+    ``owner``'s; else change nothing. ``stale_after`` is in **seconds**.
 
-    The lock is taken when there is no lock file, renewed when its record
-    names ``owner``, and replaced when it is stale; otherwise nothing changes
-    and the result names the holder with ``acquired`` false. A lock is stale
-    once it is as old as its holder's own timeout (the caller's, for a record
-    without one), or at once when it is empty and ``empty_is_stale``.
-
-    :param lock: the lock file's path (``~`` expanded; missing folders are made).
-    :param owner: ``workflow:skill[:run_id]``; a missing run id is added.
-    :param stale_after: this caller's timeout in **seconds** (0.006 to 31,536,000),
-        written into the record it takes.
-    :param now: an aware datetime standing in for the clock (tests).
-    :returns: the acquire output (``acquired``, ``refreshed``, ``owner``, ...).
-    :raises ValueError: a bad owner, timeout or lock path.
+    :returns: the acquire output.
+    :raises ValueError: a bad owner, timeout or lock.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
@@ -2933,18 +2542,10 @@ def acquire(
 
 
 def _take(
-    lock: str | os.PathLike[str],
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    renew_only: bool = False,
-) -> AcquireResult:
-    """acquire with checked arguments. With ``renew_only`` it renews ``owner``'s lock only
-    while it is still its live lock, and otherwise raises LockLost, changing nothing:
-    unlike acquire, it never takes a lock that was cleared or went stale meanwhile."""
+    lock: str | os.PathLike[str], owner: str, run_id: str, stale_after: float, *,
+    fixed_now: float | None = None, empty_is_stale: bool = False, renew_only: bool = False,
+) -> AcquireResult:  # fmt: skip
+    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock."""
     store = _store_for(lock)
     try:
         return _take_in(
@@ -2956,19 +2557,11 @@ def _take(
 
 
 def _take_in(
-    store: _Store,
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    renew_only: bool = False,
+    store: _Store, owner: str, run_id: str, stale_after: float, *,
+    fixed_now: float | None = None, empty_is_stale: bool = False, renew_only: bool = False,
     place: _Place | None = None,
-) -> AcquireResult:
-    """One try of acquire on ``store``. A waiter passes its ``place``: refused, it
-    keeps (or takes) its place at the end of the line; taking the lock, it leaves
-    the line in the same change."""
+) -> AcquireResult:  # fmt: skip
+    """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not renew_only) as change:
             look = change.read()
@@ -2979,7 +2572,7 @@ def _take_in(
             line = _live(look.line, now)
             ticket = None if place is None else place.ticket
             if place is not None and _ahead_of(line, place.ticket) is None:
-                place.joined = False  # never joined, or its place lapsed: a new one if refused
+                place.joined = False  # a new place if refused
             verdict = _verdict(
                 record, line, owner, ticket, caller_timeout=stale_after, now=now,
                 empty_is_stale=empty_is_stale,
@@ -3013,35 +2606,17 @@ def acquire_within(
     *,
     empty_is_stale: bool = False,
 ) -> AcquireResult:
-    """Take the lock for ``owner``, waiting up to ``wait`` seconds in line for it.
-
-    Callers that wait are served first come, first served: a refused call takes
-    a place at the end of the line of waiters (kept alive while it waits, lost
-    within seconds of its end) and takes the lock when it is free or stale and
-    its place is first. A file lock's first waiter looks every few milliseconds,
-    the others less often; an etcd lock's waiters watch the keys they wait on. A
-    missing run id is added once, so every try uses the same owner.
-
-    :returns: the output of the call that took the lock.
-    :raises LockBusy: ``wait`` passed first (the call left the line); ``.result``
-        is the last output.
-    :raises ValueError: a bad ``wait`` (at once), owner, timeout or lock path.
-    :raises OSError: as :func:`acquire`.
-    """
+    """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
+    served; :class:`LockBusy` if the wait runs out."""
     return _wait_for(lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None)
 
 
 def _wait_for(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    wait: float,
-    *,
-    empty_is_stale: bool,
-    refused: Callable[[AcquireResult, float, int], None] | None,
-) -> AcquireResult:
+    lock: str | os.PathLike[str], owner: str, stale_after: float, wait: float, *,
+    empty_is_stale: bool, refused: Callable[[AcquireResult, float, int], None] | None,
+) -> AcquireResult:  # fmt: skip
     """acquire_within, calling ``refused(result, seconds left, place in line)`` as it
-    waits, about once a second (the CLI's status line on a terminal)."""
+    waits."""
     wait = _checked_wait(wait)
     owner, run_id = _owner_with_run_id(owner)
     stale_after = _checked_stale_after(stale_after)
@@ -3068,17 +2643,10 @@ def _wait_for(
 
 
 def _wait_turn(
-    store: _Store,
-    place: _Place,
-    deadline: float,
-    caller_timeout: float,
-    empty_is_stale: bool,
-    *,
-    shown: Callable[[int], None] | None,
-) -> None:
-    """Wait, keeping ``place`` alive, until its turn may have come (it is first in line
-    and the lock is free or stale), its place lapsed (the next try takes a new one),
-    or ``deadline`` passes. ``shown(place in line)`` is called about once a second."""
+    store: _Store, place: _Place, deadline: float, caller_timeout: float, empty_is_stale: bool,
+    *, shown: Callable[[int], None] | None,
+) -> None:  # fmt: skip
+    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed)."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
     while (left := deadline - time.monotonic()) > 0:
@@ -3095,20 +2663,18 @@ def _wait_turn(
         if time.monotonic() >= beat_at:
             if not store.beat(place):
                 return
-            beat_at, last_shown = time.monotonic() + _BEAT_SEC, 0  # show the time left anew
+            beat_at, last_shown = time.monotonic() + _BEAT_SEC, 0
             continue
-        # The first in line also wakes when the lock goes stale by its time alone.
+        # The first in line also wakes when the lock goes stale.
         until_stale = left if ahead else _stale_in(look.record, caller_timeout, now)
         pause = min(left, beat_at - time.monotonic(), until_stale)
         woken = store.wait(pause, look, ahead, place)
         if woken and not ahead:
-            return  # what it waited for happened: the try reads the lock anyway
+            return  # the try reads the lock anyway
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
-    """Leave the line on the way out (the wait ran out, failed or was interrupted): an
-    interrupt being raised waits until the place is gone. Best effort: a place left
-    behind lapses by itself."""
+    """Leave the line on the way out, before an interrupt; a place left behind lapses."""
     armed, _Interrupts.armed = _Interrupts.armed, False
     try:
         store.leave(place)
@@ -3119,17 +2685,8 @@ def _leave_line(store: _Store, place: _Place) -> None:
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
-    """Delete the lock at ``lock`` if its record names ``owner``.
-
-    ``released`` is false with ``reason`` "absent" when there is no lock file
-    (no folder is created) and "not-owner" when another owner, or none, holds
-    it, which is left in place.
-
-    :param owner: the whole owner, with its run id.
-    :returns: the release output.
-    :raises ValueError: an owner without a run id, or a bad lock path.
-    :raises OSError: the lock could not be read or removed.
-    """
+    """Delete the lock if its record names ``owner`` (with its run id); else ``reason``
+    says "absent" or "not-owner". ValueError, OSError as :func:`acquire`."""
     owner = _owner_for_release(owner)
     store = _store_for(lock)
     try:
@@ -3154,17 +2711,8 @@ def status(
     *,
     empty_is_stale: bool = False,
 ) -> StatusResult:
-    """Say who holds the lock at ``lock`` without taking it.
-
-    Read-only: no guard, no file or folder created. ``state`` is "free" (no
-    lock file, or no folder), "held" or "stale", by the same rule as acquire.
-
-    :param stale_after: the caller's timeout in seconds, used only for a record
-        that gives none of its own.
-    :returns: the status output.
-    :raises ValueError: a bad timeout or lock path.
-    :raises OSError: the lock could not be read.
-    """
+    """Say who holds the lock ("free", "held" or "stale"), changing nothing;
+    ``stale_after`` (seconds) judges a record without a timeout of its own."""
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
     store = _store_for(lock)
@@ -3177,14 +2725,13 @@ def status(
     return _status_result(store.lock, record, stale_after, seconds, empty_is_stale, line=line)
 
 
-# --- Holding a lock while work runs: held() and the run command ------------------
+# --- Holding a lock while work runs: held() and the run command
 
-_MIN_RENEWABLE_SEC = 3.0  # a lock renewed every third of its timeout needs a second between
-_RUN_GRACE_SEC = 5.0  # a stopped command's time between SIGTERM and SIGKILL
+_MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
+_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
 
 
 def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
-    """``stale_after`` (seconds, checked) if a lock of that timeout can be renewed safely."""
     if stale_after < _MIN_RENEWABLE_SEC:
         scale = _UNIT_SECONDS[unit]
         raise ValueError(
@@ -3195,26 +2742,21 @@ def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
 
 
 class _Renewer:
-    """Keeps the lock that ``taken`` (an acquire output) took alive for held() and run: a
-    renewal every third of the timeout; after one that failed for a passing reason (an
-    OS error, etcd out of reach), another after a third of that (at most a second),
-    until the lock would have gone stale."""
+    """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 
     def __init__(self, taken: AcquireResult, stale_after: float, empty_is_stale: bool) -> None:
-        # The lock as outputs name it (absolute), so a LockLost names it as they do.
         self.lock, self.owner, self.run_id = taken["lock"], taken["owner"], taken["run_id"]
         self.stale_after, self.empty_is_stale = stale_after, empty_is_stale
         self.every = stale_after / 3
-        self.renewed = time.monotonic()  # when the lock was last known renewed
+        self.renewed = time.monotonic()  # last known renewed
         self.next = self.renewed + self.every
         self.lost: LockLost | None = None
 
     def due_in(self) -> float:
-        """Seconds until the next renewal is due."""
         return max(0.0, self.next - time.monotonic())
 
     def renew(self) -> LockLost | None:
-        """Renew the lock now: None while it is held, its LockLost once it is not."""
+        """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:
             return self.lost
         started = time.monotonic()
@@ -3237,11 +2779,8 @@ class _Renewer:
 
 
 class _Lease:
-    """A lock held by :func:`held` for a ``with`` block, renewed from a daemon thread.
-
-    :ivar owner: the whole owner, with its run id.
-    :ivar result: the acquire output that took the lock (None before the block).
-    """
+    """A lock held by :func:`held`: ``owner`` (with its run id), ``result`` (the acquire
+    output), ``lost``, ``check()``."""
 
     def __init__(
         self, lock: str | os.PathLike[str], owner: str, stale_after: float, wait: float,
@@ -3256,11 +2795,11 @@ class _Lease:
 
     @property
     def lost(self) -> bool:
-        """True once the lock was found taken over, cleared, or gone stale."""
+        """True once the lock was found lost."""
         return self.renewer is not None and self.renewer.lost is not None
 
     def check(self) -> None:
-        """Raise :class:`LockLost` if the lock was lost; a no-op while it is held."""
+        """Raise :class:`LockLost` if the lock was lost."""
         if self.renewer is not None and self.renewer.lost is not None:
             raise self.renewer.lost
 
@@ -3296,7 +2835,7 @@ class _Lease:
             self.thread.join()
         finally:
             try:
-                release(self.lock, self.owner)  # a lost lock is left to whoever holds it
+                release(self.lock, self.owner)  # a lost lock is left alone
             except (OSError, ValueError) as failure:
                 if exc is None:
                     raise
@@ -3313,23 +2852,14 @@ def held(
     *,
     empty_is_stale: bool = False,
 ) -> _Lease:
-    """Hold the lock for a ``with`` block, renewed while it runs::
+    """Hold the lock for a ``with`` block::
 
         with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
             ...  # lease.check() raises LockLost if another run took the lock
 
-    The lock is taken as :func:`acquire_within` takes it, renewed from a daemon
-    thread every third of ``stale_after`` (a renewal that fails for a passing reason
-    is tried again until the lock would go stale), and released when the block
-    ends, however it ends. A block that ends normally after the lock was lost
-    raises LockLost. No signal handlers are installed.
-
-    :param stale_after: the timeout in seconds, at least 3.
-    :returns: the lease: ``owner``, ``result`` (the acquire output), ``lost``, ``check()``.
-    :raises LockBusy: on entering, when ``wait`` passed with the lock held by another run.
-    :raises LockLost: on leaving a block that ended normally after the lock was lost.
-    :raises ValueError: a bad owner, timeout, wait or lock path.
-    :raises OSError: the lock could not be taken or released.
+    Taken as by :func:`acquire_within`, renewed from a thread every third of
+    ``stale_after`` (seconds, at least 3), released however the block ends;
+    :class:`LockLost` at the end of a block that ended normally without it.
     """
     _owner_with_run_id(owner)
     _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
@@ -3341,11 +2871,11 @@ def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
     try:
         child.send_signal(signum)
     except (OSError, ValueError):
-        pass  # it has ended; or Windows, whose console sends Ctrl-C to the command itself
+        pass  # it has ended (or Windows)
 
 
 def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> None:
-    """SIGTERM, then SIGKILL if the command is still running after the grace period."""
+    """SIGTERM, then SIGKILL after the grace period."""
     import signal
 
     _signal_child(child, signal.SIGTERM)
@@ -3357,16 +2887,13 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> N
 
 def _run_holding(lock: str, taken: AcquireResult, stale_after: float, empty_is_stale: bool,
                  command: list[str]) -> int:  # fmt: skip
-    """Run ``command`` while renewing the lock ``lock`` (as given) that ``taken`` took,
-    and release it when the command ends: the command's exit code (128 + n if signal n
-    ended it), 3 if the lock was lost (the command is stopped), 126 or 127 if it could
-    not be started."""
+    """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
     import subprocess
     import threading
 
     owner = taken["owner"]
 
-    if _Interrupts.pending is not None:  # a signal came while the lock was being taken
+    if _Interrupts.pending is not None:  # came while the lock was taken
         _release_for_run(lock, owner)
         _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
         return 128 + _Interrupts.pending
@@ -3378,14 +2905,14 @@ def _run_holding(lock: str, taken: AcquireResult, stale_after: float, empty_is_s
         _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
         return 127 if isinstance(exc, FileNotFoundError) else 126
     _Interrupts.handle(lambda signum, _: _signal_child(child, signum))
-    if _Interrupts.pending is not None:  # one came while the command was being started
+    if _Interrupts.pending is not None:  # came while the command started
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
     renewer = _Renewer(taken, stale_after, empty_is_stale)
     lost = None
     while True:
-        waiter.join(renewer.due_in())  # sleeps in the kernel; a signal's handler still runs
+        waiter.join(renewer.due_in())
         if not waiter.is_alive():
             break
         lost = renewer.renew()
@@ -3401,7 +2928,7 @@ def _run_holding(lock: str, taken: AcquireResult, stale_after: float, empty_is_s
 
 
 def _release_for_run(lock: str, owner: str) -> None:
-    """Release after run; a failure is reported on stderr and changes no exit code."""
+    """Release after run; a failure is reported, and changes no exit code."""
     try:
         release(lock, owner)
     except OSError as exc:
@@ -3410,49 +2937,44 @@ def _release_for_run(lock: str, owner: str) -> None:
         _fail(f"the lock could not be released: {exc}")
 
 
-# --- CLI ---------------------------------------------------------------------
+# --- CLI
 
 _HELP = f"""\
-usage: skf-run-lock.py acquire --lock PATH --owner WORKFLOW:SKILL[:RUN_ID]
+usage: skf-run-lock.py acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
                                [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
-       skf-run-lock.py release --lock PATH --owner WORKFLOW:SKILL:RUN_ID
-       skf-run-lock.py status --lock PATH [--stale-after MINUTES] [--empty-is-stale]
-       skf-run-lock.py run --lock PATH --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
+       skf-run-lock.py release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
+       skf-run-lock.py status --lock LOCK [--stale-after MINUTES] [--empty-is-stale]
+       skf-run-lock.py run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
                            [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
-       skf-run-lock.py run-id
-       skf-run-lock.py --version
+       skf-run-lock.py run-id | --version
 
-A run lock kept in a file, for workflows made of many separate processes.
+A run lock kept in a file, etcd or Redis, for workflows made of many processes.
 
 commands:
-  acquire   take the lock, or renew it if this owner holds it; a missing run id
-            is added and the whole owner printed
+  acquire   take the lock, or renew this owner's; a missing run id is added
   release   delete the lock if this owner holds it
   status    say who holds the lock, without taking it
   run       hold the lock while COMMAND runs, renewing it; exit with its code
   run-id    print a new run id
 
 options:
-  --lock PATH             the lock file (~ expanded, made absolute)
+  --lock LOCK             a file (~ expanded, made absolute), etcd[+https]://HOST:PORT
+                          [,HOST:PORT...]/KEY or redis[s]://[USER@]HOST[:PORT]/KEY
   --owner OWNER           workflow:skill[:run_id]; release needs the run id
   --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
                           (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
                           a lock is judged by its holder's own timeout
-  --wait SECONDS          acquire, run: wait in line this long while another run
-                          holds the lock, served first come, first served
-                          (default 0, at most {_MAX_WAIT_SEC})
+  --wait SECONDS          acquire, run: wait in line this long, first come, first
+                          served (default 0, at most {_MAX_WAIT_SEC})
   --empty-is-stale        an empty lock file (an flock user leaves one) is stale
-  -h, --help              show this help
-  --version               print the version
+  -h, --help, --version   show this help, or the version
 
 Prints one line of JSON (run: nothing on stdout but COMMAND's). Exit 0 done,
 1 bad arguments, 2 the lock could not be read or written, 3 held by another run
-(run: or lost while COMMAND ran), 128+n interrupted by signal n; run exits with
-COMMAND's code.
+(run: or lost while COMMAND ran), 128+n interrupted by signal n.
 """
 
-# Each command's options: True for a required value, False for an optional
-# value, None for a flag that takes no value.
+# Each command's options: True a required value, False an optional one, None a flag.
 _OPTIONS: dict[str, dict[str, bool | None]] = {
     "acquire": {
         "--lock": True,
@@ -3470,13 +2992,7 @@ _COMMAND_NAMES = "acquire, release, status, run or run-id"
 
 
 def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
-    """Return the command (or "help" / "version"), its ``{option: value}`` and, for run,
-    the COMMAND after ``--``.
-
-    Options take ``--name value`` or ``--name=value``; flags take no value
-    (their value is ""). Raises _UsageError for anything else, so that a usage
-    error is JSON like every other error.
-    """
+    """The command, its ``{option: value}`` and run's COMMAND."""
     if not argv:
         raise _UsageError(f"a command is required: {_COMMAND_NAMES}")
     command, *rest = argv
@@ -3509,7 +3025,6 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
 def _parse_options(
     command: str, allowed: dict[str, bool | None], rest: list[str]
 ) -> dict[str, str]:
-    """The ``{option: value}`` of ``rest``, each option at most once; a flag's value is ""."""
     options: dict[str, str] = {}
     args = iter(rest)
     for arg in args:
@@ -3546,8 +3061,6 @@ def _stale_after_seconds(options: dict[str, str]) -> float:
 
 
 def _is_terminal(stream: object) -> bool:
-    """True if ``stream`` is a terminal; False for a pipe, a file, a closed stream, or
-    one that cannot say (a wrapper's, or None under pythonw)."""
     try:
         return bool(stream.isatty())  # type: ignore[attr-defined]
     except (AttributeError, OSError, ValueError):
@@ -3555,10 +3068,7 @@ def _is_terminal(stream: object) -> bool:
 
 
 class _WaitLine:
-    """While acquire --wait or run --wait waits and stderr is a terminal: one line on
-    stderr, rewritten in place, saying its place in line, who holds the lock (or is
-    first in line), since when, and how long this call will still wait; cleared
-    before the call's own output."""
+    """While --wait waits on a terminal: a line on stderr, rewritten in place."""
 
     def __init__(self) -> None:
         self.shown = False
@@ -3573,7 +3083,7 @@ class _WaitLine:
             f" since {result['held_since']}, giving up in {_duration_text(-(-left // 1))}"
             f" ({result['lock']})"
         )
-        # A line longer than the terminal would wrap, and \r could not take it back.
+        # A wrapped line could not be taken back by \r.
         sys.stderr.write(f"\r{line[: width - 1] if width else line}\x1b[K")
         sys.stderr.flush()
         self.shown = True
@@ -3585,7 +3095,6 @@ class _WaitLine:
 
 
 def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResult, int]:
-    """acquire as the CLI's acquire and run take the lock: waiting with --wait."""
     wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
     lock, owner = options["--lock"], options["--owner"]
     empty_is_stale = "--empty-is-stale" in options
@@ -3617,7 +3126,7 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
     stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
     result, code = _cli_take(options, stale_after)
     if code != _EXIT_OK:
-        sys.stderr.write(json.dumps(result) + "\n")  # the refusal, on stderr: stdout is COMMAND's
+        sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code
     empty_is_stale = "--empty-is-stale" in options
     return None, _run_holding(options["--lock"], result, stale_after, empty_is_stale, tail)
@@ -3633,26 +3142,14 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
-def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
-    return {"run_id": new_run_id()}, _EXIT_OK
-
-
-def _cli_version(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
-    return {"version": __version__}, _EXIT_OK
-
-
-def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
-    return _HELP, _EXIT_OK
-
-
 _COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | None, int]]] = {
-    "help": _cli_help,
+    "help": lambda options, tail: (_HELP, _EXIT_OK),
     "acquire": _cli_acquire,
     "run": _cli_run,
     "release": _cli_release,
     "status": _cli_status,
-    "run-id": _cli_run_id,
-    "version": _cli_version,
+    "run-id": lambda options, tail: ({"run_id": new_run_id()}, _EXIT_OK),
+    "version": lambda options, tail: ({"version": __version__}, _EXIT_OK),
 }
 
 
@@ -3673,19 +3170,15 @@ def _fail(message: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line in ``argv`` (default ``sys.argv[1:]``).
+    """Run the command line ``argv`` (default ``sys.argv[1:]``): print one JSON line and
+    return the exit code (never SystemExit)."""
 
-    Prints one JSON line on stdout, or one JSON error line on stderr. Never
-    raises SystemExit: usage errors return 1 like any bad argument.
-
-    :returns: the exit code (0, 1, 2, 3, or 128 + n after signal n).
-    """
     try:
         try:
             command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
             result, code = _COMMANDS[command](options, tail)
         finally:
-            _Interrupts.disarm()  # from here on the call answers, whatever arrives
+            _Interrupts.disarm()  # the call answers, whatever arrives
     except _Interrupted as stop:
         code = 128 + stop.signum
         error = f"interrupted by {_signal_name(stop.signum)} before it changed anything"
@@ -3710,7 +3203,7 @@ if __name__ == "__main__":
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except OSError:  # a closed pipe: nobody reads the answer; teardown must not try again
+    except OSError:  # a closed pipe: teardown must not try again
         exit_code = exit_code or _EXIT_OS_ERROR
         sys.stdout = sys.stderr = None
     _Interrupts.ignore()

@@ -397,3 +397,45 @@ def test_a_wrapper_running_the_script_keeps_its_finally_and_atexit(lock: Path) -
     assert json.loads(lines[0])["owner"] == "wf:sk:r"
     assert lines[1:] == ["exit 0", "finally ran", "atexit ran"], proc.stdout + proc.stderr
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+# --- A server call cut short: its connection is never read out of step -------------------
+
+
+def test_an_etcd_request_cut_short_never_leaves_its_answer_for_the_next(
+    skf: ModuleType, etcd_lock: str, monkeypatch
+) -> None:
+    """An interrupt between a request and its answer once left the answer waiting on the
+    connection, to be read as the answer to the next request (a waiter leaving the line
+    then 'revoked' its place with a range's answer, and the place stayed)."""
+    store = skf._store_for(etcd_lock)
+    try:
+        store.look()  # the call's connection is open
+        with monkeypatch.context() as patch:
+            patch.setattr(skf._HttpConnection, "start_answer", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                store.look()
+        granted = store.post("/v3/lease/grant", {"TTL": "5"})
+        assert "ID" in granted and "kvs" not in granted, granted
+        store.revoke(granted["ID"])
+    finally:
+        store.close()
+
+
+def test_a_redis_call_cut_short_never_leaves_its_answers_for_the_next(
+    skf: ModuleType, redis_lock: str, monkeypatch
+) -> None:
+    store = skf._store_for(redis_lock)
+    try:
+        store.look()
+        with monkeypatch.context() as patch:
+            patch.setattr(skf._RespConnection, "answer", interrupted)
+            with pytest.raises(KeyboardInterrupt):
+                store.look()
+        assert store.call(("ECHO", "the next answer")) == [b"the next answer"]
+    finally:
+        store.close()
+
+
+def interrupted(*args: object) -> None:
+    raise KeyboardInterrupt

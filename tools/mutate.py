@@ -235,7 +235,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "advice-always-release": (
         "the clearing command is printed only when it can work",
-        "    if holder is not None and _can_be_released_by_name(holder):",
+        "    if holder is not None and _releasable(holder):",
         "    if holder is not None:",
     ),
     "advice-not-quoted": (
@@ -270,8 +270,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-no-second-round": (
         "a call goes round the endpoints again until its deadline",
-        "            time.sleep(min(0.05, left))\n",
-        "            break\n",
+        "                break\n            time.sleep(min(0.05, left))\n",
+        "                break\n            break\n",
     ),
     "etcd-unknown-outcome-silent": (
         "a write whose answer is lost says who may hold the lock",
@@ -280,13 +280,13 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-user-in-url": (
         "credentials never go in the address",
-        '        if "@" in hosts:',
-        "        if False:",
+        '        if ":" in user or (at and not self.users):',
+        '        if ":" in user:',
     ),
     "etcd-change-interruptible": (
         "a signal while an etcd change is sent lets it finish and answer",
-        "            if applied:\n                _Interrupts.disarm()",
-        "            if False:\n                _Interrupts.disarm()",
+        "owner, place)\n            if applied:\n                _Interrupts.disarm()",
+        "owner, place)\n            if False:\n                _Interrupts.disarm()",
     ),
     "etcd-change-not-held": (
         "signals wait while an etcd change is on its way",
@@ -300,9 +300,9 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",
-        "            self.watcher = self._closed(self.watcher)\n"
+        "            self._stop_watch()\n"
         "            self.pause.sleep(max(0.0, until - time.monotonic()))",
-        "            self.watcher = self._closed(self.watcher)",
+        "            self._stop_watch()",
     ),
     "http-no-keep-alive": (
         "one connection serves every request of a call",
@@ -311,8 +311,9 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "http-chunk-end-unchecked": (
         "a chunk must end with CRLF",
-        '        if self.received[end + 2 + size : end + 4 + size] != b"\\r\\n":',
-        "        if False:",
+        '        if self.received[end + 2 + size : end + 4 + size] != b"\\r\\n":\n'
+        '            raise ValueError("the answer was not HTTP (a bad chunk)")',
+        '        if False:\n            raise ValueError("the answer was not HTTP (a bad chunk)")',
     ),
     "http-header-line-break": (
         "no header value can split a request's head",
@@ -416,7 +417,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "port-unchecked": (
         "a port out of range is a bad argument",
-        '            if not 0 < int(host.rpartition(":")[2]) < 65536:',
+        "            if not 0 < int(host.group(2) or self.default_port) < 65536:",
         "            if False:",
     ),
     "wait-line-on-any-stderr": (
