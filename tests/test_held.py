@@ -68,9 +68,15 @@ def test_an_exception_in_the_block_releases_and_propagates(skf, any_lock: str) -
 
 
 def test_a_keyboard_interrupt_in_the_block_releases(skf, any_lock: str) -> None:
-    with pytest.raises(KeyboardInterrupt), skf.held(any_lock, "wf:held", SHORT):
-        os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to this block
-        time.sleep(5)
+    # Python's own Ctrl-C handler, as in a terminal, even where pytest started with
+    # SIGINT ignored (a shell's background job, as CI runs it, does that).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt), skf.held(any_lock, "wf:held", SHORT):
+            os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to this block
+            time.sleep(5)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert holder(skf, any_lock) is None
 
 

@@ -90,7 +90,9 @@ def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
 ) -> None:
     """On every store at once (a file; etcd; etcd whose auth tokens live 2 s, so that
     renewals must authenticate anew; Redis), a run of 8 s with a 3 s timeout while two
-    processes per lock try to take it several times a second."""
+    processes per lock try to take it for 6.5 s, as often as they can (at least about
+    once a second even on a loaded machine, where etcd's password checks are slow: so
+    every 3 s timeout window sees tries)."""
     token_env = {**os.environ, "ETCDCTL_USER": "root:root-pw"}
     stores = {
         "file": (str(tmp_path / "locks" / "run.lock"), None),
@@ -113,7 +115,7 @@ def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
         run = finished(proc)
         assert run.code == 0 and run.out == "" and run.err == "", (name, run)
         for outcome in outcomes:
-            assert outcome["tries"] >= 20 and outcome["took"] == 0, (name, outcome)
+            assert outcome["tries"] >= 6 and outcome["took"] == 0, (name, outcome)
             assert len(outcome["holders"]) == 1 and outcome["holders"][0].startswith("wf:run:")
         lock, env = stores[name]
         status = subprocess.run([PY, str(SCRIPT), "status", "--lock", lock], env=env,
