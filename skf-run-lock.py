@@ -148,7 +148,7 @@ _TEMP_TRIES = 100  # as tempfile.TMP_MAX
 _SHARING_RETRY_SEC = 1.0  # Windows: a file another process has open
 
 _EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
-_SIGNAL_NAMES = {2: "SIGINT", 15: "SIGTERM", 1: "SIGHUP"}  # the same on every OS
+_SIGNAL_NAMES = {2: "SIGINT", 1: "SIGHUP", 15: "SIGTERM"}  # the same on every OS
 
 _GUARD_SUFFIX = ".skf-guard"
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
@@ -218,8 +218,7 @@ class _Interrupted(BaseException):
 
 
 def _split_owner(owner: str) -> tuple[str, str, str | None]:
-    """Workflow, skill and run id of ``owner`` (None: no second colon); ValueError for a
-    bad owner."""
+    """Workflow, skill and run id (None: no second colon); ValueError for a bad owner."""
     if not isinstance(owner, str):
         raise ValueError(f"owner must be a string, not {type(owner).__name__}")
     parts = owner.split(":", 2)
@@ -322,7 +321,7 @@ def new_run_id(now: datetime | None = None) -> str:
 
 
 def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "seconds") -> float:
-    """The timeout ``value`` (in ``unit``) in seconds; ValueError in the caller's terms."""
+    """The timeout ``value`` (in ``unit``) in seconds; ValueError in the caller's unit."""
     scale = _UNIT_SECONDS[unit]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of {unit}, not {value!r}")
@@ -454,8 +453,7 @@ _SIGNALS_HELD = _SignalsHeld()
 
 
 class _Pause:
-    """A waiter's pause between two looks: 5 ms growing to 100 ms, jittered against
-    lockstep."""
+    """A waiter's pause: 5 ms growing to 100 ms, jittered against lockstep."""
 
     def __init__(self) -> None:
         self.next = 0.005
@@ -883,7 +881,7 @@ def _remove_quietly(path: str) -> None:
 
 
 def _names_same_file(fd: int, path: str) -> bool:
-    """True if ``path`` still names the file open as ``fd`` (not a link to it)."""
+
     try:
         here = os.lstat(path)
     except OSError:
@@ -967,7 +965,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
 
 
 def _locked_guard(fd: int, guard: str) -> bool:
-    """Try to lock the open guard ``fd``; True once it is locked and still at ``guard``."""
+    """True once the open guard ``fd`` is locked and still at ``guard``."""
     try:
         if not _try_lock(fd):
             return False
@@ -1098,7 +1096,7 @@ class _Guard:
 
 
 def _remove_orphan_temps(lock: str) -> None:
-    """Delete the lock's temp files: made only under the guard, so left by a dead call."""
+    """Delete the lock's temp files (made under the guard: a dead call's)."""
     folder, base = os.path.split(lock)
     try:
         names = os.listdir(folder)
@@ -1253,7 +1251,7 @@ def _read_line(path: str) -> list[_Place] | None:
 
 
 def _signature(path: str) -> str:
-    """What changes whenever the file at ``path`` is replaced, written or removed."""
+    """What changes whenever the file at ``path`` changes."""
 
     try:
         info = os.lstat(path)
@@ -1330,8 +1328,7 @@ class _FileStore:
         return True
 
     def _keep_line(self, look: _Look, places: list[_Place], force: bool = False) -> None:
-        """Make the line ``places``: written if it differs (or ``force``), removed once
-        empty."""
+        """Write the line ``places`` if it differs (or ``force``); remove it once empty."""
         if not places:
             if self.line_file:
                 _remove_quietly(self.line)
@@ -2615,8 +2612,7 @@ def _wait_for(
     lock: str | os.PathLike[str], owner: str, stale_after: float, wait: float, *,
     empty_is_stale: bool, refused: Callable[[AcquireResult, float, int], None] | None,
 ) -> AcquireResult:  # fmt: skip
-    """acquire_within, calling ``refused(result, seconds left, place in line)`` as it
-    waits."""
+    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
     wait = _checked_wait(wait)
     owner, run_id = _owner_with_run_id(owner)
     stale_after = _checked_stale_after(stale_after)
@@ -2779,8 +2775,7 @@ class _Renewer:
 
 
 class _Lease:
-    """A lock held by :func:`held`: ``owner`` (with its run id), ``result`` (the acquire
-    output), ``lost``, ``check()``."""
+    """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
 
     def __init__(
         self, lock: str | os.PathLike[str], owner: str, stale_after: float, wait: float,
@@ -2855,7 +2850,8 @@ def held(
     """Hold the lock for a ``with`` block::
 
         with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
-            ...  # lease.check() raises LockLost if another run took the lock
+            ...  # lease.check() raises LockLost if the lock was lost
+
 
     Taken as by :func:`acquire_within`, renewed from a thread every third of
     ``stale_after`` (seconds, at least 3), released however the block ends;
@@ -3172,7 +3168,6 @@ def _fail(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``): print one JSON line and
     return the exit code (never SystemExit)."""
-
     try:
         try:
             command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
@@ -3180,8 +3175,7 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             _Interrupts.disarm()  # the call answers, whatever arrives
     except _Interrupted as stop:
-        code = 128 + stop.signum
-        error = f"interrupted by {_signal_name(stop.signum)} before it changed anything"
+        code, error = 128 + stop.signum, _interrupted(stop.signum)
     except _UsageError as exc:
         code, error = _EXIT_BAD_ARGS, f"usage error: {exc}"
     except ValueError as exc:
@@ -3197,9 +3191,20 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _interrupted(signum: int) -> str:
+    return f"interrupted by {_signal_name(signum)} before it changed anything"
+
+
 if __name__ == "__main__":
-    _Interrupts.install()
-    exit_code = main()
+    try:
+        try:
+            _Interrupts.install()
+            exit_code = main()
+        finally:
+            _Interrupts.disarm()
+    except _Interrupted as stop:  # it came as main() began, before its own try
+        exit_code = 128 + stop.signum
+        _fail(_interrupted(stop.signum))
     try:
         sys.stdout.flush()
         sys.stderr.flush()
