@@ -10,7 +10,6 @@ import base64
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -28,8 +27,6 @@ from conftest import (
     a_wait_ended_by_sigint,
     assert_exclusive_counter,
     assert_one_winner_of_a_race,
-    assert_signal_outcome,
-    deliver,
     etcd_post,
     free_port,
     joined,
@@ -819,38 +816,7 @@ def test_a_token_with_a_line_break_never_reaches_a_request(cli, monkeypatch) -> 
     assert run.code == 2 and "a header held a line break" in run.error
 
 
-# --- Interrupts on etcd: a change once sent is finished and answered ---------------------
-
-
-def signal_when_sending(skf: ModuleType, monkeypatch, armed: type, path: str, signum: int) -> None:
-    """Deliver ``signum`` right after the request to ``path`` is sent, as a real signal
-    landing there would."""
-    real_send = skf._HttpConnection.send
-
-    def send_then_signal(self: object, sent_path: str, *args: object) -> None:
-        real_send(self, sent_path, *args)
-        if sent_path == path:
-            deliver(armed, signum)
-
-    monkeypatch.setattr(skf._HttpConnection, "send", send_then_signal)
-
-
-@posix_only("SIGTERM and SIGHUP")
-@pytest.mark.parametrize(
-    "case",
-    [
-        ("/v3/kv/txn", signal.SIGTERM, 0, "wf:sk:r"),  # the change is on its way: it finishes
-        ("/v3/kv/range", signal.SIGHUP, 129, None),  # only a read so far: the call ends
-    ],
-)
-def test_a_signal_lets_a_sent_etcd_change_finish_and_ends_a_call_before_one(  # noqa: PLR0917
-    skf, main, monkeypatch, armed, etcd_lock, case
-) -> None:
-    sent, signum, code, held_by = case
-    signal_when_sending(skf, monkeypatch, armed, sent, signum)
-    assert_signal_outcome(main("acquire", "--lock", etcd_lock, "--owner", "wf:sk:r"), code)
-    monkeypatch.undo()
-    assert skf.status(etcd_lock, 60.0)["held_by"] == held_by
+# --- Interrupts on etcd (a sent change: tests/test_interrupts.py) -----------------------
 
 
 def test_a_signal_while_waiting_on_a_watch_ends_the_wait(

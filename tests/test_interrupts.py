@@ -23,7 +23,18 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import SCRIPT, WORKER, Run, ago, beside, deliver, read_json, write_record
+from conftest import (
+    SCRIPT,
+    WORKER,
+    Run,
+    ago,
+    assert_signal_outcome,
+    beside,
+    deliver,
+    read_json,
+    redis_keys,
+    write_record,
+)
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 
@@ -397,6 +408,46 @@ def test_a_wrapper_running_the_script_keeps_its_finally_and_atexit(lock: Path) -
     assert json.loads(lines[0])["owner"] == "wf:sk:r"
     assert lines[1:] == ["exit 0", "finally ran", "atexit ran"], proc.stdout + proc.stderr
     assert proc.returncode == 0 and proc.stderr == ""
+
+
+# --- On a server: a change once sent is finished and answered; a read is not -------------
+
+# Per server: the connection class whose send() carries a request; the request that
+# carries an acquire's change and one that only reads; what a sent request is named by
+# (etcd: its HTTP path; Redis: the first command of its batch).
+SERVER_REQUESTS = {
+    "etcd": ("_HttpConnection", "/v3/kv/txn", "/v3/kv/range", lambda request: request),
+    "redis": ("_RespConnection", "MULTI", "WATCH", lambda batch: batch[0][0]),
+}
+
+
+@pytest.mark.parametrize("server", list(SERVER_REQUESTS))
+@pytest.mark.parametrize(
+    ("sent", "signum", "code"),
+    [("change", signal.SIGTERM, 0), ("read", signal.SIGHUP, 128 + signal.SIGHUP)],
+)
+def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa: PLR0917
+    skf, main, monkeypatch, armed, request, server: str, sent: str, signum: int, code: int
+) -> None:
+    """A signal delivered right after a request is sent, as a real one landing there
+    would: after the change, the call finishes and answers (exit 0, the lock taken);
+    after a mere read, it ends (128 + n) with nothing changed."""
+    lock = request.getfixturevalue(f"{server}_lock")
+    skf._store_for(lock).close()  # compiles the server's code: its classes exist
+    connection, change, read, name_of = SERVER_REQUESTS[server]
+    real_send = getattr(skf, connection).send
+
+    def send_then_signal(self: object, what: object, *args: object) -> None:
+        real_send(self, what, *args)
+        if name_of(what) == (change if sent == "change" else read):
+            deliver(armed, signum)
+
+    monkeypatch.setattr(getattr(skf, connection), "send", send_then_signal)
+    assert_signal_outcome(main("acquire", "--lock", lock, "--owner", "wf:sk:r"), code)
+    monkeypatch.undo()
+    assert skf.status(lock, 60.0)["held_by"] == ("wf:sk:r" if code == 0 else None)
+    if server == "redis":
+        assert redis_keys(lock) == (["", "\0last"] if code == 0 else [])
 
 
 # --- A server call cut short: its connection is never read out of step -------------------

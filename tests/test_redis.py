@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import threading
 import time
@@ -28,11 +27,8 @@ from conftest import (
     a_wait_ended_by_sigint,
     assert_exclusive_counter,
     assert_one_winner_of_a_race,
-    assert_signal_outcome,
-    deliver,
     free_port,
     joined,
-    posix_only,
     redis_keys,
     served_after_a_release,
     start_redis,
@@ -460,39 +456,7 @@ def test_a_waiter_that_gives_up_rings_the_next_in_line(
     assert counted_tries == [False, True]
 
 
-# --- Interrupts: a change once sent is finished and answered ----------------------------
-
-
-def signal_after_sending(skf: ModuleType, monkeypatch, armed: type, first: str, signum: int):
-    """Deliver ``signum`` right after a batch of commands starting with ``first`` is sent,
-    as a real signal landing there would."""
-    real_send = skf._RespConnection.send
-
-    def send_then_signal(self: object, commands: list, deadline: float) -> None:
-        real_send(self, commands, deadline)
-        if commands[0][0] == first:
-            deliver(armed, signum)
-
-    monkeypatch.setattr(skf._RespConnection, "send", send_then_signal)
-
-
-@posix_only("SIGTERM and SIGHUP")
-@pytest.mark.parametrize(
-    "case",
-    [
-        ("MULTI", signal.SIGTERM, 0, "wf:sk:r"),  # the change is on its way: it finishes
-        ("WATCH", signal.SIGHUP, 129, None),  # only a read so far: the call ends
-    ],
-)
-def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa: PLR0917
-    skf, main, monkeypatch, armed, redis_lock, case
-) -> None:
-    first, signum, code, held_by = case
-    signal_after_sending(skf, monkeypatch, armed, first, signum)
-    assert_signal_outcome(main("acquire", "--lock", redis_lock, "--owner", "wf:sk:r"), code)
-    monkeypatch.undo()
-    assert skf.status(redis_lock, 60.0)["held_by"] == held_by
-    assert redis_keys(redis_lock) == (["", "\0last"] if held_by else [])
+# --- Interrupts (a sent change: tests/test_interrupts.py) ---------------------------------
 
 
 def test_a_signal_while_blocked_on_the_bell_ends_the_wait_and_leaves_the_line(
