@@ -794,9 +794,12 @@ def _status_result(
         age = int((now - record.since) // 1)
         stale = _is_stale(record, caller_timeout, now, empty_is_stale)
         state = "stale" if stale else "held"
-        then = "went stale at {}, so the next acquire takes it" if stale else "goes stale at {}"
-        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it "
-        message += then.format(stale_at)
+        then = (
+            f"went stale at {stale_at}, so the next acquire takes it"
+            if stale
+            else f"goes stale at {stale_at}"
+        )
+        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
     return {
         "state": state,
         "lock": lock,
@@ -1460,15 +1463,17 @@ class _ServerStore:
         if ":" in user or (at and not self.users):
             raise ValueError(f"the lock address {shown} {self.credentials}")
         found = [re.fullmatch(_HOST, host) for host in hosts.split(",")]
-        if not key or (at and not user) or (len(found) > 1 and not self.many):
-            found = [None]
+        if (
+            not key or (at and not user) or (len(found) > 1 and not self.many)
+            or not all(host and (host[2] or self.default_port) for host in found)
+        ):  # fmt: skip
+            raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
         self.endpoints = []
-        for host in found:
-            if host is None or not (host.group(2) or self.default_port):
-                raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
-            if not 0 < int(host.group(2) or self.default_port) < 65536:
+        for host in filter(None, found):
+            port = int(host[2] or self.default_port)
+            if not 0 < port < 65536:
                 raise ValueError(f"the port of {host[0]} in {address} is not from 1 to 65535")
-            self.endpoints.append(f"{host[1]}:{int(host.group(2) or self.default_port)}")
+            self.endpoints.append(f"{host[1]}:{port}")
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
         self.lock, self.user, self.key_text, self.timeout = address, user, key, timeout
@@ -3160,6 +3165,10 @@ def _signal_name(signum: int) -> str:
     return _SIGNAL_NAMES.get(signum, f"signal {signum}")
 
 
+def _interrupted(signum: int) -> str:
+    return f"interrupted by {_signal_name(signum)} before it changed anything"
+
+
 def _fail(message: str) -> None:
     line = json.dumps({"status": "error", "message": " ".join(message.split())})
     sys.stderr.write(line + "\n")
@@ -3189,10 +3198,6 @@ def main(argv: list[str] | None = None) -> int:
         return code
     _fail(error)
     return code
-
-
-def _interrupted(signum: int) -> str:
-    return f"interrupted by {_signal_name(signum)} before it changed anything"
 
 
 if __name__ == "__main__":

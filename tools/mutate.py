@@ -417,7 +417,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "port-unchecked": (
         "a port out of range is a bad argument",
-        "            if not 0 < int(host.group(2) or self.default_port) < 65536:",
+        "            if not 0 < port < 65536:",
         "            if False:",
     ),
     "wait-line-on-any-stderr": (
