@@ -148,7 +148,8 @@ _TEMP_TRIES = 100  # as tempfile.TMP_MAX
 _SHARING_RETRY_SEC = 1.0  # Windows: a file another process has open
 
 _EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
-_SIGNAL_NAMES = {2: "SIGINT", 1: "SIGHUP", 15: "SIGTERM"}  # the same on every OS
+# The same numbers on every OS; SIGTERM's handler goes in last (tests wait for it).
+_SIGNAL_NAMES = {2: "SIGINT", 1: "SIGHUP", 15: "SIGTERM"}
 
 _GUARD_SUFFIX = ".skf-guard"
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
@@ -1449,8 +1450,8 @@ def _place_of(ticket: str, value: bytes) -> _Place | None:
 class _ServerStore:
     """What the server stores share: addresses, no guard, a deadline per step, TLS."""
 
-    name = env = port = timeout_var = ""  # for messages: the server, its variables, ...
-    form = credentials = ""  # the address's form ({0}: scheme); where credentials go
+    name = env = port = timeout_var = ""  # the server; its variables' prefix; for messages
+    form = credentials = secure = ""  # the address ({0}: scheme); credentials; TLS scheme
     default_port = 0  # 0: each HOST names its PORT
     many = users = False  # several HOST:PORT; a USER@ in the address
 
@@ -1477,7 +1478,7 @@ class _ServerStore:
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
         self.lock, self.user, self.key_text, self.timeout = address, user, key, timeout
-        self.tls = scheme in ("etcd+https", "rediss")
+        self.tls = scheme == self.secure
         self.context: ssl.SSLContext | None = None
         self.next_step()
 
@@ -1494,7 +1495,7 @@ class _ServerStore:
                 self.context.load_cert_chain(cert, env.get(self.env + "KEY") or None)
         return self.context
 
-    def unreachable(self, where: str, why: str) -> OSError:
+    def unreachable(self, where: str, why: str | None) -> OSError:
         return OSError(
             errno.EHOSTUNREACH,
             f"{self.name} could not be reached within {self.timeout:g} s ({self.timeout_var})"
@@ -1746,7 +1747,7 @@ class _EtcdStore(_ServerStore):
     waiter's place (``wait``, a NUL, its lease), on a lease the waiter keeps alive."""
 
     name, env, port, timeout_var = "etcd", "ETCDCTL_", "etcd's client", "ETCDCTL_COMMAND_TIMEOUT"
-    form, many = "{0}://HOST:PORT[,HOST:PORT...]/KEY", True
+    form, many, secure = "{0}://HOST:PORT[,HOST:PORT...]/KEY", True, "etcd+https"
     credentials = (
         "names a user: credentials never go in the address; set ETCDCTL_USER (and"
         " ETCDCTL_PASSWORD) instead"
@@ -2188,6 +2189,7 @@ class _RedisStore(_ServerStore):
 
     name, env, port, timeout_var = "Redis", "SKF_REDIS_", "Redis's", "SKF_REDIS_TIMEOUT"
     form, default_port, users = "{0}://HOST[:PORT]/KEY or {0}://USER@HOST[:PORT]/KEY", 6379, True
+    secure = "rediss"
     credentials = "holds a password: a password never goes in the address; set REDISCLI_AUTH"
 
     def __init__(self, address: str) -> None:
@@ -2266,7 +2268,7 @@ class _RedisStore(_ServerStore):
                 failure = errors[0].text
             left = self.deadline - time.monotonic()
             if left <= 0:
-                raise self.unreachable(self.endpoint, failure or "")
+                raise self.unreachable(self.endpoint, failure)
             time.sleep(min(0.05, left))
 
     def _drop(self) -> None:
