@@ -1,0 +1,37 @@
+"""A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
+it names its holder, and is abandoned once older than the holder's timeout. CLI:
+``--help``; library: ``__all__``."""
+
+from __future__ import annotations
+
+from .algorithm import acquire, acquire_within, release, status
+from .cli import main
+from .contract import (
+    DEFAULT_STALE_AFTER_MIN,
+    GUARD_WAIT_SEC,
+    MAX_STALE_AFTER_MIN,
+    OWNER_MAX_LEN,
+    RUN_ID_RE,
+    LockBusy,
+    LockLost,
+)
+from .contract import __version__ as __version__
+from .holding import held
+from .inputs import new_run_id
+
+__all__ = [
+    "DEFAULT_STALE_AFTER_MIN",
+    "GUARD_WAIT_SEC",
+    "MAX_STALE_AFTER_MIN",
+    "OWNER_MAX_LEN",
+    "RUN_ID_RE",
+    "LockBusy",
+    "LockLost",
+    "acquire",
+    "acquire_within",
+    "held",
+    "main",
+    "new_run_id",
+    "release",
+    "status",
+]

@@ -1,0 +1,292 @@
+"""The algorithm: acquire, release and status, one algorithm over any store. Each call
+reads the lock, decides by the pure functions of the decisions, and applies its change
+atomically against what it read, trying again when another writer came first. A waiter
+keeps its place in the line and waits for its turn."""
+
+from __future__ import annotations
+
+import errno
+import os
+import time
+
+from .contract import LockBusy
+from .decisions import _BEAT_SEC, _ahead_of, _live, _stale_in, _still_holds, _takes, _verdict
+from .inputs import (
+    _checked_stale_after,
+    _checked_wait,
+    _owner_for_release,
+    _owner_with_run_id,
+    _seconds_of,
+)
+from .interrupts import _Interrupts
+from .outputs import _acquired_result, _lost, _refused_result, _release_result, _status_result
+from .records import _Place, _record_bytes
+from .registry import _store_for
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
+
+    from .contract import AcquireResult, ReleaseResult, StatusResult
+    from .interface import _Store
+
+__all__ = ["acquire", "acquire_within", "release", "status"]
+
+_CHANGE_TRIES = 20  # changes lost to other writers before a call gives up
+
+
+def _kept_changing(lock: str) -> OSError:
+    return OSError(errno.EAGAIN, f"the lock {lock} kept changing; try again")
+
+
+def acquire(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    now: datetime | None = None,
+    *,
+    empty_is_stale: bool = False,
+) -> AcquireResult:
+    """Take the lock (a file path or a server address) for ``owner``
+    (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
+    ``owner``'s; else change nothing. ``stale_after`` is in **seconds**.
+
+    :returns: the acquire output.
+    :raises ValueError: a bad owner, timeout or lock.
+    :raises OSError: the lock could not be read or written.
+    """
+    fixed_now = None if now is None else _seconds_of(now)
+    owner, run_id = _owner_with_run_id(owner, fixed_now)
+    stale_after = _checked_stale_after(stale_after)
+    return _take(
+        lock, owner, run_id, stale_after, fixed_now=fixed_now, empty_is_stale=empty_is_stale
+    )
+
+
+def _take(
+    lock: str | os.PathLike[str],
+    owner: str,
+    run_id: str,
+    stale_after: float,
+    *,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    renew_only: bool = False,
+) -> AcquireResult:
+    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock."""
+    store = _store_for(lock)
+    try:
+        return _take_in(
+            store,
+            owner,
+            run_id,
+            stale_after,
+            fixed_now=fixed_now,
+            empty_is_stale=empty_is_stale,
+            renew_only=renew_only,
+        )
+    finally:
+        store.close()
+
+
+def _take_in(
+    store: _Store,
+    owner: str,
+    run_id: str,
+    stale_after: float,
+    *,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    renew_only: bool = False,
+    place: _Place | None = None,
+) -> AcquireResult:
+    """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+    for _ in range(_CHANGE_TRIES):
+        with store.change(create=not renew_only) as change:
+            look = change.read()
+            now = time.time() if fixed_now is None else fixed_now
+            record = look.record
+            if renew_only and not _still_holds(record, owner, stale_after, now, empty_is_stale):
+                raise _lost(store.lock, record, stale_after, now, empty_is_stale)
+            line = _live(look.line, now)
+            ticket = None if place is None else place.ticket
+            if place is not None and _ahead_of(line, place.ticket) is None:
+                place.joined = False  # a new place if refused
+            verdict = _verdict(
+                record,
+                line,
+                owner,
+                ticket,
+                caller_timeout=stale_after,
+                now=now,
+                empty_is_stale=empty_is_stale,
+            )
+            if verdict != "take":
+                if place is None:
+                    change.prune(look, now)
+                else:
+                    change.join(look, place, time.time())
+                return _refused_result(
+                    store.lock,
+                    owner,
+                    run_id,
+                    caller_timeout=stale_after,
+                    record=record,
+                    now=now,
+                    by_hand=store.by_hand(),
+                    held=verdict == "held",
+                    line=[p for p in line if p.ticket != ticket],
+                )
+            since = int(now // 1)
+            data = _record_bytes(owner, since, stale_after)
+            leaving = place if place is not None and place.joined else None
+            if change.apply(look, data, stale_after, owner, leaving):
+                return _acquired_result(
+                    store.lock,
+                    owner,
+                    run_id,
+                    stale_after=stale_after,
+                    since=since,
+                    before=record or look.last,
+                )
+    raise _kept_changing(store.lock)
+
+
+def acquire_within(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    wait: float,
+    *,
+    empty_is_stale: bool = False,
+) -> AcquireResult:
+    """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
+    served; :class:`LockBusy` if the wait runs out."""
+    return _wait_for(lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None)
+
+
+def _wait_for(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    wait: float,
+    *,
+    empty_is_stale: bool,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+) -> AcquireResult:
+    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
+    wait = _checked_wait(wait)
+    owner, run_id = _owner_with_run_id(owner)
+    stale_after = _checked_stale_after(stale_after)
+    deadline = time.monotonic() + wait
+    store = _store_for(lock)
+    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
+    try:
+        while True:
+            result = _take_in(
+                store, owner, run_id, stale_after, empty_is_stale=empty_is_stale, place=place
+            )
+            if result["acquired"]:
+                return result
+            if place is None or time.monotonic() >= deadline:
+                raise LockBusy(result)
+            _wait_turn(
+                store, place, deadline, stale_after, empty_is_stale, result=result, shown=refused
+            )
+    finally:
+        if place is not None and place.joined:
+            _leave_line(store, place)
+        store.close()
+
+
+def _wait_turn(
+    store: _Store,
+    place: _Place,
+    deadline: float,
+    caller_timeout: float,
+    empty_is_stale: bool,
+    *,
+    result: AcquireResult,
+    shown: Callable[[AcquireResult, float, int], None] | None,
+) -> None:
+    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
+    ``shown(result, seconds left, place)`` is told each new place in line."""
+    beat_at = time.monotonic() + _BEAT_SEC
+    last_shown = 0
+    while (left := deadline - time.monotonic()) > 0:
+        look = store.look()
+        now = time.time()
+        ahead = _ahead_of(_live(look.line, now), place.ticket)
+        if ahead is None:
+            return
+        if not ahead and _takes(look.record, place.owner, caller_timeout, now, empty_is_stale):
+            return
+        if shown is not None and last_shown != len(ahead) + 1:
+            last_shown = len(ahead) + 1
+            shown(result, left, last_shown)
+        if time.monotonic() >= beat_at:
+            if not store.beat(place):
+                return
+            beat_at = time.monotonic() + _BEAT_SEC
+            last_shown = 0  # shown again after a beat
+            continue
+        # The first in line also wakes when the lock goes stale.
+        until_stale = left if ahead else _stale_in(look.record, caller_timeout, now)
+        pause = min(left, beat_at - time.monotonic(), until_stale)
+        woken = store.wait(pause, look, ahead, place)
+        if woken and not ahead:
+            return  # the try reads the lock anyway
+
+
+def _leave_line(store: _Store, place: _Place) -> None:
+    """Leave the line on the way out, before an interrupt; a place left behind lapses."""
+    armed = _Interrupts.armed
+    _Interrupts.armed = False
+    try:
+        store.leave(place)
+    except (OSError, ValueError):
+        pass
+    finally:
+        _Interrupts.armed = armed
+
+
+def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
+    """Delete the lock if its record names ``owner`` (with its run id); else ``reason``
+    says "absent" or "not-owner". ValueError, OSError as :func:`acquire`."""
+    owner = _owner_for_release(owner)
+    store = _store_for(lock)
+    try:
+        for _ in range(_CHANGE_TRIES):
+            with store.change(create=False) as change:
+                look = change.read()
+                record = look.record
+                if record is None or record.owner != owner:
+                    change.prune(look, time.time())
+                    return _release_result(store.lock, owner, record)
+                if change.apply(look, None, 0.0, owner):
+                    return _release_result(store.lock, owner, record)
+        raise _kept_changing(store.lock)
+    finally:
+        store.close()
+
+
+def status(
+    lock: str | os.PathLike[str],
+    stale_after: float,
+    now: datetime | None = None,
+    *,
+    empty_is_stale: bool = False,
+) -> StatusResult:
+    """Say who holds the lock ("free", "held" or "stale"), changing nothing;
+    ``stale_after`` (seconds) judges a record without a timeout of its own."""
+    seconds = _seconds_of(now)
+    stale_after = _checked_stale_after(stale_after)
+    store = _store_for(lock)
+    try:
+        look = store.look()
+    finally:
+        store.close()
+    record = look.record or look.last
+    line = _live(look.line, time.time())
+    return _status_result(store.lock, record, stale_after, seconds, empty_is_stale, line=line)

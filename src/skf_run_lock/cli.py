@@ -1,0 +1,323 @@
+"""The command line: each command parsed by hand (argparse would print plain-text usage
+and exit 2, where the contract wants one JSON line and exit 1), run, and answered with
+one JSON line on stdout, or one JSON error line on stderr, and the contract's exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+from .algorithm import _wait_for, acquire, release, status
+from .contract import (
+    _EXIT_BAD_ARGS,
+    _EXIT_HELD,
+    _EXIT_OK,
+    _EXIT_OS_ERROR,
+    _MAX_WAIT_SEC,
+    DEFAULT_STALE_AFTER_MIN,
+    MAX_STALE_AFTER_MIN,
+    LockBusy,
+    __version__,
+    _UsageError,
+)
+from .holding import _checked_renewable, _run_holding
+from .inputs import _PLAIN_DECIMAL, _checked_stale_after, _checked_wait, _duration_text, new_run_id
+from .interrupts import _Interrupted, _interrupted, _Interrupts
+from .outputs import _describe_os_error, _fail, _holder_text, _ordinal
+from .registry import _SERVER_STORES
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .contract import AcquireResult, Output, ReleaseResult, StatusResult
+
+__all__ = ["main"]
+
+
+def _help() -> str:
+    """The text of ``--help``; the lock's forms come from the registry of stores."""
+    name = "skf-run-lock" if __name__ == "skf_run_lock.cli" else "skf-run-lock.py"
+    pad = " " * len(name)
+    forms = "".join(f"\n{'':28}{kind.form}" for kind in _SERVER_STORES)
+    return f"""\
+usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
+       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
+       {name} release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
+       {name} status --lock LOCK [--stale-after MINUTES] [--empty-is-stale]
+       {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
+       {pad}     [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
+       {name} run-id | --version
+
+A run lock kept in a file, etcd or Redis, for workflows made of many processes.
+
+commands:
+  acquire   take the lock, or renew this owner's; a missing run id is added
+  release   delete the lock if this owner holds it
+  status    say who holds the lock, without taking it
+  run       hold the lock while COMMAND runs, renewing it; exit with its code
+  run-id    print a new run id
+
+options:
+  --lock LOCK             a file (~ expanded, made absolute), or a server's address:{forms}
+  --owner OWNER           workflow:skill[:run_id]; release needs the run id
+  --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
+                          (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
+                          a lock is judged by its holder's own timeout
+  --wait SECONDS          acquire, run: wait in line this long, first come, first
+                          served (default 0, at most {_MAX_WAIT_SEC})
+  --empty-is-stale        an empty lock file (an flock user leaves one) is stale
+  -h, --help, --version   show this help, or the version
+
+Prints one line of JSON (run: nothing on stdout but COMMAND's). Exit 0 done,
+1 bad arguments, 2 the lock could not be read or written, 3 held by another run
+(run: or lost while COMMAND ran), 128+n interrupted by signal n.
+"""
+
+
+# Each command's options: True a required value, False an optional one, None a flag.
+_OPTIONS: dict[str, dict[str, bool | None]] = {
+    "acquire": {
+        "--lock": True,
+        "--owner": True,
+        "--stale-after": False,
+        "--wait": False,
+        "--empty-is-stale": None,
+    },
+    "release": {"--lock": True, "--owner": True},
+    "status": {"--lock": True, "--stale-after": False, "--empty-is-stale": None},
+    "run-id": {},
+}
+_OPTIONS["run"] = _OPTIONS["acquire"]
+_COMMAND_NAMES = "acquire, release, status, run or run-id"
+
+
+def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
+    """The command, its ``{option: value}`` and run's COMMAND."""
+    if not argv:
+        raise _UsageError(f"a command is required: {_COMMAND_NAMES}")
+    command, *rest = argv
+    tail: list[str] = []
+    if command == "run":
+        if "--" not in rest:
+            raise _UsageError("run needs -- and the command to run after its options")
+        split = rest.index("--")
+        rest, tail = rest[:split], rest[split + 1 :]
+    if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
+        return "help", {}, []
+    if command == "--version":
+        if rest:
+            raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
+        return "version", {}, []
+    if command.startswith("-"):
+        raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
+    allowed = _OPTIONS.get(command)
+    if allowed is None:
+        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}")
+    options = _parse_options(command, allowed, rest)
+    missing = [name for name, required in allowed.items() if required and name not in options]
+    if missing:
+        raise _UsageError(f"{command} needs {' and '.join(missing)}")
+    if command == "run" and not tail:
+        raise _UsageError("run needs a command after --")
+    return command, options, tail
+
+
+def _parse_options(
+    command: str, allowed: dict[str, bool | None], rest: list[str]
+) -> dict[str, str]:
+    options: dict[str, str] = {}
+    args = iter(rest)
+    for arg in args:
+        name, has_value, value = arg.partition("=")
+        if name not in allowed:
+            raise _UsageError(f"{command} does not take {arg!r}")
+        if name in options:
+            raise _UsageError(f"{name} is given more than once")
+        if allowed[name] is None:
+            if has_value:
+                raise _UsageError(f"{name} takes no value")
+            options[name] = ""
+            continue
+        if not has_value:
+            value = next(args, "")
+        if not value or value.startswith("--"):
+            raise _UsageError(f"{name} needs a value")
+        options[name] = value
+    return options
+
+
+def _number(options: dict[str, str], name: str, default: float) -> float:
+    text = options.get(name)
+    if text is None:
+        return default
+    if not _PLAIN_DECIMAL.fullmatch(text):
+        raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
+    return float(text)
+
+
+def _stale_after_seconds(options: dict[str, str]) -> float:
+    minutes = _number(options, "--stale-after", DEFAULT_STALE_AFTER_MIN)
+    return _checked_stale_after(minutes, "--stale-after", "minutes")
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+class _WaitLine:
+    """While --wait waits on a terminal: a line on stderr, rewritten in place."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, result: AcquireResult, left: float, place: int) -> None:
+        try:
+            width = os.get_terminal_size(sys.stderr.fileno()).columns
+        except (OSError, ValueError):
+            width = 0
+        line = (
+            f"waiting, {_ordinal(place)} in line: held by {_holder_text(result['held_by'])}"
+            f" since {result['held_since']}, giving up in {_duration_text(-(-left // 1))}"
+            f" ({result['lock']})"
+        )
+        # A wrapped line could not be taken back by \r.
+        sys.stderr.write(f"\r{line[: width - 1] if width else line}\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+
+
+def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResult, int]:
+    wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
+    lock, owner = options["--lock"], options["--owner"]
+    empty_is_stale = "--empty-is-stale" in options
+    if not wait:
+        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
+    else:
+        started = time.monotonic()
+        line = _WaitLine() if _is_terminal(sys.stderr) else None
+        try:
+            result = _wait_for(
+                lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=line
+            )
+        except LockBusy as busy:
+            result = busy.result
+        finally:
+            if line is not None:
+                line.clear()
+        waited = time.monotonic() - started
+        outcome = "after waiting" if result["acquired"] else "gave up after waiting"
+        result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
+    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
+
+
+def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
+    return _cli_take(options, _stale_after_seconds(options))
+
+
+def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
+    stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
+    result, code = _cli_take(options, stale_after)
+    if code != _EXIT_OK:
+        sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
+        return None, code
+    empty_is_stale = "--empty-is-stale" in options
+    return None, _run_holding(options["--lock"], result, stale_after, empty_is_stale, tail)
+
+
+def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
+    return release(options["--lock"], options["--owner"]), _EXIT_OK
+
+
+def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult, int]:
+    empty_is_stale = "--empty-is-stale" in options
+    result = status(options["--lock"], _stale_after_seconds(options), empty_is_stale=empty_is_stale)
+    return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
+
+
+def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
+    return _help(), _EXIT_OK
+
+
+def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
+    return {"run_id": new_run_id()}, _EXIT_OK
+
+
+def _cli_version(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
+    return {"version": __version__}, _EXIT_OK
+
+
+_COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | None, int]]] = {
+    "help": _cli_help,
+    "acquire": _cli_acquire,
+    "run": _cli_run,
+    "release": _cli_release,
+    "status": _cli_status,
+    "run-id": _cli_run_id,
+    "version": _cli_version,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``): print one JSON line and
+    return the exit code (never SystemExit).
+
+    :param argv: the arguments after the program's name.
+    :returns: the exit code of the contract.
+    """
+    try:
+        try:
+            command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
+            result, code = _COMMANDS[command](options, tail)
+        finally:
+            _Interrupts.disarm()  # the call answers, whatever arrives
+    except _Interrupted as stop:
+        code = 128 + stop.signum
+        error = _interrupted(stop.signum)
+    except _UsageError as exc:
+        code = _EXIT_BAD_ARGS
+        error = f"usage error: {exc}"
+    except ValueError as exc:
+        code = _EXIT_BAD_ARGS
+        error = str(exc)
+    except OSError as exc:
+        code = _EXIT_OS_ERROR
+        error = f"the lock could not be read or written: {_describe_os_error(exc)}"
+    else:
+        if result is not None:  # run leaves stdout to its command
+            sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
+        return code
+    _fail(error)
+    return code
+
+
+def _entry() -> None:
+    """The program: the copied file run as a script, or the installed command. Signals
+    end it cleanly; it exits with main()'s code once its output is out."""
+    try:
+        try:
+            _Interrupts.install()
+            exit_code = main()
+        finally:
+            _Interrupts.disarm()
+    except _Interrupted as stop:  # it came as main() began, before its own try
+        exit_code = 128 + stop.signum
+        _fail(_interrupted(stop.signum))
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe: teardown must not try again
+        exit_code = exit_code or _EXIT_OS_ERROR
+        sys.stdout = sys.stderr = None
+    _Interrupts.ignore()
+    sys.exit(exit_code)

@@ -1,0 +1,123 @@
+"""The contract's names: the version, the limits callers may read, the exit codes, the
+exceptions, and the shapes of the outputs (SPEC.md)."""
+
+from __future__ import annotations
+
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
+    from typing import Literal, TypedDict
+
+    class StaleReplaced(TypedDict):
+        held_by: str | None
+        held_since: str
+
+    class AcquireResult(TypedDict):
+        acquired: bool
+        refreshed: bool
+        lock: str
+        owner: str
+        run_id: str
+        held_by: str | None
+        held_since: str
+        stale_at: str
+        stale_after_minutes: int | float
+        stale_replaced: StaleReplaced | None
+        message: str
+
+    class ReleaseResult(TypedDict):
+        released: bool
+        reason: Literal["absent", "not-owner"] | None
+        lock: str
+        owner: str
+        held_by: str | None
+        held_since: str | None
+        message: str
+
+    class Waiter(TypedDict):
+        owner: str
+        since: str
+
+    class StatusResult(TypedDict):
+        state: Literal["free", "held", "stale"]
+        lock: str
+        held_by: str | None
+        held_since: str | None
+        stale_at: str | None
+        age_seconds: int | None
+        stale_after_minutes: int | float
+        waiting: list[Waiter]
+        message: str
+
+    Output = AcquireResult | ReleaseResult | StatusResult | dict[str, str]
+
+__all__ = [
+    "DEFAULT_STALE_AFTER_MIN",
+    "GUARD_WAIT_SEC",
+    "MAX_STALE_AFTER_MIN",
+    "OWNER_MAX_LEN",
+    "RUN_ID_RE",
+    "LockBusy",
+    "LockLost",
+    "__version__",
+]
+
+__version__ = "1.3.0"
+
+OWNER_MAX_LEN = 200
+DEFAULT_STALE_AFTER_MIN = 60
+MAX_STALE_AFTER_MIN = 525600
+GUARD_WAIT_SEC = 10.0
+RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
+
+_TOOL = "skf-run-lock"
+_MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
+# The smallest timeout that prints as a non-zero stale_after_minutes.
+_MIN_STALE_AFTER_SEC = 0.006
+_MAX_WAIT_SEC = 86400
+_UNIT_SECONDS = {"seconds": 1, "minutes": 60}
+
+_EXIT_OK = 0
+_EXIT_BAD_ARGS = 1
+_EXIT_OS_ERROR = 2
+_EXIT_HELD = 3
+
+
+class LockBusy(Exception):
+    """Raised by :func:`acquire_within` when the wait ran out.
+
+    :ivar result: the last acquire output, which names the holder.
+    """
+
+    def __init__(self, result: AcquireResult) -> None:
+        super().__init__(result["message"])
+        self.result = result
+
+
+class LockLost(Exception):
+    """The lock a :func:`held` block holds is no longer its own (taken over, cleared, or
+    stale).
+
+    :ivar lock: the lock.
+    :ivar held_by: who holds it now, or None.
+    :ivar held_since: since when, or None.
+    """
+
+    def __init__(self, lock: str, held_by: str | None, held_since: str | None, why: str) -> None:
+        super().__init__(f"lost the lock {lock}: {why}")
+        self.lock = lock
+        self.held_by = held_by
+        self.held_since = held_since
+
+
+class _NoFolder(Exception):
+    """The lock's folder is missing, and was not to be created."""
+
+
+class _UsageError(Exception):
+    """The command line does not parse (exit 1)."""
+
+
+class _OutcomeUnknown(OSError):
+    """A server write failed after it was sent: whether it happened is unknown."""

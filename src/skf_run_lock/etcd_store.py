@@ -1,0 +1,541 @@
+"""The etcd store, through etcd's HTTP/JSON gateway: the record at KEY on a lease (the
+holder's timeout, on the server's clock), every change one transaction compared against
+the revision it read, and waiters in line as keys on leases of their own that they keep
+alive, each watching the key ahead of it. Compiled only for an etcd lock."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import time
+
+from .contract import _OutcomeUnknown
+from .decisions import _PLACE_TTL_SEC, _ahead_of, _live
+from .interrupts import _SIGNALS_HELD, _Interrupts
+from .outputs import _quoted
+from .records import _Look, _parse_record, _Place
+from .server_store import (
+    _ANSWER_MAX_BYTES,
+    _TLS_FAILURE,
+    _Connection,
+    _Pause,
+    _place_of,
+    _place_value,
+    _seconds_left,
+    _ServerStore,
+    _unknown_outcome,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import ssl
+    from typing import Any, Literal
+
+    from .interface import _Store
+
+_DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# gRPC's status codes, as etcd's gateway answers them.
+_GRPC_UNAVAILABLE = 14
+_GRPC_PERMISSION_DENIED = 7
+_GRPC_UNAUTHENTICATED = 16
+_HEAD_MAX_BYTES = 64 * 1024
+
+
+def _etcd_duration(text: str) -> float:
+    """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
+    parts = re.findall(_DURATION, text)
+    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
+        raise ValueError(
+            f"ETCDCTL_COMMAND_TIMEOUT must be a duration like 5s or 500ms, not {text!r}"
+        )
+    return seconds
+
+
+def _answer_field(answer: dict[str, Any], name: str, request: str, digits: bool = False) -> str:
+    """The text field ``name`` of etcd's answer; OSError if it has none."""
+    value = answer.get(name)
+    if isinstance(value, str) and value and (value.isdigit() or not digits):
+        return value
+    raise _not_etcd(request, name)
+
+
+def _not_etcd(request: str, name: str) -> OSError:
+    return OSError(
+        errno.EPROTO,
+        f"the answer to {request} had no valid {name!r}: is this etcd's client port?",
+    )
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode("ascii")
+
+
+class _HttpConnection(_Connection):
+    """HTTP/1.1 to etcd. Not http.client: ~18 ms to import, 2-4x the CPU (bench 6d)."""
+
+    protocol = "HTTP"
+
+    def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
+        super().__init__(endpoint, context, deadline)
+        self.body = bytearray()  # not yet read
+
+        self.framing: Literal["length", "chunked", "close"] = "length"
+        self.left = 0  # bytes of the body still to come, when its length is known
+        self.reusable = True
+
+    def send(self, path: str, payload: bytes, headers: dict[str, str], deadline: float) -> None:
+        if any("\r" in value or "\n" in value for value in headers.values()):
+            raise ValueError("a header held a line break")
+        fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        head = f"POST {path} HTTP/1.1\r\nHost: {self.endpoint}\r\n{fields}"
+        self.sock.settimeout(_seconds_left(deadline))
+        self.sock.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+
+    def start_answer(self, deadline: float) -> int:
+        """Read the answer's status line and headers: its status code."""
+        end = self._find(b"\r\n\r\n", deadline, _HEAD_MAX_BYTES)
+        lines = self.received[:end].decode("latin-1").split("\r\n")
+        del self.received[: end + 4]
+        version, _, rest = lines[0].partition(" ")
+        code = rest[:3]
+        if not version.startswith("HTTP/1.") or not (code.isdigit() and rest[3:4] in ("", " ")):
+            raise ValueError("the answer was not HTTP")
+        headers = {}
+        for line in lines[1:]:
+            name, colon, value = line.partition(":")
+            if not colon:
+                raise ValueError("the answer was not HTTP")
+            headers[name.strip().lower()] = value.strip().lower()
+        length = headers.get("content-length")
+        self.reusable = headers.get("connection") != "close" and version == "HTTP/1.1"
+        self.left = 0
+        if "chunked" in headers.get("transfer-encoding", ""):
+            self.framing = "chunked"
+        elif length is None:
+            self.framing = "close"
+            self.reusable = False
+        elif length.isdigit() and int(length) <= _ANSWER_MAX_BYTES:
+            self.framing = "length"
+            self.left = int(length)
+        else:
+            raise ValueError(f"the answer's length was {length!r}")
+        self.body.clear()
+        return int(code)
+
+    def rest(self, deadline: float) -> bytes:
+        while self._more_body(deadline):
+            pass
+        return bytes(self.body)
+
+    def readline(self, deadline: float) -> bytes:
+        """The body's next line (a watch's next message); b"" once the body ended."""
+        while (end := self.body.find(b"\n")) < 0:
+            if not self._more_body(deadline):
+                end = len(self.body) - 1
+                break
+        line = bytes(self.body[: end + 1])
+        del self.body[: end + 1]
+        return line
+
+    def _more_body(self, deadline: float) -> bool:
+        piece = self._piece(deadline)
+        if piece is None:
+            return False
+        self.body += piece
+        if len(self.body) > _ANSWER_MAX_BYTES:
+            raise ValueError("the answer was too large")
+        return True
+
+    def _piece(self, deadline: float) -> bytes | None:
+        if self.framing == "chunked":
+            return self._chunk(deadline)
+        closes = self.framing == "close"
+        if (not closes and self.left == 0) or (
+            not self.received and not self._receive(deadline, end_ok=closes)
+        ):
+            return None
+        size = len(self.received) if closes else min(self.left, len(self.received))
+        piece = bytes(self.received[:size])
+        del self.received[:size]
+        self.left -= 0 if closes else size
+        return piece
+
+    def _chunk(self, deadline: float) -> bytes | None:
+        end = self._find(b"\r\n", deadline, 1024)
+        size_text = self.received[:end].split(b";")[0].strip()
+        if not size_text or size_text.strip(b"0123456789abcdefABCDEF"):
+            raise ValueError("the answer was not HTTP (a bad chunk)")
+        size = int(size_text, 16)
+        if size > _ANSWER_MAX_BYTES:
+            raise ValueError("the answer was too large")
+        if size == 0:
+            trailer = self._find(b"\r\n\r\n", deadline, _HEAD_MAX_BYTES, end)
+            del self.received[: trailer + 4]
+            return None
+        while len(self.received) < end + 2 + size + 2:
+            self._receive(deadline)
+        if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+            raise ValueError("the answer was not HTTP (a bad chunk)")
+        chunk = bytes(self.received[end + 2 : end + 2 + size])
+        del self.received[: end + 4 + size]
+        return chunk
+
+
+def _wait_place(value: bytes, lease: object) -> _Place | None:
+    """The place a line key gives; None if not one (or leaseless: it could never end)."""
+    if not (isinstance(lease, str) and lease.isdigit()):
+        return None
+    return _place_of(lease, value)
+
+
+class _EtcdStore(_ServerStore):
+    """One lock on etcd: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``. The record is
+    at KEY on a lease; beside it, after a NUL, the last holder's (``last``) and each
+    waiter's place (``wait``, a NUL, its lease), on a lease the waiter keeps alive."""
+
+    name = "etcd"
+    env = "ETCDCTL_"
+    port = "etcd's client"
+    timeout_var = "ETCDCTL_COMMAND_TIMEOUT"
+    form = "{0}://HOST:PORT[,HOST:PORT...]/KEY"
+    many = True
+    secure = "etcd+https"
+    credentials = (
+        "names a user: credentials never go in the address; set ETCDCTL_USER (and"
+        " ETCDCTL_PASSWORD) instead"
+    )
+
+    def __init__(self, address: str) -> None:
+        env = os.environ
+        super().__init__(address, _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s"))
+        key = self.key_text
+        self.key = key.encode()
+        self.last_key = (key + "\0last").encode()
+        self.wait_prefix = (key + "\0wait\0").encode()
+        user, _, password = (env.get("ETCDCTL_USER") or "").partition(":")
+        self.user = user
+        self.password = password or env.get("ETCDCTL_PASSWORD", "")
+        self.headers = {"Content-Type": "application/json"}
+        self.connection: _HttpConnection | None = None
+        self.watcher: _HttpConnection | None = None  # a waiter's open watch
+        self.pause = _Pause()
+
+    def _connect(self, endpoint: str) -> _HttpConnection:
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = None
+        self.connection = self._open(endpoint)
+        return self.connection
+
+    def _open(self, endpoint: str) -> _HttpConnection:
+        return _HttpConnection(endpoint, self.tls_context(), self.deadline)
+
+    def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
+        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's."""
+        if path != "/v3/auth/authenticate":
+            self._authorize()
+        payload = json.dumps(body).encode()
+        # Each endpoint's first reason (later ones are often the deadline).
+        failures: dict[str, str] = {}
+        broken: set[str] = set()  # TLS failed: trying again cannot help
+        while True:
+            for endpoint in self.endpoints:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if endpoint in broken:
+                    continue
+                try:
+                    status, answer = self._exchange(endpoint, path, payload, outcome)
+                except _OutcomeUnknown:
+                    raise
+                except (OSError, ValueError) as exc:
+                    reason = failures.setdefault(endpoint, self.describe(exc))
+                    if reason.startswith(_TLS_FAILURE):
+                        broken.add(endpoint)
+                    continue
+                if status == 200:
+                    return answer
+                code = answer.get("code")
+                message = answer.get("message") or answer.get("error")
+                if code == _GRPC_UNAVAILABLE or status in (502, 503, 504):
+                    failures.setdefault(endpoint, message or f"HTTP status {status}")
+                    continue
+                raise self._refusal(code, message or f"HTTP status {status}")
+            # No member answered (down, electing): nothing applied.
+            left = self.deadline - time.monotonic()
+            if left <= 0 or broken.issuperset(self.endpoints):
+                break
+            time.sleep(min(0.05, left))
+        reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
+        raise self.unreachable(", ".join(self.endpoints), reasons)
+
+    def _authorize(self) -> None:
+        if self.user and "Authorization" not in self.headers:
+            credentials = {"name": self.user, "password": self.password}
+            answer = self.post("/v3/auth/authenticate", credentials)
+            self.headers["Authorization"] = _answer_field(answer, "token", "authenticate")
+
+    def _exchange(
+        self, endpoint: str, path: str, payload: bytes, outcome: str | None
+    ) -> tuple[int, dict[str, Any]]:
+        """One request to ``endpoint``: (status, answer)."""
+        sent = False
+        try:
+            connection = self.connection
+            if connection is None or connection.endpoint != endpoint or not connection.reusable:
+                connection = self._connect(endpoint)
+            connection.send(path, payload, self.headers, self.deadline)
+            sent = True
+            status = connection.start_answer(self.deadline)
+            body = connection.rest(self.deadline)
+            try:
+                answer = json.loads(body.decode("utf-8") or "{}")
+            except ValueError:
+                raise ValueError("the answer was not JSON") from None
+        except BaseException as exc:
+            self.close()  # cut short (an interrupt too): never read it out of step
+            if sent and outcome is not None and isinstance(exc, OSError | ValueError):
+                raise self.lost_answer(endpoint, exc, outcome) from None
+            raise
+        return status, answer if isinstance(answer, dict) else {}
+
+    def close(self) -> None:
+        for connection in (self.connection, self.watcher):
+            if connection is not None:
+                connection.close()
+        self.connection = None
+        self.watcher = None
+
+    def by_hand(self) -> str:
+        return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
+
+    def _refusal(self, code: object, message: str) -> OSError:
+        if code == _GRPC_PERMISSION_DENIED:
+            who = f"user {self.user!r}" if self.user else "an anonymous user"
+            return PermissionError(
+                errno.EACCES, f"etcd denied {who} access to the key {self.key.decode()}: {message}"
+            )
+        if "user name is empty" in message:
+            return PermissionError(
+                errno.EACCES, "etcd wants a user name: set ETCDCTL_USER (and ETCDCTL_PASSWORD)"
+            )
+        if code == _GRPC_UNAUTHENTICATED or "authentication failed" in message:
+            return PermissionError(
+                errno.EACCES,
+                f"etcd refused authentication ({message}); check ETCDCTL_USER and ETCDCTL_PASSWORD",
+            )
+        return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
+
+    def look(self) -> _Look:
+        import base64
+
+        answer = self.post(
+            "/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
+        )
+        record = last = None
+        revision = "0"
+        lease = None
+        line: list[tuple[int, _Place]] = []
+        now = int(time.time())
+        try:
+            seen = str(answer.get("header", {}).get("revision", "0"))
+            for kv in answer.get("kvs", []):
+                name = base64.b64decode(kv["key"])
+                value = base64.b64decode(kv.get("value", ""))
+                if name.startswith(self.wait_prefix):
+                    place = _wait_place(value, kv.get("lease"))
+                    if place is not None:
+                        line.append((int(kv["create_revision"]), place))
+                    continue
+                parsed = _parse_record(value, now)  # a foreign value is dated now
+                if name == self.key:
+                    revision = _answer_field(kv, "mod_revision", "range", digits=True)
+                    record = parsed
+                    lease = kv.get("lease")
+                    if lease:
+                        record.lease = "live"
+                elif name == self.last_key:
+                    last = parsed
+                    last.lease = "expired"
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise _not_etcd("range", "kvs") from None
+        line.sort(key=lambda entry: entry[0])
+        return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
+
+    read = look  # the transaction compares later
+
+    def _place_key(self, place: _Place) -> bytes:
+        return self.wait_prefix + place.ticket.encode()
+
+    def join(self, look: _Look, place: _Place, now: float) -> None:
+        """A key on a lease of its own, kept alive by the waiter."""
+        if _ahead_of(_live(look.line, now), place.ticket) is not None:
+            return
+        answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
+        place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
+        place.since = int(now // 1)
+        place.joined = True
+        value = _place_value(place)
+        put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
+        self.post("/v3/kv/put", put)
+
+    def prune(self, look: _Look, now: float) -> None:
+        """Nothing to do: etcd ends the place of a waiter that stopped."""
+
+    def beat(self, place: _Place) -> bool:
+        answer = self.post("/v3/lease/keepalive", {"ID": place.ticket})
+        result = answer.get("result")
+        ttl = result.get("TTL") if isinstance(result, dict) else None
+        return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
+
+    def leave(self, place: _Place) -> None:
+        self.next_step()
+        place.joined = False
+        self.revoke(place.ticket)
+
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+        """Until the record (for the first in line) or a place ahead is deleted."""
+        wake = {self._place_key(p) for p in ahead} if ahead else {self.key}
+        until = time.monotonic() + left
+        try:
+            if self.watcher is None and not self._watch(look.seen, until):
+                self.pause.sleep(left)
+                return False
+            while not wake & self._deleted(until):
+                pass
+            return True
+        except TimeoutError:
+            return False  # the stream goes on
+        except (OSError, ValueError):
+            self._stop_watch()
+            self.pause.sleep(max(0.0, until - time.monotonic()))
+            return False
+        finally:
+            self.next_step()
+
+    def _stop_watch(self) -> None:
+        if self.watcher is not None:
+            self.watcher.close()
+            self.watcher = None
+
+    def _watch(self, seen: str, until: float) -> bool:
+        """Watch the lock's keys from after revision ``seen``: True once it streams."""
+        self.deadline = min(until, time.monotonic() + self.timeout)
+        watch = {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
+        if seen.isdigit() and seen != "0":
+            watch["start_revision"] = str(int(seen) + 1)
+        payload = json.dumps({"create_request": watch}).encode()
+        try:
+            self._authorize()
+        except (OSError, ValueError):
+            return False  # the next step says why
+        for endpoint in self.endpoints:
+            try:
+                self.watcher = self._open(endpoint)
+                self.watcher.send("/v3/watch", payload, self.headers, self.deadline)
+                if self.watcher.start_answer(self.deadline) == 200 and self._news(until) == set():
+                    return True
+            except (OSError, ValueError):
+                pass
+            self._stop_watch()
+        return False
+
+    def _deleted(self, until: float) -> set[bytes]:
+        news = self._news(until)
+        if news is None:
+            raise ConnectionResetError(errno.ECONNRESET, "the watch ended")
+        return news
+
+    def _news(self, until: float) -> set[bytes] | None:
+        """The keys deleted in the watch's next message; None if the stream ended."""
+        import base64
+
+        assert self.watcher is not None
+        try:
+            message = json.loads(self.watcher.readline(until).decode("utf-8"))
+            result = message["result"]
+            if result.get("canceled"):
+                return None
+            # A PUT, the default, has no type in etcd's JSON.
+            return {
+                base64.b64decode(event["kv"]["key"])
+                for event in result.get("events") or []
+                if event.get("type") == "DELETE"
+            }
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return None
+
+    def revoke(self, lease: str | None) -> None:
+        if lease:
+            try:
+                self.post("/v3/lease/revoke", {"ID": lease})
+            except OSError:
+                pass  # it runs out by itself
+
+    def apply(
+        self,
+        look: _Look,
+        data: bytes | None,
+        stale_after: float,
+        owner: str,
+        place: _Place | None = None,
+    ) -> bool:
+        """By a transaction; signals wait while it is sent."""
+        with _SIGNALS_HELD:
+            applied = self._swap(look.revision, data, stale_after, owner, place)
+            if applied:
+                _Interrupts.disarm()
+        if applied:
+            self.revoke(look.lease)  # else it would only run out
+            if place is not None:
+                place.joined = False  # its lease runs out by itself
+        return applied
+
+    def _swap(
+        self,
+        revision: str,
+        puts: bytes | None,
+        stale_after: float,
+        owner: str,
+        place: _Place | None,
+    ) -> bool:
+        """If the record's revision is still ``revision``: put ``puts`` (None: delete)."""
+        lease = None
+        if puts is not None:
+            ttl = max(1, -(-stale_after // 1))
+            answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
+            lease = _answer_field(answer, "ID", "lease/grant", digits=True)
+            ops = [
+                {"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}},
+                {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},
+            ]
+            outcome = _unknown_outcome(owner, taking=True)
+        else:
+            ops = [{"request_delete_range": {"key": _b64(k)}} for k in (self.key, self.last_key)]
+            outcome = _unknown_outcome(owner, taking=False)
+        compare = [
+            {"key": _b64(self.key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
+        ]
+        if place is not None:
+            key = _b64(self._place_key(place))
+            compare.append(
+                {"key": key, "target": "CREATE", "result": "GREATER", "create_revision": "0"}
+            )
+            ops.append({"request_delete_range": {"key": key}})
+        txn = {"compare": compare, "success": ops}
+        if self.post("/v3/kv/txn", txn, outcome=outcome).get("succeeded"):
+            return True
+        self.revoke(lease)
+        return False
+
+
+def _open_etcd(address: str) -> _Store:
+    """The registry's opener: an etcd lock (mypy checks the class against _Store here)."""
+    return _EtcdStore(address)

@@ -1,0 +1,362 @@
+"""The file store: a lock kept in a file, changed only under its guard; a record is
+written to a temp file, flushed, and renamed over the lock, so no reader ever sees half
+of one. The line of waiters is a file beside the lock, and a waiter polls."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import stat
+import time
+
+from .contract import _NoFolder
+from .decisions import _ahead_of, _live
+from .guard import (
+    _COMMON_FLAGS,
+    _GUARD_SUFFIX,
+    _NOT_WRITABLE,
+    _READ_FLAGS,
+    _despite_sharing,
+    _Guard,
+    _not_writable_error,
+    _remove_quietly,
+)
+from .inputs import _format_time, _parse_time
+from .interrupts import _Interrupts
+from .outputs import _quoted
+from .records import _RECORD_MAX_BYTES, _holder_timeout, _Look, _parse_record, _Place, _Record
+
+_LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
+_TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
+# Temp names tried before giving up. The first name is taken only by a file a dead call
+# left (made under the guard), so a few random names always do; tempfile, which shares
+# its folder with strangers, tries TMP_MAX (238,328) names.
+_TEMP_TRIES = 100
+# How often a waiter looks at the lock file: the first in line most often.
+_FILE_POLL_SEC = (0.002, 0.005, 0.025)
+
+
+def _lock_path(lock: str | os.PathLike[str]) -> str:
+    """The absolute path of a lock; ValueError for one that cannot be a lock file."""
+
+    path = os.fspath(lock)
+    if not isinstance(path, str):
+        raise ValueError(f"the lock path must be text, not {path!r}")
+    if not path:
+        raise ValueError("the lock path is empty; give the path of a file")
+    if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
+        raise ValueError(f"the lock path {path} ends with a separator; give the path of a file")
+    name = os.path.basename(path)
+    if name.endswith((_GUARD_SUFFIX, _LINE_SUFFIX)) or _TEMP_NAME.fullmatch(name[-17:]):
+        raise ValueError(
+            f"the lock name {name} is reserved for a lock's own guard, line or temp files;"
+            " choose another name"
+        )
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    return os.path.abspath(path)
+
+
+def _remove_orphan_temps(lock: str) -> None:
+    """Delete the lock's temp files (made under the guard: a dead call's)."""
+    folder, base = os.path.split(lock)
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(base) and _TEMP_NAME.fullmatch(name, len(base)):
+            _remove_quietly(os.path.join(folder, name))
+
+
+_FILE_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a device",
+    stat.S_IFBLK: "a device",
+}
+
+
+def _folder_error(lock: str) -> ValueError:
+    return ValueError(f"the lock path {lock} is a folder; give the path of a file")
+
+
+def _refuse_unless_regular(lock: str, mode: int) -> None:
+    """ValueError for a folder's ``mode``, OSError for any other not a regular file's."""
+    if stat.S_ISREG(mode):
+        return
+    if stat.S_ISDIR(mode):
+        raise _folder_error(lock)
+    kind = _FILE_KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    raise OSError(errno.EINVAL, f"the lock path {lock} is {kind}; a lock must be a regular file")
+
+
+def _read_record(lock: str) -> _Record | None:
+    """What the lock file says (None: no file). A link, never followed, names no owner."""
+    try:
+        fd = os.open(lock, _READ_FLAGS)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        return _record_of_unopened(lock, exc)
+    try:
+        info = os.fstat(fd)
+        _refuse_unless_regular(lock, info.st_mode)
+        # One read: a regular file gives all it has at once.
+        data = os.read(fd, _RECORD_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    return _parse_record(data, int(info.st_mtime // 1))
+
+
+def _record_of_unopened(lock: str, exc: OSError) -> _Record:
+    try:
+        info = os.lstat(lock)
+    except OSError:
+        raise exc from None
+    if stat.S_ISLNK(info.st_mode):
+        return _Record(None, int(info.st_mtime // 1))
+    _refuse_unless_regular(lock, info.st_mode)
+    raise exc
+
+
+def _create_temp(lock: str) -> tuple[int, str]:
+    """Create the temp file exclusively (one there was left by a dead call)."""
+    path = f"{lock}.skf-00000000-tmp"
+    for _ in range(_TEMP_TRIES):
+        try:
+            return os.open(path, _TEMP_FLAGS, 0o666), path
+        except FileExistsError:
+            try:
+                os.unlink(path)
+            except OSError:
+                path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+        except BaseException as exc:
+            # An interrupt after the file was made: ours, under the guard.
+            _remove_quietly(path)
+            if isinstance(exc, OSError) and exc.errno in _NOT_WRITABLE:
+                raise _not_writable_error(os.path.dirname(lock), exc) from None
+            raise
+    raise FileExistsError(errno.EEXIST, f"no free temp file name beside {lock}")
+
+
+def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
+    """Replace the lock file with ``data`` atomically: temp file, fsync, rename."""
+    fd, temp = _create_temp(lock)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        _despite_sharing(os.replace, temp, lock)
+    except BaseException:
+        _remove_quietly(temp)
+        raise
+
+
+def _delete_record(lock: str) -> None:
+    try:
+        _despite_sharing(os.unlink, lock)
+    except OSError as exc:
+        if exc.errno in _NOT_WRITABLE:
+            raise _not_writable_error(os.path.dirname(lock), exc) from None
+        raise
+
+
+def _parse_line(data: bytes) -> list[_Place]:
+    """The valid places of a line file (a JSON object a line). Never raises."""
+    places = []
+    for text in data.split(b"\n"):
+        try:
+            entry = json.loads(text)
+            ticket, owner, since = entry["ticket"], entry["owner"], _parse_time(entry["since"])
+            timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
+        except (ValueError, RecursionError, TypeError, KeyError):
+            continue
+        if (
+            isinstance(ticket, str)
+            and isinstance(owner, str)
+            and owner
+            and since is not None
+            and timeout is not None
+            and isinstance(beat, int | float)
+            and abs(beat) < 1e12
+        ):
+            places.append(_Place(ticket, owner, since, timeout, float(beat)))
+    return places
+
+
+def _line_bytes(places: list[_Place]) -> bytes:
+    return "".join(
+        json.dumps(
+            {
+                "ticket": p.ticket,
+                "owner": p.owner,
+                "since": _format_time(p.since),
+                "stale_after_seconds": p.stale_after,
+                "beat": round(p.beat or 0.0, 3),
+            }
+        )
+        + "\n"
+        for p in places
+    ).encode("ascii")
+
+
+def _read_line(path: str) -> list[_Place] | None:
+    """The places in the line file (None: no file; unreadable: none)."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
+        data = os.read(fd, _RECORD_MAX_BYTES)
+    except OSError:
+        return []
+    finally:
+        os.close(fd)
+    return _parse_line(data)
+
+
+def _signature(path: str) -> str:
+    """What changes whenever the file at ``path`` changes."""
+
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return ""
+    return f"{info.st_ino}:{info.st_mtime_ns}:{info.st_size}"
+
+
+class _FileStore:
+    """A lock kept in a file, changed under its guard; its line of waiters beside it."""
+
+    def __init__(self, lock: str | os.PathLike[str]) -> None:
+        self.lock = _lock_path(lock)
+        self.line = self.lock + _LINE_SUFFIX
+        self.guard: _Guard | None = None  # the change's
+        self.held = False
+        self.line_file = False  # the change found a line file
+
+    def close(self) -> None:
+        """Drop the guard if still held (an interrupt can cut a ``with`` short)."""
+        if self.guard is not None:
+            self.guard.drop()
+
+    def look(self) -> _Look:
+        seen = f"{_signature(self.lock)}|{_signature(self.line)}"
+        return _Look(_read_record(self.lock), line=_read_line(self.line), seen=seen)
+
+    def _read_in_change(self) -> _Look:
+        line = _read_line(self.line)
+        self.line_file = line is not None
+        return _Look(_read_record(self.lock), line=line)
+
+    def change(self, create: bool) -> _FileStore:
+        self.guard = _Guard(self.lock, make_parents=create)
+        return self
+
+    def __enter__(self) -> _FileStore:
+        assert self.guard is not None, "enter store.change(create), not the store"
+        try:
+            self.guard.__enter__()
+        except _NoFolder:
+            return self  # no folder, so no lock
+        self.held = True
+        if not self.guard.created:
+            _remove_orphan_temps(self.lock)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self.guard is not None
+        try:
+            if self.held:
+                self.held = False
+                self.guard.__exit__(*exc_info)
+        finally:
+            self.guard.drop()  # if an interrupt cut the exit short
+
+    def read(self) -> _Look:
+        return self._read_in_change() if self.held else _Look(None)
+
+    def apply(
+        self,
+        look: _Look,
+        data: bytes | None,
+        stale_after: float,
+        owner: str,
+        place: _Place | None = None,
+    ) -> bool:
+        """Always True: under the guard the lock cannot have changed since ``look``."""
+        if data is None:
+            _delete_record(self.lock)
+        else:
+            _write_record(self.lock, data)
+        _Interrupts.disarm()
+        leaving = None if place is None else place.ticket
+        if place is not None:
+            place.joined = False
+        self._keep_line(look, [p for p in _live(look.line, time.time()) if p.ticket != leaving])
+        return True
+
+    def _keep_line(self, look: _Look, places: list[_Place], force: bool = False) -> None:
+        """Write the line ``places`` if it differs (or ``force``); remove it once empty."""
+        if not places:
+            if self.line_file:
+                _remove_quietly(self.line)
+        elif force or list(map(id, places)) != list(map(id, look.line)):
+            _write_record(self.line, _line_bytes(places), durable=False)
+
+    def join(self, look: _Look, place: _Place, now: float) -> None:
+        line = _live(look.line, now)
+        if _ahead_of(line, place.ticket) is None:
+            place.since, place.beat, place.joined = int(now // 1), now, True
+            line.append(place)
+        self._keep_line(look, line)
+
+    def prune(self, look: _Look, now: float) -> None:
+        self._keep_line(look, _live(look.line, now))
+
+    def beat(self, place: _Place) -> bool:
+        with self.change(create=False) as change:
+            look = change.read()
+            now = time.time()
+            line = _live(look.line, now)
+            for mine in line:
+                if mine.ticket == place.ticket:
+                    mine.beat = now
+                    self._keep_line(look, line, force=True)
+                    return True
+            self._keep_line(look, line)
+            return False
+
+    def leave(self, place: _Place) -> None:
+        with self.change(create=False) as change:
+            look = change.read()
+            place.joined = False
+            line = [p for p in _live(look.line, time.time()) if p.ticket != place.ticket]
+            self._keep_line(look, line)
+
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+        """Until the lock file changes: polled the more often the nearer the front."""
+        every = _FILE_POLL_SEC[min(len(ahead), 2)]
+        lock_seen, line_seen = look.seen.split("|")
+        # A take and a release can leave no lock file again: the line shows it.
+        line = self.line if ahead and not lock_seen else None
+        until = time.monotonic() + left
+        while (pause := min(every, until - time.monotonic())) > 0:
+            time.sleep(pause)
+            if _signature(self.lock) != lock_seen or (line and _signature(line) != line_seen):
+                return True
+        return False
+
+    def by_hand(self) -> str:
+        return f"delete the file {_quoted(self.lock)}"

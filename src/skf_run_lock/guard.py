@@ -1,0 +1,312 @@
+"""The guard: a file beside a lock on which each call takes an exclusive, non-blocking
+OS lock while it reads and changes the lock. The only platform branch is here: POSIX
+removes the guard while still holding it; Windows cannot, and retries what a file that
+another process has open refuses for a moment."""
+
+from __future__ import annotations
+
+import errno
+import os
+import sys
+import time
+
+from .contract import GUARD_WAIT_SEC, _NoFolder
+from .interrupts import _SIGNALS_HELD, _Interrupts
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_GUARD_SUFFIX = ".skf-guard"
+_SHARING_RETRY_SEC = 1.0  # Windows: how long a file another process has open may refuse
+
+# Flags that only some systems have are 0 elsewhere.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_COMMON_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | _NOFOLLOW
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _COMMON_FLAGS
+_GUARD_FLAGS = os.O_RDWR | _COMMON_FLAGS
+_GUARD_READ_ONLY_FLAGS = os.O_RDONLY | _COMMON_FLAGS
+_LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM}
+
+
+if sys.platform == "win32":
+    import msvcrt
+
+    _REMOVE_GUARD_WHILE_HELD = False
+    _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = (PermissionError,)
+    _LOCK_BUSY_ERRNOS = {errno.EACCES, errno.EDEADLK, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
+    # A file another process has open (a scanner, an indexer) cannot be replaced or
+    # deleted for a moment (ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION).
+    _SHARING_REFUSALS: frozenset[int] = frozenset({5, 32})
+
+    def _try_lock(fd: int) -> bool:
+        """Lock the guard's first byte without waiting; False if another process has it."""
+        os.lseek(fd, 0, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError as exc:
+            if exc.errno in _LOCK_BUSY_ERRNOS:
+                return False
+            raise
+        return True
+
+    def _unlock(fd: int) -> None:
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+else:
+    import fcntl
+
+    _REMOVE_GUARD_WHILE_HELD = True
+    _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = ()
+    _SHARING_REFUSALS: frozenset[int] = frozenset()
+
+    def _try_lock(fd: int) -> bool:
+        """Take an exclusive flock without waiting; False if another process has it."""
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def _unlock(fd: int) -> None:
+        pass  # closing releases the flock
+
+
+def _despite_sharing(action: Callable[..., None], *paths: str) -> None:
+    """``action(*paths)``, tried again while Windows refuses it (a file open elsewhere)."""
+    deadline = time.monotonic() + _SHARING_RETRY_SEC
+    pause = 0.001
+    while True:
+        try:
+            action(*paths)
+            return
+        except PermissionError as exc:
+            refused = getattr(exc, "winerror", None) in _SHARING_REFUSALS
+            if not refused or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # whoever comes next cleans up
+
+
+def _names_same_file(fd: int, path: str) -> bool:
+
+    try:
+        here = os.lstat(path)
+    except OSError:
+        return False
+    there = os.fstat(fd)
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _not_writable_error(folder: str, exc: OSError) -> OSError:
+    return OSError(
+        exc.errno,
+        f"the folder {folder} is not writable by this user ({exc.strerror}); a lock's folder"
+        " must let every user of the lock create and delete files in it",
+    )
+
+
+def _file_in_the_way(folder: str) -> str | None:
+    path = folder
+    while not os.path.lexists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            return None
+        path = parent
+    return None if os.path.isdir(path) else path
+
+
+def _make_folders(folder: str) -> None:
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except (FileExistsError, NotADirectoryError) as exc:
+        blocker = _file_in_the_way(folder)
+        if blocker is None:
+            raise
+        raise OSError(
+            exc.errno, f"the lock's folder {folder} cannot be made: {blocker} is a file"
+        ) from None
+
+
+def _open_existing_guard(guard: str) -> int:
+    """Open the guard to lock it: read-only if this user may not write it."""
+    try:
+        return os.open(guard, _GUARD_FLAGS | os.O_CREAT, 0o666)
+    except PermissionError:
+        if _GUARD_OPEN_BUSY:
+            raise
+        return os.open(guard, _GUARD_READ_ONLY_FLAGS)
+
+
+def _create_guard(guard: str, make_parents: bool) -> int:
+    try:
+        return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+    except (FileNotFoundError, NotADirectoryError):
+        if not make_parents:
+            raise _NoFolder(os.path.dirname(guard)) from None
+    _make_folders(os.path.dirname(guard))
+    return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+
+
+def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
+    """The guard's descriptor, and whether this call created it; None to try again."""
+    folder = os.path.dirname(guard)
+    try:
+        try:
+            return _create_guard(guard, make_parents), True
+        except FileExistsError:
+            return _open_existing_guard(guard), False
+    except FileNotFoundError:
+        return None
+    except _GUARD_OPEN_BUSY:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop
+            raise OSError(
+                exc.errno,
+                f"the guard {guard} is a symbolic link; refusing to follow it"
+                " (remove the link if no run is active)",
+            ) from None
+        if exc.errno in _NOT_WRITABLE and not os.path.lexists(guard):
+            raise _not_writable_error(folder, exc) from None
+        raise
+
+
+def _locked_guard(fd: int, guard: str) -> bool:
+    """True once the open guard ``fd`` is locked and still at ``guard``."""
+    try:
+        if not _try_lock(fd):
+            return False
+    except OSError as exc:
+        if exc.errno in _LOCKS_UNSUPPORTED:
+            folder = os.path.dirname(guard)
+            raise OSError(
+                exc.errno,
+                f"the filesystem of {folder} does not support file locks ({exc.strerror});"
+                " put the lock on a local filesystem",
+            ) from None
+        raise
+    if _names_same_file(fd, guard):
+        return True
+    _unlock(fd)  # a guard its holder has already removed
+    return False
+
+
+def _close_guard(fd: int, guard: str, remove: bool) -> None:
+    if remove and _REMOVE_GUARD_WHILE_HELD:
+        _remove_quietly(guard)
+    try:
+        _unlock(fd)
+    except OSError:
+        pass  # closing releases it anyway
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # closed by a drop an interrupt cut short
+    if remove and not _REMOVE_GUARD_WHILE_HELD:
+        _remove_quietly(guard)
+
+
+def _still_names(fd: int, guard: str) -> bool:
+    try:
+        return _names_same_file(fd, guard)
+    except OSError:
+        return False  # the descriptor is closed already
+
+
+def _abandon_guard(fd: int, guard: str) -> None:
+    """Close a guard not fully taken, removing it unless another call holds it."""
+    try:
+        held_elsewhere = not _try_lock(fd)
+    except OSError:
+        held_elsewhere = False  # nobody can hold it
+    _close_guard(fd, guard, remove=not held_elsewhere and _names_same_file(fd, guard))
+
+
+def _abandon_guard_at(guard: str) -> None:
+    try:
+        fd = os.open(guard, _GUARD_READ_ONLY_FLAGS)
+    except OSError:
+        return
+    _abandon_guard(fd, guard)
+
+
+def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
+    """Lock the guard (TimeoutError after GUARD_WAIT_SEC); see _open_guard."""
+    deadline = time.monotonic() + GUARD_WAIT_SEC
+    pause = 0.001
+    while True:
+        _Interrupts.raise_pending()  # nothing is held here
+        fd = None
+        try:
+            opened = _open_guard(guard, make_parents)
+            if opened is not None:
+                fd, created = opened
+                if _locked_guard(fd, guard):
+                    return fd, created
+        except BaseException as exc:
+            if fd is not None:
+                _abandon_guard(fd, guard)
+            elif not isinstance(exc, Exception):
+                # An interrupt after os.open made it.
+                _abandon_guard_at(guard)
+            raise
+        if fd is not None:
+            os.close(fd)
+        if time.monotonic() >= deadline:
+            raise TimeoutError(
+                errno.ETIMEDOUT,
+                f"the guard {guard} stayed locked for {GUARD_WAIT_SEC:g} s;"
+                " another call is stuck holding it",
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
+
+
+class _Guard:
+    """The guard of one lock, held for a ``with`` block and removed however it ends."""
+
+    def __init__(self, lock: str | os.PathLike[str], make_parents: bool = True) -> None:
+        self.guard = os.fspath(lock) + _GUARD_SUFFIX
+        self.make_parents = make_parents
+        self.fd = -1
+        self.dropping = False
+        self.created = True  # False: left by a dead call
+
+    def __enter__(self) -> _Guard:
+        _SIGNALS_HELD.__enter__()
+        try:
+            self.fd, self.created = _take_guard(self.guard, self.make_parents)
+        except BaseException as exc:
+            _SIGNALS_HELD.__exit__(type(exc))
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self.drop()
+        except BaseException as exc:
+            _SIGNALS_HELD.__exit__(type(exc))
+            raise
+        _SIGNALS_HELD.__exit__(None)
+
+    def drop(self) -> None:
+        """Unlock and remove the guard if held; again after an interrupt cut it short."""
+        fd = self.fd
+        if fd < 0:
+            return
+        if self.dropping:
+            _close_guard(fd, self.guard, remove=_still_names(fd, self.guard))
+        else:
+            self.dropping = True
+            _close_guard(fd, self.guard, remove=True)
+        self.fd = -1

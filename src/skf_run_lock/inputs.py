@@ -1,0 +1,156 @@
+"""What a caller gives, checked in one place each: owners and run ids, times, the timeout
+and the wait, each refused in the caller's own unit."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from datetime import UTC as _UTC
+from datetime import datetime as _datetime
+from datetime import timedelta as _timedelta
+
+from .contract import _MAX_STALE_AFTER_SEC, _MIN_STALE_AFTER_SEC, _UNIT_SECONDS, OWNER_MAX_LEN
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from datetime import datetime
+
+__all__ = ["new_run_id"]
+
+_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+_PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
+_MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
+_EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
+
+
+def _split_owner(owner: str) -> tuple[str, str, str | None]:
+    """Workflow, skill and run id (None: no second colon); ValueError for a bad owner."""
+    if not isinstance(owner, str):
+        raise ValueError(f"owner must be a string, not {type(owner).__name__}")
+    parts = owner.split(":", 2)
+    if len(parts) < 2 or not parts[0] or not parts[1]:
+        raise ValueError(
+            f"owner {owner!r} must be workflow:skill[:run_id] with a non-empty workflow and skill"
+        )
+    # Every whitespace character but " " is non-printable.
+    if " " in owner or not owner.isprintable():
+        raise ValueError(f"owner {owner!r} must not contain whitespace or non-printable characters")
+    if len(owner) > OWNER_MAX_LEN:
+        raise ValueError(f"owner is {len(owner)} characters long; at most {OWNER_MAX_LEN} allowed")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+
+
+def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
+    """``(owner, run_id)``, a fresh run id added when the owner has none."""
+    workflow, skill, run_id = _split_owner(owner)
+    if run_id:
+        return owner, run_id
+    run_id = _run_id_at(time.time() if now is None else now)
+    full = f"{workflow}:{skill}:{run_id}"
+    if len(full) > OWNER_MAX_LEN:
+        raise ValueError(
+            f"owner {full!r} with its new run id is {len(full)} characters long;"
+            f" at most {OWNER_MAX_LEN} allowed"
+        )
+    return full, run_id
+
+
+def _owner_for_release(owner: str) -> str:
+    if not _split_owner(owner)[2]:
+        raise ValueError(f"release needs the whole owner with its run id, not {owner!r}")
+    return owner
+
+
+def _releasable(holder: str) -> bool:
+    try:
+        return bool(_split_owner(holder)[2])
+    except ValueError:
+        return False
+
+
+def _seconds_of(now: datetime | None) -> float:
+    if now is None:
+        return time.time()
+    if now.utcoffset() is None:
+        raise ValueError("now must be an aware datetime")
+    return now.timestamp()
+
+
+def _format_time(seconds: float) -> str:
+    """POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
+    when = _EPOCH + _timedelta(seconds=min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME))
+    # Not strftime: "%Y" pads years before 1000 on some platforms only.
+    return (
+        f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
+        f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
+    )
+
+
+def _parse_time(text: str) -> int | None:
+    """The POSIX seconds of a ``YYYY-MM-DDTHH:MM:SSZ`` time; None if it is not one."""
+    fields = _TIME.fullmatch(text)
+    if fields is None:
+        return None
+    try:
+        year, month, day, hour, minute, second = map(int, fields.groups())
+        since_epoch = _datetime(year, month, day, hour, minute, second, tzinfo=_UTC) - _EPOCH
+    except ValueError:  # no such date (year 0, February 30, ...)
+        return None
+    return since_epoch.days * 86400 + since_epoch.seconds
+
+
+def _duration_text(seconds: float) -> str:
+    """A short human duration: ``45 s``, ``12 min 5 s``, ``3 h 20 min``, ``2 d 4 h``."""
+    whole = int(abs(seconds) // 1)
+    minutes, secs = divmod(whole, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days} d {hours} h"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def _run_id_at(seconds: float) -> str:
+    compact = _format_time(seconds).replace("-", "").replace(":", "")
+    return f"{compact}-{os.urandom(4).hex()}"
+
+
+def new_run_id(now: datetime | None = None) -> str:
+    """A new run id, ``YYYYMMDDTHHMMSSZ-xxxxxxxx`` (``now``: an aware datetime, or the
+    clock): UTC time and 8 random hex digits."""
+    return _run_id_at(_seconds_of(now))
+
+
+# --- Inputs: each checked in one place, reported in the caller's unit
+
+
+def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "seconds") -> float:
+    """The timeout ``value`` (in ``unit``) in seconds; ValueError in the caller's unit."""
+    scale = _UNIT_SECONDS[unit]
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number of {unit}, not {value!r}")
+    seconds = value * scale
+    if not 0 < seconds <= _MAX_STALE_AFTER_SEC:  # also false for NaN
+        raise ValueError(
+            f"{name} must be a finite number of {unit} > 0 and"
+            f" <= {_MAX_STALE_AFTER_SEC // scale}, not {value!r}"
+        )
+    if seconds < _MIN_STALE_AFTER_SEC:
+        # It would print as 0 minutes, and be stale at once.
+        raise ValueError(
+            f"{name} of {value!r} {unit} is too small (at least {_MIN_STALE_AFTER_SEC / scale:g})"
+        )
+    return float(seconds)
+
+
+def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{name} must be a number of seconds, not {value!r}")
+    if not 0 <= value <= limit or value == float("inf"):  # also false for NaN
+        most = "" if limit == float("inf") else f" and <= {limit:g}"
+        raise ValueError(f"{name} must be a finite number of seconds >= 0{most}, not {value!r}")
+    return float(value)

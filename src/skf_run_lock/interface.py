@@ -1,0 +1,63 @@
+"""The store interface: what the algorithm asks of a store. A store reads, applies a
+change atomically against what it read, keeps the line of waiters, and waits; it decides
+nothing (the decisions are functions of what it read). Every store class is checked
+against this Protocol by mypy: each store module's opener returns a ``_Store``."""
+
+from __future__ import annotations
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Protocol
+
+    from .records import _Look, _Place
+
+    class _Store(Protocol):
+        """One lock in one store, for one call."""
+
+        lock: str
+
+        def look(self) -> _Look:
+            """The lock as it is now, with its line, outside any change."""
+
+        def change(self, create: bool) -> _Store:
+            """The store, to be entered for one change (a file: under its guard;
+            ``create``: the lock's folder may be made)."""
+
+        def __enter__(self) -> _Store: ...
+
+        def __exit__(self, *exc_info: object) -> None: ...
+
+        def read(self) -> _Look:
+            """Within a change: what the change must find unchanged to apply."""
+
+        def apply(
+            self,
+            look: _Look,
+            data: bytes | None,
+            stale_after: float,
+            owner: str,
+            place: _Place | None = None,
+        ) -> bool:
+            """Write ``data`` (None: delete the record), ``place`` leaving the line in
+            the same change, if the lock is still as ``look`` found it: False if not."""
+
+        def join(self, look: _Look, place: _Place, now: float) -> None:
+            """Put ``place`` at the end of the line unless it is in it."""
+
+        def prune(self, look: _Look, now: float) -> None:
+            """Drop the places of ``look``'s line whose waiters are gone."""
+
+        def beat(self, place: _Place) -> bool:
+            """Show ``place``'s waiter alive: False if its place had lapsed."""
+
+        def leave(self, place: _Place) -> None:
+            """Take ``place`` out of the line."""
+
+        def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+            """Up to ``left`` s until what ``place``'s waiter waits on changes (True)."""
+
+        def by_hand(self) -> str:
+            """How a person clears the lock by hand, as a command to follow literally."""
+
+        def close(self) -> None:
+            """Let go of whatever the store holds (connections, a guard)."""

@@ -1,0 +1,246 @@
+"""The outputs: each shape built once, with its message. Every message names the lock
+and says what to do, in words safe to follow literally."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+from .contract import LockLost
+from .decisions import _deciding_timeout, _is_stale
+from .inputs import _duration_text, _format_time, _releasable
+from .records import _Record
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Literal
+
+    from .contract import AcquireResult, ReleaseResult, StatusResult
+    from .records import _Place
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a POSIX shell takes it literally."""
+    from shlex import quote
+
+    return quote(text)
+
+
+def _this_command() -> str:
+    """The command that runs this very copy of the tool, to be followed literally: the
+    installed package by the interpreter that has it, else the file itself."""
+    if __name__ == "skf_run_lock.outputs":
+        return f"{_quoted(sys.executable)} -m skf_run_lock"
+    return f"python3 {_quoted(os.path.abspath(__file__))}"
+
+
+def _ordinal(n: int) -> str:
+    """``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``, ..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _in_line_text(line: list[_Place]) -> str:
+    """``; 2 runs wait in line, wf:sk:r first`` (empty if nobody waits)."""
+    count = len(line)
+    verb = "runs wait" if count > 1 else "run waits"
+    return f"; {count} {verb} in line, {line[0].owner} first" if line else ""
+
+
+def _minutes_for_output(stale_after: float) -> int | float:
+    minutes = round(stale_after / 60, 4)
+    return int(minutes) if minutes.is_integer() else minutes
+
+
+def _stale_at(since: int, stale_after: float) -> str:
+    return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
+
+
+def _clear_advice(lock: str, holder: str | None, by_hand: str) -> str:
+    """How to clear a lock whose run is gone, safe to follow literally."""
+    if holder is not None and _releasable(holder):
+        command = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(holder)}"
+        return f"If that run is no longer active, clear it with: {command}"
+    return (
+        "No release can name this holder: wait until it goes stale, or, if no run is"
+        f" active, {by_hand}"
+    )
+
+
+def _holder_text(holder: str | None) -> str:
+    return "a lock file that names no owner" if holder is None else holder
+
+
+def _acquired_result(
+    lock: str, owner: str, run_id: str, *, stale_after: float, since: int, before: _Record | None
+) -> AcquireResult:
+    renewed = before is not None and before.owner == owner
+    replaced = before is not None and not renewed
+    stale_at = _stale_at(since, stale_after)
+    if before is None:
+        done = f"acquired {lock} for {owner}"
+    elif renewed:
+        done = f"renewed {lock} for {owner}"
+    else:
+        holder = f"of {before.owner}" if before.owner else "file that named no owner"
+        done = f"acquired {lock} for {owner}, replacing the stale lock {holder}"
+    return {
+        "acquired": True,
+        "refreshed": renewed,
+        "lock": lock,
+        "owner": owner,
+        "run_id": run_id,
+        "held_by": owner,
+        "held_since": _format_time(since),
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(stale_after),
+        "stale_replaced": {"held_by": before.owner, "held_since": _format_time(before.since)}
+        if before is not None and replaced
+        else None,
+        "message": f"{done}; it goes stale at {stale_at} unless renewed",
+    }
+
+
+def _refused_result(
+    lock: str,
+    owner: str,
+    run_id: str,
+    *,
+    caller_timeout: float,
+    record: _Record | None,
+    now: float,
+    by_hand: str,
+    line: list[_Place],
+    held: bool,
+) -> AcquireResult:
+    """The acquire output when ``record`` (or the first in ``line``) stands in the way."""
+    holder = record if held else _Record(line[0].owner, line[0].since, line[0].stale_after)
+    assert holder is not None
+    timeout = _deciding_timeout(holder, caller_timeout)
+    held_since = _format_time(holder.since)
+    stale_at = _stale_at(holder.since, timeout)
+    if held:
+        age = now - holder.since
+        age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+        message = (
+            f"lock {lock} is held by {_holder_text(holder.owner)} since {held_since}"
+            f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}."
+            f" {_clear_advice(lock, holder.owner, by_hand)}"
+        )
+    else:
+        message = (
+            f"lock {lock} is {'free' if record is None else 'stale'}, but it goes to the"
+            f" first run waiting in line{_in_line_text(line)} (waiting since {held_since})."
+            " Wait in line for your turn (acquire --wait); a place in line lapses within"
+            " seconds of its waiter's end"
+        )
+    return {
+        "acquired": False,
+        "refreshed": False,
+        "lock": lock,
+        "owner": owner,
+        "run_id": run_id,
+        "held_by": holder.owner,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(timeout),
+        "stale_replaced": None,
+        "message": message,
+    }
+
+
+def _lost(
+    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+) -> LockLost:
+    if record is None:
+        return LockLost(lock, None, None, "it was cleared, and no run holds it now")
+    since = _format_time(record.since)
+    if _is_stale(record, caller_timeout, now, empty_is_stale):
+        stale_at = _stale_at(record.since, _deciding_timeout(record, caller_timeout))
+        why = f"it went stale at {stale_at} before it was renewed"
+    else:
+        why = f"{_holder_text(record.owner)} holds it since {since}"
+    return LockLost(lock, record.owner, since, why)
+
+
+def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseResult:
+    other: _Record | None = None
+    if record is None:
+        reason: Literal["absent", "not-owner"] | None = "absent"
+        message = f"no lock at {lock}; nothing to release"
+    elif record.owner == owner:
+        reason = None
+        message = f"released {lock} held by {owner}"
+    else:
+        reason = "not-owner"
+        other = record
+        message = f"left {lock} in place: it is held by {_holder_text(record.owner)}, not {owner}"
+    return {
+        "released": reason is None,
+        "reason": reason,
+        "lock": lock,
+        "owner": owner,
+        "held_by": None if other is None else other.owner,
+        "held_since": None if other is None else _format_time(other.since),
+        "message": message,
+    }
+
+
+def _status_result(
+    lock: str,
+    record: _Record | None,
+    caller_timeout: float,
+    now: float,
+    empty_is_stale: bool,
+    *,
+    line: list[_Place],
+) -> StatusResult:
+    state: Literal["free", "held", "stale"] = "free"
+    timeout = caller_timeout
+    since = None
+    stale_at = None
+    age = None
+    message = f"no lock at {lock}; it is free"
+    if record is not None:
+        timeout = _deciding_timeout(record, caller_timeout)
+        since = _format_time(record.since)
+        stale_at = _stale_at(record.since, timeout)
+        age = int((now - record.since) // 1)
+        stale = _is_stale(record, caller_timeout, now, empty_is_stale)
+        state = "stale" if stale else "held"
+        then = (
+            f"went stale at {stale_at}, so the next acquire takes it"
+            if stale
+            else f"goes stale at {stale_at}"
+        )
+        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
+    return {
+        "state": state,
+        "lock": lock,
+        "held_by": None if record is None else record.owner,
+        "held_since": since,
+        "stale_at": stale_at,
+        "age_seconds": age,
+        "stale_after_minutes": _minutes_for_output(timeout),
+        "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
+        "message": message + _in_line_text(line),
+    }
+
+
+# --- The file store: a guard beside the lock, records renamed into place
+# The only platform branch: POSIX removes the guard while holding it; Windows cannot.
+
+
+def _describe_os_error(exc: OSError) -> str:
+    """An OS error in words, with the file it names."""
+    text = exc.strerror or str(exc)
+    if exc.filename:
+        text += f": {exc.filename}"
+    return text
+
+
+def _fail(message: str) -> None:
+    """Write the one JSON error line on stderr."""
+    line = json.dumps({"status": "error", "message": " ".join(message.split())})
+    sys.stderr.write(line + "\n")

@@ -1,0 +1,461 @@
+"""The Redis (or Valkey) store, in RESP2 over a socket: the record at KEY, expiring on the
+server's clock; every change one MULTI/EXEC under a WATCH of KEY; every other key of the
+lock in KEY's hash slot; waiters in line block on a bell of their own (BLPOP), rung by
+the release in its transaction. Compiled only for a Redis lock."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import time
+
+from .contract import _MAX_WAIT_SEC
+from .decisions import _PLACE_TTL_SEC, _ahead_of, _live
+from .inputs import _PLAIN_DECIMAL
+from .interrupts import _SIGNALS_HELD, _Interrupts
+from .outputs import _quoted
+from .records import _Look, _parse_record, _Place
+from .server_store import (
+    _ANSWER_MAX_BYTES,
+    _TLS_FAILURE,
+    _Connection,
+    _place_of,
+    _place_value,
+    _seconds_left,
+    _ServerStore,
+    _unknown_outcome,
+)
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .interface import _Store
+
+    _Command = tuple[bytes | str | int, ...]
+
+_RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
+_RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
+# Errors after which nothing ran and the server serves soon (loading, promoting, busy).
+_REDIS_BUSY = ("LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
+
+
+def _redis_timeout(text: str) -> float:
+    """Seconds of SKF_REDIS_TIMEOUT, a plain number (at most a day)."""
+    if not _PLAIN_DECIMAL.fullmatch(text) or not 0 < float(text) <= _MAX_WAIT_SEC:
+        raise ValueError(
+            f"SKF_REDIS_TIMEOUT must be a number of seconds from 0 to 86400, like 5 or 0.5,"
+            f" not {text!r}"
+        )
+    return float(text)
+
+
+def _slot_base(key: str) -> str | None:
+    """KEY if it has a hash tag, else ``{KEY}``; None for a ``}`` but no tag."""
+    start = key.find("{")
+    if start >= 0 and key.find("}", start + 1) > start + 1:
+        return key
+    return None if "}" in key else "{" + key + "}"
+
+
+class _RedisError:
+    """An error answer (``-WRONGTYPE ...``), kept as an answer: later ones must be read."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @property
+    def code(self) -> str:
+        return self.text.partition(" ")[0]
+
+
+def _errors_in(answers: list[Any]) -> list[_RedisError]:
+    """The error answers among ``answers``, alone or inside EXEC's answer."""
+    errors = [answer for answer in answers if isinstance(answer, _RedisError)]
+    for answer in answers:
+        if isinstance(answer, list):
+            errors += [item for item in answer if isinstance(item, _RedisError)]
+    return errors
+
+
+class _Incomplete(Exception):
+    """More bytes must come before the answer can be read."""
+
+
+class _RespConnection(_Connection):
+    """RESP2: commands pipelined, answers read whole, every size bounded."""
+
+    protocol = "RESP (Redis)"
+
+    def send(self, commands: list[_Command], deadline: float) -> None:
+        out = bytearray()
+        for command in commands:
+            out += b"*%d\r\n" % len(command)
+            for arg in command:
+                data = arg if isinstance(arg, bytes) else str(arg).encode()
+                out += b"$%d\r\n%b\r\n" % (len(data), data)
+        self.sock.settimeout(_seconds_left(deadline))
+        self.sock.sendall(out)
+
+    def answer(self, deadline: float) -> Any:
+        while True:
+            try:
+                value, end = self._parse(0, 0)
+            except _Incomplete:
+                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
+                    raise ValueError("the answer was too large") from None
+                self._receive(deadline)
+                continue
+            del self.received[:end]
+            return value
+
+    def _parse(self, at: int, depth: int) -> tuple[Any, int]:
+        """The answer that starts at ``at`` in what was received, and where it ends."""
+        end = self.received.find(b"\r\n", at)
+        if end < 0:
+            if len(self.received) - at > 1024:
+                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
+            raise _Incomplete
+        kind = bytes(self.received[at : at + 1])
+        line = bytes(self.received[at + 1 : end])
+        if kind == b"+":
+            return line, end + 2
+        if kind == b"-":
+            return _RedisError(line.decode("utf-8", "replace")), end + 2
+        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
+            size = int(line)
+            if kind == b":":
+                return size, end + 2
+            if size == -1:
+                return None, end + 2
+            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
+                if len(self.received) < end + 2 + size + 2:
+                    raise _Incomplete
+                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+                    raise ValueError(f"the answer was not {self.protocol} (a bad length)")
+                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
+            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
+                items = []
+                at = end + 2
+                for _ in range(size):
+                    item, at = self._parse(at, depth + 1)
+                    items.append(item)
+                return items, at
+        raise ValueError(f"the answer was not {self.protocol}")
+
+
+class _RedisStore(_ServerStore):
+    """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``. The record is
+    at KEY, expiring; the other keys share its Cluster slot: ``{KEY}``, a NUL, then
+    ``last``, ``line`` (tickets in order), and per waiter ``wait`` and ``wake`` with its
+    ticket: its place, and a list it blocks on until a release or a leaver pushes."""
+
+    name = "Redis"
+    env = "SKF_REDIS_"
+    port = "Redis's"
+    timeout_var = "SKF_REDIS_TIMEOUT"
+    form = "{0}://HOST[:PORT]/KEY or {0}://USER@HOST[:PORT]/KEY"
+    default_port = 6379
+    users = True
+    secure = "rediss"
+    credentials = "holds a password: a password never goes in the address; set REDISCLI_AUTH"
+
+    def __init__(self, address: str) -> None:
+        env = os.environ
+        super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"))
+        key = self.key_text
+        (self.endpoint,) = self.endpoints
+        base = _slot_base(key)
+        if base is None:
+            raise ValueError(
+                f"the lock key in {address} holds a '}}' but no hash tag, so its line cannot"
+                " share its hash slot; give a key without '}', or with a tag like {name}"
+            )
+        # Bytes as given: an argument may hold any (surrogate-escaped).
+        self.key = key.encode("utf-8", "surrogateescape")
+        base_bytes = base.encode("utf-8", "surrogateescape")
+        self.last_key = base_bytes + b"\0last"
+        self.line_key = base_bytes + b"\0line"
+        self.wait_prefix = base_bytes + b"\0wait\0"
+        self.bell_prefix = base_bytes + b"\0wake\0"
+        self.password = env.get("REDISCLI_AUTH")
+        self.connection: _RespConnection | None = None
+        self.watched: _RespConnection | None = None  # the one whose WATCH is on KEY
+        self.bell: _RespConnection | None = None  # a waiter's, blocked on its bell
+
+    # -- Talking to the server
+
+    def _open(self) -> _RespConnection:
+        connection = _RespConnection(self.endpoint, self.tls_context(), self.deadline)
+        if self.password is not None or self.user:
+            who = (self.user,) if self.user else ()
+            try:
+                connection.send([("AUTH", *who, self.password or "")], self.deadline)
+                answer = connection.answer(self.deadline)
+            except BaseException:
+                connection.close()
+                raise
+            if isinstance(answer, _RedisError):
+                connection.close()
+                raise self._refusal(answer)
+        return connection
+
+    def call(
+        self,
+        *commands: _Command,
+        outcome: str | None = None,
+        write: bool = False,
+    ) -> list[Any]:
+        """The answers to ``commands``; a ``write`` that was sent is not tried again."""
+        failure = None
+        while True:
+            sent = False
+            try:
+                if self.connection is None:
+                    self.connection = self._open()
+                self.connection.send(list(commands), self.deadline)
+                sent = True
+                answers = [self.connection.answer(self.deadline) for _ in commands]
+            except (OSError, ValueError) as exc:
+                self._drop()
+                reason = self.describe(exc)
+                if sent and outcome is not None:
+                    raise self.lost_answer(self.endpoint, exc, outcome) from None
+                if sent and write:
+                    raise OSError(errno.EIO, f"Redis at {self.endpoint}: {reason}") from None
+                if isinstance(exc, PermissionError):
+                    raise  # trying again cannot help
+                if reason.startswith(_TLS_FAILURE):
+                    raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
+                failure = failure or reason
+            except BaseException:
+                self._drop()  # an interrupt: never read its answers out of step
+                raise
+            else:
+                errors = _errors_in(answers)
+                if not errors:
+                    return answers
+                if errors[0].code not in _REDIS_BUSY:
+                    raise self._refusal(errors[0])
+                failure = errors[0].text
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise self.unreachable(self.endpoint, failure)
+            time.sleep(min(0.05, left))
+
+    def _drop(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = None
+        self.watched = None
+
+    def close(self) -> None:
+        self._drop()
+        self._stop_listening()
+
+    def _refusal(self, error: _RedisError) -> OSError:
+        code = error.code
+        text = error.text
+        who = f"user {self.user!r}" if self.user else "the default user"
+        if code == "ERR" and "AUTH" in text.upper():
+            code = "WRONGPASS"  # before ACLs, or no password set
+        key = self.key.decode("utf-8", "replace")
+        denied = {
+            "NOAUTH": f"Redis wants a password ({text}): set REDISCLI_AUTH",
+            "WRONGPASS": f"Redis refused {who} ({text}); check the user in the address"
+            " and REDISCLI_AUTH",
+            "NOPERM": f"Redis denied {who} access to the lock's keys ({key}): {text}",
+        }
+        if code in denied:
+            return PermissionError(errno.EACCES, denied[code])
+        advice = {
+            "WRONGTYPE": f"a key of the lock {self.lock} holds another type of value, not"
+            f" this tool's ({text}); {self.by_hand()} if it is no longer needed",
+            "MOVED": f"the lock's key lives on another node of a Redis Cluster ({text}):"
+            " give that node's address",
+            "READONLY": f"{self.endpoint} is a replica ({text}): give the primary's address",
+        }
+        advice["ASK"] = advice["MOVED"]
+        return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
+
+    # -- What the algorithm asks of a store
+
+    def by_hand(self) -> str:
+        host, _, port = self.endpoint.rpartition(":")
+        key = self.key.decode("utf-8", "surrogateescape")
+        return f"delete its key (redis-cli -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
+
+    def look(self) -> _Look:
+        """The record (its expiry live, or none), the last holder's, and the line."""
+        return self._looked(self.call(*self._reads()))
+
+    def read(self) -> _Look:
+        """As look, with KEY watched on this connection until the change applies."""
+        look = self._looked(self.call(("WATCH", self.key), *self._reads())[1:])
+        self.watched = self.connection
+        return look
+
+    def _reads(self) -> list[_Command]:
+        return [
+            ("GET", self.key),
+            ("PTTL", self.key),
+            ("GET", self.last_key),
+            ("LRANGE", self.line_key, 0, -1),
+        ]
+
+    def _looked(self, answers: list[Any]) -> _Look:
+        """The look _reads' answers give; ``seen``: the record's ms to live."""
+        value, ttl, last_value, tickets = answers
+        if not (isinstance(ttl, int) and isinstance(tickets, list)):
+            raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
+        now = int(time.time())
+        record = last = None
+        if isinstance(value, bytes):
+            record = _parse_record(value, now)  # a foreign value is dated now
+            if ttl >= 0:
+                record.lease = "live"
+        if isinstance(last_value, bytes) and record is None:
+            last = _parse_record(last_value, now)
+            last.lease = "expired"
+        tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+        places = self.call(("MGET", *map(self._place_key, tickets))) if tickets else [[]]
+        line = []
+        for ticket, entry in zip(tickets, places[0], strict=False):
+            place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
+            # A place whose key is gone: _live drops it.
+            line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
+        return _Look(record, last, line=line, seen=str(ttl))
+
+    def _place_key(self, ticket: str) -> bytes:
+        return self.wait_prefix + ticket.encode("ascii", "replace")
+
+    def _bell_key(self, ticket: str) -> bytes:
+        return self.bell_prefix + ticket.encode("ascii", "replace")
+
+    def _ring(self, ticket: str) -> list[_Command]:
+        bell = self._bell_key(ticket)
+        return [("RPUSH", bell, 1), ("PEXPIRE", bell, self._place_ms())]
+
+    def _place_ms(self) -> int:
+        return max(1, int(_PLACE_TTL_SEC * 1000))
+
+    def join(self, look: _Look, place: _Place, now: float) -> None:
+        """A new ticket (a lapsed one must never come back) and its place, expiring."""
+        if _ahead_of(_live(look.line, now), place.ticket) is not None:
+            return
+        place.ticket = os.urandom(8).hex()
+        place.since = int(now // 1)
+        ms = self._place_ms()
+        self.call(
+            ("UNWATCH",),
+            ("MULTI",),
+            ("SET", self._place_key(place.ticket), _place_value(place), "PX", ms),
+            ("RPUSH", self.line_key, place.ticket),
+            ("PEXPIRE", self.line_key, ms),
+            ("EXEC",),
+            write=True,
+        )
+        place.joined = True
+
+    def prune(self, look: _Look, now: float) -> None:
+        live = _live(look.line, now)
+        dead = [("LREM", self.line_key, 0, p.ticket) for p in look.line if p not in live]
+        if dead:
+            self.call(*dead, write=True)
+
+    def beat(self, place: _Place) -> bool:
+        ms = self._place_ms()
+        kept, _, _ = self.call(
+            ("PEXPIRE", self._place_key(place.ticket), ms),
+            ("PEXPIRE", self.line_key, ms),
+            ("PEXPIRE", self._bell_key(place.ticket), ms),
+            write=True,
+        )
+        return bool(kept == 1)
+
+    def _leaving(self, ticket: str) -> list[_Command]:
+        return [
+            ("DEL", self._place_key(ticket), self._bell_key(ticket)),
+            ("LREM", self.line_key, 0, ticket),
+        ]
+
+    def leave(self, place: _Place) -> None:
+        """Leave the line, waking the waiter behind (it may now be first)."""
+        self.next_step()
+        place.joined = False
+
+        (tickets,) = self.call(("UNWATCH",), ("LRANGE", self.line_key, 0, -1))[1:]
+        line = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+        behind = line[line.index(place.ticket) + 1 :] if place.ticket in line else []
+        ring = self._ring(behind[0]) if behind else []
+        self.call(("MULTI",), *self._leaving(place.ticket), *ring, ("EXEC",), write=True)
+
+    def apply(
+        self,
+        look: _Look,
+        data: bytes | None,
+        stale_after: float,
+        owner: str,
+        place: _Place | None = None,
+    ) -> bool:
+        """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent."""
+        if self.connection is None or self.connection is not self.watched:
+            return False  # its watch's connection was lost: read again
+        if data is not None:
+            ms = max(1, -(-int(stale_after * 1000 * 1000) // 1000))  # ms, rounded up
+            ops: list[_Command] = [("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)]
+        else:
+            ops = [("DEL", self.key, self.last_key)]
+            for waiter in _live(look.line, time.time())[:1]:
+                ops += self._ring(waiter.ticket)  # the first in line
+        if place is not None:
+            ops += self._leaving(place.ticket)
+        outcome = _unknown_outcome(owner, taking=data is not None)
+        with _SIGNALS_HELD:
+            answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome)
+            self.watched = None  # EXEC ends the watch
+            applied = answers[-1] is not None
+            if applied:
+                _Interrupts.disarm()
+        if applied and place is not None:
+            place.joined = False
+        return applied
+
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+        """Until ``place``'s bell rings (an expiry rings none: the first waits its TTL)."""
+        ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
+        if not ahead and ttl >= 0:
+            left = min(left, ttl / 1000 + 0.001)
+        until = time.monotonic() + left
+        try:
+            if self.bell is None:
+                self.deadline = min(until, time.monotonic() + self.timeout)
+                self.bell = self._open()
+            return self._rung(self.bell, place.ticket, until)
+        except (OSError, ValueError):
+            # A new connection next time.
+            self._stop_listening()
+            return False
+        finally:
+            self.next_step()
+
+    def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
+        left = max(0.001, until - time.monotonic())
+        bell.send([("BLPOP", self._bell_key(ticket), f"{left:.3f}")], until + self.timeout)
+        answer = bell.answer(until + self.timeout)
+        if isinstance(answer, _RedisError):
+            raise self._refusal(answer)
+        return answer is not None
+
+    def _stop_listening(self) -> None:
+        if self.bell is not None:
+            self.bell.close()
+            self.bell = None
+
+
+def _open_redis(address: str) -> _Store:
+    """The registry's opener: a Redis lock (mypy checks the class against _Store here)."""
+    return _RedisStore(address)

@@ -1,0 +1,216 @@
+"""What the server stores share: a lock address parsed, a deadline for each step, TLS,
+a connection that never waits past its deadline, the wording of failures, and a
+waiter's place kept as a value on the server. Compiled only for a server's lock."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import sys
+import time
+
+from .contract import _OutcomeUnknown
+from .inputs import _format_time, _parse_time
+from .records import _holder_timeout, _Place
+from .registry import _shown_address
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import socket
+    import ssl
+    from typing import Self
+
+_ANSWER_MAX_BYTES = 8 * 1024 * 1024
+_TLS_FAILURE = "TLS failure"
+_HOST = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?"
+
+
+def _seconds_left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise TimeoutError(errno.ETIMEDOUT, "timed out")
+    return left
+
+
+def _unknown_outcome(owner: str, taking: bool) -> str:
+    if taking:
+        return f"the lock may have been taken by {owner}: acquire again to renew it"
+    return f"the lock of {owner} may have been released: release again to be sure"
+
+
+def _place_value(place: _Place) -> bytes:
+    """A waiter's place as the value a server keeps."""
+    entry = {
+        "owner": place.owner,
+        "since": _format_time(place.since),
+        "stale_after_seconds": place.stale_after,
+    }
+    return json.dumps(entry).encode()
+
+
+def _place_of(ticket: str, value: bytes) -> _Place | None:
+    """The place a server's value gives; None if it is not one."""
+    try:
+        entry = json.loads(value)
+        owner = entry["owner"]
+        since = _parse_time(entry["since"])
+        timeout = _holder_timeout(entry["stale_after_seconds"])
+    except (ValueError, RecursionError, TypeError, KeyError):
+        return None
+    if not (isinstance(owner, str) and owner) or since is None or timeout is None:
+        return None
+    return _Place(ticket, owner, since, timeout, None)
+
+
+class _ServerStore:
+    """What the server stores share: addresses, no guard, a deadline per step, TLS."""
+
+    # Each server store says, for its messages: the server's name, its variables'
+    # prefix, what its port is called and the variable that sets the deadline.
+    name = ""
+    env = ""
+    port = ""
+    timeout_var = ""
+    # The address's form ({0}: the scheme), why credentials in it are refused, and the
+    # scheme that means TLS.
+    form = ""
+    credentials = ""
+    secure = ""
+    default_port = 0  # 0: each HOST names its PORT
+    many = False  # several HOST:PORT may be given
+    users = False  # a USER@ may be given
+
+    def __init__(self, address: str, timeout: float) -> None:
+        """Parse ``address`` (ValueError unless it is of ``form``)."""
+        shown = _shown_address(address)
+        scheme, _, rest = address.partition("://")
+        where, _, key = rest.partition("/")
+        user, at, hosts = where.rpartition("@")
+        if ":" in user or (at and not self.users):
+            raise ValueError(f"the lock address {shown} {self.credentials}")
+        found = [re.fullmatch(_HOST, host) for host in hosts.split(",")]
+        ports_known = all(host and (host[2] or self.default_port) for host in found)
+        too_many = len(found) > 1 and not self.many
+        if not key or (at and not user) or too_many or not ports_known:
+            raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
+        self.endpoints = []
+        for host in filter(None, found):
+            port = int(host[2] or self.default_port)
+            if not 0 < port < 65536:
+                raise ValueError(f"the port of {host[0]} in {address} is not from 1 to 65535")
+            self.endpoints.append(f"{host[1]}:{port}")
+        if "\0" in key:
+            raise ValueError(f"the lock key in {address} must not contain a NUL character")
+        self.lock = address
+        self.user = user
+        self.key_text = key
+        self.timeout = timeout
+        self.tls = scheme == self.secure
+        self.context: ssl.SSLContext | None = None
+        self.next_step()
+
+    def next_step(self) -> None:
+        self.deadline = time.monotonic() + self.timeout
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        if self.tls and self.context is None:
+            import ssl
+
+            env = os.environ
+            cert = env.get(self.env + "CERT")
+            self.context = ssl.create_default_context(cafile=env.get(self.env + "CACERT") or None)
+            if cert:
+                self.context.load_cert_chain(cert, env.get(self.env + "KEY") or None)
+        return self.context
+
+    def unreachable(self, where: str, why: str | None) -> OSError:
+        return OSError(
+            errno.EHOSTUNREACH,
+            f"{self.name} could not be reached within {self.timeout:g} s ({self.timeout_var})"
+            f" at {where}: {why or 'no time left'}",
+        )
+
+    def lost_answer(self, where: str, exc: Exception, outcome: str) -> _OutcomeUnknown:
+        return _OutcomeUnknown(
+            errno.ETIMEDOUT,
+            f"{self.name} at {where} failed after the change was sent ({self.describe(exc)}),"
+            f" so {outcome}",
+        )
+
+    def describe(self, exc: Exception) -> str:
+        """Why a request failed, and what to check."""
+        # Without ssl imported no error is a TLS one.
+        ssl = sys.modules.get("ssl")
+        if ssl is not None and isinstance(exc, ssl.SSLError | ssl.CertificateError):
+            e = self.env
+            return f"{_TLS_FAILURE} ({exc}); check {e}CACERT, {e}CERT and {e}KEY"
+        if isinstance(exc, ValueError):
+            return f"{exc}: is this {self.port} port?"
+        return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+    def change(self, create: bool) -> Self:
+        return self
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        pass
+
+
+class _Connection:
+    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``."""
+
+    protocol = "a protocol"  # for messages
+
+    def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
+        import socket
+
+        host, _, port = endpoint.rpartition(":")
+        host = host.strip("[]")
+        self.endpoint = endpoint
+        self.sock: socket.socket = socket.create_connection(
+            (host, int(port)), _seconds_left(deadline)
+        )
+        try:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if context is not None:
+                self.sock = context.wrap_socket(self.sock, server_hostname=host)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.received = bytearray()  # not yet taken apart
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
+        while (found := self.received.find(marker, start)) < 0:
+            if len(self.received) > limit:
+                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
+            self._receive(deadline)
+        return found
+
+    def _receive(self, deadline: float, end_ok: bool = False) -> bool:
+        """Receive more; False if the server closed the connection and ``end_ok``."""
+        self.sock.settimeout(_seconds_left(deadline))
+        data = self.sock.recv(65536)
+        if not data and not end_ok:
+            raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+        self.received += data
+        return bool(data)
+
+
+class _Pause:
+    """A waiter's pause: 5 ms growing to 100 ms, jittered against lockstep."""
+
+    def __init__(self) -> None:
+        self.next = 0.005
+
+    def sleep(self, left: float) -> None:
+        import random  # only a waiter needs it
+
+        time.sleep(min(left, self.next * random.uniform(0.5, 1.0)))
+        self.next = min(self.next * 1.5, 0.1)
