@@ -3,6 +3,9 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
+# skf-run-lock 1.3.0. This file is BUILT by tools/bundle.py from the modules of
+# src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
+# not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
 it names its holder, and is abandoned once older than the holder's timeout. CLI:
 ``--help``; library: ``__all__``."""
@@ -37,14 +40,17 @@ __all__ = [
     "status",
 ]
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:  # imports a CLI call need not pay for
-    import subprocess
-    import threading
-    from collections.abc import Callable
-    from datetime import datetime
-    from types import FrameType
-    from typing import Any, Literal, Protocol, TypedDict
+TYPE_CHECKING = False  # typing is imported by type checkers alone
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/contract.py
+# The contract's names: the version, the limits callers may read, the exit codes, the
+# exceptions, and the shapes of the outputs (SPEC.md).
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
+    from typing import Literal, TypedDict
 
     class StaleReplaced(TypedDict):
         held_by: str | None
@@ -89,47 +95,8 @@ if TYPE_CHECKING:  # imports a CLI call need not pay for
 
     Output = AcquireResult | ReleaseResult | StatusResult | dict[str, str]
 
-    class _Store(Protocol):
-        """What the algorithm asks of a store: read, apply a change atomically, keep the
-        line of waiters, wait. It decides nothing."""
 
-        lock: str
-
-        def look(self) -> _Look: ...
-
-        def change(self, create: bool) -> _Store:
-            """The store, entered for one change (a file: under its guard)."""
-
-        def __enter__(self) -> _Store: ...
-        def __exit__(self, *exc_info: object) -> None: ...
-
-        def read(self) -> _Look:
-            """Within a change: what the change must find unchanged to apply."""
-
-        def apply(
-            self, look: _Look, data: bytes | None, stale_after: float, owner: str,
-            place: _Place | None = None,
-        ) -> bool:  # fmt: skip
-            """Write ``data`` (None: delete), ``place`` leaving the line, if the lock is
-            still as ``look`` found it."""
-
-        def join(self, look: _Look, place: _Place, now: float) -> None:
-            """Put ``place`` at the end of the line unless it is in it."""
-
-        def prune(self, look: _Look, now: float) -> None: ...
-        def beat(self, place: _Place) -> bool:
-            """Show ``place``'s waiter alive: False if its place had lapsed."""
-
-        def leave(self, place: _Place) -> None: ...
-        def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-            """Up to ``left`` s until what ``place``'s waiter waits on changes (True)."""
-
-        def by_hand(self) -> str: ...
-        def close(self) -> None: ...
-
-# --- Constants: the contract's names and limits
-
-__version__ = "1.2.0"
+__version__ = "1.3.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -143,43 +110,18 @@ _MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
 _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
 _UNIT_SECONDS = {"seconds": 1, "minutes": 60}
-_RECORD_MAX_BYTES = 64 * 1024
-_TEMP_TRIES = 100  # as tempfile.TMP_MAX
-_SHARING_RETRY_SEC = 1.0  # Windows: a file another process has open
 
-_EXIT_OK, _EXIT_BAD_ARGS, _EXIT_OS_ERROR, _EXIT_HELD = 0, 1, 2, 3
-# The same numbers on every OS; SIGTERM's handler goes in last (tests wait for it).
-_SIGNAL_NAMES = {2: "SIGINT", 1: "SIGHUP", 15: "SIGTERM"}
-
-_GUARD_SUFFIX = ".skf-guard"
-_LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
-_TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
-# A place lapses _PLACE_TTL_SEC after its waiter's last beat. File lock waiters poll.
-_PLACE_TTL_SEC = 3.0
-_BEAT_SEC = 1.0
-_FILE_POLL_SEC = (0.002, 0.005, 0.025)
-_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
-_PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
-_MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
-_MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
-_EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
-
-# Flags that only some systems have are 0 elsewhere.
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_COMMON_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | _NOFOLLOW
-_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _COMMON_FLAGS
-_GUARD_FLAGS = os.O_RDWR | _COMMON_FLAGS
-_GUARD_READ_ONLY_FLAGS = os.O_RDONLY | _COMMON_FLAGS
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
-_LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK}
-_NOT_WRITABLE = {errno.EACCES, errno.EPERM}
-
-
-# --- Exceptions
+_EXIT_OK = 0
+_EXIT_BAD_ARGS = 1
+_EXIT_OS_ERROR = 2
+_EXIT_HELD = 3
 
 
 class LockBusy(Exception):
-    """Raised by :func:`acquire_within` when the wait ran out; ``result``: the last output."""
+    """Raised by :func:`acquire_within` when the wait ran out.
+
+    :ivar result: the last acquire output, which names the holder.
+    """
 
     def __init__(self, result: AcquireResult) -> None:
         super().__init__(result["message"])
@@ -188,11 +130,18 @@ class LockBusy(Exception):
 
 class LockLost(Exception):
     """The lock a :func:`held` block holds is no longer its own (taken over, cleared, or
-    stale): ``lock``, and who holds it now, ``held_by`` and ``held_since`` (or None)."""
+    stale).
+
+    :ivar lock: the lock.
+    :ivar held_by: who holds it now, or None.
+    :ivar held_since: since when, or None.
+    """
 
     def __init__(self, lock: str, held_by: str | None, held_since: str | None, why: str) -> None:
         super().__init__(f"lost the lock {lock}: {why}")
-        self.lock, self.held_by, self.held_since = lock, held_by, held_since
+        self.lock = lock
+        self.held_by = held_by
+        self.held_since = held_since
 
 
 class _NoFolder(Exception):
@@ -207,15 +156,21 @@ class _OutcomeUnknown(OSError):
     """A server write failed after it was sent: whether it happened is unknown."""
 
 
-class _Interrupted(BaseException):
-    """The CLI got a signal before it changed anything (no ``except OSError`` stops it)."""
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/inputs.py
+# What a caller gives, checked in one place each: owners and run ids, times, the timeout
+# and the wait, each refused in the caller's own unit.
+# --------------------------------------------------------------------------------------
 
-    def __init__(self, signum: int) -> None:
-        super().__init__(signum)
-        self.signum = signum
+if TYPE_CHECKING:
+    from datetime import datetime
 
 
-# --- Owner and time helpers
+_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
+_PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
+_MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
+_EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
 
 
 def _split_owner(owner: str) -> tuple[str, str, str | None]:
@@ -349,28 +304,28 @@ def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")
     return float(value)
 
 
-def _lock_path(lock: str | os.PathLike[str]) -> str:
-    """The absolute path of a lock; ValueError for one that cannot be a lock file."""
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/interrupts.py
+# Interrupts: the CLI ends cleanly on SIGINT, SIGTERM and SIGHUP, never halfway through
+# a change. A signal is held back while a change is sent, and a call that has changed the
+# lock (or has its answer) is disarmed: it finishes and answers.
+# --------------------------------------------------------------------------------------
 
-    path = os.fspath(lock)
-    if not isinstance(path, str):
-        raise ValueError(f"the lock path must be text, not {path!r}")
-    if not path:
-        raise ValueError("the lock path is empty; give the path of a file")
-    if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
-        raise ValueError(f"the lock path {path} ends with a separator; give the path of a file")
-    name = os.path.basename(path)
-    if name.endswith((_GUARD_SUFFIX, _LINE_SUFFIX)) or _TEMP_NAME.fullmatch(name[-17:]):
-        raise ValueError(
-            f"the lock name {name} is reserved for a lock's own guard, line or temp files;"
-            " choose another name"
-        )
-    if path.startswith("~"):
-        path = os.path.expanduser(path)
-    return os.path.abspath(path)
+if TYPE_CHECKING:
+    from types import FrameType
+    from typing import Any
+
+# The same numbers on every OS. SIGTERM's handler goes in last: a process seen catching
+# SIGTERM catches all three, which is what the tests wait for.
+_SIGNAL_NAMES = {2: "SIGINT", 1: "SIGHUP", 15: "SIGTERM"}
 
 
-# --- Interrupts: the CLI ends cleanly on SIGINT, SIGTERM and SIGHUP
+class _Interrupted(BaseException):
+    """The CLI got a signal before it changed anything (no ``except OSError`` stops it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
 
 
 class _Interrupts:
@@ -453,26 +408,25 @@ class _SignalsHeld:
 _SIGNALS_HELD = _SignalsHeld()
 
 
-class _Pause:
-    """A waiter's pause: 5 ms growing to 100 ms, jittered against lockstep."""
-
-    def __init__(self) -> None:
-        self.next = 0.005
-
-    def sleep(self, left: float) -> None:
-        import random  # only a waiter needs it
-
-        time.sleep(min(left, self.next * random.uniform(0.5, 1.0)))
-        self.next = min(self.next * 1.5, 0.1)
+def _signal_name(signum: int) -> str:
+    return _SIGNAL_NAMES.get(signum, f"signal {signum}")
 
 
-def _quoted(text: str) -> str:
-    from shlex import quote
+def _interrupted(signum: int) -> str:
+    """What the CLI says when signal ``signum`` ended it."""
+    return f"interrupted by {_signal_name(signum)} before it changed anything"
 
-    return quote(text)
 
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/records.py
+# The record: what a lock says, read from its bytes and written as bytes; a waiter's
+# place in the line; and one look at a lock, as a store read it.
+# --------------------------------------------------------------------------------------
 
-# --- The record: what a lock says, read from its bytes
+if TYPE_CHECKING:
+    from typing import Literal
+
+_RECORD_MAX_BYTES = 64 * 1024
 
 
 class _Record:
@@ -498,9 +452,12 @@ class _Place:
     def __init__(
         self, ticket: str, owner: str, since: int, stale_after: float, beat: float | None
     ) -> None:
-        self.ticket, self.owner, self.since = ticket, owner, since
-        self.stale_after, self.beat = stale_after, beat
-        self.joined = False  # own place, maybe in the line
+        self.ticket = ticket
+        self.owner = owner
+        self.since = since
+        self.stale_after = stale_after
+        self.beat = beat
+        self.joined = False  # True while this is the caller's own place, in the line
 
 
 class _Look:
@@ -518,8 +475,12 @@ class _Look:
         line: list[_Place] | None = None,
         seen: str = "0",
     ) -> None:
-        self.record, self.last, self.revision, self.lease = record, last, revision, lease
-        self.line, self.seen = line or [], seen
+        self.record = record
+        self.last = last  # on a server: the last holder's record, once its own expired
+        self.revision = revision  # what a server's change compares
+        self.lease = lease
+        self.line = line or []
+        self.seen = seen  # what shows the lock changed
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -562,7 +523,21 @@ def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
     return (json.dumps(record) + "\n").encode("ascii")
 
 
-# --- Staleness: one rule for acquire and status
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/decisions.py
+# The decisions, as pure functions of what a store read and the time: is a record
+# stale, may an owner take the lock, who in the line is alive, who goes first. No store
+# decides anything; each only reads, applies a change atomically, and waits.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+
+# A place in line lapses _PLACE_TTL_SEC after its waiter's last beat; a waiter beats
+# every _BEAT_SEC.
+_PLACE_TTL_SEC = 3.0
+_BEAT_SEC = 1.0
 
 
 def _deciding_timeout(record: _Record, caller_timeout: float) -> float:
@@ -617,9 +592,15 @@ def _ahead_of(line: list[_Place], ticket: str) -> list[_Place] | None:
 
 
 def _verdict(
-    record: _Record | None, line: list[_Place], owner: str, ticket: str | None, *,
-    caller_timeout: float, now: float, empty_is_stale: bool,
-) -> Literal["take", "held", "line"]:  # fmt: skip
+    record: _Record | None,
+    line: list[_Place],
+    owner: str,
+    ticket: str | None,
+    *,
+    caller_timeout: float,
+    now: float,
+    empty_is_stale: bool,
+) -> Literal["take", "held", "line"]:
     """May ``owner`` "take" the lock, is it "held", or is it the first in ``line``'s?"""
     if record is not None and not _takes(record, owner, caller_timeout, now, empty_is_stale):
         return "held"
@@ -633,6 +614,31 @@ def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> floa
     if record is None or record.lease is not None:
         return float("inf")
     return record.since + _deciding_timeout(record, caller_timeout) - now
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/outputs.py
+# The outputs: each shape built once, with its message. Every message names the lock
+# and says what to do, in words safe to follow literally.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+
+def _quoted(text: str) -> str:
+    """``text`` as a POSIX shell takes it literally."""
+    from shlex import quote
+
+    return quote(text)
+
+
+def _this_command() -> str:
+    """The command that runs this very copy of the tool, to be followed literally: the
+    installed package by the interpreter that has it, else the file itself."""
+    if __name__ == "skf_run_lock.outputs":
+        return f"{_quoted(sys.executable)} -m skf_run_lock"
+    return f"python3 {_quoted(os.path.abspath(__file__))}"
 
 
 def _ordinal(n: int) -> str:
@@ -657,14 +663,10 @@ def _stale_at(since: int, stale_after: float) -> str:
     return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
 
 
-# --- Outputs: each shape built once, with its message
-
-
 def _clear_advice(lock: str, holder: str | None, by_hand: str) -> str:
     """How to clear a lock whose run is gone, safe to follow literally."""
     if holder is not None and _releasable(holder):
-        script = _quoted(os.path.abspath(__file__))
-        command = f"python3 {script} release --lock {_quoted(lock)} --owner {_quoted(holder)}"
+        command = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(holder)}"
         return f"If that run is no longer active, clear it with: {command}"
     return (
         "No release can name this holder: wait until it goes stale, or, if no run is"
@@ -707,9 +709,17 @@ def _acquired_result(
 
 
 def _refused_result(
-    lock: str, owner: str, run_id: str, *, caller_timeout: float, record: _Record | None,
-    now: float, by_hand: str, line: list[_Place], held: bool,
-) -> AcquireResult:  # fmt: skip
+    lock: str,
+    owner: str,
+    run_id: str,
+    *,
+    caller_timeout: float,
+    record: _Record | None,
+    now: float,
+    by_hand: str,
+    line: list[_Place],
+    held: bool,
+) -> AcquireResult:
     """The acquire output when ``record`` (or the first in ``line``) stands in the way."""
     holder = record if held else _Record(line[0].owner, line[0].since, line[0].stale_after)
     assert holder is not None
@@ -769,7 +779,8 @@ def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseRes
         reason = None
         message = f"released {lock} held by {owner}"
     else:
-        reason, other = "not-owner", record
+        reason = "not-owner"
+        other = record
         message = f"left {lock} in place: it is held by {_holder_text(record.owner)}, not {owner}"
     return {
         "released": reason is None,
@@ -783,15 +794,24 @@ def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseRes
 
 
 def _status_result(
-    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool,
-    *, line: list[_Place],
-) -> StatusResult:  # fmt: skip
+    lock: str,
+    record: _Record | None,
+    caller_timeout: float,
+    now: float,
+    empty_is_stale: bool,
+    *,
+    line: list[_Place],
+) -> StatusResult:
     state: Literal["free", "held", "stale"] = "free"
-    timeout, since, stale_at, age = caller_timeout, None, None, None
+    timeout = caller_timeout
+    since = None
+    stale_at = None
+    age = None
     message = f"no lock at {lock}; it is free"
     if record is not None:
         timeout = _deciding_timeout(record, caller_timeout)
-        since, stale_at = _format_time(record.since), _stale_at(record.since, timeout)
+        since = _format_time(record.since)
+        stale_at = _stale_at(record.since, timeout)
         age = int((now - record.since) // 1)
         stale = _is_stale(record, caller_timeout, now, empty_is_stale)
         state = "stale" if stale else "held"
@@ -816,6 +836,109 @@ def _status_result(
 
 # --- The file store: a guard beside the lock, records renamed into place
 # The only platform branch: POSIX removes the guard while holding it; Windows cannot.
+
+
+def _describe_os_error(exc: OSError) -> str:
+    """An OS error in words, with the file it names."""
+    text = exc.strerror or str(exc)
+    if exc.filename:
+        text += f": {exc.filename}"
+    return text
+
+
+def _fail(message: str) -> None:
+    """Write the one JSON error line on stderr."""
+    line = json.dumps({"status": "error", "message": " ".join(message.split())})
+    sys.stderr.write(line + "\n")
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/interface.py
+# The store interface: what the algorithm asks of a store. A store reads, applies a
+# change atomically against what it read, keeps the line of waiters, and waits; it decides
+# nothing (the decisions are functions of what it read). Every store class is checked
+# against this Protocol by mypy: each store module's opener returns a ``_Store``.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from typing import Protocol
+
+
+    class _Store(Protocol):
+        """One lock in one store, for one call."""
+
+        lock: str
+
+        def look(self) -> _Look:
+            """The lock as it is now, with its line, outside any change."""
+
+        def change(self, create: bool) -> _Store:
+            """The store, to be entered for one change (a file: under its guard;
+            ``create``: the lock's folder may be made)."""
+
+        def __enter__(self) -> _Store: ...
+
+        def __exit__(self, *exc_info: object) -> None: ...
+
+        def read(self) -> _Look:
+            """Within a change: what the change must find unchanged to apply."""
+
+        def apply(
+            self,
+            look: _Look,
+            data: bytes | None,
+            stale_after: float,
+            owner: str,
+            place: _Place | None = None,
+        ) -> bool:
+            """Write ``data`` (None: delete the record), ``place`` leaving the line in
+            the same change, if the lock is still as ``look`` found it: False if not."""
+
+        def join(self, look: _Look, place: _Place, now: float) -> None:
+            """Put ``place`` at the end of the line unless it is in it."""
+
+        def prune(self, look: _Look, now: float) -> None:
+            """Drop the places of ``look``'s line whose waiters are gone."""
+
+        def beat(self, place: _Place) -> bool:
+            """Show ``place``'s waiter alive: False if its place had lapsed."""
+
+        def leave(self, place: _Place) -> None:
+            """Take ``place`` out of the line."""
+
+        def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+            """Up to ``left`` s until what ``place``'s waiter waits on changes (True)."""
+
+        def by_hand(self) -> str:
+            """How a person clears the lock by hand, as a command to follow literally."""
+
+        def close(self) -> None:
+            """Let go of whatever the store holds (connections, a guard)."""
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/guard.py
+# The guard: a file beside a lock on which each call takes an exclusive, non-blocking
+# OS lock while it reads and changes the lock. The only platform branch is here: POSIX
+# removes the guard while still holding it; Windows cannot, and retries what a file that
+# another process has open refuses for a moment.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_GUARD_SUFFIX = ".skf-guard"
+_SHARING_RETRY_SEC = 1.0  # Windows: how long a file another process has open may refuse
+
+# Flags that only some systems have are 0 elsewhere.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_COMMON_FLAGS = getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0) | _NOFOLLOW
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | _COMMON_FLAGS
+_GUARD_FLAGS = os.O_RDWR | _COMMON_FLAGS
+_GUARD_READ_ONLY_FLAGS = os.O_RDONLY | _COMMON_FLAGS
+_LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLCK}
+_NOT_WRITABLE = {errno.EACCES, errno.EPERM}
+
 
 if sys.platform == "win32":
     import msvcrt
@@ -1099,6 +1222,45 @@ class _Guard:
         self.fd = -1
 
 
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/file_store.py
+# The file store: a lock kept in a file, changed only under its guard; a record is
+# written to a temp file, flushed, and renamed over the lock, so no reader ever sees half
+# of one. The line of waiters is a file beside the lock, and a waiter polls.
+# --------------------------------------------------------------------------------------
+
+_LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
+_TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
+# Temp names tried before giving up. The first name is taken only by a file a dead call
+# left (made under the guard), so a few random names always do; tempfile, which shares
+# its folder with strangers, tries TMP_MAX (238,328) names.
+_TEMP_TRIES = 100
+# How often a waiter looks at the lock file: the first in line most often.
+_FILE_POLL_SEC = (0.002, 0.005, 0.025)
+
+
+def _lock_path(lock: str | os.PathLike[str]) -> str:
+    """The absolute path of a lock; ValueError for one that cannot be a lock file."""
+
+    path = os.fspath(lock)
+    if not isinstance(path, str):
+        raise ValueError(f"the lock path must be text, not {path!r}")
+    if not path:
+        raise ValueError("the lock path is empty; give the path of a file")
+    if path.endswith(os.sep) or (os.altsep and path.endswith(os.altsep)):
+        raise ValueError(f"the lock path {path} ends with a separator; give the path of a file")
+    name = os.path.basename(path)
+    if name.endswith((_GUARD_SUFFIX, _LINE_SUFFIX)) or _TEMP_NAME.fullmatch(name[-17:]):
+        raise ValueError(
+            f"the lock name {name} is reserved for a lock's own guard, line or temp files;"
+            " choose another name"
+        )
+    if path.startswith("~"):
+        path = os.path.expanduser(path)
+    return os.path.abspath(path)
+
+
 def _remove_orphan_temps(lock: str) -> None:
     """Delete the lock's temp files (made under the guard: a dead call's)."""
     folder, base = os.path.split(lock)
@@ -1220,21 +1382,32 @@ def _parse_line(data: bytes) -> list[_Place]:
         except (ValueError, RecursionError, TypeError, KeyError):
             continue
         if (
-            isinstance(ticket, str) and isinstance(owner, str) and owner and since is not None
-            and timeout is not None and isinstance(beat, int | float) and abs(beat) < 1e12
-        ):  # fmt: skip
+            isinstance(ticket, str)
+            and isinstance(owner, str)
+            and owner
+            and since is not None
+            and timeout is not None
+            and isinstance(beat, int | float)
+            and abs(beat) < 1e12
+        ):
             places.append(_Place(ticket, owner, since, timeout, float(beat)))
     return places
 
 
 def _line_bytes(places: list[_Place]) -> bytes:
     return "".join(
-        json.dumps({
-            "ticket": p.ticket, "owner": p.owner, "since": _format_time(p.since),
-            "stale_after_seconds": p.stale_after, "beat": round(p.beat or 0.0, 3),
-        }) + "\n"
+        json.dumps(
+            {
+                "ticket": p.ticket,
+                "owner": p.owner,
+                "since": _format_time(p.since),
+                "stale_after_seconds": p.stale_after,
+                "beat": round(p.beat or 0.0, 3),
+            }
+        )
+        + "\n"
         for p in places
-    ).encode("ascii")  # fmt: skip
+    ).encode("ascii")
 
 
 def _read_line(path: str) -> list[_Place] | None:
@@ -1316,9 +1489,13 @@ class _FileStore:
         return self._read_in_change() if self.held else _Look(None)
 
     def apply(
-        self, look: _Look, data: bytes | None, stale_after: float, owner: str,
+        self,
+        look: _Look,
+        data: bytes | None,
+        stale_after: float,
+        owner: str,
         place: _Place | None = None,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """Always True: under the guard the lock cannot have changed since ``look``."""
         if data is None:
             _delete_record(self.lock)
@@ -1386,24 +1563,138 @@ class _FileStore:
         return f"delete the file {_quoted(self.lock)}"
 
 
-# --- The server stores: their code kept as text, compiled for a server's lock
-# A script is compiled whole on every call (~1 us per syntax node), so a server store's
-# code is text, compiled by a call on such a lock; tools/unfold.py lints it.
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/registry.py
+# The registry of stores: which store keeps a lock, by the form of its name. A file
+# path is the file store; an address names a server store by its scheme. A server store's
+# module is loaded only by a call that names such a lock, so that a file-lock call never
+# pays for it. A new store is one module and one entry in ``_SERVER_STORES``: the address
+# check, ``--help``, the README's list of forms and the tests all read it.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
-def _run_source(source: str, after: Callable[..., object]) -> None:
-    """Run ``source``, numbered as in this file (``after`` follows it)."""
+class _ServerKind:
+    """One server store: its schemes, the address form it takes, and its module and the
+    function there that opens a lock (``address -> _Store``)."""
+
+    __slots__ = ("form", "module", "name", "opener", "schemes")
+
+    def __init__(
+        self, name: str, schemes: tuple[str, ...], form: str, module: str, opener: str
+    ) -> None:
+        self.name = name
+        self.schemes = schemes
+        self.form = form
+        self.module = module
+        self.opener = opener
+
+
+_SERVER_STORES = (
+    _ServerKind(
+        "etcd",
+        ("etcd", "etcd+https"),
+        "etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY",
+        "etcd_store",
+        "_open_etcd",
+    ),
+    _ServerKind(
+        "redis",
+        ("redis", "rediss"),
+        "redis[s]://[USER@]HOST[:PORT]/KEY",
+        "redis_store",
+        "_open_redis",
+    ),
+)
+
+# An address, never a file (one letter is a drive: C://x).
+_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
+_ADDRESS_FORMS = ", ".join(kind.form for kind in _SERVER_STORES[:-1])
+_ADDRESS_FORMS += f" or {_SERVER_STORES[-1].form}"
+
+# Filled by the build (tools/bundle.py) in the one file users copy, where each server
+# store's module is carried as text: its name -> the line of that file its text starts
+# at, the modules it needs compiled first, and the text. In the package it stays empty,
+# and the modules are imported as any others.
+_CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
+_COMPILED: set[str] = set()
+
+
+def _shown_address(address: str) -> str:
+    """``address`` as a message may show it: what stands before an ``@`` is left out."""
+    scheme, sep, rest = address.partition("://")
+    if "@" not in rest:
+        return address
+    return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
+
+
+def _server_kind(address: str) -> _ServerKind:
+    """The server store of ``address``; ValueError for a scheme no store has."""
+    scheme = address.partition("://")[0]
+    for kind in _SERVER_STORES:
+        if scheme in kind.schemes:
+            return kind
+    raise ValueError(
+        f"the lock address {_shown_address(address)} has a scheme this version does not know"
+        f" ({scheme}); give a file path, or {_ADDRESS_FORMS}"
+    )
+
+
+def _compile_carried(module: str) -> None:
+    """Compile and run a carried module's text in this namespace (once), numbered as its
+    lines stand in this file, so that tracebacks and coverage point at them."""
+    if module in _COMPILED:
+        return
+    first, needs, source = _CARRIED[module]
+    for need in needs:
+        _compile_carried(need)
     import __future__
 
-    first = after.__code__.co_firstlineno - 3 - source.count("\n")
     where = globals().get("__file__", "<skf-run-lock>")
-    # Not with the future flags of a caller.
+    # Its own future flags, not a caller's.
     flags = __future__.annotations.compiler_flag
-    exec(compile("\n" * (first - 1) + source, where, "exec", flags, dont_inherit=True), globals())
+    code = compile("\n" * (first - 1) + source, where, "exec", flags, dont_inherit=True)
+    exec(code, globals())
+    _COMPILED.add(module)
 
 
-# What both server stores share: a connection with a deadline, failures, places.
-_NET_SOURCE = r'''
+def _opener(kind: _ServerKind) -> Callable[[str], _Store]:
+    """The function that opens a lock of ``kind``, its module loaded first."""
+    if _CARRIED:
+        _compile_carried(kind.module)
+        opener: Callable[[str], _Store] = globals()[kind.opener]
+        return opener
+    import importlib
+
+    module = importlib.import_module(f"{__package__}.{kind.module}")
+    opener = getattr(module, kind.opener)
+    return opener
+
+
+def _store_for(lock: str | os.PathLike[str]) -> _Store:
+    """The store of a lock; ValueError for an unknown scheme (never a folder)."""
+    if isinstance(lock, str) and _ADDRESS.match(lock):
+        return _opener(_server_kind(lock))(lock)
+    return _FileStore(lock)
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/server_store.py, carried as text: compiled only for a lock of its store
+# What the server stores share: a lock address parsed, a deadline for each step, TLS,
+# a connection that never waits past its deadline, the wording of failures, and a
+# waiter's place kept as a value on the server. Compiled only for a server's lock.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['server_store'] = (1690, (), r'''
+import errno
+import json
+import os
+import re
+import sys
+import time
+
 
 if TYPE_CHECKING:
     import socket
@@ -1429,16 +1720,21 @@ def _unknown_outcome(owner: str, taking: bool) -> str:
 
 
 def _place_value(place: _Place) -> bytes:
-    return json.dumps({
-        "owner": place.owner, "since": _format_time(place.since),
+    """A waiter's place as the value a server keeps."""
+    entry = {
+        "owner": place.owner,
+        "since": _format_time(place.since),
         "stale_after_seconds": place.stale_after,
-    }).encode()  # fmt: skip
+    }
+    return json.dumps(entry).encode()
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
+    """The place a server's value gives; None if it is not one."""
     try:
         entry = json.loads(value)
-        owner, since = entry["owner"], _parse_time(entry["since"])
+        owner = entry["owner"]
+        since = _parse_time(entry["since"])
         timeout = _holder_timeout(entry["stale_after_seconds"])
     except (ValueError, RecursionError, TypeError, KeyError):
         return None
@@ -1450,10 +1746,20 @@ def _place_of(ticket: str, value: bytes) -> _Place | None:
 class _ServerStore:
     """What the server stores share: addresses, no guard, a deadline per step, TLS."""
 
-    name = env = port = timeout_var = ""  # the server; its variables' prefix; for messages
-    form = credentials = secure = ""  # the address ({0}: scheme); credentials; TLS scheme
+    # Each server store says, for its messages: the server's name, its variables'
+    # prefix, what its port is called and the variable that sets the deadline.
+    name = ""
+    env = ""
+    port = ""
+    timeout_var = ""
+    # The address's form ({0}: the scheme), why credentials in it are refused, and the
+    # scheme that means TLS.
+    form = ""
+    credentials = ""
+    secure = ""
     default_port = 0  # 0: each HOST names its PORT
-    many = users = False  # several HOST:PORT; a USER@ in the address
+    many = False  # several HOST:PORT may be given
+    users = False  # a USER@ may be given
 
     def __init__(self, address: str, timeout: float) -> None:
         """Parse ``address`` (ValueError unless it is of ``form``)."""
@@ -1464,10 +1770,9 @@ class _ServerStore:
         if ":" in user or (at and not self.users):
             raise ValueError(f"the lock address {shown} {self.credentials}")
         found = [re.fullmatch(_HOST, host) for host in hosts.split(",")]
-        if (
-            not key or (at and not user) or (len(found) > 1 and not self.many)
-            or not all(host and (host[2] or self.default_port) for host in found)
-        ):  # fmt: skip
+        ports_known = all(host and (host[2] or self.default_port) for host in found)
+        too_many = len(found) > 1 and not self.many
+        if not key or (at and not user) or too_many or not ports_known:
             raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
         self.endpoints = []
         for host in filter(None, found):
@@ -1477,7 +1782,10 @@ class _ServerStore:
             self.endpoints.append(f"{host[1]}:{port}")
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
-        self.lock, self.user, self.key_text, self.timeout = address, user, key, timeout
+        self.lock = address
+        self.user = user
+        self.key_text = key
+        self.timeout = timeout
         self.tls = scheme == self.secure
         self.context: ssl.SSLContext | None = None
         self.next_step()
@@ -1489,7 +1797,8 @@ class _ServerStore:
         if self.tls and self.context is None:
             import ssl
 
-            env, cert = os.environ, os.environ.get(self.env + "CERT")
+            env = os.environ
+            cert = env.get(self.env + "CERT")
             self.context = ssl.create_default_context(cafile=env.get(self.env + "CACERT") or None)
             if cert:
                 self.context.load_cert_chain(cert, env.get(self.env + "KEY") or None)
@@ -1573,24 +1882,47 @@ class _Connection:
         return bool(data)
 
 
-'''
+class _Pause:
+    """A waiter's pause: 5 ms growing to 100 ms, jittered against lockstep."""
+
+    def __init__(self) -> None:
+        self.next = 0.005
+
+    def sleep(self, left: float) -> None:
+        import random  # only a waiter needs it
+
+        time.sleep(min(left, self.next * random.uniform(0.5, 1.0)))
+        self.next = min(self.next * 1.5, 0.1)
+''')
 
 
-def _net_code() -> None:
-    if "_Connection" not in globals():
-        _run_source(_NET_SOURCE, _net_code)
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/etcd_store.py, carried as text: compiled only for a lock of its store
+# The etcd store, through etcd's HTTP/JSON gateway: the record at KEY on a lease (the
+# holder's timeout, on the server's clock), every change one transaction compared against
+# the revision it read, and waiters in line as keys on leases of their own that they keep
+# alive, each watching the key ahead of it. Compiled only for an etcd lock.
+# --------------------------------------------------------------------------------------
 
+_CARRIED['etcd_store'] = (1907, ('server_store',), r'''
+import errno
+import json
+import os
+import re
+import time
 
-# The etcd store, through etcd's HTTP/JSON gateway.
-_ETCD_SOURCE = r'''
 
 if TYPE_CHECKING:
     import ssl
+    from typing import Any, Literal
 
 
 _DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_GRPC_UNAVAILABLE, _GRPC_PERMISSION_DENIED, _GRPC_UNAUTHENTICATED = 14, 7, 16
+# gRPC's status codes, as etcd's gateway answers them.
+_GRPC_UNAVAILABLE = 14
+_GRPC_PERMISSION_DENIED = 7
+_GRPC_UNAUTHENTICATED = 16
 _HEAD_MAX_BYTES = 64 * 1024
 
 
@@ -1636,7 +1968,8 @@ class _HttpConnection(_Connection):
         self.body = bytearray()  # not yet read
 
         self.framing: Literal["length", "chunked", "close"] = "length"
-        self.left, self.reusable = 0, True
+        self.left = 0  # bytes of the body still to come, when its length is known
+        self.reusable = True
 
     def send(self, path: str, payload: bytes, headers: dict[str, str], deadline: float) -> None:
         if any("\r" in value or "\n" in value for value in headers.values()):
@@ -1667,9 +2000,11 @@ class _HttpConnection(_Connection):
         if "chunked" in headers.get("transfer-encoding", ""):
             self.framing = "chunked"
         elif length is None:
-            self.framing, self.reusable = "close", False
+            self.framing = "close"
+            self.reusable = False
         elif length.isdigit() and int(length) <= _ANSWER_MAX_BYTES:
-            self.framing, self.left = "length", int(length)
+            self.framing = "length"
+            self.left = int(length)
         else:
             raise ValueError(f"the answer's length was {length!r}")
         self.body.clear()
@@ -1746,8 +2081,13 @@ class _EtcdStore(_ServerStore):
     at KEY on a lease; beside it, after a NUL, the last holder's (``last``) and each
     waiter's place (``wait``, a NUL, its lease), on a lease the waiter keeps alive."""
 
-    name, env, port, timeout_var = "etcd", "ETCDCTL_", "etcd's client", "ETCDCTL_COMMAND_TIMEOUT"
-    form, many, secure = "{0}://HOST:PORT[,HOST:PORT...]/KEY", True, "etcd+https"
+    name = "etcd"
+    env = "ETCDCTL_"
+    port = "etcd's client"
+    timeout_var = "ETCDCTL_COMMAND_TIMEOUT"
+    form = "{0}://HOST:PORT[,HOST:PORT...]/KEY"
+    many = True
+    secure = "etcd+https"
     credentials = (
         "names a user: credentials never go in the address; set ETCDCTL_USER (and"
         " ETCDCTL_PASSWORD) instead"
@@ -1757,10 +2097,12 @@ class _EtcdStore(_ServerStore):
         env = os.environ
         super().__init__(address, _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s"))
         key = self.key_text
-        self.key, self.last_key = key.encode(), (key + "\0last").encode()
+        self.key = key.encode()
+        self.last_key = (key + "\0last").encode()
         self.wait_prefix = (key + "\0wait\0").encode()
         user, _, password = (env.get("ETCDCTL_USER") or "").partition(":")
-        self.user, self.password = user, password or env.get("ETCDCTL_PASSWORD", "")
+        self.user = user
+        self.password = password or env.get("ETCDCTL_PASSWORD", "")
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
         self.watcher: _HttpConnection | None = None  # a waiter's open watch
@@ -1802,7 +2144,8 @@ class _EtcdStore(_ServerStore):
                     continue
                 if status == 200:
                     return answer
-                code, message = answer.get("code"), answer.get("message") or answer.get("error")
+                code = answer.get("code")
+                message = answer.get("message") or answer.get("error")
                 if code == _GRPC_UNAVAILABLE or status in (502, 503, 504):
                     failures.setdefault(endpoint, message or f"HTTP status {status}")
                     continue
@@ -1849,7 +2192,8 @@ class _EtcdStore(_ServerStore):
         for connection in (self.connection, self.watcher):
             if connection is not None:
                 connection.close()
-        self.connection = self.watcher = None
+        self.connection = None
+        self.watcher = None
 
     def by_hand(self) -> str:
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
@@ -1878,7 +2222,8 @@ class _EtcdStore(_ServerStore):
             "/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
         )
         record = last = None
-        revision, lease = "0", None
+        revision = "0"
+        lease = None
         line: list[tuple[int, _Place]] = []
         now = int(time.time())
         try:
@@ -1894,7 +2239,8 @@ class _EtcdStore(_ServerStore):
                 parsed = _parse_record(value, now)  # a foreign value is dated now
                 if name == self.key:
                     revision = _answer_field(kv, "mod_revision", "range", digits=True)
-                    record, lease = parsed, kv.get("lease")
+                    record = parsed
+                    lease = kv.get("lease")
                     if lease:
                         record.lease = "live"
                 elif name == self.last_key:
@@ -1916,7 +2262,8 @@ class _EtcdStore(_ServerStore):
             return
         answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
         place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
-        place.since, place.joined = int(now // 1), True
+        place.since = int(now // 1)
+        place.joined = True
         value = _place_value(place)
         put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
         self.post("/v3/kv/put", put)
@@ -2015,9 +2362,13 @@ class _EtcdStore(_ServerStore):
                 pass  # it runs out by itself
 
     def apply(
-        self, look: _Look, data: bytes | None, stale_after: float, owner: str,
+        self,
+        look: _Look,
+        data: bytes | None,
+        stale_after: float,
+        owner: str,
         place: _Place | None = None,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """By a transaction; signals wait while it is sent."""
         with _SIGNALS_HELD:
             applied = self._swap(look.revision, data, stale_after, owner, place)
@@ -2030,9 +2381,13 @@ class _EtcdStore(_ServerStore):
         return applied
 
     def _swap(
-        self, revision: str, puts: bytes | None, stale_after: float, owner: str,
+        self,
+        revision: str,
+        puts: bytes | None,
+        stale_after: float,
+        owner: str,
         place: _Place | None,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """If the record's revision is still ``revision``: put ``puts`` (None: delete)."""
         lease = None
         if puts is not None:
@@ -2047,8 +2402,9 @@ class _EtcdStore(_ServerStore):
         else:
             ops = [{"request_delete_range": {"key": _b64(k)}} for k in (self.key, self.last_key)]
             outcome = _unknown_outcome(owner, taking=False)
-        compare = [{"key": _b64(self.key), "target": "MOD", "result": "EQUAL",
-                    "mod_revision": revision}]  # fmt: skip
+        compare = [
+            {"key": _b64(self.key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
+        ]
         if place is not None:
             key = _b64(self._place_key(place))
             compare.append(
@@ -2062,23 +2418,32 @@ class _EtcdStore(_ServerStore):
         return False
 
 
-'''
+def _open_etcd(address: str) -> _Store:
+    """The registry's opener: an etcd lock (mypy checks the class against _Store here)."""
+    return _EtcdStore(address)
+''')
 
 
-def _etcd_code() -> None:
-    _net_code()
-    if "_EtcdStore" not in globals():
-        _run_source(_ETCD_SOURCE, _etcd_code)
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/redis_store.py, carried as text: compiled only for a lock of its store
+# The Redis (or Valkey) store, in RESP2 over a socket: the record at KEY, expiring on the
+# server's clock; every change one MULTI/EXEC under a WATCH of KEY; every other key of the
+# lock in KEY's hash slot; waiters in line block on a bell of their own (BLPOP), rung by
+# the release in its transaction. Compiled only for a Redis lock.
+# --------------------------------------------------------------------------------------
 
+_CARRIED['redis_store'] = (2435, ('server_store',), r'''
+import errno
+import os
+import re
+import time
 
-# The Redis store, in RESP2 over a socket.
-_REDIS_SOURCE = r'''
 
 if TYPE_CHECKING:
-    import ssl
+    from typing import Any
+
 
     _Command = tuple[bytes | str | int, ...]
-
 
 _RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
 _RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
@@ -2115,6 +2480,15 @@ class _RedisError:
     @property
     def code(self) -> str:
         return self.text.partition(" ")[0]
+
+
+def _errors_in(answers: list[Any]) -> list[_RedisError]:
+    """The error answers among ``answers``, alone or inside EXEC's answer."""
+    errors = [answer for answer in answers if isinstance(answer, _RedisError)]
+    for answer in answers:
+        if isinstance(answer, list):
+            errors += [item for item in answer if isinstance(item, _RedisError)]
+    return errors
 
 
 class _Incomplete(Exception):
@@ -2155,7 +2529,8 @@ class _RespConnection(_Connection):
             if len(self.received) - at > 1024:
                 raise ValueError(f"the answer was not {self.protocol} (a line too long)")
             raise _Incomplete
-        kind, line = bytes(self.received[at : at + 1]), bytes(self.received[at + 1 : end])
+        kind = bytes(self.received[at : at + 1])
+        line = bytes(self.received[at + 1 : end])
         if kind == b"+":
             return line, end + 2
         if kind == b"-":
@@ -2173,7 +2548,8 @@ class _RespConnection(_Connection):
                     raise ValueError(f"the answer was not {self.protocol} (a bad length)")
                 return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
             if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
-                items, at = [], end + 2
+                items = []
+                at = end + 2
                 for _ in range(size):
                     item, at = self._parse(at, depth + 1)
                     items.append(item)
@@ -2187,15 +2563,21 @@ class _RedisStore(_ServerStore):
     ``last``, ``line`` (tickets in order), and per waiter ``wait`` and ``wake`` with its
     ticket: its place, and a list it blocks on until a release or a leaver pushes."""
 
-    name, env, port, timeout_var = "Redis", "SKF_REDIS_", "Redis's", "SKF_REDIS_TIMEOUT"
-    form, default_port, users = "{0}://HOST[:PORT]/KEY or {0}://USER@HOST[:PORT]/KEY", 6379, True
+    name = "Redis"
+    env = "SKF_REDIS_"
+    port = "Redis's"
+    timeout_var = "SKF_REDIS_TIMEOUT"
+    form = "{0}://HOST[:PORT]/KEY or {0}://USER@HOST[:PORT]/KEY"
+    default_port = 6379
+    users = True
     secure = "rediss"
     credentials = "holds a password: a password never goes in the address; set REDISCLI_AUTH"
 
     def __init__(self, address: str) -> None:
         env = os.environ
         super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"))
-        key, (self.endpoint,) = self.key_text, self.endpoints
+        key = self.key_text
+        (self.endpoint,) = self.endpoints
         base = _slot_base(key)
         if base is None:
             raise ValueError(
@@ -2203,9 +2585,12 @@ class _RedisStore(_ServerStore):
                 " share its hash slot; give a key without '}', or with a tag like {name}"
             )
         # Bytes as given: an argument may hold any (surrogate-escaped).
-        self.key, base_bytes = (text.encode("utf-8", "surrogateescape") for text in (key, base))
-        self.last_key, self.line_key = base_bytes + b"\0last", base_bytes + b"\0line"
-        self.wait_prefix, self.bell_prefix = base_bytes + b"\0wait\0", base_bytes + b"\0wake\0"
+        self.key = key.encode("utf-8", "surrogateescape")
+        base_bytes = base.encode("utf-8", "surrogateescape")
+        self.last_key = base_bytes + b"\0last"
+        self.line_key = base_bytes + b"\0line"
+        self.wait_prefix = base_bytes + b"\0wait\0"
+        self.bell_prefix = base_bytes + b"\0wake\0"
         self.password = env.get("REDISCLI_AUTH")
         self.connection: _RespConnection | None = None
         self.watched: _RespConnection | None = None  # the one whose WATCH is on KEY
@@ -2229,9 +2614,11 @@ class _RedisStore(_ServerStore):
         return connection
 
     def call(
-        self, *commands: _Command, outcome: str | None = None,
+        self,
+        *commands: _Command,
+        outcome: str | None = None,
         write: bool = False,
-    ) -> list[Any]:  # fmt: skip
+    ) -> list[Any]:
         """The answers to ``commands``; a ``write`` that was sent is not tried again."""
         failure = None
         while True:
@@ -2258,9 +2645,7 @@ class _RedisStore(_ServerStore):
                 self._drop()  # an interrupt: never read its answers out of step
                 raise
             else:
-                errors = [a for a in answers if isinstance(a, _RedisError)]
-                errors += [e for a in answers if isinstance(a, list) for e in a
-                           if isinstance(e, _RedisError)]  # fmt: skip
+                errors = _errors_in(answers)
                 if not errors:
                     return answers
                 if errors[0].code not in _REDIS_BUSY:
@@ -2274,14 +2659,16 @@ class _RedisStore(_ServerStore):
     def _drop(self) -> None:
         if self.connection is not None:
             self.connection.close()
-        self.connection = self.watched = None
+        self.connection = None
+        self.watched = None
 
     def close(self) -> None:
         self._drop()
         self._stop_listening()
 
     def _refusal(self, error: _RedisError) -> OSError:
-        code, text = error.code, error.text
+        code = error.code
+        text = error.text
         who = f"user {self.user!r}" if self.user else "the default user"
         if code == "ERR" and "AUTH" in text.upper():
             code = "WRONGPASS"  # before ACLs, or no password set
@@ -2322,8 +2709,12 @@ class _RedisStore(_ServerStore):
         return look
 
     def _reads(self) -> list[_Command]:
-        return [("GET", self.key), ("PTTL", self.key), ("GET", self.last_key),
-                ("LRANGE", self.line_key, 0, -1)]  # fmt: skip
+        return [
+            ("GET", self.key),
+            ("PTTL", self.key),
+            ("GET", self.last_key),
+            ("LRANGE", self.line_key, 0, -1),
+        ]
 
     def _looked(self, answers: list[Any]) -> _Look:
         """The look _reads' answers give; ``seen``: the record's ms to live."""
@@ -2369,11 +2760,14 @@ class _RedisStore(_ServerStore):
         place.since = int(now // 1)
         ms = self._place_ms()
         self.call(
-            ("UNWATCH",), ("MULTI",),
+            ("UNWATCH",),
+            ("MULTI",),
             ("SET", self._place_key(place.ticket), _place_value(place), "PX", ms),
-            ("RPUSH", self.line_key, place.ticket), ("PEXPIRE", self.line_key, ms), ("EXEC",),
+            ("RPUSH", self.line_key, place.ticket),
+            ("PEXPIRE", self.line_key, ms),
+            ("EXEC",),
             write=True,
-        )  # fmt: skip
+        )
         place.joined = True
 
     def prune(self, look: _Look, now: float) -> None:
@@ -2385,14 +2779,18 @@ class _RedisStore(_ServerStore):
     def beat(self, place: _Place) -> bool:
         ms = self._place_ms()
         kept, _, _ = self.call(
-            ("PEXPIRE", self._place_key(place.ticket), ms), ("PEXPIRE", self.line_key, ms),
-            ("PEXPIRE", self._bell_key(place.ticket), ms), write=True,
-        )  # fmt: skip
+            ("PEXPIRE", self._place_key(place.ticket), ms),
+            ("PEXPIRE", self.line_key, ms),
+            ("PEXPIRE", self._bell_key(place.ticket), ms),
+            write=True,
+        )
         return bool(kept == 1)
 
     def _leaving(self, ticket: str) -> list[_Command]:
-        return [("DEL", self._place_key(ticket), self._bell_key(ticket)),
-                ("LREM", self.line_key, 0, ticket)]  # fmt: skip
+        return [
+            ("DEL", self._place_key(ticket), self._bell_key(ticket)),
+            ("LREM", self.line_key, 0, ticket),
+        ]
 
     def leave(self, place: _Place) -> None:
         """Leave the line, waking the waiter behind (it may now be first)."""
@@ -2406,17 +2804,19 @@ class _RedisStore(_ServerStore):
         self.call(("MULTI",), *self._leaving(place.ticket), *ring, ("EXEC",), write=True)
 
     def apply(
-        self, look: _Look, data: bytes | None, stale_after: float, owner: str,
+        self,
+        look: _Look,
+        data: bytes | None,
+        stale_after: float,
+        owner: str,
         place: _Place | None = None,
-    ) -> bool:  # fmt: skip
+    ) -> bool:
         """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent."""
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
         if data is not None:
             ms = max(1, -(-int(stale_after * 1000 * 1000) // 1000))  # ms, rounded up
-            ops: list[_Command] = [
-                ("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)
-            ]  # fmt: skip
+            ops: list[_Command] = [("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)]
         else:
             ops = [("DEL", self.key, self.last_key)]
             for waiter in _live(look.line, time.time())[:1]:
@@ -2466,55 +2866,26 @@ class _RedisStore(_ServerStore):
             self.bell = None
 
 
-'''
+def _open_redis(address: str) -> _Store:
+    """The registry's opener: a Redis lock (mypy checks the class against _Store here)."""
+    return _RedisStore(address)
+''')
 
 
-def _redis_code() -> None:
-    _net_code()
-    if "_RedisStore" not in globals():
-        _run_source(_REDIS_SOURCE, _redis_code)
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/algorithm.py
+# The algorithm: acquire, release and status, one algorithm over any store. Each call
+# reads the lock, decides by the pure functions of the decisions, and applies its change
+# atomically against what it read, trying again when another writer came first. A waiter
+# keeps its place in the line and waits for its turn.
+# --------------------------------------------------------------------------------------
 
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from datetime import datetime
 
-# --- Acquire, release, status: one algorithm over any store
 
 _CHANGE_TRIES = 20  # changes lost to other writers before a call gives up
-
-
-_ETCD_SCHEMES = ("etcd://", "etcd+https://")
-_REDIS_SCHEMES = ("redis://", "rediss://")
-# An address, never a file (one letter is a drive: C://x).
-_ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
-_ADDRESS_FORMS = (
-    "etcd://HOST:PORT[,HOST:PORT...]/KEY, etcd+https://..., redis://[USER@]HOST[:PORT]/KEY"
-    " or rediss://..."
-)
-
-
-def _shown_address(address: str) -> str:
-    """``address`` as a message may show it: what stands before an ``@`` is left out."""
-    scheme, sep, rest = address.partition("://")
-    if "@" not in rest:
-        return address
-    return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
-
-
-def _store_for(lock: str | os.PathLike[str]) -> _Store:
-    """The store of a lock; ValueError for an unknown scheme (never a folder)."""
-    if isinstance(lock, str) and _ADDRESS.match(lock):
-        if lock.startswith(_ETCD_SCHEMES):
-            _etcd_code()
-            store: _Store = globals()["_EtcdStore"](lock)
-            return store
-        if lock.startswith(_REDIS_SCHEMES):
-            _redis_code()
-            store = globals()["_RedisStore"](lock)
-            return store
-        scheme = lock.partition("://")[0]
-        raise ValueError(
-            f"the lock address {_shown_address(lock)} has a scheme this version does not know"
-            f" ({scheme}); give a file path, or {_ADDRESS_FORMS}"
-        )
-    return _FileStore(lock)
 
 
 def _kept_changing(lock: str) -> OSError:
@@ -2546,25 +2917,42 @@ def acquire(
 
 
 def _take(
-    lock: str | os.PathLike[str], owner: str, run_id: str, stale_after: float, *,
-    fixed_now: float | None = None, empty_is_stale: bool = False, renew_only: bool = False,
-) -> AcquireResult:  # fmt: skip
+    lock: str | os.PathLike[str],
+    owner: str,
+    run_id: str,
+    stale_after: float,
+    *,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    renew_only: bool = False,
+) -> AcquireResult:
     """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock."""
     store = _store_for(lock)
     try:
         return _take_in(
-            store, owner, run_id, stale_after, fixed_now=fixed_now,
-            empty_is_stale=empty_is_stale, renew_only=renew_only,
-        )  # fmt: skip
+            store,
+            owner,
+            run_id,
+            stale_after,
+            fixed_now=fixed_now,
+            empty_is_stale=empty_is_stale,
+            renew_only=renew_only,
+        )
     finally:
         store.close()
 
 
 def _take_in(
-    store: _Store, owner: str, run_id: str, stale_after: float, *,
-    fixed_now: float | None = None, empty_is_stale: bool = False, renew_only: bool = False,
+    store: _Store,
+    owner: str,
+    run_id: str,
+    stale_after: float,
+    *,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    renew_only: bool = False,
     place: _Place | None = None,
-) -> AcquireResult:  # fmt: skip
+) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not renew_only) as change:
@@ -2578,27 +2966,42 @@ def _take_in(
             if place is not None and _ahead_of(line, place.ticket) is None:
                 place.joined = False  # a new place if refused
             verdict = _verdict(
-                record, line, owner, ticket, caller_timeout=stale_after, now=now,
+                record,
+                line,
+                owner,
+                ticket,
+                caller_timeout=stale_after,
+                now=now,
                 empty_is_stale=empty_is_stale,
-            )  # fmt: skip
+            )
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
                 else:
                     change.join(look, place, time.time())
                 return _refused_result(
-                    store.lock, owner, run_id, caller_timeout=stale_after, record=record,
-                    now=now, by_hand=store.by_hand(), held=verdict == "held",
+                    store.lock,
+                    owner,
+                    run_id,
+                    caller_timeout=stale_after,
+                    record=record,
+                    now=now,
+                    by_hand=store.by_hand(),
+                    held=verdict == "held",
                     line=[p for p in line if p.ticket != ticket],
-                )  # fmt: skip
+                )
             since = int(now // 1)
             data = _record_bytes(owner, since, stale_after)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, data, stale_after, owner, leaving):
                 return _acquired_result(
-                    store.lock, owner, run_id, stale_after=stale_after, since=since,
+                    store.lock,
+                    owner,
+                    run_id,
+                    stale_after=stale_after,
+                    since=since,
                     before=record or look.last,
-                )  # fmt: skip
+                )
     raise _kept_changing(store.lock)
 
 
@@ -2616,9 +3019,14 @@ def acquire_within(
 
 
 def _wait_for(
-    lock: str | os.PathLike[str], owner: str, stale_after: float, wait: float, *,
-    empty_is_stale: bool, refused: Callable[[AcquireResult, float, int], None] | None,
-) -> AcquireResult:  # fmt: skip
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    wait: float,
+    *,
+    empty_is_stale: bool,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+) -> AcquireResult:
     """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
     wait = _checked_wait(wait)
     owner, run_id = _owner_with_run_id(owner)
@@ -2635,10 +3043,9 @@ def _wait_for(
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
-            shown = None
-            if refused is not None:
-                shown = lambda at, r=result: refused(r, deadline - time.monotonic(), at)  # noqa: E731
-            _wait_turn(store, place, deadline, stale_after, empty_is_stale, shown=shown)
+            _wait_turn(
+                store, place, deadline, stale_after, empty_is_stale, result=result, shown=refused
+            )
     finally:
         if place is not None and place.joined:
             _leave_line(store, place)
@@ -2646,10 +3053,17 @@ def _wait_for(
 
 
 def _wait_turn(
-    store: _Store, place: _Place, deadline: float, caller_timeout: float, empty_is_stale: bool,
-    *, shown: Callable[[int], None] | None,
-) -> None:  # fmt: skip
-    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed)."""
+    store: _Store,
+    place: _Place,
+    deadline: float,
+    caller_timeout: float,
+    empty_is_stale: bool,
+    *,
+    result: AcquireResult,
+    shown: Callable[[AcquireResult, float, int], None] | None,
+) -> None:
+    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
+    ``shown(result, seconds left, place)`` is told each new place in line."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
     while (left := deadline - time.monotonic()) > 0:
@@ -2662,11 +3076,12 @@ def _wait_turn(
             return
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
-            shown(last_shown)
+            shown(result, left, last_shown)
         if time.monotonic() >= beat_at:
             if not store.beat(place):
                 return
-            beat_at, last_shown = time.monotonic() + _BEAT_SEC, 0
+            beat_at = time.monotonic() + _BEAT_SEC
+            last_shown = 0  # shown again after a beat
             continue
         # The first in line also wakes when the lock goes stale.
         until_stale = left if ahead else _stale_in(look.record, caller_timeout, now)
@@ -2678,7 +3093,8 @@ def _wait_turn(
 
 def _leave_line(store: _Store, place: _Place) -> None:
     """Leave the line on the way out, before an interrupt; a place left behind lapses."""
-    armed, _Interrupts.armed = _Interrupts.armed, False
+    armed = _Interrupts.armed
+    _Interrupts.armed = False
     try:
         store.leave(place)
     except (OSError, ValueError):
@@ -2728,7 +3144,17 @@ def status(
     return _status_result(store.lock, record, stale_after, seconds, empty_is_stale, line=line)
 
 
-# --- Holding a lock while work runs: held() and the run command
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/holding.py
+# Holding a lock while work runs: ``held()`` for a ``with`` block, and the ``run``
+# command for a child process. Both take the lock as acquire does, renew it every third of
+# its timeout, and release it however the work ends; a lock lost meanwhile is reported.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    import subprocess
+    import threading
+
 
 _MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
@@ -2748,8 +3174,11 @@ class _Renewer:
     """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 
     def __init__(self, taken: AcquireResult, stale_after: float, empty_is_stale: bool) -> None:
-        self.lock, self.owner, self.run_id = taken["lock"], taken["owner"], taken["run_id"]
-        self.stale_after, self.empty_is_stale = stale_after, empty_is_stale
+        self.lock = taken["lock"]
+        self.owner = taken["owner"]
+        self.run_id = taken["run_id"]
+        self.stale_after = stale_after
+        self.empty_is_stale = empty_is_stale
         self.every = stale_after / 3
         self.renewed = time.monotonic()  # last known renewed
         self.next = self.renewed + self.every
@@ -2765,19 +3194,25 @@ class _Renewer:
         started = time.monotonic()
         try:
             _take(
-                self.lock, self.owner, self.run_id, self.stale_after,
-                empty_is_stale=self.empty_is_stale, renew_only=True,
-            )  # fmt: skip
+                self.lock,
+                self.owner,
+                self.run_id,
+                self.stale_after,
+                empty_is_stale=self.empty_is_stale,
+                renew_only=True,
+            )
         except LockLost as lost:
             self.lost = lost
         except (OSError, ValueError) as exc:
-            failing, retry = started - self.renewed, min(1.0, self.every / 3)
+            failing = started - self.renewed
+            retry = min(1.0, self.every / 3)
             if failing + retry >= self.stale_after:
                 why = f"renewals failed for {_duration_text(failing)}, until it went stale"
                 self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
             self.next = started + retry
         else:
-            self.renewed, self.next = started, started + self.every
+            self.renewed = started
+            self.next = started + self.every
         return self.lost
 
 
@@ -2785,10 +3220,17 @@ class _Lease:
     """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
 
     def __init__(
-        self, lock: str | os.PathLike[str], owner: str, stale_after: float, wait: float,
+        self,
+        lock: str | os.PathLike[str],
+        owner: str,
+        stale_after: float,
+        wait: float,
         empty_is_stale: bool,
-    ) -> None:  # fmt: skip
-        self.lock, self.owner, self.stale_after, self.wait = lock, owner, stale_after, wait
+    ) -> None:
+        self.lock = lock
+        self.owner = owner
+        self.stale_after = stale_after
+        self.wait = wait
         self.empty_is_stale = empty_is_stale
         self.result: AcquireResult | None = None
         self.renewer: _Renewer | None = None
@@ -2888,8 +3330,9 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> N
         waiter.join()
 
 
-def _run_holding(lock: str, taken: AcquireResult, stale_after: float, empty_is_stale: bool,
-                 command: list[str]) -> int:  # fmt: skip
+def _run_holding(
+    lock: str, taken: AcquireResult, stale_after: float, empty_is_stale: bool, command: list[str]
+) -> int:
     """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
     import subprocess
     import threading
@@ -2940,16 +3383,30 @@ def _release_for_run(lock: str, owner: str) -> None:
         _fail(f"the lock could not be released: {exc}")
 
 
-# --- CLI
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/cli.py
+# The command line: each command parsed by hand (argparse would print plain-text usage
+# and exit 2, where the contract wants one JSON line and exit 1), run, and answered with
+# one JSON line on stdout, or one JSON error line on stderr, and the contract's exit code.
+# --------------------------------------------------------------------------------------
 
-_HELP = f"""\
-usage: skf-run-lock.py acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
-                               [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
-       skf-run-lock.py release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
-       skf-run-lock.py status --lock LOCK [--stale-after MINUTES] [--empty-is-stale]
-       skf-run-lock.py run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
-                           [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
-       skf-run-lock.py run-id | --version
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def _help() -> str:
+    """The text of ``--help``; the lock's forms come from the registry of stores."""
+    name = "skf-run-lock" if __name__ == "skf_run_lock.cli" else "skf-run-lock.py"
+    pad = " " * len(name)
+    forms = "".join(f"\n{'':28}{kind.form}" for kind in _SERVER_STORES)
+    return f"""\
+usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
+       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
+       {name} release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
+       {name} status --lock LOCK [--stale-after MINUTES] [--empty-is-stale]
+       {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
+       {pad}     [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
+       {name} run-id | --version
 
 A run lock kept in a file, etcd or Redis, for workflows made of many processes.
 
@@ -2961,8 +3418,7 @@ commands:
   run-id    print a new run id
 
 options:
-  --lock LOCK             a file (~ expanded, made absolute), etcd[+https]://HOST:PORT
-                          [,HOST:PORT...]/KEY or redis[s]://[USER@]HOST[:PORT]/KEY
+  --lock LOCK             a file (~ expanded, made absolute), or a server's address:{forms}
   --owner OWNER           workflow:skill[:run_id]; release needs the run id
   --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
                           (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
@@ -2976,6 +3432,7 @@ Prints one line of JSON (run: nothing on stdout but COMMAND's). Exit 0 done,
 1 bad arguments, 2 the lock could not be read or written, 3 held by another run
 (run: or lost while COMMAND ran), 128+n interrupted by signal n.
 """
+
 
 # Each command's options: True a required value, False an optional one, None a flag.
 _OPTIONS: dict[str, dict[str, bool | None]] = {
@@ -3145,40 +3602,36 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
+def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
+    return _help(), _EXIT_OK
+
+
+def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
+    return {"run_id": new_run_id()}, _EXIT_OK
+
+
+def _cli_version(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
+    return {"version": __version__}, _EXIT_OK
+
+
 _COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | None, int]]] = {
-    "help": lambda options, tail: (_HELP, _EXIT_OK),
+    "help": _cli_help,
     "acquire": _cli_acquire,
     "run": _cli_run,
     "release": _cli_release,
     "status": _cli_status,
-    "run-id": lambda options, tail: ({"run_id": new_run_id()}, _EXIT_OK),
-    "version": lambda options, tail: ({"version": __version__}, _EXIT_OK),
+    "run-id": _cli_run_id,
+    "version": _cli_version,
 }
-
-
-def _describe_os_error(exc: OSError) -> str:
-    text = exc.strerror or str(exc)
-    if exc.filename:
-        text += f": {exc.filename}"
-    return text
-
-
-def _signal_name(signum: int) -> str:
-    return _SIGNAL_NAMES.get(signum, f"signal {signum}")
-
-
-def _interrupted(signum: int) -> str:
-    return f"interrupted by {_signal_name(signum)} before it changed anything"
-
-
-def _fail(message: str) -> None:
-    line = json.dumps({"status": "error", "message": " ".join(message.split())})
-    sys.stderr.write(line + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line ``argv`` (default ``sys.argv[1:]``): print one JSON line and
-    return the exit code (never SystemExit)."""
+    return the exit code (never SystemExit).
+
+    :param argv: the arguments after the program's name.
+    :returns: the exit code of the contract.
+    """
     try:
         try:
             command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
@@ -3186,11 +3639,14 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             _Interrupts.disarm()  # the call answers, whatever arrives
     except _Interrupted as stop:
-        code, error = 128 + stop.signum, _interrupted(stop.signum)
+        code = 128 + stop.signum
+        error = _interrupted(stop.signum)
     except _UsageError as exc:
-        code, error = _EXIT_BAD_ARGS, f"usage error: {exc}"
+        code = _EXIT_BAD_ARGS
+        error = f"usage error: {exc}"
     except ValueError as exc:
-        code, error = _EXIT_BAD_ARGS, str(exc)
+        code = _EXIT_BAD_ARGS
+        error = str(exc)
     except OSError as exc:
         code = _EXIT_OS_ERROR
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
@@ -3202,7 +3658,9 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-if __name__ == "__main__":
+def _entry() -> None:
+    """The program: the copied file run as a script, or the installed command. Signals
+    end it cleanly; it exits with main()'s code once its output is out."""
     try:
         try:
             _Interrupts.install()
@@ -3220,3 +3678,13 @@ if __name__ == "__main__":
         sys.stdout = sys.stderr = None
     _Interrupts.ignore()
     sys.exit(exit_code)
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/__main__.py
+# ``python -m skf_run_lock``, and the last lines of the one file users copy: run the
+# command line.
+# --------------------------------------------------------------------------------------
+
+if __name__ == "__main__":
+    _entry()
