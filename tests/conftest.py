@@ -48,8 +48,8 @@ def skf() -> ModuleType:
     """The script, with its server stores' code compiled (as a call naming a server's
     lock compiles it), so that tests can reach their classes."""
     module = load_script()
-    module._etcd_code()
-    module._redis_code()
+    module._compile_carried("etcd_store")
+    module._compile_carried("redis_store")
     return module
 
 

@@ -1,13 +1,14 @@
-"""Mutation testing for skf-run-lock.py: plant named bugs, one at a time; the suite must fail.
+"""Mutation testing: plant named bugs in the modules, one at a time; the suite must fail.
 
     uv run python tools/mutate.py            # every mutant, 2 at a time (~10 min on 2 cores)
     uv run python tools/mutate.py --list     # the mutants and the rule each breaks
     uv run python tools/mutate.py NAME ...   # only these
 
-Each mutant replaces one exact piece of the script (which must occur exactly once,
-so a mutant that no longer applies fails loudly instead of passing silently), is
-written to a temporary copy, and the whole suite runs against that copy (the
-tests load the script named by SKF_RUN_LOCK_UNDER_TEST). A mutant is killed when
+Each mutant replaces one exact piece of the modules of src/skf_run_lock/ (which must
+occur exactly once in all of them, so a mutant that no longer applies fails loudly
+instead of passing silently) in a temporary copy of them, which tools/bundle.py builds
+into a temporary skf-run-lock.py; the whole suite runs against that file (the tests
+load the script named by SKF_RUN_LOCK_UNDER_TEST). A mutant is killed when
 the suite fails. Survivors are listed; the exit code is 1 if any survivor is not
 in EQUIVALENT with the reason it cannot be told apart from the real script.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,7 +30,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "skf-run-lock.py"
+PACKAGE = ROOT / "src" / "skf_run_lock"
+sys.path.insert(0, str(ROOT / "tools"))
+import bundle  # noqa: E402  (tools/bundle.py, beside this file)
 
 # name -> (the rule it breaks, exact text in the script, its replacement)
 MUTANTS: dict[str, tuple[str, str, str]] = {
@@ -446,27 +450,35 @@ def _ordered() -> list[str]:
     return [str(f) for f in sorted(files, key=lambda f: f.stem.startswith(slow))]
 
 
-def _unfolded(source: str) -> str:
-    """``source`` with its server stores' code as plain code (tools/unfold.py)."""
-    sys.path.insert(0, str(ROOT / "tools"))
-    from unfold import unfolded
-
-    return unfolded(source)
+def _applied(old: str, new: str, package: Path) -> str | None:
+    """Plant the mutant in the copy of the modules at ``package``: None once done, else
+    why it does not apply (its text must stand exactly once in all the modules)."""
+    found = [p for p in sorted(package.glob("*.py")) if old in p.read_text(encoding="utf-8")]
+    count = sum(p.read_text(encoding="utf-8").count(old) for p in found)
+    if count != 1:
+        return f"does not apply ({count} places; update tools/mutate.py)"
+    (path,) = found
+    path.write_text(path.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    return None
 
 
 def _run(name: str, timeout: float) -> tuple[str, str, float]:
     _, old, new = MUTANTS[name]
-    source = SCRIPT.read_text()
-    if source.count(old) != 1:
-        return name, "does not apply (update tools/mutate.py)", 0.0
-    try:
-        # Unfolded, so that the server stores' code (source text in the script) compiles too.
-        compile(_unfolded(source.replace(old, new)), str(SCRIPT), "exec")
-    except SyntaxError:
-        return name, "does not compile (update tools/mutate.py)", 0.0
     with tempfile.TemporaryDirectory(prefix=f"skf-mutant-{name}-") as folder:
+        package = Path(folder) / "skf_run_lock"
+        shutil.copytree(PACKAGE, package)
+        why = _applied(old, new, package)
+        if why is not None:
+            return name, why, 0.0
+        try:
+            text = bundle.built_text(package)
+            # The carried modules too: they are text in the built file.
+            for module in package.glob("*.py"):
+                compile(module.read_text(encoding="utf-8"), str(module), "exec")
+        except (SyntaxError, bundle.BuildError):
+            return name, "does not compile (update tools/mutate.py)", 0.0
         mutant = Path(folder) / "skf-run-lock.py"
-        mutant.write_text(source.replace(old, new))
+        mutant.write_text(text, encoding="utf-8")
         started = time.monotonic()
         env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(mutant)}
         argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *_ordered()]
