@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import NOW, ago, beside, read_json, write_record
+from lockfiles import NOW, ago, beside, read_json, write_record
 
 ACQUIRE_KEYS = [
     "acquired",

@@ -9,7 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import NOW, ago, beside, write_record
+from lockfiles import NOW, ago, beside, write_record
 
 COMMANDS = {
     "acquire": ["--owner", "wf:sk:r"],

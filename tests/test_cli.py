@@ -11,7 +11,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import SCRIPT, Run, ago, beside, read_json, write_record
+from calls import Run
+from loader import SCRIPT
+from lockfiles import ago, beside, read_json, write_record
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS

@@ -22,19 +22,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import (
-    Etcd,
-    a_wait_ended_by_sigint,
-    assert_exclusive_counter,
-    assert_one_winner_of_a_race,
-    etcd_post,
-    free_port,
-    joined,
-    posix_only,
-    start_cluster,
-    start_etcd,
-    waiter_thread,
-)
+from calls import posix_only
+from contenders import assert_one_winner_of_a_race
+from servers import Etcd, etcd_post, free_port, start_cluster, start_etcd
+from signals import a_wait_ended_by_sigint
+from waiters import joined, waiter_thread
 
 
 def kv_put(etcd: Etcd, key: str, value: bytes) -> None:
@@ -66,14 +58,7 @@ def wait_until_stale(skf: ModuleType, lock: str) -> dict:
     return result
 
 
-# --- The contract, on etcd -----------------------------------------------------------
-
-
-def test_the_holders_timeout_decides_on_etcd(skf: ModuleType, etcd_lock: str) -> None:
-    holder = skf.acquire(etcd_lock, "long:run:1", 3600.0)
-    refused = skf.acquire(etcd_lock, "quick:run:1", 1.0)
-    assert not refused["acquired"] and refused["stale_after_minutes"] == 60
-    assert refused["stale_at"] == holder["stale_at"]
+# --- What etcd keeps of a lock --------------------------------------------------------
 
 
 def test_the_record_lives_on_a_lease_of_the_holders_timeout(skf, etcd: Etcd, etcd_lock) -> None:
@@ -113,22 +98,6 @@ def test_an_expired_lease_is_stale_and_reported_as_replaced(skf, etcd_lock: str)
     assert taken["stale_replaced"] == {"held_by": "gone:run:1", "held_since": held["held_since"]}
     assert skf.release(etcd_lock, "next:run:1")["released"]
     assert skf.status(etcd_lock, 60.0)["state"] == "free"  # the release forgot the last holder
-
-
-def test_only_the_owner_releases(skf: ModuleType, etcd_lock: str) -> None:
-    skf.acquire(etcd_lock, "wf:sk:r1", 600.0)
-    kept = skf.release(etcd_lock, "wf:sk:r2")
-    assert (kept["released"], kept["reason"], kept["held_by"]) == (False, "not-owner", "wf:sk:r1")
-    assert skf.status(etcd_lock, 60.0)["held_by"] == "wf:sk:r1"
-
-
-def test_a_key_that_holds_no_record_names_no_owner(skf, etcd: Etcd, etcd_lock: str) -> None:
-    kv_put(etcd, key_of(etcd_lock), b"written by some other tool")
-    refused = skf.acquire(etcd_lock, "wf:sk:r", 60.0)
-    assert (refused["acquired"], refused["held_by"]) == (False, None)
-    assert "clear it with" not in refused["message"] and "etcdctl del" in refused["message"]
-    assert skf.release(etcd_lock, "wf:sk:r")["reason"] == "not-owner"
-    assert skf.status(etcd_lock, 60.0)["state"] == "held"
 
 
 def test_a_renewal_from_new_processes_knowing_only_the_owner(cli, etcd_lock: str) -> None:
@@ -181,7 +150,7 @@ def test_a_bad_address_is_exit_1(main, address: str, words: str) -> None:
 )  # fmt: skip
 @pytest.mark.parametrize("command", ["acquire", "status", "release"])
 def test_an_address_of_an_unknown_scheme_is_exit_1_and_never_a_file(
-    skf, cli, tmp_path: Path, monkeypatch, address: str, command: str
+    skf, cli, tmp_path: Path, monkeypatch, *, address: str, command: str
 ) -> None:
     """It once became a file lock in a folder named after the scheme (``redis:``)."""
     monkeypatch.chdir(tmp_path)
@@ -351,11 +320,6 @@ def test_etcd_stopped_mid_run_is_exit_2_and_nothing_hangs(cli, monkeypatch, tmp_
 # --- Concurrency with real processes ---------------------------------------------------
 
 
-@pytest.mark.timeout(300)
-def test_mutual_exclusion_on_etcd_8_processes_50_rounds(etcd_lock: str, tmp_path, worker) -> None:
-    assert_exclusive_counter(etcd_lock, tmp_path, worker, processes=8, rounds=50)
-
-
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("attempt", range(2))
 def test_an_expired_lease_race_has_exactly_one_winner(skf, etcd_lock, tmp_path, attempt) -> None:
@@ -369,7 +333,7 @@ def test_an_expired_lease_race_has_exactly_one_winner(skf, etcd_lock, tmp_path, 
 
 @posix_only("reads python -X importtime of a file lock's CLI call")
 def test_a_file_lock_cli_take_imports_no_network_module(tmp_path: Path) -> None:
-    from conftest import SCRIPT
+    from loader import SCRIPT
 
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", str(SCRIPT), "acquire", "--lock",
@@ -396,7 +360,7 @@ def test_a_file_lock_cli_take_imports_no_network_module(tmp_path: Path) -> None:
 @pytest.mark.parametrize("command", ["acquire", "status"])
 def test_a_file_lock_cli_refusal_imports_no_network_module(tmp_path: Path, command: str) -> None:
     """A refusal (message, advice and all) on a file lock never pays for etcd's transport."""
-    from conftest import SCRIPT
+    from loader import SCRIPT
 
     lock = tmp_path / "x.lock"
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -492,48 +456,6 @@ def test_a_call_rides_out_an_election_within_its_deadline(cli, monkeypatch, elec
 
 
 # --- Waiting on etcd: a watch, not a poll ----------------------------------------------
-
-
-def test_a_waiter_wakes_when_the_holder_releases(
-    skf, etcd_lock, no_beats, counted_tries, watching
-) -> None:
-    """Only the deletion can wake it: no time limit, no poll."""
-    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
-    assert watching.wait(timeout=30)
-    assert skf.release(etcd_lock, "wf:holder:1")["released"]
-    result = joined(thread, outcome)
-    assert result["acquired"] and result["owner"] == "wf:waiter:1"
-    assert counted_tries == [False, True]  # refused and in line; the take after the release
-
-
-def test_a_waiter_wakes_when_the_holders_lease_runs_out(
-    skf, etcd_lock, no_beats, counted_tries, watching
-) -> None:
-    skf.acquire(etcd_lock, "wf:crashed:1", 2.0)  # never released
-    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
-    assert watching.wait(timeout=30)
-    result = joined(thread, outcome)
-    assert result["acquired"] and result["stale_replaced"]["held_by"] == "wf:crashed:1"
-    assert counted_tries == [False, True]
-
-
-def test_a_waiter_does_not_try_while_the_holder_renews(
-    skf, etcd_lock, no_beats, counted_tries, watching
-) -> None:
-    """A renewal wakes nobody; a caller that does not wait cannot take the lock between
-    the release and the waiter's take."""
-    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
-    assert watching.wait(timeout=30)
-    for _ in range(3):
-        assert skf.acquire(etcd_lock, "wf:holder:1", 600.0)["refreshed"]
-    time.sleep(0.5)
-    assert counted_tries == [False]
-    assert skf.release(etcd_lock, "wf:holder:1")["released"]
-    result = joined(thread, outcome)
-    assert result["owner"] == "wf:waiter:1"
-    assert counted_tries == [False, True]
 
 
 def test_a_release_just_before_the_watch_begins_is_not_missed(

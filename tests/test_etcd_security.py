@@ -12,16 +12,9 @@ import ssl
 from collections.abc import Iterator
 
 import pytest
-from conftest import (
-    Etcd,
-    Pki,
-    etcd_post,
-    free_port,
-    joined,
-    served_after_a_release,
-    start_etcd,
-    waiter_thread,
-)
+from pki import Pki
+from servers import Etcd, etcd_post, free_port, start_etcd
+from waiters import joined, served_after_a_release, waiter_thread
 
 
 @pytest.fixture(scope="module")

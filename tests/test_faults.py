@@ -12,7 +12,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import ago, beside, posix_only, write_record
+from calls import posix_only
+from lockfiles import ago, beside, write_record
 
 
 class FailingOs:

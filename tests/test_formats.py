@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NOW, beside, posix_only
+from calls import posix_only
+from lockfiles import NOW, beside
 
 MTIME = 1_700_000_000  # 2023-11-14T22:13:20Z
 MTIME_TEXT = "2023-11-14T22:13:20Z"

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT
+from loader import SCRIPT
 
 DRIVER = Path(__file__).resolve().parent / "fuzz_driver.py"
 RECORD = b'{"owner": "wf:sk:20261201T000000Z-0123abcd", "acquired_at": "2026-12-01T00:00:00Z"'

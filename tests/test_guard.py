@@ -13,7 +13,9 @@ import pytest
 
 if sys.platform != "win32":
     import fcntl
-from conftest import NOW, ago, beside, load_script, posix_only, write_record
+from calls import posix_only
+from loader import load_script
+from lockfiles import NOW, ago, beside, write_record
 
 
 @posix_only("removing a file that is open and locked")

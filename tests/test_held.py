@@ -11,7 +11,8 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import beside, write_record
+from lockfiles import beside, write_record
+from stores import StoreUnderTest
 from test_run import contend, revoke_lease, time_now
 
 SHORT = 3.0  # seconds: the smallest timeout held() renews, every second
@@ -109,16 +110,16 @@ def test_a_revoked_etcd_lease_is_a_lost_lock(skf, etcd, etcd_lock: str) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_redis_record_deleted_under_a_block_is_a_lost_lock(skf, redis, redis_lock: str) -> None:
-    key = redis_lock.split("/", 3)[3]
-    with pytest.raises(skf.LockLost) as lost, skf.held(redis_lock, "wf:held", SHORT) as lease:
-        assert redis.client().delete(key) == 1
+def test_a_record_deleted_under_a_block_is_a_lost_lock(skf, store: StoreUnderTest) -> None:
+    with pytest.raises(skf.LockLost) as lost, skf.held(store.lock, "wf:held", SHORT) as lease:
+        store.remove()
         deadline = time.monotonic() + 10
         while not lease.lost:
             assert time.monotonic() < deadline, "the deleted record was never noticed"
             time.sleep(0.1)
     assert lost.value.held_by is None and "no run holds it now" in str(lost.value)
-    assert holder(skf, redis_lock) is None  # the lost lock was not taken back
+    assert holder(skf, store.lock) is None  # the lost lock was not taken back
+    assert store.value() is None
 
 
 def test_a_busy_lock_raises_lock_busy_on_entering(skf, tmp_path: Path) -> None:

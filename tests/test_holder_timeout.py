@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import NOW, ago, read_json, write_record
+from lockfiles import NOW, ago, read_json, write_record
 
 
 def test_a_tiny_caller_timeout_cannot_take_a_live_lock(cli, lock: Path) -> None:

@@ -23,18 +23,11 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import (
-    SCRIPT,
-    WORKER,
-    Run,
-    ago,
-    assert_signal_outcome,
-    beside,
-    deliver,
-    read_json,
-    redis_keys,
-    write_record,
-)
+from calls import WORKER, Run
+from loader import SCRIPT
+from lockfiles import ago, beside, read_json, write_record
+from servers import redis_keys
+from signals import assert_signal_outcome, deliver
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 

@@ -7,7 +7,6 @@ processes: the CLI (``acquire --wait``, ``run --wait``), and library callers
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import signal
@@ -19,7 +18,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import ROOT, SCRIPT, WORKER, etcd_post, posix_only, reaped, redis_keys
+from calls import WORKER, posix_only, reaped
+from loader import ROOT, SCRIPT
+from stores import left_behind
 from test_acquire import ACQUIRE_KEYS
 
 APPEND = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))"
@@ -51,21 +52,6 @@ def wait_for(what: str, check: Callable[[], bool], seconds: float = 30.0) -> Non
 
 def in_line(skf: ModuleType, lock: str) -> list[str]:
     return [waiter["owner"] for waiter in skf.status(lock, 60.0)["waiting"]]
-
-
-def left_behind(lock: str) -> list[str]:
-    """What the lock's store holds of it: the names in a file lock's folder, or the keys
-    of a server's lock (its record, last holder, line and places in line)."""
-    if lock.startswith("redis://"):
-        return redis_keys(lock)
-    if not lock.startswith("etcd://"):
-        folder = Path(lock).parent
-        return sorted(os.listdir(folder)) if folder.exists() else []
-    client, key = lock.split("/", 3)[2:]
-    ends = {"key": base64.b64encode(key.encode()).decode(),
-            "range_end": base64.b64encode(key.encode() + b"\1").decode()}  # fmt: skip
-    kvs = etcd_post(client, "/v3/kv/range", ends).get("kvs", [])
-    return sorted(base64.b64decode(kv["key"]).decode()[len(key) :] for kv in kvs)
 
 
 def finished(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
@@ -288,7 +274,7 @@ OLD_SCRIPT = ROOT / "tests" / "fixtures" / "skf-run-lock-1.2.0.py"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("any_lock", ["file", "etcd"], indirect=True)  # 1.2.0 knows no Redis
+@pytest.mark.parametrize("store", ["file", "etcd"], indirect=True)  # 1.2.0 knows no Redis
 def test_older_versions_barging_in_never_make_two_holders(
     any_lock: str, tmp_path: Path, procs
 ) -> None:

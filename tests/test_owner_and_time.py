@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta, timezone
 from types import ModuleType
 
 import pytest
-from conftest import NOW
 from hypothesis import given
 from hypothesis import strategies as st
+from lockfiles import NOW
 
 
 @pytest.mark.parametrize(

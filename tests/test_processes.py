@@ -11,21 +11,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import (
-    WORKER,
-    ago,
-    assert_exclusive_counter,
-    assert_one_winner_of_a_race,
-    beside,
-    posix_only,
-    read_json,
-    write_record,
-)
-
-
-def test_mutual_exclusion_8_processes_25_rounds(lock: Path, tmp_path: Path, worker) -> None:
-    assert_exclusive_counter(lock, tmp_path, worker, processes=8, rounds=25)
-    assert beside(lock) == []
+from calls import WORKER, posix_only
+from contenders import assert_one_winner_of_a_race
+from lockfiles import ago, beside, read_json, write_record
 
 
 @pytest.mark.parametrize("attempt", range(4))

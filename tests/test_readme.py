@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, ago, write_record
+from loader import ROOT
+from lockfiles import ago, write_record
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="runs a POSIX shell snippet")
 

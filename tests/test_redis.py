@@ -20,20 +20,12 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import (
-    Pki,
-    Redis,
-    Run,
-    a_wait_ended_by_sigint,
-    assert_exclusive_counter,
-    assert_one_winner_of_a_race,
-    free_port,
-    joined,
-    redis_keys,
-    served_after_a_release,
-    start_redis,
-    waiter_thread,
-)
+from calls import Run
+from contenders import assert_one_winner_of_a_race
+from pki import Pki
+from servers import Redis, free_port, redis_keys, start_redis
+from signals import a_wait_ended_by_sigint
+from waiters import joined, served_after_a_release, waiter_thread
 
 
 def key_of(address: str) -> str:
@@ -90,43 +82,6 @@ def test_an_expired_record_is_stale_and_reported_as_replaced(
     assert status["held_by"] == "wf:crashed:1"
     taken = skf.acquire(redis_lock, "wf:next:1", 3600.0)
     assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:crashed:1"
-
-
-def test_only_the_owner_releases_and_a_release_leaves_nothing(
-    skf: ModuleType, redis_lock: str
-) -> None:
-    skf.acquire(redis_lock, "wf:sk:r1", 600.0)
-    kept = skf.release(redis_lock, "wf:sk:r2")
-    assert (kept["released"], kept["reason"], kept["held_by"]) == (False, "not-owner", "wf:sk:r1")
-    assert redis_keys(redis_lock) == ["", "\0last"]
-    assert skf.release(redis_lock, "wf:sk:r1")["released"]
-    assert redis_keys(redis_lock) == []
-    absent = skf.release(redis_lock, "wf:sk:r1")
-    assert (absent["released"], absent["reason"]) == (False, "absent")
-
-
-def test_a_value_that_is_no_record_names_no_owner(
-    skf: ModuleType, redis: Redis, redis_lock: str
-) -> None:
-    redis.client().set(key_of(redis_lock), b"written by some other tool")
-    refused = skf.acquire(redis_lock, "wf:sk:r", 60.0)
-    assert (refused["acquired"], refused["held_by"]) == (False, None)
-    assert "clear it with" not in refused["message"]
-    assert f"redis-cli -h 127.0.0.1 -p {redis.port} DEL" in refused["message"]
-    assert skf.release(redis_lock, "wf:sk:r")["reason"] == "not-owner"
-    assert skf.status(redis_lock, 60.0)["state"] == "held"
-    assert redis.client().get(key_of(redis_lock)) == b"written by some other tool"
-
-
-def test_a_record_without_expiry_goes_stale_by_its_own_time(
-    skf: ModuleType, redis: Redis, redis_lock: str
-) -> None:
-    """A record set by hand (or by another tool) without an expiry is judged as a file's."""
-    old = record_of(skf, "wf:by-hand:1", time.time() - 120, 60.0)
-    redis.client().set(key_of(redis_lock), old)
-    assert skf.status(redis_lock, 3600.0)["state"] == "stale"
-    taken = skf.acquire(redis_lock, "wf:next:1", 600.0)
-    assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:by-hand:1"
 
 
 def test_a_key_of_another_type_is_exit_2_and_left_alone(cli, redis: Redis, redis_lock: str) -> None:
@@ -284,7 +239,7 @@ def test_redis_stopped_mid_wait_is_exit_2_and_nothing_hangs(cli, tmp_path: Path,
     import subprocess
     import sys
 
-    from conftest import SCRIPT
+    from loader import SCRIPT
 
     monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")
     server = start_redis(tmp_path)
@@ -338,11 +293,6 @@ def test_a_change_racing_a_write_after_its_read_applies_nothing(
     assert skf.status(redis_lock, 60.0)["held_by"] == "wf:other:1"
 
 
-@pytest.mark.timeout(300)
-def test_mutual_exclusion_on_redis_8_processes_50_rounds(redis_lock: str, tmp_path, worker):
-    assert_exclusive_counter(redis_lock, tmp_path, worker, 8, 50)
-
-
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("attempt", range(2))
 def test_an_expired_record_race_has_exactly_one_winner(
@@ -368,49 +318,6 @@ def blocked(skf: ModuleType, monkeypatch) -> threading.Event:
 
     monkeypatch.setattr(skf._RedisStore, "_rung", rung)
     return event
-
-
-def test_a_waiter_wakes_when_the_holder_releases(
-    skf, redis_lock, no_beats, counted_tries, blocked
-) -> None:
-    """Only the release's message can wake it: no time limit, no poll."""
-    skf.acquire(redis_lock, "wf:holder:1", 600.0)
-    thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
-    assert blocked.wait(timeout=30)
-    time.sleep(0.3)
-    assert counted_tries == [False]
-    assert skf.release(redis_lock, "wf:holder:1")["released"]
-    result = joined(thread, outcome)
-    assert result["acquired"] and result["owner"] == "wf:waiter:1"
-    assert counted_tries == [False, True]  # refused and in line; the take after the release
-
-
-def test_a_waiter_wakes_when_the_holders_record_expires(
-    skf, redis_lock, no_beats, counted_tries, blocked
-) -> None:
-    """An expiry publishes nothing: the first in line waits out the record's time to
-    live, which the server told it, and tries then."""
-    skf.acquire(redis_lock, "wf:crashed:1", 1.5)  # never released
-    thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
-    assert blocked.wait(timeout=30)
-    result = joined(thread, outcome)
-    assert result["acquired"] and result["stale_replaced"]["held_by"] == "wf:crashed:1"
-    assert counted_tries == [False, True]
-
-
-def test_a_waiter_does_not_try_while_the_holder_renews(
-    skf, redis_lock, no_beats, counted_tries, blocked
-) -> None:
-    skf.acquire(redis_lock, "wf:holder:1", 600.0)
-    thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
-    assert blocked.wait(timeout=30)
-    for _ in range(3):
-        assert skf.acquire(redis_lock, "wf:holder:1", 600.0)["refreshed"]
-    time.sleep(0.5)
-    assert counted_tries == [False]
-    assert skf.release(redis_lock, "wf:holder:1")["released"]
-    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
-    assert counted_tries == [False, True]
 
 
 def test_a_ring_before_the_wait_begins_is_not_missed(

@@ -6,7 +6,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import NOW, beside
+from lockfiles import NOW, beside
 
 RELEASE_KEYS = ["released", "reason", "lock", "owner", "held_by", "held_since", "message"]
 

@@ -21,7 +21,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPT, Etcd, Run, beside, etcd_post, posix_only, start_etcd, write_record
+from calls import Run, posix_only
+from loader import SCRIPT
+from lockfiles import beside, write_record
+from servers import Etcd, etcd_post, start_etcd
 
 pytestmark = posix_only("signals sent to real processes, shell commands")
 

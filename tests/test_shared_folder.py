@@ -20,7 +20,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from conftest import beside, read_json
+from lockfiles import beside, read_json
 
 NOBODY = 65534
 NOGROUP = 65534

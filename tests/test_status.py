@@ -8,7 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from conftest import NOW, beside, write_record
+from lockfiles import NOW, beside, write_record
 
 STATUS_KEYS = [
     "state",

@@ -429,6 +429,27 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        line = _WaitLine() if _is_terminal(sys.stderr) else None",
         "        line = _WaitLine()",
     ),
+    "redis-change-unwatched": (
+        "every Redis change applies only if the lock is as the call read it",
+        '            answers = self.call(("MULTI",), *ops,',
+        '            answers = self.call(("UNWATCH",), ("MULTI",), *ops,',
+    ),
+    "redis-no-expiry": (
+        "a Redis record expires after its holder's timeout",
+        '("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)',
+        '("SET", self.key, data), ("SET", self.last_key, data)',
+    ),
+    "redis-dead-places-kept": (
+        "a dead waiter's place is gone after the next call that reads the line",
+        "        if dead:\n            self.call(*dead, write=True)\n",
+        "",
+    ),
+    "file-dead-places-kept": (
+        "a dead waiter's place is gone after the next call that reads the line",
+        "    def prune(self, look: _Look, now: float) -> None:\n"
+        "        self._keep_line(look, _live(look.line, now))",
+        "    def prune(self, look: _Look, now: float) -> None:\n        pass",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.

@@ -1,0 +1,38 @@
+"""Lock files as a test writes and reads them by hand, at a fixed or a relative time."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+NOW = datetime(2026, 9, 30, 10, 15, 0, tzinfo=UTC)
+
+
+def beside(lock: Path) -> list[str]:
+    """Names in the lock's folder (empty if the folder is missing)."""
+    try:
+        return sorted(os.listdir(lock.parent))
+    except FileNotFoundError:
+        return []
+
+
+def write_record(lock: Path, owner: str | None, when: datetime, **extra: Any) -> None:
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    content: dict[str, Any] = {"owner": owner, "acquired_at": when.strftime("%Y-%m-%dT%H:%M:%SZ")}
+    content.update(extra or {"tool": "skf-run-lock"})
+    lock.write_text(json.dumps(content) + "\n")
+
+
+def read_json(lock: Path) -> dict[str, Any]:
+    raw = lock.read_bytes()
+    assert raw.endswith(b"\n") and raw.count(b"\n") == 1
+    result = json.loads(raw)
+    assert isinstance(result, dict)
+    return result
+
+
+def ago(**kwargs: float) -> datetime:
+    return datetime.now(UTC) - timedelta(**kwargs)

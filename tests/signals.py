@@ -1,0 +1,47 @@
+"""Interrupts, delivered where a real signal would land."""
+
+from __future__ import annotations
+
+import signal
+from types import ModuleType
+from typing import Any
+
+from calls import Run
+
+
+def deliver(state: type, signum: int) -> None:
+    """What the OS and Python do when signal ``signum`` arrives at this point."""
+    state._on_signal(signum, None)
+
+
+def assert_signal_outcome(run: Run, code: int) -> None:
+    """A CLI acquire hit by a signal: exit 0 with the lock taken (the change had been
+    sent, so it finished), or exit 129 saying SIGHUP ended it before any change."""
+    assert run.code == code
+    if code == 0:
+        assert run.json["acquired"] is True
+    else:
+        assert "SIGHUP" in run.error and "before it changed anything" in run.error
+
+
+def a_wait_ended_by_sigint(  # noqa: PLR0917
+    skf: ModuleType, main, monkeypatch, armed: type, lock: str, store: type, blocking: str
+) -> dict[str, Any]:
+    """ "wf:holder:1" holds ``lock``; a CLI ``acquire --wait`` gets SIGINT each time it
+    blocks in ``store.blocking``: it ends with 130 naming SIGINT, the holder keeps the
+    lock and nobody is left in line. Returns the status after."""
+    skf.acquire(lock, "wf:holder:1", 600.0)
+    armed.armed = True  # that take disarmed the CLI state, as a finished change does
+    real = getattr(store, blocking)
+
+    def signal_then_block(self: object, *args: object) -> Any:
+        deliver(armed, signal.SIGINT)
+        return real(self, *args)
+
+    monkeypatch.setattr(store, blocking, signal_then_block)
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--wait", "600")
+    assert run.code == 130 and "SIGINT" in run.error
+    monkeypatch.undo()
+    after: dict[str, Any] = skf.status(lock, 60.0)
+    assert after["held_by"] == "wf:holder:1" and after["waiting"] == []  # it left the line
+    return after

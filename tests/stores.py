@@ -1,0 +1,115 @@
+"""A lock on each store as the contract suite sees it: its address, and a way to plant a
+value where the lock keeps its record and to read back what the store holds of it.
+
+A planted value bypasses the product (another tool, an older helper, a person by hand),
+so that the suite can put the same record, or the same foreign bytes, on every store.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from servers import etcd_post, redis_keys
+
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+@dataclass
+class StoreUnderTest:
+    """One lock on one store: ``kind`` is "file", "etcd" or "redis"; ``lock`` its address."""
+
+    kind: str
+    lock: str
+
+    def _server_key(self) -> tuple[str, str]:
+        """(host:port, key) of a server lock's address."""
+        where, key = self.lock.split("/", 3)[2:]
+        return where, key
+
+    def plant(self, value: bytes) -> None:
+        """Put ``value`` where the lock keeps its record, with no lease or expiry."""
+        if self.kind == "file":
+            Path(self.lock).parent.mkdir(parents=True, exist_ok=True)
+            Path(self.lock).write_bytes(value)
+        elif self.kind == "etcd":
+            client, key = self._server_key()
+            etcd_post(client, "/v3/kv/put", {"key": _b64(key.encode()), "value": _b64(value)})
+        else:
+            import redis
+
+            where, key = self._server_key()
+            port = int(where.rpartition(":")[2])
+            redis.Redis(port=port, socket_timeout=10).set(key, value)
+
+    def remove(self) -> None:
+        """Delete the lock's record by hand, as a person clearing it would."""
+        if self.kind == "file":
+            Path(self.lock).unlink()
+        elif self.kind == "etcd":
+            client, key = self._server_key()
+            etcd_post(client, "/v3/kv/deleterange", {"key": _b64(key.encode())})
+        else:
+            import redis
+
+            where, key = self._server_key()
+            redis.Redis(port=int(where.rpartition(":")[2]), socket_timeout=10).delete(key)
+
+    def value(self) -> bytes | None:
+        """What the store holds where the lock keeps its record (None: nothing)."""
+        if self.kind == "file":
+            try:
+                return Path(self.lock).read_bytes()
+            except FileNotFoundError:
+                return None
+        if self.kind == "etcd":
+            client, key = self._server_key()
+            kvs = etcd_post(client, "/v3/kv/range", {"key": _b64(key.encode())}).get("kvs", [])
+            return base64.b64decode(kvs[0].get("value", "")) if kvs else None
+        import redis
+
+        where, key = self._server_key()
+        port = int(where.rpartition(":")[2])
+        found: bytes | None = redis.Redis(port=port, socket_timeout=10).get(key)
+        return found
+
+    def left_behind(self) -> list[str]:
+        """What the store holds of the lock: the names in a file lock's folder, or the
+        keys of a server's lock (its record, last holder, line and places in line)."""
+        return left_behind(self.lock)
+
+
+def left_behind(lock: str) -> list[str]:
+    """What the store of ``lock`` holds of it (see :meth:`StoreUnderTest.left_behind`)."""
+    if lock.startswith("redis://"):
+        return redis_keys(lock)
+    if not lock.startswith("etcd://"):
+        folder = Path(lock).parent
+        return sorted(os.listdir(folder)) if folder.exists() else []
+    client, key = lock.split("/", 3)[2:]
+    ends = {"key": _b64(key.encode()), "range_end": _b64(key.encode() + b"\1")}
+    kvs = etcd_post(client, "/v3/kv/range", ends).get("kvs", [])
+    return sorted(base64.b64decode(kv["key"]).decode()[len(key) :] for kv in kvs)
+
+
+def planted_record(owner: str | None, acquired_at: str, **fields: object) -> bytes:
+    """A record as a file holds it, acquired at ``acquired_at`` (see :func:`shown_time`),
+    with ``fields`` after (none: the tool's name alone, as older helpers wrote)."""
+    content: dict[str, object] = {"owner": owner, "acquired_at": acquired_at}
+    content.update(fields or {"tool": "skf-run-lock"})
+    return json.dumps(content).encode() + b"\n"
+
+
+def shown_time(seconds_ago: float, since: str | None = None) -> str:
+    """The time ``seconds_ago`` before now (or before ``since``, a shown time) as records
+    and outputs show it."""
+    base = datetime.now(UTC) if since is None else datetime.strptime(since, TIME_FORMAT)
+    return (base.replace(tzinfo=UTC) - timedelta(seconds=seconds_ago)).strftime(TIME_FORMAT)

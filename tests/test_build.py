@@ -1,0 +1,349 @@
+"""The one file users copy is built from the package's modules, and built so that a call
+pays only for the store it names.
+
+tools/bundle.py puts the modules into skf-run-lock.py one after another; the server
+stores' modules go in as text that only a call naming a server's lock compiles,
+numbered as they stand in the built file. These tests hold the build to that: what a
+call compiles, that the committed file is what the modules build, that the build
+refuses what one namespace cannot hold, that every line of code in the built file is a
+line of its module, and that mypy checks each store against the store interface.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import shutil
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from types import FunctionType, ModuleType
+
+import pytest
+from loader import ROOT, SCRIPT, load_script
+
+PACKAGE = ROOT / "src" / "skf_run_lock"
+
+# Runs the script as `python3 skf-run-lock.py ARGS` does, and prints on exit, for
+# everything compiled after the script itself, its file name and how many newlines
+# lead its source: a carried module is compiled behind as many as there are lines up to
+# its opening quotes, the line the build records for it in _CARRIED.
+RECORD_COMPILES = """
+import atexit, builtins, json, runpy, sys
+compiled, real = [], builtins.compile
+def recording(source, filename, *args, **kwargs):
+    text = source if isinstance(source, str) else ""
+    compiled.append([str(filename), len(text) - len(text.lstrip("\\n"))])
+    return real(source, filename, *args, **kwargs)
+builtins.compile = recording
+atexit.register(lambda: print(json.dumps(compiled[1:]), file=sys.stderr))
+script, sys.argv = sys.argv[1], sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def compiled_by_cli(*args: str) -> tuple[int, list[list[object]], str]:
+    """The exit code of a CLI call in a fresh process, what it compiled beyond the script
+    itself (file name, leading newlines), and the last line it wrote to stderr before that."""
+    done = subprocess.run(
+        [sys.executable, "-c", RECORD_COMPILES, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    lines = done.stderr.strip().splitlines()
+    return done.returncode, json.loads(lines[-1]), lines[-2] if len(lines) > 1 else ""
+
+
+def bundle_tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("bundle", ROOT / "tools" / "bundle.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bundle"] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- What a call compiles ----------------------------------------------------------------
+
+
+def test_a_file_lock_call_compiles_nothing_but_the_script(tmp_path: Path) -> None:
+    lock = str(tmp_path / "demo.lock")
+    owner = ["--owner", "wf:skill:1"]
+    for command, more, expected in (
+        ("acquire", owner, 0),
+        ("status", [], 3),
+        ("release", owner, 0),
+    ):
+        code, compiled, _ = compiled_by_cli(command, "--lock", lock, *more)
+        assert (command, code, compiled) == (command, expected, [])  # status 3: held
+
+
+@pytest.mark.parametrize(
+    ("address", "store"), [("etcd://no-port/x", "etcd_store"), ("redis://h:99999/x", "redis_store")]
+)
+def test_a_server_lock_call_compiles_only_its_own_store(skf, address: str, store: str) -> None:
+    # A malformed address is refused by the store itself, so it compiles its module (the
+    # servers' shared one first), and needs no server.
+    code, compiled, error = compiled_by_cli("status", "--lock", address)
+    starts = {skf._CARRIED[name][0]: name for name in skf._CARRIED}
+    assert code == 1
+    assert [(name, starts.get(line)) for name, line in compiled] == [
+        (str(SCRIPT), "server_store"),
+        (str(SCRIPT), store),
+    ]
+    assert json.loads(error)["message"].startswith("the ")  # its own refusal, no traceback
+
+
+def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path: Path) -> None:
+    fresh = load_script("skf_run_lock_fresh")
+    fresh.acquire(tmp_path / "a.lock", "wf:skill:1", 60)
+    fresh.status(tmp_path / "a.lock", 60)
+    fresh.release(tmp_path / "a.lock", "wf:skill:1")
+    assert sorted(fresh._COMPILED) == []
+    with pytest.raises(ValueError, match="port"):
+        fresh.status("redis://h:99999/x", 60)
+    assert sorted(fresh._COMPILED) == ["redis_store", "server_store"]
+    with pytest.raises(ValueError, match="HOST:PORT"):
+        fresh.status("etcd://no-port/x", 60)
+    assert sorted(fresh._COMPILED) == ["etcd_store", "redis_store", "server_store"]
+
+
+# --- The committed file is what the modules build ----------------------------------------
+
+
+def run_bundle(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(root / "tools" / "bundle.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A copy of what the build reads and writes: the modules, the tool, the built file."""
+    (tmp_path / "tools").mkdir()
+    shutil.copy(ROOT / "tools" / "bundle.py", tmp_path / "tools" / "bundle.py")
+    shutil.copytree(PACKAGE, tmp_path / "src" / "skf_run_lock")
+    shutil.copy(ROOT / "skf-run-lock.py", tmp_path / "skf-run-lock.py")
+    return tmp_path
+
+
+def edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text(encoding="utf-8")
+    assert text.count(old) == 1, (path, old)
+    path.write_text(text.replace(old, new), encoding="utf-8")
+
+
+def test_the_committed_file_is_what_the_modules_build() -> None:
+    done = run_bundle(ROOT, "--check")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "bundle: skf-run-lock.py is what the modules build\n"
+
+
+def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Path) -> None:
+    decisions = tree / "src" / "skf_run_lock" / "decisions.py"
+    edit(decisions, "_PLACE_TTL_SEC = 3.0", "_PLACE_TTL_SEC = 4.0")
+    before = (tree / "skf-run-lock.py").read_bytes()
+    number = before.decode().split("\n").index("_PLACE_TTL_SEC = 3.0") + 1
+    done = run_bundle(tree, "--check")
+    assert done.returncode == 1 and done.stdout == ""
+    assert f"line {number} differs: '_PLACE_TTL_SEC = 3.0'" in done.stderr
+    assert (tree / "skf-run-lock.py").read_bytes() == before  # a check writes nothing
+    assert run_bundle(tree).returncode == 0
+    assert run_bundle(tree, "--check").returncode == 0
+    assert "_PLACE_TTL_SEC = 4.0" in (tree / "skf-run-lock.py").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("module", "old", "new", "words"),
+    [
+        (
+            "outputs.py",
+            "def _fail(",
+            "def _verdict() -> None:\n    pass\n\n\ndef _fail(",
+            "_verdict is defined by decisions.py and outputs.py",
+        ),
+        (
+            "inputs.py",
+            "import re\n",
+            "import re\n\nfrom .cli import main\n",
+            "inputs.py imports cli.py, which comes after it",
+        ),
+        (
+            "holding.py",
+            "import time\n",
+            "import time\n\nfrom .etcd_store import _open_etcd\n",
+            "holding.py imports the carried module etcd_store.py",
+        ),
+    ],
+)
+def test_the_build_refuses_what_one_namespace_cannot_hold(
+    tree: Path, module: str, old: str, new: str, words: str
+) -> None:
+    edit(tree / "src" / "skf_run_lock" / module, old, new)
+    before = (tree / "skf-run-lock.py").read_bytes()
+    done = run_bundle(tree)
+    assert done.returncode == 1 and words in done.stderr
+    assert (tree / "skf-run-lock.py").read_bytes() == before
+
+
+def test_a_module_the_build_does_not_place_is_refused(tree: Path) -> None:
+    (tree / "src" / "skf_run_lock" / "consul_store.py").write_text('"""A new store."""\n')
+    done = run_bundle(tree, "--check")
+    assert done.returncode == 1 and "modules the build does not place: consul_store" in done.stderr
+
+
+# --- Every line of code is a line of its module ------------------------------------------
+
+
+def functions_of(module: ModuleType) -> list[FunctionType]:
+    """Every function the built file defines in ``module``: module-level ones and methods."""
+    found: list[FunctionType] = []
+    values = list(vars(module).values())
+    for value in list(values):
+        if inspect.isclass(value):
+            values += list(vars(value).values())
+    for value in values:
+        function = value.__func__ if isinstance(value, staticmethod | classmethod) else value
+        if isinstance(function, property):
+            function = function.fget
+        if isinstance(function, FunctionType) and function.__code__.co_filename == str(SCRIPT):
+            found.append(function)
+    return found
+
+
+def test_every_function_in_the_built_file_stands_at_its_modules_line(skf: ModuleType) -> None:
+    """What a traceback shows of the built file is its module's line, under a heading
+    naming the module: the carried stores' lines are numbered as they stand too."""
+    built = SCRIPT.read_text(encoding="utf-8").split("\n")
+    origin = bundle_tool().build(PACKAGE)
+    assert [line.text for line in origin] == built
+    modules: dict[str, list[str]] = {}
+    seen: set[str] = set()
+    for function in functions_of(skf):
+        number = function.__code__.co_firstlineno
+        line = origin[number - 1]
+        assert line.module is not None, (function, line)
+        if line.module not in modules:
+            text = (PACKAGE / f"{line.module}.py").read_text(encoding="utf-8")
+            modules[line.module] = text.split("\n")
+        assert modules[line.module][line.number - 1] == built[number - 1], function
+        heading = max(n for n, text in enumerate(built[:number]) if text.startswith("# src/"))
+        assert built[heading].startswith(f"# src/skf_run_lock/{line.module}.py")
+        seen.add(line.module)
+    assert {"server_store", "etcd_store", "redis_store", "algorithm", "cli"} <= seen
+
+
+def test_a_traceback_from_a_carried_store_shows_its_line(skf: ModuleType) -> None:
+    with pytest.raises(ValueError, match="port") as caught:
+        skf._open_redis("redis://h:99999/x")
+    frames = traceback.extract_tb(caught.value.__traceback__)
+    last = [frame for frame in frames if frame.filename == str(SCRIPT)][-1]
+    built = SCRIPT.read_text(encoding="utf-8").split("\n")
+    assert last.lineno is not None and last.line is not None
+    assert last.line.startswith("raise ValueError(")
+    assert built[last.lineno - 1].strip() == last.line
+    heading = max(n for n, text in enumerate(built[: last.lineno]) if text.startswith("# src/"))
+    # The servers' shared module parses HOST:PORT.
+    assert built[heading].startswith("# src/skf_run_lock/server_store.py, carried as text")
+
+
+def test_every_module_reads_in_one_sitting() -> None:
+    lengths = {path.name: len(path.read_text().splitlines()) for path in PACKAGE.glob("*.py")}
+    assert {name: n for name, n in lengths.items() if n > 600} == {}
+
+
+# --- The package is the source ------------------------------------------------------------
+
+
+def in_package(*args: str) -> subprocess.CompletedProcess[str]:
+    """Python with the package's source first on its path, as an installed wheel has it."""
+    return subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PYTHONPATH": str(ROOT / "src"), "PATH": ""},
+    )
+
+
+def test_the_package_and_the_built_file_are_one_version_and_one_surface(skf) -> None:
+    done = in_package("-c", "import json, skf_run_lock as s; print(json.dumps(s.__all__))")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == list(skf.__all__)
+    version = in_package("-m", "skf_run_lock", "--version")
+    assert (version.returncode, version.stdout) == (0, '{"version": "1.3.0"}\n')
+    assert skf.__version__ == "1.3.0"
+
+
+def test_the_package_takes_a_file_lock_as_the_file_does(tmp_path: Path) -> None:
+    lock = str(tmp_path / "demo.lock")
+    taken = in_package("-m", "skf_run_lock", "acquire", "--lock", lock, "--owner", "wf:sk:1")
+    assert taken.returncode == 0 and json.loads(taken.stdout)["acquired"] is True
+    refused = in_package("-m", "skf_run_lock", "acquire", "--lock", lock, "--owner", "wf:sk:2")
+    assert refused.returncode == 3 and json.loads(refused.stdout)["held_by"] == "wf:sk:1"
+    released = in_package("-m", "skf_run_lock", "release", "--lock", lock, "--owner", "wf:sk:1")
+    assert released.returncode == 0 and json.loads(released.stdout)["released"] is True
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+# --- The stores are checked against the store interface ----------------------------------
+
+
+STORE_CLASSES = {
+    "redis_store.py": "_RedisStore",
+    "etcd_store.py": "_EtcdStore",
+    "file_store.py": "_FileStore",
+}
+
+
+def mypy(source: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
+         "--cache-dir", str(cache), str(source)],
+        capture_output=True, text=True, timeout=300, check=False, cwd=source.parent,
+    )  # fmt: skip
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize(
+    ("module", "old", "new"),
+    [
+        (
+            "redis_store.py",
+            "def beat(self, place: _Place) -> bool:",
+            "def beat(self, place: _Place, extra: int) -> bool:",
+        ),
+        (
+            "etcd_store.py",
+            "def leave(self, place: _Place) -> None:",
+            "def leave(self, place: _Place, why: str) -> None:",
+        ),
+        (
+            "file_store.py",
+            "def by_hand(self) -> str:",
+            "def by_hand(self) -> bytes:",
+        ),
+    ],
+)
+def test_mypy_fails_a_store_whose_method_does_not_match_the_interface(
+    tmp_path: Path, module: str, old: str, new: str
+) -> None:
+    copy = tmp_path / "src" / "skf_run_lock"
+    shutil.copytree(PACKAGE, copy)
+    assert mypy(copy, tmp_path / "cache").returncode == 0
+    edit(copy / module, old, new)
+    if module == "file_store.py":
+        edit(copy / module, 'return f"delete the file {_quoted(self.lock)}"', 'return b""')
+    done = mypy(copy, tmp_path / "cache")
+    assert done.returncode == 1, done.stdout
+    store = STORE_CLASSES[module]
+    assert f'Incompatible return value type (got "{store}", expected "_Store")' in done.stdout

@@ -1,0 +1,90 @@
+"""Waiting on a server without polling: a waiter blocks on what its store offers (a watch
+on etcd, a bell on Redis) and tries again only when the lock may have come free.
+
+Each test runs on a real etcd and a real Redis. ``counted_tries`` records every try a
+waiter makes; ``blocked`` is set once the waiter sits blocked on its store, so a try
+the test did not cause (a poll) would show as one try too many.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import ModuleType
+
+import pytest
+from waiters import joined, waiter_thread
+
+# Where each server's waiter blocks: etcd reads its watch, Redis pops its bell.
+BLOCKS_IN = {"etcd": ("_EtcdStore", "_deleted"), "redis": ("_RedisStore", "_rung")}
+
+
+@pytest.fixture(params=["etcd", "redis"])
+def server_lock(request: pytest.FixtureRequest) -> str:
+    """A lock on the session's etcd, then on its Redis."""
+    address: str = request.getfixturevalue(f"{request.param}_lock")
+    return address
+
+
+@pytest.fixture
+def blocked(skf: ModuleType, server_lock: str, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set once a waiter sits blocked on its store."""
+    cls_name, method = BLOCKS_IN[server_lock.partition("://")[0]]
+    cls = getattr(skf, cls_name)
+    event = threading.Event()
+    real = getattr(cls, method)
+
+    def blocking(self: object, *args: object) -> object:
+        event.set()
+        return real(self, *args)
+
+    monkeypatch.setattr(cls, method, blocking)
+    return event
+
+
+@pytest.mark.usefixtures("no_beats")
+def test_a_waiter_wakes_when_the_holder_releases(
+    skf: ModuleType, server_lock: str, counted_tries: list[bool], blocked: threading.Event
+) -> None:
+    """Only the release can wake it: no time limit, no poll."""
+    skf.acquire(server_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, server_lock, "wf:waiter:1")
+    assert blocked.wait(timeout=30)
+    time.sleep(0.3)
+    assert counted_tries == [False]
+    assert skf.release(server_lock, "wf:holder:1")["released"]
+    result = joined(thread, outcome)
+    assert result["acquired"] and result["owner"] == "wf:waiter:1"
+    assert counted_tries == [False, True]  # refused and in line; the take after the release
+
+
+@pytest.mark.usefixtures("no_beats")
+def test_a_waiter_wakes_when_the_holders_time_runs_out(
+    skf: ModuleType, server_lock: str, counted_tries: list[bool], blocked: threading.Event
+) -> None:
+    """etcd ends the lease and says so on the watch; Redis publishes nothing when a key
+    expires, so the first in line waits out the time to live the server told it."""
+    skf.acquire(server_lock, "wf:crashed:1", 2.0)  # never released
+    thread, outcome = waiter_thread(skf, server_lock, "wf:waiter:1")
+    assert blocked.wait(timeout=30)
+    result = joined(thread, outcome)
+    assert result["acquired"] and result["stale_replaced"]["held_by"] == "wf:crashed:1"
+    assert counted_tries == [False, True]
+
+
+@pytest.mark.usefixtures("no_beats")
+def test_a_waiter_does_not_try_while_the_holder_renews(
+    skf: ModuleType, server_lock: str, counted_tries: list[bool], blocked: threading.Event
+) -> None:
+    """A renewal wakes nobody; a caller that does not wait cannot take the lock between
+    the release and the waiter's take."""
+    skf.acquire(server_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, server_lock, "wf:waiter:1")
+    assert blocked.wait(timeout=30)
+    for _ in range(3):
+        assert skf.acquire(server_lock, "wf:holder:1", 600.0)["refreshed"]
+    time.sleep(0.5)
+    assert counted_tries == [False]
+    assert skf.release(server_lock, "wf:holder:1")["released"]
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    assert counted_tries == [False, True]

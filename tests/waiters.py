@@ -1,0 +1,63 @@
+"""Waiters in threads and processes: one that waits in line, and its outcome."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any
+
+from calls import Run
+from loader import SCRIPT
+
+
+def served_after_a_release(cli: Callable[..., Run], lock: str) -> dict[str, Any]:
+    """A holder takes ``lock``; a waiter process (``acquire --wait``, as "wf:waiter:1")
+    gets into line (seen by ``status``) and takes the lock once the holder releases:
+    the waiter's JSON answer. Credentials come from the environment, as set."""
+    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+    waiter = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:waiter:1",
+         "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while cli("status", "--lock", lock).json["waiting"] == []:
+            assert time.monotonic() < deadline, "the waiter never got into line"
+            time.sleep(0.05)
+        assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
+        out, err = waiter.communicate(timeout=60)
+    finally:
+        waiter.kill()
+        waiter.communicate()
+    assert waiter.returncode == 0, err
+    answer: dict[str, Any] = json.loads(out)
+    return answer
+
+
+def waiter_thread(skf: ModuleType, lock: str, owner: str) -> tuple[threading.Thread, list]:
+    """``owner`` waits for ``lock`` in acquire_within, in a thread: (thread, its outcome)."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(skf.acquire_within(lock, owner, 60.0, 3600.0))
+        except BaseException as exc:  # reported by the test
+            outcome.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, outcome
+
+
+def joined(thread: threading.Thread, outcome: list) -> dict:
+    """The waiter's result; a failure if it is still waiting after 30 s (it missed a wake-up)."""
+    thread.join(timeout=30)
+    assert not thread.is_alive(), "the waiter never woke: it missed the change"
+    (result,) = outcome
+    assert isinstance(result, dict), result
+    return result
