@@ -1,0 +1,78 @@
+"""Smoke-test an installed wheel: its command and its module (CI runs this).
+
+    ENV/bin/python tools/smoke.py ENV/bin/skf-run-lock
+
+Run with the Python of the environment the wheel went into: the module must come
+from there, not from this checkout. The command takes a file lock, a second call waits
+for it in line and gets it once the first releases, and ``--version`` names the
+module's version; the module does the same through its library API.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _call(command: str, *args: str) -> tuple[int, dict[str, object]]:
+    done = subprocess.run([command, *args], capture_output=True, text=True, timeout=60, check=False)
+    if done.stderr:
+        raise SystemExit(f"smoke: {args[0]} wrote to stderr: {done.stderr.strip()}")
+    answer: dict[str, object] = json.loads(done.stdout)
+    return done.returncode, answer
+
+
+def _check(what: str, ok: bool) -> None:
+    if not ok:
+        raise SystemExit(f"smoke: failed: {what}")
+    print(f"smoke: ok: {what}")
+
+
+def main(command: str) -> None:
+    import skf_run_lock
+
+    module_file = Path(skf_run_lock.__file__).resolve()
+    _check("the module is the installed one", ROOT not in module_file.parents)
+    code, answer = _call(command, "--version")
+    _check("--version", (code, answer) == (0, {"version": skf_run_lock.__version__}))
+    with tempfile.TemporaryDirectory() as folder:
+        lock = str(Path(folder) / "demo.lock")
+        code, answer = _call(command, "acquire", "--lock", lock, "--owner", "smoke:first:1")
+        _check("the command takes a free lock", code == 0 and answer["acquired"] is True)
+        waiter = subprocess.Popen(
+            [command, "acquire", "--lock", lock, "--owner", "smoke:second:1", "--wait", "30"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 30
+        while not _call(command, "status", "--lock", lock)[1]["waiting"]:
+            if time.monotonic() > deadline:
+                waiter.kill()
+                raise SystemExit("smoke: failed: the waiter never got into line")
+            time.sleep(0.05)
+        code, answer = _call(command, "release", "--lock", lock, "--owner", "smoke:first:1")
+        _check("the holder releases", code == 0 and answer["released"] is True)
+        out, _ = waiter.communicate(timeout=60)
+        taken = json.loads(out)
+        _check("the waiter gets the lock", waiter.returncode == 0 and taken["acquired"] is True)
+        code, answer = _call(command, "release", "--lock", lock, "--owner", "smoke:second:1")
+        _check("the waiter releases", code == 0 and answer["released"] is True)
+        expected = {"acquire", "acquire_within", "release", "status", "held", "LockBusy"}
+        _check("the module's __all__", expected <= set(skf_run_lock.__all__))
+        with skf_run_lock.held(lock, "smoke:library:1", 60.0, wait=5.0):
+            _check("held() holds it", skf_run_lock.status(lock, 60.0)["state"] == "held")
+        _check("held() released it", skf_run_lock.status(lock, 60.0)["state"] == "free")
+        _check("nothing is left beside the lock", list(Path(folder).iterdir()) == [])
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    main(sys.argv[1])
