@@ -46,7 +46,24 @@ FLAT = (
     "file_store",
     "registry",
 )
-CARRIED = ("server_store", "etcd_store", "redis_store")
+
+
+def _registered_stores(package: Path) -> tuple[str, ...]:
+    """The server stores' modules, as the registry of stores names them (the module
+    argument of each ``_ServerKind`` in registry.py): a new store is its module and its
+    registry entry, and the build carries it without being told."""
+    tree = ast.parse((package / "registry.py").read_text(encoding="utf-8"))
+    modules = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "_ServerKind":
+            module = node.args[3]
+            assert isinstance(module, ast.Constant) and isinstance(module.value, str)
+            modules.append(module.value)
+    return tuple(modules)
+
+
+# What both server stores share, then each server store.
+CARRIED = ("server_store", *_registered_stores(PACKAGE))
 AFTER = ("algorithm", "holding", "cli", "__main__")
 
 HEADER = """\
