@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from versus import other_script  # bench/versus.py, beside this file
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "skf-run-lock.py"
 OLD = ROOT / "tests" / "fixtures" / "skf-run-lock-1.2.0.py"
@@ -34,17 +36,6 @@ def nodes(path: Path) -> int:
     """The syntax nodes a call of ``path`` as a script compiles."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return sum(1 for _ in ast.walk(tree))
-
-
-def revision(spec: str, folder: Path) -> Path:
-    source = subprocess.run(
-        ["git", "-C", str(ROOT), "show", f"{spec}:skf-run-lock.py"],
-        capture_output=True,
-        check=True,
-    ).stdout
-    path = folder / f"skf-run-lock-{spec}.py"
-    path.write_bytes(source)
-    return path
 
 
 def installed(folder: Path) -> Path:
@@ -79,7 +70,7 @@ def main() -> None:
         folder = Path(scratch)
         lock = str(Path(locks) / "bench.lock")
         files = {"this file": SCRIPT}
-        files |= {f"file at {spec}": revision(spec, folder) for spec in args.against}
+        files |= {f"file at {spec}": other_script(spec, folder) for spec in args.against}
         files["1.2.0 file"] = OLD
         calls = {"installed command": [str(installed(folder)), "status", "--lock", lock]}
         calls |= {

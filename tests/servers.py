@@ -59,6 +59,15 @@ class Etcd:
         self.proc.wait(timeout=30)
 
 
+def _healthy(url: str, context: ssl.SSLContext | None = None) -> bool:
+    """Whether the etcd whose /health is at ``url`` answers that it is healthy."""
+    try:
+        with urllib.request.urlopen(url, timeout=1, context=context) as answer:
+            return bool(json.loads(answer.read()).get("health") == "true")
+    except OSError:
+        return False
+
+
 def start_etcd(
     data: Path,
     *,
@@ -84,13 +93,8 @@ def start_etcd(
     server = Etcd(proc, client)
     deadline = time.monotonic() + 30
     while True:
-        try:
-            url = f"{scheme}://{client}/health"
-            with urllib.request.urlopen(url, timeout=1, context=context) as answer:
-                if json.loads(answer.read()).get("health") == "true":
-                    return server
-        except OSError:
-            pass
+        if _healthy(f"{scheme}://{client}/health", context):
+            return server
         if proc.poll() is not None or time.monotonic() > deadline:
             server.stop()
             raise RuntimeError(f"etcd did not become healthy on {client}")
@@ -117,14 +121,7 @@ def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
         servers.append(Etcd(proc, client))
     deadline = time.monotonic() + 60
     for server in servers:
-        while True:
-            try:
-                url = f"http://{server.client}/health"
-                with urllib.request.urlopen(url, timeout=1) as answer:
-                    if json.loads(answer.read()).get("health") == "true":
-                        break
-            except OSError:
-                pass
+        while not _healthy(f"http://{server.client}/health"):
             if time.monotonic() > deadline:
                 for each in servers:
                     each.stop()
