@@ -2447,7 +2447,11 @@ if TYPE_CHECKING:
 
 _RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
 _RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
-# Errors after which nothing ran and the server serves soon (loading, promoting, busy).
+# A Redis Cluster's answers that send a call to another node, followed this often at
+# most per call (a slot moves once; more means the cluster is being reconfigured).
+_REDIRECTS_MAX = 5
+# Errors after which nothing ran and the server serves soon (loading, promoting, busy,
+# or a Cluster slot in mid-migration: TRYAGAIN).
 _REDIS_BUSY = ("LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
 
 
@@ -2489,6 +2493,26 @@ def _errors_in(answers: list[Any]) -> list[_RedisError]:
         if isinstance(answer, list):
             errors += [item for item in answer if isinstance(item, _RedisError)]
     return errors
+
+
+def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
+    """``commands`` for a node an ASK sent them to: ASKING before each one outside a
+    transaction, and before its MULTI (inside one, the node keeps it until EXEC)."""
+    sending: list[_Command] = []
+    inside = False
+    for command in commands:
+        if not inside:
+            sending.append(("ASKING",))
+        sending.append(command)
+        if command[0] == "MULTI":
+            inside = True
+        elif command[0] in ("EXEC", "DISCARD"):
+            inside = False
+    return sending
+
+
+class _NotApplied(Exception):
+    """A transaction under WATCH did not run (redirected, or the node was busy)."""
 
 
 class _Incomplete(Exception):
@@ -2595,6 +2619,9 @@ class _RedisStore(_ServerStore):
         self.connection: _RespConnection | None = None
         self.watched: _RespConnection | None = None  # the one whose WATCH is on KEY
         self.bell: _RespConnection | None = None  # a waiter's, blocked on its bell
+        # True once a Cluster's ASK sent the lock's keys to the node importing their
+        # slot: each command there goes after an ASKING (harmless once it owns it).
+        self.asking = False
 
     # -- Talking to the server
 
@@ -2618,17 +2645,23 @@ class _RedisStore(_ServerStore):
         *commands: _Command,
         outcome: str | None = None,
         write: bool = False,
+        watched: bool = False,
     ) -> list[Any]:
-        """The answers to ``commands``; a ``write`` that was sent is not tried again."""
+        """The answers to ``commands``, followed to the node a Redis Cluster redirects
+        them to; a ``write`` that was sent is not tried again. ``watched``: a
+        transaction under an earlier call's WATCH, which a redirect or a busy node ends
+        in _NotApplied: sent again it would run without its WATCH."""
         failure = None
+        redirects = 0
         while True:
+            sending = _with_asking(commands) if self.asking else list(commands)
             sent = False
             try:
                 if self.connection is None:
                     self.connection = self._open()
-                self.connection.send(list(commands), self.deadline)
+                self.connection.send(sending, self.deadline)
                 sent = True
-                answers = [self.connection.answer(self.deadline) for _ in commands]
+                answers = [self.connection.answer(self.deadline) for _ in sending]
             except (OSError, ValueError) as exc:
                 self._drop()
                 reason = self.describe(exc)
@@ -2645,16 +2678,49 @@ class _RedisStore(_ServerStore):
                 self._drop()  # an interrupt: never read its answers out of step
                 raise
             else:
+                answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
                 errors = _errors_in(answers)
                 if not errors:
                     return answers
-                if errors[0].code not in _REDIS_BUSY:
-                    raise self._refusal(errors[0])
+                if self._redirected(errors[0], redirects, watched):
+                    redirects += 1
+                    continue
                 failure = errors[0].text
             left = self.deadline - time.monotonic()
             if left <= 0:
                 raise self.unreachable(self.endpoint, failure)
             time.sleep(min(0.05, left))
+
+    def _redirected(self, error: _RedisError, redirects: int, watched: bool) -> bool:
+        """True if ``error`` sent the call to another node; False if the node is busy
+        (try again soon); else the refusal ``error`` means."""
+        if error.code in ("MOVED", "ASK") and redirects < _REDIRECTS_MAX:
+            # Nothing of a redirected command ran; the node it names serves it.
+            self._redirect(error)
+            if watched:
+                raise _NotApplied
+            return True
+        if error.code not in _REDIS_BUSY:
+            raise self._refusal(error)
+        if watched:
+            time.sleep(min(0.05, max(0.0, self.deadline - time.monotonic())))
+            raise _NotApplied
+        return False
+
+    def _redirect(self, error: _RedisError) -> None:
+        """Go to the node a MOVED or ASK answer names (ASK: with ASKING, for now)."""
+        found = re.fullmatch(r"(MOVED|ASK) [0-9]+ (.*):([0-9]{1,5})", error.text)
+        if found is None:
+            raise self._refusal(error)
+        host = found[2]
+        if not host or host == "?":  # the node does not know its name: the same host
+            host = self.endpoint.rpartition(":")[0]
+        elif ":" in host and not host.startswith("["):
+            host = f"[{host}]"  # an IPv6 address
+        self._drop()
+        self._stop_listening()
+        self.endpoint = f"{host}:{found[3]}"
+        self.asking = found[1] == "ASK"
 
     def _drop(self) -> None:
         if self.connection is not None:
@@ -2684,8 +2750,9 @@ class _RedisStore(_ServerStore):
         advice = {
             "WRONGTYPE": f"a key of the lock {self.lock} holds another type of value, not"
             f" this tool's ({text}); {self.by_hand()} if it is no longer needed",
-            "MOVED": f"the lock's key lives on another node of a Redis Cluster ({text}):"
-            " give that node's address",
+            "MOVED": f"a Redis Cluster sent the lock's keys from node to node more than"
+            f" {_REDIRECTS_MAX} times ({text}): its slots are being moved; try again once"
+            " the cluster is stable",
             "READONLY": f"{self.endpoint} is a replica ({text}): give the primary's address",
         }
         advice["ASK"] = advice["MOVED"]
@@ -2694,9 +2761,10 @@ class _RedisStore(_ServerStore):
     # -- What the algorithm asks of a store
 
     def by_hand(self) -> str:
-        host, _, port = self.endpoint.rpartition(":")
+        # The address's own node; -c follows a Cluster's redirect, as this store does.
+        host, _, port = self.endpoints[0].rpartition(":")
         key = self.key.decode("utf-8", "surrogateescape")
-        return f"delete its key (redis-cli -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
+        return f"delete its key (redis-cli -c -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
 
     def look(self) -> _Look:
         """The record (its expiry live, or none), the last holder's, and the line."""
@@ -2825,7 +2893,10 @@ class _RedisStore(_ServerStore):
             ops += self._leaving(place.ticket)
         outcome = _unknown_outcome(owner, taking=data is not None)
         with _SIGNALS_HELD:
-            answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome)
+            try:
+                answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
+            except _NotApplied:
+                answers = [None]  # read again, on the node that serves the keys now
             self.watched = None  # EXEC ends the watch
             applied = answers[-1] is not None
             if applied:
@@ -2854,8 +2925,15 @@ class _RedisStore(_ServerStore):
 
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
         left = max(0.001, until - time.monotonic())
-        bell.send([("BLPOP", self._bell_key(ticket), f"{left:.3f}")], until + self.timeout)
+        asking: list[_Command] = [("ASKING",)] if self.asking else []
+        bell.send([*asking, ("BLPOP", self._bell_key(ticket), f"{left:.3f}")], until + self.timeout)
+        if asking:
+            bell.answer(until + self.timeout)
         answer = bell.answer(until + self.timeout)
+        if isinstance(answer, _RedisError) and answer.code in ("MOVED", "ASK"):
+            # Its slot moved (a blocked BLPOP is told so too): look again there.
+            self._redirect(answer)
+            return False
         if isinstance(answer, _RedisError):
             raise self._refusal(answer)
         return answer is not None

@@ -7,6 +7,7 @@ lockfiles.py, contenders.py, servers.py, pki.py, signals.py, stores.py and waite
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 from calls import WORKER, Run, reaped
 from loader import SCRIPT, load_script
 from pki import Pki, make_pki
-from servers import Etcd, Redis, start_etcd, start_redis
+from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
 from stores import StoreUnderTest
 
 
@@ -115,10 +116,11 @@ def etcd_lock(etcd: Etcd, request: pytest.FixtureRequest) -> str:
     return etcd.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")
 
 
-@pytest.fixture(params=["file", "etcd", "redis"])
+@pytest.fixture(params=["file", "etcd", "redis", "cluster"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreUnderTest:
-    """A lock on each store in turn: a file, a key on the session's etcd, and one on its
-    Redis; with a way to plant a value where its record lives."""
+    """A lock on each store in turn: a file, a key on the session's etcd, one on its
+    Redis, and one on its Redis Cluster through one node (its key on each node in
+    turn); with a way to plant a value where its record lives."""
     if request.param == "file":
         return StoreUnderTest("file", str(tmp_path / "locks" / "run.lock"))
     address: str = request.getfixturevalue(f"{request.param}_lock")
@@ -146,6 +148,28 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
 def redis_lock(redis: Redis, request: pytest.FixtureRequest) -> str:
     """A lock address on the session's Redis, with a key no other test uses."""
     return redis.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
+    """One Redis Cluster of three primaries for the session."""
+    cluster = start_redis_cluster(tmp_path_factory.mktemp("redis-cluster"))
+    yield cluster
+    cluster.stop()
+
+
+_CLUSTER_LOCKS = itertools.count()
+
+
+@pytest.fixture
+def cluster_lock(redis_cluster: RedisCluster, request: pytest.FixtureRequest) -> str:
+    """A lock address through the cluster's first node, with a key no other test uses,
+    served by each node in turn (two in three calls are redirected)."""
+    node = next(_CLUSTER_LOCKS) % len(redis_cluster.nodes)
+    while True:
+        key = f"skf-tests/{request.node.name}/{os.urandom(4).hex()}"
+        if redis_cluster.node_of("{" + key + "}") == node:
+            return redis_cluster.url(key)
 
 
 # --- Certificates for servers that speak TLS ----------------------------------------

@@ -192,14 +192,113 @@ def start_redis(folder: Path, *flags: str, port: int | None = None, tls: bool = 
         time.sleep(0.05)
 
 
+def redis_client(lock: str) -> Any:
+    """A redis-py client for the test Redis of ``lock`` (``redis://127.0.0.1:PORT/KEY``):
+    a cluster client, following redirects, when that server is a node of a cluster."""
+    import redis
+    import redis.cluster
+
+    port = int(lock.split("/", 3)[2].rpartition(":")[2])
+    single = redis.Redis(port=port, socket_timeout=10)
+    if single.info("cluster").get("cluster_enabled"):
+        single.close()
+        return redis.cluster.RedisCluster(host="127.0.0.1", port=port, socket_timeout=10)
+    return single
+
+
 def redis_keys(lock: str) -> list[str]:
     """The keys a lock on a test Redis (``redis://127.0.0.1:PORT/KEY``) holds, each as what
     follows its KEY (or ``{KEY}``): "" for the record, then "\\0last", "\\0line",
-    "\\0wait\\0" and a ticket."""
-    import redis
-
-    where, key = lock.split("/", 3)[2:]
-    client = redis.Redis(port=int(where.rpartition(":")[2]), socket_timeout=10)
+    "\\0wait\\0" and a ticket. On a cluster, every primary's."""
+    key = lock.split("/", 3)[3]
+    client = redis_client(lock)
     pattern = "".join("\\" + c if c in "*?[]\\" else c for c in "{" + key + "}") + "*"
     names = [name.decode() for name in client.scan_iter(match=pattern, count=1000)]
     return sorted(["" for _ in range(client.exists(key))] + [n[len(key) + 2 :] for n in names])
+
+
+@dataclass
+class RedisCluster:
+    """A Redis Cluster of primaries on loopback (no replicas), its 16384 slots split
+    evenly; ``url(key)`` is a lock address through the first node."""
+
+    nodes: list[Redis]
+
+    def url(self, key: str, node: int = 0) -> str:
+        return self.nodes[node].url(key)
+
+    def node_of(self, key: bytes | str) -> int:
+        """The index of the node that serves ``key``'s slot now."""
+        from redis.crc import key_slot
+
+        return self.node_at_slot(key_slot(key.encode() if isinstance(key, str) else key))
+
+    def node_at_slot(self, slot: int) -> int:
+        ports = [node.port for node in self.nodes]
+        client = self.nodes[0].client()
+        for start, end, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+            if start <= slot <= end:
+                return ports.index(int(primary[1]))
+        raise AssertionError(f"no node serves slot {slot}")
+
+    def move_slot(self, slot: int, to: int, between: Any = None) -> None:
+        """Reshard ``slot`` to node ``to`` as redis-cli does: mark it migrating and
+        importing, move its keys with MIGRATE, then give it to ``to`` everywhere;
+        ``between()`` runs while it is half moved (keys on both sides possible)."""
+        source = self.nodes[self.node_at_slot(slot)]
+        target = self.nodes[to]
+        source_id = source.client().execute_command("CLUSTER", "MYID")
+        target_id = target.client().execute_command("CLUSTER", "MYID")
+        target.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        if between is not None:
+            between()
+        while keys := source.client().execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
+            source.client().execute_command(
+                "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys
+            )
+        for node in self.nodes:
+            node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+
+def start_redis_cluster(folder: Path, primaries: int = 3) -> RedisCluster:
+    """Start ``primaries`` redis-servers in cluster mode, give each an even share of
+    the slots, join them, and wait until every node says the cluster is ok."""
+    nodes: list[Redis] = []
+    buses: list[int] = []  # each node's cluster bus port (PORT + 10000 may not be free)
+    try:
+        for i in range(primaries):
+            data = folder / f"node{i}"
+            data.mkdir()
+            buses.append(free_port())
+            nodes.append(
+                start_redis(data, "--cluster-enabled", "yes", "--cluster-port", str(buses[i]),
+                            "--cluster-config-file", str(data / "nodes.conf"),
+                            "--cluster-node-timeout", "2000")
+            )  # fmt: skip
+        share = 16384 // primaries
+        for i, node in enumerate(nodes):
+            last = 16383 if i == primaries - 1 else (i + 1) * share - 1
+            node.client().execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
+        for node, bus in zip(nodes[1:], buses[1:], strict=True):
+            nodes[0].client().execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
+        deadline = time.monotonic() + 30
+        while True:
+            states = [node.client().execute_command("CLUSTER", "INFO") for node in nodes]
+            slots_known = [
+                len(node.client().execute_command("CLUSTER", "SLOTS")) == primaries
+                for node in nodes
+            ]
+            if all(b"cluster_state:ok" in s for s in states) and all(slots_known):
+                return RedisCluster(nodes)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Redis Cluster did not become ok")
+            time.sleep(0.05)
+    except BaseException:
+        for node in nodes:
+            node.stop()
+        raise

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from servers import etcd_post, redis_keys
+from servers import etcd_post, redis_client, redis_keys
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -25,7 +25,8 @@ def _b64(data: bytes) -> str:
 
 @dataclass
 class StoreUnderTest:
-    """One lock on one store: ``kind`` is "file", "etcd" or "redis"; ``lock`` its address."""
+    """One lock on one store: ``kind`` is "file", "etcd", "redis" or "cluster" (a Redis
+    Cluster, through one node's address); ``lock`` its address."""
 
     kind: str
     lock: str
@@ -44,11 +45,7 @@ class StoreUnderTest:
             client, key = self._server_key()
             etcd_post(client, "/v3/kv/put", {"key": _b64(key.encode()), "value": _b64(value)})
         else:
-            import redis
-
-            where, key = self._server_key()
-            port = int(where.rpartition(":")[2])
-            redis.Redis(port=port, socket_timeout=10).set(key, value)
+            redis_client(self.lock).set(self._server_key()[1], value)
 
     def remove(self) -> None:
         """Delete the lock's record by hand, as a person clearing it would."""
@@ -58,10 +55,7 @@ class StoreUnderTest:
             client, key = self._server_key()
             etcd_post(client, "/v3/kv/deleterange", {"key": _b64(key.encode())})
         else:
-            import redis
-
-            where, key = self._server_key()
-            redis.Redis(port=int(where.rpartition(":")[2]), socket_timeout=10).delete(key)
+            redis_client(self.lock).delete(self._server_key()[1])
 
     def value(self) -> bytes | None:
         """What the store holds where the lock keeps its record (None: nothing)."""
@@ -74,11 +68,7 @@ class StoreUnderTest:
             client, key = self._server_key()
             kvs = etcd_post(client, "/v3/kv/range", {"key": _b64(key.encode())}).get("kvs", [])
             return base64.b64decode(kvs[0].get("value", "")) if kvs else None
-        import redis
-
-        where, key = self._server_key()
-        port = int(where.rpartition(":")[2])
-        found: bytes | None = redis.Redis(port=port, socket_timeout=10).get(key)
+        found: bytes | None = redis_client(self.lock).get(self._server_key()[1])
         return found
 
     def left_behind(self) -> list[str]:

@@ -301,7 +301,12 @@ def test_cli_refusal_and_status_agree_on_the_holders_timeout(cli, store) -> None
 # --- The races every store must win ----------------------------------------------------------
 
 
-STORE_CLASSES = {"file": "_FileStore", "etcd": "_EtcdStore", "redis": "_RedisStore"}
+STORE_CLASSES = {
+    "file": "_FileStore",
+    "etcd": "_EtcdStore",
+    "redis": "_RedisStore",
+    "cluster": "_RedisStore",
+}
 
 
 @pytest.fixture
