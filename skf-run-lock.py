@@ -34,6 +34,7 @@ __all__ = [
     "acquire",
     "acquire_within",
     "held",
+    "list_locks",
     "main",
     "new_run_id",
     "release",
@@ -93,7 +94,24 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         waiting: list[Waiter]
         message: str
 
-    Output = AcquireResult | ReleaseResult | StatusResult | dict[str, str]
+    class ListedLock(TypedDict):
+        """One lock of a listing: a status output's keys but ``message``."""
+
+        state: Literal["free", "held", "stale"]
+        lock: str
+        held_by: str | None
+        held_since: str | None
+        stale_at: str | None
+        age_seconds: int | None
+        stale_after_minutes: int | float
+        waiting: list[Waiter]
+
+    class ListResult(TypedDict):
+        under: str
+        locks: list[ListedLock]
+        message: str
+
+    Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
 __version__ = "1.3.0"
@@ -616,6 +634,13 @@ def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> floa
     return record.since + _deciding_timeout(record, caller_timeout) - now
 
 
+def _listed(record: _Record | None, line: list[_Place]) -> bool:
+    """True if a listing shows a lock whose record (or last holder's) is ``record`` and
+    whose live line is ``line``: a record this tool wrote (a JSON object naming an
+    owner), or, with none, waiters in line. A store's other values are no locks."""
+    return (record is not None and record.owner is not None) or bool(line)
+
+
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/outputs.py
 # The outputs: each shape built once, with its message. Every message names the lock
@@ -834,6 +859,70 @@ def _status_result(
     }
 
 
+def _listed_lock(status: StatusResult) -> ListedLock:
+    """A lock as a listing shows it: its status output's keys but ``message``."""
+    return {
+        "state": status["state"],
+        "lock": status["lock"],
+        "held_by": status["held_by"],
+        "held_since": status["held_since"],
+        "stale_at": status["stale_at"],
+        "age_seconds": status["age_seconds"],
+        "stale_after_minutes": status["stale_after_minutes"],
+        "waiting": status["waiting"],
+    }
+
+
+def _list_result(under: str, statuses: list[StatusResult]) -> ListResult:
+    """The listing of ``under``: its locks sorted by name, and a count of each state."""
+    locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
+    states = [entry["state"] for entry in locks]
+    counts = [f"{states.count(s)} {s}" for s in ("held", "stale", "free") if s in states]
+    waiting = sum(len(entry["waiting"]) for entry in locks)
+    if not locks:
+        message = f"no locks under {under}"
+    else:
+        noun = "lock" if len(locks) == 1 else "locks"
+        message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
+        if waiting:
+            message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
+    return {"under": under, "locks": locks, "message": message}
+
+
+def _shown_name(text: str) -> str:
+    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
+    (a name may hold a newline, or a terminal's control characters)."""
+    plain = text.isascii() and text.isprintable() and text.strip() == text
+    return text if plain else json.dumps(text)
+
+
+def _list_table(result: ListResult, now: float) -> str:
+    """The listing as an aligned table for a person: one row a lock, then its message."""
+    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
+    for entry in result["locks"]:
+        age = entry["age_seconds"]
+        stale_in = "-"
+        if entry["state"] == "held" and entry["stale_at"] is not None:
+            left = _parse_time(entry["stale_at"])
+            stale_in = "-" if left is None else _duration_text(max(0, left - now))
+        holder = entry["held_by"]
+        rows.append(
+            [
+                _shown_name(entry["lock"]),
+                entry["state"],
+                "-" if entry["held_since"] is None else _shown_name(_holder_text(holder)),
+                "-" if age is None else _duration_text(age),
+                stale_in,
+                str(len(entry["waiting"])),
+            ]
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join([*lines, result["message"]]) + "\n"
+
+
 # --- The file store: a guard beside the lock, records renamed into place
 # The only platform branch: POSIX removes the guard while holding it; Windows cannot.
 
@@ -857,12 +946,18 @@ def _fail(message: str) -> None:
 # The store interface: what the algorithm asks of a store. A store reads, applies a
 # change atomically against what it read, keeps the line of waiters, and waits; it decides
 # nothing (the decisions are functions of what it read). Every store class is checked
-# against this Protocol by mypy: each store module's opener returns a ``_Store``.
+# against this Protocol by mypy: each store module's opener returns a ``_Store``, and
+# its surveyor (the locks under a place, for a listing) a ``_Survey``.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
     from typing import Protocol
 
+
+    # What a store's survey of a place gives a listing: the place as shown, and each
+    # lock found there (its name as a lock's address, and a look at it, as ``look``
+    # would give). A survey only reads: no guard, no change, no waiting.
+    _Survey = tuple[str, list[tuple[str, _Look]]]
 
     class _Store(Protocol):
         """One lock in one store, for one call."""
@@ -1563,6 +1658,60 @@ class _FileStore:
         return f"delete the file {_quoted(self.lock)}"
 
 
+def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, _Look]]]:
+    """Every lock file under the folder ``under`` (searched recursively, no link
+    followed), and every line whose lock file is missing, each looked at as ``status``
+    looks: bounded, non-blocking reads, no guard, nothing created. A subfolder or a
+    file this user cannot read is passed over: it shows no lock to them."""
+    folder = os.fspath(under)
+    if not isinstance(folder, str) or not folder:
+        raise ValueError(f"the place to list must be a folder's path, not {folder!r}")
+    folder = os.path.abspath(os.path.expanduser(folder))
+    try:
+        mode = os.stat(folder).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return folder, []  # no folder, so no lock: as status finds no lock file
+    if not stat.S_ISDIR(mode):
+        raise ValueError(f"the place {folder} is not a folder; give a folder to list")
+    found: list[tuple[str, _Look]] = []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = list(listing)
+        except OSError:
+            if current == folder:
+                raise
+            continue
+        names = {entry.name for entry in entries}
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):  # no link, FIFO or device
+                    found += _looks_of_file(entry, names)
+            except (OSError, ValueError):
+                continue  # gone, or turned into something else, since it was listed
+    return folder, found
+
+
+def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, _Look]]:
+    """The lock a regular file of a folder may be, its line read with it (a line
+    without its lock file: a free lock with waiters)."""
+    name = entry.name
+    if name.endswith(_LINE_SUFFIX):
+        if name[: -len(_LINE_SUFFIX)] in names:
+            return []  # looked at with its lock file
+        lock = entry.path[: -len(_LINE_SUFFIX)]
+        return [(lock, _Look(None, line=_read_line(entry.path) or []))]
+    if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
+        return []
+    record = _read_record(entry.path)
+    line = _read_line(entry.path + _LINE_SUFFIX) if name + _LINE_SUFFIX in names else None
+    return [(entry.path, _Look(record, line=line))]
+
+
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/registry.py
 # The registry of stores: which store keeps a lock, by the form of its name. A file
@@ -1574,22 +1723,32 @@ class _FileStore:
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
 
 class _ServerKind:
     """One server store: its schemes, the address form it takes, and its module and the
-    function there that opens a lock (``address -> _Store``)."""
+    functions there that open a lock (``address -> _Store``) and survey the locks under
+    a prefix (``address -> _Survey``)."""
 
-    __slots__ = ("form", "module", "name", "opener", "schemes")
+    __slots__ = ("form", "module", "name", "opener", "schemes", "surveyor")
 
     def __init__(
-        self, name: str, schemes: tuple[str, ...], form: str, module: str, opener: str
+        self,
+        name: str,
+        schemes: tuple[str, ...],
+        form: str,
+        module: str,
+        *,
+        opener: str,
+        surveyor: str,
     ) -> None:
         self.name = name
         self.schemes = schemes
         self.form = form
         self.module = module
         self.opener = opener
+        self.surveyor = surveyor
 
 
 _SERVER_STORES = (
@@ -1598,14 +1757,16 @@ _SERVER_STORES = (
         ("etcd", "etcd+https"),
         "etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY",
         "etcd_store",
-        "_open_etcd",
+        opener="_open_etcd",
+        surveyor="_survey_etcd",
     ),
     _ServerKind(
         "redis",
         ("redis", "rediss"),
         "redis[s]://[USER@]HOST[:PORT]/KEY",
         "redis_store",
-        "_open_redis",
+        opener="_open_redis",
+        surveyor="_survey_redis",
     ),
 )
 
@@ -1660,16 +1821,20 @@ def _compile_carried(module: str) -> None:
     _COMPILED.add(module)
 
 
-def _opener(kind: _ServerKind) -> Callable[[str], _Store]:
-    """The function that opens a lock of ``kind``, its module loaded first."""
+def _loaded(kind: _ServerKind, function: str) -> Any:
+    """The function named ``function`` of ``kind``'s module, the module loaded first."""
     if _CARRIED:
         _compile_carried(kind.module)
-        opener: Callable[[str], _Store] = globals()[kind.opener]
-        return opener
+        return globals()[function]
     import importlib
 
     module = importlib.import_module(f"{__package__}.{kind.module}")
-    opener = getattr(module, kind.opener)
+    return getattr(module, function)
+
+
+def _opener(kind: _ServerKind) -> Callable[[str], _Store]:
+    """The function that opens a lock of ``kind``."""
+    opener: Callable[[str], _Store] = _loaded(kind, kind.opener)
     return opener
 
 
@@ -1680,6 +1845,16 @@ def _store_for(lock: str | os.PathLike[str]) -> _Store:
     return _FileStore(lock)
 
 
+def _survey_for(under: str | os.PathLike[str]) -> _Survey:
+    """The locks under a place: a folder, or a server's address whose KEY is a prefix;
+    ValueError for an unknown scheme or a place that is a file."""
+    if isinstance(under, str) and _ADDRESS.match(under):
+        kind = _server_kind(under)
+        surveyor: Callable[[str], _Survey] = _loaded(kind, kind.surveyor)
+        return surveyor(under)
+    return _survey_folder(under)
+
+
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_store.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a lock address parsed, a deadline for each step, TLS,
@@ -1687,7 +1862,7 @@ def _store_for(lock: str | os.PathLike[str]) -> _Store:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (1690, (), r'''
+_CARRIED['server_store'] = (1865, (), r'''
 import errno
 import json
 import os
@@ -1761,8 +1936,9 @@ class _ServerStore:
     many = False  # several HOST:PORT may be given
     users = False  # a USER@ may be given
 
-    def __init__(self, address: str, timeout: float) -> None:
-        """Parse ``address`` (ValueError unless it is of ``form``)."""
+    def __init__(self, address: str, timeout: float, prefix: bool = False) -> None:
+        """Parse ``address`` (ValueError unless it is of ``form``); ``prefix``: its KEY
+        is where the locks to list start, and may be empty."""
         shown = _shown_address(address)
         scheme, _, rest = address.partition("://")
         where, _, key = rest.partition("/")
@@ -1772,7 +1948,7 @@ class _ServerStore:
         found = [re.fullmatch(_HOST, host) for host in hosts.split(",")]
         ports_known = all(host and (host[2] or self.default_port) for host in found)
         too_many = len(found) > 1 and not self.many
-        if not key or (at and not user) or too_many or not ports_known:
+        if (not key and not prefix) or (at and not user) or too_many or not ports_known:
             raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
         self.endpoints = []
         for host in filter(None, found):
@@ -1904,7 +2080,7 @@ class _Pause:
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (1907, ('server_store',), r'''
+_CARRIED['etcd_store'] = (2083, ('server_store',), r'''
 import errno
 import json
 import os
@@ -2093,9 +2269,11 @@ class _EtcdStore(_ServerStore):
         " ETCDCTL_PASSWORD) instead"
     )
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, prefix: bool = False) -> None:
+        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
         env = os.environ
-        super().__init__(address, _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s"))
+        timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
+        super().__init__(address, timeout, prefix)
         key = self.key_text
         self.key = key.encode()
         self.last_key = (key + "\0last").encode()
@@ -2216,40 +2394,14 @@ class _EtcdStore(_ServerStore):
         return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
 
     def look(self) -> _Look:
-        import base64
-
         answer = self.post(
             "/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
         )
-        record = last = None
-        revision = "0"
-        lease = None
-        line: list[tuple[int, _Place]] = []
-        now = int(time.time())
         try:
             seen = str(answer.get("header", {}).get("revision", "0"))
-            for kv in answer.get("kvs", []):
-                name = base64.b64decode(kv["key"])
-                value = base64.b64decode(kv.get("value", ""))
-                if name.startswith(self.wait_prefix):
-                    place = _wait_place(value, kv.get("lease"))
-                    if place is not None:
-                        line.append((int(kv["create_revision"]), place))
-                    continue
-                parsed = _parse_record(value, now)  # a foreign value is dated now
-                if name == self.key:
-                    revision = _answer_field(kv, "mod_revision", "range", digits=True)
-                    record = parsed
-                    lease = kv.get("lease")
-                    if lease:
-                        record.lease = "live"
-                elif name == self.last_key:
-                    last = parsed
-                    last.lease = "expired"
+            return _looked(self.key, answer.get("kvs", []), seen)
         except (AttributeError, KeyError, TypeError, ValueError):
             raise _not_etcd("range", "kvs") from None
-        line.sort(key=lambda entry: entry[0])
-        return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
 
     read = look  # the transaction compares later
 
@@ -2418,6 +2570,91 @@ class _EtcdStore(_ServerStore):
         return False
 
 
+def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
+    """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
+    record (on a lease: live), the last holder's, and the line in the order joined."""
+    import base64
+
+    record = last = None
+    revision = "0"
+    lease = None
+    line: list[tuple[int, _Place]] = []
+    now = int(time.time())
+    last_key = key + b"\0last"
+    wait_prefix = key + b"\0wait\0"
+    for kv in kvs:
+        name = base64.b64decode(kv["key"])
+        value = base64.b64decode(kv.get("value", ""))
+        if name.startswith(wait_prefix):
+            place = _wait_place(value, kv.get("lease"))
+            if place is not None:
+                line.append((int(kv["create_revision"]), place))
+            continue
+        parsed = _parse_record(value, now)  # a foreign value is dated now
+        if name == key:
+            revision = _answer_field(kv, "mod_revision", "range", digits=True)
+            record = parsed
+            lease = kv.get("lease")
+            if lease:
+                record.lease = "live"
+        elif name == last_key:
+            last = parsed
+            last.lease = "expired"
+    line.sort(key=lambda entry: entry[0])
+    return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
+
+
+_SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
+
+
+def _survey_etcd(address: str) -> tuple[str, list[tuple[str, _Look]]]:
+    """Every lock whose key starts with the address's KEY, from ranges of one revision
+    (one consistent view, a page at a time); read only."""
+    import base64
+
+    store = _EtcdStore(address, prefix=True)
+    try:
+        start = store.key
+        end = _prefix_end(store.key)
+        revision = 0
+        groups: dict[bytes, list[Any]] = {}
+        while True:
+            body: dict[str, Any] = {
+                "key": _b64(start),
+                "range_end": _b64(end),
+                "limit": _SURVEY_PAGE,
+                "revision": revision,
+            }
+            answer = store.post("/v3/kv/range", body)
+            try:
+                revision = revision or int(answer["header"]["revision"])
+                kvs = answer.get("kvs", [])
+                for kv in kvs:
+                    name = base64.b64decode(kv["key"])
+                    groups.setdefault(name.partition(b"\0")[0], []).append(kv)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                raise _not_etcd("range", "kvs") from None
+            if not (answer.get("more") and kvs):
+                break
+            start = name + b"\0"
+    finally:
+        store.close()
+    try:
+        looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise _not_etcd("range", "kvs") from None
+    base = address[: len(address) - len(store.key_text)]
+    return address, [(base + key.decode("utf-8", "replace"), look) for key, look in looks.items()]
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The end of etcd's range of keys that start with ``prefix`` (all keys: NUL)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return b"\0"
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
 def _open_etcd(address: str) -> _Store:
     """The registry's opener: an etcd lock (mypy checks the class against _Store here)."""
     return _EtcdStore(address)
@@ -2432,7 +2669,7 @@ def _open_etcd(address: str) -> _Store:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (2435, ('server_store',), r'''
+_CARRIED['redis_store'] = (2672, ('server_store',), r'''
 import errno
 import os
 import re
@@ -2597,20 +2834,21 @@ class _RedisStore(_ServerStore):
     secure = "rediss"
     credentials = "holds a password: a password never goes in the address; set REDISCLI_AUTH"
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, prefix: bool = False) -> None:
+        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
         env = os.environ
-        super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"))
+        super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"), prefix)
         key = self.key_text
         (self.endpoint,) = self.endpoints
         base = _slot_base(key)
-        if base is None:
+        if base is None and not prefix:
             raise ValueError(
                 f"the lock key in {address} holds a '}}' but no hash tag, so its line cannot"
                 " share its hash slot; give a key without '}', or with a tag like {name}"
             )
         # Bytes as given: an argument may hold any (surrogate-escaped).
         self.key = key.encode("utf-8", "surrogateescape")
-        base_bytes = base.encode("utf-8", "surrogateescape")
+        base_bytes = (base or key).encode("utf-8", "surrogateescape")
         self.last_key = base_bytes + b"\0last"
         self.line_key = base_bytes + b"\0line"
         self.wait_prefix = base_bytes + b"\0wait\0"
@@ -2646,11 +2884,13 @@ class _RedisStore(_ServerStore):
         outcome: str | None = None,
         write: bool = False,
         watched: bool = False,
+        raw: bool = False,
     ) -> list[Any]:
         """The answers to ``commands``, followed to the node a Redis Cluster redirects
         them to; a ``write`` that was sent is not tried again. ``watched``: a
         transaction under an earlier call's WATCH, which a redirect or a busy node ends
-        in _NotApplied: sent again it would run without its WATCH."""
+        in _NotApplied: sent again it would run without its WATCH. ``raw``: the answers
+        as they came, error answers among them (nothing redirected)."""
         failure = None
         redirects = 0
         while True:
@@ -2680,7 +2920,7 @@ class _RedisStore(_ServerStore):
             else:
                 answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
                 errors = _errors_in(answers)
-                if not errors:
+                if raw or not errors:
                     return answers
                 if self._redirected(errors[0], redirects, watched):
                     redirects += 1
@@ -2709,18 +2949,27 @@ class _RedisStore(_ServerStore):
 
     def _redirect(self, error: _RedisError) -> None:
         """Go to the node a MOVED or ASK answer names (ASK: with ASKING, for now)."""
-        found = re.fullmatch(r"(MOVED|ASK) [0-9]+ (.*):([0-9]{1,5})", error.text)
+        found = re.fullmatch(r"(MOVED|ASK) [0-9]+ (.*:[0-9]{1,5})", error.text)
         if found is None:
             raise self._refusal(error)
-        host = found[2]
+        self._stop_listening()
+        self._go(self._node_address(found[2]), asking=found[1] == "ASK")
+
+    def _node_address(self, where: str) -> str:
+        """The endpoint of a node a Cluster names as ``HOST:PORT``."""
+        host, _, port = where.rpartition(":")
         if not host or host == "?":  # the node does not know its name: the same host
             host = self.endpoint.rpartition(":")[0]
         elif ":" in host and not host.startswith("["):
             host = f"[{host}]"  # an IPv6 address
-        self._drop()
-        self._stop_listening()
-        self.endpoint = f"{host}:{found[3]}"
-        self.asking = found[1] == "ASK"
+        return f"{host}:{port}"
+
+    def _go(self, endpoint: str, asking: bool = False) -> None:
+        """Send what follows to the node at ``endpoint`` (``asking``: after ASKING)."""
+        if endpoint != self.endpoint:
+            self._drop()
+            self.endpoint = endpoint
+        self.asking = asking
 
     def _drop(self) -> None:
         if self.connection is not None:
@@ -2758,6 +3007,67 @@ class _RedisStore(_ServerStore):
         advice["ASK"] = advice["MOVED"]
         return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
 
+    # -- A listing's reads: every node, every key under a prefix, many locks at once
+
+    def primaries(self) -> list[str]:
+        """The address's node, or every primary of the Redis Cluster it is a node of."""
+        (nodes,) = self.call(("CLUSTER", "NODES"), raw=True)
+        if isinstance(nodes, _RedisError):
+            if "cluster support disabled" in nodes.text:
+                return [self.endpoint]
+            raise self._refusal(nodes)
+        if not isinstance(nodes, bytes):
+            raise OSError(errno.EPROTO, "Redis answered CLUSTER NODES in a shape it never has")
+        found = []
+        for line in nodes.decode("utf-8", "replace").splitlines():
+            fields = line.split()
+            flags = fields[2].split(",") if len(fields) > 2 else []
+            if "master" in flags and "fail" not in flags and "noaddr" not in flags:
+                found.append(self._node_address(fields[1].partition("@")[0]))
+        return found or [self.endpoint]
+
+    def scan(self) -> set[bytes]:
+        """The keys of the locks on this node that start with the prefix: the records'
+        keys, and the locks of last holders and lines (``{KEY}`` starts them)."""
+        keys = set()
+        escaped = _glob_escaped(self.key)
+        for pattern in (escaped + b"*", b"\\{" + escaped + b"*"):
+            cursor: bytes | None = b"0"
+            while cursor is not None:
+                (answer,) = self.call(("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT))
+                if not (isinstance(answer, list) and len(answer) == 2):
+                    raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
+                following, names = answer
+                for name in names if isinstance(names, list) else []:
+                    key = _lock_key_of(name) if isinstance(name, bytes) else None
+                    if key is not None and key.startswith(self.key):
+                        keys.add(key)
+                cursor = following if isinstance(following, bytes) and following != b"0" else None
+        return keys
+
+    def looks(self, keys: list[bytes]) -> list[tuple[bytes, _Look]]:
+        """A look at each lock of ``keys``, all read in one round trip; a lock whose
+        slot moved meanwhile is looked at alone (following it), and a key that holds
+        another type of value is no lock."""
+        commands = [command for key in keys for command in self._reads(_lock_keys(key))]
+        answers = self.call(*commands, raw=True)
+        looks = []
+        for at, key in enumerate(keys):
+            mine = answers[4 * at : 4 * at + 4]
+            errors = _errors_in(mine)
+            if not errors:
+                looks.append((key, self._looked(mine, _lock_keys(key)[3])))
+            elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
+                lone = _RedisStore(
+                    self.lock[: len(self.lock) - len(self.key_text)]
+                    + key.decode("utf-8", "surrogateescape")
+                )
+                try:
+                    looks.append((key, lone.look()))
+                finally:
+                    lone.close()
+        return looks
+
     # -- What the algorithm asks of a store
 
     def by_hand(self) -> str:
@@ -2776,16 +3086,14 @@ class _RedisStore(_ServerStore):
         self.watched = self.connection
         return look
 
-    def _reads(self) -> list[_Command]:
-        return [
-            ("GET", self.key),
-            ("PTTL", self.key),
-            ("GET", self.last_key),
-            ("LRANGE", self.line_key, 0, -1),
-        ]
+    def _reads(self, keys: tuple[bytes, bytes, bytes, bytes] | None = None) -> list[_Command]:
+        """The reads of a look at this lock, or at the lock of ``keys`` (_lock_keys)."""
+        key, last, line, _ = keys or (self.key, self.last_key, self.line_key, b"")
+        return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
 
-    def _looked(self, answers: list[Any]) -> _Look:
-        """The look _reads' answers give; ``seen``: the record's ms to live."""
+    def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
+        """The look _reads' answers give (the places read at ``wait_prefix``, or this
+        lock's); ``seen``: the record's ms to live."""
         value, ttl, last_value, tickets = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
@@ -2799,7 +3107,9 @@ class _RedisStore(_ServerStore):
             last = _parse_record(last_value, now)
             last.lease = "expired"
         tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
-        places = self.call(("MGET", *map(self._place_key, tickets))) if tickets else [[]]
+        prefix = self.wait_prefix if wait_prefix is None else wait_prefix
+        place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
+        places = self.call(("MGET", *place_keys)) if tickets else [[]]
         line = []
         for ticket, entry in zip(tickets, places[0], strict=False):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
@@ -2942,6 +3252,63 @@ class _RedisStore(_ServerStore):
         if self.bell is not None:
             self.bell.close()
             self.bell = None
+
+
+def _lock_keys(key: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """The keys of the lock at ``key``: its record, last holder, line and places'
+    prefix (as _RedisStore keeps them)."""
+    base = (_slot_base(key.decode("utf-8", "surrogateescape")) or "").encode(
+        "utf-8", "surrogateescape"
+    )
+    return key, base + b"\0last", base + b"\0line", base + b"\0wait\0"
+
+
+def _lock_key_of(name: bytes) -> bytes | None:
+    """The lock a key found by a scan may belong to: a record's key is its own; a last
+    holder's or a line's gives its lock's; None for the other keys."""
+    if b"\0" not in name:
+        return name
+    base, _, rest = name.partition(b"\0")
+    if rest not in (b"last", b"line"):
+        return None  # a waiter's place or bell: its line shows the lock
+    text = base.decode("utf-8", "surrogateescape")
+    if text.startswith("{") and text.endswith("}") and _slot_base(text[1:-1]) == text:
+        return base[1:-1]
+    return base if _slot_base(text) == text else None
+
+
+def _glob_escaped(data: bytes) -> bytes:
+    """``data`` as a SCAN pattern matches it literally."""
+    return re.sub(rb"([*?\[\]\\])", rb"\\\1", data)
+
+
+_SCAN_COUNT = 1000  # keys a node looks at for one SCAN
+_SURVEY_BATCH = 500  # locks read in one round trip
+
+
+def _survey_redis(address: str) -> tuple[str, list[tuple[str, _Look]]]:
+    """Every lock whose key starts with the address's KEY, on the node it names or on
+    every primary of its Cluster: found with SCAN (never KEYS), then read a batch at
+    a time; read only."""
+    store = _RedisStore(address, prefix=True)
+    try:
+        found: dict[bytes, str] = {}  # each lock's key, and the node that holds it
+        for node in store.primaries():
+            store._go(node)
+            for key in store.scan():
+                found.setdefault(key, node)
+        by_node: dict[str, list[bytes]] = {}
+        for key, node in found.items():
+            by_node.setdefault(node, []).append(key)
+        looks: list[tuple[bytes, _Look]] = []
+        for node, keys in by_node.items():
+            for at in range(0, len(keys), _SURVEY_BATCH):
+                store._go(node)
+                looks += store.looks(keys[at : at + _SURVEY_BATCH])
+    finally:
+        store.close()
+    base = address[: len(address) - len(store.key_text)]
+    return address, [(base + key.decode("utf-8", "surrogateescape"), look) for key, look in looks]
 
 
 def _open_redis(address: str) -> _Store:
@@ -3223,6 +3590,38 @@ def status(
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/listing.py
+# The listing: every lock under a place at once (a folder, an etcd prefix, a Redis
+# keyspace or a whole Redis Cluster), each judged as ``status`` judges it. A store's
+# survey only reads; which of what it found are locks is a decision of its own.
+# --------------------------------------------------------------------------------------
+
+def list_locks(
+    under: str | os.PathLike[str], stale_after: float = DEFAULT_STALE_AFTER_MIN * 60
+) -> ListResult:
+    """List every lock under ``under``: a folder (searched recursively, links not
+    followed), or an ``etcd://``/``redis://`` address whose KEY is a prefix (a Redis
+    Cluster: every primary). Read only, like :func:`status`.
+
+    :param under: the folder or the address of the locks to list.
+    :param stale_after: seconds; judges a record without a timeout of its own.
+    :returns: the list output, its locks sorted by name.
+    :raises ValueError: a place that is a file, or an unknown scheme.
+    :raises OSError: the place could not be read.
+    """
+    stale_after = _checked_stale_after(stale_after)
+    shown, found = _survey_for(under)
+    now = time.time()
+    statuses: list[StatusResult] = []
+    for lock, look in found:
+        record = look.record or look.last
+        line = _live(look.line, now)
+        if _listed(record, line):
+            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
+    return _list_result(shown, statuses)
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/holding.py
 # Holding a lock while work runs: ``held()`` for a ``with`` block, and the ``run``
 # command for a child process. Both take the lock as acquire does, renew it every third of
@@ -3484,6 +3883,7 @@ usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
        {name} status --lock LOCK [--stale-after MINUTES] [--empty-is-stale]
        {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
        {pad}     [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
+       {name} list --under PLACE [--stale-after MINUTES] [--table]
        {name} run-id | --version
 
 A run lock kept in a file, etcd or Redis, for workflows made of many processes.
@@ -3493,11 +3893,13 @@ commands:
   release   delete the lock if this owner holds it
   status    say who holds the lock, without taking it
   run       hold the lock while COMMAND runs, renewing it; exit with its code
+  list      every lock under PLACE, as status sees each one (--table: for a person)
   run-id    print a new run id
 
 options:
   --lock LOCK             a file (~ expanded, made absolute), or a server's address:{forms}
   --owner OWNER           workflow:skill[:run_id]; release needs the run id
+  --under PLACE           a folder, or a server's address whose KEY is a prefix
   --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
                           (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
                           a lock is judged by its holder's own timeout
@@ -3523,10 +3925,11 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
     },
     "release": {"--lock": True, "--owner": True},
     "status": {"--lock": True, "--stale-after": False, "--empty-is-stale": None},
+    "list": {"--under": True, "--stale-after": False, "--table": None},
     "run-id": {},
 }
 _OPTIONS["run"] = _OPTIONS["acquire"]
-_COMMAND_NAMES = "acquire, release, status, run or run-id"
+_COMMAND_NAMES = "acquire, release, status, run, list or run-id"
 
 
 def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
@@ -3680,6 +4083,13 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
+def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
+    result = list_locks(options["--under"], _stale_after_seconds(options))
+    if "--table" in options:
+        return _list_table(result, time.time()), _EXIT_OK
+    return result, _EXIT_OK
+
+
 def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
     return _help(), _EXIT_OK
 
@@ -3698,6 +4108,7 @@ _COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | 
     "run": _cli_run,
     "release": _cli_release,
     "status": _cli_status,
+    "list": _cli_list,
     "run-id": _cli_run_id,
     "version": _cli_version,
 }

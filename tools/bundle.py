@@ -32,7 +32,8 @@ OUTPUT = ROOT / "skf-run-lock.py"
 
 # The chapters, in the order a reader meets them: what the contract names, what callers
 # give, interrupts, the record, the decisions, the outputs, the store interface and the
-# file store, the registry, the server stores, the algorithm, holding, the CLI.
+# file store, the registry, the server stores, the algorithm, the listing, holding, the
+# CLI.
 FLAT = (
     "__init__",
     "contract",
@@ -64,7 +65,7 @@ def _registered_stores(package: Path) -> tuple[str, ...]:
 
 # What both server stores share, then each server store.
 CARRIED = ("server_store", *_registered_stores(PACKAGE))
-AFTER = ("algorithm", "holding", "cli", "__main__")
+AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
 
 HEADER = """\
 #!/usr/bin/env python3

@@ -18,6 +18,7 @@ from .contract import (
 from .contract import __version__ as __version__
 from .holding import held
 from .inputs import new_run_id
+from .listing import list_locks
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -30,6 +31,7 @@ __all__ = [
     "acquire",
     "acquire_within",
     "held",
+    "list_locks",
     "main",
     "new_run_id",
     "release",

@@ -25,14 +25,15 @@ from .contract import (
 from .holding import _checked_renewable, _run_holding
 from .inputs import _PLAIN_DECIMAL, _checked_stale_after, _checked_wait, _duration_text, new_run_id
 from .interrupts import _Interrupted, _interrupted, _Interrupts
-from .outputs import _describe_os_error, _fail, _holder_text, _ordinal
+from .listing import list_locks
+from .outputs import _describe_os_error, _fail, _holder_text, _list_table, _ordinal
 from .registry import _SERVER_STORES
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .contract import AcquireResult, Output, ReleaseResult, StatusResult
+    from .contract import AcquireResult, ListResult, Output, ReleaseResult, StatusResult
 
 __all__ = ["main"]
 
@@ -49,6 +50,7 @@ usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
        {name} status --lock LOCK [--stale-after MINUTES] [--empty-is-stale]
        {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
        {pad}     [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
+       {name} list --under PLACE [--stale-after MINUTES] [--table]
        {name} run-id | --version
 
 A run lock kept in a file, etcd or Redis, for workflows made of many processes.
@@ -58,11 +60,13 @@ commands:
   release   delete the lock if this owner holds it
   status    say who holds the lock, without taking it
   run       hold the lock while COMMAND runs, renewing it; exit with its code
+  list      every lock under PLACE, as status sees each one (--table: for a person)
   run-id    print a new run id
 
 options:
   --lock LOCK             a file (~ expanded, made absolute), or a server's address:{forms}
   --owner OWNER           workflow:skill[:run_id]; release needs the run id
+  --under PLACE           a folder, or a server's address whose KEY is a prefix
   --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
                           (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
                           a lock is judged by its holder's own timeout
@@ -88,10 +92,11 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
     },
     "release": {"--lock": True, "--owner": True},
     "status": {"--lock": True, "--stale-after": False, "--empty-is-stale": None},
+    "list": {"--under": True, "--stale-after": False, "--table": None},
     "run-id": {},
 }
 _OPTIONS["run"] = _OPTIONS["acquire"]
-_COMMAND_NAMES = "acquire, release, status, run or run-id"
+_COMMAND_NAMES = "acquire, release, status, run, list or run-id"
 
 
 def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
@@ -245,6 +250,13 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
+def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
+    result = list_locks(options["--under"], _stale_after_seconds(options))
+    if "--table" in options:
+        return _list_table(result, time.time()), _EXIT_OK
+    return result, _EXIT_OK
+
+
 def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
     return _help(), _EXIT_OK
 
@@ -263,6 +275,7 @@ _COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | 
     "run": _cli_run,
     "release": _cli_release,
     "status": _cli_status,
+    "list": _cli_list,
     "run-id": _cli_run_id,
     "version": _cli_version,
 }

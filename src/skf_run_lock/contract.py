@@ -50,7 +50,24 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         waiting: list[Waiter]
         message: str
 
-    Output = AcquireResult | ReleaseResult | StatusResult | dict[str, str]
+    class ListedLock(TypedDict):
+        """One lock of a listing: a status output's keys but ``message``."""
+
+        state: Literal["free", "held", "stale"]
+        lock: str
+        held_by: str | None
+        held_since: str | None
+        stale_at: str | None
+        age_seconds: int | None
+        stale_after_minutes: int | float
+        waiting: list[Waiter]
+
+    class ListResult(TypedDict):
+        under: str
+        locks: list[ListedLock]
+        message: str
+
+    Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",

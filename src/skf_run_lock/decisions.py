@@ -90,3 +90,10 @@ def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> floa
     if record is None or record.lease is not None:
         return float("inf")
     return record.since + _deciding_timeout(record, caller_timeout) - now
+
+
+def _listed(record: _Record | None, line: list[_Place]) -> bool:
+    """True if a listing shows a lock whose record (or last holder's) is ``record`` and
+    whose live line is ``line``: a record this tool wrote (a JSON object naming an
+    owner), or, with none, waiters in line. A store's other values are no locks."""
+    return (record is not None and record.owner is not None) or bool(line)

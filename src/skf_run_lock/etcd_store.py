@@ -211,9 +211,11 @@ class _EtcdStore(_ServerStore):
         " ETCDCTL_PASSWORD) instead"
     )
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, prefix: bool = False) -> None:
+        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
         env = os.environ
-        super().__init__(address, _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s"))
+        timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
+        super().__init__(address, timeout, prefix)
         key = self.key_text
         self.key = key.encode()
         self.last_key = (key + "\0last").encode()
@@ -334,40 +336,14 @@ class _EtcdStore(_ServerStore):
         return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
 
     def look(self) -> _Look:
-        import base64
-
         answer = self.post(
             "/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
         )
-        record = last = None
-        revision = "0"
-        lease = None
-        line: list[tuple[int, _Place]] = []
-        now = int(time.time())
         try:
             seen = str(answer.get("header", {}).get("revision", "0"))
-            for kv in answer.get("kvs", []):
-                name = base64.b64decode(kv["key"])
-                value = base64.b64decode(kv.get("value", ""))
-                if name.startswith(self.wait_prefix):
-                    place = _wait_place(value, kv.get("lease"))
-                    if place is not None:
-                        line.append((int(kv["create_revision"]), place))
-                    continue
-                parsed = _parse_record(value, now)  # a foreign value is dated now
-                if name == self.key:
-                    revision = _answer_field(kv, "mod_revision", "range", digits=True)
-                    record = parsed
-                    lease = kv.get("lease")
-                    if lease:
-                        record.lease = "live"
-                elif name == self.last_key:
-                    last = parsed
-                    last.lease = "expired"
+            return _looked(self.key, answer.get("kvs", []), seen)
         except (AttributeError, KeyError, TypeError, ValueError):
             raise _not_etcd("range", "kvs") from None
-        line.sort(key=lambda entry: entry[0])
-        return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
 
     read = look  # the transaction compares later
 
@@ -534,6 +510,91 @@ class _EtcdStore(_ServerStore):
             return True
         self.revoke(lease)
         return False
+
+
+def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
+    """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
+    record (on a lease: live), the last holder's, and the line in the order joined."""
+    import base64
+
+    record = last = None
+    revision = "0"
+    lease = None
+    line: list[tuple[int, _Place]] = []
+    now = int(time.time())
+    last_key = key + b"\0last"
+    wait_prefix = key + b"\0wait\0"
+    for kv in kvs:
+        name = base64.b64decode(kv["key"])
+        value = base64.b64decode(kv.get("value", ""))
+        if name.startswith(wait_prefix):
+            place = _wait_place(value, kv.get("lease"))
+            if place is not None:
+                line.append((int(kv["create_revision"]), place))
+            continue
+        parsed = _parse_record(value, now)  # a foreign value is dated now
+        if name == key:
+            revision = _answer_field(kv, "mod_revision", "range", digits=True)
+            record = parsed
+            lease = kv.get("lease")
+            if lease:
+                record.lease = "live"
+        elif name == last_key:
+            last = parsed
+            last.lease = "expired"
+    line.sort(key=lambda entry: entry[0])
+    return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
+
+
+_SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
+
+
+def _survey_etcd(address: str) -> tuple[str, list[tuple[str, _Look]]]:
+    """Every lock whose key starts with the address's KEY, from ranges of one revision
+    (one consistent view, a page at a time); read only."""
+    import base64
+
+    store = _EtcdStore(address, prefix=True)
+    try:
+        start = store.key
+        end = _prefix_end(store.key)
+        revision = 0
+        groups: dict[bytes, list[Any]] = {}
+        while True:
+            body: dict[str, Any] = {
+                "key": _b64(start),
+                "range_end": _b64(end),
+                "limit": _SURVEY_PAGE,
+                "revision": revision,
+            }
+            answer = store.post("/v3/kv/range", body)
+            try:
+                revision = revision or int(answer["header"]["revision"])
+                kvs = answer.get("kvs", [])
+                for kv in kvs:
+                    name = base64.b64decode(kv["key"])
+                    groups.setdefault(name.partition(b"\0")[0], []).append(kv)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                raise _not_etcd("range", "kvs") from None
+            if not (answer.get("more") and kvs):
+                break
+            start = name + b"\0"
+    finally:
+        store.close()
+    try:
+        looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise _not_etcd("range", "kvs") from None
+    base = address[: len(address) - len(store.key_text)]
+    return address, [(base + key.decode("utf-8", "replace"), look) for key, look in looks.items()]
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The end of etcd's range of keys that start with ``prefix`` (all keys: NUL)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return b"\0"
+    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
 def _open_etcd(address: str) -> _Store:

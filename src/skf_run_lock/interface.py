@@ -1,7 +1,8 @@
 """The store interface: what the algorithm asks of a store. A store reads, applies a
 change atomically against what it read, keeps the line of waiters, and waits; it decides
 nothing (the decisions are functions of what it read). Every store class is checked
-against this Protocol by mypy: each store module's opener returns a ``_Store``."""
+against this Protocol by mypy: each store module's opener returns a ``_Store``, and
+its surveyor (the locks under a place, for a listing) a ``_Survey``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ if TYPE_CHECKING:
     from typing import Protocol
 
     from .records import _Look, _Place
+
+    # What a store's survey of a place gives a listing: the place as shown, and each
+    # lock found there (its name as a lock's address, and a look at it, as ``look``
+    # would give). A survey only reads: no guard, no change, no waiting.
+    _Survey = tuple[str, list[tuple[str, _Look]]]
 
     class _Store(Protocol):
         """One lock in one store, for one call."""

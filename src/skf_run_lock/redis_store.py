@@ -187,20 +187,21 @@ class _RedisStore(_ServerStore):
     secure = "rediss"
     credentials = "holds a password: a password never goes in the address; set REDISCLI_AUTH"
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, prefix: bool = False) -> None:
+        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
         env = os.environ
-        super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"))
+        super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"), prefix)
         key = self.key_text
         (self.endpoint,) = self.endpoints
         base = _slot_base(key)
-        if base is None:
+        if base is None and not prefix:
             raise ValueError(
                 f"the lock key in {address} holds a '}}' but no hash tag, so its line cannot"
                 " share its hash slot; give a key without '}', or with a tag like {name}"
             )
         # Bytes as given: an argument may hold any (surrogate-escaped).
         self.key = key.encode("utf-8", "surrogateescape")
-        base_bytes = base.encode("utf-8", "surrogateescape")
+        base_bytes = (base or key).encode("utf-8", "surrogateescape")
         self.last_key = base_bytes + b"\0last"
         self.line_key = base_bytes + b"\0line"
         self.wait_prefix = base_bytes + b"\0wait\0"
@@ -236,11 +237,13 @@ class _RedisStore(_ServerStore):
         outcome: str | None = None,
         write: bool = False,
         watched: bool = False,
+        raw: bool = False,
     ) -> list[Any]:
         """The answers to ``commands``, followed to the node a Redis Cluster redirects
         them to; a ``write`` that was sent is not tried again. ``watched``: a
         transaction under an earlier call's WATCH, which a redirect or a busy node ends
-        in _NotApplied: sent again it would run without its WATCH."""
+        in _NotApplied: sent again it would run without its WATCH. ``raw``: the answers
+        as they came, error answers among them (nothing redirected)."""
         failure = None
         redirects = 0
         while True:
@@ -270,7 +273,7 @@ class _RedisStore(_ServerStore):
             else:
                 answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
                 errors = _errors_in(answers)
-                if not errors:
+                if raw or not errors:
                     return answers
                 if self._redirected(errors[0], redirects, watched):
                     redirects += 1
@@ -299,18 +302,27 @@ class _RedisStore(_ServerStore):
 
     def _redirect(self, error: _RedisError) -> None:
         """Go to the node a MOVED or ASK answer names (ASK: with ASKING, for now)."""
-        found = re.fullmatch(r"(MOVED|ASK) [0-9]+ (.*):([0-9]{1,5})", error.text)
+        found = re.fullmatch(r"(MOVED|ASK) [0-9]+ (.*:[0-9]{1,5})", error.text)
         if found is None:
             raise self._refusal(error)
-        host = found[2]
+        self._stop_listening()
+        self._go(self._node_address(found[2]), asking=found[1] == "ASK")
+
+    def _node_address(self, where: str) -> str:
+        """The endpoint of a node a Cluster names as ``HOST:PORT``."""
+        host, _, port = where.rpartition(":")
         if not host or host == "?":  # the node does not know its name: the same host
             host = self.endpoint.rpartition(":")[0]
         elif ":" in host and not host.startswith("["):
             host = f"[{host}]"  # an IPv6 address
-        self._drop()
-        self._stop_listening()
-        self.endpoint = f"{host}:{found[3]}"
-        self.asking = found[1] == "ASK"
+        return f"{host}:{port}"
+
+    def _go(self, endpoint: str, asking: bool = False) -> None:
+        """Send what follows to the node at ``endpoint`` (``asking``: after ASKING)."""
+        if endpoint != self.endpoint:
+            self._drop()
+            self.endpoint = endpoint
+        self.asking = asking
 
     def _drop(self) -> None:
         if self.connection is not None:
@@ -348,6 +360,67 @@ class _RedisStore(_ServerStore):
         advice["ASK"] = advice["MOVED"]
         return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
 
+    # -- A listing's reads: every node, every key under a prefix, many locks at once
+
+    def primaries(self) -> list[str]:
+        """The address's node, or every primary of the Redis Cluster it is a node of."""
+        (nodes,) = self.call(("CLUSTER", "NODES"), raw=True)
+        if isinstance(nodes, _RedisError):
+            if "cluster support disabled" in nodes.text:
+                return [self.endpoint]
+            raise self._refusal(nodes)
+        if not isinstance(nodes, bytes):
+            raise OSError(errno.EPROTO, "Redis answered CLUSTER NODES in a shape it never has")
+        found = []
+        for line in nodes.decode("utf-8", "replace").splitlines():
+            fields = line.split()
+            flags = fields[2].split(",") if len(fields) > 2 else []
+            if "master" in flags and "fail" not in flags and "noaddr" not in flags:
+                found.append(self._node_address(fields[1].partition("@")[0]))
+        return found or [self.endpoint]
+
+    def scan(self) -> set[bytes]:
+        """The keys of the locks on this node that start with the prefix: the records'
+        keys, and the locks of last holders and lines (``{KEY}`` starts them)."""
+        keys = set()
+        escaped = _glob_escaped(self.key)
+        for pattern in (escaped + b"*", b"\\{" + escaped + b"*"):
+            cursor: bytes | None = b"0"
+            while cursor is not None:
+                (answer,) = self.call(("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT))
+                if not (isinstance(answer, list) and len(answer) == 2):
+                    raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
+                following, names = answer
+                for name in names if isinstance(names, list) else []:
+                    key = _lock_key_of(name) if isinstance(name, bytes) else None
+                    if key is not None and key.startswith(self.key):
+                        keys.add(key)
+                cursor = following if isinstance(following, bytes) and following != b"0" else None
+        return keys
+
+    def looks(self, keys: list[bytes]) -> list[tuple[bytes, _Look]]:
+        """A look at each lock of ``keys``, all read in one round trip; a lock whose
+        slot moved meanwhile is looked at alone (following it), and a key that holds
+        another type of value is no lock."""
+        commands = [command for key in keys for command in self._reads(_lock_keys(key))]
+        answers = self.call(*commands, raw=True)
+        looks = []
+        for at, key in enumerate(keys):
+            mine = answers[4 * at : 4 * at + 4]
+            errors = _errors_in(mine)
+            if not errors:
+                looks.append((key, self._looked(mine, _lock_keys(key)[3])))
+            elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
+                lone = _RedisStore(
+                    self.lock[: len(self.lock) - len(self.key_text)]
+                    + key.decode("utf-8", "surrogateescape")
+                )
+                try:
+                    looks.append((key, lone.look()))
+                finally:
+                    lone.close()
+        return looks
+
     # -- What the algorithm asks of a store
 
     def by_hand(self) -> str:
@@ -366,16 +439,14 @@ class _RedisStore(_ServerStore):
         self.watched = self.connection
         return look
 
-    def _reads(self) -> list[_Command]:
-        return [
-            ("GET", self.key),
-            ("PTTL", self.key),
-            ("GET", self.last_key),
-            ("LRANGE", self.line_key, 0, -1),
-        ]
+    def _reads(self, keys: tuple[bytes, bytes, bytes, bytes] | None = None) -> list[_Command]:
+        """The reads of a look at this lock, or at the lock of ``keys`` (_lock_keys)."""
+        key, last, line, _ = keys or (self.key, self.last_key, self.line_key, b"")
+        return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
 
-    def _looked(self, answers: list[Any]) -> _Look:
-        """The look _reads' answers give; ``seen``: the record's ms to live."""
+    def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
+        """The look _reads' answers give (the places read at ``wait_prefix``, or this
+        lock's); ``seen``: the record's ms to live."""
         value, ttl, last_value, tickets = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
@@ -389,7 +460,9 @@ class _RedisStore(_ServerStore):
             last = _parse_record(last_value, now)
             last.lease = "expired"
         tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
-        places = self.call(("MGET", *map(self._place_key, tickets))) if tickets else [[]]
+        prefix = self.wait_prefix if wait_prefix is None else wait_prefix
+        place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
+        places = self.call(("MGET", *place_keys)) if tickets else [[]]
         line = []
         for ticket, entry in zip(tickets, places[0], strict=False):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
@@ -532,6 +605,63 @@ class _RedisStore(_ServerStore):
         if self.bell is not None:
             self.bell.close()
             self.bell = None
+
+
+def _lock_keys(key: bytes) -> tuple[bytes, bytes, bytes, bytes]:
+    """The keys of the lock at ``key``: its record, last holder, line and places'
+    prefix (as _RedisStore keeps them)."""
+    base = (_slot_base(key.decode("utf-8", "surrogateescape")) or "").encode(
+        "utf-8", "surrogateescape"
+    )
+    return key, base + b"\0last", base + b"\0line", base + b"\0wait\0"
+
+
+def _lock_key_of(name: bytes) -> bytes | None:
+    """The lock a key found by a scan may belong to: a record's key is its own; a last
+    holder's or a line's gives its lock's; None for the other keys."""
+    if b"\0" not in name:
+        return name
+    base, _, rest = name.partition(b"\0")
+    if rest not in (b"last", b"line"):
+        return None  # a waiter's place or bell: its line shows the lock
+    text = base.decode("utf-8", "surrogateescape")
+    if text.startswith("{") and text.endswith("}") and _slot_base(text[1:-1]) == text:
+        return base[1:-1]
+    return base if _slot_base(text) == text else None
+
+
+def _glob_escaped(data: bytes) -> bytes:
+    """``data`` as a SCAN pattern matches it literally."""
+    return re.sub(rb"([*?\[\]\\])", rb"\\\1", data)
+
+
+_SCAN_COUNT = 1000  # keys a node looks at for one SCAN
+_SURVEY_BATCH = 500  # locks read in one round trip
+
+
+def _survey_redis(address: str) -> tuple[str, list[tuple[str, _Look]]]:
+    """Every lock whose key starts with the address's KEY, on the node it names or on
+    every primary of its Cluster: found with SCAN (never KEYS), then read a batch at
+    a time; read only."""
+    store = _RedisStore(address, prefix=True)
+    try:
+        found: dict[bytes, str] = {}  # each lock's key, and the node that holds it
+        for node in store.primaries():
+            store._go(node)
+            for key in store.scan():
+                found.setdefault(key, node)
+        by_node: dict[str, list[bytes]] = {}
+        for key, node in found.items():
+            by_node.setdefault(node, []).append(key)
+        looks: list[tuple[bytes, _Look]] = []
+        for node, keys in by_node.items():
+            for at in range(0, len(keys), _SURVEY_BATCH):
+                store._go(node)
+                looks += store.looks(keys[at : at + _SURVEY_BATCH])
+    finally:
+        store.close()
+    base = address[: len(address) - len(store.key_text)]
+    return address, [(base + key.decode("utf-8", "surrogateescape"), look) for key, look in looks]
 
 
 def _open_redis(address: str) -> _Store:

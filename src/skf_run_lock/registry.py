@@ -9,29 +9,39 @@ from __future__ import annotations
 import os
 import re
 
-from .file_store import _FileStore
+from .file_store import _FileStore, _survey_folder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import Any
 
-    from .interface import _Store
+    from .interface import _Store, _Survey
 
 
 class _ServerKind:
     """One server store: its schemes, the address form it takes, and its module and the
-    function there that opens a lock (``address -> _Store``)."""
+    functions there that open a lock (``address -> _Store``) and survey the locks under
+    a prefix (``address -> _Survey``)."""
 
-    __slots__ = ("form", "module", "name", "opener", "schemes")
+    __slots__ = ("form", "module", "name", "opener", "schemes", "surveyor")
 
     def __init__(
-        self, name: str, schemes: tuple[str, ...], form: str, module: str, opener: str
+        self,
+        name: str,
+        schemes: tuple[str, ...],
+        form: str,
+        module: str,
+        *,
+        opener: str,
+        surveyor: str,
     ) -> None:
         self.name = name
         self.schemes = schemes
         self.form = form
         self.module = module
         self.opener = opener
+        self.surveyor = surveyor
 
 
 _SERVER_STORES = (
@@ -40,14 +50,16 @@ _SERVER_STORES = (
         ("etcd", "etcd+https"),
         "etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY",
         "etcd_store",
-        "_open_etcd",
+        opener="_open_etcd",
+        surveyor="_survey_etcd",
     ),
     _ServerKind(
         "redis",
         ("redis", "rediss"),
         "redis[s]://[USER@]HOST[:PORT]/KEY",
         "redis_store",
-        "_open_redis",
+        opener="_open_redis",
+        surveyor="_survey_redis",
     ),
 )
 
@@ -102,16 +114,20 @@ def _compile_carried(module: str) -> None:
     _COMPILED.add(module)
 
 
-def _opener(kind: _ServerKind) -> Callable[[str], _Store]:
-    """The function that opens a lock of ``kind``, its module loaded first."""
+def _loaded(kind: _ServerKind, function: str) -> Any:
+    """The function named ``function`` of ``kind``'s module, the module loaded first."""
     if _CARRIED:
         _compile_carried(kind.module)
-        opener: Callable[[str], _Store] = globals()[kind.opener]
-        return opener
+        return globals()[function]
     import importlib
 
     module = importlib.import_module(f"{__package__}.{kind.module}")
-    opener = getattr(module, kind.opener)
+    return getattr(module, function)
+
+
+def _opener(kind: _ServerKind) -> Callable[[str], _Store]:
+    """The function that opens a lock of ``kind``."""
+    opener: Callable[[str], _Store] = _loaded(kind, kind.opener)
     return opener
 
 
@@ -120,3 +136,13 @@ def _store_for(lock: str | os.PathLike[str]) -> _Store:
     if isinstance(lock, str) and _ADDRESS.match(lock):
         return _opener(_server_kind(lock))(lock)
     return _FileStore(lock)
+
+
+def _survey_for(under: str | os.PathLike[str]) -> _Survey:
+    """The locks under a place: a folder, or a server's address whose KEY is a prefix;
+    ValueError for an unknown scheme or a place that is a file."""
+    if isinstance(under, str) and _ADDRESS.match(under):
+        kind = _server_kind(under)
+        surveyor: Callable[[str], _Survey] = _loaded(kind, kind.surveyor)
+        return surveyor(under)
+    return _survey_folder(under)

@@ -82,8 +82,9 @@ class _ServerStore:
     many = False  # several HOST:PORT may be given
     users = False  # a USER@ may be given
 
-    def __init__(self, address: str, timeout: float) -> None:
-        """Parse ``address`` (ValueError unless it is of ``form``)."""
+    def __init__(self, address: str, timeout: float, prefix: bool = False) -> None:
+        """Parse ``address`` (ValueError unless it is of ``form``); ``prefix``: its KEY
+        is where the locks to list start, and may be empty."""
         shown = _shown_address(address)
         scheme, _, rest = address.partition("://")
         where, _, key = rest.partition("/")
@@ -93,7 +94,7 @@ class _ServerStore:
         found = [re.fullmatch(_HOST, host) for host in hosts.split(",")]
         ports_known = all(host and (host[2] or self.default_port) for host in found)
         too_many = len(found) > 1 and not self.many
-        if not key or (at and not user) or too_many or not ports_known:
+        if (not key and not prefix) or (at and not user) or too_many or not ports_known:
             raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
         self.endpoints = []
         for host in filter(None, found):
