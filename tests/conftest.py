@@ -21,7 +21,7 @@ from calls import WORKER, Run, reaped
 from loader import SCRIPT, load_script
 from pki import Pki, make_pki
 from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
-from stores import StoreUnderTest
+from stores import PlaceUnderTest, StoreUnderTest
 
 
 @pytest.fixture(scope="session")
@@ -125,6 +125,18 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreUnderTest:
         return StoreUnderTest("file", str(tmp_path / "locks" / "run.lock"))
     address: str = request.getfixturevalue(f"{request.param}_lock")
     return StoreUnderTest(request.param, address)
+
+
+@pytest.fixture(params=["file", "etcd", "redis", "cluster"])
+def place(request: pytest.FixtureRequest, tmp_path: Path) -> PlaceUnderTest:
+    """A place to list on each store in turn: a folder, and a prefix no other test uses
+    on the session's etcd, Redis and Redis Cluster."""
+    if request.param == "file":
+        return PlaceUnderTest("file", str(tmp_path / "locks"))
+    prefix = f"skf-list/{request.node.name}/{os.urandom(4).hex()}/"
+    servers = {"etcd": "etcd", "redis": "redis", "cluster": "redis_cluster"}
+    server = request.getfixturevalue(servers[request.param])
+    return PlaceUnderTest(request.param, server.url(prefix))
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -76,6 +77,30 @@ class StoreUnderTest:
         keys of a server's lock (its record, last holder, line and places in line)."""
         return left_behind(self.lock)
 
+    def plant_waiter(self, owner: str, ticket: str = "7") -> None:
+        """Put a live place in the lock's line for ``owner`` (alive for a minute on a
+        server; on a file, as if it had just beaten), as a waiter would keep it."""
+        since = shown_time(0)
+        place = {"owner": owner, "since": since, "stale_after_seconds": 3600}
+        if self.kind == "file":
+            line = Path(self.lock + ".skf-line")
+            line.parent.mkdir(parents=True, exist_ok=True)
+            entry = {"ticket": ticket, **place, "beat": time.time()}
+            with line.open("a") as out:
+                out.write(json.dumps(entry) + "\n")
+        elif self.kind == "etcd":
+            client, key = self._server_key()
+            lease = etcd_post(client, "/v3/lease/grant", {"TTL": "60"})["ID"]
+            name = key.encode() + b"\0wait\0" + lease.encode()
+            put = {"key": _b64(name), "value": _b64(json.dumps(place).encode()), "lease": lease}
+            etcd_post(client, "/v3/kv/put", put)
+        else:
+            key = self._server_key()[1]
+            client = redis_client(self.lock)
+            base = "{" + key + "}"
+            client.set(f"{base}\0wait\0{ticket}", json.dumps(place), px=60_000)
+            client.rpush(f"{base}\0line", ticket)
+
 
 def left_behind(lock: str) -> list[str]:
     """What the store of ``lock`` holds of it (see :meth:`StoreUnderTest.left_behind`)."""
@@ -103,3 +128,18 @@ def shown_time(seconds_ago: float, since: str | None = None) -> str:
     and outputs show it."""
     base = datetime.now(UTC) if since is None else datetime.strptime(since, TIME_FORMAT)
     return (base.replace(tzinfo=UTC) - timedelta(seconds=seconds_ago)).strftime(TIME_FORMAT)
+
+
+@dataclass
+class PlaceUnderTest:
+    """A place to list on one store: a folder, or a server's address whose KEY is a
+    prefix; ``lock(name)`` is a lock under it, ``store(name)`` that lock to plant on."""
+
+    kind: str
+    under: str
+
+    def lock(self, name: str) -> str:
+        return os.path.join(self.under, name) if self.kind == "file" else self.under + name
+
+    def store(self, name: str) -> StoreUnderTest:
+        return StoreUnderTest(self.kind, self.lock(name))
