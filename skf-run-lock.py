@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.3.0. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.4.0. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -114,7 +114,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.3.0"
+__version__ = "1.4.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -1727,11 +1727,12 @@ if TYPE_CHECKING:
 
 
 class _ServerKind:
-    """One server store: its schemes, the address form it takes, and its module and the
-    functions there that open a lock (``address -> _Store``) and survey the locks under
-    a prefix (``address -> _Survey``)."""
+    """One server store: its schemes, the address form it takes, its module and the
+    function there that opens a lock (``address -> _Store``), and its listing's module
+    and the function there that surveys the locks under a prefix (``address ->
+    _Survey``)."""
 
-    __slots__ = ("form", "module", "name", "opener", "schemes", "surveyor")
+    __slots__ = ("form", "listing", "module", "name", "opener", "schemes", "surveyor")
 
     def __init__(
         self,
@@ -1741,6 +1742,7 @@ class _ServerKind:
         module: str,
         *,
         opener: str,
+        listing: str,
         surveyor: str,
     ) -> None:
         self.name = name
@@ -1748,6 +1750,7 @@ class _ServerKind:
         self.form = form
         self.module = module
         self.opener = opener
+        self.listing = listing
         self.surveyor = surveyor
 
 
@@ -1758,6 +1761,7 @@ _SERVER_STORES = (
         "etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY",
         "etcd_store",
         opener="_open_etcd",
+        listing="etcd_listing",
         surveyor="_survey_etcd",
     ),
     _ServerKind(
@@ -1766,6 +1770,7 @@ _SERVER_STORES = (
         "redis[s]://[USER@]HOST[:PORT]/KEY",
         "redis_store",
         opener="_open_redis",
+        listing="redis_listing",
         surveyor="_survey_redis",
     ),
 )
@@ -1821,20 +1826,19 @@ def _compile_carried(module: str) -> None:
     _COMPILED.add(module)
 
 
-def _loaded(kind: _ServerKind, function: str) -> Any:
-    """The function named ``function`` of ``kind``'s module, the module loaded first."""
+def _loaded(module: str, function: str) -> Any:
+    """The function named ``function`` of a server store's ``module``, loaded first."""
     if _CARRIED:
-        _compile_carried(kind.module)
+        _compile_carried(module)
         return globals()[function]
     import importlib
 
-    module = importlib.import_module(f"{__package__}.{kind.module}")
-    return getattr(module, function)
+    return getattr(importlib.import_module(f"{__package__}.{module}"), function)
 
 
 def _opener(kind: _ServerKind) -> Callable[[str], _Store]:
     """The function that opens a lock of ``kind``."""
-    opener: Callable[[str], _Store] = _loaded(kind, kind.opener)
+    opener: Callable[[str], _Store] = _loaded(kind.module, kind.opener)
     return opener
 
 
@@ -1850,7 +1854,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
     ValueError for an unknown scheme or a place that is a file."""
     if isinstance(under, str) and _ADDRESS.match(under):
         kind = _server_kind(under)
-        surveyor: Callable[[str], _Survey] = _loaded(kind, kind.surveyor)
+        surveyor: Callable[[str], _Survey] = _loaded(kind.listing, kind.surveyor)
         return surveyor(under)
     return _survey_folder(under)
 
@@ -1862,7 +1866,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (1865, (), r'''
+_CARRIED['server_store'] = (1869, (), r'''
 import errno
 import json
 import os
@@ -2080,7 +2084,7 @@ class _Pause:
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2083, ('server_store',), r'''
+_CARRIED['etcd_store'] = (2087, ('server_store',), r'''
 import errno
 import json
 import os
@@ -2604,10 +2608,27 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
 
 
+def _open_etcd(address: str) -> _Store:
+    """The registry's opener: an etcd lock (mypy checks the class against _Store here)."""
+    return _EtcdStore(address)
+''')
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/etcd_listing.py, carried as text: compiled only for a lock of its store
+# The etcd store's listing: every lock under a prefix, read in ranges of one revision
+# (one consistent view, a page at a time). Compiled only for a listing of etcd.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['etcd_listing'] = (2623, ('etcd_store',), r'''
+if TYPE_CHECKING:
+    from typing import Any
+
+
 _SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
 
 
-def _survey_etcd(address: str) -> tuple[str, list[tuple[str, _Look]]]:
+def _survey_etcd(address: str) -> _Survey:
     """Every lock whose key starts with the address's KEY, from ranges of one revision
     (one consistent view, a page at a time); read only."""
     import base64
@@ -2653,11 +2674,6 @@ def _prefix_end(prefix: bytes) -> bytes:
     if not stripped:
         return b"\0"
     return stripped[:-1] + bytes([stripped[-1] + 1])
-
-
-def _open_etcd(address: str) -> _Store:
-    """The registry's opener: an etcd lock (mypy checks the class against _Store here)."""
-    return _EtcdStore(address)
 ''')
 
 
@@ -2669,7 +2685,7 @@ def _open_etcd(address: str) -> _Store:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (2672, ('server_store',), r'''
+_CARRIED['redis_store'] = (2688, ('server_store',), r'''
 import errno
 import os
 import re
@@ -3009,67 +3025,6 @@ class _RedisStore(_ServerStore):
         advice["ASK"] = advice["MOVED"]
         return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
 
-    # -- A listing's reads: every node, every key under a prefix, many locks at once
-
-    def primaries(self) -> list[str]:
-        """The address's node, or every primary of the Redis Cluster it is a node of."""
-        (nodes,) = self.call(("CLUSTER", "NODES"), raw=True)
-        if isinstance(nodes, _RedisError):
-            if "cluster support disabled" in nodes.text:
-                return [self.endpoint]
-            raise self._refusal(nodes)
-        if not isinstance(nodes, bytes):
-            raise OSError(errno.EPROTO, "Redis answered CLUSTER NODES in a shape it never has")
-        found = []
-        for line in nodes.decode("utf-8", "replace").splitlines():
-            fields = line.split()
-            flags = fields[2].split(",") if len(fields) > 2 else []
-            if "master" in flags and "fail" not in flags and "noaddr" not in flags:
-                found.append(self._node_address(fields[1].partition("@")[0]))
-        return found or [self.endpoint]
-
-    def scan(self) -> set[bytes]:
-        """The keys of the locks on this node that start with the prefix: the records'
-        keys, and the locks of last holders and lines (``{KEY}`` starts them)."""
-        keys = set()
-        escaped = _glob_escaped(self.key)
-        for pattern in (escaped + b"*", b"\\{" + escaped + b"*"):
-            cursor: bytes | None = b"0"
-            while cursor is not None:
-                (answer,) = self.call(("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT))
-                if not (isinstance(answer, list) and len(answer) == 2):
-                    raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
-                following, names = answer
-                for name in names if isinstance(names, list) else []:
-                    key = _lock_key_of(name) if isinstance(name, bytes) else None
-                    if key is not None and key.startswith(self.key):
-                        keys.add(key)
-                cursor = following if isinstance(following, bytes) and following != b"0" else None
-        return keys
-
-    def looks(self, keys: list[bytes]) -> list[tuple[bytes, _Look]]:
-        """A look at each lock of ``keys``, all read in one round trip; a lock whose
-        slot moved meanwhile is looked at alone (following it), and a key that holds
-        another type of value is no lock."""
-        commands = [command for key in keys for command in self._reads(_lock_keys(key))]
-        answers = self.call(*commands, raw=True)
-        looks = []
-        for at, key in enumerate(keys):
-            mine = answers[4 * at : 4 * at + 4]
-            errors = _errors_in(mine)
-            if not errors:
-                looks.append((key, self._looked(mine, _lock_keys(key)[3])))
-            elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
-                lone = _RedisStore(
-                    self.lock[: len(self.lock) - len(self.key_text)]
-                    + key.decode("utf-8", "surrogateescape")
-                )
-                try:
-                    looks.append((key, lone.look()))
-                finally:
-                    lone.close()
-        return looks
-
     # -- What the algorithm asks of a store
 
     def by_hand(self) -> str:
@@ -3256,6 +3211,29 @@ class _RedisStore(_ServerStore):
             self.bell = None
 
 
+def _open_redis(address: str) -> _Store:
+    """The registry's opener: a Redis lock (mypy checks the class against _Store here)."""
+    return _RedisStore(address)
+''')
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/redis_listing.py, carried as text: compiled only for a lock of its store
+# The Redis store's listing: every lock under a prefix on one node, or on every
+# primary of a Redis Cluster, found with SCAN (never KEYS, the prefix matched
+# literally) and read a batch of locks to a round trip. Compiled only for a listing of
+# Redis.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['redis_listing'] = (3228, ('redis_store',), r'''
+import errno
+import re
+
+
+_SCAN_COUNT = 1000  # keys a node looks at for one SCAN
+_SURVEY_BATCH = 500  # locks read in one round trip
+
+
 def _lock_keys(key: bytes) -> tuple[bytes, bytes, bytes, bytes]:
     """The keys of the lock at ``key``: its record, last holder, line and places'
     prefix (as _RedisStore keeps them)."""
@@ -3284,15 +3262,75 @@ def _glob_escaped(data: bytes) -> bytes:
     return re.sub(rb"([*?\[\]\\])", rb"\\\1", data)
 
 
-_SCAN_COUNT = 1000  # keys a node looks at for one SCAN
-_SURVEY_BATCH = 500  # locks read in one round trip
+class _RedisSurvey(_RedisStore):
+    """A Redis store that reads many locks at once, for a listing: the nodes to scan,
+    the locks' keys under the prefix on one, a look at a batch of them."""
+
+    def primaries(self) -> list[str]:
+        """The address's node, or every primary of the Redis Cluster it is a node of."""
+        (nodes,) = self.call(("CLUSTER", "NODES"), raw=True)
+        if isinstance(nodes, _RedisError):
+            if "cluster support disabled" in nodes.text:
+                return [self.endpoint]
+            raise self._refusal(nodes)
+        if not isinstance(nodes, bytes):
+            raise OSError(errno.EPROTO, "Redis answered CLUSTER NODES in a shape it never has")
+        found = []
+        for line in nodes.decode("utf-8", "replace").splitlines():
+            fields = line.split()
+            flags = fields[2].split(",") if len(fields) > 2 else []
+            if "master" in flags and "fail" not in flags and "noaddr" not in flags:
+                found.append(self._node_address(fields[1].partition("@")[0]))
+        return found or [self.endpoint]
+
+    def scan(self) -> set[bytes]:
+        """The keys of the locks on this node that start with the prefix: the records'
+        keys, and the locks of last holders and lines (``{KEY}`` starts them)."""
+        keys = set()
+        escaped = _glob_escaped(self.key)
+        for pattern in (escaped + b"*", b"\\{" + escaped + b"*"):
+            cursor: bytes | None = b"0"
+            while cursor is not None:
+                (answer,) = self.call(("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT))
+                if not (isinstance(answer, list) and len(answer) == 2):
+                    raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
+                following, names = answer
+                for name in names if isinstance(names, list) else []:
+                    key = _lock_key_of(name) if isinstance(name, bytes) else None
+                    if key is not None and key.startswith(self.key):
+                        keys.add(key)
+                cursor = following if isinstance(following, bytes) and following != b"0" else None
+        return keys
+
+    def looks(self, keys: list[bytes]) -> list[tuple[bytes, _Look]]:
+        """A look at each lock of ``keys``, all read in one round trip; a lock whose
+        slot moved meanwhile is looked at alone (following it), and a key that holds
+        another type of value is no lock."""
+        commands = [command for key in keys for command in self._reads(_lock_keys(key))]
+        answers = self.call(*commands, raw=True)
+        looks = []
+        for at, key in enumerate(keys):
+            mine = answers[4 * at : 4 * at + 4]
+            errors = _errors_in(mine)
+            if not errors:
+                looks.append((key, self._looked(mine, _lock_keys(key)[3])))
+            elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
+                lone = _RedisStore(
+                    self.lock[: len(self.lock) - len(self.key_text)]
+                    + key.decode("utf-8", "surrogateescape")
+                )
+                try:
+                    looks.append((key, lone.look()))
+                finally:
+                    lone.close()
+        return looks
 
 
-def _survey_redis(address: str) -> tuple[str, list[tuple[str, _Look]]]:
+def _survey_redis(address: str) -> _Survey:
     """Every lock whose key starts with the address's KEY, on the node it names or on
     every primary of its Cluster: found with SCAN (never KEYS), then read a batch at
     a time; read only."""
-    store = _RedisStore(address, prefix=True)
+    store = _RedisSurvey(address, prefix=True)
     try:
         found: dict[bytes, str] = {}  # each lock's key, and the node that holds it
         for node in store.primaries():
@@ -3311,11 +3349,6 @@ def _survey_redis(address: str) -> tuple[str, list[tuple[str, _Look]]]:
         store.close()
     base = address[: len(address) - len(store.key_text)]
     return address, [(base + key.decode("utf-8", "surrogateescape"), look) for key, look in looks]
-
-
-def _open_redis(address: str) -> _Store:
-    """The registry's opener: a Redis lock (mypy checks the class against _Store here)."""
-    return _RedisStore(address)
 ''')
 
 

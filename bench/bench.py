@@ -78,8 +78,11 @@ def load_script() -> ModuleType:
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    module._etcd_code()  # the server stores' code, as a call naming their lock compiles it
-    module._redis_code()
+    # The server stores' code, as a call naming their lock compiles it.
+    module._compile_carried("etcd_store")
+    module._compile_carried("redis_store")
+    module._compile_carried("etcd_listing")
+    module._compile_carried("redis_listing")
     return module
 
 

@@ -31,6 +31,8 @@ def skf() -> ModuleType:
     module = load_script()
     module._compile_carried("etcd_store")
     module._compile_carried("redis_store")
+    module._compile_carried("etcd_listing")
+    module._compile_carried("redis_listing")
     return module
 
 

@@ -14,6 +14,7 @@ API = {
     "acquire_within",
     "release",
     "status",
+    "list_locks",
     "new_run_id",
     "main",
     "LockBusy",

@@ -51,19 +51,21 @@ FLAT = (
 
 def _registered_stores(package: Path) -> tuple[str, ...]:
     """The server stores' modules, as the registry of stores names them (the module
-    argument of each ``_ServerKind`` in registry.py): a new store is its module and its
-    registry entry, and the build carries it without being told."""
+    argument of each ``_ServerKind`` in registry.py, then its ``listing`` module): a new
+    store is its modules and its registry entry, and the build carries them without
+    being told."""
     tree = ast.parse((package / "registry.py").read_text(encoding="utf-8"))
     modules = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and ast.unparse(node.func) == "_ServerKind":
-            module = node.args[3]
-            assert isinstance(module, ast.Constant) and isinstance(module.value, str)
-            modules.append(module.value)
+            named = {keyword.arg: keyword.value for keyword in node.keywords}
+            for module in (node.args[3], named["listing"]):
+                assert isinstance(module, ast.Constant) and isinstance(module.value, str)
+                modules.append(module.value)
     return tuple(modules)
 
 
-# What both server stores share, then each server store.
+# What both server stores share, then each server store and its listing.
 CARRIED = ("server_store", *_registered_stores(PACKAGE))
 AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
 

@@ -546,57 +546,6 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
 
 
-_SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
-
-
-def _survey_etcd(address: str) -> tuple[str, list[tuple[str, _Look]]]:
-    """Every lock whose key starts with the address's KEY, from ranges of one revision
-    (one consistent view, a page at a time); read only."""
-    import base64
-
-    store = _EtcdStore(address, prefix=True)
-    try:
-        start = store.key
-        end = _prefix_end(store.key)
-        revision = 0
-        groups: dict[bytes, list[Any]] = {}
-        while True:
-            body: dict[str, Any] = {
-                "key": _b64(start),
-                "range_end": _b64(end),
-                "limit": _SURVEY_PAGE,
-                "revision": revision,
-            }
-            answer = store.post("/v3/kv/range", body)
-            try:
-                revision = revision or int(answer["header"]["revision"])
-                kvs = answer.get("kvs", [])
-                for kv in kvs:
-                    name = base64.b64decode(kv["key"])
-                    groups.setdefault(name.partition(b"\0")[0], []).append(kv)
-            except (AttributeError, KeyError, TypeError, ValueError):
-                raise _not_etcd("range", "kvs") from None
-            if not (answer.get("more") and kvs):
-                break
-            start = name + b"\0"
-    finally:
-        store.close()
-    try:
-        looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
-    except (AttributeError, KeyError, TypeError, ValueError):
-        raise _not_etcd("range", "kvs") from None
-    base = address[: len(address) - len(store.key_text)]
-    return address, [(base + key.decode("utf-8", "replace"), look) for key, look in looks.items()]
-
-
-def _prefix_end(prefix: bytes) -> bytes:
-    """The end of etcd's range of keys that start with ``prefix`` (all keys: NUL)."""
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        return b"\0"
-    return stripped[:-1] + bytes([stripped[-1] + 1])
-
-
 def _open_etcd(address: str) -> _Store:
     """The registry's opener: an etcd lock (mypy checks the class against _Store here)."""
     return _EtcdStore(address)

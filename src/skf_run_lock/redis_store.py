@@ -362,67 +362,6 @@ class _RedisStore(_ServerStore):
         advice["ASK"] = advice["MOVED"]
         return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
 
-    # -- A listing's reads: every node, every key under a prefix, many locks at once
-
-    def primaries(self) -> list[str]:
-        """The address's node, or every primary of the Redis Cluster it is a node of."""
-        (nodes,) = self.call(("CLUSTER", "NODES"), raw=True)
-        if isinstance(nodes, _RedisError):
-            if "cluster support disabled" in nodes.text:
-                return [self.endpoint]
-            raise self._refusal(nodes)
-        if not isinstance(nodes, bytes):
-            raise OSError(errno.EPROTO, "Redis answered CLUSTER NODES in a shape it never has")
-        found = []
-        for line in nodes.decode("utf-8", "replace").splitlines():
-            fields = line.split()
-            flags = fields[2].split(",") if len(fields) > 2 else []
-            if "master" in flags and "fail" not in flags and "noaddr" not in flags:
-                found.append(self._node_address(fields[1].partition("@")[0]))
-        return found or [self.endpoint]
-
-    def scan(self) -> set[bytes]:
-        """The keys of the locks on this node that start with the prefix: the records'
-        keys, and the locks of last holders and lines (``{KEY}`` starts them)."""
-        keys = set()
-        escaped = _glob_escaped(self.key)
-        for pattern in (escaped + b"*", b"\\{" + escaped + b"*"):
-            cursor: bytes | None = b"0"
-            while cursor is not None:
-                (answer,) = self.call(("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT))
-                if not (isinstance(answer, list) and len(answer) == 2):
-                    raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
-                following, names = answer
-                for name in names if isinstance(names, list) else []:
-                    key = _lock_key_of(name) if isinstance(name, bytes) else None
-                    if key is not None and key.startswith(self.key):
-                        keys.add(key)
-                cursor = following if isinstance(following, bytes) and following != b"0" else None
-        return keys
-
-    def looks(self, keys: list[bytes]) -> list[tuple[bytes, _Look]]:
-        """A look at each lock of ``keys``, all read in one round trip; a lock whose
-        slot moved meanwhile is looked at alone (following it), and a key that holds
-        another type of value is no lock."""
-        commands = [command for key in keys for command in self._reads(_lock_keys(key))]
-        answers = self.call(*commands, raw=True)
-        looks = []
-        for at, key in enumerate(keys):
-            mine = answers[4 * at : 4 * at + 4]
-            errors = _errors_in(mine)
-            if not errors:
-                looks.append((key, self._looked(mine, _lock_keys(key)[3])))
-            elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
-                lone = _RedisStore(
-                    self.lock[: len(self.lock) - len(self.key_text)]
-                    + key.decode("utf-8", "surrogateescape")
-                )
-                try:
-                    looks.append((key, lone.look()))
-                finally:
-                    lone.close()
-        return looks
-
     # -- What the algorithm asks of a store
 
     def by_hand(self) -> str:
@@ -607,63 +546,6 @@ class _RedisStore(_ServerStore):
         if self.bell is not None:
             self.bell.close()
             self.bell = None
-
-
-def _lock_keys(key: bytes) -> tuple[bytes, bytes, bytes, bytes]:
-    """The keys of the lock at ``key``: its record, last holder, line and places'
-    prefix (as _RedisStore keeps them)."""
-    base = (_slot_base(key.decode("utf-8", "surrogateescape")) or "").encode(
-        "utf-8", "surrogateescape"
-    )
-    return key, base + b"\0last", base + b"\0line", base + b"\0wait\0"
-
-
-def _lock_key_of(name: bytes) -> bytes | None:
-    """The lock a key found by a scan may belong to: a record's key is its own; a last
-    holder's or a line's gives its lock's; None for the other keys."""
-    if b"\0" not in name:
-        return name
-    base, _, rest = name.partition(b"\0")
-    if rest not in (b"last", b"line"):
-        return None  # a waiter's place or bell: its line shows the lock
-    text = base.decode("utf-8", "surrogateescape")
-    if text.startswith("{") and text.endswith("}") and _slot_base(text[1:-1]) == text:
-        return base[1:-1]
-    return base if _slot_base(text) == text else None
-
-
-def _glob_escaped(data: bytes) -> bytes:
-    """``data`` as a SCAN pattern matches it literally."""
-    return re.sub(rb"([*?\[\]\\])", rb"\\\1", data)
-
-
-_SCAN_COUNT = 1000  # keys a node looks at for one SCAN
-_SURVEY_BATCH = 500  # locks read in one round trip
-
-
-def _survey_redis(address: str) -> tuple[str, list[tuple[str, _Look]]]:
-    """Every lock whose key starts with the address's KEY, on the node it names or on
-    every primary of its Cluster: found with SCAN (never KEYS), then read a batch at
-    a time; read only."""
-    store = _RedisStore(address, prefix=True)
-    try:
-        found: dict[bytes, str] = {}  # each lock's key, and the node that holds it
-        for node in store.primaries():
-            store._go(node)
-            for key in store.scan():
-                found.setdefault(key, node)
-        by_node: dict[str, list[bytes]] = {}
-        for key, node in found.items():
-            by_node.setdefault(node, []).append(key)
-        looks: list[tuple[bytes, _Look]] = []
-        for node, keys in by_node.items():
-            for at in range(0, len(keys), _SURVEY_BATCH):
-                store._go(node)
-                looks += store.looks(keys[at : at + _SURVEY_BATCH])
-    finally:
-        store.close()
-    base = address[: len(address) - len(store.key_text)]
-    return address, [(base + key.decode("utf-8", "surrogateescape"), look) for key, look in looks]
 
 
 def _open_redis(address: str) -> _Store:

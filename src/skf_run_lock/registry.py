@@ -20,11 +20,12 @@ if TYPE_CHECKING:
 
 
 class _ServerKind:
-    """One server store: its schemes, the address form it takes, and its module and the
-    functions there that open a lock (``address -> _Store``) and survey the locks under
-    a prefix (``address -> _Survey``)."""
+    """One server store: its schemes, the address form it takes, its module and the
+    function there that opens a lock (``address -> _Store``), and its listing's module
+    and the function there that surveys the locks under a prefix (``address ->
+    _Survey``)."""
 
-    __slots__ = ("form", "module", "name", "opener", "schemes", "surveyor")
+    __slots__ = ("form", "listing", "module", "name", "opener", "schemes", "surveyor")
 
     def __init__(
         self,
@@ -34,6 +35,7 @@ class _ServerKind:
         module: str,
         *,
         opener: str,
+        listing: str,
         surveyor: str,
     ) -> None:
         self.name = name
@@ -41,6 +43,7 @@ class _ServerKind:
         self.form = form
         self.module = module
         self.opener = opener
+        self.listing = listing
         self.surveyor = surveyor
 
 
@@ -51,6 +54,7 @@ _SERVER_STORES = (
         "etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY",
         "etcd_store",
         opener="_open_etcd",
+        listing="etcd_listing",
         surveyor="_survey_etcd",
     ),
     _ServerKind(
@@ -59,6 +63,7 @@ _SERVER_STORES = (
         "redis[s]://[USER@]HOST[:PORT]/KEY",
         "redis_store",
         opener="_open_redis",
+        listing="redis_listing",
         surveyor="_survey_redis",
     ),
 )
@@ -114,20 +119,19 @@ def _compile_carried(module: str) -> None:
     _COMPILED.add(module)
 
 
-def _loaded(kind: _ServerKind, function: str) -> Any:
-    """The function named ``function`` of ``kind``'s module, the module loaded first."""
+def _loaded(module: str, function: str) -> Any:
+    """The function named ``function`` of a server store's ``module``, loaded first."""
     if _CARRIED:
-        _compile_carried(kind.module)
+        _compile_carried(module)
         return globals()[function]
     import importlib
 
-    module = importlib.import_module(f"{__package__}.{kind.module}")
-    return getattr(module, function)
+    return getattr(importlib.import_module(f"{__package__}.{module}"), function)
 
 
 def _opener(kind: _ServerKind) -> Callable[[str], _Store]:
     """The function that opens a lock of ``kind``."""
-    opener: Callable[[str], _Store] = _loaded(kind, kind.opener)
+    opener: Callable[[str], _Store] = _loaded(kind.module, kind.opener)
     return opener
 
 
@@ -143,6 +147,6 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
     ValueError for an unknown scheme or a place that is a file."""
     if isinstance(under, str) and _ADDRESS.match(under):
         kind = _server_kind(under)
-        surveyor: Callable[[str], _Survey] = _loaded(kind, kind.surveyor)
+        surveyor: Callable[[str], _Survey] = _loaded(kind.listing, kind.surveyor)
         return surveyor(under)
     return _survey_folder(under)

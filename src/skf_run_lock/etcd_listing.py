@@ -1,0 +1,62 @@
+"""The etcd store's listing: every lock under a prefix, read in ranges of one revision
+(one consistent view, a page at a time). Compiled only for a listing of etcd."""
+
+from __future__ import annotations
+
+from .etcd_store import _b64, _EtcdStore, _looked, _not_etcd
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from .interface import _Survey
+
+_SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
+
+
+def _survey_etcd(address: str) -> _Survey:
+    """Every lock whose key starts with the address's KEY, from ranges of one revision
+    (one consistent view, a page at a time); read only."""
+    import base64
+
+    store = _EtcdStore(address, prefix=True)
+    try:
+        start = store.key
+        end = _prefix_end(store.key)
+        revision = 0
+        groups: dict[bytes, list[Any]] = {}
+        while True:
+            body: dict[str, Any] = {
+                "key": _b64(start),
+                "range_end": _b64(end),
+                "limit": _SURVEY_PAGE,
+                "revision": revision,
+            }
+            answer = store.post("/v3/kv/range", body)
+            try:
+                revision = revision or int(answer["header"]["revision"])
+                kvs = answer.get("kvs", [])
+                for kv in kvs:
+                    name = base64.b64decode(kv["key"])
+                    groups.setdefault(name.partition(b"\0")[0], []).append(kv)
+            except (AttributeError, KeyError, TypeError, ValueError):
+                raise _not_etcd("range", "kvs") from None
+            if not (answer.get("more") and kvs):
+                break
+            start = name + b"\0"
+    finally:
+        store.close()
+    try:
+        looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
+    except (AttributeError, KeyError, TypeError, ValueError):
+        raise _not_etcd("range", "kvs") from None
+    base = address[: len(address) - len(store.key_text)]
+    return address, [(base + key.decode("utf-8", "replace"), look) for key, look in looks.items()]
+
+
+def _prefix_end(prefix: bytes) -> bytes:
+    """The end of etcd's range of keys that start with ``prefix`` (all keys: NUL)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return b"\0"
+    return stripped[:-1] + bytes([stripped[-1] + 1])
