@@ -859,70 +859,6 @@ def _status_result(
     }
 
 
-def _listed_lock(status: StatusResult) -> ListedLock:
-    """A lock as a listing shows it: its status output's keys but ``message``."""
-    return {
-        "state": status["state"],
-        "lock": status["lock"],
-        "held_by": status["held_by"],
-        "held_since": status["held_since"],
-        "stale_at": status["stale_at"],
-        "age_seconds": status["age_seconds"],
-        "stale_after_minutes": status["stale_after_minutes"],
-        "waiting": status["waiting"],
-    }
-
-
-def _list_result(under: str, statuses: list[StatusResult]) -> ListResult:
-    """The listing of ``under``: its locks sorted by name, and a count of each state."""
-    locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
-    states = [entry["state"] for entry in locks]
-    counts = [f"{states.count(s)} {s}" for s in ("held", "stale", "free") if s in states]
-    waiting = sum(len(entry["waiting"]) for entry in locks)
-    if not locks:
-        message = f"no locks under {under}"
-    else:
-        noun = "lock" if len(locks) == 1 else "locks"
-        message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
-        if waiting:
-            message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
-    return {"under": under, "locks": locks, "message": message}
-
-
-def _shown_name(text: str) -> str:
-    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
-    (a name may hold a newline, or a terminal's control characters)."""
-    plain = text.isascii() and text.isprintable() and text.strip() == text
-    return text if plain else json.dumps(text)
-
-
-def _list_table(result: ListResult, now: float) -> str:
-    """The listing as an aligned table for a person: one row a lock, then its message."""
-    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
-    for entry in result["locks"]:
-        age = entry["age_seconds"]
-        stale_in = "-"
-        if entry["state"] == "held" and entry["stale_at"] is not None:
-            left = _parse_time(entry["stale_at"])
-            stale_in = "-" if left is None else _duration_text(max(0, left - now))
-        holder = entry["held_by"]
-        rows.append(
-            [
-                _shown_name(entry["lock"]),
-                entry["state"],
-                "-" if entry["held_since"] is None else _shown_name(_holder_text(holder)),
-                "-" if age is None else _duration_text(age),
-                stale_in,
-                str(len(entry["waiting"])),
-            ]
-        )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-    return "\n".join([*lines, result["message"]]) + "\n"
-
-
 # --- The file store: a guard beside the lock, records renamed into place
 # The only platform branch: POSIX removes the guard while holding it; Windows cannot.
 
@@ -1658,60 +1594,6 @@ class _FileStore:
         return f"delete the file {_quoted(self.lock)}"
 
 
-def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, _Look]]]:
-    """Every lock file under the folder ``under`` (searched recursively, no link
-    followed), and every line whose lock file is missing, each looked at as ``status``
-    looks: bounded, non-blocking reads, no guard, nothing created. A subfolder or a
-    file this user cannot read is passed over: it shows no lock to them."""
-    folder = os.fspath(under)
-    if not isinstance(folder, str) or not folder:
-        raise ValueError(f"the place to list must be a folder's path, not {folder!r}")
-    folder = os.path.abspath(os.path.expanduser(folder))
-    try:
-        mode = os.stat(folder).st_mode
-    except (FileNotFoundError, NotADirectoryError):
-        return folder, []  # no folder, so no lock: as status finds no lock file
-    if not stat.S_ISDIR(mode):
-        raise ValueError(f"the place {folder} is not a folder; give a folder to list")
-    found: list[tuple[str, _Look]] = []
-    pending = [folder]
-    while pending:
-        current = pending.pop()
-        try:
-            with os.scandir(current) as listing:
-                entries = list(listing)
-        except OSError:
-            if current == folder:
-                raise
-            continue
-        names = {entry.name for entry in entries}
-        for entry in entries:
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(entry.path)
-                elif entry.is_file(follow_symlinks=False):  # no link, FIFO or device
-                    found += _looks_of_file(entry, names)
-            except (OSError, ValueError):
-                continue  # gone, or turned into something else, since it was listed
-    return folder, found
-
-
-def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, _Look]]:
-    """The lock a regular file of a folder may be, its line read with it (a line
-    without its lock file: a free lock with waiters)."""
-    name = entry.name
-    if name.endswith(_LINE_SUFFIX):
-        if name[: -len(_LINE_SUFFIX)] in names:
-            return []  # looked at with its lock file
-        lock = entry.path[: -len(_LINE_SUFFIX)]
-        return [(lock, _Look(None, line=_read_line(entry.path) or []))]
-    if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
-        return []
-    record = _read_record(entry.path)
-    line = _read_line(entry.path + _LINE_SUFFIX) if name + _LINE_SUFFIX in names else None
-    return [(entry.path, _Look(record, line=line))]
-
-
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/registry.py
 # The registry of stores: which store keeps a lock, by the form of its name. A file
@@ -1856,7 +1738,8 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
         kind = _server_kind(under)
         surveyor: Callable[[str], _Survey] = _loaded(kind.listing, kind.surveyor)
         return surveyor(under)
-    return _survey_folder(under)
+    folder: Callable[[str | os.PathLike[str]], _Survey] = _loaded("survey", "_survey_folder")
+    return folder(under)
 
 
 # --------------------------------------------------------------------------------------
@@ -1866,7 +1749,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (1869, (), r'''
+_CARRIED['server_store'] = (1752, (), r'''
 import errno
 import json
 import os
@@ -2084,7 +1967,7 @@ class _Pause:
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2087, ('server_store',), r'''
+_CARRIED['etcd_store'] = (1970, ('server_store',), r'''
 import errno
 import json
 import os
@@ -2620,7 +2503,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (2623, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (2506, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -2685,7 +2568,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (2688, ('server_store',), r'''
+_CARRIED['redis_store'] = (2571, ('server_store',), r'''
 import errno
 import os
 import re
@@ -3225,7 +3108,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3228, ('redis_store',), r'''
+_CARRIED['redis_listing'] = (3111, ('redis_store',), r'''
 import errno
 import re
 
@@ -3349,6 +3232,154 @@ def _survey_redis(address: str) -> _Survey:
         store.close()
     base = address[: len(address) - len(store.key_text)]
     return address, [(base + key.decode("utf-8", "surrogateescape"), look) for key, look in looks]
+''')
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/survey.py, carried as text: compiled only for a lock of its store
+# The listing's work: a place surveyed by its store (a folder here; a server's in its
+# listing module), each lock found judged as ``status`` judges it, and the list output
+# with its table. A survey only reads; which of what it found are locks is a decision
+# (``_listed``). Carried as text in the built file: compiled only by a listing.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['survey'] = (3246, (), r'''
+import json
+import os
+import stat
+import time
+
+
+def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
+    """list_locks's work: survey ``under``, keep the locks, judge each."""
+    stale_after = _checked_stale_after(stale_after)
+    shown, found = _survey_for(under)
+    now = time.time()
+    statuses: list[StatusResult] = []
+    for lock, look in found:
+        record = look.record or look.last
+        line = _live(look.line, now)
+        if _listed(record, line):
+            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
+    return _list_result(shown, statuses)
+
+
+def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, _Look]]]:
+    """Every lock file under the folder ``under`` (searched recursively, no link
+    followed), and every line whose lock file is missing, each looked at as ``status``
+    looks: bounded, non-blocking reads, no guard, nothing created. A subfolder or a
+    file this user cannot read is passed over: it shows no lock to them."""
+    folder = os.fspath(under)
+    if not isinstance(folder, str) or not folder:
+        raise ValueError(f"the place to list must be a folder's path, not {folder!r}")
+    folder = os.path.abspath(os.path.expanduser(folder))
+    try:
+        mode = os.stat(folder).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return folder, []  # no folder, so no lock: as status finds no lock file
+    if not stat.S_ISDIR(mode):
+        raise ValueError(f"the place {folder} is not a folder; give a folder to list")
+    found: list[tuple[str, _Look]] = []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = list(listing)
+        except OSError:
+            if current == folder:
+                raise
+            continue
+        names = {entry.name for entry in entries}
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):  # no link, FIFO or device
+                    found += _looks_of_file(entry, names)
+            except (OSError, ValueError):
+                continue  # gone, or turned into something else, since it was listed
+    return folder, found
+
+
+def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, _Look]]:
+    """The lock a regular file of a folder may be, its line read with it (a line
+    without its lock file: a free lock with waiters)."""
+    name = entry.name
+    if name.endswith(_LINE_SUFFIX):
+        if name[: -len(_LINE_SUFFIX)] in names:
+            return []  # looked at with its lock file
+        lock = entry.path[: -len(_LINE_SUFFIX)]
+        return [(lock, _Look(None, line=_read_line(entry.path) or []))]
+    if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
+        return []
+    record = _read_record(entry.path)
+    line = _read_line(entry.path + _LINE_SUFFIX) if name + _LINE_SUFFIX in names else None
+    return [(entry.path, _Look(record, line=line))]
+
+
+def _listed_lock(status: StatusResult) -> ListedLock:
+    """A lock as a listing shows it: its status output's keys but ``message``."""
+    return {
+        "state": status["state"],
+        "lock": status["lock"],
+        "held_by": status["held_by"],
+        "held_since": status["held_since"],
+        "stale_at": status["stale_at"],
+        "age_seconds": status["age_seconds"],
+        "stale_after_minutes": status["stale_after_minutes"],
+        "waiting": status["waiting"],
+    }
+
+
+def _list_result(under: str, statuses: list[StatusResult]) -> ListResult:
+    """The listing of ``under``: its locks sorted by name, and a count of each state."""
+    locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
+    states = [entry["state"] for entry in locks]
+    counts = [f"{states.count(s)} {s}" for s in ("held", "stale", "free") if s in states]
+    waiting = sum(len(entry["waiting"]) for entry in locks)
+    if not locks:
+        message = f"no locks under {under}"
+    else:
+        noun = "lock" if len(locks) == 1 else "locks"
+        message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
+        if waiting:
+            message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
+    return {"under": under, "locks": locks, "message": message}
+
+
+def _shown_name(text: str) -> str:
+    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
+    (a name may hold a newline, or a terminal's control characters)."""
+    plain = text.isascii() and text.isprintable() and text.strip() == text
+    return text if plain else json.dumps(text)
+
+
+def _list_table(result: ListResult, now: float) -> str:
+    """The listing as an aligned table for a person: one row a lock, then its message."""
+    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
+    for entry in result["locks"]:
+        age = entry["age_seconds"]
+        stale_in = "-"
+        if entry["state"] == "held" and entry["stale_at"] is not None:
+            left = _parse_time(entry["stale_at"])
+            stale_in = "-" if left is None else _duration_text(max(0, left - now))
+        holder = entry["held_by"]
+        rows.append(
+            [
+                _shown_name(entry["lock"]),
+                entry["state"],
+                "-" if entry["held_since"] is None else _shown_name(_holder_text(holder)),
+                "-" if age is None else _duration_text(age),
+                stale_in,
+                str(len(entry["waiting"])),
+            ]
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join([*lines, result["message"]]) + "\n"
 ''')
 
 
@@ -3627,9 +3658,14 @@ def status(
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/listing.py
 # The listing: every lock under a place at once (a folder, an etcd prefix, a Redis
-# keyspace or a whole Redis Cluster), each judged as ``status`` judges it. A store's
-# survey only reads; which of what it found are locks is a decision of its own.
+# keyspace or a whole Redis Cluster), each judged as ``status`` judges it. Its work is
+# in ``survey``, which the built file carries as text and compiles only for a listing,
+# so that a lock call never pays for it.
 # --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
 
 def list_locks(
     under: str | os.PathLike[str], stale_after: float = DEFAULT_STALE_AFTER_MIN * 60
@@ -3644,16 +3680,9 @@ def list_locks(
     :raises ValueError: a place that is a file, or an unknown scheme.
     :raises OSError: the place could not be read.
     """
-    stale_after = _checked_stale_after(stale_after)
-    shown, found = _survey_for(under)
-    now = time.time()
-    statuses: list[StatusResult] = []
-    for lock, look in found:
-        record = look.record or look.last
-        line = _live(look.line, now)
-        if _listed(record, line):
-            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
-    return _list_result(shown, statuses)
+    lister: Callable[[str | os.PathLike[str], float], ListResult]
+    lister = _loaded("survey", "_list_locks")
+    return lister(under, stale_after)
 
 
 # --------------------------------------------------------------------------------------
@@ -4121,7 +4150,8 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
 def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
     result = list_locks(options["--under"], _stale_after_seconds(options))
     if "--table" in options:
-        return _list_table(result, time.time()), _EXIT_OK
+        table: Callable[[ListResult, float], str] = _loaded("survey", "_list_table")
+        return table(result, time.time()), _EXIT_OK
     return result, _EXIT_OK
 
 

@@ -65,8 +65,9 @@ def _registered_stores(package: Path) -> tuple[str, ...]:
     return tuple(modules)
 
 
-# What both server stores share, then each server store and its listing.
-CARRIED = ("server_store", *_registered_stores(PACKAGE))
+# What both server stores share, then each server store and its listing; then the
+# listing's own work (a lock call never compiles it).
+CARRIED = ("server_store", *_registered_stores(PACKAGE), "survey")
 AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
 
 HEADER = """\

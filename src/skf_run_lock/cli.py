@@ -26,8 +26,8 @@ from .holding import _checked_renewable, _run_holding
 from .inputs import _PLAIN_DECIMAL, _checked_stale_after, _checked_wait, _duration_text, new_run_id
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import list_locks
-from .outputs import _describe_os_error, _fail, _holder_text, _list_table, _ordinal
-from .registry import _SERVER_STORES
+from .outputs import _describe_os_error, _fail, _holder_text, _ordinal
+from .registry import _SERVER_STORES, _loaded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -253,7 +253,8 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
 def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
     result = list_locks(options["--under"], _stale_after_seconds(options))
     if "--table" in options:
-        return _list_table(result, time.time()), _EXIT_OK
+        table: Callable[[ListResult, float], str] = _loaded("survey", "_list_table")
+        return table(result, time.time()), _EXIT_OK
     return result, _EXIT_OK
 
 

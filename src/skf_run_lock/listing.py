@@ -1,21 +1,20 @@
 """The listing: every lock under a place at once (a folder, an etcd prefix, a Redis
-keyspace or a whole Redis Cluster), each judged as ``status`` judges it. A store's
-survey only reads; which of what it found are locks is a decision of its own."""
+keyspace or a whole Redis Cluster), each judged as ``status`` judges it. Its work is
+in ``survey``, which the built file carries as text and compiles only for a listing,
+so that a lock call never pays for it."""
 
 from __future__ import annotations
 
 import os
-import time
 
 from .contract import DEFAULT_STALE_AFTER_MIN
-from .decisions import _listed, _live
-from .inputs import _checked_stale_after
-from .outputs import _list_result, _status_result
-from .registry import _survey_for
+from .registry import _loaded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .contract import ListResult, StatusResult
+    from collections.abc import Callable
+
+    from .contract import ListResult
 
 __all__ = ["list_locks"]
 
@@ -33,13 +32,6 @@ def list_locks(
     :raises ValueError: a place that is a file, or an unknown scheme.
     :raises OSError: the place could not be read.
     """
-    stale_after = _checked_stale_after(stale_after)
-    shown, found = _survey_for(under)
-    now = time.time()
-    statuses: list[StatusResult] = []
-    for lock, look in found:
-        record = look.record or look.last
-        line = _live(look.line, now)
-        if _listed(record, line):
-            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
-    return _list_result(shown, statuses)
+    lister: Callable[[str | os.PathLike[str], float], ListResult]
+    lister = _loaded("survey", "_list_locks")
+    return lister(under, stale_after)

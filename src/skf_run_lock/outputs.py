@@ -9,14 +9,14 @@ import sys
 
 from .contract import LockLost
 from .decisions import _deciding_timeout, _is_stale
-from .inputs import _duration_text, _format_time, _parse_time, _releasable
+from .inputs import _duration_text, _format_time, _releasable
 from .records import _Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Literal
 
-    from .contract import AcquireResult, ListedLock, ListResult, ReleaseResult, StatusResult
+    from .contract import AcquireResult, ReleaseResult, StatusResult
     from .records import _Place
 
 
@@ -226,70 +226,6 @@ def _status_result(
         "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
         "message": message + _in_line_text(line),
     }
-
-
-def _listed_lock(status: StatusResult) -> ListedLock:
-    """A lock as a listing shows it: its status output's keys but ``message``."""
-    return {
-        "state": status["state"],
-        "lock": status["lock"],
-        "held_by": status["held_by"],
-        "held_since": status["held_since"],
-        "stale_at": status["stale_at"],
-        "age_seconds": status["age_seconds"],
-        "stale_after_minutes": status["stale_after_minutes"],
-        "waiting": status["waiting"],
-    }
-
-
-def _list_result(under: str, statuses: list[StatusResult]) -> ListResult:
-    """The listing of ``under``: its locks sorted by name, and a count of each state."""
-    locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
-    states = [entry["state"] for entry in locks]
-    counts = [f"{states.count(s)} {s}" for s in ("held", "stale", "free") if s in states]
-    waiting = sum(len(entry["waiting"]) for entry in locks)
-    if not locks:
-        message = f"no locks under {under}"
-    else:
-        noun = "lock" if len(locks) == 1 else "locks"
-        message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
-        if waiting:
-            message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
-    return {"under": under, "locks": locks, "message": message}
-
-
-def _shown_name(text: str) -> str:
-    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
-    (a name may hold a newline, or a terminal's control characters)."""
-    plain = text.isascii() and text.isprintable() and text.strip() == text
-    return text if plain else json.dumps(text)
-
-
-def _list_table(result: ListResult, now: float) -> str:
-    """The listing as an aligned table for a person: one row a lock, then its message."""
-    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
-    for entry in result["locks"]:
-        age = entry["age_seconds"]
-        stale_in = "-"
-        if entry["state"] == "held" and entry["stale_at"] is not None:
-            left = _parse_time(entry["stale_at"])
-            stale_in = "-" if left is None else _duration_text(max(0, left - now))
-        holder = entry["held_by"]
-        rows.append(
-            [
-                _shown_name(entry["lock"]),
-                entry["state"],
-                "-" if entry["held_since"] is None else _shown_name(_holder_text(holder)),
-                "-" if age is None else _duration_text(age),
-                stale_in,
-                str(len(entry["waiting"])),
-            ]
-        )
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-    return "\n".join([*lines, result["message"]]) + "\n"
 
 
 # --- The file store: a guard beside the lock, records renamed into place

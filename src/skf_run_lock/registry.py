@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import re
 
-from .file_store import _FileStore, _survey_folder
+from .file_store import _FileStore
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -149,4 +149,5 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
         kind = _server_kind(under)
         surveyor: Callable[[str], _Survey] = _loaded(kind.listing, kind.surveyor)
         return surveyor(under)
-    return _survey_folder(under)
+    folder: Callable[[str | os.PathLike[str]], _Survey] = _loaded("survey", "_survey_folder")
+    return folder(under)

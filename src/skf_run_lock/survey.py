@@ -1,0 +1,155 @@
+"""The listing's work: a place surveyed by its store (a folder here; a server's in its
+listing module), each lock found judged as ``status`` judges it, and the list output
+with its table. A survey only reads; which of what it found are locks is a decision
+(``_listed``). Carried as text in the built file: compiled only by a listing."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import time
+
+from .decisions import _listed, _live
+from .file_store import _LINE_SUFFIX, _TEMP_NAME, _read_line, _read_record
+from .guard import _GUARD_SUFFIX
+from .inputs import _checked_stale_after, _duration_text, _parse_time
+from .outputs import _holder_text, _status_result
+from .records import _Look
+from .registry import _survey_for
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .contract import ListedLock, ListResult, StatusResult
+
+
+def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
+    """list_locks's work: survey ``under``, keep the locks, judge each."""
+    stale_after = _checked_stale_after(stale_after)
+    shown, found = _survey_for(under)
+    now = time.time()
+    statuses: list[StatusResult] = []
+    for lock, look in found:
+        record = look.record or look.last
+        line = _live(look.line, now)
+        if _listed(record, line):
+            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
+    return _list_result(shown, statuses)
+
+
+def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, _Look]]]:
+    """Every lock file under the folder ``under`` (searched recursively, no link
+    followed), and every line whose lock file is missing, each looked at as ``status``
+    looks: bounded, non-blocking reads, no guard, nothing created. A subfolder or a
+    file this user cannot read is passed over: it shows no lock to them."""
+    folder = os.fspath(under)
+    if not isinstance(folder, str) or not folder:
+        raise ValueError(f"the place to list must be a folder's path, not {folder!r}")
+    folder = os.path.abspath(os.path.expanduser(folder))
+    try:
+        mode = os.stat(folder).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return folder, []  # no folder, so no lock: as status finds no lock file
+    if not stat.S_ISDIR(mode):
+        raise ValueError(f"the place {folder} is not a folder; give a folder to list")
+    found: list[tuple[str, _Look]] = []
+    pending = [folder]
+    while pending:
+        current = pending.pop()
+        try:
+            with os.scandir(current) as listing:
+                entries = list(listing)
+        except OSError:
+            if current == folder:
+                raise
+            continue
+        names = {entry.name for entry in entries}
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(entry.path)
+                elif entry.is_file(follow_symlinks=False):  # no link, FIFO or device
+                    found += _looks_of_file(entry, names)
+            except (OSError, ValueError):
+                continue  # gone, or turned into something else, since it was listed
+    return folder, found
+
+
+def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, _Look]]:
+    """The lock a regular file of a folder may be, its line read with it (a line
+    without its lock file: a free lock with waiters)."""
+    name = entry.name
+    if name.endswith(_LINE_SUFFIX):
+        if name[: -len(_LINE_SUFFIX)] in names:
+            return []  # looked at with its lock file
+        lock = entry.path[: -len(_LINE_SUFFIX)]
+        return [(lock, _Look(None, line=_read_line(entry.path) or []))]
+    if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
+        return []
+    record = _read_record(entry.path)
+    line = _read_line(entry.path + _LINE_SUFFIX) if name + _LINE_SUFFIX in names else None
+    return [(entry.path, _Look(record, line=line))]
+
+
+def _listed_lock(status: StatusResult) -> ListedLock:
+    """A lock as a listing shows it: its status output's keys but ``message``."""
+    return {
+        "state": status["state"],
+        "lock": status["lock"],
+        "held_by": status["held_by"],
+        "held_since": status["held_since"],
+        "stale_at": status["stale_at"],
+        "age_seconds": status["age_seconds"],
+        "stale_after_minutes": status["stale_after_minutes"],
+        "waiting": status["waiting"],
+    }
+
+
+def _list_result(under: str, statuses: list[StatusResult]) -> ListResult:
+    """The listing of ``under``: its locks sorted by name, and a count of each state."""
+    locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
+    states = [entry["state"] for entry in locks]
+    counts = [f"{states.count(s)} {s}" for s in ("held", "stale", "free") if s in states]
+    waiting = sum(len(entry["waiting"]) for entry in locks)
+    if not locks:
+        message = f"no locks under {under}"
+    else:
+        noun = "lock" if len(locks) == 1 else "locks"
+        message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
+        if waiting:
+            message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
+    return {"under": under, "locks": locks, "message": message}
+
+
+def _shown_name(text: str) -> str:
+    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
+    (a name may hold a newline, or a terminal's control characters)."""
+    plain = text.isascii() and text.isprintable() and text.strip() == text
+    return text if plain else json.dumps(text)
+
+
+def _list_table(result: ListResult, now: float) -> str:
+    """The listing as an aligned table for a person: one row a lock, then its message."""
+    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
+    for entry in result["locks"]:
+        age = entry["age_seconds"]
+        stale_in = "-"
+        if entry["state"] == "held" and entry["stale_at"] is not None:
+            left = _parse_time(entry["stale_at"])
+            stale_in = "-" if left is None else _duration_text(max(0, left - now))
+        holder = entry["held_by"]
+        rows.append(
+            [
+                _shown_name(entry["lock"]),
+                entry["state"],
+                "-" if entry["held_since"] is None else _shown_name(_holder_text(holder)),
+                "-" if age is None else _duration_text(age),
+                stale_in,
+                str(len(entry["waiting"])),
+            ]
+        )
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join([*lines, result["message"]]) + "\n"
