@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import PYTHON, SCRIPT, load_script, start_etcd, start_redis, table  # noqa: E402
+from bench import PYTHON, SCRIPT, load_script, start_etcd, start_redis, table
 
 OTHER_FILES = 20_000
 ROUNDS = 3
