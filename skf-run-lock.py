@@ -83,17 +83,6 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str
         since: str
 
-    class StatusResult(TypedDict):
-        state: Literal["free", "held", "stale"]
-        lock: str
-        held_by: str | None
-        held_since: str | None
-        stale_at: str | None
-        age_seconds: int | None
-        stale_after_minutes: int | float
-        waiting: list[Waiter]
-        message: str
-
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
 
@@ -105,6 +94,9 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         age_seconds: int | None
         stale_after_minutes: int | float
         waiting: list[Waiter]
+
+    class StatusResult(ListedLock):
+        message: str
 
     class ListResult(TypedDict):
         under: str
@@ -1749,7 +1741,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (1752, (), r'''
+_CARRIED['server_store'] = (1744, (), r'''
 import errno
 import json
 import os
@@ -1967,7 +1959,7 @@ class _Pause:
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (1970, ('server_store',), r'''
+_CARRIED['etcd_store'] = (1962, ('server_store',), r'''
 import errno
 import json
 import os
@@ -2503,7 +2495,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (2506, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (2498, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -2568,7 +2560,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (2571, ('server_store',), r'''
+_CARRIED['redis_store'] = (2563, ('server_store',), r'''
 import errno
 import os
 import re
@@ -3108,7 +3100,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3111, ('redis_store',), r'''
+_CARRIED['redis_listing'] = (3103, ('redis_store',), r'''
 import errno
 import re
 
@@ -3243,7 +3235,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3246, (), r'''
+_CARRIED['survey'] = (3238, (), r'''
 import json
 import os
 import stat

@@ -241,22 +241,32 @@ class RedisCluster:
                 return ports.index(int(primary[1]))
         raise AssertionError(f"no node serves slot {slot}")
 
-    def move_slot(self, slot: int, to: int, between: Any = None) -> None:
-        """Reshard ``slot`` to node ``to`` as redis-cli does: mark it migrating and
-        importing, move its keys with MIGRATE, then give it to ``to`` everywhere;
-        ``between()`` runs while it is half moved (keys on both sides possible)."""
+    def start_moving(self, slot: int, to: int) -> tuple[Redis, Redis, bytes]:
+        """Mark ``slot`` importing on node ``to`` and migrating on the node that serves
+        it, as redis-cli does first: (source, target, the target's id)."""
         source = self.nodes[self.node_at_slot(slot)]
         target = self.nodes[to]
         source_id = source.client().execute_command("CLUSTER", "MYID")
         target_id = target.client().execute_command("CLUSTER", "MYID")
         target.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
         source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
-        if between is not None:
-            between()
+        return source, target, target_id
+
+    def move_keys(self, slot: int, source: Redis, target: Redis) -> None:
+        """MIGRATE every key of ``slot`` from ``source`` to ``target``."""
         while keys := source.client().execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100):
             source.client().execute_command(
                 "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *keys
             )
+
+    def move_slot(self, slot: int, to: int, between: Any = None) -> None:
+        """Reshard ``slot`` to node ``to`` as redis-cli does: mark it migrating and
+        importing, move its keys with MIGRATE, then give it to ``to`` everywhere;
+        ``between()`` runs while it is half moved (keys on both sides possible)."""
+        source, target, target_id = self.start_moving(slot, to)
+        if between is not None:
+            between()
+        self.move_keys(slot, source, target)
         for node in self.nodes:
             node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
 

@@ -20,6 +20,7 @@ from loader import SCRIPT
 from redis.crc import key_slot
 from servers import RedisCluster, start_redis_cluster
 from stores import planted_record, redis_keys, shown_time
+from waiters import held_with_a_waiter
 
 
 @pytest.fixture
@@ -102,16 +103,8 @@ def test_a_waiter_is_served_when_its_lock_moves_to_another_node_mid_wait(
     the waiter takes the lock on node 2, and nothing is left anywhere after."""
     key = key_on(own_cluster, 1, "moving")
     lock = own_cluster.url(key, node=0)
-    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
-    waiter = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:waiter:1",
-         "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    waiter = held_with_a_waiter(cli, lock)
     try:
-        deadline = time.monotonic() + 30
-        while cli("status", "--lock", lock).json["waiting"] == []:
-            assert time.monotonic() < deadline, "the waiter never got into line"
-            time.sleep(0.05)
         own_cluster.move_slot(key_slot(key.encode()), 2, between=lambda: time.sleep(0.5))
         assert held_on_nodes(own_cluster, key) == [2]
         assert cli("status", "--lock", lock).json["waiting"][0]["owner"] == "wf:waiter:1"
@@ -140,14 +133,8 @@ def test_a_lock_whose_keys_were_moved_but_not_its_slot_is_served_by_ask(
     lock = own_cluster.url(key, node=0)
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:first").code == 0
     slot = key_slot(key.encode())
-    source, target = own_cluster.nodes[0], own_cluster.nodes[1]
-    target_id = target.client().execute_command("CLUSTER", "MYID")
-    source_id = source.client().execute_command("CLUSTER", "MYID")
-    target.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
-    source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
-    keys = source.client().execute_command("CLUSTER", "GETKEYSINSLOT", slot, 100)
-    source.client().execute_command("MIGRATE", "127.0.0.1", target.port, "", 0, 5000,
-                                    "KEYS", *keys)  # fmt: skip
+    source, target, _ = own_cluster.start_moving(slot, 1)
+    own_cluster.move_keys(slot, source, target)
     assert held_on_nodes(own_cluster, key) == [1]
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:first").json["refreshed"]
     assert cli("status", "--lock", lock).json["held_by"] == "wf:sk:first"
@@ -176,11 +163,7 @@ def test_a_change_over_keys_split_mid_migration_is_tried_again_until_it_can_run(
     lock = own_cluster.url(key, node=0)
     assert skf.acquire(lock, "wf:sk:r1", 600.0)["acquired"]
     slot = key_slot(key.encode())
-    source, target = own_cluster.nodes[0], own_cluster.nodes[1]
-    target_id = target.client().execute_command("CLUSTER", "MYID")
-    source_id = source.client().execute_command("CLUSTER", "MYID")
-    target.client().execute_command("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
-    source.client().execute_command("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    source, target, _ = own_cluster.start_moving(slot, 1)
     source.client().execute_command("MIGRATE", "127.0.0.1", target.port, key, 0, 5000)
     assert held_on_nodes(own_cluster, key) == [1]
 

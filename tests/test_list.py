@@ -9,7 +9,6 @@ import stat
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -18,17 +17,10 @@ import pytest
 from calls import Run, posix_only
 from loader import SCRIPT
 from stores import PlaceUnderTest, left_behind, planted_record, shown_time
+from test_status import STATUS_KEYS
+from waiters import held_with_a_waiter
 
-LISTED_KEYS = [
-    "state",
-    "lock",
-    "held_by",
-    "held_since",
-    "stale_at",
-    "age_seconds",
-    "stale_after_minutes",
-    "waiting",
-]
+LISTED_KEYS = [key for key in STATUS_KEYS if key != "message"]
 
 
 def listed(cli: Callable[..., Run], under: str, *more: str) -> dict[str, object]:
@@ -38,20 +30,6 @@ def listed(cli: Callable[..., Run], under: str, *more: str) -> dict[str, object]
     answer = run.json
     assert list(answer) == ["under", "locks", "message"]
     return answer
-
-
-def held_with_a_waiter(cli: Callable[..., Run], lock: str) -> subprocess.Popen[str]:
-    """``lock`` held by wf:holder:1, and a real waiter (wf:waiter:1) in its line."""
-    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
-    waiter = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:waiter:1",
-         "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while cli("status", "--lock", lock).json["waiting"] == []:
-        assert time.monotonic() < deadline, "the waiter never got into line"
-        time.sleep(0.05)
-    return waiter
 
 
 # --- What a listing shows, on every store ---------------------------------------------

@@ -15,20 +15,30 @@ from calls import Run
 from loader import SCRIPT
 
 
-def served_after_a_release(cli: Callable[..., Run], lock: str) -> dict[str, Any]:
-    """A holder takes ``lock``; a waiter process (``acquire --wait``, as "wf:waiter:1")
-    gets into line (seen by ``status``) and takes the lock once the holder releases:
-    the waiter's JSON answer. Credentials come from the environment, as set."""
+def held_with_a_waiter(cli: Callable[..., Run], lock: str) -> subprocess.Popen[str]:
+    """``lock`` held by wf:holder:1, and a real waiter process (``acquire --wait``, as
+    wf:waiter:1) in its line, seen by ``status``: the waiter, still waiting."""
     assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
     waiter = subprocess.Popen(
         [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:waiter:1",
          "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while cli("status", "--lock", lock).json["waiting"] == []:
+        if time.monotonic() > deadline:
+            waiter.kill()
+            waiter.communicate()
+            raise AssertionError("the waiter never got into line")
+        time.sleep(0.05)
+    return waiter
+
+
+def served_after_a_release(cli: Callable[..., Run], lock: str) -> dict[str, Any]:
+    """A holder takes ``lock``; a waiter process (``acquire --wait``, as "wf:waiter:1")
+    gets into line (seen by ``status``) and takes the lock once the holder releases:
+    the waiter's JSON answer. Credentials come from the environment, as set."""
+    waiter = held_with_a_waiter(cli, lock)
     try:
-        deadline = time.monotonic() + 30
-        while cli("status", "--lock", lock).json["waiting"] == []:
-            assert time.monotonic() < deadline, "the waiter never got into line"
-            time.sleep(0.05)
         assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
         out, err = waiter.communicate(timeout=60)
     finally:

@@ -39,17 +39,6 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str
         since: str
 
-    class StatusResult(TypedDict):
-        state: Literal["free", "held", "stale"]
-        lock: str
-        held_by: str | None
-        held_since: str | None
-        stale_at: str | None
-        age_seconds: int | None
-        stale_after_minutes: int | float
-        waiting: list[Waiter]
-        message: str
-
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
 
@@ -61,6 +50,9 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         age_seconds: int | None
         stale_after_minutes: int | float
         waiting: list[Waiter]
+
+    class StatusResult(ListedLock):
+        message: str
 
     class ListResult(TypedDict):
         under: str
