@@ -450,6 +450,38 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        self._keep_line(look, _live(look.line, now))",
         "    def prune(self, look: _Look, now: float) -> None:\n        pass",
     ),
+    "list-foreign-values": (
+        "a listing shows only locks: records naming an owner, or a line",
+        "    return (record is not None and record.owner is not None) or bool(line)",
+        "    return True",
+    ),
+    "list-follows-links": (
+        "a listing never follows a link to a folder",
+        "                if entry.is_dir(follow_symlinks=False):",
+        "                if entry.is_dir():",
+    ),
+    "list-glob-unescaped": (
+        "a Redis prefix is matched literally",
+        '    return re.sub(rb"([*?\\[\\]\\\\])", rb"\\\\\\1", data)',
+        "    return data",
+    ),
+    "list-etcd-page-repeats": (
+        "an etcd page starts after the last key of the one before",
+        '            start = name + b"\\0"',
+        "            start = name",
+    ),
+    "cluster-watched-resent": (
+        "a redirected transaction is never sent on without its WATCH",
+        "            self._redirect(error)\n"
+        "            if watched:\n"
+        "                raise _NotApplied\n",
+        "            self._redirect(error)\n",
+    ),
+    "cluster-no-asking": (
+        "a node an ASK sent a call to is sent ASKING first",
+        "            sending = _with_asking(commands) if self.asking else list(commands)",
+        "            sending = list(commands)",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.
