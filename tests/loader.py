@@ -2,7 +2,8 @@
 
 A plain module (no pytest), so that tests/worker.py, whose short-lived processes
 must start fast, shares it with conftest.py. SKF_RUN_LOCK_UNDER_TEST names
-another copy of the script to test (tools/mutate.py uses it for mutants).
+another copy of the script to test, and SKF_RUN_LOCK_PACKAGE_UNDER_TEST the modules it
+was built from (tools/mutate.py sets both for a mutant).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(os.environ.get("SKF_RUN_LOCK_UNDER_TEST") or ROOT / "skf-run-lock.py").resolve()
+PACKAGE = Path(
+    os.environ.get("SKF_RUN_LOCK_PACKAGE_UNDER_TEST") or ROOT / "src" / "skf_run_lock"
+).resolve()
 
 
 def load_script(name: str = "skf_run_lock") -> ModuleType:

@@ -22,9 +22,7 @@ from pathlib import Path
 from types import FunctionType, ModuleType
 
 import pytest
-from loader import ROOT, SCRIPT, load_script
-
-PACKAGE = ROOT / "src" / "skf_run_lock"
+from loader import PACKAGE, ROOT, SCRIPT, load_script
 
 # Runs the script as `python3 skf-run-lock.py ARGS` does, and prints on exit, for
 # everything compiled after the script itself, its file name and how many newlines

@@ -533,7 +533,11 @@ def _run(name: str, timeout: float) -> tuple[str, str, float]:
         mutant = Path(folder) / "skf-run-lock.py"
         mutant.write_text(text, encoding="utf-8")
         started = time.monotonic()
-        env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(mutant)}
+        env = {
+            **os.environ,
+            "SKF_RUN_LOCK_UNDER_TEST": str(mutant),
+            "SKF_RUN_LOCK_PACKAGE_UNDER_TEST": str(package),
+        }
         argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *_ordered()]
         try:
             proc = subprocess.run(
