@@ -1845,6 +1845,12 @@ class _ServerStore:
         self.context: ssl.SSLContext | None = None
         self.next_step()
 
+    def address_of(self, key: bytes, errors: str = "surrogateescape") -> str:
+        """The address of the lock at ``key`` on the same servers (a listing's names;
+        ``errors``: how bytes that are not UTF-8 are shown)."""
+        where = self.lock[: len(self.lock) - len(self.key_text)]
+        return where + key.decode("utf-8", errors)
+
     def next_step(self) -> None:
         self.deadline = time.monotonic() + self.timeout
 
@@ -1959,7 +1965,7 @@ class _Pause:
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (1962, ('server_store',), r'''
+_CARRIED['etcd_store'] = (1968, ('server_store',), r'''
 import errno
 import json
 import os
@@ -2495,7 +2501,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (2498, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (2504, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -2539,8 +2545,7 @@ def _survey_etcd(address: str) -> _Survey:
         looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _not_etcd("range", "kvs") from None
-    base = address[: len(address) - len(store.key_text)]
-    return address, [(base + key.decode("utf-8", "replace"), look) for key, look in looks.items()]
+    return address, [(store.address_of(key, "replace"), look) for key, look in looks.items()]
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -2560,7 +2565,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (2563, ('server_store',), r'''
+_CARRIED['redis_store'] = (2568, ('server_store',), r'''
 import errno
 import os
 import re
@@ -3100,7 +3105,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3103, ('redis_store',), r'''
+_CARRIED['redis_listing'] = (3108, ('redis_store',), r'''
 import errno
 import re
 
@@ -3190,10 +3195,7 @@ class _RedisSurvey(_RedisStore):
             if not errors:
                 looks.append((key, self._looked(mine, _lock_keys(key)[3])))
             elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
-                lone = _RedisStore(
-                    self.lock[: len(self.lock) - len(self.key_text)]
-                    + key.decode("utf-8", "surrogateescape")
-                )
+                lone = _RedisStore(self.address_of(key))
                 try:
                     looks.append((key, lone.look()))
                 finally:
@@ -3222,8 +3224,7 @@ def _survey_redis(address: str) -> _Survey:
                 looks += store.looks(keys[at : at + _SURVEY_BATCH])
     finally:
         store.close()
-    base = address[: len(address) - len(store.key_text)]
-    return address, [(base + key.decode("utf-8", "surrogateescape"), look) for key, look in looks]
+    return address, [(store.address_of(key), look) for key, look in looks]
 ''')
 
 
@@ -3235,7 +3236,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3238, (), r'''
+_CARRIED['survey'] = (3239, (), r'''
 import json
 import os
 import stat

@@ -50,8 +50,7 @@ def _survey_etcd(address: str) -> _Survey:
         looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _not_etcd("range", "kvs") from None
-    base = address[: len(address) - len(store.key_text)]
-    return address, [(base + key.decode("utf-8", "replace"), look) for key, look in looks.items()]
+    return address, [(store.address_of(key, "replace"), look) for key, look in looks.items()]
 
 
 def _prefix_end(prefix: bytes) -> bytes:

@@ -100,10 +100,7 @@ class _RedisSurvey(_RedisStore):
             if not errors:
                 looks.append((key, self._looked(mine, _lock_keys(key)[3])))
             elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
-                lone = _RedisStore(
-                    self.lock[: len(self.lock) - len(self.key_text)]
-                    + key.decode("utf-8", "surrogateescape")
-                )
+                lone = _RedisStore(self.address_of(key))
                 try:
                     looks.append((key, lone.look()))
                 finally:
@@ -132,5 +129,4 @@ def _survey_redis(address: str) -> _Survey:
                 looks += store.looks(keys[at : at + _SURVEY_BATCH])
     finally:
         store.close()
-    base = address[: len(address) - len(store.key_text)]
-    return address, [(base + key.decode("utf-8", "surrogateescape"), look) for key, look in looks]
+    return address, [(store.address_of(key), look) for key, look in looks]

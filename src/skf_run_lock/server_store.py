@@ -112,6 +112,12 @@ class _ServerStore:
         self.context: ssl.SSLContext | None = None
         self.next_step()
 
+    def address_of(self, key: bytes, errors: str = "surrogateescape") -> str:
+        """The address of the lock at ``key`` on the same servers (a listing's names;
+        ``errors``: how bytes that are not UTF-8 are shown)."""
+        where = self.lock[: len(self.lock) - len(self.key_text)]
+        return where + key.decode("utf-8", errors)
+
     def next_step(self) -> None:
         self.deadline = time.monotonic() + self.timeout
 
