@@ -26,6 +26,7 @@ from datetime import timedelta as _timedelta
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
     "GUARD_WAIT_SEC",
+    "MAX_SLOTS",
     "MAX_STALE_AFTER_MIN",
     "OWNER_MAX_LEN",
     "RUN_ID_RE",
@@ -83,6 +84,11 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str
         since: str
 
+    class Holder(TypedDict):
+        owner: str | None
+        since: str
+        stale_at: str
+
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
 
@@ -94,6 +100,8 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         age_seconds: int | None
         stale_after_minutes: int | float
         waiting: list[Waiter]
+        slots: int
+        holders: list[Holder]
 
     class StatusResult(ListedLock):
         message: str
@@ -112,10 +120,12 @@ OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
 MAX_STALE_AFTER_MIN = 525600
 GUARD_WAIT_SEC = 10.0
+MAX_SLOTS = 1000  # a lock counts to at most this many holders at once
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
 _TOOL = "skf-run-lock"
 _MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
+_MAX_SLOTS = MAX_SLOTS
 # The smallest timeout that prints as a non-zero stale_after_minutes.
 _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
@@ -213,6 +223,15 @@ def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
             f" at most {OWNER_MAX_LEN} allowed"
         )
     return full, run_id
+
+
+def _checked_slots(slots: object, name: str = "slots") -> int:
+    """``slots``, a plain integer from 1 to MAX_SLOTS; ValueError for anything else."""
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= _MAX_SLOTS:
+        raise ValueError(
+            f"{name} must be a whole number of slots from 1 to {_MAX_SLOTS}, not {slots!r}"
+        )
+    return slots
 
 
 def _owner_for_release(owner: str) -> str:
@@ -440,9 +459,11 @@ _RECORD_MAX_BYTES = 64 * 1024
 
 
 class _Record:
-    """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder)."""
+    """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
+    A lock of several ``slots`` lists its ``holders``, each a record of its own with a
+    ``mark``: how its server ends it (Redis: the server's time in ms; etcd: a lease)."""
 
-    __slots__ = ("empty", "lease", "owner", "since", "stale_after")
+    __slots__ = ("empty", "holders", "lease", "mark", "owner", "since", "slots", "stale_after")
 
     def __init__(
         self, owner: str | None, since: int, stale_after: float | None = None, empty: bool = False
@@ -452,6 +473,9 @@ class _Record:
         self.stale_after = stale_after
         self.empty = empty
         self.lease: Literal["live", "expired"] | None = None
+        self.slots = 1
+        self.holders: list[_Record] | None = None  # None: one slot, this record's own
+        self.mark: str | None = None
 
 
 class _Place:
@@ -473,7 +497,7 @@ class _Place:
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
-    __slots__ = ("last", "lease", "line", "record", "revision", "seen")
+    __slots__ = ("clock", "last", "lease", "line", "record", "revision", "seen")
 
     def __init__(
         self,
@@ -491,6 +515,7 @@ class _Look:
         self.lease = lease
         self.line = line or []
         self.seen = seen  # what shows the lock changed
+        self.clock: int | None = None  # the server's time at the read, in ms (Redis)
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -509,25 +534,103 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
     except (ValueError, RecursionError):
         content = None
     if isinstance(content, dict):
-        owner = content.get("owner")
-        when = content.get("acquired_at")
-        since = _parse_time(when) if isinstance(when, str) else None
-        return _Record(
-            owner if isinstance(owner, str) and owner else None,
-            mtime if since is None else since,
-            _holder_timeout(content.get("stale_after_seconds")),
-        )
+        record = _record_of(content, mtime)
+        slots = content.get("slots")
+        entries = content.get("holders")
+        several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
+        if several and isinstance(slots, int) and isinstance(entries, list):
+            holders = [_holder_of(entry) for entry in entries]
+            record.slots = slots
+            record.holders = [holder for holder in holders if holder is not None]
+        return record
     lines = data.split(b"\n", 2)
     since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
     return _Record(None, mtime if since is None else since, empty=not data)
 
 
+def _record_of(content: dict[str, object], mtime: int) -> _Record:
+    """The record of a JSON object: its owner, when it was taken, its holder's timeout."""
+    owner = content.get("owner")
+    when = content.get("acquired_at")
+    since = _parse_time(when) if isinstance(when, str) else None
+    return _Record(
+        owner if isinstance(owner, str) and owner else None,
+        mtime if since is None else since,
+        _holder_timeout(content.get("stale_after_seconds")),
+    )
+
+
+def _holder_of(entry: object) -> _Record | None:
+    """One holder of a lock of several slots; None unless it names all a holder has."""
+    if not isinstance(entry, dict):
+        return None
+    holder = _record_of(entry, 0)
+    mark = entry.get("mark")
+    if holder.owner is None or holder.stale_after is None or "acquired_at" not in entry:
+        return None
+    if not isinstance(entry["acquired_at"], str) or _parse_time(entry["acquired_at"]) is None:
+        return None
+    holder.mark = mark if isinstance(mark, str) else None
+    return holder
+
+
+def _slot_count_valid(value: object) -> bool:
+    """True for a count of slots a lock may have: a plain integer from 1 to 1000."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_SLOTS
+
+
+def _bytes_of(record: _Record) -> bytes:
+    """The bytes that keep ``record``: one slot's as ever, or a record of several slots
+    whose top level an older version reads as one holder it can never be or release,
+    going stale when the last of the slots does."""
+    if record.holders is None:
+        assert record.owner is not None and record.stale_after is not None
+        return _record_bytes(record.owner, record.since, record.stale_after)
+    holders = record.holders
+    last = max(holders, key=_holder_end)
+    assert last.stale_after is not None
+    entries = []
+    for holder in holders:
+        assert holder.stale_after is not None
+        entry: dict[str, object] = {
+            "owner": holder.owner,
+            "acquired_at": _format_time(holder.since),
+            "stale_after_seconds": _json_seconds(holder.stale_after),
+        }
+        if holder.mark is not None:
+            entry["mark"] = holder.mark
+        entries.append(entry)
+    content = {
+        "owner": _slots_owner(record.slots),
+        "acquired_at": _format_time(last.since),
+        "stale_after_seconds": _json_seconds(last.stale_after),
+        "tool": _TOOL,
+        "slots": record.slots,
+        "holders": entries,
+    }
+    return (json.dumps(content) + "\n").encode("ascii")
+
+
+def _slots_owner(slots: int) -> str:
+    """The owner an older version reads in a lock of several slots: never a valid
+    owner (it has a space), so no older version renews or releases it as its own."""
+    return f"{slots} slots"
+
+
+def _holder_end(holder: _Record) -> float:
+    """When ``holder``'s slot goes stale by its time alone."""
+    return holder.since + (holder.stale_after or 0.0)
+
+
+def _json_seconds(stale_after: float) -> int | float:
+    return int(stale_after) if stale_after.is_integer() else stale_after
+
+
 def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
-    seconds = int(stale_after) if stale_after.is_integer() else stale_after
     record = {
         "owner": owner,
         "acquired_at": _format_time(since),
-        "stale_after_seconds": seconds,
+        "stale_after_seconds": _json_seconds(stale_after),
         "tool": _TOOL,
     }
     return (json.dumps(record) + "\n").encode("ascii")
@@ -536,8 +639,9 @@ def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/decisions.py
 # The decisions, as pure functions of what a store read and the time: is a record
-# stale, may an owner take the lock, who in the line is alive, who goes first. No store
-# decides anything; each only reads, applies a change atomically, and waits.
+# stale, may an owner take the lock (or one of its slots), who in the line is alive, who
+# goes first, what a take or a release leaves. No store decides anything; each only
+# reads, applies a change atomically, and waits.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
@@ -564,25 +668,113 @@ def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale
     return now - record.since >= _deciding_timeout(record, caller_timeout)
 
 
-def _takes(
-    record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
-) -> bool:
-    """True if ``owner`` may take ``record``'s lock: free, its own, or stale."""
-    return (
-        record is None
-        or record.owner == owner
-        or _is_stale(record, caller_timeout, now, empty_is_stale)
-    )
+# --- Slots: a lock held by up to N runs at once, each under its own owner and timeout.
+# A lock of one slot is its record's own holder; one of several lists its holders.
+
+
+def _holders(record: _Record | None) -> list[_Record]:
+    """Who holds ``record``'s slots, live or stale."""
+    if record is None:
+        return []
+    return [record] if record.holders is None else record.holders
+
+
+def _live_holders(
+    record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+) -> list[_Record]:
+    """The holders of ``record`` whose slots are not stale at ``now``."""
+    return [
+        holder
+        for holder in _holders(record)
+        if not _is_stale(holder, caller_timeout, now, empty_is_stale)
+    ]
+
+
+def _in_force(
+    record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+) -> int | None:
+    """The count of slots that stands while any slot is held; None once none is."""
+    if record is None or not _live_holders(record, caller_timeout, now, empty_is_stale):
+        return None
+    return record.slots
+
+
+def _first_to_go(holders: list[_Record], caller_timeout: float) -> _Record:
+    """The holder of ``holders`` whose slot goes stale first by its time."""
+    return min(holders, key=lambda h: h.since + _deciding_timeout(h, caller_timeout))
+
+
+def _free_slots(
+    record: _Record | None, slots: int, caller_timeout: float, now: float, empty_is_stale: bool
+) -> int:
+    """How many of ``slots`` a taker may have now: free, or held by a stale holder."""
+    return slots - len(_live_holders(record, caller_timeout, now, empty_is_stale))
 
 
 def _still_holds(
     record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
 ) -> bool:
-    return (
-        record is not None
-        and record.owner == owner
-        and not _is_stale(record, caller_timeout, now, empty_is_stale)
-    )
+    """True if ``owner`` holds a slot of ``record`` that is not stale."""
+    live = _live_holders(record, caller_timeout, now, empty_is_stale)
+    return any(holder.owner == owner for holder in live)
+
+
+def _taken(
+    record: _Record | None,
+    last: _Record | None,
+    new: _Record,
+    slots: int,
+    *,
+    caller_timeout: float,
+    now: float,
+) -> tuple[_Record, _Record | None]:
+    """The record a take by ``new`` leaves, and the holder it renews or replaces (None:
+    a free slot). Its own slot is renewed, else the first stale one replaced, else a free
+    one taken; the other holders' slots are untouched. A count that changes (no slot
+    held) starts a new record; ``last`` is a server's record that expired whole."""
+    gone = _holders(record) or _holders(last)
+    same_count = record is not None and record.slots == slots and slots > 1
+    kept = _holders(record) if same_count else []
+    at = next((i for i, h in enumerate(kept) if h.owner == new.owner), None)
+    if at is None:
+        stale = [h for h in kept if _is_stale(h, caller_timeout, now, False)]
+        if stale:
+            at = kept.index(_first_to_go(stale, caller_timeout))
+    if kept and at is not None:
+        before: _Record | None = kept[at]
+        holders = [*kept[:at], new, *kept[at + 1 :]]
+    elif kept:
+        before = None
+        holders = [*kept, new]
+    else:
+        # A new record: a stale holder (or a server's expired one) is what it replaces.
+        before = _first_to_go(gone, caller_timeout) if gone else None
+        holders = [new]
+    if slots == 1:
+        return new, before
+    return _slots_record(slots, holders), before
+
+
+def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, _Record | None]:
+    """What a release by ``owner`` leaves (None: no record), and the slot it frees
+    (None: ``owner`` holds none). The others' slots are untouched; a record left with
+    no live holder is deleted, as it is stale anyway."""
+    holders = _holders(record)
+    mine = next((h for h in holders if h.owner == owner), None)
+    if mine is None:
+        return record, None
+    rest = [h for h in holders if h is not mine]
+    # Every holder of several slots has a timeout of its own; no caller's is needed.
+    if not any(not _is_stale(h, float("inf"), now, False) for h in rest):
+        return None, mine
+    return _slots_record(record.slots, rest), mine
+
+
+def _slots_record(slots: int, holders: list[_Record]) -> _Record:
+    record = _Record(None, min(h.since for h in holders))
+    record.slots = slots
+    record.holders = holders
+    return record
 
 
 # --- The line of waiters: first come, first served
@@ -607,23 +799,36 @@ def _verdict(
     owner: str,
     ticket: str | None,
     *,
+    slots: int = 1,
     caller_timeout: float,
     now: float,
     empty_is_stale: bool,
-) -> Literal["take", "held", "line"]:
-    """May ``owner`` "take" the lock, is it "held", or is it the first in ``line``'s?"""
-    if record is not None and not _takes(record, owner, caller_timeout, now, empty_is_stale):
-        return "held"
-    if record is not None and record.owner == owner:
+) -> Literal["take", "held", "line", "count"]:
+    """May ``owner`` "take" a slot, are all "held", do the free ones go to those ahead in
+    ``line`` ("line"), or does it ask for another "count" than the one in force? The
+    first k in line take the k free slots; a call with no place comes after them all."""
+    in_force = _in_force(record, caller_timeout, now, empty_is_stale)
+    if in_force is not None and in_force != slots:
+        return "count"
+    if any(holder.owner == owner for holder in _holders(record)):
         return "take"
-    return "line" if line and line[0].ticket != ticket else "take"
+    free = _free_slots(record, slots, caller_timeout, now, empty_is_stale)
+    if free <= 0:
+        return "held"
+    ahead = _ahead_of(line, ticket) if ticket is not None else None
+    position = len(line) if ahead is None else len(ahead)
+    return "take" if position < free else "line"
 
 
 def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> float:
-    """Seconds until ``record`` goes stale by its time alone (inf: never by time)."""
-    if record is None or record.lease is not None:
-        return float("inf")
-    return record.since + _deciding_timeout(record, caller_timeout) - now
+    """Seconds until a live slot of ``record`` goes stale by its time alone (inf: never
+    by time: none is live, or a server's clock ends them)."""
+    ends = [
+        holder.since + _deciding_timeout(holder, caller_timeout) - now
+        for holder in _holders(record)
+        if holder.lease is None
+    ]
+    return min((end for end in ends if end > 0), default=float("inf"))
 
 
 def _listed(record: _Record | None, line: list[_Place]) -> bool:
@@ -695,19 +900,48 @@ def _holder_text(holder: str | None) -> str:
     return "a lock file that names no owner" if holder is None else holder
 
 
+def _names_text(holders: list[_Record]) -> str:
+    """``a:b:1, c:d:2 and 3 more``: a few holders by name, then a count."""
+    names = [_holder_text(holder.owner) for holder in holders[:3]]
+    more = len(holders) - len(names)
+    if more:
+        return f"{', '.join(names)} and {more} more"
+    return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
+
+
+def _slots_text(record: _Record) -> str:
+    """``; 2 of its 3 slots are held`` for a lock of several slots, else nothing."""
+    if record.slots == 1:
+        return ""
+    held = len(_holders(record))
+    return f"; {held} of its {record.slots} slots {'is' if held == 1 else 'are'} held"
+
+
 def _acquired_result(
-    lock: str, owner: str, run_id: str, *, stale_after: float, since: int, before: _Record | None
+    lock: str,
+    owner: str,
+    run_id: str,
+    *,
+    stale_after: float,
+    since: int,
+    before: _Record | None,
+    after: _Record | None = None,
 ) -> AcquireResult:
+    """``after``: the record the take left, for a lock of several slots."""
     renewed = before is not None and before.owner == owner
     replaced = before is not None and not renewed
     stale_at = _stale_at(since, stale_after)
+    what = lock if after is None or after.slots == 1 else f"a slot of {lock}"
     if before is None:
-        done = f"acquired {lock} for {owner}"
+        done = f"acquired {what} for {owner}"
     elif renewed:
-        done = f"renewed {lock} for {owner}"
+        done = f"renewed {what} for {owner}"
     else:
         holder = f"of {before.owner}" if before.owner else "file that named no owner"
-        done = f"acquired {lock} for {owner}, replacing the stale lock {holder}"
+        stale = "stale lock" if what == lock else "stale slot"
+        done = f"acquired {what} for {owner}, replacing the {stale} {holder}"
+    if after is not None:
+        done += _slots_text(after)
     return {
         "acquired": True,
         "refreshed": renewed,
@@ -737,8 +971,16 @@ def _refused_result(
     line: list[_Place],
     held: bool,
 ) -> AcquireResult:
-    """The acquire output when ``record`` (or the first in ``line``) stands in the way."""
-    holder = record if held else _Record(line[0].owner, line[0].since, line[0].stale_after)
+    """The acquire output when ``record`` (or the first in ``line``) stands in the way:
+    of several slots held, the holder whose slot goes stale first is named."""
+    several = record is not None and record.slots > 1
+    if held and several:
+        live = _live_holders(record, caller_timeout, now, False)
+        holder: _Record | None = _first_to_go(live, caller_timeout)
+    elif held:
+        holder = record
+    else:
+        holder = _Record(line[0].owner, line[0].since, line[0].stale_after)
     assert holder is not None
     timeout = _deciding_timeout(holder, caller_timeout)
     held_since = _format_time(holder.since)
@@ -746,14 +988,30 @@ def _refused_result(
     if held:
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
-        message = (
-            f"lock {lock} is held by {_holder_text(holder.owner)} since {held_since}"
-            f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}."
-            f" {_clear_advice(lock, holder.owner, by_hand)}"
-        )
+        if several:
+            assert record is not None
+            by_whom = sorted(_holders(record), key=lambda h: h.since)
+            message = (
+                f"lock {lock} is held in all {record.slots} of its slots, by"
+                f" {_names_text(by_whom)}; the first to go stale is"
+                f" {_holder_text(holder.owner)}'s (since {held_since}, {age_text}), at"
+                f" {stale_at}{_in_line_text(line)}. {_clear_advice(lock, holder.owner, by_hand)}"
+            )
+        else:
+            message = (
+                f"lock {lock} is held by {_holder_text(holder.owner)} since {held_since}"
+                f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}."
+                f" {_clear_advice(lock, holder.owner, by_hand)}"
+            )
     else:
+        state = "free" if record is None else "stale"
+        if several:
+            state = "free or stale"
+            what = f"lock {lock} has a slot that is {state}"
+        else:
+            what = f"lock {lock} is {state}"
         message = (
-            f"lock {lock} is {'free' if record is None else 'stale'}, but it goes to the"
+            f"{what}, but it goes to the"
             f" first run waiting in line{_in_line_text(line)} (waiting since {held_since})."
             " Wait in line for your turn (acquire --wait); a place in line lapses within"
             " seconds of its waiter's end"
@@ -773,9 +1031,26 @@ def _refused_result(
     }
 
 
+def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float) -> str:
+    """Why a call naming ``slots`` is refused while ``record``'s count is in force."""
+    in_force = record.slots
+    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+    ask = "no --slots (or --slots 1; slots=1)" if in_force == 1 else f"--slots {in_force}"
+    if in_force > 1:
+        ask += f" (slots={in_force})"
+    return (
+        f"lock {lock} has {in_force} slot{'s' if in_force > 1 else ''} while any is held"
+        f" (by {names}), not {slots}: ask for it with {ask}; the count changes only once no"
+        " slot is held"
+    )
+
+
 def _lost(
     lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
 ) -> LockLost:
+    if record is not None and record.holders is not None:
+        # Of several slots: the one this owner held is gone (cleared, or stale).
+        return LockLost(lock, None, None, "its slot was released or replaced, or went stale")
     if record is None:
         return LockLost(lock, None, None, "it was cleared, and no run holds it now")
     since = _format_time(record.since)
@@ -787,18 +1062,30 @@ def _lost(
     return LockLost(lock, record.owner, since, why)
 
 
-def _release_result(lock: str, owner: str, record: _Record | None) -> ReleaseResult:
+def _release_result(
+    lock: str, owner: str, record: _Record | None, *, freed: bool = False, left: str = ""
+) -> ReleaseResult:
+    """``record``: the lock's (``freed``: the slot the release freed); ``left``: what is
+    left of a lock of several slots."""
     other: _Record | None = None
     if record is None:
         reason: Literal["absent", "not-owner"] | None = "absent"
         message = f"no lock at {lock}; nothing to release"
-    elif record.owner == owner:
+    elif freed or (record.owner == owner and record.holders is None):
         reason = None
-        message = f"released {lock} held by {owner}"
+        message = f"released {lock} held by {owner}{left}"
     else:
         reason = "not-owner"
-        other = record
-        message = f"left {lock} in place: it is held by {_holder_text(record.owner)}, not {owner}"
+        holders = _holders(record)
+        other = _first_to_go(holders, 0.0) if holders else record
+        message = f"left {lock} in place: it is held by {_holder_text(other.owner)}, not {owner}"
+        if record.holders is not None:
+            message = (
+                f"left {lock} in place: {owner} holds none of its {record.slots} slots"
+                f" (held by {_names_text(sorted(holders, key=lambda h: h.since))})"
+                if holders
+                else f"left {lock} in place: {owner} holds none of its {record.slots} slots"
+            )
     return {
         "released": reason is None,
         "reason": reason,
@@ -818,18 +1105,22 @@ def _status_result(
     empty_is_stale: bool,
     *,
     line: list[_Place],
+    slots: int = 1,
 ) -> StatusResult:
+    """Who holds the lock, by the count in force (else ``slots``, the caller's)."""
+    live = _live_holders(record, caller_timeout, now, empty_is_stale)
+    if record is not None and live:
+        slots = record.slots
+    several = slots > 1 or (record is not None and record.slots > 1)
+    holders = _holders(record)
     state: Literal["free", "held", "stale"] = "free"
     timeout = caller_timeout
-    since = None
-    stale_at = None
-    age = None
+    shown: _Record | None = None
     message = f"no lock at {lock}; it is free"
-    if record is not None:
+    if not several and record is not None:
+        shown = record
         timeout = _deciding_timeout(record, caller_timeout)
-        since = _format_time(record.since)
         stale_at = _stale_at(record.since, timeout)
-        age = int((now - record.since) // 1)
         stale = _is_stale(record, caller_timeout, now, empty_is_stale)
         state = "stale" if stale else "held"
         then = (
@@ -837,16 +1128,50 @@ def _status_result(
             if stale
             else f"goes stale at {stale_at}"
         )
+        since = _format_time(record.since)
         message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
+    elif len(live) >= slots:
+        state = "held"
+        shown = _first_to_go(live, caller_timeout)
+        timeout = _deciding_timeout(shown, caller_timeout)
+        message = (
+            f"{lock} is held in all {slots} of its slots, by"
+            f" {_names_text(sorted(live, key=lambda h: h.since))}; the first to go stale is"
+            f" {_holder_text(shown.owner)}'s, at {_stale_at(shown.since, timeout)}"
+        )
+    elif record is not None and record.slots == slots and len(holders) >= slots:
+        state = "stale"
+        gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
+        message = (
+            f"{lock} has no free slot of its {slots}, but {_holder_text(gone.owner)}'s went"
+            f" stale at {_stale_at(gone.since, _deciding_timeout(gone, caller_timeout))},"
+            " so the next acquire takes it"
+        )
+    elif live:
+        message = (
+            f"{lock} has {slots - len(live)} of its {slots} slots free; held by"
+            f" {_names_text(sorted(live, key=lambda h: h.since))}"
+        )
+    elif several:
+        message = f"no slot of {lock} is held; it is free (slots: {slots})"
     return {
         "state": state,
         "lock": lock,
-        "held_by": None if record is None else record.owner,
-        "held_since": since,
-        "stale_at": stale_at,
-        "age_seconds": age,
+        "held_by": None if shown is None else shown.owner,
+        "held_since": None if shown is None else _format_time(shown.since),
+        "stale_at": None if shown is None else _stale_at(shown.since, timeout),
+        "age_seconds": None if shown is None else int((now - shown.since) // 1),
         "stale_after_minutes": _minutes_for_output(timeout),
         "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
+        "slots": slots,
+        "holders": [
+            {
+                "owner": holder.owner,
+                "since": _format_time(holder.since),
+                "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
+            }
+            for holder in sorted(holders, key=lambda h: h.since)
+        ],
         "message": message + _in_line_text(line),
     }
 
@@ -909,13 +1234,14 @@ if TYPE_CHECKING:
         def apply(
             self,
             look: _Look,
-            data: bytes | None,
-            stale_after: float,
+            record: _Record | None,
             owner: str,
             place: _Place | None = None,
         ) -> bool:
-            """Write ``data`` (None: delete the record), ``place`` leaving the line in
-            the same change, if the lock is still as ``look`` found it: False if not."""
+            """Write ``record`` (None: delete it), ``place`` leaving the line in the same
+            change, if the lock is still as ``look`` found it: False if not. A server
+            marks each new holder of a lock of several slots (``mark``) so that its slot
+            ends on the server's clock, and keeps the record while any slot may live."""
 
         def join(self, look: _Look, place: _Place, now: float) -> None:
             """Put ``place`` at the end of the line unless it is in it."""
@@ -929,8 +1255,12 @@ if TYPE_CHECKING:
         def leave(self, place: _Place) -> None:
             """Take ``place`` out of the line."""
 
-        def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-            """Up to ``left`` s until what ``place``'s waiter waits on changes (True)."""
+        def wait(
+            self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+        ) -> bool:
+            """Up to ``left`` s until what ``place``'s waiter waits on changes (True): a
+            place ``ahead`` of it ends, or (``turn``: it takes the next slot that frees)
+            a slot frees or its server ends it."""
 
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""
@@ -1514,16 +1844,15 @@ class _FileStore:
     def apply(
         self,
         look: _Look,
-        data: bytes | None,
-        stale_after: float,
+        record: _Record | None,
         owner: str,
         place: _Place | None = None,
     ) -> bool:
         """Always True: under the guard the lock cannot have changed since ``look``."""
-        if data is None:
+        if record is None:
             _delete_record(self.lock)
         else:
-            _write_record(self.lock, data)
+            _write_record(self.lock, _bytes_of(record))
         _Interrupts.disarm()
         leaving = None if place is None else place.ticket
         if place is not None:
@@ -1569,9 +1898,11 @@ class _FileStore:
             line = [p for p in _live(look.line, time.time()) if p.ticket != place.ticket]
             self._keep_line(look, line)
 
-    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+    def wait(
+        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+    ) -> bool:
         """Until the lock file changes: polled the more often the nearer the front."""
-        every = _FILE_POLL_SEC[min(len(ahead), 2)]
+        every = _FILE_POLL_SEC[0 if turn else min(len(ahead), 2)]
         lock_seen, line_seen = look.seen.split("|")
         # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and not lock_seen else None
@@ -1741,7 +2072,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (1744, (), r'''
+_CARRIED['server_store'] = (2075, (), r'''
 import errno
 import json
 import os
@@ -1965,7 +2296,7 @@ class _Pause:
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (1968, ('server_store',), r'''
+_CARRIED['etcd_store'] = (2299, ('server_store',), r'''
 import errno
 import json
 import os
@@ -2163,6 +2494,7 @@ class _EtcdStore(_ServerStore):
         self.key = key.encode()
         self.last_key = (key + "\0last").encode()
         self.wait_prefix = (key + "\0wait\0").encode()
+        self.slot_prefix = (key + "\0slot\0").encode()
         user, _, password = (env.get("ETCDCTL_USER") or "").partition(":")
         self.user = user
         self.password = password or env.get("ETCDCTL_PASSWORD", "")
@@ -2319,17 +2651,24 @@ class _EtcdStore(_ServerStore):
         place.joined = False
         self.revoke(place.ticket)
 
-    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-        """Until the record (for the first in line) or a place ahead is deleted."""
-        wake = {self._place_key(p) for p in ahead} if ahead else {self.key}
+    def wait(
+        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+    ) -> bool:
+        """Until a place ahead is deleted, or (its turn) the record or a slot's key."""
+        wake = {self._place_key(p) for p in ahead}
+        if turn:
+            wake.add(self.key)
         until = time.monotonic() + left
         try:
             if self.watcher is None and not self._watch(look.seen, until):
                 self.pause.sleep(left)
                 return False
-            while not wake & self._deleted(until):
-                pass
-            return True
+            while True:
+                deleted = self._deleted(until)
+                if wake & deleted:
+                    return True
+                if turn and any(key.startswith(self.slot_prefix) for key in deleted):
+                    return True
         except TimeoutError:
             return False  # the stream goes on
         except (OSError, ValueError):
@@ -2401,44 +2740,67 @@ class _EtcdStore(_ServerStore):
     def apply(
         self,
         look: _Look,
-        data: bytes | None,
-        stale_after: float,
+        record: _Record | None,
         owner: str,
         place: _Place | None = None,
     ) -> bool:
         """By a transaction; signals wait while it is sent."""
+        gone = [h.mark for h in _holders_of(look.record) if h.mark not in _marks_of(record)]
         with _SIGNALS_HELD:
-            applied = self._swap(look.revision, data, stale_after, owner, place)
+            applied = self._swap(look.revision, record, owner, place, gone)
             if applied:
                 _Interrupts.disarm()
         if applied:
             self.revoke(look.lease)  # else it would only run out
+            for lease in gone:
+                self.revoke(lease)  # a slot renewed or released: its old lease
             if place is not None:
                 place.joined = False  # its lease runs out by itself
         return applied
 
+    def _grant(self, seconds: float, granted: list[str]) -> str:
+        """A new lease of ``seconds`` (rounded up), added to ``granted``."""
+        ttl = max(1, -(-seconds // 1))
+        answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
+        lease = _answer_field(answer, "ID", "lease/grant", digits=True)
+        granted.append(lease)
+        return lease
+
     def _swap(
         self,
         revision: str,
-        puts: bytes | None,
-        stale_after: float,
+        record: _Record | None,
         owner: str,
         place: _Place | None,
+        gone: list[str | None],
     ) -> bool:
-        """If the record's revision is still ``revision``: put ``puts`` (None: delete)."""
-        lease = None
-        if puts is not None:
-            ttl = max(1, -(-stale_after // 1))
-            answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
-            lease = _answer_field(answer, "ID", "lease/grant", digits=True)
-            ops = [
+        """If the record's revision is still ``revision``: put ``record`` (None: delete
+        it). Each new holder of several slots gets a lease of its own and a key on it
+        (``slot``, a NUL, the lease), that ends its slot; the record's lease outlives
+        them all, so an older version sees the lock held while any slot is live."""
+        granted: list[str] = []
+        ops: list[dict[str, Any]] = []
+        if record is not None:
+            for holder in record.holders or []:
+                if holder.mark is None:
+                    assert holder.stale_after is not None
+                    holder.mark = self._grant(holder.stale_after, granted)
+                    marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
+                    marker["value"] = _b64((holder.owner or "").encode())
+                    ops.append({"request_put": marker})
+            timeouts = [h.stale_after or 0.0 for h in _holders_of(record)]
+            lease = self._grant(max(timeouts), granted)
+            puts = _bytes_of(record)
+            ops += [
                 {"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}},
                 {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},
             ]
-            outcome = _unknown_outcome(owner, taking=True)
         else:
             ops = [{"request_delete_range": {"key": _b64(k)}} for k in (self.key, self.last_key)]
-            outcome = _unknown_outcome(owner, taking=False)
+        for mark in gone:
+            if mark is not None:
+                ops.append({"request_delete_range": {"key": _b64(self._slot_key(mark))}})
+        outcome = _unknown_outcome(owner, taking=owner in [h.owner for h in _holders_of(record)])
         compare = [
             {"key": _b64(self.key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
         ]
@@ -2451,13 +2813,29 @@ class _EtcdStore(_ServerStore):
         txn = {"compare": compare, "success": ops}
         if self.post("/v3/kv/txn", txn, outcome=outcome).get("succeeded"):
             return True
-        self.revoke(lease)
+        for lease in granted:
+            self.revoke(lease)
         return False
+
+    def _slot_key(self, lease: str) -> bytes:
+        return self.slot_prefix + lease.encode()
+
+
+def _holders_of(record: _Record | None) -> list[_Record]:
+    if record is None:
+        return []
+    return [record] if record.holders is None else record.holders
+
+
+def _marks_of(record: _Record | None) -> set[str | None]:
+    """The leases of ``record``'s holders of several slots (one slot's has none)."""
+    return {h.mark for h in _holders_of(record) if h.mark is not None}
 
 
 def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
-    record (on a lease: live), the last holder's, and the line in the order joined."""
+    record (on a lease: live), the last holder's, and the line in the order joined. Of
+    several slots, a holder's is live while the key on its lease is."""
     import base64
 
     record = last = None
@@ -2467,8 +2845,14 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     now = int(time.time())
     last_key = key + b"\0last"
     wait_prefix = key + b"\0wait\0"
+    slot_prefix = key + b"\0slot\0"
+    live_slots = set()
     for kv in kvs:
         name = base64.b64decode(kv["key"])
+        if name.startswith(slot_prefix):
+            if kv.get("lease") == name[len(slot_prefix) :].decode("ascii", "replace"):
+                live_slots.add(kv["lease"])
+            continue
         value = base64.b64decode(kv.get("value", ""))
         if name.startswith(wait_prefix):
             place = _wait_place(value, kv.get("lease"))
@@ -2485,6 +2869,10 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
         elif name == last_key:
             last = parsed
             last.lease = "expired"
+    for holder in record.holders or [] if record is not None else []:
+        holder.lease = "live" if holder.mark in live_slots else "expired"
+    for holder in last.holders or [] if last is not None else []:
+        holder.lease = "expired"
     line.sort(key=lambda entry: entry[0])
     return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
 
@@ -2501,7 +2889,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (2504, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (2892, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -2565,7 +2953,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (2568, ('server_store',), r'''
+_CARRIED['redis_store'] = (2956, ('server_store',), r'''
 import errno
 import os
 import re
@@ -2642,6 +3030,33 @@ def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
         elif command[0] in ("EXEC", "DISCARD"):
             inside = False
     return sending
+
+
+def _server_ms(clock: object) -> int:
+    """The server's time in ms from TIME's answer (seconds and microseconds)."""
+    if (
+        isinstance(clock, list)
+        and len(clock) == 2
+        and all(isinstance(part, bytes) and part.isdigit() for part in clock)
+    ):
+        return int(clock[0]) * 1000 + int(clock[1]) // 1000
+    raise OSError(errno.EPROTO, "Redis answered TIME in a shape it never has")
+
+
+def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
+    """Judge each slot of ``record`` by the server's clock (its mark: the ms it ends at);
+    the ms until the next live one ends (else ``ttl``, the record's own)."""
+    ends = []
+    for holder in record.holders or []:
+        mark = holder.mark
+        if mark is None or not mark.isdigit():
+            holder.lease = "expired"  # a slot no server time ends is no slot
+            continue
+        live = int(mark) > server_ms
+        holder.lease = "live" if live else "expired"
+        if live:
+            ends.append(int(mark) - server_ms)
+    return min(ends) if ends else ttl
 
 
 class _NotApplied(Exception):
@@ -2926,23 +3341,28 @@ class _RedisStore(_ServerStore):
     def _reads(self, keys: tuple[bytes, bytes, bytes, bytes] | None = None) -> list[_Command]:
         """The reads of a look at this lock, or at the lock of ``keys`` (_lock_keys)."""
         key, last, line, _ = keys or (self.key, self.last_key, self.line_key, b"")
-        return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
+        # TIME: the clock that ends each slot of a lock of several.
+        return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1), ("TIME",)]
 
     def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
         """The look _reads' answers give (the places read at ``wait_prefix``, or this
-        lock's); ``seen``: the record's ms to live."""
-        value, ttl, last_value, tickets = answers
+        lock's); ``seen``: the ms until the record's next slot ends."""
+        value, ttl, last_value, tickets, clock = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
         now = int(time.time())
+        server_ms = _server_ms(clock)
         record = last = None
         if isinstance(value, bytes):
             record = _parse_record(value, now)  # a foreign value is dated now
             if ttl >= 0:
                 record.lease = "live"
+            ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
             last = _parse_record(last_value, now)
             last.lease = "expired"
+            for holder in last.holders or []:
+                holder.lease = "expired"
         tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
         prefix = self.wait_prefix if wait_prefix is None else wait_prefix
         place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
@@ -2952,7 +3372,9 @@ class _RedisStore(_ServerStore):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
             # A place whose key is gone: _live drops it.
             line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
-        return _Look(record, last, line=line, seen=str(ttl))
+        look = _Look(record, last, line=line, seen=str(ttl))
+        look.clock = server_ms
+        return look
 
     def _place_key(self, ticket: str) -> bytes:
         return self.wait_prefix + ticket.encode("ascii", "replace")
@@ -3021,24 +3443,28 @@ class _RedisStore(_ServerStore):
     def apply(
         self,
         look: _Look,
-        data: bytes | None,
-        stale_after: float,
+        record: _Record | None,
         owner: str,
         place: _Place | None = None,
     ) -> bool:
-        """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent."""
+        """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent. A new holder
+        of several slots is marked with the server time its slot ends at; the record
+        lives until the last of them."""
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
-        if data is not None:
-            ms = max(1, -(-int(stale_after * 1000 * 1000) // 1000))  # ms, rounded up
-            ops: list[_Command] = [("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)]
+        ops: list[_Command] = []
+        ms = 0 if record is None else _lifetime_ms(record, look.clock or 0)
+        if ms > 0 and record is not None:
+            data = _bytes_of(record)
+            ops += [("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)]
         else:
-            ops = [("DEL", self.key, self.last_key)]
-            for waiter in _live(look.line, time.time())[:1]:
-                ops += self._ring(waiter.ticket)  # the first in line
+            record = None  # a release, or no slot left that the server would keep
+            ops += [("DEL", self.key, self.last_key)]
+        for waiter in _live(look.line, time.time())[: _freed(look.record, record)]:
+            ops += self._ring(waiter.ticket)  # the first in line, for each slot freed
         if place is not None:
             ops += self._leaving(place.ticket)
-        outcome = _unknown_outcome(owner, taking=data is not None)
+        outcome = _unknown_outcome(owner, taking=_takes_slot(look.record, record, owner))
         with _SIGNALS_HELD:
             try:
                 answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
@@ -3052,10 +3478,12 @@ class _RedisStore(_ServerStore):
             place.joined = False
         return applied
 
-    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-        """Until ``place``'s bell rings (an expiry rings none: the first waits its TTL)."""
+    def wait(
+        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+    ) -> bool:
+        """Until ``place``'s bell rings (an expiry rings none: the next waits its TTL)."""
         ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
-        if not ahead and ttl >= 0:
+        if turn and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
         until = time.monotonic() + left
         try:
@@ -3091,6 +3519,46 @@ class _RedisStore(_ServerStore):
             self.bell = None
 
 
+def _ms_of(stale_after: float) -> int:
+    """A timeout in whole ms, rounded up (at least 1)."""
+    return max(1, -(-int(stale_after * 1000 * 1000) // 1000))
+
+
+def _lifetime_ms(record: _Record, clock: int) -> int:
+    """How long the server keeps ``record``: its holder's timeout; of several slots,
+    until the last one ends, each new holder first marked with the server time (ms,
+    from ``clock``) its slot ends at."""
+    if record.holders is None:
+        assert record.stale_after is not None
+        return _ms_of(record.stale_after)
+    for holder in record.holders:
+        if holder.mark is None:
+            assert holder.stale_after is not None
+            holder.mark = str(clock + _ms_of(holder.stale_after))
+    ends = [int(h.mark) for h in record.holders if h.mark is not None and h.mark.isdigit()]
+    return max(ends, default=clock) - clock
+
+
+def _held_count(record: _Record | None) -> int:
+    if record is None:
+        return 0
+    return len(record.holders) if record.holders is not None else 1
+
+
+def _freed(before: _Record | None, after: _Record | None) -> int:
+    """How many waiters a change that leaves ``after`` of ``before`` rings: one per
+    slot it frees (a take or a renewal frees none)."""
+    return max(0, _held_count(before) - _held_count(after))
+
+
+def _takes_slot(before: _Record | None, after: _Record | None, owner: str) -> bool:
+    """True if the change gives ``owner`` a slot (else it releases one)."""
+    if after is None:
+        return False
+    holders = after.holders if after.holders is not None else [after]
+    return any(holder.owner == owner for holder in holders)
+
+
 def _open_redis(address: str) -> _Store:
     """The registry's opener: a Redis lock (mypy checks the class against _Store here)."""
     return _RedisStore(address)
@@ -3105,7 +3573,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3108, ('redis_store',), r'''
+_CARRIED['redis_listing'] = (3576, ('redis_store',), r'''
 import errno
 import re
 
@@ -3188,9 +3656,10 @@ class _RedisSurvey(_RedisStore):
         another type of value is no lock."""
         commands = [command for key in keys for command in self._reads(_lock_keys(key))]
         answers = self.call(*commands, raw=True)
+        per = len(self._reads())  # each lock's reads, answered in order
         looks = []
         for at, key in enumerate(keys):
-            mine = answers[4 * at : 4 * at + 4]
+            mine = answers[per * at : per * at + per]
             errors = _errors_in(mine)
             if not errors:
                 looks.append((key, self._looked(mine, _lock_keys(key)[3])))
@@ -3236,7 +3705,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3239, (), r'''
+_CARRIED['survey'] = (3708, (), r'''
 import json
 import os
 import stat
@@ -3322,6 +3791,8 @@ def _listed_lock(status: StatusResult) -> ListedLock:
         "age_seconds": status["age_seconds"],
         "stale_after_minutes": status["stale_after_minutes"],
         "waiting": status["waiting"],
+        "slots": status["slots"],
+        "holders": status["holders"],
     }
 
 
@@ -3403,20 +3874,30 @@ def acquire(
     now: datetime | None = None,
     *,
     empty_is_stale: bool = False,
+    slots: int = 1,
 ) -> AcquireResult:
     """Take the lock (a file path or a server address) for ``owner``
     (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
-    ``owner``'s; else change nothing. ``stale_after`` is in **seconds**.
+    ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
+    ``slots`` N, up to N owners hold it at once, each its own slot.
 
     :returns: the acquire output.
-    :raises ValueError: a bad owner, timeout or lock.
+    :raises ValueError: a bad owner, timeout, count or lock; or a count of slots
+        other than the one in force while a slot is held.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
     return _take(
-        lock, owner, run_id, stale_after, fixed_now=fixed_now, empty_is_stale=empty_is_stale
+        lock,
+        owner,
+        run_id,
+        stale_after,
+        fixed_now=fixed_now,
+        empty_is_stale=empty_is_stale,
+        slots=slots,
     )
 
 
@@ -3429,6 +3910,7 @@ def _take(
     fixed_now: float | None = None,
     empty_is_stale: bool = False,
     renew_only: bool = False,
+    slots: int = 1,
 ) -> AcquireResult:
     """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock."""
     store = _store_for(lock)
@@ -3441,6 +3923,7 @@ def _take(
             fixed_now=fixed_now,
             empty_is_stale=empty_is_stale,
             renew_only=renew_only,
+            slots=slots,
         )
     finally:
         store.close()
@@ -3456,6 +3939,7 @@ def _take_in(
     empty_is_stale: bool = False,
     renew_only: bool = False,
     place: _Place | None = None,
+    slots: int = 1,
 ) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
     for _ in range(_CHANGE_TRIES):
@@ -3474,10 +3958,14 @@ def _take_in(
                 line,
                 owner,
                 ticket,
+                slots=slots,
                 caller_timeout=stale_after,
                 now=now,
                 empty_is_stale=empty_is_stale,
             )
+            if verdict == "count":
+                assert record is not None
+                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -3495,16 +3983,20 @@ def _take_in(
                     line=[p for p in line if p.ticket != ticket],
                 )
             since = int(now // 1)
-            data = _record_bytes(owner, since, stale_after)
+            new = _Record(owner, since, stale_after)
+            after, before = _taken(
+                record, look.last, new, slots, caller_timeout=stale_after, now=now
+            )
             leaving = place if place is not None and place.joined else None
-            if change.apply(look, data, stale_after, owner, leaving):
+            if change.apply(look, after, owner, leaving):
                 return _acquired_result(
                     store.lock,
                     owner,
                     run_id,
                     stale_after=stale_after,
                     since=since,
-                    before=record or look.last,
+                    before=before,
+                    after=after,
                 )
     raise _kept_changing(store.lock)
 
@@ -3516,10 +4008,14 @@ def acquire_within(
     wait: float,
     *,
     empty_is_stale: bool = False,
+    slots: int = 1,
 ) -> AcquireResult:
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
-    served; :class:`LockBusy` if the wait runs out."""
-    return _wait_for(lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None)
+    served (the first k in line take the k slots that free); :class:`LockBusy` if the
+    wait runs out."""
+    return _wait_for(
+        lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
+    )
 
 
 def _wait_for(
@@ -3530,25 +4026,40 @@ def _wait_for(
     *,
     empty_is_stale: bool,
     refused: Callable[[AcquireResult, float, int], None] | None,
+    slots: int = 1,
 ) -> AcquireResult:
     """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
     wait = _checked_wait(wait)
     owner, run_id = _owner_with_run_id(owner)
     stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
     deadline = time.monotonic() + wait
     store = _store_for(lock)
     place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
     try:
         while True:
             result = _take_in(
-                store, owner, run_id, stale_after, empty_is_stale=empty_is_stale, place=place
+                store,
+                owner,
+                run_id,
+                stale_after,
+                empty_is_stale=empty_is_stale,
+                place=place,
+                slots=slots,
             )
             if result["acquired"]:
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
             _wait_turn(
-                store, place, deadline, stale_after, empty_is_stale, result=result, shown=refused
+                store,
+                place,
+                deadline,
+                stale_after,
+                empty_is_stale,
+                slots=slots,
+                result=result,
+                shown=refused,
             )
     finally:
         if place is not None and place.joined:
@@ -3563,11 +4074,13 @@ def _wait_turn(
     caller_timeout: float,
     empty_is_stale: bool,
     *,
+    slots: int = 1,
     result: AcquireResult,
     shown: Callable[[AcquireResult, float, int], None] | None,
 ) -> None:
     """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
-    ``shown(result, seconds left, place)`` is told each new place in line."""
+    ``shown(result, seconds left, place)`` is told each new place in line. Its turn is
+    next once only those who take the free slots are ahead of it."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
     while (left := deadline - time.monotonic()) > 0:
@@ -3576,8 +4089,10 @@ def _wait_turn(
         ahead = _ahead_of(_live(look.line, now), place.ticket)
         if ahead is None:
             return
-        if not ahead and _takes(look.record, place.owner, caller_timeout, now, empty_is_stale):
+        free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
+        if len(ahead) < free:
             return
+        turn = len(ahead) == max(0, free)
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
@@ -3587,11 +4102,11 @@ def _wait_turn(
             beat_at = time.monotonic() + _BEAT_SEC
             last_shown = 0  # shown again after a beat
             continue
-        # The first in line also wakes when the lock goes stale.
-        until_stale = left if ahead else _stale_in(look.record, caller_timeout, now)
+        # The next to take a slot also wakes when one goes stale.
+        until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
         pause = min(left, beat_at - time.monotonic(), until_stale)
-        woken = store.wait(pause, look, ahead, place)
-        if woken and not ahead:
+        woken = store.wait(pause, look, ahead, place, turn)
+        if woken and turn:
             return  # the try reads the lock anyway
 
 
@@ -3608,8 +4123,9 @@ def _leave_line(store: _Store, place: _Place) -> None:
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
-    """Delete the lock if its record names ``owner`` (with its run id); else ``reason``
-    says "absent" or "not-owner". ValueError, OSError as :func:`acquire`."""
+    """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
+    several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
+    ValueError, OSError as :func:`acquire`."""
     owner = _owner_for_release(owner)
     store = _store_for(lock)
     try:
@@ -3617,11 +4133,14 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
             with store.change(create=False) as change:
                 look = change.read()
                 record = look.record
-                if record is None or record.owner != owner:
-                    change.prune(look, time.time())
+                now = time.time()
+                after, freed = (None, None) if record is None else _released(record, owner, now)
+                if freed is None:
+                    change.prune(look, now)
                     return _release_result(store.lock, owner, record)
-                if change.apply(look, None, 0.0, owner):
-                    return _release_result(store.lock, owner, record)
+                if change.apply(look, after, owner):
+                    left = "" if after is None else _slots_text(after)
+                    return _release_result(store.lock, owner, freed, freed=True, left=left)
         raise _kept_changing(store.lock)
     finally:
         store.close()
@@ -3633,11 +4152,14 @@ def status(
     now: datetime | None = None,
     *,
     empty_is_stale: bool = False,
+    slots: int = 1,
 ) -> StatusResult:
     """Say who holds the lock ("free", "held" or "stale"), changing nothing;
-    ``stale_after`` (seconds) judges a record without a timeout of its own."""
+    ``stale_after`` (seconds) judges a record without a timeout of its own; ``slots``
+    is the count shown while no slot is held (else the count in force is)."""
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
     store = _store_for(lock)
     try:
         look = store.look()
@@ -3645,7 +4167,9 @@ def status(
         store.close()
     record = look.record or look.last
     line = _live(look.line, time.time())
-    return _status_result(store.lock, record, stale_after, seconds, empty_is_stale, line=line)
+    return _status_result(
+        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -3707,8 +4231,11 @@ def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
 class _Renewer:
     """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 
-    def __init__(self, taken: AcquireResult, stale_after: float, empty_is_stale: bool) -> None:
+    def __init__(
+        self, taken: AcquireResult, stale_after: float, empty_is_stale: bool, slots: int = 1
+    ) -> None:
         self.lock = taken["lock"]
+        self.slots = slots
         self.owner = taken["owner"]
         self.run_id = taken["run_id"]
         self.stale_after = stale_after
@@ -3734,6 +4261,7 @@ class _Renewer:
                 self.stale_after,
                 empty_is_stale=self.empty_is_stale,
                 renew_only=True,
+                slots=self.slots,
             )
         except LockLost as lost:
             self.lost = lost
@@ -3760,8 +4288,11 @@ class _Lease:
         stale_after: float,
         wait: float,
         empty_is_stale: bool,
+        *,
+        slots: int = 1,
     ) -> None:
         self.lock = lock
+        self.slots = slots
         self.owner = owner
         self.stale_after = stale_after
         self.wait = wait
@@ -3785,10 +4316,15 @@ class _Lease:
         import threading
 
         self.result = acquire_within(
-            self.lock, self.owner, self.stale_after, self.wait, empty_is_stale=self.empty_is_stale
+            self.lock,
+            self.owner,
+            self.stale_after,
+            self.wait,
+            empty_is_stale=self.empty_is_stale,
+            slots=self.slots,
         )
         self.owner = self.result["owner"]
-        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale)
+        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -3829,6 +4365,7 @@ def held(
     wait: float = 0.0,
     *,
     empty_is_stale: bool = False,
+    slots: int = 1,
 ) -> _Lease:
     """Hold the lock for a ``with`` block::
 
@@ -3836,14 +4373,15 @@ def held(
             ...  # lease.check() raises LockLost if the lock was lost
 
 
-    Taken as by :func:`acquire_within`, renewed from a thread every third of
-    ``stale_after`` (seconds, at least 3), released however the block ends;
-    :class:`LockLost` at the end of a block that ended normally without it.
+    Taken as by :func:`acquire_within` (``slots``: one of that many), renewed from a
+    thread every third of ``stale_after`` (seconds, at least 3), released however the
+    block ends; :class:`LockLost` at the end of a block that ended normally without it.
     """
     _owner_with_run_id(owner)
     _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
     _checked_wait(wait)
-    return _Lease(lock, owner, stale_after, wait, empty_is_stale)
+    _checked_slots(slots)
+    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
 
 
 def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -3865,7 +4403,13 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> N
 
 
 def _run_holding(
-    lock: str, taken: AcquireResult, stale_after: float, empty_is_stale: bool, command: list[str]
+    lock: str,
+    taken: AcquireResult,
+    stale_after: float,
+    empty_is_stale: bool,
+    command: list[str],
+    *,
+    slots: int = 1,
 ) -> int:
     """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
     import subprocess
@@ -3889,7 +4433,7 @@ def _run_holding(
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(taken, stale_after, empty_is_stale)
+    renewer = _Renewer(taken, stale_after, empty_is_stale, slots)
     lost = None
     while True:
         waiter.join(renewer.due_in())
@@ -3935,11 +4479,11 @@ def _help() -> str:
     forms = "".join(f"\n{'':28}{kind.form}" for kind in _SERVER_STORES)
     return f"""\
 usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
-       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
+       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--slots N] [--empty-is-stale]
        {name} release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
-       {name} status --lock LOCK [--stale-after MINUTES] [--empty-is-stale]
+       {name} status --lock LOCK [--stale-after MINUTES] [--slots N] [--empty-is-stale]
        {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
-       {pad}     [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
+       {pad}     [--wait SECONDS] [--slots N] [--empty-is-stale] -- COMMAND [ARG...]
        {name} list --under PLACE [--stale-after MINUTES] [--table]
        {name} run-id | --version
 
@@ -3962,6 +4506,9 @@ options:
                           a lock is judged by its holder's own timeout
   --wait SECONDS          acquire, run: wait in line this long, first come, first
                           served (default 0, at most {_MAX_WAIT_SEC})
+  --slots N               up to N runs hold the lock at once, each its own slot
+                          (default 1, at most {MAX_SLOTS}); while any slot is held,
+                          every call must name the count its holders did
   --empty-is-stale        an empty lock file (an flock user leaves one) is stale
   -h, --help, --version   show this help, or the version
 
@@ -3978,10 +4525,16 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--owner": True,
         "--stale-after": False,
         "--wait": False,
+        "--slots": False,
         "--empty-is-stale": None,
     },
     "release": {"--lock": True, "--owner": True},
-    "status": {"--lock": True, "--stale-after": False, "--empty-is-stale": None},
+    "status": {
+        "--lock": True,
+        "--stale-after": False,
+        "--slots": False,
+        "--empty-is-stale": None,
+    },
     "list": {"--under": True, "--stale-after": False, "--table": None},
     "run-id": {},
 }
@@ -4058,6 +4611,14 @@ def _stale_after_seconds(options: dict[str, str]) -> float:
     return _checked_stale_after(minutes, "--stale-after", "minutes")
 
 
+def _slots(options: dict[str, str]) -> int:
+    """--slots N: digits only (no sign, point or exponent), from 1 to MAX_SLOTS."""
+    text = options.get("--slots", "1")
+    if not (text.isascii() and text.isdigit()):
+        raise _UsageError(f"--slots must be a whole number from 1 to {MAX_SLOTS}, not {text!r}")
+    return _checked_slots(int(text) if len(text) <= 5 else MAX_SLOTS + 1, "--slots")
+
+
 def _is_terminal(stream: object) -> bool:
     try:
         return bool(stream.isatty())  # type: ignore[attr-defined]
@@ -4096,14 +4657,21 @@ def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResul
     wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
     lock, owner = options["--lock"], options["--owner"]
     empty_is_stale = "--empty-is-stale" in options
+    slots = _slots(options)
     if not wait:
-        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
+        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale, slots=slots)
     else:
         started = time.monotonic()
         line = _WaitLine() if _is_terminal(sys.stderr) else None
         try:
             result = _wait_for(
-                lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=line
+                lock,
+                owner,
+                stale_after,
+                wait,
+                empty_is_stale=empty_is_stale,
+                refused=line,
+                slots=slots,
             )
         except LockBusy as busy:
             result = busy.result
@@ -4127,7 +4695,10 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code
     empty_is_stale = "--empty-is-stale" in options
-    return None, _run_holding(options["--lock"], result, stale_after, empty_is_stale, tail)
+    slots = _slots(options)
+    return None, _run_holding(
+        options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
+    )
 
 
 def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
@@ -4136,7 +4707,12 @@ def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResul
 
 def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult, int]:
     empty_is_stale = "--empty-is-stale" in options
-    result = status(options["--lock"], _stale_after_seconds(options), empty_is_stale=empty_is_stale)
+    result = status(
+        options["--lock"],
+        _stale_after_seconds(options),
+        empty_is_stale=empty_is_stale,
+        slots=_slots(options),
+    )
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 

@@ -9,6 +9,7 @@ from .cli import main
 from .contract import (
     DEFAULT_STALE_AFTER_MIN,
     GUARD_WAIT_SEC,
+    MAX_SLOTS,
     MAX_STALE_AFTER_MIN,
     OWNER_MAX_LEN,
     RUN_ID_RE,
@@ -23,6 +24,7 @@ from .listing import list_locks
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
     "GUARD_WAIT_SEC",
+    "MAX_SLOTS",
     "MAX_STALE_AFTER_MIN",
     "OWNER_MAX_LEN",
     "RUN_ID_RE",

@@ -10,8 +10,19 @@ import os
 import time
 
 from .contract import LockBusy
-from .decisions import _BEAT_SEC, _ahead_of, _live, _stale_in, _still_holds, _takes, _verdict
+from .decisions import (
+    _BEAT_SEC,
+    _ahead_of,
+    _free_slots,
+    _live,
+    _released,
+    _stale_in,
+    _still_holds,
+    _taken,
+    _verdict,
+)
 from .inputs import (
+    _checked_slots,
     _checked_stale_after,
     _checked_wait,
     _owner_for_release,
@@ -19,8 +30,16 @@ from .inputs import (
     _seconds_of,
 )
 from .interrupts import _Interrupts
-from .outputs import _acquired_result, _lost, _refused_result, _release_result, _status_result
-from .records import _Place, _record_bytes
+from .outputs import (
+    _acquired_result,
+    _count_refusal,
+    _lost,
+    _refused_result,
+    _release_result,
+    _slots_text,
+    _status_result,
+)
+from .records import _Place, _Record
 from .registry import _store_for
 
 TYPE_CHECKING = False
@@ -47,20 +66,30 @@ def acquire(
     now: datetime | None = None,
     *,
     empty_is_stale: bool = False,
+    slots: int = 1,
 ) -> AcquireResult:
     """Take the lock (a file path or a server address) for ``owner``
     (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
-    ``owner``'s; else change nothing. ``stale_after`` is in **seconds**.
+    ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
+    ``slots`` N, up to N owners hold it at once, each its own slot.
 
     :returns: the acquire output.
-    :raises ValueError: a bad owner, timeout or lock.
+    :raises ValueError: a bad owner, timeout, count or lock; or a count of slots
+        other than the one in force while a slot is held.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
     return _take(
-        lock, owner, run_id, stale_after, fixed_now=fixed_now, empty_is_stale=empty_is_stale
+        lock,
+        owner,
+        run_id,
+        stale_after,
+        fixed_now=fixed_now,
+        empty_is_stale=empty_is_stale,
+        slots=slots,
     )
 
 
@@ -73,6 +102,7 @@ def _take(
     fixed_now: float | None = None,
     empty_is_stale: bool = False,
     renew_only: bool = False,
+    slots: int = 1,
 ) -> AcquireResult:
     """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock."""
     store = _store_for(lock)
@@ -85,6 +115,7 @@ def _take(
             fixed_now=fixed_now,
             empty_is_stale=empty_is_stale,
             renew_only=renew_only,
+            slots=slots,
         )
     finally:
         store.close()
@@ -100,6 +131,7 @@ def _take_in(
     empty_is_stale: bool = False,
     renew_only: bool = False,
     place: _Place | None = None,
+    slots: int = 1,
 ) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
     for _ in range(_CHANGE_TRIES):
@@ -118,10 +150,14 @@ def _take_in(
                 line,
                 owner,
                 ticket,
+                slots=slots,
                 caller_timeout=stale_after,
                 now=now,
                 empty_is_stale=empty_is_stale,
             )
+            if verdict == "count":
+                assert record is not None
+                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -139,16 +175,20 @@ def _take_in(
                     line=[p for p in line if p.ticket != ticket],
                 )
             since = int(now // 1)
-            data = _record_bytes(owner, since, stale_after)
+            new = _Record(owner, since, stale_after)
+            after, before = _taken(
+                record, look.last, new, slots, caller_timeout=stale_after, now=now
+            )
             leaving = place if place is not None and place.joined else None
-            if change.apply(look, data, stale_after, owner, leaving):
+            if change.apply(look, after, owner, leaving):
                 return _acquired_result(
                     store.lock,
                     owner,
                     run_id,
                     stale_after=stale_after,
                     since=since,
-                    before=record or look.last,
+                    before=before,
+                    after=after,
                 )
     raise _kept_changing(store.lock)
 
@@ -160,10 +200,14 @@ def acquire_within(
     wait: float,
     *,
     empty_is_stale: bool = False,
+    slots: int = 1,
 ) -> AcquireResult:
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
-    served; :class:`LockBusy` if the wait runs out."""
-    return _wait_for(lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None)
+    served (the first k in line take the k slots that free); :class:`LockBusy` if the
+    wait runs out."""
+    return _wait_for(
+        lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
+    )
 
 
 def _wait_for(
@@ -174,25 +218,40 @@ def _wait_for(
     *,
     empty_is_stale: bool,
     refused: Callable[[AcquireResult, float, int], None] | None,
+    slots: int = 1,
 ) -> AcquireResult:
     """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
     wait = _checked_wait(wait)
     owner, run_id = _owner_with_run_id(owner)
     stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
     deadline = time.monotonic() + wait
     store = _store_for(lock)
     place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
     try:
         while True:
             result = _take_in(
-                store, owner, run_id, stale_after, empty_is_stale=empty_is_stale, place=place
+                store,
+                owner,
+                run_id,
+                stale_after,
+                empty_is_stale=empty_is_stale,
+                place=place,
+                slots=slots,
             )
             if result["acquired"]:
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
             _wait_turn(
-                store, place, deadline, stale_after, empty_is_stale, result=result, shown=refused
+                store,
+                place,
+                deadline,
+                stale_after,
+                empty_is_stale,
+                slots=slots,
+                result=result,
+                shown=refused,
             )
     finally:
         if place is not None and place.joined:
@@ -207,11 +266,13 @@ def _wait_turn(
     caller_timeout: float,
     empty_is_stale: bool,
     *,
+    slots: int = 1,
     result: AcquireResult,
     shown: Callable[[AcquireResult, float, int], None] | None,
 ) -> None:
     """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
-    ``shown(result, seconds left, place)`` is told each new place in line."""
+    ``shown(result, seconds left, place)`` is told each new place in line. Its turn is
+    next once only those who take the free slots are ahead of it."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
     while (left := deadline - time.monotonic()) > 0:
@@ -220,8 +281,10 @@ def _wait_turn(
         ahead = _ahead_of(_live(look.line, now), place.ticket)
         if ahead is None:
             return
-        if not ahead and _takes(look.record, place.owner, caller_timeout, now, empty_is_stale):
+        free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
+        if len(ahead) < free:
             return
+        turn = len(ahead) == max(0, free)
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
@@ -231,11 +294,11 @@ def _wait_turn(
             beat_at = time.monotonic() + _BEAT_SEC
             last_shown = 0  # shown again after a beat
             continue
-        # The first in line also wakes when the lock goes stale.
-        until_stale = left if ahead else _stale_in(look.record, caller_timeout, now)
+        # The next to take a slot also wakes when one goes stale.
+        until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
         pause = min(left, beat_at - time.monotonic(), until_stale)
-        woken = store.wait(pause, look, ahead, place)
-        if woken and not ahead:
+        woken = store.wait(pause, look, ahead, place, turn)
+        if woken and turn:
             return  # the try reads the lock anyway
 
 
@@ -252,8 +315,9 @@ def _leave_line(store: _Store, place: _Place) -> None:
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
-    """Delete the lock if its record names ``owner`` (with its run id); else ``reason``
-    says "absent" or "not-owner". ValueError, OSError as :func:`acquire`."""
+    """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
+    several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
+    ValueError, OSError as :func:`acquire`."""
     owner = _owner_for_release(owner)
     store = _store_for(lock)
     try:
@@ -261,11 +325,14 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
             with store.change(create=False) as change:
                 look = change.read()
                 record = look.record
-                if record is None or record.owner != owner:
-                    change.prune(look, time.time())
+                now = time.time()
+                after, freed = (None, None) if record is None else _released(record, owner, now)
+                if freed is None:
+                    change.prune(look, now)
                     return _release_result(store.lock, owner, record)
-                if change.apply(look, None, 0.0, owner):
-                    return _release_result(store.lock, owner, record)
+                if change.apply(look, after, owner):
+                    left = "" if after is None else _slots_text(after)
+                    return _release_result(store.lock, owner, freed, freed=True, left=left)
         raise _kept_changing(store.lock)
     finally:
         store.close()
@@ -277,11 +344,14 @@ def status(
     now: datetime | None = None,
     *,
     empty_is_stale: bool = False,
+    slots: int = 1,
 ) -> StatusResult:
     """Say who holds the lock ("free", "held" or "stale"), changing nothing;
-    ``stale_after`` (seconds) judges a record without a timeout of its own."""
+    ``stale_after`` (seconds) judges a record without a timeout of its own; ``slots``
+    is the count shown while no slot is held (else the count in force is)."""
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
     store = _store_for(lock)
     try:
         look = store.look()
@@ -289,4 +359,6 @@ def status(
         store.close()
     record = look.record or look.last
     line = _live(look.line, time.time())
-    return _status_result(store.lock, record, stale_after, seconds, empty_is_stale, line=line)
+    return _status_result(
+        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
+    )

@@ -17,13 +17,21 @@ from .contract import (
     _EXIT_OS_ERROR,
     _MAX_WAIT_SEC,
     DEFAULT_STALE_AFTER_MIN,
+    MAX_SLOTS,
     MAX_STALE_AFTER_MIN,
     LockBusy,
     __version__,
     _UsageError,
 )
 from .holding import _checked_renewable, _run_holding
-from .inputs import _PLAIN_DECIMAL, _checked_stale_after, _checked_wait, _duration_text, new_run_id
+from .inputs import (
+    _PLAIN_DECIMAL,
+    _checked_slots,
+    _checked_stale_after,
+    _checked_wait,
+    _duration_text,
+    new_run_id,
+)
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import list_locks
 from .outputs import _describe_os_error, _fail, _holder_text, _ordinal
@@ -45,11 +53,11 @@ def _help() -> str:
     forms = "".join(f"\n{'':28}{kind.form}" for kind in _SERVER_STORES)
     return f"""\
 usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
-       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--empty-is-stale]
+       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--slots N] [--empty-is-stale]
        {name} release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
-       {name} status --lock LOCK [--stale-after MINUTES] [--empty-is-stale]
+       {name} status --lock LOCK [--stale-after MINUTES] [--slots N] [--empty-is-stale]
        {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
-       {pad}     [--wait SECONDS] [--empty-is-stale] -- COMMAND [ARG...]
+       {pad}     [--wait SECONDS] [--slots N] [--empty-is-stale] -- COMMAND [ARG...]
        {name} list --under PLACE [--stale-after MINUTES] [--table]
        {name} run-id | --version
 
@@ -72,6 +80,9 @@ options:
                           a lock is judged by its holder's own timeout
   --wait SECONDS          acquire, run: wait in line this long, first come, first
                           served (default 0, at most {_MAX_WAIT_SEC})
+  --slots N               up to N runs hold the lock at once, each its own slot
+                          (default 1, at most {MAX_SLOTS}); while any slot is held,
+                          every call must name the count its holders did
   --empty-is-stale        an empty lock file (an flock user leaves one) is stale
   -h, --help, --version   show this help, or the version
 
@@ -88,10 +99,16 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--owner": True,
         "--stale-after": False,
         "--wait": False,
+        "--slots": False,
         "--empty-is-stale": None,
     },
     "release": {"--lock": True, "--owner": True},
-    "status": {"--lock": True, "--stale-after": False, "--empty-is-stale": None},
+    "status": {
+        "--lock": True,
+        "--stale-after": False,
+        "--slots": False,
+        "--empty-is-stale": None,
+    },
     "list": {"--under": True, "--stale-after": False, "--table": None},
     "run-id": {},
 }
@@ -168,6 +185,14 @@ def _stale_after_seconds(options: dict[str, str]) -> float:
     return _checked_stale_after(minutes, "--stale-after", "minutes")
 
 
+def _slots(options: dict[str, str]) -> int:
+    """--slots N: digits only (no sign, point or exponent), from 1 to MAX_SLOTS."""
+    text = options.get("--slots", "1")
+    if not (text.isascii() and text.isdigit()):
+        raise _UsageError(f"--slots must be a whole number from 1 to {MAX_SLOTS}, not {text!r}")
+    return _checked_slots(int(text) if len(text) <= 5 else MAX_SLOTS + 1, "--slots")
+
+
 def _is_terminal(stream: object) -> bool:
     try:
         return bool(stream.isatty())  # type: ignore[attr-defined]
@@ -206,14 +231,21 @@ def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResul
     wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
     lock, owner = options["--lock"], options["--owner"]
     empty_is_stale = "--empty-is-stale" in options
+    slots = _slots(options)
     if not wait:
-        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale)
+        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale, slots=slots)
     else:
         started = time.monotonic()
         line = _WaitLine() if _is_terminal(sys.stderr) else None
         try:
             result = _wait_for(
-                lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=line
+                lock,
+                owner,
+                stale_after,
+                wait,
+                empty_is_stale=empty_is_stale,
+                refused=line,
+                slots=slots,
             )
         except LockBusy as busy:
             result = busy.result
@@ -237,7 +269,10 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code
     empty_is_stale = "--empty-is-stale" in options
-    return None, _run_holding(options["--lock"], result, stale_after, empty_is_stale, tail)
+    slots = _slots(options)
+    return None, _run_holding(
+        options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
+    )
 
 
 def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
@@ -246,7 +281,12 @@ def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResul
 
 def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult, int]:
     empty_is_stale = "--empty-is-stale" in options
-    result = status(options["--lock"], _stale_after_seconds(options), empty_is_stale=empty_is_stale)
+    result = status(
+        options["--lock"],
+        _stale_after_seconds(options),
+        empty_is_stale=empty_is_stale,
+        slots=_slots(options),
+    )
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 

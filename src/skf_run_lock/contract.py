@@ -39,6 +39,11 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str
         since: str
 
+    class Holder(TypedDict):
+        owner: str | None
+        since: str
+        stale_at: str
+
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
 
@@ -50,6 +55,8 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         age_seconds: int | None
         stale_after_minutes: int | float
         waiting: list[Waiter]
+        slots: int
+        holders: list[Holder]
 
     class StatusResult(ListedLock):
         message: str
@@ -64,6 +71,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
     "GUARD_WAIT_SEC",
+    "MAX_SLOTS",
     "MAX_STALE_AFTER_MIN",
     "OWNER_MAX_LEN",
     "RUN_ID_RE",
@@ -78,10 +86,12 @@ OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
 MAX_STALE_AFTER_MIN = 525600
 GUARD_WAIT_SEC = 10.0
+MAX_SLOTS = 1000  # a lock counts to at most this many holders at once
 RUN_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
 
 _TOOL = "skf-run-lock"
 _MAX_STALE_AFTER_SEC = MAX_STALE_AFTER_MIN * 60
+_MAX_SLOTS = MAX_SLOTS
 # The smallest timeout that prints as a non-zero stale_after_minutes.
 _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400

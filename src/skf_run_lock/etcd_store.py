@@ -15,7 +15,7 @@ from .contract import _OutcomeUnknown
 from .decisions import _PLACE_TTL_SEC, _ahead_of, _live
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .outputs import _quoted
-from .records import _Look, _parse_record, _Place
+from .records import _bytes_of, _Look, _parse_record, _Place, _Record
 from .server_store import (
     _ANSWER_MAX_BYTES,
     _TLS_FAILURE,
@@ -220,6 +220,7 @@ class _EtcdStore(_ServerStore):
         self.key = key.encode()
         self.last_key = (key + "\0last").encode()
         self.wait_prefix = (key + "\0wait\0").encode()
+        self.slot_prefix = (key + "\0slot\0").encode()
         user, _, password = (env.get("ETCDCTL_USER") or "").partition(":")
         self.user = user
         self.password = password or env.get("ETCDCTL_PASSWORD", "")
@@ -376,17 +377,24 @@ class _EtcdStore(_ServerStore):
         place.joined = False
         self.revoke(place.ticket)
 
-    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-        """Until the record (for the first in line) or a place ahead is deleted."""
-        wake = {self._place_key(p) for p in ahead} if ahead else {self.key}
+    def wait(
+        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+    ) -> bool:
+        """Until a place ahead is deleted, or (its turn) the record or a slot's key."""
+        wake = {self._place_key(p) for p in ahead}
+        if turn:
+            wake.add(self.key)
         until = time.monotonic() + left
         try:
             if self.watcher is None and not self._watch(look.seen, until):
                 self.pause.sleep(left)
                 return False
-            while not wake & self._deleted(until):
-                pass
-            return True
+            while True:
+                deleted = self._deleted(until)
+                if wake & deleted:
+                    return True
+                if turn and any(key.startswith(self.slot_prefix) for key in deleted):
+                    return True
         except TimeoutError:
             return False  # the stream goes on
         except (OSError, ValueError):
@@ -458,44 +466,67 @@ class _EtcdStore(_ServerStore):
     def apply(
         self,
         look: _Look,
-        data: bytes | None,
-        stale_after: float,
+        record: _Record | None,
         owner: str,
         place: _Place | None = None,
     ) -> bool:
         """By a transaction; signals wait while it is sent."""
+        gone = [h.mark for h in _holders_of(look.record) if h.mark not in _marks_of(record)]
         with _SIGNALS_HELD:
-            applied = self._swap(look.revision, data, stale_after, owner, place)
+            applied = self._swap(look.revision, record, owner, place, gone)
             if applied:
                 _Interrupts.disarm()
         if applied:
             self.revoke(look.lease)  # else it would only run out
+            for lease in gone:
+                self.revoke(lease)  # a slot renewed or released: its old lease
             if place is not None:
                 place.joined = False  # its lease runs out by itself
         return applied
 
+    def _grant(self, seconds: float, granted: list[str]) -> str:
+        """A new lease of ``seconds`` (rounded up), added to ``granted``."""
+        ttl = max(1, -(-seconds // 1))
+        answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
+        lease = _answer_field(answer, "ID", "lease/grant", digits=True)
+        granted.append(lease)
+        return lease
+
     def _swap(
         self,
         revision: str,
-        puts: bytes | None,
-        stale_after: float,
+        record: _Record | None,
         owner: str,
         place: _Place | None,
+        gone: list[str | None],
     ) -> bool:
-        """If the record's revision is still ``revision``: put ``puts`` (None: delete)."""
-        lease = None
-        if puts is not None:
-            ttl = max(1, -(-stale_after // 1))
-            answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
-            lease = _answer_field(answer, "ID", "lease/grant", digits=True)
-            ops = [
+        """If the record's revision is still ``revision``: put ``record`` (None: delete
+        it). Each new holder of several slots gets a lease of its own and a key on it
+        (``slot``, a NUL, the lease), that ends its slot; the record's lease outlives
+        them all, so an older version sees the lock held while any slot is live."""
+        granted: list[str] = []
+        ops: list[dict[str, Any]] = []
+        if record is not None:
+            for holder in record.holders or []:
+                if holder.mark is None:
+                    assert holder.stale_after is not None
+                    holder.mark = self._grant(holder.stale_after, granted)
+                    marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
+                    marker["value"] = _b64((holder.owner or "").encode())
+                    ops.append({"request_put": marker})
+            timeouts = [h.stale_after or 0.0 for h in _holders_of(record)]
+            lease = self._grant(max(timeouts), granted)
+            puts = _bytes_of(record)
+            ops += [
                 {"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}},
                 {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},
             ]
-            outcome = _unknown_outcome(owner, taking=True)
         else:
             ops = [{"request_delete_range": {"key": _b64(k)}} for k in (self.key, self.last_key)]
-            outcome = _unknown_outcome(owner, taking=False)
+        for mark in gone:
+            if mark is not None:
+                ops.append({"request_delete_range": {"key": _b64(self._slot_key(mark))}})
+        outcome = _unknown_outcome(owner, taking=owner in [h.owner for h in _holders_of(record)])
         compare = [
             {"key": _b64(self.key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
         ]
@@ -508,13 +539,29 @@ class _EtcdStore(_ServerStore):
         txn = {"compare": compare, "success": ops}
         if self.post("/v3/kv/txn", txn, outcome=outcome).get("succeeded"):
             return True
-        self.revoke(lease)
+        for lease in granted:
+            self.revoke(lease)
         return False
+
+    def _slot_key(self, lease: str) -> bytes:
+        return self.slot_prefix + lease.encode()
+
+
+def _holders_of(record: _Record | None) -> list[_Record]:
+    if record is None:
+        return []
+    return [record] if record.holders is None else record.holders
+
+
+def _marks_of(record: _Record | None) -> set[str | None]:
+    """The leases of ``record``'s holders of several slots (one slot's has none)."""
+    return {h.mark for h in _holders_of(record) if h.mark is not None}
 
 
 def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
-    record (on a lease: live), the last holder's, and the line in the order joined."""
+    record (on a lease: live), the last holder's, and the line in the order joined. Of
+    several slots, a holder's is live while the key on its lease is."""
     import base64
 
     record = last = None
@@ -524,8 +571,14 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     now = int(time.time())
     last_key = key + b"\0last"
     wait_prefix = key + b"\0wait\0"
+    slot_prefix = key + b"\0slot\0"
+    live_slots = set()
     for kv in kvs:
         name = base64.b64decode(kv["key"])
+        if name.startswith(slot_prefix):
+            if kv.get("lease") == name[len(slot_prefix) :].decode("ascii", "replace"):
+                live_slots.add(kv["lease"])
+            continue
         value = base64.b64decode(kv.get("value", ""))
         if name.startswith(wait_prefix):
             place = _wait_place(value, kv.get("lease"))
@@ -542,6 +595,10 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
         elif name == last_key:
             last = parsed
             last.lease = "expired"
+    for holder in record.holders or [] if record is not None else []:
+        holder.lease = "live" if holder.mark in live_slots else "expired"
+    for holder in last.holders or [] if last is not None else []:
+        holder.lease = "expired"
     line.sort(key=lambda entry: entry[0])
     return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
 

@@ -26,7 +26,15 @@ from .guard import (
 from .inputs import _format_time, _parse_time
 from .interrupts import _Interrupts
 from .outputs import _quoted
-from .records import _RECORD_MAX_BYTES, _holder_timeout, _Look, _parse_record, _Place, _Record
+from .records import (
+    _RECORD_MAX_BYTES,
+    _bytes_of,
+    _holder_timeout,
+    _Look,
+    _parse_record,
+    _Place,
+    _Record,
+)
 
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
 _TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
@@ -290,16 +298,15 @@ class _FileStore:
     def apply(
         self,
         look: _Look,
-        data: bytes | None,
-        stale_after: float,
+        record: _Record | None,
         owner: str,
         place: _Place | None = None,
     ) -> bool:
         """Always True: under the guard the lock cannot have changed since ``look``."""
-        if data is None:
+        if record is None:
             _delete_record(self.lock)
         else:
-            _write_record(self.lock, data)
+            _write_record(self.lock, _bytes_of(record))
         _Interrupts.disarm()
         leaving = None if place is None else place.ticket
         if place is not None:
@@ -345,9 +352,11 @@ class _FileStore:
             line = [p for p in _live(look.line, time.time()) if p.ticket != place.ticket]
             self._keep_line(look, line)
 
-    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
+    def wait(
+        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+    ) -> bool:
         """Until the lock file changes: polled the more often the nearer the front."""
-        every = _FILE_POLL_SEC[min(len(ahead), 2)]
+        every = _FILE_POLL_SEC[0 if turn else min(len(ahead), 2)]
         lock_seen, line_seen = look.seen.split("|")
         # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and not lock_seen else None

@@ -9,7 +9,13 @@ import time
 
 from .algorithm import _take, acquire_within, release
 from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost
-from .inputs import _checked_stale_after, _checked_wait, _duration_text, _owner_with_run_id
+from .inputs import (
+    _checked_slots,
+    _checked_stale_after,
+    _checked_wait,
+    _duration_text,
+    _owner_with_run_id,
+)
 from .interrupts import _Interrupts, _signal_name
 from .outputs import _describe_os_error, _fail
 
@@ -39,8 +45,11 @@ def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
 class _Renewer:
     """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 
-    def __init__(self, taken: AcquireResult, stale_after: float, empty_is_stale: bool) -> None:
+    def __init__(
+        self, taken: AcquireResult, stale_after: float, empty_is_stale: bool, slots: int = 1
+    ) -> None:
         self.lock = taken["lock"]
+        self.slots = slots
         self.owner = taken["owner"]
         self.run_id = taken["run_id"]
         self.stale_after = stale_after
@@ -66,6 +75,7 @@ class _Renewer:
                 self.stale_after,
                 empty_is_stale=self.empty_is_stale,
                 renew_only=True,
+                slots=self.slots,
             )
         except LockLost as lost:
             self.lost = lost
@@ -92,8 +102,11 @@ class _Lease:
         stale_after: float,
         wait: float,
         empty_is_stale: bool,
+        *,
+        slots: int = 1,
     ) -> None:
         self.lock = lock
+        self.slots = slots
         self.owner = owner
         self.stale_after = stale_after
         self.wait = wait
@@ -117,10 +130,15 @@ class _Lease:
         import threading
 
         self.result = acquire_within(
-            self.lock, self.owner, self.stale_after, self.wait, empty_is_stale=self.empty_is_stale
+            self.lock,
+            self.owner,
+            self.stale_after,
+            self.wait,
+            empty_is_stale=self.empty_is_stale,
+            slots=self.slots,
         )
         self.owner = self.result["owner"]
-        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale)
+        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -161,6 +179,7 @@ def held(
     wait: float = 0.0,
     *,
     empty_is_stale: bool = False,
+    slots: int = 1,
 ) -> _Lease:
     """Hold the lock for a ``with`` block::
 
@@ -168,14 +187,15 @@ def held(
             ...  # lease.check() raises LockLost if the lock was lost
 
 
-    Taken as by :func:`acquire_within`, renewed from a thread every third of
-    ``stale_after`` (seconds, at least 3), released however the block ends;
-    :class:`LockLost` at the end of a block that ended normally without it.
+    Taken as by :func:`acquire_within` (``slots``: one of that many), renewed from a
+    thread every third of ``stale_after`` (seconds, at least 3), released however the
+    block ends; :class:`LockLost` at the end of a block that ended normally without it.
     """
     _owner_with_run_id(owner)
     _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
     _checked_wait(wait)
-    return _Lease(lock, owner, stale_after, wait, empty_is_stale)
+    _checked_slots(slots)
+    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
 
 
 def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -197,7 +217,13 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> N
 
 
 def _run_holding(
-    lock: str, taken: AcquireResult, stale_after: float, empty_is_stale: bool, command: list[str]
+    lock: str,
+    taken: AcquireResult,
+    stale_after: float,
+    empty_is_stale: bool,
+    command: list[str],
+    *,
+    slots: int = 1,
 ) -> int:
     """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
     import subprocess
@@ -221,7 +247,7 @@ def _run_holding(
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(taken, stale_after, empty_is_stale)
+    renewer = _Renewer(taken, stale_after, empty_is_stale, slots)
     lost = None
     while True:
         waiter.join(renewer.due_in())

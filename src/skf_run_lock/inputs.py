@@ -10,7 +10,13 @@ from datetime import UTC as _UTC
 from datetime import datetime as _datetime
 from datetime import timedelta as _timedelta
 
-from .contract import _MAX_STALE_AFTER_SEC, _MIN_STALE_AFTER_SEC, _UNIT_SECONDS, OWNER_MAX_LEN
+from .contract import (
+    _MAX_SLOTS,
+    _MAX_STALE_AFTER_SEC,
+    _MIN_STALE_AFTER_SEC,
+    _UNIT_SECONDS,
+    OWNER_MAX_LEN,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -55,6 +61,15 @@ def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
             f" at most {OWNER_MAX_LEN} allowed"
         )
     return full, run_id
+
+
+def _checked_slots(slots: object, name: str = "slots") -> int:
+    """``slots``, a plain integer from 1 to MAX_SLOTS; ValueError for anything else."""
+    if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= _MAX_SLOTS:
+        raise ValueError(
+            f"{name} must be a whole number of slots from 1 to {_MAX_SLOTS}, not {slots!r}"
+        )
+    return slots
 
 
 def _owner_for_release(owner: str) -> str:

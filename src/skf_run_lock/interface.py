@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Protocol
 
-    from .records import _Look, _Place
+    from .records import _Look, _Place, _Record
 
     # What a store's survey of a place gives a listing: the place as shown, and each
     # lock found there (its name as a lock's address, and a look at it, as ``look``
@@ -39,13 +39,14 @@ if TYPE_CHECKING:
         def apply(
             self,
             look: _Look,
-            data: bytes | None,
-            stale_after: float,
+            record: _Record | None,
             owner: str,
             place: _Place | None = None,
         ) -> bool:
-            """Write ``data`` (None: delete the record), ``place`` leaving the line in
-            the same change, if the lock is still as ``look`` found it: False if not."""
+            """Write ``record`` (None: delete it), ``place`` leaving the line in the same
+            change, if the lock is still as ``look`` found it: False if not. A server
+            marks each new holder of a lock of several slots (``mark``) so that its slot
+            ends on the server's clock, and keeps the record while any slot may live."""
 
         def join(self, look: _Look, place: _Place, now: float) -> None:
             """Put ``place`` at the end of the line unless it is in it."""
@@ -59,8 +60,12 @@ if TYPE_CHECKING:
         def leave(self, place: _Place) -> None:
             """Take ``place`` out of the line."""
 
-        def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-            """Up to ``left`` s until what ``place``'s waiter waits on changes (True)."""
+        def wait(
+            self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+        ) -> bool:
+            """Up to ``left`` s until what ``place``'s waiter waits on changes (True): a
+            place ``ahead`` of it ends, or (``turn``: it takes the next slot that frees)
+            a slot frees or its server ends it."""
 
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .contract import _MAX_STALE_AFTER_SEC, _TOOL
+from .contract import _MAX_SLOTS, _MAX_STALE_AFTER_SEC, _TOOL
 from .inputs import _format_time, _parse_time
 
 TYPE_CHECKING = False
@@ -16,9 +16,11 @@ _RECORD_MAX_BYTES = 64 * 1024
 
 
 class _Record:
-    """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder)."""
+    """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
+    A lock of several ``slots`` lists its ``holders``, each a record of its own with a
+    ``mark``: how its server ends it (Redis: the server's time in ms; etcd: a lease)."""
 
-    __slots__ = ("empty", "lease", "owner", "since", "stale_after")
+    __slots__ = ("empty", "holders", "lease", "mark", "owner", "since", "slots", "stale_after")
 
     def __init__(
         self, owner: str | None, since: int, stale_after: float | None = None, empty: bool = False
@@ -28,6 +30,9 @@ class _Record:
         self.stale_after = stale_after
         self.empty = empty
         self.lease: Literal["live", "expired"] | None = None
+        self.slots = 1
+        self.holders: list[_Record] | None = None  # None: one slot, this record's own
+        self.mark: str | None = None
 
 
 class _Place:
@@ -49,7 +54,7 @@ class _Place:
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
-    __slots__ = ("last", "lease", "line", "record", "revision", "seen")
+    __slots__ = ("clock", "last", "lease", "line", "record", "revision", "seen")
 
     def __init__(
         self,
@@ -67,6 +72,7 @@ class _Look:
         self.lease = lease
         self.line = line or []
         self.seen = seen  # what shows the lock changed
+        self.clock: int | None = None  # the server's time at the read, in ms (Redis)
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -85,25 +91,103 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
     except (ValueError, RecursionError):
         content = None
     if isinstance(content, dict):
-        owner = content.get("owner")
-        when = content.get("acquired_at")
-        since = _parse_time(when) if isinstance(when, str) else None
-        return _Record(
-            owner if isinstance(owner, str) and owner else None,
-            mtime if since is None else since,
-            _holder_timeout(content.get("stale_after_seconds")),
-        )
+        record = _record_of(content, mtime)
+        slots = content.get("slots")
+        entries = content.get("holders")
+        several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
+        if several and isinstance(slots, int) and isinstance(entries, list):
+            holders = [_holder_of(entry) for entry in entries]
+            record.slots = slots
+            record.holders = [holder for holder in holders if holder is not None]
+        return record
     lines = data.split(b"\n", 2)
     since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
     return _Record(None, mtime if since is None else since, empty=not data)
 
 
+def _record_of(content: dict[str, object], mtime: int) -> _Record:
+    """The record of a JSON object: its owner, when it was taken, its holder's timeout."""
+    owner = content.get("owner")
+    when = content.get("acquired_at")
+    since = _parse_time(when) if isinstance(when, str) else None
+    return _Record(
+        owner if isinstance(owner, str) and owner else None,
+        mtime if since is None else since,
+        _holder_timeout(content.get("stale_after_seconds")),
+    )
+
+
+def _holder_of(entry: object) -> _Record | None:
+    """One holder of a lock of several slots; None unless it names all a holder has."""
+    if not isinstance(entry, dict):
+        return None
+    holder = _record_of(entry, 0)
+    mark = entry.get("mark")
+    if holder.owner is None or holder.stale_after is None or "acquired_at" not in entry:
+        return None
+    if not isinstance(entry["acquired_at"], str) or _parse_time(entry["acquired_at"]) is None:
+        return None
+    holder.mark = mark if isinstance(mark, str) else None
+    return holder
+
+
+def _slot_count_valid(value: object) -> bool:
+    """True for a count of slots a lock may have: a plain integer from 1 to 1000."""
+    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_SLOTS
+
+
+def _bytes_of(record: _Record) -> bytes:
+    """The bytes that keep ``record``: one slot's as ever, or a record of several slots
+    whose top level an older version reads as one holder it can never be or release,
+    going stale when the last of the slots does."""
+    if record.holders is None:
+        assert record.owner is not None and record.stale_after is not None
+        return _record_bytes(record.owner, record.since, record.stale_after)
+    holders = record.holders
+    last = max(holders, key=_holder_end)
+    assert last.stale_after is not None
+    entries = []
+    for holder in holders:
+        assert holder.stale_after is not None
+        entry: dict[str, object] = {
+            "owner": holder.owner,
+            "acquired_at": _format_time(holder.since),
+            "stale_after_seconds": _json_seconds(holder.stale_after),
+        }
+        if holder.mark is not None:
+            entry["mark"] = holder.mark
+        entries.append(entry)
+    content = {
+        "owner": _slots_owner(record.slots),
+        "acquired_at": _format_time(last.since),
+        "stale_after_seconds": _json_seconds(last.stale_after),
+        "tool": _TOOL,
+        "slots": record.slots,
+        "holders": entries,
+    }
+    return (json.dumps(content) + "\n").encode("ascii")
+
+
+def _slots_owner(slots: int) -> str:
+    """The owner an older version reads in a lock of several slots: never a valid
+    owner (it has a space), so no older version renews or releases it as its own."""
+    return f"{slots} slots"
+
+
+def _holder_end(holder: _Record) -> float:
+    """When ``holder``'s slot goes stale by its time alone."""
+    return holder.since + (holder.stale_after or 0.0)
+
+
+def _json_seconds(stale_after: float) -> int | float:
+    return int(stale_after) if stale_after.is_integer() else stale_after
+
+
 def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
-    seconds = int(stale_after) if stale_after.is_integer() else stale_after
     record = {
         "owner": owner,
         "acquired_at": _format_time(since),
-        "stale_after_seconds": seconds,
+        "stale_after_seconds": _json_seconds(stale_after),
         "tool": _TOOL,
     }
     return (json.dumps(record) + "\n").encode("ascii")

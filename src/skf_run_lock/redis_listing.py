@@ -93,9 +93,10 @@ class _RedisSurvey(_RedisStore):
         another type of value is no lock."""
         commands = [command for key in keys for command in self._reads(_lock_keys(key))]
         answers = self.call(*commands, raw=True)
+        per = len(self._reads())  # each lock's reads, answered in order
         looks = []
         for at, key in enumerate(keys):
-            mine = answers[4 * at : 4 * at + 4]
+            mine = answers[per * at : per * at + per]
             errors = _errors_in(mine)
             if not errors:
                 looks.append((key, self._looked(mine, _lock_keys(key)[3])))

@@ -15,7 +15,7 @@ from .decisions import _PLACE_TTL_SEC, _ahead_of, _live
 from .inputs import _PLAIN_DECIMAL
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .outputs import _quoted
-from .records import _Look, _parse_record, _Place
+from .records import _bytes_of, _Look, _parse_record, _Place, _Record
 from .server_store import (
     _ANSWER_MAX_BYTES,
     _TLS_FAILURE,
@@ -99,6 +99,33 @@ def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
         elif command[0] in ("EXEC", "DISCARD"):
             inside = False
     return sending
+
+
+def _server_ms(clock: object) -> int:
+    """The server's time in ms from TIME's answer (seconds and microseconds)."""
+    if (
+        isinstance(clock, list)
+        and len(clock) == 2
+        and all(isinstance(part, bytes) and part.isdigit() for part in clock)
+    ):
+        return int(clock[0]) * 1000 + int(clock[1]) // 1000
+    raise OSError(errno.EPROTO, "Redis answered TIME in a shape it never has")
+
+
+def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
+    """Judge each slot of ``record`` by the server's clock (its mark: the ms it ends at);
+    the ms until the next live one ends (else ``ttl``, the record's own)."""
+    ends = []
+    for holder in record.holders or []:
+        mark = holder.mark
+        if mark is None or not mark.isdigit():
+            holder.lease = "expired"  # a slot no server time ends is no slot
+            continue
+        live = int(mark) > server_ms
+        holder.lease = "live" if live else "expired"
+        if live:
+            ends.append(int(mark) - server_ms)
+    return min(ends) if ends else ttl
 
 
 class _NotApplied(Exception):
@@ -383,23 +410,28 @@ class _RedisStore(_ServerStore):
     def _reads(self, keys: tuple[bytes, bytes, bytes, bytes] | None = None) -> list[_Command]:
         """The reads of a look at this lock, or at the lock of ``keys`` (_lock_keys)."""
         key, last, line, _ = keys or (self.key, self.last_key, self.line_key, b"")
-        return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
+        # TIME: the clock that ends each slot of a lock of several.
+        return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1), ("TIME",)]
 
     def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
         """The look _reads' answers give (the places read at ``wait_prefix``, or this
-        lock's); ``seen``: the record's ms to live."""
-        value, ttl, last_value, tickets = answers
+        lock's); ``seen``: the ms until the record's next slot ends."""
+        value, ttl, last_value, tickets, clock = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
         now = int(time.time())
+        server_ms = _server_ms(clock)
         record = last = None
         if isinstance(value, bytes):
             record = _parse_record(value, now)  # a foreign value is dated now
             if ttl >= 0:
                 record.lease = "live"
+            ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
             last = _parse_record(last_value, now)
             last.lease = "expired"
+            for holder in last.holders or []:
+                holder.lease = "expired"
         tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
         prefix = self.wait_prefix if wait_prefix is None else wait_prefix
         place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
@@ -409,7 +441,9 @@ class _RedisStore(_ServerStore):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
             # A place whose key is gone: _live drops it.
             line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
-        return _Look(record, last, line=line, seen=str(ttl))
+        look = _Look(record, last, line=line, seen=str(ttl))
+        look.clock = server_ms
+        return look
 
     def _place_key(self, ticket: str) -> bytes:
         return self.wait_prefix + ticket.encode("ascii", "replace")
@@ -478,24 +512,28 @@ class _RedisStore(_ServerStore):
     def apply(
         self,
         look: _Look,
-        data: bytes | None,
-        stale_after: float,
+        record: _Record | None,
         owner: str,
         place: _Place | None = None,
     ) -> bool:
-        """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent."""
+        """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent. A new holder
+        of several slots is marked with the server time its slot ends at; the record
+        lives until the last of them."""
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
-        if data is not None:
-            ms = max(1, -(-int(stale_after * 1000 * 1000) // 1000))  # ms, rounded up
-            ops: list[_Command] = [("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)]
+        ops: list[_Command] = []
+        ms = 0 if record is None else _lifetime_ms(record, look.clock or 0)
+        if ms > 0 and record is not None:
+            data = _bytes_of(record)
+            ops += [("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)]
         else:
-            ops = [("DEL", self.key, self.last_key)]
-            for waiter in _live(look.line, time.time())[:1]:
-                ops += self._ring(waiter.ticket)  # the first in line
+            record = None  # a release, or no slot left that the server would keep
+            ops += [("DEL", self.key, self.last_key)]
+        for waiter in _live(look.line, time.time())[: _freed(look.record, record)]:
+            ops += self._ring(waiter.ticket)  # the first in line, for each slot freed
         if place is not None:
             ops += self._leaving(place.ticket)
-        outcome = _unknown_outcome(owner, taking=data is not None)
+        outcome = _unknown_outcome(owner, taking=_takes_slot(look.record, record, owner))
         with _SIGNALS_HELD:
             try:
                 answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
@@ -509,10 +547,12 @@ class _RedisStore(_ServerStore):
             place.joined = False
         return applied
 
-    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place) -> bool:
-        """Until ``place``'s bell rings (an expiry rings none: the first waits its TTL)."""
+    def wait(
+        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+    ) -> bool:
+        """Until ``place``'s bell rings (an expiry rings none: the next waits its TTL)."""
         ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
-        if not ahead and ttl >= 0:
+        if turn and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
         until = time.monotonic() + left
         try:
@@ -546,6 +586,46 @@ class _RedisStore(_ServerStore):
         if self.bell is not None:
             self.bell.close()
             self.bell = None
+
+
+def _ms_of(stale_after: float) -> int:
+    """A timeout in whole ms, rounded up (at least 1)."""
+    return max(1, -(-int(stale_after * 1000 * 1000) // 1000))
+
+
+def _lifetime_ms(record: _Record, clock: int) -> int:
+    """How long the server keeps ``record``: its holder's timeout; of several slots,
+    until the last one ends, each new holder first marked with the server time (ms,
+    from ``clock``) its slot ends at."""
+    if record.holders is None:
+        assert record.stale_after is not None
+        return _ms_of(record.stale_after)
+    for holder in record.holders:
+        if holder.mark is None:
+            assert holder.stale_after is not None
+            holder.mark = str(clock + _ms_of(holder.stale_after))
+    ends = [int(h.mark) for h in record.holders if h.mark is not None and h.mark.isdigit()]
+    return max(ends, default=clock) - clock
+
+
+def _held_count(record: _Record | None) -> int:
+    if record is None:
+        return 0
+    return len(record.holders) if record.holders is not None else 1
+
+
+def _freed(before: _Record | None, after: _Record | None) -> int:
+    """How many waiters a change that leaves ``after`` of ``before`` rings: one per
+    slot it frees (a take or a renewal frees none)."""
+    return max(0, _held_count(before) - _held_count(after))
+
+
+def _takes_slot(before: _Record | None, after: _Record | None, owner: str) -> bool:
+    """True if the change gives ``owner`` a slot (else it releases one)."""
+    if after is None:
+        return False
+    holders = after.holders if after.holders is not None else [after]
+    return any(holder.owner == owner for holder in holders)
 
 
 def _open_redis(address: str) -> _Store:

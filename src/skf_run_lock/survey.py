@@ -102,6 +102,8 @@ def _listed_lock(status: StatusResult) -> ListedLock:
         "age_seconds": status["age_seconds"],
         "stale_after_minutes": status["stale_after_minutes"],
         "waiting": status["waiting"],
+        "slots": status["slots"],
+        "holders": status["holders"],
     }
 
 
