@@ -2289,6 +2289,115 @@ class _Pause:
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/resp.py, carried as text: compiled only for a lock of its store
+# RESP2, the protocol of Redis and Valkey: commands pipelined on one connection, and
+# answers read whole, every size bounded, an error answer kept as an answer. Compiled only
+# for a Redis lock.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['resp'] = (2298, ('server_store',), r'''
+import re
+
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    _Command = tuple[bytes | str | int, ...]
+
+_RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
+_RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
+
+
+class _RedisError:
+    """An error answer (``-WRONGTYPE ...``), kept as an answer: later ones must be read."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @property
+    def code(self) -> str:
+        return self.text.partition(" ")[0]
+
+
+def _errors_in(answers: list[Any]) -> list[_RedisError]:
+    """The error answers among ``answers``, alone or inside EXEC's answer."""
+    errors = [answer for answer in answers if isinstance(answer, _RedisError)]
+    for answer in answers:
+        if isinstance(answer, list):
+            errors += [item for item in answer if isinstance(item, _RedisError)]
+    return errors
+
+
+class _Incomplete(Exception):
+    """More bytes must come before the answer can be read."""
+
+
+class _RespConnection(_Connection):
+    """RESP2: commands pipelined, answers read whole, every size bounded."""
+
+    protocol = "RESP (Redis)"
+
+    def send(self, commands: list[_Command], deadline: float) -> None:
+        out = bytearray()
+        for command in commands:
+            out += b"*%d\r\n" % len(command)
+            for arg in command:
+                data = arg if isinstance(arg, bytes) else str(arg).encode()
+                out += b"$%d\r\n%b\r\n" % (len(data), data)
+        self.sock.settimeout(_seconds_left(deadline))
+        self.sock.sendall(out)
+
+    def answer(self, deadline: float) -> Any:
+        while True:
+            try:
+                value, end = self._parse(0, 0)
+            except _Incomplete:
+                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
+                    raise ValueError("the answer was too large") from None
+                self._receive(deadline)
+                continue
+            del self.received[:end]
+            return value
+
+    def _parse(self, at: int, depth: int) -> tuple[Any, int]:
+        """The answer that starts at ``at`` in what was received, and where it ends."""
+        end = self.received.find(b"\r\n", at)
+        if end < 0:
+            if len(self.received) - at > 1024:
+                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
+            raise _Incomplete
+        kind = bytes(self.received[at : at + 1])
+        line = bytes(self.received[at + 1 : end])
+        if kind == b"+":
+            return line, end + 2
+        if kind == b"-":
+            return _RedisError(line.decode("utf-8", "replace")), end + 2
+        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
+            size = int(line)
+            if kind == b":":
+                return size, end + 2
+            if size == -1:
+                return None, end + 2
+            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
+                if len(self.received) < end + 2 + size + 2:
+                    raise _Incomplete
+                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+                    raise ValueError(f"the answer was not {self.protocol} (a bad length)")
+                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
+            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
+                items = []
+                at = end + 2
+                for _ in range(size):
+                    item, at = self._parse(at, depth + 1)
+                    items.append(item)
+                return items, at
+        raise ValueError(f"the answer was not {self.protocol}")
+''')
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/etcd_store.py, carried as text: compiled only for a lock of its store
 # The etcd store, through etcd's HTTP/JSON gateway: the record at KEY on a lease (the
 # holder's timeout, on the server's clock), every change one transaction compared against
@@ -2296,7 +2405,7 @@ class _Pause:
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2299, ('server_store',), r'''
+_CARRIED['etcd_store'] = (2408, ('server_store',), r'''
 import errno
 import json
 import os
@@ -2745,7 +2854,9 @@ class _EtcdStore(_ServerStore):
         place: _Place | None = None,
     ) -> bool:
         """By a transaction; signals wait while it is sent."""
-        gone = [h.mark for h in _holders_of(look.record) if h.mark not in _marks_of(record)]
+        # The leases of slots this change renews or releases.
+        kept = {holder.mark for holder in _holders(record)}
+        gone = [h.mark for h in _holders(look.record) if h.mark not in kept]
         with _SIGNALS_HELD:
             applied = self._swap(look.revision, record, owner, place, gone)
             if applied:
@@ -2788,7 +2899,7 @@ class _EtcdStore(_ServerStore):
                     marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
                     marker["value"] = _b64((holder.owner or "").encode())
                     ops.append({"request_put": marker})
-            timeouts = [h.stale_after or 0.0 for h in _holders_of(record)]
+            timeouts = [h.stale_after or 0.0 for h in _holders(record)]
             lease = self._grant(max(timeouts), granted)
             puts = _bytes_of(record)
             ops += [
@@ -2800,7 +2911,7 @@ class _EtcdStore(_ServerStore):
         for mark in gone:
             if mark is not None:
                 ops.append({"request_delete_range": {"key": _b64(self._slot_key(mark))}})
-        outcome = _unknown_outcome(owner, taking=owner in [h.owner for h in _holders_of(record)])
+        outcome = _unknown_outcome(owner, taking=owner in [h.owner for h in _holders(record)])
         compare = [
             {"key": _b64(self.key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
         ]
@@ -2819,17 +2930,6 @@ class _EtcdStore(_ServerStore):
 
     def _slot_key(self, lease: str) -> bytes:
         return self.slot_prefix + lease.encode()
-
-
-def _holders_of(record: _Record | None) -> list[_Record]:
-    if record is None:
-        return []
-    return [record] if record.holders is None else record.holders
-
-
-def _marks_of(record: _Record | None) -> set[str | None]:
-    """The leases of ``record``'s holders of several slots (one slot's has none)."""
-    return {h.mark for h in _holders_of(record) if h.mark is not None}
 
 
 def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
@@ -2889,7 +2989,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (2892, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (2992, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -2953,7 +3053,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (2956, ('server_store',), r'''
+_CARRIED['redis_store'] = (3056, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -2964,10 +3064,6 @@ if TYPE_CHECKING:
     from typing import Any
 
 
-    _Command = tuple[bytes | str | int, ...]
-
-_RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
-_RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
 # A Redis Cluster's answers that send a call to another node, followed this often at
 # most per call (a slot moves once; more means the cluster is being reconfigured).
 _REDIRECTS_MAX = 5
@@ -2992,28 +3088,6 @@ def _slot_base(key: str) -> str | None:
     if start >= 0 and key.find("}", start + 1) > start + 1:
         return key
     return None if "}" in key else "{" + key + "}"
-
-
-class _RedisError:
-    """An error answer (``-WRONGTYPE ...``), kept as an answer: later ones must be read."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    @property
-    def code(self) -> str:
-        return self.text.partition(" ")[0]
-
-
-def _errors_in(answers: list[Any]) -> list[_RedisError]:
-    """The error answers among ``answers``, alone or inside EXEC's answer."""
-    errors = [answer for answer in answers if isinstance(answer, _RedisError)]
-    for answer in answers:
-        if isinstance(answer, list):
-            errors += [item for item in answer if isinstance(item, _RedisError)]
-    return errors
 
 
 def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
@@ -3061,72 +3135,6 @@ def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
 
 class _NotApplied(Exception):
     """A transaction under WATCH did not run (redirected, or the node was busy)."""
-
-
-class _Incomplete(Exception):
-    """More bytes must come before the answer can be read."""
-
-
-class _RespConnection(_Connection):
-    """RESP2: commands pipelined, answers read whole, every size bounded."""
-
-    protocol = "RESP (Redis)"
-
-    def send(self, commands: list[_Command], deadline: float) -> None:
-        out = bytearray()
-        for command in commands:
-            out += b"*%d\r\n" % len(command)
-            for arg in command:
-                data = arg if isinstance(arg, bytes) else str(arg).encode()
-                out += b"$%d\r\n%b\r\n" % (len(data), data)
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(out)
-
-    def answer(self, deadline: float) -> Any:
-        while True:
-            try:
-                value, end = self._parse(0, 0)
-            except _Incomplete:
-                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
-                    raise ValueError("the answer was too large") from None
-                self._receive(deadline)
-                continue
-            del self.received[:end]
-            return value
-
-    def _parse(self, at: int, depth: int) -> tuple[Any, int]:
-        """The answer that starts at ``at`` in what was received, and where it ends."""
-        end = self.received.find(b"\r\n", at)
-        if end < 0:
-            if len(self.received) - at > 1024:
-                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
-            raise _Incomplete
-        kind = bytes(self.received[at : at + 1])
-        line = bytes(self.received[at + 1 : end])
-        if kind == b"+":
-            return line, end + 2
-        if kind == b"-":
-            return _RedisError(line.decode("utf-8", "replace")), end + 2
-        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
-            size = int(line)
-            if kind == b":":
-                return size, end + 2
-            if size == -1:
-                return None, end + 2
-            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
-                if len(self.received) < end + 2 + size + 2:
-                    raise _Incomplete
-                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
-                    raise ValueError(f"the answer was not {self.protocol} (a bad length)")
-                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
-            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
-                items = []
-                at = end + 2
-                for _ in range(size):
-                    item, at = self._parse(at, depth + 1)
-                    items.append(item)
-                return items, at
-        raise ValueError(f"the answer was not {self.protocol}")
 
 
 class _RedisStore(_ServerStore):
@@ -3464,7 +3472,8 @@ class _RedisStore(_ServerStore):
             ops += self._ring(waiter.ticket)  # the first in line, for each slot freed
         if place is not None:
             ops += self._leaving(place.ticket)
-        outcome = _unknown_outcome(owner, taking=_takes_slot(look.record, record, owner))
+        taking = any(holder.owner == owner for holder in _holders(record))
+        outcome = _unknown_outcome(owner, taking=taking)
         with _SIGNALS_HELD:
             try:
                 answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
@@ -3539,24 +3548,10 @@ def _lifetime_ms(record: _Record, clock: int) -> int:
     return max(ends, default=clock) - clock
 
 
-def _held_count(record: _Record | None) -> int:
-    if record is None:
-        return 0
-    return len(record.holders) if record.holders is not None else 1
-
-
 def _freed(before: _Record | None, after: _Record | None) -> int:
     """How many waiters a change that leaves ``after`` of ``before`` rings: one per
     slot it frees (a take or a renewal frees none)."""
-    return max(0, _held_count(before) - _held_count(after))
-
-
-def _takes_slot(before: _Record | None, after: _Record | None, owner: str) -> bool:
-    """True if the change gives ``owner`` a slot (else it releases one)."""
-    if after is None:
-        return False
-    holders = after.holders if after.holders is not None else [after]
-    return any(holder.owner == owner for holder in holders)
+    return max(0, len(_holders(before)) - len(_holders(after)))
 
 
 def _open_redis(address: str) -> _Store:
@@ -3573,7 +3568,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3576, ('redis_store',), r'''
+_CARRIED['redis_listing'] = (3571, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3705,7 +3700,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3708, (), r'''
+_CARRIED['survey'] = (3703, (), r'''
 import json
 import os
 import stat

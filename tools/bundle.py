@@ -67,7 +67,8 @@ def _registered_stores(package: Path) -> tuple[str, ...]:
 
 # What both server stores share, then each server store and its listing; then the
 # listing's own work (a lock call never compiles it).
-CARRIED = ("server_store", *_registered_stores(PACKAGE), "survey")
+# RESP, the Redis protocol, stands before the stores as server_store does.
+CARRIED = ("server_store", "resp", *_registered_stores(PACKAGE), "survey")
 AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
 
 HEADER = """\

@@ -12,7 +12,7 @@ import re
 import time
 
 from .contract import _OutcomeUnknown
-from .decisions import _PLACE_TTL_SEC, _ahead_of, _live
+from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .outputs import _quoted
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
@@ -471,7 +471,9 @@ class _EtcdStore(_ServerStore):
         place: _Place | None = None,
     ) -> bool:
         """By a transaction; signals wait while it is sent."""
-        gone = [h.mark for h in _holders_of(look.record) if h.mark not in _marks_of(record)]
+        # The leases of slots this change renews or releases.
+        kept = {holder.mark for holder in _holders(record)}
+        gone = [h.mark for h in _holders(look.record) if h.mark not in kept]
         with _SIGNALS_HELD:
             applied = self._swap(look.revision, record, owner, place, gone)
             if applied:
@@ -514,7 +516,7 @@ class _EtcdStore(_ServerStore):
                     marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
                     marker["value"] = _b64((holder.owner or "").encode())
                     ops.append({"request_put": marker})
-            timeouts = [h.stale_after or 0.0 for h in _holders_of(record)]
+            timeouts = [h.stale_after or 0.0 for h in _holders(record)]
             lease = self._grant(max(timeouts), granted)
             puts = _bytes_of(record)
             ops += [
@@ -526,7 +528,7 @@ class _EtcdStore(_ServerStore):
         for mark in gone:
             if mark is not None:
                 ops.append({"request_delete_range": {"key": _b64(self._slot_key(mark))}})
-        outcome = _unknown_outcome(owner, taking=owner in [h.owner for h in _holders_of(record)])
+        outcome = _unknown_outcome(owner, taking=owner in [h.owner for h in _holders(record)])
         compare = [
             {"key": _b64(self.key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
         ]
@@ -545,17 +547,6 @@ class _EtcdStore(_ServerStore):
 
     def _slot_key(self, lease: str) -> bytes:
         return self.slot_prefix + lease.encode()
-
-
-def _holders_of(record: _Record | None) -> list[_Record]:
-    if record is None:
-        return []
-    return [record] if record.holders is None else record.holders
-
-
-def _marks_of(record: _Record | None) -> set[str | None]:
-    """The leases of ``record``'s holders of several slots (one slot's has none)."""
-    return {h.mark for h in _holders_of(record) if h.mark is not None}
 
 
 def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:

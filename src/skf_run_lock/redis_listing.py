@@ -8,7 +8,8 @@ from __future__ import annotations
 import errno
 import re
 
-from .redis_store import _REDIS_BUSY, _errors_in, _RedisError, _RedisStore, _slot_base
+from .redis_store import _REDIS_BUSY, _RedisStore, _slot_base
+from .resp import _errors_in, _RedisError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

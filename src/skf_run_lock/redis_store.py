@@ -11,18 +11,16 @@ import re
 import time
 
 from .contract import _MAX_WAIT_SEC
-from .decisions import _PLACE_TTL_SEC, _ahead_of, _live
+from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
 from .inputs import _PLAIN_DECIMAL
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .outputs import _quoted
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
+from .resp import _errors_in, _RedisError, _RespConnection
 from .server_store import (
-    _ANSWER_MAX_BYTES,
     _TLS_FAILURE,
-    _Connection,
     _place_of,
     _place_value,
-    _seconds_left,
     _ServerStore,
     _unknown_outcome,
 )
@@ -32,11 +30,8 @@ if TYPE_CHECKING:
     from typing import Any
 
     from .interface import _Store
+    from .resp import _Command
 
-    _Command = tuple[bytes | str | int, ...]
-
-_RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
-_RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
 # A Redis Cluster's answers that send a call to another node, followed this often at
 # most per call (a slot moves once; more means the cluster is being reconfigured).
 _REDIRECTS_MAX = 5
@@ -61,28 +56,6 @@ def _slot_base(key: str) -> str | None:
     if start >= 0 and key.find("}", start + 1) > start + 1:
         return key
     return None if "}" in key else "{" + key + "}"
-
-
-class _RedisError:
-    """An error answer (``-WRONGTYPE ...``), kept as an answer: later ones must be read."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    @property
-    def code(self) -> str:
-        return self.text.partition(" ")[0]
-
-
-def _errors_in(answers: list[Any]) -> list[_RedisError]:
-    """The error answers among ``answers``, alone or inside EXEC's answer."""
-    errors = [answer for answer in answers if isinstance(answer, _RedisError)]
-    for answer in answers:
-        if isinstance(answer, list):
-            errors += [item for item in answer if isinstance(item, _RedisError)]
-    return errors
 
 
 def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
@@ -130,72 +103,6 @@ def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
 
 class _NotApplied(Exception):
     """A transaction under WATCH did not run (redirected, or the node was busy)."""
-
-
-class _Incomplete(Exception):
-    """More bytes must come before the answer can be read."""
-
-
-class _RespConnection(_Connection):
-    """RESP2: commands pipelined, answers read whole, every size bounded."""
-
-    protocol = "RESP (Redis)"
-
-    def send(self, commands: list[_Command], deadline: float) -> None:
-        out = bytearray()
-        for command in commands:
-            out += b"*%d\r\n" % len(command)
-            for arg in command:
-                data = arg if isinstance(arg, bytes) else str(arg).encode()
-                out += b"$%d\r\n%b\r\n" % (len(data), data)
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(out)
-
-    def answer(self, deadline: float) -> Any:
-        while True:
-            try:
-                value, end = self._parse(0, 0)
-            except _Incomplete:
-                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
-                    raise ValueError("the answer was too large") from None
-                self._receive(deadline)
-                continue
-            del self.received[:end]
-            return value
-
-    def _parse(self, at: int, depth: int) -> tuple[Any, int]:
-        """The answer that starts at ``at`` in what was received, and where it ends."""
-        end = self.received.find(b"\r\n", at)
-        if end < 0:
-            if len(self.received) - at > 1024:
-                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
-            raise _Incomplete
-        kind = bytes(self.received[at : at + 1])
-        line = bytes(self.received[at + 1 : end])
-        if kind == b"+":
-            return line, end + 2
-        if kind == b"-":
-            return _RedisError(line.decode("utf-8", "replace")), end + 2
-        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
-            size = int(line)
-            if kind == b":":
-                return size, end + 2
-            if size == -1:
-                return None, end + 2
-            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
-                if len(self.received) < end + 2 + size + 2:
-                    raise _Incomplete
-                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
-                    raise ValueError(f"the answer was not {self.protocol} (a bad length)")
-                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
-            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
-                items = []
-                at = end + 2
-                for _ in range(size):
-                    item, at = self._parse(at, depth + 1)
-                    items.append(item)
-                return items, at
-        raise ValueError(f"the answer was not {self.protocol}")
 
 
 class _RedisStore(_ServerStore):
@@ -533,7 +440,8 @@ class _RedisStore(_ServerStore):
             ops += self._ring(waiter.ticket)  # the first in line, for each slot freed
         if place is not None:
             ops += self._leaving(place.ticket)
-        outcome = _unknown_outcome(owner, taking=_takes_slot(look.record, record, owner))
+        taking = any(holder.owner == owner for holder in _holders(record))
+        outcome = _unknown_outcome(owner, taking=taking)
         with _SIGNALS_HELD:
             try:
                 answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
@@ -608,24 +516,10 @@ def _lifetime_ms(record: _Record, clock: int) -> int:
     return max(ends, default=clock) - clock
 
 
-def _held_count(record: _Record | None) -> int:
-    if record is None:
-        return 0
-    return len(record.holders) if record.holders is not None else 1
-
-
 def _freed(before: _Record | None, after: _Record | None) -> int:
     """How many waiters a change that leaves ``after`` of ``before`` rings: one per
     slot it frees (a take or a renewal frees none)."""
-    return max(0, _held_count(before) - _held_count(after))
-
-
-def _takes_slot(before: _Record | None, after: _Record | None, owner: str) -> bool:
-    """True if the change gives ``owner`` a slot (else it releases one)."""
-    if after is None:
-        return False
-    holders = after.holders if after.holders is not None else [after]
-    return any(holder.owner == owner for holder in holders)
+    return max(0, len(_holders(before)) - len(_holders(after)))
 
 
 def _open_redis(address: str) -> _Store:

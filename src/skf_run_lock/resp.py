@@ -1,0 +1,106 @@
+"""RESP2, the protocol of Redis and Valkey: commands pipelined on one connection, and
+answers read whole, every size bounded, an error answer kept as an answer. Compiled only
+for a Redis lock."""
+
+from __future__ import annotations
+
+import re
+
+from .server_store import _ANSWER_MAX_BYTES, _Connection, _seconds_left
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    _Command = tuple[bytes | str | int, ...]
+
+_RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
+_RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
+
+
+class _RedisError:
+    """An error answer (``-WRONGTYPE ...``), kept as an answer: later ones must be read."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @property
+    def code(self) -> str:
+        return self.text.partition(" ")[0]
+
+
+def _errors_in(answers: list[Any]) -> list[_RedisError]:
+    """The error answers among ``answers``, alone or inside EXEC's answer."""
+    errors = [answer for answer in answers if isinstance(answer, _RedisError)]
+    for answer in answers:
+        if isinstance(answer, list):
+            errors += [item for item in answer if isinstance(item, _RedisError)]
+    return errors
+
+
+class _Incomplete(Exception):
+    """More bytes must come before the answer can be read."""
+
+
+class _RespConnection(_Connection):
+    """RESP2: commands pipelined, answers read whole, every size bounded."""
+
+    protocol = "RESP (Redis)"
+
+    def send(self, commands: list[_Command], deadline: float) -> None:
+        out = bytearray()
+        for command in commands:
+            out += b"*%d\r\n" % len(command)
+            for arg in command:
+                data = arg if isinstance(arg, bytes) else str(arg).encode()
+                out += b"$%d\r\n%b\r\n" % (len(data), data)
+        self.sock.settimeout(_seconds_left(deadline))
+        self.sock.sendall(out)
+
+    def answer(self, deadline: float) -> Any:
+        while True:
+            try:
+                value, end = self._parse(0, 0)
+            except _Incomplete:
+                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
+                    raise ValueError("the answer was too large") from None
+                self._receive(deadline)
+                continue
+            del self.received[:end]
+            return value
+
+    def _parse(self, at: int, depth: int) -> tuple[Any, int]:
+        """The answer that starts at ``at`` in what was received, and where it ends."""
+        end = self.received.find(b"\r\n", at)
+        if end < 0:
+            if len(self.received) - at > 1024:
+                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
+            raise _Incomplete
+        kind = bytes(self.received[at : at + 1])
+        line = bytes(self.received[at + 1 : end])
+        if kind == b"+":
+            return line, end + 2
+        if kind == b"-":
+            return _RedisError(line.decode("utf-8", "replace")), end + 2
+        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
+            size = int(line)
+            if kind == b":":
+                return size, end + 2
+            if size == -1:
+                return None, end + 2
+            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
+                if len(self.received) < end + 2 + size + 2:
+                    raise _Incomplete
+                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+                    raise ValueError(f"the answer was not {self.protocol} (a bad length)")
+                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
+            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
+                items = []
+                at = end + 2
+                for _ in range(size):
+                    item, at = self._parse(at, depth + 1)
+                    items.append(item)
+                return items, at
+        raise ValueError(f"the answer was not {self.protocol}")
