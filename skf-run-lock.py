@@ -3349,23 +3349,26 @@ class _RedisStore(_ServerStore):
     def _reads(self, keys: tuple[bytes, bytes, bytes, bytes] | None = None) -> list[_Command]:
         """The reads of a look at this lock, or at the lock of ``keys`` (_lock_keys)."""
         key, last, line, _ = keys or (self.key, self.last_key, self.line_key, b"")
-        # TIME: the clock that ends each slot of a lock of several.
-        return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1), ("TIME",)]
+        return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
 
     def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
         """The look _reads' answers give (the places read at ``wait_prefix``, or this
         lock's); ``seen``: the ms until the record's next slot ends."""
-        value, ttl, last_value, tickets, clock = answers
+        value, ttl, last_value, tickets = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
         now = int(time.time())
-        server_ms = _server_ms(clock)
+        server_ms = None
         record = last = None
         if isinstance(value, bytes):
             record = _parse_record(value, now)  # a foreign value is dated now
             if ttl >= 0:
                 record.lease = "live"
-            ttl = _slots_ended(record, server_ms, ttl)
+            if record.holders is not None:
+                # Of several slots: the server's clock ends each (a lock of one slot, its
+                # record's expiry, and a call on one never needs TIME).
+                server_ms = _server_ms(self.call(("TIME",))[0])
+                ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
             last = _parse_record(last_value, now)
             last.lease = "expired"
@@ -3458,10 +3461,13 @@ class _RedisStore(_ServerStore):
         """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent. A new holder
         of several slots is marked with the server time its slot ends at; the record
         lives until the last of them."""
+        clock = look.clock
+        if clock is None and record is not None and record.holders is not None:
+            clock = _server_ms(self.call(("TIME",))[0])  # the first slot's mark
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []
-        ms = 0 if record is None else _lifetime_ms(record, look.clock or 0)
+        ms = 0 if record is None else _lifetime_ms(record, clock or 0)
         if ms > 0 and record is not None:
             data = _bytes_of(record)
             ops += [("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)]
@@ -3568,7 +3574,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3571, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3577, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3700,7 +3706,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3703, (), r'''
+_CARRIED['survey'] = (3709, (), r'''
 import json
 import os
 import stat

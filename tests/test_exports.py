@@ -23,6 +23,7 @@ API = {
     "RUN_ID_RE",
     "OWNER_MAX_LEN",
     "DEFAULT_STALE_AFTER_MIN",
+    "MAX_SLOTS",
     "MAX_STALE_AFTER_MIN",
     "GUARD_WAIT_SEC",
 }

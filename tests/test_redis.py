@@ -272,8 +272,8 @@ def test_a_connection_lost_between_read_and_change_applies_nothing(
         look = store.read()
         store._drop()
         store.look()  # the next request opens a new connection, which watches nothing
-        data = skf._record_bytes("wf:sk:1", int(time.time()), 60.0)
-        assert store.apply(look, data, 60.0, "wf:sk:1") is False
+        record = skf._Record("wf:sk:1", int(time.time()), 60.0)
+        assert store.apply(look, record, "wf:sk:1") is False
         assert redis_keys(redis_lock) == []
     finally:
         store.close()
@@ -286,8 +286,8 @@ def test_a_change_racing_a_write_after_its_read_applies_nothing(
     try:
         look = store.read()
         redis.client().set(key_of(redis_lock), record_of(skf, "wf:other:1", time.time(), 60.0))
-        data = skf._record_bytes("wf:sk:1", int(time.time()), 60.0)
-        assert store.apply(look, data, 60.0, "wf:sk:1") is False
+        record = skf._Record("wf:sk:1", int(time.time()), 60.0)
+        assert store.apply(look, record, "wf:sk:1") is False
     finally:
         store.close()
     assert skf.status(redis_lock, 60.0)["held_by"] == "wf:other:1"
@@ -379,7 +379,9 @@ SECRET = "Sup3r-s3cret/Pa55@W0rd"  # a "/" and an "@" too: an address that holds
 
 
 # The commands an ACL user needs, as docs/redis.md names them (AUTH is always allowed).
-LOCK_COMMANDS = "get mget pttl lrange set del rpush lrem pexpire blpop watch unwatch multi exec"
+LOCK_COMMANDS = (
+    "get mget pttl lrange set del rpush lrem pexpire blpop watch unwatch multi exec time"
+)
 
 
 def test_the_docs_name_the_commands_an_acl_user_needs() -> None:
@@ -422,6 +424,13 @@ def test_a_user_limited_to_the_locks_keys_takes_waits_in_line_and_releases(
     lock = auth_redis.url("locks/line", user="agent")
     assert served_after_a_release(cli, lock)["owner"] == "wf:waiter:1"
     assert cli("release", "--lock", lock, "--owner", "wf:waiter:1").json["released"]
+    assert auth_redis.client(password="root-pw").keys("*") == []
+    # A lock with slots asks the server's clock too (TIME), which the docs grant.
+    for owner in ("wf:a:1", "wf:b:1"):
+        assert cli("acquire", "--lock", lock, "--owner", owner, "--slots", "2").code == 0
+    assert cli("status", "--lock", lock, "--slots", "2").json["state"] == "held"
+    for owner in ("wf:a:1", "wf:b:1"):
+        assert cli("release", "--lock", lock, "--owner", owner).json["released"]
     assert auth_redis.client(password="root-pw").keys("*") == []
 
 

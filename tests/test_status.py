@@ -19,6 +19,8 @@ STATUS_KEYS = [
     "age_seconds",
     "stale_after_minutes",
     "waiting",
+    "slots",
+    "holders",
     "message",
 ]
 
