@@ -3474,8 +3474,12 @@ class _RedisStore(_ServerStore):
         else:
             record = None  # a release, or no slot left that the server would keep
             ops += [("DEL", self.key, self.last_key)]
-        for waiter in _live(look.line, time.time())[: _freed(look.record, record)]:
-            ops += self._ring(waiter.ticket)  # the first in line, for each slot freed
+        # Each waiter who may take a slot after the change is rung (the first in line, for
+        # one slot): two releases in a row must wake two, not the same one twice.
+        leaving = None if place is None else place.ticket
+        line = [p for p in _live(look.line, time.time()) if p.ticket != leaving]
+        for waiter in line[: _free_after(look.record, record, clock or 0)]:
+            ops += self._ring(waiter.ticket)
         if place is not None:
             ops += self._leaving(place.ticket)
         taking = any(holder.owner == owner for holder in _holders(record))
@@ -3554,10 +3558,16 @@ def _lifetime_ms(record: _Record, clock: int) -> int:
     return max(ends, default=clock) - clock
 
 
-def _freed(before: _Record | None, after: _Record | None) -> int:
-    """How many waiters a change that leaves ``after`` of ``before`` rings: one per
-    slot it frees (a take or a renewal frees none)."""
-    return max(0, len(_holders(before)) - len(_holders(after)))
+def _free_after(before: _Record | None, after: _Record | None, clock: int) -> int:
+    """How many slots a change that leaves ``after`` (of ``before``) leaves free: all
+    of ``before``'s once it is deleted; else those with no live holder (by ``clock``,
+    the server's time, for several)."""
+    if after is None:
+        return 1 if before is None else before.slots
+    if after.holders is None:
+        return 0
+    live = [h for h in after.holders if h.mark is not None and h.mark.isdigit()]
+    return after.slots - len([h for h in live if int(h.mark or 0) > clock])
 
 
 def _open_redis(address: str) -> _Store:
@@ -3574,7 +3584,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3577, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3587, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3706,7 +3716,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3709, (), r'''
+_CARRIED['survey'] = (3719, (), r'''
 import json
 import os
 import stat

@@ -15,6 +15,14 @@ lib-loop LOCK OWNER                      loop acquire/release; on KeyboardInterr
 held-append LOCK OWNER LOG NAME          wait in line with held(); append NAME to LOG inside
 within-append LOCK OWNER LOG NAME        acquire_within, append NAME to LOG, release
 cli-append LOCK OWNER LOG NAME           the CLI's acquire --wait, append NAME, the CLI's release
+share-slots LOCK OWNER SLOTS INSIDE STOP OUT
+                                         until STOP exists: wait in line (5 s) for one of SLOTS,
+                                         put OWNER in the folder INSIDE and count it (exit 3 if
+                                         more than SLOTS are in it), hold 40-120 ms, leave,
+                                         release, work 0-40 ms; append "took W START END" (W the
+                                         wait) or "gave-up W" to OUT
+hold-slot LOCK OWNER SLOTS SECONDS       take one of SLOTS for SECONDS, say "held", wait for stdin
+slot-append LOCK OWNER SLOTS LOG NAME    wait in line for one of SLOTS, append NAME to LOG, release
 """
 
 from __future__ import annotations
@@ -206,6 +214,54 @@ def cli_append(lock: str, owner: str, log: str, name: str) -> int:
     return 0
 
 
+def share_slots(lock: str, owner: str, slots: str, inside: str, stop: str, out: str) -> int:
+    import random
+
+    skf = load()
+    count = int(slots)
+    mine = Path(inside) / owner
+    n = 0
+    with open(out, "a") as log:
+        while not os.path.exists(stop):
+            n += 1
+            run_owner = f"{owner}:{n}"
+            asked = time.time()
+            try:
+                skf.acquire_within(lock, run_owner, 30.0, 5.0, slots=count)  # type: ignore[attr-defined]
+            except skf.LockBusy:  # type: ignore[attr-defined]
+                log.write(f"gave-up {time.time() - asked:.3f}\n")
+                log.flush()
+                continue
+            start = time.time()
+            mine.touch(exist_ok=False)
+            if len(os.listdir(inside)) > count:
+                return 3  # more holders than slots
+            time.sleep(random.uniform(0.04, 0.12))
+            mine.unlink()
+            end = time.time()
+            assert skf.release(lock, run_owner)["released"]  # type: ignore[attr-defined]
+            log.write(f"took {start - asked:.3f} {start:.3f} {end:.3f}\n")
+            log.flush()
+            time.sleep(random.uniform(0, 0.04))
+    return 0
+
+
+def hold_slot(lock: str, owner: str, slots: str, seconds: str) -> int:
+    skf = load()
+    skf.acquire(lock, owner, float(seconds), slots=int(slots))  # type: ignore[attr-defined]
+    say("held")
+    sys.stdin.readline()
+    return 0
+
+
+def slot_append(lock: str, owner: str, slots: str, log: str, name: str) -> int:
+    skf = load()
+    taken = skf.acquire_within(lock, owner, 60.0, 120.0, slots=int(slots))  # type: ignore[attr-defined]
+    append(log, name)
+    assert skf.release(lock, taken["owner"])["released"]  # type: ignore[attr-defined]
+    return 0
+
+
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "race":
@@ -222,5 +278,8 @@ if __name__ == "__main__":
         "held-append": held_append,
         "within-append": within_append,
         "cli-append": cli_append,
+        "share-slots": share_slots,
+        "hold-slot": hold_slot,
+        "slot-append": slot_append,
     }
     sys.exit(modes[mode](*rest))

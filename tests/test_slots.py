@@ -1,0 +1,391 @@
+"""Slots: a lock held by up to N runs at once, each under its own owner and timeout, on
+every store, through the CLI, the library, ``run`` and ``held()``; the count in force;
+the line across slots; older versions on the same lock. Real processes throughout."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from loader import SCRIPT
+from stores import StoreUnderTest, left_behind
+
+FIXTURES = Path(__file__).parent / "fixtures"
+OLDER = {"1.2.0": FIXTURES / "skf-run-lock-1.2.0.py", "1.4.0": FIXTURES / "skf-run-lock-1.4.0.py"}
+ACQUIRE_KEYS = [
+    "acquired",
+    "refreshed",
+    "lock",
+    "owner",
+    "run_id",
+    "held_by",
+    "held_since",
+    "stale_at",
+    "stale_after_minutes",
+    "stale_replaced",
+    "message",
+]
+RELEASE_KEYS = ["released", "reason", "lock", "owner", "held_by", "held_since", "message"]
+SHORT = "0.05"  # minutes: a 3 s timeout, for slots that must go stale within a test
+
+
+def take(cli, lock: str, owner: str, slots: int | None = 3, *extra: str):
+    args = ["acquire", "--lock", lock, "--owner", owner, *extra]
+    return cli(*args, *(["--slots", str(slots)] if slots is not None else []))
+
+
+def record_of(store: StoreUnderTest) -> dict:
+    value = store.value()
+    assert value is not None
+    return json.loads(value)
+
+
+def holders_of(store: StoreUnderTest) -> list[str]:
+    return [holder["owner"] for holder in record_of(store)["holders"]]
+
+
+def wait_until(check, seconds: float = 30.0, what: str = "the condition") -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+# --- Taking, renewing and releasing slots --------------------------------------------------
+
+
+def test_n_runs_hold_a_lock_of_n_slots_and_the_next_is_refused(cli, store) -> None:
+    lock = store.lock
+    for owner in ("wf:a:1", "wf:b:1", "wf:c:1"):
+        taken = take(cli, lock, owner)
+        assert taken.code == 0 and list(taken.json) == ACQUIRE_KEYS
+        assert taken.json["acquired"] is True and taken.json["held_by"] == owner
+        assert taken.json["refreshed"] is False and taken.json["stale_replaced"] is None
+    assert holders_of(store) == ["wf:a:1", "wf:b:1", "wf:c:1"]
+    assert record_of(store)["slots"] == 3
+    refused = take(cli, lock, "wf:d:1")
+    assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
+    assert refused.json["acquired"] is False and refused.json["held_by"] == "wf:a:1"
+    message = refused.json["message"]
+    assert "all 3 of its slots" in message and "wf:a:1, wf:b:1 and wf:c:1" in message
+    assert f"release --lock {shlex.quote(lock)} --owner wf:a:1" in message
+    assert holders_of(store) == ["wf:a:1", "wf:b:1", "wf:c:1"]  # refused: nothing changed
+
+
+def test_a_refusal_names_a_few_holders_then_a_count(cli, store) -> None:
+    for n in range(5):
+        assert take(cli, store.lock, f"wf:h{n}:1", 5).code == 0
+    message = take(cli, store.lock, "wf:late:1", 5).json["message"]
+    assert "by wf:h0:1, wf:h1:1, wf:h2:1 and 2 more;" in message
+
+
+def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(skf, cli, store) -> None:
+    for slots in (None, 1):
+        taken = take(cli, store.lock, "wf:a:1", slots)
+        since = skf._parse_time(taken.json["held_since"])
+        assert store.value() == skf._record_bytes("wf:a:1", since, 3600.0)
+        assert taken.json["message"].startswith(f"acquired {store.lock} for wf:a:1; it goes")
+        status = cli("status", "--lock", store.lock, *(["--slots", "1"] if slots else [])).json
+        assert status["slots"] == 1 and status["held_by"] == "wf:a:1"
+        assert status["holders"] == [
+            {"owner": "wf:a:1", "since": taken.json["held_since"], "stale_at": status["stale_at"]}
+        ]
+        released = cli("release", "--lock", store.lock, "--owner", "wf:a:1").json
+        assert released["message"] == f"released {store.lock} held by wf:a:1"
+    assert store.left_behind() == []
+
+
+def test_renewing_a_slot_keeps_every_other_slot_as_it_was(cli, store) -> None:
+    for owner in ("wf:a:1", "wf:b:1"):
+        assert take(cli, store.lock, owner).code == 0
+    before = record_of(store)["holders"]
+    time.sleep(1.1)  # a renewal is dated a second later
+    renewed = take(cli, store.lock, "wf:a:1")
+    assert renewed.code == 0 and renewed.json["refreshed"] is True
+    after = record_of(store)["holders"]
+    assert [h["owner"] for h in after] == ["wf:a:1", "wf:b:1"]
+    assert after[1] == before[1]  # wf:b:1's slot: untouched
+    assert after[0]["acquired_at"] != before[0]["acquired_at"]
+
+
+def test_release_frees_only_the_callers_slot_and_the_last_leaves_nothing(cli, store) -> None:
+    for owner in ("wf:a:1", "wf:b:1", "wf:c:1"):
+        assert take(cli, store.lock, owner).code == 0
+    freed = cli("release", "--lock", store.lock, "--owner", "wf:b:1")
+    assert freed.code == 0 and list(freed.json) == RELEASE_KEYS
+    assert freed.json["released"] is True and "2 of its 3 slots are held" in freed.json["message"]
+    assert holders_of(store) == ["wf:a:1", "wf:c:1"]
+    again = cli("release", "--lock", store.lock, "--owner", "wf:b:1")
+    assert again.json["released"] is False and again.json["reason"] == "not-owner"
+    assert again.json["held_by"] == "wf:a:1"
+    assert holders_of(store) == ["wf:a:1", "wf:c:1"]
+    for owner in ("wf:a:1", "wf:c:1"):
+        assert cli("release", "--lock", store.lock, "--owner", owner).json["released"]
+    assert store.left_behind() == []
+    absent = cli("release", "--lock", store.lock, "--owner", "wf:a:1").json
+    assert absent["reason"] == "absent"
+
+
+def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(cli, store) -> None:
+    assert take(cli, store.lock, "wf:gone:1", 3, "--stale-after", SHORT).code == 0
+    for owner in ("wf:b:1", "wf:c:1"):
+        assert take(cli, store.lock, owner).code == 0
+    assert take(cli, store.lock, "wf:d:1").code == 3  # every slot live
+    wait_until(lambda: cli("status", "--lock", store.lock, "--slots", "3").json["state"] == "stale",
+               what="the short slot to go stale")  # fmt: skip
+    taken = take(cli, store.lock, "wf:d:1")
+    assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:gone:1"
+    assert "replacing the stale slot of wf:gone:1" in taken.json["message"]
+    assert holders_of(store) == ["wf:d:1", "wf:b:1", "wf:c:1"]
+
+
+# --- The count in force ---------------------------------------------------------------------
+
+
+def test_another_count_is_refused_at_once_while_a_slot_is_held(cli, store) -> None:
+    assert take(cli, store.lock, "wf:a:1").code == 0
+    held = store.value()
+    for slots in (2, None, 1):
+        refused = take(cli, store.lock, "wf:b:1", slots, "--wait", "30")
+        assert refused.code == 1 and refused.out == ""
+        assert "has 3 slots while any is held" in refused.error
+        assert "--slots 3" in refused.error
+    assert store.value() == held
+    assert cli("status", "--lock", store.lock, "--slots", "3").json["waiting"] == []
+    assert cli("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
+    # No slot held: the next taker's count is in force.
+    assert take(cli, store.lock, "wf:b:1", 2).code == 0
+    assert record_of(store)["slots"] == 2
+    assert take(cli, store.lock, "wf:c:1", 3).code == 1
+
+
+def test_a_plain_lock_held_refuses_a_count_of_several(cli, store) -> None:
+    assert take(cli, store.lock, "wf:a:1", None).code == 0
+    refused = take(cli, store.lock, "wf:b:1", 2)
+    assert refused.code == 1 and "has 1 slot while any is held" in refused.error
+    assert "no --slots" in refused.error
+
+
+@pytest.mark.parametrize("text", ["0", "1001", "-1", "1.5", "3e0", "abc", "", " 3", "٣", "99999999"])
+def test_a_bad_count_of_slots_is_exit_1_and_creates_nothing(cli, lock, text) -> None:
+    for command in ("acquire", "status"):
+        owner = ["--owner", "wf:a:1"] if command == "acquire" else []
+        run = cli(command, "--lock", lock, *owner, "--slots", text)
+        assert run.code == 1 and run.out == "" and "--slots" in run.error
+    assert not lock.parent.exists()
+
+
+@pytest.mark.parametrize("slots", [0, 1001, True, 2.0, "3", None])
+def test_a_bad_count_of_slots_is_a_value_error_in_the_library(skf, lock, slots) -> None:
+    with pytest.raises(ValueError, match="slots must be a whole number of slots from 1 to 1000"):
+        skf.acquire(lock, "wf:a:1", 60.0, slots=slots)
+    with pytest.raises(ValueError, match="slots"):
+        skf.status(lock, 60.0, slots=slots)
+    with pytest.raises(ValueError, match="slots"):
+        skf.held(lock, "wf:a:1", 60.0, slots=slots)
+    assert not lock.parent.exists()
+
+
+# --- status ---------------------------------------------------------------------------------
+
+
+def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(cli, store) -> None:
+    free = cli("status", "--lock", store.lock, "--slots", "2")
+    assert free.code == 0 and free.json["state"] == "free"
+    assert free.json["slots"] == 2 and free.json["holders"] == [] and free.json["held_by"] is None
+    assert take(cli, store.lock, "wf:old:1", 2, "--stale-after", SHORT).code == 0
+    time.sleep(1.1)
+    assert take(cli, store.lock, "wf:new:1", 2).code == 0
+    held = cli("status", "--lock", store.lock)  # no --slots: the count in force is shown
+    assert held.code == 3 and held.json["state"] == "held" and held.json["slots"] == 2
+    assert [h["owner"] for h in held.json["holders"]] == ["wf:old:1", "wf:new:1"]
+    assert held.json["held_by"] == "wf:old:1"  # its slot goes stale first
+    assert held.json["holders"][0]["stale_at"] == held.json["stale_at"]
+    assert "held in all 2 of its slots" in held.json["message"]
+    wait_until(lambda: cli("status", "--lock", store.lock).json["state"] != "held",
+               what="the short slot to go stale")  # fmt: skip
+    stale = cli("status", "--lock", store.lock, "--slots", "2")
+    assert stale.code == 0 and stale.json["state"] == "stale" and stale.json["held_by"] is None
+    assert cli("release", "--lock", store.lock, "--owner", "wf:new:1").json["released"]
+    assert cli("status", "--lock", store.lock, "--slots", "2").json["state"] == "free"
+    assert store.left_behind() == []
+
+
+def test_status_shows_the_waiters_of_a_lock_with_slots(cli, store, worker) -> None:
+    for owner in ("wf:a:1", "wf:b:1"):
+        assert take(cli, store.lock, owner, 2).code == 0
+    waiter = worker("slot-append", store.lock, "wf:waiter:1", "2", os.devnull, "w")
+    wait_until(lambda: cli("status", "--lock", store.lock).json["waiting"] != [],
+               what="the waiter to get into line")  # fmt: skip
+    status = cli("status", "--lock", store.lock).json
+    assert [w["owner"] for w in status["waiting"]] == ["wf:waiter:1"]
+    assert "1 run waits in line, wf:waiter:1 first" in status["message"]
+    assert cli("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
+    assert waiter.wait(timeout=60) == 0
+    assert holders_of(store) == ["wf:b:1"]
+
+
+# --- The line across slots ------------------------------------------------------------------
+
+
+def test_the_line_is_served_in_order_across_slots(cli, store, worker, tmp_path) -> None:
+    for owner in ("wf:h1:1", "wf:h2:1"):
+        assert take(cli, store.lock, owner, 2).code == 0
+    log = tmp_path / "log"
+    waiters = []
+    for n in range(1, 5):
+        waiters.append(worker("slot-append", store.lock, f"wf:w{n}:1", "2", log, f"w{n}"))
+        wait_until(lambda n=n: len(cli("status", "--lock", store.lock).json["waiting"]) == n,
+                   what=f"waiter {n} in line")  # fmt: skip
+    # A call that does not wait never takes a slot ahead of those in line.
+    assert cli("release", "--lock", store.lock, "--owner", "wf:h1:1").json["released"]
+    assert cli("release", "--lock", store.lock, "--owner", "wf:h2:1").json["released"]
+    for proc in waiters:
+        assert proc.wait(timeout=60) == 0
+    assert log.read_text().split() == ["w1", "w2", "w3", "w4"]
+    assert store.left_behind() == []
+
+
+def test_a_call_that_does_not_wait_leaves_a_free_slot_to_the_line(cli, store) -> None:
+    for owner in ("wf:a:1", "wf:b:1"):
+        assert take(cli, store.lock, owner, 2).code == 0
+    assert cli("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
+    store.plant_waiter("wf:first:1")
+    before = store.value()
+    refused = take(cli, store.lock, "wf:jump:1", 2)
+    assert refused.code == 3 and refused.json["held_by"] == "wf:first:1"
+    assert "has a slot that is free or stale, but it goes to the first run waiting in line" in (
+        refused.json["message"]
+    )
+    assert store.value() == before
+
+
+# --- Many processes, killed holders, run and held() -----------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_twelve_processes_share_three_slots_never_more_inside(store, worker, tmp_path) -> None:
+    """12 real processes take turns on 3 slots for 20 s, each counting who is inside:
+    never more than 3, every process served, none gives up on its 5 s budget, and the
+    slots are in use most of the time."""
+    inside = tmp_path / "inside"
+    inside.mkdir()
+    stop = tmp_path / "stop"
+    logs = [tmp_path / f"out{n}" for n in range(12)]
+    started = time.time()
+    procs = [
+        worker("share-slots", store.lock, f"wf:p{n}", "3", inside, stop, logs[n])
+        for n in range(12)
+    ]
+    time.sleep(20)
+    stop.touch()
+    ended = time.time()
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err  # 3: more holders than slots
+    entries = [log.read_text().split("\n")[:-1] for log in logs]
+    assert all(lines for lines in entries)  # every process was served
+    assert [line for lines in entries for line in lines if line.startswith("gave-up")] == []
+    held = sum(float(e) - float(s) for lines in entries for _, _, s, e in map(str.split, lines))
+    assert held / (3 * (ended - started)) > 0.5  # slot-time held, of all slot-time
+    assert store.left_behind() == []
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(cli, store, worker) -> None:
+    holder = worker("hold-slot", store.lock, "wf:killed:1", "2", "4")
+    assert holder.stdout.readline() == "held\n"
+    assert take(cli, store.lock, "wf:keeps:1", 2).code == 0
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    # Its slot stays its own until its 4 s pass: the lock is full meanwhile.
+    refused = take(cli, store.lock, "wf:next:1", 2)
+    assert refused.code == 3 and refused.json["held_by"] == "wf:killed:1"
+    wait_until(lambda: take(cli, store.lock, "wf:next:1", 2).code == 0, 30, "the slot to free")
+    assert sorted(holders_of(store)) == ["wf:keeps:1", "wf:next:1"]
+
+
+@pytest.mark.timeout(120)
+def test_run_and_held_keep_their_slots_past_several_timeouts(skf, cli, store) -> None:
+    command = [sys.executable, "-c", "import time; time.sleep(10)"]
+    run = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "run", "--lock", store.lock, "--owner", "wf:run:1",
+         "--slots", "3", "--stale-after", SHORT, "--", *command],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: "wf:run:1" in cli("status", "--lock", store.lock).out, 30, "run")
+        lease_done = threading.Event()
+
+        def hold() -> None:
+            with skf.held(store.lock, "wf:held:1", 3.0, wait=30.0, slots=3):
+                time.sleep(10)
+            lease_done.set()
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        assert take(cli, store.lock, "wf:third:1", 3).code == 0
+        for _ in range(3):  # 10 s: over three of the 3 s timeouts
+            time.sleep(3)
+            refused = take(cli, store.lock, "wf:fourth:1", 3)
+            assert refused.code == 3, refused.json
+        thread.join(timeout=60)
+        assert lease_done.is_set()
+        _, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+    finally:
+        run.kill()
+        run.communicate()
+    assert holders_of(store) == ["wf:third:1"]
+
+
+# --- Older versions on the same lock --------------------------------------------------------
+
+
+def older_versions(store: StoreUnderTest) -> list[str]:
+    """The older versions that know this store (1.2.0 knows no Redis)."""
+    return ["1.4.0"] if store.kind in ("redis", "cluster") else ["1.2.0", "1.4.0"]
+
+
+def older(version: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(OLDER[version]), *args],
+                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+
+
+def test_older_versions_see_a_lock_with_a_live_slot_as_held(cli, store) -> None:
+    assert take(cli, store.lock, "wf:a:1", 3).code == 0
+    value = store.value()
+    for version in older_versions(store):
+        refused = older(version, "acquire", "--lock", store.lock, "--owner", "wf:old:1")
+        assert refused.returncode == 3, (version, refused.stderr)
+        assert json.loads(refused.stdout)["held_by"] == "3 slots"
+        # It cannot renew or release the slots: their owner is one no release can name.
+        mine = older(version, "release", "--lock", store.lock, "--owner", "wf:a:1")
+        assert json.loads(mine.stdout)["reason"] == "not-owner"
+        status = older(version, "status", "--lock", store.lock)
+        assert status.returncode == 3 and json.loads(status.stdout)["state"] == "held"
+        assert store.value() == value
+    assert holders_of(store) == ["wf:a:1"]
+
+
+def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(skf, cli, store):
+    assert take(cli, store.lock, "wf:a:1", 2, "--stale-after", SHORT).code == 0
+    last = take(cli, store.lock, "wf:b:1", 2, "--stale-after", "0.1").json  # 6 s
+    version = older_versions(store)[0]
+    wait_until(lambda: cli("status", "--lock", store.lock).json["state"] != "held", 30,
+               "wf:a:1's slot to go stale")  # fmt: skip
+    args = ["acquire", "--lock", store.lock, "--owner", "wf:old:1", "--stale-after", "60"]
+    assert older(version, *args).returncode == 3  # wf:b:1's slot is live
+    wait_until(lambda: older(version, *args).returncode == 0, 30, "every slot past")
+    assert time.time() >= skf._parse_time(last["stale_at"]) - 1  # its clock: whole seconds
+    assert json.loads(store.value() or b"{}")["owner"] == "wf:old:1"
