@@ -30,7 +30,6 @@ import json
 import os
 import random
 import resource
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,7 +75,7 @@ def worker(args: list[str]) -> int:
 
 
 def one_run(
-    lock: str, procs: int, slots: int, seconds: float, hold: str, work: str, budget: float
+    lock: str, procs: int, slots: int, *, seconds: float, hold: str, work: str, budget: float
 ) -> dict[str, object]:
     """Run ``procs`` processes on ``lock`` for ``seconds``: the figures of the run."""
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-"))
@@ -152,8 +151,7 @@ def plot(run: dict[str, object], store: str, path: Path) -> None:
     axes.set_xlabel("seconds")
     axes.set_ylabel("slots held")
     axes.set_title(
-        f"{store}: {run['procs']} processes on {run['slots']} slots"
-        f" (busy {float(run['busy']):.0%})"  # type: ignore[arg-type]
+        f"{store}: {run['procs']} processes on {run['slots']} slots (busy {float(run['busy']):.0%})"  # type: ignore[arg-type]
     )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
@@ -175,8 +173,10 @@ def main() -> int:
 
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
     servers = []
-    print(f"# Python {sys.version.split()[0]}, {os.cpu_count()} cores; hold {options.hold} ms,"
-          f" work {options.work} ms, budget {options.budget:g} s, {options.seconds:g} s a run")  # fmt: skip
+    print(
+        f"# Python {sys.version.split()[0]}, {os.cpu_count()} cores; hold {options.hold} ms,"
+        f" work {options.work} ms, budget {options.budget:g} s, {options.seconds:g} s a run"
+    )
     print("| store | procs | slots | takes/s | busy | gave up | longest | p99 | Jain | CPU/s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     plotted = False
@@ -195,12 +195,21 @@ def main() -> int:
                         if not any(kind == "redis" for kind, _ in servers):
                             servers.append(("redis", start_redis(folder)))
                         lock = next(s for k, s in servers if k == "redis").url(name)
-                    run = one_run(lock, procs, slots, options.seconds, options.hold,
-                                  options.work, options.budget)  # fmt: skip
-                    print(f"| {store} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
-                          f" {run['busy']:.0%} | {run['gave_up']} | {run['longest']:.2f} s |"
-                          f" {run['p99']:.2f} s | {run['jain']:.3f} | {run['cpu_per_s']:.2f} |",
-                          flush=True)  # fmt: skip
+                    run = one_run(
+                        lock,
+                        procs,
+                        slots,
+                        seconds=options.seconds,
+                        hold=options.hold,
+                        work=options.work,
+                        budget=options.budget,
+                    )
+                    row = (
+                        f"| {store} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
+                        f" {run['busy']:.0%} | {run['gave_up']} | {run['longest']:.2f} s |"
+                        f" {run['p99']:.2f} s | {run['jain']:.3f} | {run['cpu_per_s']:.2f} |"
+                    )
+                    print(row, flush=True)
                     if options.json:
                         figures = {k: v for k, v in run.items() if k != "takes"}
                         print(json.dumps({"store": store, **figures}))

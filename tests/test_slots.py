@@ -13,11 +13,10 @@ import sys
 import threading
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from loader import SCRIPT
-from stores import StoreUnderTest, left_behind
+from stores import StoreUnderTest
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLDER = {"1.2.0": FIXTURES / "skf-run-lock-1.2.0.py", "1.4.0": FIXTURES / "skf-run-lock-1.4.0.py"}
@@ -176,7 +175,10 @@ def test_a_plain_lock_held_refuses_a_count_of_several(cli, store) -> None:
     assert "no --slots" in refused.error
 
 
-@pytest.mark.parametrize("text", ["0", "1001", "-1", "1.5", "3e0", "abc", "", " 3", "٣", "99999999"])
+BAD_COUNTS = ["0", "1001", "-1", "1.5", "3e0", "abc", "", " 3", "٣", "99999999"]
+
+
+@pytest.mark.parametrize("text", BAD_COUNTS)
 def test_a_bad_count_of_slots_is_exit_1_and_creates_nothing(cli, lock, text) -> None:
     for command in ("acquire", "status"):
         owner = ["--owner", "wf:a:1"] if command == "acquire" else []
@@ -264,8 +266,9 @@ def test_a_call_that_does_not_wait_leaves_a_free_slot_to_the_line(cli, store) ->
     before = store.value()
     refused = take(cli, store.lock, "wf:jump:1", 2)
     assert refused.code == 3 and refused.json["held_by"] == "wf:first:1"
-    assert "has a slot that is free or stale, but it goes to the first run waiting in line" in (
-        refused.json["message"]
+    assert (
+        "has a slot that is free or stale, but it goes to the first run waiting in line"
+        in (refused.json["message"])
     )
     assert store.value() == before
 
@@ -278,17 +281,14 @@ def test_twelve_processes_share_three_slots_never_more_inside(store, worker, tmp
     """12 real processes take turns on 3 slots for 20 s, each counting who is inside:
     never more than 3, every process served, none gives up on its 5 s budget, and the
     slots are in use most of the time."""
-    inside = tmp_path / "inside"
-    inside.mkdir()
-    stop = tmp_path / "stop"
+    (tmp_path / "inside").mkdir()
     logs = [tmp_path / f"out{n}" for n in range(12)]
     started = time.time()
     procs = [
-        worker("share-slots", store.lock, f"wf:p{n}", "3", inside, stop, logs[n])
-        for n in range(12)
+        worker("share-slots", store.lock, f"wf:p{n}", "3", tmp_path, logs[n]) for n in range(12)
     ]
     time.sleep(20)
-    stop.touch()
+    (tmp_path / "stop").touch()
     ended = time.time()
     for proc in procs:
         _, err = proc.communicate(timeout=60)

@@ -15,10 +15,9 @@ lib-loop LOCK OWNER                      loop acquire/release; on KeyboardInterr
 held-append LOCK OWNER LOG NAME          wait in line with held(); append NAME to LOG inside
 within-append LOCK OWNER LOG NAME        acquire_within, append NAME to LOG, release
 cli-append LOCK OWNER LOG NAME           the CLI's acquire --wait, append NAME, the CLI's release
-share-slots LOCK OWNER SLOTS INSIDE STOP OUT
-                                         until STOP exists: wait in line (5 s) for one of SLOTS,
-                                         put OWNER in the folder INSIDE and count it (exit 3 if
-                                         more than SLOTS are in it), hold 40-120 ms, leave,
+share-slots LOCK OWNER SLOTS FOLDER OUT  until FOLDER/stop exists: wait in line (5 s) for one of
+                                         SLOTS, put OWNER in FOLDER/inside and count it (exit 3
+                                         if more than SLOTS are in it), hold 40-120 ms, leave,
                                          release, work 0-40 ms; append "took W START END" (W the
                                          wait) or "gave-up W" to OUT
 hold-slot LOCK OWNER SLOTS SECONDS       take one of SLOTS for SECONDS, say "held", wait for stdin
@@ -214,12 +213,14 @@ def cli_append(lock: str, owner: str, log: str, name: str) -> int:
     return 0
 
 
-def share_slots(lock: str, owner: str, slots: str, inside: str, stop: str, out: str) -> int:
+def share_slots(lock: str, owner: str, slots: str, folder: str, out: str) -> int:
     import random
 
     skf = load()
     count = int(slots)
-    mine = Path(inside) / owner
+    inside = Path(folder) / "inside"
+    stop = Path(folder) / "stop"
+    mine = inside / owner
     n = 0
     with open(out, "a") as log:
         while not os.path.exists(stop):
