@@ -53,8 +53,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "record-without-timeout": (
         "the record carries the holder's timeout",
-        '        "stale_after_seconds": seconds,\n',
-        "",
+        '        "stale_after_seconds": _json_seconds(stale_after),\n        "tool"',
+        '        "tool"',
     ),
     "empty-never-stale": (
         "empty_is_stale makes an empty file stale",
@@ -63,8 +63,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "release-any-owner": (
         "only the owner releases",
-        "                if record is None or record.owner != owner:",
-        "                if record is None:",
+        "    mine = next((h for h in holders if h.owner == owner), None)",
+        "    mine = next((h for h in holders if h.owner == owner), holders[0])",
     ),
     "renew-as-replace": (
         "a renewal reports refreshed",
@@ -173,9 +173,10 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "new-run-id-per-try": (
         "acquire_within keeps one owner",
-        "                store, owner, run_id, stale_after, empty_is_stale=empty_is_stale, place=",
-        "                store, *_owner_with_run_id(owner.rsplit(':', 1)[0]), stale_after,"
-        " empty_is_stale=empty_is_stale, place=",
+        "            result = _take_in(\n                store,\n"
+        "                owner,\n                run_id,",
+        "            result = _take_in(\n                store,\n"
+        "                *_owner_with_run_id(owner.rsplit(':', 1)[0]),",
     ),
     "no-jitter": (
         "waiters jitter their pauses",
@@ -229,8 +230,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "interrupt-after-commit": (
         "a call that changed the lock finishes normally",
-        "            _write_record(self.lock, data)\n        _Interrupts.disarm()",
-        "            _write_record(self.lock, data)",
+        "            _write_record(self.lock, _bytes_of(record))\n        _Interrupts.disarm()",
+        "            _write_record(self.lock, _bytes_of(record))",
     ),
     "lost-guard-kept": (
         "an interrupt after the guard's open leaves no guard",
@@ -289,8 +290,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-change-interruptible": (
         "a signal while an etcd change is sent lets it finish and answer",
-        "owner, place)\n            if applied:\n                _Interrupts.disarm()",
-        "owner, place)\n            if False:\n                _Interrupts.disarm()",
+        "place, gone)\n            if applied:\n                _Interrupts.disarm()",
+        "place, gone)\n            if False:\n                _Interrupts.disarm()",
     ),
     "etcd-change-not-held": (
         "signals wait while an etcd change is on its way",
@@ -376,12 +377,13 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "line-ignored": (
         "a call that does not wait never jumps the line",
-        '    return "line" if line and line[0].ticket != ticket else "take"',
+        '    return "take" if position < free else "line"',
         '    return "take"',
     ),
     "renewal-held-up-by-line": (
         "renewing one's own lock is never held up by the line",
-        '    if record is not None and record.owner == owner:\n        return "take"\n',
+        "    if any(holder.owner == owner for holder in _holders(record)):\n"
+        '        return "take"\n',
         "",
     ),
     "place-never-lapses": (
@@ -406,8 +408,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "taker-stays-in-line": (
         "taking the lock leaves the line in the same change (file)",
-        "        leaving = None if place is None else place.ticket",
-        "        leaving = None",
+        "        leaving = None if place is None else place.ticket\n        if place is not None:",
+        "        leaving = None\n        if place is not None:",
     ),
     "etcd-taker-stays-in-line": (
         "taking the lock leaves the line in the same transaction (etcd)",
@@ -481,6 +483,41 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "a node an ASK sent a call to is sent ASKING first",
         "            sending = _with_asking(commands) if self.asking else list(commands)",
         "            sending = list(commands)",
+    ),
+    "slots-one-too-many": (
+        "a lock of N slots has at most N live holders",
+        "    return slots - len(_live_holders(record, caller_timeout, now, empty_is_stale))",
+        "    return slots + 1 - len(_live_holders(record, caller_timeout, now, empty_is_stale))",
+    ),
+    "slots-release-frees-another": (
+        "a release frees the caller's slot only",
+        "    rest = [h for h in holders if h is not mine]",
+        "    rest = [h for h in holders if h is not mine][1:]",
+    ),
+    "slots-stale-replaces-live": (
+        "only a stale slot is replaced",
+        "        stale = [h for h in kept if _is_stale(h, caller_timeout, now, False)]",
+        "        stale = kept",
+    ),
+    "slots-count-not-in-force": (
+        "while a slot is held, a call naming another count is refused",
+        "    if in_force is not None and in_force != slots:",
+        "    if False:",
+    ),
+    "slots-redis-clock-ignored": (
+        "on Redis each slot ends on the server's clock",
+        "        live = int(mark) > server_ms",
+        "        live = True",
+    ),
+    "slots-etcd-lease-ignored": (
+        "on etcd each slot ends with its own lease's key",
+        '        holder.lease = "live" if holder.mark in live_slots else "expired"',
+        '        holder.lease = "live"',
+    ),
+    "slots-redis-rings-one": (
+        "a change rings every waiter it leaves a slot for (Redis)",
+        "        for waiter in line[: _free_after(look.record, record, clock or 0)]:",
+        "        for waiter in line[: min(1, _free_after(look.record, record, clock or 0))]:",
     ),
 }
 
