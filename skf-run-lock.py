@@ -1590,7 +1590,10 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 # its folder with strangers, tries TMP_MAX (238,328) names.
 _TEMP_TRIES = 100
 # How often a waiter looks at the lock file: the first in line most often.
-_FILE_POLL_SEC = (0.002, 0.005, 0.025)
+_FILE_POLL_SEC = (0.002, 0.005, 0.025, 0.1)
+# A waiter this far back polls the slowest: each look it makes reads the whole line,
+# and with many waiters most of a line's looks were these (one per change each).
+_FAR_BACK = 8
 
 
 def _lock_path(lock: str | os.PathLike[str]) -> str:
@@ -1902,7 +1905,7 @@ class _FileStore:
         self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
     ) -> bool:
         """Until the lock file changes: polled the more often the nearer the front."""
-        every = _FILE_POLL_SEC[0 if turn else min(len(ahead), 2)]
+        every = _FILE_POLL_SEC[0 if turn else min(len(ahead), 2) + (len(ahead) >= _FAR_BACK)]
         lock_seen, line_seen = look.seen.split("|")
         # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and not lock_seen else None
@@ -2072,7 +2075,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2075, (), r'''
+_CARRIED['server_store'] = (2078, (), r'''
 import errno
 import json
 import os
@@ -2289,174 +2292,18 @@ class _Pause:
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/resp.py, carried as text: compiled only for a lock of its store
-# RESP2, the protocol of Redis and Valkey: commands pipelined on one connection, and
-# answers read whole, every size bounded, an error answer kept as an answer. Compiled only
-# for a Redis lock.
+# src/skf_run_lock/http1.py, carried as text: compiled only for a lock of its store
+# HTTP/1.1, as etcd's JSON gateway speaks it: one request at a time on a connection
+# kept open, a body read by its length, in chunks (a watch's stream), or to the close,
+# every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2298, ('server_store',), r'''
-import re
-
-
-if TYPE_CHECKING:
-    from typing import Any
-
-    _Command = tuple[bytes | str | int, ...]
-
-_RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
-_RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
-
-
-class _RedisError:
-    """An error answer (``-WRONGTYPE ...``), kept as an answer: later ones must be read."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    @property
-    def code(self) -> str:
-        return self.text.partition(" ")[0]
-
-
-def _errors_in(answers: list[Any]) -> list[_RedisError]:
-    """The error answers among ``answers``, alone or inside EXEC's answer."""
-    errors = [answer for answer in answers if isinstance(answer, _RedisError)]
-    for answer in answers:
-        if isinstance(answer, list):
-            errors += [item for item in answer if isinstance(item, _RedisError)]
-    return errors
-
-
-class _Incomplete(Exception):
-    """More bytes must come before the answer can be read."""
-
-
-class _RespConnection(_Connection):
-    """RESP2: commands pipelined, answers read whole, every size bounded."""
-
-    protocol = "RESP (Redis)"
-
-    def send(self, commands: list[_Command], deadline: float) -> None:
-        out = bytearray()
-        for command in commands:
-            out += b"*%d\r\n" % len(command)
-            for arg in command:
-                data = arg if isinstance(arg, bytes) else str(arg).encode()
-                out += b"$%d\r\n%b\r\n" % (len(data), data)
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(out)
-
-    def answer(self, deadline: float) -> Any:
-        while True:
-            try:
-                value, end = self._parse(0, 0)
-            except _Incomplete:
-                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
-                    raise ValueError("the answer was too large") from None
-                self._receive(deadline)
-                continue
-            del self.received[:end]
-            return value
-
-    def _parse(self, at: int, depth: int) -> tuple[Any, int]:
-        """The answer that starts at ``at`` in what was received, and where it ends."""
-        end = self.received.find(b"\r\n", at)
-        if end < 0:
-            if len(self.received) - at > 1024:
-                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
-            raise _Incomplete
-        kind = bytes(self.received[at : at + 1])
-        line = bytes(self.received[at + 1 : end])
-        if kind == b"+":
-            return line, end + 2
-        if kind == b"-":
-            return _RedisError(line.decode("utf-8", "replace")), end + 2
-        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
-            size = int(line)
-            if kind == b":":
-                return size, end + 2
-            if size == -1:
-                return None, end + 2
-            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
-                if len(self.received) < end + 2 + size + 2:
-                    raise _Incomplete
-                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
-                    raise ValueError(f"the answer was not {self.protocol} (a bad length)")
-                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
-            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
-                items = []
-                at = end + 2
-                for _ in range(size):
-                    item, at = self._parse(at, depth + 1)
-                    items.append(item)
-                return items, at
-        raise ValueError(f"the answer was not {self.protocol}")
-''')
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/etcd_store.py, carried as text: compiled only for a lock of its store
-# The etcd store, through etcd's HTTP/JSON gateway: the record at KEY on a lease (the
-# holder's timeout, on the server's clock), every change one transaction compared against
-# the revision it read, and waiters in line as keys on leases of their own that they keep
-# alive, each watching the key ahead of it. Compiled only for an etcd lock.
-# --------------------------------------------------------------------------------------
-
-_CARRIED['etcd_store'] = (2408, ('server_store',), r'''
-import errno
-import json
-import os
-import re
-import time
-
-
+_CARRIED['http1'] = (2301, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
-    from typing import Any, Literal
+    from typing import Literal
 
-
-_DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-# gRPC's status codes, as etcd's gateway answers them.
-_GRPC_UNAVAILABLE = 14
-_GRPC_PERMISSION_DENIED = 7
-_GRPC_UNAUTHENTICATED = 16
 _HEAD_MAX_BYTES = 64 * 1024
-
-
-def _etcd_duration(text: str) -> float:
-    """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
-    parts = re.findall(_DURATION, text)
-    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
-    if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
-        raise ValueError(
-            f"ETCDCTL_COMMAND_TIMEOUT must be a duration like 5s or 500ms, not {text!r}"
-        )
-    return seconds
-
-
-def _answer_field(answer: dict[str, Any], name: str, request: str, digits: bool = False) -> str:
-    """The text field ``name`` of etcd's answer; OSError if it has none."""
-    value = answer.get(name)
-    if isinstance(value, str) and value and (value.isdigit() or not digits):
-        return value
-    raise _not_etcd(request, name)
-
-
-def _not_etcd(request: str, name: str) -> OSError:
-    return OSError(
-        errno.EPROTO,
-        f"the answer to {request} had no valid {name!r}: is this etcd's client port?",
-    )
-
-
-def _b64(data: bytes) -> str:
-    import base64
-
-    return base64.b64encode(data).decode("ascii")
 
 
 class _HttpConnection(_Connection):
@@ -2568,6 +2415,176 @@ class _HttpConnection(_Connection):
         chunk = bytes(self.received[end + 2 : end + 2 + size])
         del self.received[: end + 4 + size]
         return chunk
+''')
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/resp.py, carried as text: compiled only for a lock of its store
+# RESP2, the protocol of Redis and Valkey: commands pipelined on one connection, and
+# answers read whole, every size bounded, an error answer kept as an answer. Compiled only
+# for a Redis lock.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['resp'] = (2428, ('server_store',), r'''
+import re
+
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    _Command = tuple[bytes | str | int, ...]
+
+_RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
+_RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
+
+
+class _RedisError:
+    """An error answer (``-WRONGTYPE ...``), kept as an answer: later ones must be read."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @property
+    def code(self) -> str:
+        return self.text.partition(" ")[0]
+
+
+def _errors_in(answers: list[Any]) -> list[_RedisError]:
+    """The error answers among ``answers``, alone or inside EXEC's answer."""
+    errors = [answer for answer in answers if isinstance(answer, _RedisError)]
+    for answer in answers:
+        if isinstance(answer, list):
+            errors += [item for item in answer if isinstance(item, _RedisError)]
+    return errors
+
+
+class _Incomplete(Exception):
+    """More bytes must come before the answer can be read."""
+
+
+class _RespConnection(_Connection):
+    """RESP2: commands pipelined, answers read whole, every size bounded."""
+
+    protocol = "RESP (Redis)"
+
+    def send(self, commands: list[_Command], deadline: float) -> None:
+        out = bytearray()
+        for command in commands:
+            out += b"*%d\r\n" % len(command)
+            for arg in command:
+                data = arg if isinstance(arg, bytes) else str(arg).encode()
+                out += b"$%d\r\n%b\r\n" % (len(data), data)
+        self.sock.settimeout(_seconds_left(deadline))
+        self.sock.sendall(out)
+
+    def answer(self, deadline: float) -> Any:
+        while True:
+            try:
+                value, end = self._parse(0, 0)
+            except _Incomplete:
+                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
+                    raise ValueError("the answer was too large") from None
+                self._receive(deadline)
+                continue
+            del self.received[:end]
+            return value
+
+    def _parse(self, at: int, depth: int) -> tuple[Any, int]:
+        """The answer that starts at ``at`` in what was received, and where it ends."""
+        end = self.received.find(b"\r\n", at)
+        if end < 0:
+            if len(self.received) - at > 1024:
+                raise ValueError(f"the answer was not {self.protocol} (a line too long)")
+            raise _Incomplete
+        kind = bytes(self.received[at : at + 1])
+        line = bytes(self.received[at + 1 : end])
+        if kind == b"+":
+            return line, end + 2
+        if kind == b"-":
+            return _RedisError(line.decode("utf-8", "replace")), end + 2
+        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
+            size = int(line)
+            if kind == b":":
+                return size, end + 2
+            if size == -1:
+                return None, end + 2
+            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
+                if len(self.received) < end + 2 + size + 2:
+                    raise _Incomplete
+                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+                    raise ValueError(f"the answer was not {self.protocol} (a bad length)")
+                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
+            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
+                items = []
+                at = end + 2
+                for _ in range(size):
+                    item, at = self._parse(at, depth + 1)
+                    items.append(item)
+                return items, at
+        raise ValueError(f"the answer was not {self.protocol}")
+''')
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/etcd_store.py, carried as text: compiled only for a lock of its store
+# The etcd store, through etcd's HTTP/JSON gateway: the record at KEY on a lease (the
+# holder's timeout, on the server's clock), every change one transaction compared against
+# the revision it read, and waiters in line as keys on leases of their own that they keep
+# alive, each watching the key ahead of it. Compiled only for an etcd lock.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['etcd_store'] = (2538, ('http1', 'server_store'), r'''
+import errno
+import json
+import os
+import re
+import time
+
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+_DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# gRPC's status codes, as etcd's gateway answers them.
+_GRPC_UNAVAILABLE = 14
+_GRPC_PERMISSION_DENIED = 7
+_GRPC_UNAUTHENTICATED = 16
+
+
+def _etcd_duration(text: str) -> float:
+    """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
+    parts = re.findall(_DURATION, text)
+    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
+        raise ValueError(
+            f"ETCDCTL_COMMAND_TIMEOUT must be a duration like 5s or 500ms, not {text!r}"
+        )
+    return seconds
+
+
+def _answer_field(answer: dict[str, Any], name: str, request: str, digits: bool = False) -> str:
+    """The text field ``name`` of etcd's answer; OSError if it has none."""
+    value = answer.get(name)
+    if isinstance(value, str) and value and (value.isdigit() or not digits):
+        return value
+    raise _not_etcd(request, name)
+
+
+def _not_etcd(request: str, name: str) -> OSError:
+    return OSError(
+        errno.EPROTO,
+        f"the answer to {request} had no valid {name!r}: is this etcd's client port?",
+    )
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode("ascii")
 
 
 def _wait_place(value: bytes, lease: object) -> _Place | None:
@@ -2610,7 +2627,9 @@ class _EtcdStore(_ServerStore):
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
         self.watcher: _HttpConnection | None = None  # a waiter's open watch
+        self.watching: bytes | None = None  # the key it watches alone (None: all)
         self.pause = _Pause()
+        self.spares: list[tuple[int, str]] = []  # leases of tries that lost their race
 
     def _connect(self, endpoint: str) -> _HttpConnection:
         if self.connection is not None:
@@ -2693,6 +2712,8 @@ class _EtcdStore(_ServerStore):
         return status, answer if isinstance(answer, dict) else {}
 
     def close(self) -> None:
+        while self.spares:
+            self.revoke(self.spares.pop()[1])
         for connection in (self.connection, self.watcher):
             if connection is not None:
                 connection.close()
@@ -2763,13 +2784,19 @@ class _EtcdStore(_ServerStore):
     def wait(
         self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
     ) -> bool:
-        """Until a place ahead is deleted, or (its turn) the record or a slot's key."""
-        wake = {self._place_key(p) for p in ahead}
+        """Until the place just ahead is deleted, or (its turn) the record or a slot's
+        key. Only the place just ahead, watched alone: a take or a leave then wakes one
+        waiter, and etcd streams each change to those it concerns, not to every one."""
+        just_ahead = self._place_key(ahead[-1]) if ahead else None
+        wake = {just_ahead} if just_ahead else set()
         if turn:
             wake.add(self.key)
+        watching = None if turn else just_ahead  # None: every key of the lock
+        if self.watcher is not None and self.watching != watching:
+            self._stop_watch()
         until = time.monotonic() + left
         try:
-            if self.watcher is None and not self._watch(look.seen, until):
+            if self.watcher is None and not self._watch(look.seen, until, watching):
                 self.pause.sleep(left)
                 return False
             while True:
@@ -2792,10 +2819,14 @@ class _EtcdStore(_ServerStore):
             self.watcher.close()
             self.watcher = None
 
-    def _watch(self, seen: str, until: float) -> bool:
-        """Watch the lock's keys from after revision ``seen``: True once it streams."""
+    def _watch(self, seen: str, until: float, alone: bytes | None = None) -> bool:
+        """Watch the lock's keys (or the key ``alone``) from after revision ``seen``:
+        True once it streams."""
         self.deadline = min(until, time.monotonic() + self.timeout)
         watch = {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
+        if alone is not None:
+            watch = {"key": _b64(alone)}
+        self.watching = alone
         if seen.isdigit() and seen != "0":
             watch["start_revision"] = str(int(seen) + 1)
         payload = json.dumps({"create_request": watch}).encode()
@@ -2858,52 +2889,56 @@ class _EtcdStore(_ServerStore):
         kept = {holder.mark for holder in _holders(record)}
         gone = [h.mark for h in _holders(look.record) if h.mark not in kept]
         with _SIGNALS_HELD:
-            applied = self._swap(look.revision, record, owner, place, gone)
+            applied = self._swap(look, record, owner, place, gone=gone)
             if applied:
                 _Interrupts.disarm()
-        if applied:
+        several = _several(look.record) or _several(record)
+        if applied and not several:
             self.revoke(look.lease)  # else it would only run out
-            for lease in gone:
-                self.revoke(lease)  # a slot renewed or released: its old lease
-            if place is not None:
-                place.joined = False  # its lease runs out by itself
+        if applied and place is not None:
+            place.joined = False  # its lease runs out by itself
         return applied
 
-    def _grant(self, seconds: float, granted: list[str]) -> str:
-        """A new lease of ``seconds`` (rounded up), added to ``granted``."""
-        ttl = max(1, -(-seconds // 1))
-        answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
+    def _grant(self, seconds: float, granted: list[tuple[int, str]]) -> str:
+        """A lease of ``seconds`` (rounded up), added to ``granted``: one granted for a
+        try that lost its race, if one has that TTL, else a new one."""
+        ttl = int(max(1, -(-seconds // 1)))
+        for at, (spare_ttl, spare) in enumerate(self.spares):
+            if spare_ttl == ttl:
+                del self.spares[at]
+                granted.append((ttl, spare))
+                return spare
+        answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
-        granted.append(lease)
+        granted.append((ttl, lease))
         return lease
 
     def _swap(
         self,
-        revision: str,
+        look: _Look,
         record: _Record | None,
         owner: str,
         place: _Place | None,
+        *,
         gone: list[str | None],
     ) -> bool:
         """If the record's revision is still ``revision``: put ``record`` (None: delete
         it). Each new holder of several slots gets a lease of its own and a key on it
         (``slot``, a NUL, the lease), that ends its slot; the record's lease outlives
         them all, so an older version sees the lock held while any slot is live."""
-        granted: list[str] = []
+        granted: list[tuple[int, str]] = []
         ops: list[dict[str, Any]] = []
         if record is not None:
-            for holder in record.holders or []:
-                if holder.mark is None:
-                    assert holder.stale_after is not None
-                    holder.mark = self._grant(holder.stale_after, granted)
-                    marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
-                    marker["value"] = _b64((holder.owner or "").encode())
-                    ops.append({"request_put": marker})
-            timeouts = [h.stale_after or 0.0 for h in _holders(record)]
-            lease = self._grant(max(timeouts), granted)
+            lease = self._record_lease(record, look.lease, granted, ops)
             puts = _bytes_of(record)
             ops += [
-                {"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}},
+                {
+                    "request_put": {
+                        "key": _b64(self.key),
+                        "value": _b64(puts),
+                        "lease": lease or "0",
+                    }
+                },
                 {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},
             ]
         else:
@@ -2913,7 +2948,12 @@ class _EtcdStore(_ServerStore):
                 ops.append({"request_delete_range": {"key": _b64(self._slot_key(mark))}})
         outcome = _unknown_outcome(owner, taking=owner in [h.owner for h in _holders(record)])
         compare = [
-            {"key": _b64(self.key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
+            {
+                "key": _b64(self.key),
+                "target": "MOD",
+                "result": "EQUAL",
+                "mod_revision": look.revision,
+            }
         ]
         if place is not None:
             key = _b64(self._place_key(place))
@@ -2924,12 +2964,45 @@ class _EtcdStore(_ServerStore):
         txn = {"compare": compare, "success": ops}
         if self.post("/v3/kv/txn", txn, outcome=outcome).get("succeeded"):
             return True
-        for lease in granted:
-            self.revoke(lease)
+        self.spares += granted  # for the next try, or revoked at close
         return False
+
+    def _record_lease(
+        self,
+        record: _Record,
+        current: str | None,
+        granted: list[tuple[int, str]],
+        ops: list[dict[str, Any]],
+    ) -> str | None:
+        """The lease ``record`` goes on: one slot's, its holder's timeout. Of several,
+        each new holder gets a lease of its timeout and a key on it; the record stays
+        on a lease that outlives every slot: a release leaves it on its own; a take
+        puts it on the new holder's when no other holder has a longer timeout (every
+        other slot's lease was granted earlier), else on a lease of the longest."""
+        if record.holders is None:
+            assert record.stale_after is not None
+            return self._grant(record.stale_after, granted)
+        lease = None
+        newest = 0.0
+        for holder in record.holders:
+            if holder.mark is None:
+                assert holder.stale_after is not None
+                holder.mark = self._grant(holder.stale_after, granted)
+                marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
+                marker["value"] = _b64((holder.owner or "").encode())
+                ops.append({"request_put": marker})
+                lease, newest = holder.mark, holder.stale_after
+        if lease is None:
+            return current  # a release: the lease it is on outlives the rest
+        longest = max(h.stale_after or 0.0 for h in record.holders)
+        return lease if newest >= longest else self._grant(longest, granted)
 
     def _slot_key(self, lease: str) -> bytes:
         return self.slot_prefix + lease.encode()
+
+
+def _several(record: _Record | None) -> bool:
+    return record is not None and record.holders is not None
 
 
 def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
@@ -2989,7 +3062,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (2992, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3065, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3053,7 +3126,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3056, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3129, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3584,7 +3657,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3587, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3660, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3716,7 +3789,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3719, (), r'''
+_CARRIED['survey'] = (3792, (), r'''
 import json
 import os
 import stat

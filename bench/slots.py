@@ -74,18 +74,32 @@ def worker(args: list[str]) -> int:
     return 0
 
 
+def profiled_worker(args: list[str]) -> int:
+    """worker(), profiled into OUT.prof (SKF_BENCH_PROFILE=1: the first process)."""
+    import cProfile
+
+    profile = cProfile.Profile()
+    code = profile.runcall(worker, args)
+    profile.dump_stats(args[-1] + ".prof")
+    return code
+
+
 def one_run(
     lock: str, procs: int, slots: int, *, seconds: float, hold: str, work: str, budget: float
 ) -> dict[str, object]:
     """Run ``procs`` processes on ``lock`` for ``seconds``: the figures of the run."""
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-"))
-    start = time.time() + 1.0  # every process loaded before the clock starts
+    started = time.time()
+    # Every process loaded (about 50 ms each, on 2 cores) before the clock starts.
+    start = time.time() + 1.0 + 0.05 * procs
     until = start + seconds
     running = []
+    print(f"# outputs in {folder}", file=sys.stderr)
     for n in range(procs):
         out = folder / f"out{n}"
         argv = [lock, f"bench:p{n}", str(slots), str(until), hold, work, str(budget), str(out)]
-        command = [sys.executable, __file__, "--worker", *argv]
+        mode = "--profiled" if n == 0 and os.environ.get("SKF_BENCH_PROFILE") else "--worker"
+        command = [sys.executable, __file__, mode, *argv]
         running.append((subprocess.Popen(command), out))
     cpu = 0.0
     for proc, _ in running:
@@ -106,8 +120,9 @@ def one_run(
             takes.append((asked, got, done))
             mine += 1
         per_process.append(mine)
+    takes = [take for take in takes if start <= take[1] < until]
     waits = sorted(got - asked for asked, got, _ in takes)
-    held = sum(min(done, until) - max(got, start) for _, got, done in takes if done > start)
+    held = sum(min(done, until) - got for _, got, done in takes)
     total = sum(per_process)
     jain = total**2 / (len(per_process) * sum(n * n for n in per_process)) if total else 0.0
     return {
@@ -119,7 +134,7 @@ def one_run(
         "longest": waits[-1] if waits else 0.0,
         "p99": waits[int(0.99 * (len(waits) - 1))] if waits else 0.0,
         "jain": jain,
-        "cpu_per_s": cpu / (seconds + 1.0),
+        "cpu_per_s": cpu / (until - started),
         "takes": takes,
         "start": start,
         "until": until,
@@ -225,5 +240,7 @@ def main() -> int:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--worker"]:
         sys.exit(worker(sys.argv[2:]))
+    if sys.argv[1:2] == ["--profiled"]:
+        sys.exit(profiled_worker(sys.argv[2:]))
     resource.setrlimit(resource.RLIMIT_NOFILE, resource.getrlimit(resource.RLIMIT_NOFILE))
     sys.exit(main())

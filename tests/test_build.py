@@ -89,7 +89,7 @@ def test_a_server_lock_call_compiles_only_its_own_store(skf, address: str, store
     code, compiled, error = compiled_by_cli("status", "--lock", address)
     starts = {skf._CARRIED[name][0]: name for name in skf._CARRIED}
     assert code == 1
-    protocol = [(str(SCRIPT), "resp")] if store == "redis_store" else []
+    protocol = [(str(SCRIPT), "resp" if store == "redis_store" else "http1")]
     assert [(name, starts.get(line)) for name, line in compiled] == [
         (str(SCRIPT), "server_store"),
         *protocol,
@@ -109,7 +109,13 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
     assert sorted(fresh._COMPILED) == ["redis_store", "resp", "server_store"]
     with pytest.raises(ValueError, match="HOST:PORT"):
         fresh.status("etcd://no-port/x", 60)
-    assert sorted(fresh._COMPILED) == ["etcd_store", "redis_store", "resp", "server_store"]
+    assert sorted(fresh._COMPILED) == [
+        "etcd_store",
+        "http1",
+        "redis_store",
+        "resp",
+        "server_store",
+    ]
 
 
 # --- The committed file is what the modules build ----------------------------------------

@@ -67,8 +67,9 @@ def _registered_stores(package: Path) -> tuple[str, ...]:
 
 # What both server stores share, then each server store and its listing; then the
 # listing's own work (a lock call never compiles it).
-# RESP, the Redis protocol, stands before the stores as server_store does.
-CARRIED = ("server_store", "resp", *_registered_stores(PACKAGE), "survey")
+# The servers' protocols (etcd's HTTP/1.1, Redis's RESP) stand before the stores, as
+# server_store does.
+CARRIED = ("server_store", "http1", "resp", *_registered_stores(PACKAGE), "survey")
 AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
 
 HEADER = """\

@@ -13,25 +13,22 @@ import time
 
 from .contract import _OutcomeUnknown
 from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
+from .http1 import _HttpConnection
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .outputs import _quoted
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
 from .server_store import (
-    _ANSWER_MAX_BYTES,
     _TLS_FAILURE,
-    _Connection,
     _Pause,
     _place_of,
     _place_value,
-    _seconds_left,
     _ServerStore,
     _unknown_outcome,
 )
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import ssl
-    from typing import Any, Literal
+    from typing import Any
 
     from .interface import _Store
 
@@ -41,7 +38,6 @@ _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m
 _GRPC_UNAVAILABLE = 14
 _GRPC_PERMISSION_DENIED = 7
 _GRPC_UNAUTHENTICATED = 16
-_HEAD_MAX_BYTES = 64 * 1024
 
 
 def _etcd_duration(text: str) -> float:
@@ -74,117 +70,6 @@ def _b64(data: bytes) -> str:
     import base64
 
     return base64.b64encode(data).decode("ascii")
-
-
-class _HttpConnection(_Connection):
-    """HTTP/1.1 to etcd. Not http.client: ~18 ms to import, 2-4x the CPU (bench 6d)."""
-
-    protocol = "HTTP"
-
-    def __init__(self, endpoint: str, context: ssl.SSLContext | None, deadline: float) -> None:
-        super().__init__(endpoint, context, deadline)
-        self.body = bytearray()  # not yet read
-
-        self.framing: Literal["length", "chunked", "close"] = "length"
-        self.left = 0  # bytes of the body still to come, when its length is known
-        self.reusable = True
-
-    def send(self, path: str, payload: bytes, headers: dict[str, str], deadline: float) -> None:
-        if any("\r" in value or "\n" in value for value in headers.values()):
-            raise ValueError("a header held a line break")
-        fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        head = f"POST {path} HTTP/1.1\r\nHost: {self.endpoint}\r\n{fields}"
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-
-    def start_answer(self, deadline: float) -> int:
-        """Read the answer's status line and headers: its status code."""
-        end = self._find(b"\r\n\r\n", deadline, _HEAD_MAX_BYTES)
-        lines = self.received[:end].decode("latin-1").split("\r\n")
-        del self.received[: end + 4]
-        version, _, rest = lines[0].partition(" ")
-        code = rest[:3]
-        if not version.startswith("HTTP/1.") or not (code.isdigit() and rest[3:4] in ("", " ")):
-            raise ValueError("the answer was not HTTP")
-        headers = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon:
-                raise ValueError("the answer was not HTTP")
-            headers[name.strip().lower()] = value.strip().lower()
-        length = headers.get("content-length")
-        self.reusable = headers.get("connection") != "close" and version == "HTTP/1.1"
-        self.left = 0
-        if "chunked" in headers.get("transfer-encoding", ""):
-            self.framing = "chunked"
-        elif length is None:
-            self.framing = "close"
-            self.reusable = False
-        elif length.isdigit() and int(length) <= _ANSWER_MAX_BYTES:
-            self.framing = "length"
-            self.left = int(length)
-        else:
-            raise ValueError(f"the answer's length was {length!r}")
-        self.body.clear()
-        return int(code)
-
-    def rest(self, deadline: float) -> bytes:
-        while self._more_body(deadline):
-            pass
-        return bytes(self.body)
-
-    def readline(self, deadline: float) -> bytes:
-        """The body's next line (a watch's next message); b"" once the body ended."""
-        while (end := self.body.find(b"\n")) < 0:
-            if not self._more_body(deadline):
-                end = len(self.body) - 1
-                break
-        line = bytes(self.body[: end + 1])
-        del self.body[: end + 1]
-        return line
-
-    def _more_body(self, deadline: float) -> bool:
-        piece = self._piece(deadline)
-        if piece is None:
-            return False
-        self.body += piece
-        if len(self.body) > _ANSWER_MAX_BYTES:
-            raise ValueError("the answer was too large")
-        return True
-
-    def _piece(self, deadline: float) -> bytes | None:
-        if self.framing == "chunked":
-            return self._chunk(deadline)
-        closes = self.framing == "close"
-        if (not closes and self.left == 0) or (
-            not self.received and not self._receive(deadline, end_ok=closes)
-        ):
-            return None
-        size = len(self.received) if closes else min(self.left, len(self.received))
-        piece = bytes(self.received[:size])
-        del self.received[:size]
-        self.left -= 0 if closes else size
-        return piece
-
-    def _chunk(self, deadline: float) -> bytes | None:
-        end = self._find(b"\r\n", deadline, 1024)
-        size_text = self.received[:end].split(b";")[0].strip()
-        if not size_text or size_text.strip(b"0123456789abcdefABCDEF"):
-            raise ValueError("the answer was not HTTP (a bad chunk)")
-        size = int(size_text, 16)
-        if size > _ANSWER_MAX_BYTES:
-            raise ValueError("the answer was too large")
-        if size == 0:
-            trailer = self._find(b"\r\n\r\n", deadline, _HEAD_MAX_BYTES, end)
-            del self.received[: trailer + 4]
-            return None
-        while len(self.received) < end + 2 + size + 2:
-            self._receive(deadline)
-        if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
-            raise ValueError("the answer was not HTTP (a bad chunk)")
-        chunk = bytes(self.received[end + 2 : end + 2 + size])
-        del self.received[: end + 4 + size]
-        return chunk
 
 
 def _wait_place(value: bytes, lease: object) -> _Place | None:
@@ -227,7 +112,9 @@ class _EtcdStore(_ServerStore):
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
         self.watcher: _HttpConnection | None = None  # a waiter's open watch
+        self.watching: bytes | None = None  # the key it watches alone (None: all)
         self.pause = _Pause()
+        self.spares: list[tuple[int, str]] = []  # leases of tries that lost their race
 
     def _connect(self, endpoint: str) -> _HttpConnection:
         if self.connection is not None:
@@ -310,6 +197,8 @@ class _EtcdStore(_ServerStore):
         return status, answer if isinstance(answer, dict) else {}
 
     def close(self) -> None:
+        while self.spares:
+            self.revoke(self.spares.pop()[1])
         for connection in (self.connection, self.watcher):
             if connection is not None:
                 connection.close()
@@ -380,13 +269,19 @@ class _EtcdStore(_ServerStore):
     def wait(
         self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
     ) -> bool:
-        """Until a place ahead is deleted, or (its turn) the record or a slot's key."""
-        wake = {self._place_key(p) for p in ahead}
+        """Until the place just ahead is deleted, or (its turn) the record or a slot's
+        key. Only the place just ahead, watched alone: a take or a leave then wakes one
+        waiter, and etcd streams each change to those it concerns, not to every one."""
+        just_ahead = self._place_key(ahead[-1]) if ahead else None
+        wake = {just_ahead} if just_ahead else set()
         if turn:
             wake.add(self.key)
+        watching = None if turn else just_ahead  # None: every key of the lock
+        if self.watcher is not None and self.watching != watching:
+            self._stop_watch()
         until = time.monotonic() + left
         try:
-            if self.watcher is None and not self._watch(look.seen, until):
+            if self.watcher is None and not self._watch(look.seen, until, watching):
                 self.pause.sleep(left)
                 return False
             while True:
@@ -409,10 +304,14 @@ class _EtcdStore(_ServerStore):
             self.watcher.close()
             self.watcher = None
 
-    def _watch(self, seen: str, until: float) -> bool:
-        """Watch the lock's keys from after revision ``seen``: True once it streams."""
+    def _watch(self, seen: str, until: float, alone: bytes | None = None) -> bool:
+        """Watch the lock's keys (or the key ``alone``) from after revision ``seen``:
+        True once it streams."""
         self.deadline = min(until, time.monotonic() + self.timeout)
         watch = {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
+        if alone is not None:
+            watch = {"key": _b64(alone)}
+        self.watching = alone
         if seen.isdigit() and seen != "0":
             watch["start_revision"] = str(int(seen) + 1)
         payload = json.dumps({"create_request": watch}).encode()
@@ -475,52 +374,56 @@ class _EtcdStore(_ServerStore):
         kept = {holder.mark for holder in _holders(record)}
         gone = [h.mark for h in _holders(look.record) if h.mark not in kept]
         with _SIGNALS_HELD:
-            applied = self._swap(look.revision, record, owner, place, gone)
+            applied = self._swap(look, record, owner, place, gone=gone)
             if applied:
                 _Interrupts.disarm()
-        if applied:
+        several = _several(look.record) or _several(record)
+        if applied and not several:
             self.revoke(look.lease)  # else it would only run out
-            for lease in gone:
-                self.revoke(lease)  # a slot renewed or released: its old lease
-            if place is not None:
-                place.joined = False  # its lease runs out by itself
+        if applied and place is not None:
+            place.joined = False  # its lease runs out by itself
         return applied
 
-    def _grant(self, seconds: float, granted: list[str]) -> str:
-        """A new lease of ``seconds`` (rounded up), added to ``granted``."""
-        ttl = max(1, -(-seconds // 1))
-        answer = self.post("/v3/lease/grant", {"TTL": str(int(ttl))})
+    def _grant(self, seconds: float, granted: list[tuple[int, str]]) -> str:
+        """A lease of ``seconds`` (rounded up), added to ``granted``: one granted for a
+        try that lost its race, if one has that TTL, else a new one."""
+        ttl = int(max(1, -(-seconds // 1)))
+        for at, (spare_ttl, spare) in enumerate(self.spares):
+            if spare_ttl == ttl:
+                del self.spares[at]
+                granted.append((ttl, spare))
+                return spare
+        answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
-        granted.append(lease)
+        granted.append((ttl, lease))
         return lease
 
     def _swap(
         self,
-        revision: str,
+        look: _Look,
         record: _Record | None,
         owner: str,
         place: _Place | None,
+        *,
         gone: list[str | None],
     ) -> bool:
         """If the record's revision is still ``revision``: put ``record`` (None: delete
         it). Each new holder of several slots gets a lease of its own and a key on it
         (``slot``, a NUL, the lease), that ends its slot; the record's lease outlives
         them all, so an older version sees the lock held while any slot is live."""
-        granted: list[str] = []
+        granted: list[tuple[int, str]] = []
         ops: list[dict[str, Any]] = []
         if record is not None:
-            for holder in record.holders or []:
-                if holder.mark is None:
-                    assert holder.stale_after is not None
-                    holder.mark = self._grant(holder.stale_after, granted)
-                    marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
-                    marker["value"] = _b64((holder.owner or "").encode())
-                    ops.append({"request_put": marker})
-            timeouts = [h.stale_after or 0.0 for h in _holders(record)]
-            lease = self._grant(max(timeouts), granted)
+            lease = self._record_lease(record, look.lease, granted, ops)
             puts = _bytes_of(record)
             ops += [
-                {"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}},
+                {
+                    "request_put": {
+                        "key": _b64(self.key),
+                        "value": _b64(puts),
+                        "lease": lease or "0",
+                    }
+                },
                 {"request_put": {"key": _b64(self.last_key), "value": _b64(puts)}},
             ]
         else:
@@ -530,7 +433,12 @@ class _EtcdStore(_ServerStore):
                 ops.append({"request_delete_range": {"key": _b64(self._slot_key(mark))}})
         outcome = _unknown_outcome(owner, taking=owner in [h.owner for h in _holders(record)])
         compare = [
-            {"key": _b64(self.key), "target": "MOD", "result": "EQUAL", "mod_revision": revision}
+            {
+                "key": _b64(self.key),
+                "target": "MOD",
+                "result": "EQUAL",
+                "mod_revision": look.revision,
+            }
         ]
         if place is not None:
             key = _b64(self._place_key(place))
@@ -541,12 +449,45 @@ class _EtcdStore(_ServerStore):
         txn = {"compare": compare, "success": ops}
         if self.post("/v3/kv/txn", txn, outcome=outcome).get("succeeded"):
             return True
-        for lease in granted:
-            self.revoke(lease)
+        self.spares += granted  # for the next try, or revoked at close
         return False
+
+    def _record_lease(
+        self,
+        record: _Record,
+        current: str | None,
+        granted: list[tuple[int, str]],
+        ops: list[dict[str, Any]],
+    ) -> str | None:
+        """The lease ``record`` goes on: one slot's, its holder's timeout. Of several,
+        each new holder gets a lease of its timeout and a key on it; the record stays
+        on a lease that outlives every slot: a release leaves it on its own; a take
+        puts it on the new holder's when no other holder has a longer timeout (every
+        other slot's lease was granted earlier), else on a lease of the longest."""
+        if record.holders is None:
+            assert record.stale_after is not None
+            return self._grant(record.stale_after, granted)
+        lease = None
+        newest = 0.0
+        for holder in record.holders:
+            if holder.mark is None:
+                assert holder.stale_after is not None
+                holder.mark = self._grant(holder.stale_after, granted)
+                marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
+                marker["value"] = _b64((holder.owner or "").encode())
+                ops.append({"request_put": marker})
+                lease, newest = holder.mark, holder.stale_after
+        if lease is None:
+            return current  # a release: the lease it is on outlives the rest
+        longest = max(h.stale_after or 0.0 for h in record.holders)
+        return lease if newest >= longest else self._grant(longest, granted)
 
     def _slot_key(self, lease: str) -> bytes:
         return self.slot_prefix + lease.encode()
+
+
+def _several(record: _Record | None) -> bool:
+    return record is not None and record.holders is not None
 
 
 def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:

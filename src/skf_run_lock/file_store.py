@@ -44,7 +44,10 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 # its folder with strangers, tries TMP_MAX (238,328) names.
 _TEMP_TRIES = 100
 # How often a waiter looks at the lock file: the first in line most often.
-_FILE_POLL_SEC = (0.002, 0.005, 0.025)
+_FILE_POLL_SEC = (0.002, 0.005, 0.025, 0.1)
+# A waiter this far back polls the slowest: each look it makes reads the whole line,
+# and with many waiters most of a line's looks were these (one per change each).
+_FAR_BACK = 8
 
 
 def _lock_path(lock: str | os.PathLike[str]) -> str:
@@ -356,7 +359,7 @@ class _FileStore:
         self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
     ) -> bool:
         """Until the lock file changes: polled the more often the nearer the front."""
-        every = _FILE_POLL_SEC[0 if turn else min(len(ahead), 2)]
+        every = _FILE_POLL_SEC[0 if turn else min(len(ahead), 2) + (len(ahead) >= _FAR_BACK)]
         lock_seen, line_seen = look.seen.split("|")
         # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and not lock_seen else None
