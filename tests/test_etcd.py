@@ -466,9 +466,11 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     real_watch = skf._EtcdStore._watch
 
-    def release_then_watch(self: object, seen: str, until: float) -> bool:
+    def release_then_watch(
+        self: object, seen: str, until: float, alone: bytes | None = None
+    ) -> bool:
         skf.release(etcd_lock, "wf:holder:1")
-        return real_watch(self, seen, until)
+        return real_watch(self, seen, until, alone)
 
     monkeypatch_watch = pytest.MonkeyPatch()
     monkeypatch_watch.setattr(skf._EtcdStore, "_watch", release_then_watch)
