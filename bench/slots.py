@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "skf-run-lock.py"
@@ -94,7 +95,6 @@ def one_run(
     start = time.time() + 1.0 + 0.05 * procs
     until = start + seconds
     running = []
-    print(f"# outputs in {folder}", file=sys.stderr)
     for n in range(procs):
         out = folder / f"out{n}"
         argv = [lock, f"bench:p{n}", str(slots), str(until), hold, work, str(budget), str(out)]
@@ -172,6 +172,19 @@ def plot(run: dict[str, object], store: str, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
+def lock_on(store: str, name: str, folder: Path, servers: list[tuple[str, Any]]) -> str:
+    """A lock named ``name`` on ``store``, its server started the first time."""
+    from servers import start_etcd, start_redis
+
+    if store == "file":
+        return str(folder / "file" / name)
+    if not any(kind == store for kind, _ in servers):
+        started = start_etcd(folder / "etcd") if store == "etcd" else start_redis(folder)
+        servers.append((store, started))
+    server = next(server for kind, server in servers if kind == store)
+    return str(server.url(name))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--stores", default="file,etcd,redis")
@@ -183,33 +196,28 @@ def main() -> int:
     parser.add_argument("--budget", type=float, default=5.0, help="s each wait may take")
     parser.add_argument("--plot", type=Path, help="a PNG of the first run of slots > 1")
     parser.add_argument("--json", action="store_true", help="the figures as JSON lines too")
+    parser.add_argument(
+        "--busy", type=int, default=0, help="processes spinning meanwhile (other work)"
+    )
     options = parser.parse_args()
-    from servers import start_etcd, start_redis
-
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
-    servers = []
+    servers: list[tuple[str, Any]] = []
     print(
         f"# Python {sys.version.split()[0]}, {os.cpu_count()} cores; hold {options.hold} ms,"
-        f" work {options.work} ms, budget {options.budget:g} s, {options.seconds:g} s a run"
+        f" work {options.work} ms, budget {options.budget:g} s, {options.seconds:g} s a run,"
+        f" {options.busy} other processes spinning"
     )
     print("| store | procs | slots | takes/s | busy | gave up | longest | p99 | Jain | CPU/s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     plotted = False
+    spin = "while True: pass"
+    spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(options.busy)]
     try:
         for store in options.stores.split(","):
             for procs in map(int, options.procs.split(",")):
                 for slots in map(int, options.slots.split(",")):
                     name = f"bench-{procs}-{slots}-{random.getrandbits(32):08x}"
-                    if store == "file":
-                        lock = str(folder / "file" / name)
-                    elif store == "etcd":
-                        if not any(kind == "etcd" for kind, _ in servers):
-                            servers.append(("etcd", start_etcd(folder / "etcd")))
-                        lock = next(s for k, s in servers if k == "etcd").url(name)
-                    else:
-                        if not any(kind == "redis" for kind, _ in servers):
-                            servers.append(("redis", start_redis(folder)))
-                        lock = next(s for k, s in servers if k == "redis").url(name)
+                    lock = lock_on(store, name, folder, servers)
                     run = one_run(
                         lock,
                         procs,
@@ -232,6 +240,9 @@ def main() -> int:
                         plot(run, store, options.plot)
                         plotted = True
     finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
         for _, server in servers:
             server.stop()
     return 0
