@@ -17,23 +17,11 @@ from pathlib import Path
 import pytest
 from loader import SCRIPT
 from stores import StoreUnderTest
+from test_acquire import ACQUIRE_KEYS
+from test_release import RELEASE_KEYS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLDER = {"1.2.0": FIXTURES / "skf-run-lock-1.2.0.py", "1.4.0": FIXTURES / "skf-run-lock-1.4.0.py"}
-ACQUIRE_KEYS = [
-    "acquired",
-    "refreshed",
-    "lock",
-    "owner",
-    "run_id",
-    "held_by",
-    "held_since",
-    "stale_at",
-    "stale_after_minutes",
-    "stale_replaced",
-    "message",
-]
-RELEASE_KEYS = ["released", "reason", "lock", "owner", "held_by", "held_since", "message"]
 SHORT = "0.05"  # minutes: a 3 s timeout, for slots that must go stale within a test
 
 
