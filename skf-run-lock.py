@@ -2630,6 +2630,7 @@ class _EtcdStore(_ServerStore):
         self.watching: bytes | None = None  # the key it watches alone (None: all)
         self.pause = _Pause()
         self.spares: list[tuple[int, str]] = []  # leases of tries that lost their race
+        self.record_on: str | None = None  # the lease the last change put the record on
 
     def _connect(self, endpoint: str) -> _HttpConnection:
         if self.connection is not None:
@@ -2892,9 +2893,12 @@ class _EtcdStore(_ServerStore):
             applied = self._swap(look, record, owner, place, gone=gone)
             if applied:
                 _Interrupts.disarm()
-        several = _several(look.record) or _several(record)
-        if applied and not several:
-            self.revoke(look.lease)  # else it would only run out
+        if applied:
+            # The leases nothing stands on now (else they would only run out): the
+            # record's last one, and those of slots renewed or released.
+            kept = {holder.mark for holder in _holders(record)} | {self.record_on}
+            for lease in {look.lease, *gone} - kept:
+                self.revoke(lease)
         if applied and place is not None:
             place.joined = False  # its lease runs out by itself
         return applied
@@ -2928,8 +2932,10 @@ class _EtcdStore(_ServerStore):
         them all, so an older version sees the lock held while any slot is live."""
         granted: list[tuple[int, str]] = []
         ops: list[dict[str, Any]] = []
+        self.record_on = None
         if record is not None:
             lease = self._record_lease(record, look.lease, granted, ops)
+            self.record_on = lease
             puts = _bytes_of(record)
             ops += [
                 {
@@ -3001,10 +3007,6 @@ class _EtcdStore(_ServerStore):
         return self.slot_prefix + lease.encode()
 
 
-def _several(record: _Record | None) -> bool:
-    return record is not None and record.holders is not None
-
-
 def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
     record (on a lease: live), the last holder's, and the line in the order joined. Of
@@ -3062,7 +3064,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3065, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3067, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3126,7 +3128,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3129, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3131, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3657,7 +3659,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3660, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3662, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3789,7 +3791,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3792, (), r'''
+_CARRIED['survey'] = (3794, (), r'''
 import json
 import os
 import stat

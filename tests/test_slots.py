@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from loader import SCRIPT
+from servers import etcd_post
 from stores import StoreUnderTest
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
@@ -105,7 +106,16 @@ def test_renewing_a_slot_keeps_every_other_slot_as_it_was(cli, store) -> None:
     assert after[0]["acquired_at"] != before[0]["acquired_at"]
 
 
+def etcd_leases(store: StoreUnderTest) -> set[str]:
+    """The leases etcd holds (none but on etcd): what a lock with slots may leave."""
+    if store.kind != "etcd":
+        return set()
+    client = store.lock.split("/")[2]
+    return {lease["ID"] for lease in etcd_post(client, "/v3/lease/leases", {}).get("leases", [])}
+
+
 def test_release_frees_only_the_callers_slot_and_the_last_leaves_nothing(cli, store) -> None:
+    leases = etcd_leases(store)
     for owner in ("wf:a:1", "wf:b:1", "wf:c:1"):
         assert take(cli, store.lock, owner).code == 0
     freed = cli("release", "--lock", store.lock, "--owner", "wf:b:1")
@@ -116,9 +126,11 @@ def test_release_frees_only_the_callers_slot_and_the_last_leaves_nothing(cli, st
     assert again.json["released"] is False and again.json["reason"] == "not-owner"
     assert again.json["held_by"] == "wf:a:1"
     assert holders_of(store) == ["wf:a:1", "wf:c:1"]
+    assert take(cli, store.lock, "wf:a:1").json["refreshed"] is True  # its old lease goes
     for owner in ("wf:a:1", "wf:c:1"):
         assert cli("release", "--lock", store.lock, "--owner", owner).json["released"]
     assert store.left_behind() == []
+    assert etcd_leases(store) <= leases  # every slot's lease revoked, the record's too
     absent = cli("release", "--lock", store.lock, "--owner", "wf:a:1").json
     assert absent["reason"] == "absent"
 

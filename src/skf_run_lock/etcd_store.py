@@ -115,6 +115,7 @@ class _EtcdStore(_ServerStore):
         self.watching: bytes | None = None  # the key it watches alone (None: all)
         self.pause = _Pause()
         self.spares: list[tuple[int, str]] = []  # leases of tries that lost their race
+        self.record_on: str | None = None  # the lease the last change put the record on
 
     def _connect(self, endpoint: str) -> _HttpConnection:
         if self.connection is not None:
@@ -377,9 +378,12 @@ class _EtcdStore(_ServerStore):
             applied = self._swap(look, record, owner, place, gone=gone)
             if applied:
                 _Interrupts.disarm()
-        several = _several(look.record) or _several(record)
-        if applied and not several:
-            self.revoke(look.lease)  # else it would only run out
+        if applied:
+            # The leases nothing stands on now (else they would only run out): the
+            # record's last one, and those of slots renewed or released.
+            kept = {holder.mark for holder in _holders(record)} | {self.record_on}
+            for lease in {look.lease, *gone} - kept:
+                self.revoke(lease)
         if applied and place is not None:
             place.joined = False  # its lease runs out by itself
         return applied
@@ -413,8 +417,10 @@ class _EtcdStore(_ServerStore):
         them all, so an older version sees the lock held while any slot is live."""
         granted: list[tuple[int, str]] = []
         ops: list[dict[str, Any]] = []
+        self.record_on = None
         if record is not None:
             lease = self._record_lease(record, look.lease, granted, ops)
+            self.record_on = lease
             puts = _bytes_of(record)
             ops += [
                 {
@@ -484,10 +490,6 @@ class _EtcdStore(_ServerStore):
 
     def _slot_key(self, lease: str) -> bytes:
         return self.slot_prefix + lease.encode()
-
-
-def _several(record: _Record | None) -> bool:
-    return record is not None and record.holders is not None
 
 
 def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
