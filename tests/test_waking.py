@@ -88,3 +88,51 @@ def test_a_waiter_does_not_try_while_the_holder_renews(
     assert skf.release(server_lock, "wf:holder:1")["released"]
     assert joined(thread, outcome)["owner"] == "wf:waiter:1"
     assert counted_tries == [False, True]
+
+
+@pytest.mark.usefixtures("no_beats")
+def test_two_slots_freed_in_a_row_wake_two_waiters(
+    skf: ModuleType, server_lock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two releases in a row must wake the first two in line. The first waiter is slow
+    to take (0.5 s), so the second release finds it still first in line: the second is
+    woken by that release and takes its slot first (woken only by the first's take, it
+    would come after it; with no beats, never woken, it would wait for good)."""
+    real = skf._take_in
+    tries: dict[str, int] = {}
+
+    def slow_first(store: object, owner: str, *args: object, **kwargs: object) -> dict:
+        tries[owner] = tries.get(owner, 0) + 1
+        if owner == "wf:waiter:1" and tries[owner] == 2:
+            time.sleep(0.5)
+        return real(store, owner, *args, **kwargs)
+
+    monkeypatch.setattr(skf, "_take_in", slow_first)
+    for owner in ("wf:h1:1", "wf:h2:1"):
+        skf.acquire(server_lock, owner, 600.0, slots=2)
+    outcomes: dict[str, list] = {}
+    served: list[str] = []
+    threads = []
+    for n in (1, 2):
+        outcome: list = []
+        owner = f"wf:waiter:{n}"
+
+        def wait(owner: str = owner, outcome: list = outcome) -> None:
+            outcome.append(skf.acquire_within(server_lock, owner, 60.0, 3600.0, slots=2))
+            served.append(owner)
+
+        threads.append(threading.Thread(target=wait, daemon=True))
+        outcomes[owner] = outcome
+        threads[-1].start()
+        deadline = time.monotonic() + 30
+        while len(skf.status(server_lock, 60.0)["waiting"]) < n:
+            assert time.monotonic() < deadline, "a waiter never got into line"
+            time.sleep(0.02)
+    assert skf.release(server_lock, "wf:h1:1")["released"]
+    assert skf.release(server_lock, "wf:h2:1")["released"]
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "a waiter never woke: a freed slot rang nobody"
+    holders = [holder["owner"] for holder in skf.status(server_lock, 60.0)["holders"]]
+    assert sorted(holders) == ["wf:waiter:1", "wf:waiter:2"]
+    assert served == ["wf:waiter:2", "wf:waiter:1"]

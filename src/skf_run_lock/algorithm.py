@@ -271,8 +271,8 @@ def _wait_turn(
     shown: Callable[[AcquireResult, float, int], None] | None,
 ) -> None:
     """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
-    ``shown(result, seconds left, place)`` is told each new place in line. Its turn is
-    next once only those who take the free slots are ahead of it."""
+    ``shown(result, seconds left, place)`` is told each new place in line. A waiter
+    among the first N in line (N slots) watches the slots: one that frees may be its."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
     while (left := deadline - time.monotonic()) > 0:
@@ -284,7 +284,8 @@ def _wait_turn(
         free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
         if len(ahead) < free:
             return
-        turn = len(ahead) == max(0, free)
+        # Among the first N in line, a slot that frees may be its own: it watches them.
+        turn = len(ahead) < slots
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
