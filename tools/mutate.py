@@ -290,8 +290,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-change-interruptible": (
         "a signal while an etcd change is sent lets it finish and answer",
-        "place, gone)\n            if applied:\n                _Interrupts.disarm()",
-        "place, gone)\n            if False:\n                _Interrupts.disarm()",
+        "place, gone=gone)\n            if applied:\n                _Interrupts.disarm()",
+        "place, gone=gone)\n            if False:\n                _Interrupts.disarm()",
     ),
     "etcd-change-not-held": (
         "signals wait while an etcd change is on its way",
