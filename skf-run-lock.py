@@ -1031,20 +1031,6 @@ def _refused_result(
     }
 
 
-def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float) -> str:
-    """Why a call naming ``slots`` is refused while ``record``'s count is in force."""
-    in_force = record.slots
-    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
-    ask = "no --slots (or --slots 1; slots=1)" if in_force == 1 else f"--slots {in_force}"
-    if in_force > 1:
-        ask += f" (slots={in_force})"
-    return (
-        f"lock {lock} has {in_force} slot{'s' if in_force > 1 else ''} while any is held"
-        f" (by {names}), not {slots}: ask for it with {ask}; the count changes only once no"
-        " slot is held"
-    )
-
-
 def _lost(
     lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
 ) -> LockLost:
@@ -1094,85 +1080,6 @@ def _release_result(
         "held_by": None if other is None else other.owner,
         "held_since": None if other is None else _format_time(other.since),
         "message": message,
-    }
-
-
-def _status_result(
-    lock: str,
-    record: _Record | None,
-    caller_timeout: float,
-    now: float,
-    empty_is_stale: bool,
-    *,
-    line: list[_Place],
-    slots: int = 1,
-) -> StatusResult:
-    """Who holds the lock, by the count in force (else ``slots``, the caller's)."""
-    live = _live_holders(record, caller_timeout, now, empty_is_stale)
-    if record is not None and live:
-        slots = record.slots
-    several = slots > 1 or (record is not None and record.slots > 1)
-    holders = _holders(record)
-    state: Literal["free", "held", "stale"] = "free"
-    timeout = caller_timeout
-    shown: _Record | None = None
-    message = f"no lock at {lock}; it is free"
-    if not several and record is not None:
-        shown = record
-        timeout = _deciding_timeout(record, caller_timeout)
-        stale_at = _stale_at(record.since, timeout)
-        stale = _is_stale(record, caller_timeout, now, empty_is_stale)
-        state = "stale" if stale else "held"
-        then = (
-            f"went stale at {stale_at}, so the next acquire takes it"
-            if stale
-            else f"goes stale at {stale_at}"
-        )
-        since = _format_time(record.since)
-        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
-    elif len(live) >= slots:
-        state = "held"
-        shown = _first_to_go(live, caller_timeout)
-        timeout = _deciding_timeout(shown, caller_timeout)
-        message = (
-            f"{lock} is held in all {slots} of its slots, by"
-            f" {_names_text(sorted(live, key=lambda h: h.since))}; the first to go stale is"
-            f" {_holder_text(shown.owner)}'s, at {_stale_at(shown.since, timeout)}"
-        )
-    elif record is not None and record.slots == slots and len(holders) >= slots:
-        state = "stale"
-        gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
-        message = (
-            f"{lock} has no free slot of its {slots}, but {_holder_text(gone.owner)}'s went"
-            f" stale at {_stale_at(gone.since, _deciding_timeout(gone, caller_timeout))},"
-            " so the next acquire takes it"
-        )
-    elif live:
-        message = (
-            f"{lock} has {slots - len(live)} of its {slots} slots free; held by"
-            f" {_names_text(sorted(live, key=lambda h: h.since))}"
-        )
-    elif several:
-        message = f"no slot of {lock} is held; it is free (slots: {slots})"
-    return {
-        "state": state,
-        "lock": lock,
-        "held_by": None if shown is None else shown.owner,
-        "held_since": None if shown is None else _format_time(shown.since),
-        "stale_at": None if shown is None else _stale_at(shown.since, timeout),
-        "age_seconds": None if shown is None else int((now - shown.since) // 1),
-        "stale_after_minutes": _minutes_for_output(timeout),
-        "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
-        "slots": slots,
-        "holders": [
-            {
-                "owner": holder.owner,
-                "since": _format_time(holder.since),
-                "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
-            }
-            for holder in sorted(holders, key=lambda h: h.since)
-        ],
-        "message": message + _in_line_text(line),
     }
 
 
@@ -2069,13 +1976,204 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/reports.py, carried as text: compiled only for a lock of its store
+# The outputs a lock call seldom needs, carried as text (an acquire or a release never
+# compiles them): status's report, which a listing gives for each lock too, and the
+# refusal of a count of slots other than the one in force.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['reports'] = (1985, (), r'''
+if TYPE_CHECKING:
+    from typing import Literal
+
+
+def _status_result(
+    lock: str,
+    record: _Record | None,
+    caller_timeout: float,
+    now: float,
+    empty_is_stale: bool,
+    *,
+    line: list[_Place],
+    slots: int = 1,
+) -> StatusResult:
+    """Who holds the lock, by the count in force (else ``slots``, the caller's)."""
+    live = _live_holders(record, caller_timeout, now, empty_is_stale)
+    if record is not None and live:
+        slots = record.slots
+    several = slots > 1 or (record is not None and record.slots > 1)
+    holders = _holders(record)
+    state: Literal["free", "held", "stale"] = "free"
+    timeout = caller_timeout
+    shown: _Record | None = None
+    message = f"no lock at {lock}; it is free"
+    if not several and record is not None:
+        shown = record
+        timeout = _deciding_timeout(record, caller_timeout)
+        stale_at = _stale_at(record.since, timeout)
+        stale = _is_stale(record, caller_timeout, now, empty_is_stale)
+        state = "stale" if stale else "held"
+        then = (
+            f"went stale at {stale_at}, so the next acquire takes it"
+            if stale
+            else f"goes stale at {stale_at}"
+        )
+        since = _format_time(record.since)
+        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
+    elif len(live) >= slots:
+        state = "held"
+        shown = _first_to_go(live, caller_timeout)
+        timeout = _deciding_timeout(shown, caller_timeout)
+        message = (
+            f"{lock} is held in all {slots} of its slots, by"
+            f" {_names_text(sorted(live, key=lambda h: h.since))}; the first to go stale is"
+            f" {_holder_text(shown.owner)}'s, at {_stale_at(shown.since, timeout)}"
+        )
+    elif record is not None and record.slots == slots and len(holders) >= slots:
+        state = "stale"
+        gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
+        message = (
+            f"{lock} has no free slot of its {slots}, but {_holder_text(gone.owner)}'s went"
+            f" stale at {_stale_at(gone.since, _deciding_timeout(gone, caller_timeout))},"
+            " so the next acquire takes it"
+        )
+    elif live:
+        message = (
+            f"{lock} has {slots - len(live)} of its {slots} slots free; held by"
+            f" {_names_text(sorted(live, key=lambda h: h.since))}"
+        )
+    elif several:
+        message = f"no slot of {lock} is held; it is free (slots: {slots})"
+    return {
+        "state": state,
+        "lock": lock,
+        "held_by": None if shown is None else shown.owner,
+        "held_since": None if shown is None else _format_time(shown.since),
+        "stale_at": None if shown is None else _stale_at(shown.since, timeout),
+        "age_seconds": None if shown is None else int((now - shown.since) // 1),
+        "stale_after_minutes": _minutes_for_output(timeout),
+        "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
+        "slots": slots,
+        "holders": [
+            {
+                "owner": holder.owner,
+                "since": _format_time(holder.since),
+                "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
+            }
+            for holder in sorted(holders, key=lambda h: h.since)
+        ],
+        "message": message + _in_line_text(line),
+    }
+
+
+def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float) -> str:
+    """Why a call naming ``slots`` is refused while ``record``'s count is in force."""
+    in_force = record.slots
+    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+    ask = "no --slots (or --slots 1; slots=1)" if in_force == 1 else f"--slots {in_force}"
+    if in_force > 1:
+        ask += f" (slots={in_force})"
+    return (
+        f"lock {lock} has {in_force} slot{'s' if in_force > 1 else ''} while any is held"
+        f" (by {names}), not {slots}: ask for it with {ask}; the count changes only once no"
+        " slot is held"
+    )
+''')
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/usage.py, carried as text: compiled only for a lock of its store
+# What the command line shows a person, carried as text (a lock call never compiles
+# it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['usage'] = (2090, (), r'''
+import os
+import sys
+
+
+def _help() -> str:
+    """The text of ``--help``; the lock's forms come from the registry of stores."""
+    name = "skf-run-lock" if __name__ == "skf_run_lock.usage" else "skf-run-lock.py"
+    pad = " " * len(name)
+    forms = "".join(f"\n{'':28}{kind.form}" for kind in _SERVER_STORES)
+    return f"""\
+usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
+       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--slots N] [--empty-is-stale]
+       {name} release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
+       {name} status --lock LOCK [--stale-after MINUTES] [--slots N] [--empty-is-stale]
+       {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
+       {pad}     [--wait SECONDS] [--slots N] [--empty-is-stale] -- COMMAND [ARG...]
+       {name} list --under PLACE [--stale-after MINUTES] [--table]
+       {name} run-id | --version
+
+A run lock kept in a file, etcd or Redis, for workflows made of many processes.
+
+commands:
+  acquire   take the lock, or renew this owner's; a missing run id is added
+  release   delete the lock if this owner holds it
+  status    say who holds the lock, without taking it
+  run       hold the lock while COMMAND runs, renewing it; exit with its code
+  list      every lock under PLACE, as status sees each one (--table: for a person)
+  run-id    print a new run id
+
+options:
+  --lock LOCK             a file (~ expanded, made absolute), or a server's address:{forms}
+  --owner OWNER           workflow:skill[:run_id]; release needs the run id
+  --under PLACE           a folder, or a server's address whose KEY is a prefix
+  --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
+                          (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
+                          a lock is judged by its holder's own timeout
+  --wait SECONDS          acquire, run: wait in line this long, first come, first
+                          served (default 0, at most {_MAX_WAIT_SEC})
+  --slots N               up to N runs hold the lock at once, each its own slot
+                          (default 1, at most {_MAX_SLOTS}); while any slot is held,
+                          every call must name the count its holders did
+  --empty-is-stale        an empty lock file (an flock user leaves one) is stale
+  -h, --help, --version   show this help, or the version
+
+Prints one line of JSON (run: nothing on stdout but COMMAND's). Exit 0 done,
+1 bad arguments, 2 the lock could not be read or written, 3 held by another run
+(run: or lost while COMMAND ran), 128+n interrupted by signal n.
+"""
+
+
+class _WaitLine:
+    """While --wait waits on a terminal: a line on stderr, rewritten in place."""
+
+    def __init__(self) -> None:
+        self.shown = False
+
+    def __call__(self, result: AcquireResult, left: float, place: int) -> None:
+        try:
+            width = os.get_terminal_size(sys.stderr.fileno()).columns
+        except (OSError, ValueError):
+            width = 0
+        line = (
+            f"waiting, {_ordinal(place)} in line: held by {_holder_text(result['held_by'])}"
+            f" since {result['held_since']}, giving up in {_duration_text(-(-left // 1))}"
+            f" ({result['lock']})"
+        )
+        # A wrapped line could not be taken back by \r.
+        sys.stderr.write(f"\r{line[: width - 1] if width else line}\x1b[K")
+        sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.shown:
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()
+''')
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_store.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a lock address parsed, a deadline for each step, TLS,
 # a connection that never waits past its deadline, the wording of failures, and a
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2078, (), r'''
+_CARRIED['server_store'] = (2176, (), r'''
 import errno
 import json
 import os
@@ -2298,7 +2396,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2301, ('server_store',), r'''
+_CARRIED['http1'] = (2399, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2425,7 +2523,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2428, ('server_store',), r'''
+_CARRIED['resp'] = (2526, ('server_store',), r'''
 import re
 
 
@@ -2535,7 +2633,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2538, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2636, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -3064,7 +3162,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3067, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3165, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3128,7 +3226,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3131, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3229, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3659,7 +3757,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3662, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3760, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3791,7 +3889,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3794, (), r'''
+_CARRIED['survey'] = (3892, ('reports',), r'''
 import json
 import os
 import stat
@@ -4051,7 +4149,8 @@ def _take_in(
             )
             if verdict == "count":
                 assert record is not None
-                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
+                refusal: Callable[..., str] = _loaded("reports", "_count_refusal")
+                raise ValueError(refusal(store.lock, record, slots, stale_after))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -4254,9 +4353,8 @@ def status(
         store.close()
     record = look.record or look.last
     line = _live(look.line, time.time())
-    return _status_result(
-        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
-    )
+    report: Callable[..., StatusResult] = _loaded("reports", "_status_result")
+    return report(store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots)
 
 
 # --------------------------------------------------------------------------------------
@@ -4291,18 +4389,13 @@ def list_locks(
 
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/holding.py
-# Holding a lock while work runs: ``held()`` for a ``with`` block, and the ``run``
-# command for a child process. Both take the lock as acquire does, renew it every third of
-# its timeout, and release it however the work ends; a lock lost meanwhile is reported.
+# Holding a lock while work runs: ``held()`` for a ``with`` block, and the checks
+# ``run`` makes before it starts. The work itself (renewing every third of the timeout,
+# releasing however the work ends, the child process of ``run``) is in renewing.py,
+# carried as text: a call that holds nothing never compiles it.
 # --------------------------------------------------------------------------------------
 
-if TYPE_CHECKING:
-    import subprocess
-    import threading
-
-
 _MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
-_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
 
 
 def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
@@ -4313,6 +4406,327 @@ def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
             f" while work runs; give at least {_MIN_RENEWABLE_SEC / scale:g}"
         )
     return stale_after
+
+
+def held(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float = 3600.0,
+    wait: float = 0.0,
+    *,
+    empty_is_stale: bool = False,
+    slots: int = 1,
+) -> _Lease:
+    """Hold the lock for a ``with`` block::
+
+        with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
+            ...  # lease.check() raises LockLost if the lock was lost
+
+
+    Taken as by :func:`acquire_within` (``slots``: one of that many), renewed from a
+    thread every third of ``stale_after`` (seconds, at least 3), released however the
+    block ends; :class:`LockLost` at the end of a block that ended normally without it.
+    """
+    _owner_with_run_id(owner)
+    _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
+    _checked_wait(wait)
+    _checked_slots(slots)
+    lease: _Lease = _loaded("renewing", "_Lease")(
+        lock, owner, stale_after, wait, empty_is_stale, slots=slots
+    )
+    return lease
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/cli.py
+# The command line: each command parsed by hand (argparse would print plain-text usage
+# and exit 2, where the contract wants one JSON line and exit 1), run, and answered with
+# one JSON line on stdout, or one JSON error line on stderr, and the contract's exit code.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+# Each command's options: True a required value, False an optional one, None a flag.
+_OPTIONS: dict[str, dict[str, bool | None]] = {
+    "acquire": {
+        "--lock": True,
+        "--owner": True,
+        "--stale-after": False,
+        "--wait": False,
+        "--slots": False,
+        "--empty-is-stale": None,
+    },
+    "release": {"--lock": True, "--owner": True},
+    "status": {
+        "--lock": True,
+        "--stale-after": False,
+        "--slots": False,
+        "--empty-is-stale": None,
+    },
+    "list": {"--under": True, "--stale-after": False, "--table": None},
+    "run-id": {},
+}
+_OPTIONS["run"] = _OPTIONS["acquire"]
+_COMMAND_NAMES = "acquire, release, status, run, list or run-id"
+
+
+def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
+    """The command, its ``{option: value}`` and run's COMMAND."""
+    if not argv:
+        raise _UsageError(f"a command is required: {_COMMAND_NAMES}")
+    command, *rest = argv
+    tail: list[str] = []
+    if command == "run":
+        if "--" not in rest:
+            raise _UsageError("run needs -- and the command to run after its options")
+        split = rest.index("--")
+        rest, tail = rest[:split], rest[split + 1 :]
+    if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
+        return "help", {}, []
+    if command == "--version":
+        if rest:
+            raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
+        return "version", {}, []
+    if command.startswith("-"):
+        raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
+    allowed = _OPTIONS.get(command)
+    if allowed is None:
+        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}")
+    options = _parse_options(command, allowed, rest)
+    missing = [name for name, required in allowed.items() if required and name not in options]
+    if missing:
+        raise _UsageError(f"{command} needs {' and '.join(missing)}")
+    if command == "run" and not tail:
+        raise _UsageError("run needs a command after --")
+    return command, options, tail
+
+
+def _parse_options(
+    command: str, allowed: dict[str, bool | None], rest: list[str]
+) -> dict[str, str]:
+    options: dict[str, str] = {}
+    args = iter(rest)
+    for arg in args:
+        name, has_value, value = arg.partition("=")
+        if name not in allowed:
+            raise _UsageError(f"{command} does not take {arg!r}")
+        if name in options:
+            raise _UsageError(f"{name} is given more than once")
+        if allowed[name] is None:
+            if has_value:
+                raise _UsageError(f"{name} takes no value")
+            options[name] = ""
+            continue
+        if not has_value:
+            value = next(args, "")
+        if not value or value.startswith("--"):
+            raise _UsageError(f"{name} needs a value")
+        options[name] = value
+    return options
+
+
+def _number(options: dict[str, str], name: str, default: float) -> float:
+    text = options.get(name)
+    if text is None:
+        return default
+    if not _PLAIN_DECIMAL.fullmatch(text):
+        raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
+    return float(text)
+
+
+def _stale_after_seconds(options: dict[str, str]) -> float:
+    minutes = _number(options, "--stale-after", DEFAULT_STALE_AFTER_MIN)
+    return _checked_stale_after(minutes, "--stale-after", "minutes")
+
+
+def _slots(options: dict[str, str]) -> int:
+    """--slots N: digits only (no sign, point or exponent), from 1 to MAX_SLOTS."""
+    text = options.get("--slots", "1")
+    if not (text.isascii() and text.isdigit()):
+        raise _UsageError(f"--slots must be a whole number from 1 to {MAX_SLOTS}, not {text!r}")
+    return _checked_slots(int(text) if len(text) <= 5 else MAX_SLOTS + 1, "--slots")
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResult, int]:
+    wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
+    lock, owner = options["--lock"], options["--owner"]
+    empty_is_stale = "--empty-is-stale" in options
+    slots = _slots(options)
+    if not wait:
+        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale, slots=slots)
+    else:
+        started = time.monotonic()
+        line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None
+        try:
+            result = _wait_for(
+                lock,
+                owner,
+                stale_after,
+                wait,
+                empty_is_stale=empty_is_stale,
+                refused=line,
+                slots=slots,
+            )
+        except LockBusy as busy:
+            result = busy.result
+        finally:
+            if line is not None:
+                line.clear()
+        waited = time.monotonic() - started
+        outcome = "after waiting" if result["acquired"] else "gave up after waiting"
+        result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
+    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
+
+
+def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
+    return _cli_take(options, _stale_after_seconds(options))
+
+
+def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
+    stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
+    result, code = _cli_take(options, stale_after)
+    if code != _EXIT_OK:
+        sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
+        return None, code
+    empty_is_stale = "--empty-is-stale" in options
+    slots = _slots(options)
+    run_holding: Callable[..., int] = _loaded("renewing", "_run_holding")
+    return None, run_holding(
+        options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
+    )
+
+
+def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
+    return release(options["--lock"], options["--owner"]), _EXIT_OK
+
+
+def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult, int]:
+    empty_is_stale = "--empty-is-stale" in options
+    result = status(
+        options["--lock"],
+        _stale_after_seconds(options),
+        empty_is_stale=empty_is_stale,
+        slots=_slots(options),
+    )
+    return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
+
+
+def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
+    result = list_locks(options["--under"], _stale_after_seconds(options))
+    if "--table" in options:
+        table: Callable[[ListResult, float], str] = _loaded("survey", "_list_table")
+        return table(result, time.time()), _EXIT_OK
+    return result, _EXIT_OK
+
+
+def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
+    text: Callable[[], str] = _loaded("usage", "_help")
+    return text(), _EXIT_OK
+
+
+def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
+    return {"run_id": new_run_id()}, _EXIT_OK
+
+
+def _cli_version(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
+    return {"version": __version__}, _EXIT_OK
+
+
+_COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | None, int]]] = {
+    "help": _cli_help,
+    "acquire": _cli_acquire,
+    "run": _cli_run,
+    "release": _cli_release,
+    "status": _cli_status,
+    "list": _cli_list,
+    "run-id": _cli_run_id,
+    "version": _cli_version,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``): print one JSON line and
+    return the exit code (never SystemExit).
+
+    :param argv: the arguments after the program's name.
+    :returns: the exit code of the contract.
+    """
+    try:
+        try:
+            command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
+            result, code = _COMMANDS[command](options, tail)
+        finally:
+            _Interrupts.disarm()  # the call answers, whatever arrives
+    except _Interrupted as stop:
+        code = 128 + stop.signum
+        error = _interrupted(stop.signum)
+    except _UsageError as exc:
+        code = _EXIT_BAD_ARGS
+        error = f"usage error: {exc}"
+    except ValueError as exc:
+        code = _EXIT_BAD_ARGS
+        error = str(exc)
+    except OSError as exc:
+        code = _EXIT_OS_ERROR
+        error = f"the lock could not be read or written: {_describe_os_error(exc)}"
+    else:
+        if result is not None:  # run leaves stdout to its command
+            sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
+        return code
+    _fail(error)
+    return code
+
+
+def _entry() -> None:
+    """The program: the copied file run as a script, or the installed command. Signals
+    end it cleanly; it exits with main()'s code once its output is out."""
+    try:
+        try:
+            _Interrupts.install()
+            exit_code = main()
+        finally:
+            _Interrupts.disarm()
+    except _Interrupted as stop:  # it came as main() began, before its own try
+        exit_code = 128 + stop.signum
+        _fail(_interrupted(stop.signum))
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe: teardown must not try again
+        exit_code = exit_code or _EXIT_OS_ERROR
+        sys.stdout = sys.stderr = None
+    _Interrupts.ignore()
+    sys.exit(exit_code)
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/renewing.py, carried as text: compiled only for a lock of its store
+# Holding a lock while work runs: the renewer (every third of the timeout, sooner on
+# failure), the lease a ``held()`` block holds, and ``run``'s child process. Both take the
+# lock as acquire does and release it however the work ends; a lock lost meanwhile is
+# reported. Carried as text: compiled only for a call that holds a lock while it works.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['renewing'] = (4719, (), r'''
+import os
+import time
+
+
+if TYPE_CHECKING:
+    import subprocess
+    import threading
+
+
+_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
 
 
 class _Renewer:
@@ -4445,32 +4859,6 @@ class _Lease:
             raise self.renewer.lost
 
 
-def held(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float = 3600.0,
-    wait: float = 0.0,
-    *,
-    empty_is_stale: bool = False,
-    slots: int = 1,
-) -> _Lease:
-    """Hold the lock for a ``with`` block::
-
-        with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
-            ...  # lease.check() raises LockLost if the lock was lost
-
-
-    Taken as by :func:`acquire_within` (``slots``: one of that many), renewed from a
-    thread every third of ``stale_after`` (seconds, at least 3), released however the
-    block ends; :class:`LockLost` at the end of a block that ended normally without it.
-    """
-    _owner_with_run_id(owner)
-    _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
-    _checked_wait(wait)
-    _checked_slots(slots)
-    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
-
-
 def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
     try:
         child.send_signal(signum)
@@ -4546,348 +4934,7 @@ def _release_for_run(lock: str, owner: str) -> None:
         _fail(f"the lock could not be released: {_describe_os_error(exc)}")
     except ValueError as exc:
         _fail(f"the lock could not be released: {exc}")
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/cli.py
-# The command line: each command parsed by hand (argparse would print plain-text usage
-# and exit 2, where the contract wants one JSON line and exit 1), run, and answered with
-# one JSON line on stdout, or one JSON error line on stderr, and the contract's exit code.
-# --------------------------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-
-def _help() -> str:
-    """The text of ``--help``; the lock's forms come from the registry of stores."""
-    name = "skf-run-lock" if __name__ == "skf_run_lock.cli" else "skf-run-lock.py"
-    pad = " " * len(name)
-    forms = "".join(f"\n{'':28}{kind.form}" for kind in _SERVER_STORES)
-    return f"""\
-usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
-       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--slots N] [--empty-is-stale]
-       {name} release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
-       {name} status --lock LOCK [--stale-after MINUTES] [--slots N] [--empty-is-stale]
-       {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
-       {pad}     [--wait SECONDS] [--slots N] [--empty-is-stale] -- COMMAND [ARG...]
-       {name} list --under PLACE [--stale-after MINUTES] [--table]
-       {name} run-id | --version
-
-A run lock kept in a file, etcd or Redis, for workflows made of many processes.
-
-commands:
-  acquire   take the lock, or renew this owner's; a missing run id is added
-  release   delete the lock if this owner holds it
-  status    say who holds the lock, without taking it
-  run       hold the lock while COMMAND runs, renewing it; exit with its code
-  list      every lock under PLACE, as status sees each one (--table: for a person)
-  run-id    print a new run id
-
-options:
-  --lock LOCK             a file (~ expanded, made absolute), or a server's address:{forms}
-  --owner OWNER           workflow:skill[:run_id]; release needs the run id
-  --under PLACE           a folder, or a server's address whose KEY is a prefix
-  --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
-                          (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
-                          a lock is judged by its holder's own timeout
-  --wait SECONDS          acquire, run: wait in line this long, first come, first
-                          served (default 0, at most {_MAX_WAIT_SEC})
-  --slots N               up to N runs hold the lock at once, each its own slot
-                          (default 1, at most {MAX_SLOTS}); while any slot is held,
-                          every call must name the count its holders did
-  --empty-is-stale        an empty lock file (an flock user leaves one) is stale
-  -h, --help, --version   show this help, or the version
-
-Prints one line of JSON (run: nothing on stdout but COMMAND's). Exit 0 done,
-1 bad arguments, 2 the lock could not be read or written, 3 held by another run
-(run: or lost while COMMAND ran), 128+n interrupted by signal n.
-"""
-
-
-# Each command's options: True a required value, False an optional one, None a flag.
-_OPTIONS: dict[str, dict[str, bool | None]] = {
-    "acquire": {
-        "--lock": True,
-        "--owner": True,
-        "--stale-after": False,
-        "--wait": False,
-        "--slots": False,
-        "--empty-is-stale": None,
-    },
-    "release": {"--lock": True, "--owner": True},
-    "status": {
-        "--lock": True,
-        "--stale-after": False,
-        "--slots": False,
-        "--empty-is-stale": None,
-    },
-    "list": {"--under": True, "--stale-after": False, "--table": None},
-    "run-id": {},
-}
-_OPTIONS["run"] = _OPTIONS["acquire"]
-_COMMAND_NAMES = "acquire, release, status, run, list or run-id"
-
-
-def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
-    """The command, its ``{option: value}`` and run's COMMAND."""
-    if not argv:
-        raise _UsageError(f"a command is required: {_COMMAND_NAMES}")
-    command, *rest = argv
-    tail: list[str] = []
-    if command == "run":
-        if "--" not in rest:
-            raise _UsageError("run needs -- and the command to run after its options")
-        split = rest.index("--")
-        rest, tail = rest[:split], rest[split + 1 :]
-    if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
-        return "help", {}, []
-    if command == "--version":
-        if rest:
-            raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
-        return "version", {}, []
-    if command.startswith("-"):
-        raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
-    allowed = _OPTIONS.get(command)
-    if allowed is None:
-        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}")
-    options = _parse_options(command, allowed, rest)
-    missing = [name for name, required in allowed.items() if required and name not in options]
-    if missing:
-        raise _UsageError(f"{command} needs {' and '.join(missing)}")
-    if command == "run" and not tail:
-        raise _UsageError("run needs a command after --")
-    return command, options, tail
-
-
-def _parse_options(
-    command: str, allowed: dict[str, bool | None], rest: list[str]
-) -> dict[str, str]:
-    options: dict[str, str] = {}
-    args = iter(rest)
-    for arg in args:
-        name, has_value, value = arg.partition("=")
-        if name not in allowed:
-            raise _UsageError(f"{command} does not take {arg!r}")
-        if name in options:
-            raise _UsageError(f"{name} is given more than once")
-        if allowed[name] is None:
-            if has_value:
-                raise _UsageError(f"{name} takes no value")
-            options[name] = ""
-            continue
-        if not has_value:
-            value = next(args, "")
-        if not value or value.startswith("--"):
-            raise _UsageError(f"{name} needs a value")
-        options[name] = value
-    return options
-
-
-def _number(options: dict[str, str], name: str, default: float) -> float:
-    text = options.get(name)
-    if text is None:
-        return default
-    if not _PLAIN_DECIMAL.fullmatch(text):
-        raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
-    return float(text)
-
-
-def _stale_after_seconds(options: dict[str, str]) -> float:
-    minutes = _number(options, "--stale-after", DEFAULT_STALE_AFTER_MIN)
-    return _checked_stale_after(minutes, "--stale-after", "minutes")
-
-
-def _slots(options: dict[str, str]) -> int:
-    """--slots N: digits only (no sign, point or exponent), from 1 to MAX_SLOTS."""
-    text = options.get("--slots", "1")
-    if not (text.isascii() and text.isdigit()):
-        raise _UsageError(f"--slots must be a whole number from 1 to {MAX_SLOTS}, not {text!r}")
-    return _checked_slots(int(text) if len(text) <= 5 else MAX_SLOTS + 1, "--slots")
-
-
-def _is_terminal(stream: object) -> bool:
-    try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
-    except (AttributeError, OSError, ValueError):
-        return False
-
-
-class _WaitLine:
-    """While --wait waits on a terminal: a line on stderr, rewritten in place."""
-
-    def __init__(self) -> None:
-        self.shown = False
-
-    def __call__(self, result: AcquireResult, left: float, place: int) -> None:
-        try:
-            width = os.get_terminal_size(sys.stderr.fileno()).columns
-        except (OSError, ValueError):
-            width = 0
-        line = (
-            f"waiting, {_ordinal(place)} in line: held by {_holder_text(result['held_by'])}"
-            f" since {result['held_since']}, giving up in {_duration_text(-(-left // 1))}"
-            f" ({result['lock']})"
-        )
-        # A wrapped line could not be taken back by \r.
-        sys.stderr.write(f"\r{line[: width - 1] if width else line}\x1b[K")
-        sys.stderr.flush()
-        self.shown = True
-
-    def clear(self) -> None:
-        if self.shown:
-            sys.stderr.write("\r\x1b[K")
-            sys.stderr.flush()
-
-
-def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResult, int]:
-    wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
-    lock, owner = options["--lock"], options["--owner"]
-    empty_is_stale = "--empty-is-stale" in options
-    slots = _slots(options)
-    if not wait:
-        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale, slots=slots)
-    else:
-        started = time.monotonic()
-        line = _WaitLine() if _is_terminal(sys.stderr) else None
-        try:
-            result = _wait_for(
-                lock,
-                owner,
-                stale_after,
-                wait,
-                empty_is_stale=empty_is_stale,
-                refused=line,
-                slots=slots,
-            )
-        except LockBusy as busy:
-            result = busy.result
-        finally:
-            if line is not None:
-                line.clear()
-        waited = time.monotonic() - started
-        outcome = "after waiting" if result["acquired"] else "gave up after waiting"
-        result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
-    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
-
-
-def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
-    return _cli_take(options, _stale_after_seconds(options))
-
-
-def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
-    stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
-    result, code = _cli_take(options, stale_after)
-    if code != _EXIT_OK:
-        sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
-        return None, code
-    empty_is_stale = "--empty-is-stale" in options
-    slots = _slots(options)
-    return None, _run_holding(
-        options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
-    )
-
-
-def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
-    return release(options["--lock"], options["--owner"]), _EXIT_OK
-
-
-def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult, int]:
-    empty_is_stale = "--empty-is-stale" in options
-    result = status(
-        options["--lock"],
-        _stale_after_seconds(options),
-        empty_is_stale=empty_is_stale,
-        slots=_slots(options),
-    )
-    return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
-
-
-def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
-    result = list_locks(options["--under"], _stale_after_seconds(options))
-    if "--table" in options:
-        table: Callable[[ListResult, float], str] = _loaded("survey", "_list_table")
-        return table(result, time.time()), _EXIT_OK
-    return result, _EXIT_OK
-
-
-def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
-    return _help(), _EXIT_OK
-
-
-def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
-    return {"run_id": new_run_id()}, _EXIT_OK
-
-
-def _cli_version(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
-    return {"version": __version__}, _EXIT_OK
-
-
-_COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | None, int]]] = {
-    "help": _cli_help,
-    "acquire": _cli_acquire,
-    "run": _cli_run,
-    "release": _cli_release,
-    "status": _cli_status,
-    "list": _cli_list,
-    "run-id": _cli_run_id,
-    "version": _cli_version,
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line ``argv`` (default ``sys.argv[1:]``): print one JSON line and
-    return the exit code (never SystemExit).
-
-    :param argv: the arguments after the program's name.
-    :returns: the exit code of the contract.
-    """
-    try:
-        try:
-            command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
-            result, code = _COMMANDS[command](options, tail)
-        finally:
-            _Interrupts.disarm()  # the call answers, whatever arrives
-    except _Interrupted as stop:
-        code = 128 + stop.signum
-        error = _interrupted(stop.signum)
-    except _UsageError as exc:
-        code = _EXIT_BAD_ARGS
-        error = f"usage error: {exc}"
-    except ValueError as exc:
-        code = _EXIT_BAD_ARGS
-        error = str(exc)
-    except OSError as exc:
-        code = _EXIT_OS_ERROR
-        error = f"the lock could not be read or written: {_describe_os_error(exc)}"
-    else:
-        if result is not None:  # run leaves stdout to its command
-            sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
-        return code
-    _fail(error)
-    return code
-
-
-def _entry() -> None:
-    """The program: the copied file run as a script, or the installed command. Signals
-    end it cleanly; it exits with main()'s code once its output is out."""
-    try:
-        try:
-            _Interrupts.install()
-            exit_code = main()
-        finally:
-            _Interrupts.disarm()
-    except _Interrupted as stop:  # it came as main() began, before its own try
-        exit_code = 128 + stop.signum
-        _fail(_interrupted(stop.signum))
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # a closed pipe: teardown must not try again
-        exit_code = exit_code or _EXIT_OS_ERROR
-        sys.stdout = sys.stderr = None
-    _Interrupts.ignore()
-    sys.exit(exit_code)
+''')
 
 
 # --------------------------------------------------------------------------------------

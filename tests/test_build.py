@@ -68,16 +68,21 @@ def bundle_tool() -> ModuleType:
 # --- What a call compiles ----------------------------------------------------------------
 
 
-def test_a_file_lock_call_compiles_nothing_but_the_script(tmp_path: Path) -> None:
+def test_a_file_lock_call_compiles_nothing_but_the_script(skf, tmp_path: Path) -> None:
+    """An acquire or a release compiles nothing more; status its report alone (carried
+    with the outputs a lock call seldom needs), never server code."""
     lock = str(tmp_path / "demo.lock")
     owner = ["--owner", "wf:skill:1"]
-    for command, more, expected in (
-        ("acquire", owner, 0),
-        ("status", [], 3),
-        ("release", owner, 0),
+    starts = {skf._CARRIED[name][0]: name for name in skf._CARRIED}
+    for command, more, expected, carried in (
+        ("acquire", owner, 0, []),
+        ("status", [], 3, ["reports"]),
+        ("release", owner, 0, []),
     ):
         code, compiled, _ = compiled_by_cli(command, "--lock", lock, *more)
-        assert (command, code, compiled) == (command, expected, [])  # status 3: held
+        modules = [starts.get(line) for name, line in compiled if name == str(SCRIPT)]
+        assert (command, code, modules) == (command, expected, carried)  # status 3: held
+        assert len(modules) == len(compiled)
 
 
 @pytest.mark.parametrize(
@@ -103,16 +108,17 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
     fresh.acquire(tmp_path / "a.lock", "wf:skill:1", 60)
     fresh.status(tmp_path / "a.lock", 60)
     fresh.release(tmp_path / "a.lock", "wf:skill:1")
-    assert sorted(fresh._COMPILED) == []
+    assert sorted(fresh._COMPILED) == ["reports"]  # status's report; no server code
     with pytest.raises(ValueError, match="port"):
         fresh.status("redis://h:99999/x", 60)
-    assert sorted(fresh._COMPILED) == ["redis_store", "resp", "server_store"]
+    assert sorted(fresh._COMPILED) == ["redis_store", "reports", "resp", "server_store"]
     with pytest.raises(ValueError, match="HOST:PORT"):
         fresh.status("etcd://no-port/x", 60)
     assert sorted(fresh._COMPILED) == [
         "etcd_store",
         "http1",
         "redis_store",
+        "reports",
         "resp",
         "server_store",
     ]
@@ -184,8 +190,8 @@ def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Pa
         ),
         (
             "holding.py",
-            "import time\n",
-            "import time\n\nfrom .etcd_store import _open_etcd\n",
+            "import os\n",
+            "import os\n\nfrom .etcd_store import _open_etcd\n",
             "holding.py imports the carried module etcd_store.py",
         ),
     ],

@@ -69,8 +69,20 @@ def _registered_stores(package: Path) -> tuple[str, ...]:
 # listing's own work (a lock call never compiles it).
 # The servers' protocols (etcd's HTTP/1.1, Redis's RESP) stand before the stores, as
 # server_store does.
-CARRIED = ("server_store", "http1", "resp", *_registered_stores(PACKAGE), "survey")
+CARRIED = (
+    "reports",
+    "usage",
+    "server_store",
+    "http1",
+    "resp",
+    *_registered_stores(PACKAGE),
+    "survey",
+    "renewing",
+)
 AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
+# Carried modules that import the algorithm stand after it (before __main__, which
+# runs the file): holding a lock while work runs is compiled only for run and held().
+CARRIED_LAST = ("renewing",)
 
 HEADER = """\
 #!/usr/bin/env python3
@@ -267,8 +279,11 @@ def build(package: Path = PACKAGE) -> list[Line]:
         raise BuildError(f"modules the build does not place: {', '.join(missing)}")
     chapters = [read_chapter(package, FLAT[0], first=True)]
     chapters += [read_chapter(package, name) for name in FLAT[1:]]
-    chapters += [read_chapter(package, name, hoist=False) for name in CARRIED]
-    chapters += [read_chapter(package, name) for name in AFTER]
+    early = [name for name in CARRIED if name not in CARRIED_LAST]
+    chapters += [read_chapter(package, name, hoist=False) for name in early]
+    chapters += [read_chapter(package, name) for name in AFTER[:-1]]
+    chapters += [read_chapter(package, name, hoist=False) for name in CARRIED_LAST]
+    chapters += [read_chapter(package, AFTER[-1])]  # __main__: the file runs, last
     _check(chapters)
     first, *rest = chapters
     out = [Line(text) for text in HEADER.format(version=_version(package)).split("\n")]

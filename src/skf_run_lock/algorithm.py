@@ -32,15 +32,13 @@ from .inputs import (
 from .interrupts import _Interrupts
 from .outputs import (
     _acquired_result,
-    _count_refusal,
     _lost,
     _refused_result,
     _release_result,
     _slots_text,
-    _status_result,
 )
 from .records import _Place, _Record
-from .registry import _store_for
+from .registry import _loaded, _store_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -157,7 +155,8 @@ def _take_in(
             )
             if verdict == "count":
                 assert record is not None
-                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
+                refusal: Callable[..., str] = _loaded("reports", "_count_refusal")
+                raise ValueError(refusal(store.lock, record, slots, stale_after))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -360,6 +359,5 @@ def status(
         store.close()
     record = look.record or look.last
     line = _live(look.line, time.time())
-    return _status_result(
-        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
-    )
+    report: Callable[..., StatusResult] = _loaded("reports", "_status_result")
+    return report(store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots)

@@ -14,9 +14,10 @@ from .decisions import _listed, _live
 from .file_store import _LINE_SUFFIX, _TEMP_NAME, _read_line, _read_record
 from .guard import _GUARD_SUFFIX
 from .inputs import _checked_stale_after, _duration_text, _parse_time
-from .outputs import _holder_text, _status_result
+from .outputs import _holder_text
 from .records import _Look
 from .registry import _survey_for
+from .reports import _status_result
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
