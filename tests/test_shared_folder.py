@@ -137,7 +137,7 @@ def test_a_guard_made_by_another_user_makes_a_call_wait_not_fail(skf: ModuleType
     assert nobody.heard() == "blocked"
     root.go()
     assert root.result() == "dropped"
-    taken = nobody.result()
+    taken = nobody.result(skip="blocked")  # it may find the guard held more than once
     assert taken["acquired"] is True and taken["owner"] == "user:nobody:1"
     assert read_json(lock)["owner"] == "user:nobody:1"
     assert os.stat(lock).st_uid == NOBODY
