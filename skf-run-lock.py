@@ -564,12 +564,13 @@ def _holder_of(entry: object) -> _Record | None:
     """One holder of a lock of several slots; None unless it names all a holder has."""
     if not isinstance(entry, dict):
         return None
+    when = entry.get("acquired_at")
+    if not isinstance(when, str) or _parse_time(when) is None:
+        return None  # a holder's time is its own, never a file's mtime
     holder = _record_of(entry, 0)
+    if holder.owner is None or holder.stale_after is None:
+        return None
     mark = entry.get("mark")
-    if holder.owner is None or holder.stale_after is None or "acquired_at" not in entry:
-        return None
-    if not isinstance(entry["acquired_at"], str) or _parse_time(entry["acquired_at"]) is None:
-        return None
     holder.mark = mark if isinstance(mark, str) else None
     return holder
 
@@ -1982,7 +1983,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (1985, (), r'''
+_CARRIED['reports'] = (1986, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2087,7 +2088,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2090, (), r'''
+_CARRIED['usage'] = (2091, (), r'''
 import os
 import sys
 
@@ -2173,7 +2174,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2176, (), r'''
+_CARRIED['server_store'] = (2177, (), r'''
 import errno
 import json
 import os
@@ -2396,7 +2397,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2399, ('server_store',), r'''
+_CARRIED['http1'] = (2400, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2523,7 +2524,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2526, ('server_store',), r'''
+_CARRIED['resp'] = (2527, ('server_store',), r'''
 import re
 
 
@@ -2633,7 +2634,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2636, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2637, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -3024,7 +3025,7 @@ class _EtcdStore(_ServerStore):
         *,
         gone: list[str | None],
     ) -> bool:
-        """If the record's revision is still ``revision``: put ``record`` (None: delete
+        """If the record's revision is still ``look``'s: put ``record`` (None: delete
         it). Each new holder of several slots gets a lease of its own and a key on it
         (``slot``, a NUL, the lease), that ends its slot; the record's lease outlives
         them all, so an older version sees the lock held while any slot is live."""
@@ -3162,7 +3163,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3165, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3166, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3226,7 +3227,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3229, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3230, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3290,19 +3291,23 @@ def _server_ms(clock: object) -> int:
     raise OSError(errno.EPROTO, "Redis answered TIME in a shape it never has")
 
 
+def _left_ms(holder: _Record, server_ms: int) -> int:
+    """The ms until ``holder``'s slot ends by the server's clock (its mark: the ms it ends
+    at); 0 or less once ended, or if no server time ends it (no slot, then)."""
+    mark = holder.mark
+    return int(mark) - server_ms if mark is not None and mark.isdigit() else 0
+
+
 def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
-    """Judge each slot of ``record`` by the server's clock (its mark: the ms it ends at);
-    the ms until the next live one ends (else ``ttl``, the record's own)."""
+    """Judge each slot of ``record`` by the server's clock; the ms until the next live
+    one ends (else ``ttl``, the record's own)."""
     ends = []
     for holder in record.holders or []:
-        mark = holder.mark
-        if mark is None or not mark.isdigit():
-            holder.lease = "expired"  # a slot no server time ends is no slot
-            continue
-        live = int(mark) > server_ms
+        left = _left_ms(holder, server_ms)
+        live = left > 0
         holder.lease = "live" if live else "expired"
         if live:
-            ends.append(int(mark) - server_ms)
+            ends.append(left)
     return min(ends) if ends else ttl
 
 
@@ -3727,8 +3732,7 @@ def _lifetime_ms(record: _Record, clock: int) -> int:
         if holder.mark is None:
             assert holder.stale_after is not None
             holder.mark = str(clock + _ms_of(holder.stale_after))
-    ends = [int(h.mark) for h in record.holders if h.mark is not None and h.mark.isdigit()]
-    return max(ends, default=clock) - clock
+    return max((_left_ms(holder, clock) for holder in record.holders), default=0)
 
 
 def _free_after(before: _Record | None, after: _Record | None, clock: int) -> int:
@@ -3739,8 +3743,7 @@ def _free_after(before: _Record | None, after: _Record | None, clock: int) -> in
         return 1 if before is None else before.slots
     if after.holders is None:
         return 0
-    live = [h for h in after.holders if h.mark is not None and h.mark.isdigit()]
-    return after.slots - len([h for h in live if int(h.mark or 0) > clock])
+    return after.slots - len([h for h in after.holders if _left_ms(h, clock) > 0])
 
 
 def _open_redis(address: str) -> _Store:
@@ -3757,7 +3760,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3760, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3763, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3889,7 +3892,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3892, ('reports',), r'''
+_CARRIED['survey'] = (3895, ('reports',), r'''
 import json
 import os
 import stat
@@ -4716,7 +4719,7 @@ def _entry() -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4719, (), r'''
+_CARRIED['renewing'] = (4722, (), r'''
 import os
 import time
 

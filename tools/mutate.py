@@ -255,8 +255,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-no-lease": (
         "an etcd record lives on a lease of its holder's timeout",
-        '{"request_put": {"key": _b64(self.key), "value": _b64(puts), "lease": lease}}',
-        '{"request_put": {"key": _b64(self.key), "value": _b64(puts)}}',
+        '                        "lease": lease or "0",\n',
+        "",
     ),
     "etcd-no-last-holder": (
         "etcd remembers the last holder for stale_replaced",
@@ -428,8 +428,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "wait-line-on-any-stderr": (
         "the waiting line is written only to a terminal",
-        "        line = _WaitLine() if _is_terminal(sys.stderr) else None",
-        "        line = _WaitLine()",
+        '        line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None',
+        '        line = _loaded("usage", "_WaitLine")()',
     ),
     "redis-change-unwatched": (
         "every Redis change applies only if the lock is as the call read it",
@@ -506,7 +506,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "slots-redis-clock-ignored": (
         "on Redis each slot ends on the server's clock",
-        "        live = int(mark) > server_ms",
+        "        live = left > 0",
         "        live = True",
     ),
     "slots-etcd-lease-ignored": (

@@ -411,7 +411,7 @@ class _EtcdStore(_ServerStore):
         *,
         gone: list[str | None],
     ) -> bool:
-        """If the record's revision is still ``revision``: put ``record`` (None: delete
+        """If the record's revision is still ``look``'s: put ``record`` (None: delete
         it). Each new holder of several slots gets a lease of its own and a key on it
         (``slot``, a NUL, the lease), that ends its slot; the record's lease outlives
         them all, so an older version sees the lock held while any slot is live."""

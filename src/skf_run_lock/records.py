@@ -121,12 +121,13 @@ def _holder_of(entry: object) -> _Record | None:
     """One holder of a lock of several slots; None unless it names all a holder has."""
     if not isinstance(entry, dict):
         return None
+    when = entry.get("acquired_at")
+    if not isinstance(when, str) or _parse_time(when) is None:
+        return None  # a holder's time is its own, never a file's mtime
     holder = _record_of(entry, 0)
+    if holder.owner is None or holder.stale_after is None:
+        return None
     mark = entry.get("mark")
-    if holder.owner is None or holder.stale_after is None or "acquired_at" not in entry:
-        return None
-    if not isinstance(entry["acquired_at"], str) or _parse_time(entry["acquired_at"]) is None:
-        return None
     holder.mark = mark if isinstance(mark, str) else None
     return holder
 

@@ -85,19 +85,23 @@ def _server_ms(clock: object) -> int:
     raise OSError(errno.EPROTO, "Redis answered TIME in a shape it never has")
 
 
+def _left_ms(holder: _Record, server_ms: int) -> int:
+    """The ms until ``holder``'s slot ends by the server's clock (its mark: the ms it ends
+    at); 0 or less once ended, or if no server time ends it (no slot, then)."""
+    mark = holder.mark
+    return int(mark) - server_ms if mark is not None and mark.isdigit() else 0
+
+
 def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
-    """Judge each slot of ``record`` by the server's clock (its mark: the ms it ends at);
-    the ms until the next live one ends (else ``ttl``, the record's own)."""
+    """Judge each slot of ``record`` by the server's clock; the ms until the next live
+    one ends (else ``ttl``, the record's own)."""
     ends = []
     for holder in record.holders or []:
-        mark = holder.mark
-        if mark is None or not mark.isdigit():
-            holder.lease = "expired"  # a slot no server time ends is no slot
-            continue
-        live = int(mark) > server_ms
+        left = _left_ms(holder, server_ms)
+        live = left > 0
         holder.lease = "live" if live else "expired"
         if live:
-            ends.append(int(mark) - server_ms)
+            ends.append(left)
     return min(ends) if ends else ttl
 
 
@@ -522,8 +526,7 @@ def _lifetime_ms(record: _Record, clock: int) -> int:
         if holder.mark is None:
             assert holder.stale_after is not None
             holder.mark = str(clock + _ms_of(holder.stale_after))
-    ends = [int(h.mark) for h in record.holders if h.mark is not None and h.mark.isdigit()]
-    return max(ends, default=clock) - clock
+    return max((_left_ms(holder, clock) for holder in record.holders), default=0)
 
 
 def _free_after(before: _Record | None, after: _Record | None, clock: int) -> int:
@@ -534,8 +537,7 @@ def _free_after(before: _Record | None, after: _Record | None, clock: int) -> in
         return 1 if before is None else before.slots
     if after.holders is None:
         return 0
-    live = [h for h in after.holders if h.mark is not None and h.mark.isdigit()]
-    return after.slots - len([h for h in live if int(h.mark or 0) > clock])
+    return after.slots - len([h for h in after.holders if _left_ms(h, clock) > 0])
 
 
 def _open_redis(address: str) -> _Store:
