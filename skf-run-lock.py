@@ -1164,11 +1164,12 @@ if TYPE_CHECKING:
             """Take ``place`` out of the line."""
 
         def wait(
-            self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+            self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int
         ) -> bool:
             """Up to ``left`` s until what ``place``'s waiter waits on changes (True): a
-            place ``ahead`` of it ends, or (``turn``: it takes the next slot that frees)
-            a slot frees or its server ends it."""
+            place ``ahead`` of it ends, or (``away`` 0: it takes the next slot that frees)
+            a slot frees or its server ends it. ``away``: how many places must leave the
+            line before it is among the first N (N slots), which take the slots that free."""
 
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""
@@ -1190,6 +1191,12 @@ if TYPE_CHECKING:
 
 _GUARD_SUFFIX = ".skf-guard"
 _SHARING_RETRY_SEC = 1.0  # Windows: how long a file another process has open may refuse
+# A guard is held for one change, about a millisecond: a call polls it every ms while
+# others take their turns (on a busy lock, many a second), and backs off to 50 ms only
+# once it has waited longer than a busy lock would make it wait.
+_GUARD_POLL_SEC = 0.001
+_GUARD_BUSY_SEC = 0.2
+_GUARD_POLL_MAX_SEC = 0.05
 
 # Flags that only some systems have are 0 elsewhere.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -1413,8 +1420,9 @@ def _abandon_guard_at(guard: str) -> None:
 
 def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
     """Lock the guard (TimeoutError after GUARD_WAIT_SEC); see _open_guard."""
-    deadline = time.monotonic() + GUARD_WAIT_SEC
-    pause = 0.001
+    start = time.monotonic()
+    deadline = start + GUARD_WAIT_SEC
+    pause = _GUARD_POLL_SEC
     while True:
         _Interrupts.raise_pending()  # nothing is held here
         fd = None
@@ -1440,7 +1448,8 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
                 " another call is stuck holding it",
             )
         time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+        if time.monotonic() - start >= _GUARD_BUSY_SEC:
+            pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
 
 
 class _Guard:
@@ -1497,10 +1506,12 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 # left (made under the guard), so a few random names always do; tempfile, which shares
 # its folder with strangers, tries TMP_MAX (238,328) names.
 _TEMP_TRIES = 100
-# How often a waiter looks at the lock file: the first in line most often.
+# How often a waiter looks at the lock file, by how many places must leave the line
+# before its turn: a waiter whose turn it is (it takes the next slot that frees) most
+# often, one place away next, and so on (a lock of N slots serves the first N at once).
 _FILE_POLL_SEC = (0.002, 0.005, 0.025, 0.1)
-# A waiter this far back polls the slowest: each look it makes reads the whole line,
-# and with many waiters most of a line's looks were these (one per change each).
+# A waiter this far from its turn polls the slowest: each look it makes reads the whole
+# line, and with many waiters most of a line's looks were these (one per change each).
 _FAR_BACK = 8
 
 
@@ -1635,43 +1646,77 @@ def _delete_record(lock: str) -> None:
         raise
 
 
+# What each text line of a line file gave (its place's fields, or None: not a place),
+# and the text that keeps each place's fields, kept for the process: at every look a
+# waiter reads the whole line, and at every change writes it, and most of its places
+# have not changed since (a place read is written back as the text it was read from).
+_PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
+_WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
+_KEPT_MAX = 4096  # entries of each, before it starts afresh
+
+
 def _parse_line(data: bytes) -> list[_Place]:
     """The valid places of a line file (a JSON object a line). Never raises."""
+    if len(_PARSED) > _KEPT_MAX:
+        _PARSED.clear()
     places = []
     for text in data.split(b"\n"):
         try:
-            entry = json.loads(text)
-            ticket, owner, since = entry["ticket"], entry["owner"], _parse_time(entry["since"])
-            timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
-        except (ValueError, RecursionError, TypeError, KeyError):
-            continue
-        if (
-            isinstance(ticket, str)
-            and isinstance(owner, str)
-            and owner
-            and since is not None
-            and timeout is not None
-            and isinstance(beat, int | float)
-            and abs(beat) < 1e12
-        ):
-            places.append(_Place(ticket, owner, since, timeout, float(beat)))
+            fields = _PARSED[text]
+        except KeyError:
+            fields = _PARSED[text] = _place_fields(text)
+            if fields is not None:
+                _WRITTEN[fields] = text + b"\n"
+        if fields is not None:
+            places.append(_Place(*fields))
     return places
 
 
+def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
+    """The fields of the place one text line of a line file gives; None if not one."""
+    try:
+        entry = json.loads(text)
+        ticket, owner, since = entry["ticket"], entry["owner"], _parse_time(entry["since"])
+        timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
+    except (ValueError, RecursionError, TypeError, KeyError):
+        return None
+    if (
+        isinstance(ticket, str)
+        and isinstance(owner, str)
+        and owner
+        and since is not None
+        and timeout is not None
+        and isinstance(beat, int | float)
+        and abs(beat) < 1e12
+    ):
+        return ticket, owner, since, timeout, float(beat)
+    return None
+
+
 def _line_bytes(places: list[_Place]) -> bytes:
-    return "".join(
-        json.dumps(
-            {
-                "ticket": p.ticket,
-                "owner": p.owner,
-                "since": _format_time(p.since),
-                "stale_after_seconds": p.stale_after,
-                "beat": round(p.beat or 0.0, 3),
-            }
-        )
-        + "\n"
-        for p in places
-    ).encode("ascii")
+    if len(_WRITTEN) > _KEPT_MAX:
+        _WRITTEN.clear()
+    texts = []
+    for p in places:
+        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))
+        try:
+            text = _WRITTEN[fields]
+        except KeyError:
+            text = _WRITTEN[fields] = _place_text(*fields)
+        texts.append(text)
+    return b"".join(texts)
+
+
+def _place_text(ticket: str, owner: str, since: int, stale_after: float, beat: float) -> bytes:
+    """One place as a text line of a line file."""
+    entry = {
+        "ticket": ticket,
+        "owner": owner,
+        "since": _format_time(since),
+        "stale_after_seconds": stale_after,
+        "beat": beat,
+    }
+    return (json.dumps(entry) + "\n").encode("ascii")
 
 
 def _read_line(path: str) -> list[_Place] | None:
@@ -1809,11 +1854,9 @@ class _FileStore:
             line = [p for p in _live(look.line, time.time()) if p.ticket != place.ticket]
             self._keep_line(look, line)
 
-    def wait(
-        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
-    ) -> bool:
-        """Until the lock file changes: polled the more often the nearer the front."""
-        every = _FILE_POLL_SEC[0 if turn else min(len(ahead), 2) + (len(ahead) >= _FAR_BACK)]
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
+        """Until the lock file changes: polled the more often the nearer its turn."""
+        every = _FILE_POLL_SEC[min(away, 2) + (away >= _FAR_BACK)]
         lock_seen, line_seen = look.seen.split("|")
         # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and not lock_seen else None
@@ -1983,7 +2026,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (1986, (), r'''
+_CARRIED['reports'] = (2029, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2088,7 +2131,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2091, (), r'''
+_CARRIED['usage'] = (2134, (), r'''
 import os
 import sys
 
@@ -2174,7 +2217,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2177, (), r'''
+_CARRIED['server_store'] = (2220, (), r'''
 import errno
 import json
 import os
@@ -2397,7 +2440,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2400, ('server_store',), r'''
+_CARRIED['http1'] = (2443, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2524,7 +2567,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2527, ('server_store',), r'''
+_CARRIED['resp'] = (2570, ('server_store',), r'''
 import re
 
 
@@ -2634,7 +2677,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2637, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2680, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -2881,12 +2924,11 @@ class _EtcdStore(_ServerStore):
         place.joined = False
         self.revoke(place.ticket)
 
-    def wait(
-        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
-    ) -> bool:
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the place just ahead is deleted, or (its turn) the record or a slot's
         key. Only the place just ahead, watched alone: a take or a leave then wakes one
         waiter, and etcd streams each change to those it concerns, not to every one."""
+        turn = away == 0
         just_ahead = self._place_key(ahead[-1]) if ahead else None
         wake = {just_ahead} if just_ahead else set()
         if turn:
@@ -3163,7 +3205,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3166, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3208, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3227,7 +3269,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3230, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3272, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3675,12 +3717,10 @@ class _RedisStore(_ServerStore):
             place.joined = False
         return applied
 
-    def wait(
-        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
-    ) -> bool:
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until ``place``'s bell rings (an expiry rings none: the next waits its TTL)."""
         ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
-        if turn and ttl >= 0:
+        if away == 0 and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
         until = time.monotonic() + left
         try:
@@ -3760,7 +3800,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3763, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3803, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3892,7 +3932,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3895, ('reports',), r'''
+_CARRIED['survey'] = (3935, ('reports',), r'''
 import json
 import os
 import stat
@@ -4281,7 +4321,8 @@ def _wait_turn(
         if len(ahead) < free:
             return
         # Among the first N in line, a slot that frees may be its own: it watches them.
-        turn = len(ahead) < slots
+        away = max(0, len(ahead) - slots + 1)
+        turn = away == 0
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
@@ -4294,7 +4335,7 @@ def _wait_turn(
         # The next to take a slot also wakes when one goes stale.
         until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
         pause = min(left, beat_at - time.monotonic(), until_stale)
-        woken = store.wait(pause, look, ahead, place, turn)
+        woken = store.wait(pause, look, ahead, place, away)
         if woken and turn:
             return  # the try reads the lock anyway
 
@@ -4719,7 +4760,7 @@ def _entry() -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4722, (), r'''
+_CARRIED['renewing'] = (4763, (), r'''
 import os
 import time
 

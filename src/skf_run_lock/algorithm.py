@@ -284,7 +284,8 @@ def _wait_turn(
         if len(ahead) < free:
             return
         # Among the first N in line, a slot that frees may be its own: it watches them.
-        turn = len(ahead) < slots
+        away = max(0, len(ahead) - slots + 1)
+        turn = away == 0
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
@@ -297,7 +298,7 @@ def _wait_turn(
         # The next to take a slot also wakes when one goes stale.
         until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
         pause = min(left, beat_at - time.monotonic(), until_stale)
-        woken = store.wait(pause, look, ahead, place, turn)
+        woken = store.wait(pause, look, ahead, place, away)
         if woken and turn:
             return  # the try reads the lock anyway
 

@@ -267,12 +267,11 @@ class _EtcdStore(_ServerStore):
         place.joined = False
         self.revoke(place.ticket)
 
-    def wait(
-        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
-    ) -> bool:
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the place just ahead is deleted, or (its turn) the record or a slot's
         key. Only the place just ahead, watched alone: a take or a leave then wakes one
         waiter, and etcd streams each change to those it concerns, not to every one."""
+        turn = away == 0
         just_ahead = self._place_key(ahead[-1]) if ahead else None
         wake = {just_ahead} if just_ahead else set()
         if turn:

@@ -43,10 +43,12 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 # left (made under the guard), so a few random names always do; tempfile, which shares
 # its folder with strangers, tries TMP_MAX (238,328) names.
 _TEMP_TRIES = 100
-# How often a waiter looks at the lock file: the first in line most often.
+# How often a waiter looks at the lock file, by how many places must leave the line
+# before its turn: a waiter whose turn it is (it takes the next slot that frees) most
+# often, one place away next, and so on (a lock of N slots serves the first N at once).
 _FILE_POLL_SEC = (0.002, 0.005, 0.025, 0.1)
-# A waiter this far back polls the slowest: each look it makes reads the whole line,
-# and with many waiters most of a line's looks were these (one per change each).
+# A waiter this far from its turn polls the slowest: each look it makes reads the whole
+# line, and with many waiters most of a line's looks were these (one per change each).
 _FAR_BACK = 8
 
 
@@ -181,43 +183,77 @@ def _delete_record(lock: str) -> None:
         raise
 
 
+# What each text line of a line file gave (its place's fields, or None: not a place),
+# and the text that keeps each place's fields, kept for the process: at every look a
+# waiter reads the whole line, and at every change writes it, and most of its places
+# have not changed since (a place read is written back as the text it was read from).
+_PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
+_WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
+_KEPT_MAX = 4096  # entries of each, before it starts afresh
+
+
 def _parse_line(data: bytes) -> list[_Place]:
     """The valid places of a line file (a JSON object a line). Never raises."""
+    if len(_PARSED) > _KEPT_MAX:
+        _PARSED.clear()
     places = []
     for text in data.split(b"\n"):
         try:
-            entry = json.loads(text)
-            ticket, owner, since = entry["ticket"], entry["owner"], _parse_time(entry["since"])
-            timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
-        except (ValueError, RecursionError, TypeError, KeyError):
-            continue
-        if (
-            isinstance(ticket, str)
-            and isinstance(owner, str)
-            and owner
-            and since is not None
-            and timeout is not None
-            and isinstance(beat, int | float)
-            and abs(beat) < 1e12
-        ):
-            places.append(_Place(ticket, owner, since, timeout, float(beat)))
+            fields = _PARSED[text]
+        except KeyError:
+            fields = _PARSED[text] = _place_fields(text)
+            if fields is not None:
+                _WRITTEN[fields] = text + b"\n"
+        if fields is not None:
+            places.append(_Place(*fields))
     return places
 
 
+def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
+    """The fields of the place one text line of a line file gives; None if not one."""
+    try:
+        entry = json.loads(text)
+        ticket, owner, since = entry["ticket"], entry["owner"], _parse_time(entry["since"])
+        timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
+    except (ValueError, RecursionError, TypeError, KeyError):
+        return None
+    if (
+        isinstance(ticket, str)
+        and isinstance(owner, str)
+        and owner
+        and since is not None
+        and timeout is not None
+        and isinstance(beat, int | float)
+        and abs(beat) < 1e12
+    ):
+        return ticket, owner, since, timeout, float(beat)
+    return None
+
+
 def _line_bytes(places: list[_Place]) -> bytes:
-    return "".join(
-        json.dumps(
-            {
-                "ticket": p.ticket,
-                "owner": p.owner,
-                "since": _format_time(p.since),
-                "stale_after_seconds": p.stale_after,
-                "beat": round(p.beat or 0.0, 3),
-            }
-        )
-        + "\n"
-        for p in places
-    ).encode("ascii")
+    if len(_WRITTEN) > _KEPT_MAX:
+        _WRITTEN.clear()
+    texts = []
+    for p in places:
+        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))
+        try:
+            text = _WRITTEN[fields]
+        except KeyError:
+            text = _WRITTEN[fields] = _place_text(*fields)
+        texts.append(text)
+    return b"".join(texts)
+
+
+def _place_text(ticket: str, owner: str, since: int, stale_after: float, beat: float) -> bytes:
+    """One place as a text line of a line file."""
+    entry = {
+        "ticket": ticket,
+        "owner": owner,
+        "since": _format_time(since),
+        "stale_after_seconds": stale_after,
+        "beat": beat,
+    }
+    return (json.dumps(entry) + "\n").encode("ascii")
 
 
 def _read_line(path: str) -> list[_Place] | None:
@@ -355,11 +391,9 @@ class _FileStore:
             line = [p for p in _live(look.line, time.time()) if p.ticket != place.ticket]
             self._keep_line(look, line)
 
-    def wait(
-        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
-    ) -> bool:
-        """Until the lock file changes: polled the more often the nearer the front."""
-        every = _FILE_POLL_SEC[0 if turn else min(len(ahead), 2) + (len(ahead) >= _FAR_BACK)]
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
+        """Until the lock file changes: polled the more often the nearer its turn."""
+        every = _FILE_POLL_SEC[min(away, 2) + (away >= _FAR_BACK)]
         lock_seen, line_seen = look.seen.split("|")
         # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and not lock_seen else None

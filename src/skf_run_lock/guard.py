@@ -19,6 +19,12 @@ if TYPE_CHECKING:
 
 _GUARD_SUFFIX = ".skf-guard"
 _SHARING_RETRY_SEC = 1.0  # Windows: how long a file another process has open may refuse
+# A guard is held for one change, about a millisecond: a call polls it every ms while
+# others take their turns (on a busy lock, many a second), and backs off to 50 ms only
+# once it has waited longer than a busy lock would make it wait.
+_GUARD_POLL_SEC = 0.001
+_GUARD_BUSY_SEC = 0.2
+_GUARD_POLL_MAX_SEC = 0.05
 
 # Flags that only some systems have are 0 elsewhere.
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -242,8 +248,9 @@ def _abandon_guard_at(guard: str) -> None:
 
 def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
     """Lock the guard (TimeoutError after GUARD_WAIT_SEC); see _open_guard."""
-    deadline = time.monotonic() + GUARD_WAIT_SEC
-    pause = 0.001
+    start = time.monotonic()
+    deadline = start + GUARD_WAIT_SEC
+    pause = _GUARD_POLL_SEC
     while True:
         _Interrupts.raise_pending()  # nothing is held here
         fd = None
@@ -269,7 +276,8 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
                 " another call is stuck holding it",
             )
         time.sleep(pause)
-        pause = min(pause * 2, 0.05)
+        if time.monotonic() - start >= _GUARD_BUSY_SEC:
+            pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
 
 
 class _Guard:

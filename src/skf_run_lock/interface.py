@@ -61,11 +61,12 @@ if TYPE_CHECKING:
             """Take ``place`` out of the line."""
 
         def wait(
-            self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
+            self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int
         ) -> bool:
             """Up to ``left`` s until what ``place``'s waiter waits on changes (True): a
-            place ``ahead`` of it ends, or (``turn``: it takes the next slot that frees)
-            a slot frees or its server ends it."""
+            place ``ahead`` of it ends, or (``away`` 0: it takes the next slot that frees)
+            a slot frees or its server ends it. ``away``: how many places must leave the
+            line before it is among the first N (N slots), which take the slots that free."""
 
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""

@@ -469,12 +469,10 @@ class _RedisStore(_ServerStore):
             place.joined = False
         return applied
 
-    def wait(
-        self, left: float, look: _Look, ahead: list[_Place], place: _Place, turn: bool
-    ) -> bool:
+    def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until ``place``'s bell rings (an expiry rings none: the next waits its TTL)."""
         ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
-        if turn and ttl >= 0:
+        if away == 0 and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
         until = time.monotonic() + left
         try:
