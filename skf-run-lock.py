@@ -2259,8 +2259,24 @@ def _place_value(place: _Place) -> bytes:
     return json.dumps(entry).encode()
 
 
+# What each place's value gave (owner, since, timeout; None: not a place), kept for the
+# process: every look of a waiter reads every place in line, most unchanged since.
+_PLACES_READ: dict[bytes, tuple[str, int, float] | None] = {}
+_PLACES_READ_MAX = 4096  # entries, before it starts afresh
+
+
 def _place_of(ticket: str, value: bytes) -> _Place | None:
     """The place a server's value gives; None if it is not one."""
+    try:
+        fields = _PLACES_READ[value]
+    except KeyError:
+        if len(_PLACES_READ) >= _PLACES_READ_MAX:
+            _PLACES_READ.clear()
+        fields = _PLACES_READ[value] = _value_fields(value)
+    return None if fields is None else _Place(ticket, *fields, None)
+
+
+def _value_fields(value: bytes) -> tuple[str, int, float] | None:
     try:
         entry = json.loads(value)
         owner = entry["owner"]
@@ -2270,7 +2286,7 @@ def _place_of(ticket: str, value: bytes) -> _Place | None:
         return None
     if not (isinstance(owner, str) and owner) or since is None or timeout is None:
         return None
-    return _Place(ticket, owner, since, timeout, None)
+    return owner, since, timeout
 
 
 class _ServerStore:
@@ -2440,7 +2456,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2443, ('server_store',), r'''
+_CARRIED['http1'] = (2459, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2567,7 +2583,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2570, ('server_store',), r'''
+_CARRIED['resp'] = (2586, ('server_store',), r'''
 import re
 
 
@@ -2578,6 +2594,9 @@ if TYPE_CHECKING:
 
 _RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
 _RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
+_RESP_NUMBER = re.compile(rb"-?[0-9]{1,18}")
+# Each answer's first byte, as iterating bytes gives it.
+_SIMPLE, _ERROR, _INTEGER, _BULK, _ARRAY = b"+-:$*"
 
 
 class _RedisError:
@@ -2640,25 +2659,25 @@ class _RespConnection(_Connection):
             if len(self.received) - at > 1024:
                 raise ValueError(f"the answer was not {self.protocol} (a line too long)")
             raise _Incomplete
-        kind = bytes(self.received[at : at + 1])
+        kind = self.received[at]
         line = bytes(self.received[at + 1 : end])
-        if kind == b"+":
+        if kind == _SIMPLE:
             return line, end + 2
-        if kind == b"-":
+        if kind == _ERROR:
             return _RedisError(line.decode("utf-8", "replace")), end + 2
-        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
+        if kind in (_INTEGER, _BULK, _ARRAY) and _RESP_NUMBER.fullmatch(line):
             size = int(line)
-            if kind == b":":
+            if kind == _INTEGER:
                 return size, end + 2
             if size == -1:
                 return None, end + 2
-            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
+            if kind == _BULK and 0 <= size <= _ANSWER_MAX_BYTES:
                 if len(self.received) < end + 2 + size + 2:
                     raise _Incomplete
                 if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
                     raise ValueError(f"the answer was not {self.protocol} (a bad length)")
                 return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
-            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
+            if kind == _ARRAY and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
                 items = []
                 at = end + 2
                 for _ in range(size):
@@ -2677,7 +2696,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2680, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2699, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -3205,7 +3224,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3208, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3227, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3269,7 +3288,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3272, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3291, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3399,6 +3418,9 @@ class _RedisStore(_ServerStore):
         # True once a Cluster's ASK sent the lock's keys to the node importing their
         # slot: each command there goes after an ASKING (harmless once it owns it).
         self.asking = False
+        # True once a look found a lock of several slots: each later look asks the
+        # server's TIME with its reads, not after them (a lock of one slot never does).
+        self.clocked = False
 
     # -- Talking to the server
 
@@ -3558,13 +3580,16 @@ class _RedisStore(_ServerStore):
 
     def look(self) -> _Look:
         """The record (its expiry live, or none), the last holder's, and the line."""
-        return self._looked(self.call(*self._reads()))
+        return self._looked(self.call(*self._reads(), *self._clock()))
 
     def read(self) -> _Look:
         """As look, with KEY watched on this connection until the change applies."""
-        look = self._looked(self.call(("WATCH", self.key), *self._reads())[1:])
+        look = self._looked(self.call(("WATCH", self.key), *self._reads(), *self._clock())[1:])
         self.watched = self.connection
         return look
+
+    def _clock(self) -> list[_Command]:
+        return [("TIME",)] if self.clocked else []
 
     def _reads(self, keys: tuple[bytes, bytes, bytes, bytes] | None = None) -> list[_Command]:
         """The reads of a look at this lock, or at the lock of ``keys`` (_lock_keys)."""
@@ -3572,9 +3597,9 @@ class _RedisStore(_ServerStore):
         return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
 
     def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
-        """The look _reads' answers give (the places read at ``wait_prefix``, or this
-        lock's); ``seen``: the ms until the record's next slot ends."""
-        value, ttl, last_value, tickets = answers
+        """The look _reads' answers give, then TIME's if asked (the places read at
+        ``wait_prefix``, or this lock's); ``seen``: the ms until the next slot ends."""
+        value, ttl, last_value, tickets, *clock = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
         now = int(time.time())
@@ -3587,7 +3612,8 @@ class _RedisStore(_ServerStore):
             if record.holders is not None:
                 # Of several slots: the server's clock ends each (a lock of one slot, its
                 # record's expiry, and a call on one never needs TIME).
-                server_ms = _server_ms(self.call(("TIME",))[0])
+                server_ms = _server_ms(clock[0] if clock else self.call(("TIME",))[0])
+                self.clocked = True
                 ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
             last = _parse_record(last_value, now)
@@ -3800,7 +3826,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3803, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3829, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3932,7 +3958,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3935, ('reports',), r'''
+_CARRIED['survey'] = (3961, ('reports',), r'''
 import json
 import os
 import stat
@@ -4760,7 +4786,7 @@ def _entry() -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4763, (), r'''
+_CARRIED['renewing'] = (4789, (), r'''
 import os
 import time
 

@@ -151,6 +151,9 @@ class _RedisStore(_ServerStore):
         # True once a Cluster's ASK sent the lock's keys to the node importing their
         # slot: each command there goes after an ASKING (harmless once it owns it).
         self.asking = False
+        # True once a look found a lock of several slots: each later look asks the
+        # server's TIME with its reads, not after them (a lock of one slot never does).
+        self.clocked = False
 
     # -- Talking to the server
 
@@ -310,13 +313,16 @@ class _RedisStore(_ServerStore):
 
     def look(self) -> _Look:
         """The record (its expiry live, or none), the last holder's, and the line."""
-        return self._looked(self.call(*self._reads()))
+        return self._looked(self.call(*self._reads(), *self._clock()))
 
     def read(self) -> _Look:
         """As look, with KEY watched on this connection until the change applies."""
-        look = self._looked(self.call(("WATCH", self.key), *self._reads())[1:])
+        look = self._looked(self.call(("WATCH", self.key), *self._reads(), *self._clock())[1:])
         self.watched = self.connection
         return look
+
+    def _clock(self) -> list[_Command]:
+        return [("TIME",)] if self.clocked else []
 
     def _reads(self, keys: tuple[bytes, bytes, bytes, bytes] | None = None) -> list[_Command]:
         """The reads of a look at this lock, or at the lock of ``keys`` (_lock_keys)."""
@@ -324,9 +330,9 @@ class _RedisStore(_ServerStore):
         return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
 
     def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
-        """The look _reads' answers give (the places read at ``wait_prefix``, or this
-        lock's); ``seen``: the ms until the record's next slot ends."""
-        value, ttl, last_value, tickets = answers
+        """The look _reads' answers give, then TIME's if asked (the places read at
+        ``wait_prefix``, or this lock's); ``seen``: the ms until the next slot ends."""
+        value, ttl, last_value, tickets, *clock = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
         now = int(time.time())
@@ -339,7 +345,8 @@ class _RedisStore(_ServerStore):
             if record.holders is not None:
                 # Of several slots: the server's clock ends each (a lock of one slot, its
                 # record's expiry, and a call on one never needs TIME).
-                server_ms = _server_ms(self.call(("TIME",))[0])
+                server_ms = _server_ms(clock[0] if clock else self.call(("TIME",))[0])
+                self.clocked = True
                 ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
             last = _parse_record(last_value, now)

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 
 _RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
 _RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
+_RESP_NUMBER = re.compile(rb"-?[0-9]{1,18}")
+# Each answer's first byte, as iterating bytes gives it.
+_SIMPLE, _ERROR, _INTEGER, _BULK, _ARRAY = b"+-:$*"
 
 
 class _RedisError:
@@ -78,25 +81,25 @@ class _RespConnection(_Connection):
             if len(self.received) - at > 1024:
                 raise ValueError(f"the answer was not {self.protocol} (a line too long)")
             raise _Incomplete
-        kind = bytes(self.received[at : at + 1])
+        kind = self.received[at]
         line = bytes(self.received[at + 1 : end])
-        if kind == b"+":
+        if kind == _SIMPLE:
             return line, end + 2
-        if kind == b"-":
+        if kind == _ERROR:
             return _RedisError(line.decode("utf-8", "replace")), end + 2
-        if kind in (b":", b"$", b"*") and re.fullmatch(rb"-?[0-9]{1,18}", line):
+        if kind in (_INTEGER, _BULK, _ARRAY) and _RESP_NUMBER.fullmatch(line):
             size = int(line)
-            if kind == b":":
+            if kind == _INTEGER:
                 return size, end + 2
             if size == -1:
                 return None, end + 2
-            if kind == b"$" and 0 <= size <= _ANSWER_MAX_BYTES:
+            if kind == _BULK and 0 <= size <= _ANSWER_MAX_BYTES:
                 if len(self.received) < end + 2 + size + 2:
                     raise _Incomplete
                 if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
                     raise ValueError(f"the answer was not {self.protocol} (a bad length)")
                 return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
-            if kind == b"*" and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
+            if kind == _ARRAY and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
                 items = []
                 at = end + 2
                 for _ in range(size):
