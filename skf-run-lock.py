@@ -2788,7 +2788,8 @@ class _EtcdStore(_ServerStore):
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
         self.watcher: _HttpConnection | None = None  # a waiter's open watch
-        self.watching: bytes | None = None  # the key it watches alone (None: all)
+        # The keys it watches: from a key to a range's end (None: that key alone).
+        self.watching: tuple[bytes, bytes | None] | None = None
         self.pause = _Pause()
         self.spares: list[tuple[int, str]] = []  # leases of tries that lost their race
         self.record_on: str | None = None  # the lease the last change put the record on
@@ -2945,14 +2946,17 @@ class _EtcdStore(_ServerStore):
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the place just ahead is deleted, or (its turn) the record or a slot's
-        key. Only the place just ahead, watched alone: a take or a leave then wakes one
-        waiter, and etcd streams each change to those it concerns, not to every one."""
+        key. Each watches only what it waits on: the place just ahead, alone, or (its
+        turn) the record and the slots' keys, never the line. A take or a leave then
+        wakes one waiter, and etcd streams each change to those it concerns."""
         turn = away == 0
-        just_ahead = self._place_key(ahead[-1]) if ahead else None
-        wake = {just_ahead} if just_ahead else set()
+        watching: tuple[bytes, bytes | None]
         if turn:
-            wake.add(self.key)
-        watching = None if turn else just_ahead  # None: every key of the lock
+            wake = {self.key}
+            watching = (self.key, self.slot_prefix[:-1] + b"\1")
+        else:
+            wake = {self._place_key(ahead[-1])}
+            watching = (self._place_key(ahead[-1]), None)
         if self.watcher is not None and self.watching != watching:
             self._stop_watch()
         until = time.monotonic() + left
@@ -2980,14 +2984,15 @@ class _EtcdStore(_ServerStore):
             self.watcher.close()
             self.watcher = None
 
-    def _watch(self, seen: str, until: float, alone: bytes | None = None) -> bool:
-        """Watch the lock's keys (or the key ``alone``) from after revision ``seen``:
-        True once it streams."""
+    def _watch(self, seen: str, until: float, keys: tuple[bytes, bytes | None]) -> bool:
+        """Watch ``keys`` (a key and a range's end, or None: that key alone) from after
+        revision ``seen``: True once it streams."""
         self.deadline = min(until, time.monotonic() + self.timeout)
-        watch = {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
-        if alone is not None:
-            watch = {"key": _b64(alone)}
-        self.watching = alone
+        key, end = keys
+        watch = {"key": _b64(key)}
+        if end is not None:
+            watch["range_end"] = _b64(end)
+        self.watching = keys
         if seen.isdigit() and seen != "0":
             watch["start_revision"] = str(int(seen) + 1)
         payload = json.dumps({"create_request": watch}).encode()
@@ -3224,7 +3229,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3227, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3232, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3288,7 +3293,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3291, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3296, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3826,7 +3831,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3829, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3834, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3958,7 +3963,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3961, ('reports',), r'''
+_CARRIED['survey'] = (3966, ('reports',), r'''
 import json
 import os
 import stat
@@ -4349,21 +4354,21 @@ def _wait_turn(
         # Among the first N in line, a slot that frees may be its own: it watches them.
         away = max(0, len(ahead) - slots + 1)
         turn = away == 0
-        if shown is not None and last_shown != len(ahead) + 1:
-            last_shown = len(ahead) + 1
-            shown(result, left, last_shown)
         if time.monotonic() >= beat_at:
+            # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
                 return
             beat_at = time.monotonic() + _BEAT_SEC
             last_shown = 0  # shown again after a beat
-            continue
+        if shown is not None and last_shown != len(ahead) + 1:
+            last_shown = len(ahead) + 1
+            shown(result, left, last_shown)
         # The next to take a slot also wakes when one goes stale.
         until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
         pause = min(left, beat_at - time.monotonic(), until_stale)
         woken = store.wait(pause, look, ahead, place, away)
-        if woken and turn:
-            return  # the try reads the lock anyway
+        if woken and not ahead:
+            return  # a slot that frees is the first's: the try reads the lock anyway
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
@@ -4786,7 +4791,7 @@ def _entry() -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4789, (), r'''
+_CARRIED['renewing'] = (4794, (), r'''
 import os
 import time
 

@@ -467,10 +467,10 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     real_watch = skf._EtcdStore._watch
 
     def release_then_watch(
-        self: object, seen: str, until: float, alone: bytes | None = None
+        self: object, seen: str, until: float, keys: tuple[bytes, bytes | None]
     ) -> bool:
         skf.release(etcd_lock, "wf:holder:1")
-        return real_watch(self, seen, until, alone)
+        return real_watch(self, seen, until, keys)
 
     monkeypatch_watch = pytest.MonkeyPatch()
     monkeypatch_watch.setattr(skf._EtcdStore, "_watch", release_then_watch)

@@ -170,6 +170,27 @@ def test_a_waiter_on_a_terminal_says_its_place_in_line(
 # --- No jumping the line -----------------------------------------------------------------
 
 
+def test_a_beat_costs_a_waiter_no_look_of_its_own(
+    skf: ModuleType, any_lock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A waiter keeps its place alive every second; a beat changes nothing its look
+    saw, so a long wait costs one look a beat (64 waiters each looking twice a second
+    kept etcd busy), not a look before the beat and another after it."""
+    scheme = str(any_lock).partition("://")[0]
+    store = {"etcd": skf._EtcdStore, "redis": skf._RedisStore}.get(scheme, skf._FileStore)
+    looks: list[int] = []
+    beats: list[int] = []
+    real_look = store.look
+    real_beat = store.beat
+    monkeypatch.setattr(store, "look", lambda self: looks.append(1) or real_look(self))
+    monkeypatch.setattr(store, "beat", lambda self, p: beats.append(1) or real_beat(self, p))
+    skf.acquire(any_lock, "wf:holder:1", 600.0)
+    with pytest.raises(skf.LockBusy):
+        skf.acquire_within(any_lock, "wf:waiter:1", 600.0, 4.5)
+    assert len(beats) >= 2
+    assert len(looks) <= len(beats) + 1
+
+
 def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
     skf: ModuleType, any_lock: str, procs, cli
 ) -> None:

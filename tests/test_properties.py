@@ -72,3 +72,38 @@ def test_any_lock_file_is_read_without_error(skf: ModuleType, data: bytes) -> No
         assert record is not None and isinstance(record.since, int)
         result = skf.status(path, 60.0)
         assert result["state"] in ("held", "stale") and isinstance(result["age_seconds"], int)
+
+
+# A line file's text lines: places as this tool writes them, and anything else.
+PLACE_LINE = st.builds(
+    lambda ticket, owner, beat: (
+        f'{{"ticket": "{ticket}", "owner": "{owner}", "since": "2026-09-30T10:15:00Z",'
+        f' "stale_after_seconds": 60.0, "beat": {beat}}}'
+    ).encode(),
+    st.text(alphabet="0123456789abcdef", min_size=8, max_size=8),
+    st.sampled_from(["wf:a:1", "wf:b:2", "x:y:z"]),
+    st.sampled_from([0.0, 1764000000.125, 1764000001.5]),
+)
+LINE_FILE = st.lists(PLACE_LINE | st.binary(max_size=40), max_size=8).map(b"\n".join)
+
+
+@given(data=LINE_FILE, beat=st.sampled_from([2.5, 1764000002.25]))
+def test_a_line_file_reads_the_same_every_time_and_is_written_back_as_read(
+    skf: ModuleType, data: bytes, beat: float
+) -> None:
+    """Each process keeps what each text line of a line file gave, and the text each
+    place is kept as: read again, the places are the same; written back unchanged,
+    each valid line is the text it was read from; a place whose beat changed is
+    written anew, and reads back changed."""
+    fields = ("ticket", "owner", "since", "stale_after", "beat")
+    first = skf._parse_line(data)
+    again = skf._parse_line(data)
+    assert [[getattr(p, f) for f in fields] for p in again] == [
+        [getattr(p, f) for f in fields] for p in first
+    ]
+    valid = [text + b"\n" for text in data.split(b"\n") if skf._place_fields(text)]
+    assert skf._line_bytes(again) == b"".join(valid)
+    if again:
+        again[0].beat = beat
+        changed = skf._parse_line(skf._line_bytes(again))
+        assert [p.beat for p in changed] == [beat] + [p.beat for p in first[1:]]

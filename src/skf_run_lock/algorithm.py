@@ -286,21 +286,21 @@ def _wait_turn(
         # Among the first N in line, a slot that frees may be its own: it watches them.
         away = max(0, len(ahead) - slots + 1)
         turn = away == 0
-        if shown is not None and last_shown != len(ahead) + 1:
-            last_shown = len(ahead) + 1
-            shown(result, left, last_shown)
         if time.monotonic() >= beat_at:
+            # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
                 return
             beat_at = time.monotonic() + _BEAT_SEC
             last_shown = 0  # shown again after a beat
-            continue
+        if shown is not None and last_shown != len(ahead) + 1:
+            last_shown = len(ahead) + 1
+            shown(result, left, last_shown)
         # The next to take a slot also wakes when one goes stale.
         until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
         pause = min(left, beat_at - time.monotonic(), until_stale)
         woken = store.wait(pause, look, ahead, place, away)
-        if woken and turn:
-            return  # the try reads the lock anyway
+        if woken and not ahead:
+            return  # a slot that frees is the first's: the try reads the lock anyway
 
 
 def _leave_line(store: _Store, place: _Place) -> None:

@@ -112,7 +112,8 @@ class _EtcdStore(_ServerStore):
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
         self.watcher: _HttpConnection | None = None  # a waiter's open watch
-        self.watching: bytes | None = None  # the key it watches alone (None: all)
+        # The keys it watches: from a key to a range's end (None: that key alone).
+        self.watching: tuple[bytes, bytes | None] | None = None
         self.pause = _Pause()
         self.spares: list[tuple[int, str]] = []  # leases of tries that lost their race
         self.record_on: str | None = None  # the lease the last change put the record on
@@ -269,14 +270,17 @@ class _EtcdStore(_ServerStore):
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the place just ahead is deleted, or (its turn) the record or a slot's
-        key. Only the place just ahead, watched alone: a take or a leave then wakes one
-        waiter, and etcd streams each change to those it concerns, not to every one."""
+        key. Each watches only what it waits on: the place just ahead, alone, or (its
+        turn) the record and the slots' keys, never the line. A take or a leave then
+        wakes one waiter, and etcd streams each change to those it concerns."""
         turn = away == 0
-        just_ahead = self._place_key(ahead[-1]) if ahead else None
-        wake = {just_ahead} if just_ahead else set()
+        watching: tuple[bytes, bytes | None]
         if turn:
-            wake.add(self.key)
-        watching = None if turn else just_ahead  # None: every key of the lock
+            wake = {self.key}
+            watching = (self.key, self.slot_prefix[:-1] + b"\1")
+        else:
+            wake = {self._place_key(ahead[-1])}
+            watching = (self._place_key(ahead[-1]), None)
         if self.watcher is not None and self.watching != watching:
             self._stop_watch()
         until = time.monotonic() + left
@@ -304,14 +308,15 @@ class _EtcdStore(_ServerStore):
             self.watcher.close()
             self.watcher = None
 
-    def _watch(self, seen: str, until: float, alone: bytes | None = None) -> bool:
-        """Watch the lock's keys (or the key ``alone``) from after revision ``seen``:
-        True once it streams."""
+    def _watch(self, seen: str, until: float, keys: tuple[bytes, bytes | None]) -> bool:
+        """Watch ``keys`` (a key and a range's end, or None: that key alone) from after
+        revision ``seen``: True once it streams."""
         self.deadline = min(until, time.monotonic() + self.timeout)
-        watch = {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
-        if alone is not None:
-            watch = {"key": _b64(alone)}
-        self.watching = alone
+        key, end = keys
+        watch = {"key": _b64(key)}
+        if end is not None:
+            watch["range_end"] = _b64(end)
+        self.watching = keys
         if seen.isdigit() and seen != "0":
             watch["start_revision"] = str(int(seen) + 1)
         payload = json.dumps({"create_request": watch}).encode()
