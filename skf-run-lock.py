@@ -1136,8 +1136,9 @@ if TYPE_CHECKING:
 
         def __exit__(self, *exc_info: object) -> None: ...
 
-        def read(self) -> _Look:
-            """Within a change: what the change must find unchanged to apply."""
+        def read(self, line: bool = True) -> _Look:
+            """Within a change: what the change must find unchanged to apply (``line``
+            False: the change needs no line, a release, and a store may leave it out)."""
 
         def apply(
             self,
@@ -1794,7 +1795,8 @@ class _FileStore:
         finally:
             self.guard.drop()  # if an interrupt cut the exit short
 
-    def read(self) -> _Look:
+    def read(self, line: bool = True) -> _Look:
+        """Always with the line: a release drops the places of waiters that died."""
         return self._read_in_change() if self.held else _Look(None)
 
     def apply(
@@ -2026,7 +2028,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2029, (), r'''
+_CARRIED['reports'] = (2031, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2131,7 +2133,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2134, (), r'''
+_CARRIED['usage'] = (2136, (), r'''
 import os
 import sys
 
@@ -2217,7 +2219,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2220, (), r'''
+_CARRIED['server_store'] = (2222, (), r'''
 import errno
 import json
 import os
@@ -2456,7 +2458,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2459, ('server_store',), r'''
+_CARRIED['http1'] = (2461, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2583,7 +2585,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2586, ('server_store',), r'''
+_CARRIED['resp'] = (2588, ('server_store',), r'''
 import re
 
 
@@ -2696,7 +2698,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2699, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2701, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -2904,16 +2906,21 @@ class _EtcdStore(_ServerStore):
         return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
 
     def look(self) -> _Look:
-        answer = self.post(
-            "/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
-        )
+        return self._range(line=True)
+
+    def read(self, line: bool = True) -> _Look:
+        """As look (the transaction compares later); without the ``line``, only the
+        record's, the last holder's and the slots' keys are read."""
+        return self._range(line)
+
+    def _range(self, line: bool) -> _Look:
+        end = self.key + b"\1" if line else self.slot_prefix[:-1] + b"\1"
+        answer = self.post("/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(end)})
         try:
             seen = str(answer.get("header", {}).get("revision", "0"))
             return _looked(self.key, answer.get("kvs", []), seen)
         except (AttributeError, KeyError, TypeError, ValueError):
             raise _not_etcd("range", "kvs") from None
-
-    read = look  # the transaction compares later
 
     def _place_key(self, place: _Place) -> bytes:
         return self.wait_prefix + place.ticket.encode()
@@ -3229,7 +3236,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3232, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3239, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3293,7 +3300,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3296, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3303, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3587,8 +3594,9 @@ class _RedisStore(_ServerStore):
         """The record (its expiry live, or none), the last holder's, and the line."""
         return self._looked(self.call(*self._reads(), *self._clock()))
 
-    def read(self) -> _Look:
-        """As look, with KEY watched on this connection until the change applies."""
+    def read(self, line: bool = True) -> _Look:
+        """As look, with KEY watched on this connection until the change applies; always
+        with the line: a release rings the waiters it leaves a slot for."""
         look = self._looked(self.call(("WATCH", self.key), *self._reads(), *self._clock())[1:])
         self.watched = self.connection
         return look
@@ -3831,7 +3839,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3834, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3842, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3963,7 +3971,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3966, ('reports',), r'''
+_CARRIED['survey'] = (3974, ('reports',), r'''
 import json
 import os
 import stat
@@ -4392,7 +4400,7 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     try:
         for _ in range(_CHANGE_TRIES):
             with store.change(create=False) as change:
-                look = change.read()
+                look = change.read(line=False)
                 record = look.record
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
@@ -4791,7 +4799,7 @@ def _entry() -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4794, (), r'''
+_CARRIED['renewing'] = (4802, (), r'''
 import os
 import time
 

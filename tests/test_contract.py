@@ -324,8 +324,8 @@ def contender_after_read(
     def contend() -> None:
         outcome.update(skf.acquire(store.lock, "wf:sk:other", 3600.0))
 
-    def read_then_contend(self: object) -> object:
-        look = real(self)
+    def read_then_contend(self: object, line: bool = True) -> object:
+        look = real(self, line)
         if not threads:
             threads.append(threading.Thread(target=contend, daemon=True))
             threads[0].start()

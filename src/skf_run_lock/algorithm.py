@@ -324,7 +324,7 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     try:
         for _ in range(_CHANGE_TRIES):
             with store.change(create=False) as change:
-                look = change.read()
+                look = change.read(line=False)
                 record = look.record
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)

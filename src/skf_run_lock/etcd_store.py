@@ -228,16 +228,21 @@ class _EtcdStore(_ServerStore):
         return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
 
     def look(self) -> _Look:
-        answer = self.post(
-            "/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(self.key + b"\1")}
-        )
+        return self._range(line=True)
+
+    def read(self, line: bool = True) -> _Look:
+        """As look (the transaction compares later); without the ``line``, only the
+        record's, the last holder's and the slots' keys are read."""
+        return self._range(line)
+
+    def _range(self, line: bool) -> _Look:
+        end = self.key + b"\1" if line else self.slot_prefix[:-1] + b"\1"
+        answer = self.post("/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(end)})
         try:
             seen = str(answer.get("header", {}).get("revision", "0"))
             return _looked(self.key, answer.get("kvs", []), seen)
         except (AttributeError, KeyError, TypeError, ValueError):
             raise _not_etcd("range", "kvs") from None
-
-    read = look  # the transaction compares later
 
     def _place_key(self, place: _Place) -> bytes:
         return self.wait_prefix + place.ticket.encode()

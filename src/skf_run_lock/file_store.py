@@ -331,7 +331,8 @@ class _FileStore:
         finally:
             self.guard.drop()  # if an interrupt cut the exit short
 
-    def read(self) -> _Look:
+    def read(self, line: bool = True) -> _Look:
+        """Always with the line: a release drops the places of waiters that died."""
         return self._read_in_change() if self.held else _Look(None)
 
     def apply(

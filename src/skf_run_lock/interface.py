@@ -33,8 +33,9 @@ if TYPE_CHECKING:
 
         def __exit__(self, *exc_info: object) -> None: ...
 
-        def read(self) -> _Look:
-            """Within a change: what the change must find unchanged to apply."""
+        def read(self, line: bool = True) -> _Look:
+            """Within a change: what the change must find unchanged to apply (``line``
+            False: the change needs no line, a release, and a store may leave it out)."""
 
         def apply(
             self,

@@ -315,8 +315,9 @@ class _RedisStore(_ServerStore):
         """The record (its expiry live, or none), the last holder's, and the line."""
         return self._looked(self.call(*self._reads(), *self._clock()))
 
-    def read(self) -> _Look:
-        """As look, with KEY watched on this connection until the change applies."""
+    def read(self, line: bool = True) -> _Look:
+        """As look, with KEY watched on this connection until the change applies; always
+        with the line: a release rings the waiters it leaves a slot for."""
         look = self._looked(self.call(("WATCH", self.key), *self._reads(), *self._clock())[1:])
         self.watched = self.connection
         return look
