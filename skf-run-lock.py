@@ -453,9 +453,15 @@ def _interrupted(signum: int) -> str:
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
-    from typing import Literal
+    from collections.abc import Callable
+    from typing import Literal, TypeVar
+
+    _Read = TypeVar("_Read")
+    _Gave = TypeVar("_Gave")
 
 _RECORD_MAX_BYTES = 64 * 1024
+# A memo's entries (see _remembered) before it starts afresh.
+_REMEMBERED_MAX = 4096
 
 
 class _Record:
@@ -492,6 +498,19 @@ class _Place:
         self.stale_after = stale_after
         self.beat = beat
         self.joined = False  # True while this is the caller's own place, in the line
+
+
+def _remembered(memo: dict[_Read, _Gave], read: _Read, make: Callable[[_Read], _Gave]) -> _Gave:
+    """What ``read`` gives, by ``make``, kept in ``memo`` for the process: a waiter's
+    every look reads the places in line again, and most are as they were at its last
+    look. A memo starts afresh once full, so a long-lived process keeps it small."""
+    try:
+        return memo[read]
+    except KeyError:
+        if len(memo) >= _REMEMBERED_MAX:
+            memo.clear()
+        gave = memo[read] = make(read)
+        return gave
 
 
 class _Look:
@@ -1648,27 +1667,20 @@ def _delete_record(lock: str) -> None:
 
 
 # What each text line of a line file gave (its place's fields, or None: not a place),
-# and the text that keeps each place's fields, kept for the process: at every look a
-# waiter reads the whole line, and at every change writes it, and most of its places
-# have not changed since (a place read is written back as the text it was read from).
+# and the text that keeps each place's fields: a waiter reads the whole line at every
+# look and writes it at every change, and a place read is written back as the text it
+# was read from.
 _PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
 _WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
-_KEPT_MAX = 4096  # entries of each, before it starts afresh
 
 
 def _parse_line(data: bytes) -> list[_Place]:
     """The valid places of a line file (a JSON object a line). Never raises."""
-    if len(_PARSED) > _KEPT_MAX:
-        _PARSED.clear()
     places = []
     for text in data.split(b"\n"):
-        try:
-            fields = _PARSED[text]
-        except KeyError:
-            fields = _PARSED[text] = _place_fields(text)
-            if fields is not None:
-                _WRITTEN[fields] = text + b"\n"
+        fields = _remembered(_PARSED, text, _place_fields)
         if fields is not None:
+            _WRITTEN.setdefault(fields, text + b"\n")
             places.append(_Place(*fields))
     return places
 
@@ -1695,21 +1707,16 @@ def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
 
 
 def _line_bytes(places: list[_Place]) -> bytes:
-    if len(_WRITTEN) > _KEPT_MAX:
-        _WRITTEN.clear()
     texts = []
     for p in places:
         fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))
-        try:
-            text = _WRITTEN[fields]
-        except KeyError:
-            text = _WRITTEN[fields] = _place_text(*fields)
-        texts.append(text)
+        texts.append(_remembered(_WRITTEN, fields, _place_text))
     return b"".join(texts)
 
 
-def _place_text(ticket: str, owner: str, since: int, stale_after: float, beat: float) -> bytes:
+def _place_text(fields: tuple[str, str, int, float, float]) -> bytes:
     """One place as a text line of a line file."""
+    ticket, owner, since, stale_after, beat = fields
     entry = {
         "ticket": ticket,
         "owner": owner,
@@ -1988,7 +1995,8 @@ def _compile_carried(module: str) -> None:
 
 
 def _loaded(module: str, function: str) -> Any:
-    """The function named ``function`` of a server store's ``module``, loaded first."""
+    """The function named ``function`` of a carried ``module`` (a store, or work a call
+    seldom needs), loaded first."""
     if _CARRIED:
         _compile_carried(module)
         return globals()[function]
@@ -2028,7 +2036,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2031, (), r'''
+_CARRIED['reports'] = (2039, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2133,7 +2141,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2136, (), r'''
+_CARRIED['usage'] = (2144, (), r'''
 import os
 import sys
 
@@ -2219,7 +2227,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2222, (), r'''
+_CARRIED['server_store'] = (2230, (), r'''
 import errno
 import json
 import os
@@ -2261,20 +2269,13 @@ def _place_value(place: _Place) -> bytes:
     return json.dumps(entry).encode()
 
 
-# What each place's value gave (owner, since, timeout; None: not a place), kept for the
-# process: every look of a waiter reads every place in line, most unchanged since.
+# What each place's value gave (owner, since, timeout; None: not a place).
 _PLACES_READ: dict[bytes, tuple[str, int, float] | None] = {}
-_PLACES_READ_MAX = 4096  # entries, before it starts afresh
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
     """The place a server's value gives; None if it is not one."""
-    try:
-        fields = _PLACES_READ[value]
-    except KeyError:
-        if len(_PLACES_READ) >= _PLACES_READ_MAX:
-            _PLACES_READ.clear()
-        fields = _PLACES_READ[value] = _value_fields(value)
+    fields = _remembered(_PLACES_READ, value, _value_fields)
     return None if fields is None else _Place(ticket, *fields, None)
 
 
@@ -2458,7 +2459,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2461, ('server_store',), r'''
+_CARRIED['http1'] = (2462, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2585,7 +2586,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2588, ('server_store',), r'''
+_CARRIED['resp'] = (2589, ('server_store',), r'''
 import re
 
 
@@ -2698,7 +2699,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2701, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2702, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -3236,7 +3237,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3239, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3240, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3300,7 +3301,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3303, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3304, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3839,7 +3840,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3842, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3843, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3971,7 +3972,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3974, ('reports',), r'''
+_CARRIED['survey'] = (3975, ('reports',), r'''
 import json
 import os
 import stat
@@ -4117,8 +4118,8 @@ def _list_table(result: ListResult, now: float) -> str:
 # src/skf_run_lock/algorithm.py
 # The algorithm: acquire, release and status, one algorithm over any store. Each call
 # reads the lock, decides by the pure functions of the decisions, and applies its change
-# atomically against what it read, trying again when another writer came first. A waiter
-# keeps its place in the line and waits for its turn.
+# atomically against what it read, trying again when another writer came first. How a
+# waiter keeps its place in the line and waits for its turn is waiting.py's.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
@@ -4280,115 +4281,10 @@ def acquire_within(
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free); :class:`LockBusy` if the
     wait runs out."""
-    return _wait_for(
+    wait_for: Callable[..., AcquireResult] = _loaded("waiting", "_wait_for")
+    return wait_for(
         lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
     )
-
-
-def _wait_for(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    wait: float,
-    *,
-    empty_is_stale: bool,
-    refused: Callable[[AcquireResult, float, int], None] | None,
-    slots: int = 1,
-) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
-    wait = _checked_wait(wait)
-    owner, run_id = _owner_with_run_id(owner)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    deadline = time.monotonic() + wait
-    store = _store_for(lock)
-    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
-    try:
-        while True:
-            result = _take_in(
-                store,
-                owner,
-                run_id,
-                stale_after,
-                empty_is_stale=empty_is_stale,
-                place=place,
-                slots=slots,
-            )
-            if result["acquired"]:
-                return result
-            if place is None or time.monotonic() >= deadline:
-                raise LockBusy(result)
-            _wait_turn(
-                store,
-                place,
-                deadline,
-                stale_after,
-                empty_is_stale,
-                slots=slots,
-                result=result,
-                shown=refused,
-            )
-    finally:
-        if place is not None and place.joined:
-            _leave_line(store, place)
-        store.close()
-
-
-def _wait_turn(
-    store: _Store,
-    place: _Place,
-    deadline: float,
-    caller_timeout: float,
-    empty_is_stale: bool,
-    *,
-    slots: int = 1,
-    result: AcquireResult,
-    shown: Callable[[AcquireResult, float, int], None] | None,
-) -> None:
-    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
-    ``shown(result, seconds left, place)`` is told each new place in line. A waiter
-    among the first N in line (N slots) watches the slots: one that frees may be its."""
-    beat_at = time.monotonic() + _BEAT_SEC
-    last_shown = 0
-    while (left := deadline - time.monotonic()) > 0:
-        look = store.look()
-        now = time.time()
-        ahead = _ahead_of(_live(look.line, now), place.ticket)
-        if ahead is None:
-            return
-        free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
-        if len(ahead) < free:
-            return
-        # Among the first N in line, a slot that frees may be its own: it watches them.
-        away = max(0, len(ahead) - slots + 1)
-        turn = away == 0
-        if time.monotonic() >= beat_at:
-            # A beat changes nothing a look sees: the wait goes on from this look.
-            if not store.beat(place):
-                return
-            beat_at = time.monotonic() + _BEAT_SEC
-            last_shown = 0  # shown again after a beat
-        if shown is not None and last_shown != len(ahead) + 1:
-            last_shown = len(ahead) + 1
-            shown(result, left, last_shown)
-        # The next to take a slot also wakes when one goes stale.
-        until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
-        pause = min(left, beat_at - time.monotonic(), until_stale)
-        woken = store.wait(pause, look, ahead, place, away)
-        if woken and not ahead:
-            return  # a slot that frees is the first's: the try reads the lock anyway
-
-
-def _leave_line(store: _Store, place: _Place) -> None:
-    """Leave the line on the way out, before an interrupt; a place left behind lapses."""
-    armed = _Interrupts.armed
-    _Interrupts.armed = False
-    try:
-        store.leave(place)
-    except (OSError, ValueError):
-        pass
-    finally:
-        _Interrupts.armed = armed
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -4649,8 +4545,9 @@ def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResul
     else:
         started = time.monotonic()
         line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None
+        wait_for: Callable[..., AcquireResult] = _loaded("waiting", "_wait_for")
         try:
-            result = _wait_for(
+            result = wait_for(
                 lock,
                 owner,
                 stale_after,
@@ -4792,6 +4689,130 @@ def _entry() -> None:
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/waiting.py, carried as text: compiled only for a lock of its store
+# Waiting in line: a waiter joins the line, keeps its place alive, waits for what may
+# make it its turn, tries again, and leaves the line however the wait ends. Carried as
+# text: compiled only for a call that waits (``acquire --wait``, ``acquire_within``,
+# ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['waiting'] = (4699, (), r'''
+import os
+import time
+
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def _wait_for(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    wait: float,
+    *,
+    empty_is_stale: bool,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+    slots: int = 1,
+) -> AcquireResult:
+    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
+    wait = _checked_wait(wait)
+    owner, run_id = _owner_with_run_id(owner)
+    stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
+    deadline = time.monotonic() + wait
+    store = _store_for(lock)
+    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
+    try:
+        while True:
+            result = _take_in(
+                store,
+                owner,
+                run_id,
+                stale_after,
+                empty_is_stale=empty_is_stale,
+                place=place,
+                slots=slots,
+            )
+            if result["acquired"]:
+                return result
+            if place is None or time.monotonic() >= deadline:
+                raise LockBusy(result)
+            _wait_turn(
+                store,
+                place,
+                deadline,
+                stale_after,
+                empty_is_stale,
+                slots=slots,
+                result=result,
+                shown=refused,
+            )
+    finally:
+        if place is not None and place.joined:
+            _leave_line(store, place)
+        store.close()
+
+
+def _wait_turn(
+    store: _Store,
+    place: _Place,
+    deadline: float,
+    caller_timeout: float,
+    empty_is_stale: bool,
+    *,
+    slots: int = 1,
+    result: AcquireResult,
+    shown: Callable[[AcquireResult, float, int], None] | None,
+) -> None:
+    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
+    ``shown(result, seconds left, place)`` is told each new place in line. A waiter
+    among the first N in line (N slots) watches the slots: one that frees may be its."""
+    beat_at = time.monotonic() + _BEAT_SEC
+    last_shown = 0
+    while (left := deadline - time.monotonic()) > 0:
+        look = store.look()
+        now = time.time()
+        ahead = _ahead_of(_live(look.line, now), place.ticket)
+        if ahead is None:
+            return
+        free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
+        if len(ahead) < free:
+            return
+        # Among the first N in line, a slot that frees may be its own: it watches them.
+        away = max(0, len(ahead) - slots + 1)
+        turn = away == 0
+        if time.monotonic() >= beat_at:
+            # A beat changes nothing a look sees: the wait goes on from this look.
+            if not store.beat(place):
+                return
+            beat_at = time.monotonic() + _BEAT_SEC
+            last_shown = 0  # shown again after a beat
+        if shown is not None and last_shown != len(ahead) + 1:
+            last_shown = len(ahead) + 1
+            shown(result, left, last_shown)
+        # The next to take a slot also wakes when one goes stale.
+        until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
+        pause = min(left, beat_at - time.monotonic(), until_stale)
+        woken = store.wait(pause, look, ahead, place, away)
+        if woken and not ahead:
+            return  # a slot that frees is the first's: the try reads the lock anyway
+
+
+def _leave_line(store: _Store, place: _Place) -> None:
+    """Leave the line on the way out, before an interrupt; a place left behind lapses."""
+    armed = _Interrupts.armed
+    _Interrupts.armed = False
+    try:
+        store.leave(place)
+    except (OSError, ValueError):
+        pass
+    finally:
+        _Interrupts.armed = armed
+''')
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/renewing.py, carried as text: compiled only for a lock of its store
 # Holding a lock while work runs: the renewer (every third of the timeout, sooner on
 # failure), the lease a ``held()`` block holds, and ``run``'s child process. Both take the
@@ -4799,7 +4820,7 @@ def _entry() -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4802, (), r'''
+_CARRIED['renewing'] = (4823, (), r'''
 import os
 import time
 

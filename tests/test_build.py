@@ -70,13 +70,15 @@ def bundle_tool() -> ModuleType:
 
 def test_a_file_lock_call_compiles_nothing_but_the_script(skf, tmp_path: Path) -> None:
     """An acquire or a release compiles nothing more; status its report alone (carried
-    with the outputs a lock call seldom needs), never server code."""
+    with the outputs a lock call seldom needs), an acquire that waits the waiting
+    alone, never server code."""
     lock = str(tmp_path / "demo.lock")
     owner = ["--owner", "wf:skill:1"]
     starts = {skf._CARRIED[name][0]: name for name in skf._CARRIED}
     for command, more, expected, carried in (
         ("acquire", owner, 0, []),
         ("status", [], 3, ["reports"]),
+        ("acquire", [*owner, "--wait", "5"], 0, ["waiting"]),
         ("release", owner, 0, []),
     ):
         code, compiled, _ = compiled_by_cli(command, "--lock", lock, *more)

@@ -77,12 +77,14 @@ CARRIED = (
     "resp",
     *_registered_stores(PACKAGE),
     "survey",
+    "waiting",
     "renewing",
 )
 AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
 # Carried modules that import the algorithm stand after it (before __main__, which
-# runs the file): holding a lock while work runs is compiled only for run and held().
-CARRIED_LAST = ("renewing",)
+# runs the file): waiting in line is compiled only for a call that waits, holding a
+# lock while work runs only for run and held().
+CARRIED_LAST = ("waiting", "renewing")
 
 HEADER = """\
 #!/usr/bin/env python3

@@ -1,7 +1,7 @@
 """The algorithm: acquire, release and status, one algorithm over any store. Each call
 reads the lock, decides by the pure functions of the decisions, and applies its change
-atomically against what it read, trying again when another writer came first. A waiter
-keeps its place in the line and waits for its turn."""
+atomically against what it read, trying again when another writer came first. How a
+waiter keeps its place in the line and waits for its turn is waiting.py's."""
 
 from __future__ import annotations
 
@@ -9,14 +9,10 @@ import errno
 import os
 import time
 
-from .contract import LockBusy
 from .decisions import (
-    _BEAT_SEC,
     _ahead_of,
-    _free_slots,
     _live,
     _released,
-    _stale_in,
     _still_holds,
     _taken,
     _verdict,
@@ -24,12 +20,10 @@ from .decisions import (
 from .inputs import (
     _checked_slots,
     _checked_stale_after,
-    _checked_wait,
     _owner_for_release,
     _owner_with_run_id,
     _seconds_of,
 )
-from .interrupts import _Interrupts
 from .outputs import (
     _acquired_result,
     _lost,
@@ -204,115 +198,10 @@ def acquire_within(
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free); :class:`LockBusy` if the
     wait runs out."""
-    return _wait_for(
+    wait_for: Callable[..., AcquireResult] = _loaded("waiting", "_wait_for")
+    return wait_for(
         lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
     )
-
-
-def _wait_for(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    wait: float,
-    *,
-    empty_is_stale: bool,
-    refused: Callable[[AcquireResult, float, int], None] | None,
-    slots: int = 1,
-) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
-    wait = _checked_wait(wait)
-    owner, run_id = _owner_with_run_id(owner)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    deadline = time.monotonic() + wait
-    store = _store_for(lock)
-    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
-    try:
-        while True:
-            result = _take_in(
-                store,
-                owner,
-                run_id,
-                stale_after,
-                empty_is_stale=empty_is_stale,
-                place=place,
-                slots=slots,
-            )
-            if result["acquired"]:
-                return result
-            if place is None or time.monotonic() >= deadline:
-                raise LockBusy(result)
-            _wait_turn(
-                store,
-                place,
-                deadline,
-                stale_after,
-                empty_is_stale,
-                slots=slots,
-                result=result,
-                shown=refused,
-            )
-    finally:
-        if place is not None and place.joined:
-            _leave_line(store, place)
-        store.close()
-
-
-def _wait_turn(
-    store: _Store,
-    place: _Place,
-    deadline: float,
-    caller_timeout: float,
-    empty_is_stale: bool,
-    *,
-    slots: int = 1,
-    result: AcquireResult,
-    shown: Callable[[AcquireResult, float, int], None] | None,
-) -> None:
-    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
-    ``shown(result, seconds left, place)`` is told each new place in line. A waiter
-    among the first N in line (N slots) watches the slots: one that frees may be its."""
-    beat_at = time.monotonic() + _BEAT_SEC
-    last_shown = 0
-    while (left := deadline - time.monotonic()) > 0:
-        look = store.look()
-        now = time.time()
-        ahead = _ahead_of(_live(look.line, now), place.ticket)
-        if ahead is None:
-            return
-        free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
-        if len(ahead) < free:
-            return
-        # Among the first N in line, a slot that frees may be its own: it watches them.
-        away = max(0, len(ahead) - slots + 1)
-        turn = away == 0
-        if time.monotonic() >= beat_at:
-            # A beat changes nothing a look sees: the wait goes on from this look.
-            if not store.beat(place):
-                return
-            beat_at = time.monotonic() + _BEAT_SEC
-            last_shown = 0  # shown again after a beat
-        if shown is not None and last_shown != len(ahead) + 1:
-            last_shown = len(ahead) + 1
-            shown(result, left, last_shown)
-        # The next to take a slot also wakes when one goes stale.
-        until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
-        pause = min(left, beat_at - time.monotonic(), until_stale)
-        woken = store.wait(pause, look, ahead, place, away)
-        if woken and not ahead:
-            return  # a slot that frees is the first's: the try reads the lock anyway
-
-
-def _leave_line(store: _Store, place: _Place) -> None:
-    """Leave the line on the way out, before an interrupt; a place left behind lapses."""
-    armed = _Interrupts.armed
-    _Interrupts.armed = False
-    try:
-        store.leave(place)
-    except (OSError, ValueError):
-        pass
-    finally:
-        _Interrupts.armed = armed
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:

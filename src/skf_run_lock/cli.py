@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from .algorithm import _wait_for, acquire, release, status
+from .algorithm import acquire, release, status
 from .contract import (
     _EXIT_BAD_ARGS,
     _EXIT_HELD,
@@ -161,8 +161,9 @@ def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResul
     else:
         started = time.monotonic()
         line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None
+        wait_for: Callable[..., AcquireResult] = _loaded("waiting", "_wait_for")
         try:
-            result = _wait_for(
+            result = wait_for(
                 lock,
                 owner,
                 stale_after,

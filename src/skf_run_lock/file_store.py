@@ -34,6 +34,7 @@ from .records import (
     _parse_record,
     _Place,
     _Record,
+    _remembered,
 )
 
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
@@ -184,27 +185,20 @@ def _delete_record(lock: str) -> None:
 
 
 # What each text line of a line file gave (its place's fields, or None: not a place),
-# and the text that keeps each place's fields, kept for the process: at every look a
-# waiter reads the whole line, and at every change writes it, and most of its places
-# have not changed since (a place read is written back as the text it was read from).
+# and the text that keeps each place's fields: a waiter reads the whole line at every
+# look and writes it at every change, and a place read is written back as the text it
+# was read from.
 _PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
 _WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
-_KEPT_MAX = 4096  # entries of each, before it starts afresh
 
 
 def _parse_line(data: bytes) -> list[_Place]:
     """The valid places of a line file (a JSON object a line). Never raises."""
-    if len(_PARSED) > _KEPT_MAX:
-        _PARSED.clear()
     places = []
     for text in data.split(b"\n"):
-        try:
-            fields = _PARSED[text]
-        except KeyError:
-            fields = _PARSED[text] = _place_fields(text)
-            if fields is not None:
-                _WRITTEN[fields] = text + b"\n"
+        fields = _remembered(_PARSED, text, _place_fields)
         if fields is not None:
+            _WRITTEN.setdefault(fields, text + b"\n")
             places.append(_Place(*fields))
     return places
 
@@ -231,21 +225,16 @@ def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
 
 
 def _line_bytes(places: list[_Place]) -> bytes:
-    if len(_WRITTEN) > _KEPT_MAX:
-        _WRITTEN.clear()
     texts = []
     for p in places:
         fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))
-        try:
-            text = _WRITTEN[fields]
-        except KeyError:
-            text = _WRITTEN[fields] = _place_text(*fields)
-        texts.append(text)
+        texts.append(_remembered(_WRITTEN, fields, _place_text))
     return b"".join(texts)
 
 
-def _place_text(ticket: str, owner: str, since: int, stale_after: float, beat: float) -> bytes:
+def _place_text(fields: tuple[str, str, int, float, float]) -> bytes:
     """One place as a text line of a line file."""
+    ticket, owner, since, stale_after, beat = fields
     entry = {
         "ticket": ticket,
         "owner": owner,

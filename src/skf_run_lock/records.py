@@ -10,9 +10,15 @@ from .inputs import _format_time, _parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Literal
+    from collections.abc import Callable
+    from typing import Literal, TypeVar
+
+    _Read = TypeVar("_Read")
+    _Gave = TypeVar("_Gave")
 
 _RECORD_MAX_BYTES = 64 * 1024
+# A memo's entries (see _remembered) before it starts afresh.
+_REMEMBERED_MAX = 4096
 
 
 class _Record:
@@ -49,6 +55,19 @@ class _Place:
         self.stale_after = stale_after
         self.beat = beat
         self.joined = False  # True while this is the caller's own place, in the line
+
+
+def _remembered(memo: dict[_Read, _Gave], read: _Read, make: Callable[[_Read], _Gave]) -> _Gave:
+    """What ``read`` gives, by ``make``, kept in ``memo`` for the process: a waiter's
+    every look reads the places in line again, and most are as they were at its last
+    look. A memo starts afresh once full, so a long-lived process keeps it small."""
+    try:
+        return memo[read]
+    except KeyError:
+        if len(memo) >= _REMEMBERED_MAX:
+            memo.clear()
+        gave = memo[read] = make(read)
+        return gave
 
 
 class _Look:

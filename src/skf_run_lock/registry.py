@@ -120,7 +120,8 @@ def _compile_carried(module: str) -> None:
 
 
 def _loaded(module: str, function: str) -> Any:
-    """The function named ``function`` of a server store's ``module``, loaded first."""
+    """The function named ``function`` of a carried ``module`` (a store, or work a call
+    seldom needs), loaded first."""
     if _CARRIED:
         _compile_carried(module)
         return globals()[function]

@@ -13,7 +13,7 @@ import time
 
 from .contract import _OutcomeUnknown
 from .inputs import _format_time, _parse_time
-from .records import _holder_timeout, _Place
+from .records import _holder_timeout, _Place, _remembered
 from .registry import _shown_address
 
 TYPE_CHECKING = False
@@ -50,20 +50,13 @@ def _place_value(place: _Place) -> bytes:
     return json.dumps(entry).encode()
 
 
-# What each place's value gave (owner, since, timeout; None: not a place), kept for the
-# process: every look of a waiter reads every place in line, most unchanged since.
+# What each place's value gave (owner, since, timeout; None: not a place).
 _PLACES_READ: dict[bytes, tuple[str, int, float] | None] = {}
-_PLACES_READ_MAX = 4096  # entries, before it starts afresh
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
     """The place a server's value gives; None if it is not one."""
-    try:
-        fields = _PLACES_READ[value]
-    except KeyError:
-        if len(_PLACES_READ) >= _PLACES_READ_MAX:
-            _PLACES_READ.clear()
-        fields = _PLACES_READ[value] = _value_fields(value)
+    fields = _remembered(_PLACES_READ, value, _value_fields)
     return None if fields is None else _Place(ticket, *fields, None)
 
 
