@@ -460,8 +460,11 @@ if TYPE_CHECKING:
     _Gave = TypeVar("_Gave")
 
 _RECORD_MAX_BYTES = 64 * 1024
-# A memo's entries (see _remembered) before it starts afresh.
+# A memo's entries (see _remembered) before it starts afresh, and the longest text it
+# keeps (a place is about 150 bytes): longer ones are read anew each time, so that no
+# content makes a memo hold more than a few megabytes.
 _REMEMBERED_MAX = 4096
+_REMEMBERED_LONGEST = 1024
 
 
 class _Record:
@@ -507,10 +510,25 @@ def _remembered(memo: dict[_Read, _Gave], read: _Read, make: Callable[[_Read], _
     try:
         return memo[read]
     except KeyError:
+        pass
+    gave = make(read)
+    if _kept_short(read) and _kept_short(gave):
         if len(memo) >= _REMEMBERED_MAX:
             memo.clear()
-        gave = memo[read] = make(read)
-        return gave
+        memo[read] = gave
+    return gave
+
+
+def _remember(memo: dict[_Read, bytes], read: _Read, gave: bytes) -> None:
+    """Keep ``gave`` for ``read`` in ``memo`` unless one is kept already, it is longer
+    than a memo keeps, or ``memo`` is full (as _remembered would, next, empty it)."""
+    if _kept_short(gave) and len(memo) < _REMEMBERED_MAX:
+        memo.setdefault(read, gave)
+
+
+def _kept_short(text: object) -> bool:
+    """True unless ``text`` is bytes too long for a memo to keep."""
+    return not isinstance(text, bytes) or len(text) <= _REMEMBERED_LONGEST
 
 
 class _Look:
@@ -1680,7 +1698,7 @@ def _parse_line(data: bytes) -> list[_Place]:
     for text in data.split(b"\n"):
         fields = _remembered(_PARSED, text, _place_fields)
         if fields is not None:
-            _WRITTEN.setdefault(fields, text + b"\n")
+            _remember(_WRITTEN, fields, text + b"\n")
             places.append(_Place(*fields))
     return places
 
@@ -2036,7 +2054,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2039, (), r'''
+_CARRIED['reports'] = (2057, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2141,7 +2159,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2144, (), r'''
+_CARRIED['usage'] = (2162, (), r'''
 import os
 import sys
 
@@ -2227,7 +2245,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2230, (), r'''
+_CARRIED['server_store'] = (2248, (), r'''
 import errno
 import json
 import os
@@ -2459,7 +2477,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2462, ('server_store',), r'''
+_CARRIED['http1'] = (2480, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2586,7 +2604,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2589, ('server_store',), r'''
+_CARRIED['resp'] = (2607, ('server_store',), r'''
 import re
 
 
@@ -2699,7 +2717,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2702, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2720, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -3237,7 +3255,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3240, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3258, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3301,7 +3319,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3304, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3322, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3840,7 +3858,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3843, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3861, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3972,7 +3990,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3975, ('reports',), r'''
+_CARRIED['survey'] = (3993, ('reports',), r'''
 import json
 import os
 import stat
@@ -4696,7 +4714,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4699, (), r'''
+_CARRIED['waiting'] = (4717, (), r'''
 import os
 import time
 
@@ -4820,7 +4838,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4823, (), r'''
+_CARRIED['renewing'] = (4841, (), r'''
 import os
 import time
 

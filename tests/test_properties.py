@@ -107,3 +107,19 @@ def test_a_line_file_reads_the_same_every_time_and_is_written_back_as_read(
         again[0].beat = beat
         changed = skf._parse_line(skf._line_bytes(again))
         assert [p.beat for p in changed] == [beat] + [p.beat for p in first[1:]]
+
+
+def test_a_memo_keeps_no_text_longer_than_a_place(skf: ModuleType) -> None:
+    """Whatever a line file holds, each process's memo of its lines stays small: a
+    text line longer than any place's is parsed each time, never kept."""
+    junk = b'{"ticket": "' + b"x" * 5000 + b'"}'
+    place = (
+        b'{"ticket": "0123abcd", "owner": "wf:' + b"a" * 3000 + b':1", "since":'
+        b' "2026-09-30T10:15:00Z", "stale_after_seconds": 60.0, "beat": 1.5}'
+    )
+    assert skf._parse_line(junk + b"\n" + junk) == []
+    (parsed,) = skf._parse_line(place)
+    assert parsed.owner == "wf:" + "a" * 3000 + ":1"
+    assert skf._line_bytes([parsed]) == place + b"\n"
+    assert junk not in skf._PARSED and place not in skf._PARSED
+    assert all(len(text) <= 1024 for text in skf._WRITTEN.values())

@@ -406,6 +406,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))",
         "        fields = (p.ticket, p.owner, p.since, p.stale_after, 0.0)",
     ),
+    "memo-keeps-long-texts": (
+        "a memo of the line keeps no text longer than a place's",
+        "    return not isinstance(text, bytes) or len(text) <= _REMEMBERED_LONGEST",
+        "    return True",
+    ),
     "place-order-ignored": (
         "a waiter knows its place in line",
         "            return line[:at]",

@@ -34,6 +34,7 @@ from .records import (
     _parse_record,
     _Place,
     _Record,
+    _remember,
     _remembered,
 )
 
@@ -198,7 +199,7 @@ def _parse_line(data: bytes) -> list[_Place]:
     for text in data.split(b"\n"):
         fields = _remembered(_PARSED, text, _place_fields)
         if fields is not None:
-            _WRITTEN.setdefault(fields, text + b"\n")
+            _remember(_WRITTEN, fields, text + b"\n")
             places.append(_Place(*fields))
     return places
 

@@ -17,8 +17,11 @@ if TYPE_CHECKING:
     _Gave = TypeVar("_Gave")
 
 _RECORD_MAX_BYTES = 64 * 1024
-# A memo's entries (see _remembered) before it starts afresh.
+# A memo's entries (see _remembered) before it starts afresh, and the longest text it
+# keeps (a place is about 150 bytes): longer ones are read anew each time, so that no
+# content makes a memo hold more than a few megabytes.
 _REMEMBERED_MAX = 4096
+_REMEMBERED_LONGEST = 1024
 
 
 class _Record:
@@ -64,10 +67,25 @@ def _remembered(memo: dict[_Read, _Gave], read: _Read, make: Callable[[_Read], _
     try:
         return memo[read]
     except KeyError:
+        pass
+    gave = make(read)
+    if _kept_short(read) and _kept_short(gave):
         if len(memo) >= _REMEMBERED_MAX:
             memo.clear()
-        gave = memo[read] = make(read)
-        return gave
+        memo[read] = gave
+    return gave
+
+
+def _remember(memo: dict[_Read, bytes], read: _Read, gave: bytes) -> None:
+    """Keep ``gave`` for ``read`` in ``memo`` unless one is kept already, it is longer
+    than a memo keeps, or ``memo`` is full (as _remembered would, next, empty it)."""
+    if _kept_short(gave) and len(memo) < _REMEMBERED_MAX:
+        memo.setdefault(read, gave)
+
+
+def _kept_short(text: object) -> bool:
+    """True unless ``text`` is bytes too long for a memo to keep."""
+    return not isinstance(text, bytes) or len(text) <= _REMEMBERED_LONGEST
 
 
 class _Look:
