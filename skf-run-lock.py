@@ -2616,8 +2616,12 @@ if TYPE_CHECKING:
 _RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
 _RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
 _RESP_NUMBER = re.compile(rb"-?[0-9]{1,18}")
-# Each answer's first byte, as iterating bytes gives it.
-_SIMPLE, _ERROR, _INTEGER, _BULK, _ARRAY = b"+-:$*"
+# Each kind of answer's first byte, as indexing bytes gives it.
+_SIMPLE = ord("+")
+_ERROR = ord("-")
+_INTEGER = ord(":")
+_BULK = ord("$")
+_ARRAY = ord("*")
 
 
 class _RedisError:
@@ -2717,7 +2721,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2720, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2724, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -3255,7 +3259,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3258, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3262, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3319,7 +3323,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3322, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3326, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3858,7 +3862,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3861, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3865, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3990,7 +3994,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3993, ('reports',), r'''
+_CARRIED['survey'] = (3997, ('reports',), r'''
 import json
 import os
 import stat
@@ -4714,7 +4718,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4717, (), r'''
+_CARRIED['waiting'] = (4721, (), r'''
 import os
 import time
 
@@ -4838,7 +4842,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4841, (), r'''
+_CARRIED['renewing'] = (4845, (), r'''
 import os
 import time
 

@@ -17,8 +17,12 @@ if TYPE_CHECKING:
 _RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
 _RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
 _RESP_NUMBER = re.compile(rb"-?[0-9]{1,18}")
-# Each answer's first byte, as iterating bytes gives it.
-_SIMPLE, _ERROR, _INTEGER, _BULK, _ARRAY = b"+-:$*"
+# Each kind of answer's first byte, as indexing bytes gives it.
+_SIMPLE = ord("+")
+_ERROR = ord("-")
+_INTEGER = ord(":")
+_BULK = ord("$")
+_ARRAY = ord("*")
 
 
 class _RedisError:
