@@ -520,8 +520,9 @@ def _remembered(memo: dict[_Read, _Gave], read: _Read, make: Callable[[_Read], _
 
 
 def _remember(memo: dict[_Read, bytes], read: _Read, gave: bytes) -> None:
-    """Keep ``gave`` for ``read`` in ``memo`` unless one is kept already, it is longer
-    than a memo keeps, or ``memo`` is full (as _remembered would, next, empty it)."""
+    """Keep ``gave``, which ``read`` gave another way, in ``memo`` as _remembered keeps
+    what it makes: unless one is kept already, ``gave`` is longer than a memo keeps, or
+    ``memo`` is full."""
     if _kept_short(gave) and len(memo) < _REMEMBERED_MAX:
         memo.setdefault(read, gave)
 
@@ -2054,7 +2055,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2057, (), r'''
+_CARRIED['reports'] = (2058, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2159,7 +2160,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2162, (), r'''
+_CARRIED['usage'] = (2163, (), r'''
 import os
 import sys
 
@@ -2245,7 +2246,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2248, (), r'''
+_CARRIED['server_store'] = (2249, (), r'''
 import errno
 import json
 import os
@@ -2477,7 +2478,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2480, ('server_store',), r'''
+_CARRIED['http1'] = (2481, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2604,7 +2605,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2607, ('server_store',), r'''
+_CARRIED['resp'] = (2608, ('server_store',), r'''
 import re
 
 
@@ -2721,7 +2722,7 @@ class _RespConnection(_Connection):
 # alive, each watching the key ahead of it. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2724, ('http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2725, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -3259,7 +3260,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3262, ('etcd_store',), r'''
+_CARRIED['etcd_listing'] = (3263, ('etcd_store',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3323,7 +3324,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3326, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3327, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3862,7 +3863,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (3865, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (3866, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -3994,7 +3995,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (3997, ('reports',), r'''
+_CARRIED['survey'] = (3998, ('reports',), r'''
 import json
 import os
 import stat
@@ -4718,7 +4719,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4721, (), r'''
+_CARRIED['waiting'] = (4722, (), r'''
 import os
 import time
 
@@ -4842,7 +4843,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4845, (), r'''
+_CARRIED['renewing'] = (4846, (), r'''
 import os
 import time
 

@@ -77,8 +77,9 @@ def _remembered(memo: dict[_Read, _Gave], read: _Read, make: Callable[[_Read], _
 
 
 def _remember(memo: dict[_Read, bytes], read: _Read, gave: bytes) -> None:
-    """Keep ``gave`` for ``read`` in ``memo`` unless one is kept already, it is longer
-    than a memo keeps, or ``memo`` is full (as _remembered would, next, empty it)."""
+    """Keep ``gave``, which ``read`` gave another way, in ``memo`` as _remembered keeps
+    what it makes: unless one is kept already, ``gave`` is longer than a memo keeps, or
+    ``memo`` is full."""
     if _kept_short(gave) and len(memo) < _REMEMBERED_MAX:
         memo.setdefault(read, gave)
 
