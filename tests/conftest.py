@@ -218,9 +218,9 @@ def watching(skf: ModuleType, monkeypatch) -> threading.Event:
     waiting = threading.Event()
     real = skf._EtcdStore._deleted
 
-    def deleted(self: object, until: float) -> set[bytes]:
+    def deleted(self: object, until: float, *kept: object) -> set[bytes]:
         waiting.set()
-        return real(self, until)
+        return real(self, until, *kept)
 
     monkeypatch.setattr(skf._EtcdStore, "_deleted", deleted)
     return waiting

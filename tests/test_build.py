@@ -96,7 +96,9 @@ def test_a_server_lock_call_compiles_only_its_own_store(skf, address: str, store
     code, compiled, error = compiled_by_cli("status", "--lock", address)
     starts = {skf._CARRIED[name][0]: name for name in skf._CARRIED}
     assert code == 1
-    protocol = [(str(SCRIPT), "resp" if store == "redis_store" else "http1")]
+    protocol = [(str(SCRIPT), "resp")]
+    if store == "etcd_store":
+        protocol = [(str(SCRIPT), "http1"), (str(SCRIPT), "etcd_gateway")]
     assert [(name, starts.get(line)) for name, line in compiled] == [
         (str(SCRIPT), "server_store"),
         *protocol,
@@ -117,6 +119,7 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
     with pytest.raises(ValueError, match="HOST:PORT"):
         fresh.status("etcd://no-port/x", 60)
     assert sorted(fresh._COMPILED) == [
+        "etcd_gateway",
         "etcd_store",
         "http1",
         "redis_store",
@@ -294,8 +297,8 @@ def test_the_package_and_the_built_file_are_one_version_and_one_surface(skf) -> 
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == list(skf.__all__)
     version = in_package("-m", "skf_run_lock", "--version")
-    assert (version.returncode, version.stdout) == (0, '{"version": "1.5.1"}\n')
-    assert skf.__version__ == "1.5.1"
+    assert (version.returncode, version.stdout) == (0, '{"version": "1.5.2"}\n')
+    assert skf.__version__ == "1.5.2"
 
 
 def test_the_package_takes_a_file_lock_as_the_file_does(tmp_path: Path) -> None:

@@ -462,15 +462,14 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     skf, etcd_lock, no_beats, counted_tries
 ) -> None:
     """The release lands between the waiter's look and its watch: the watch starts
-    from the revision of that look, so the release is the first thing it hears."""
+    after the release, at a revision past the look's, so the waiter tries again at
+    once rather than wait for a change that has already come."""
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     real_watch = skf._EtcdStore._watch
 
-    def release_then_watch(
-        self: object, seen: str, until: float, keys: tuple[bytes, bytes | None]
-    ) -> bool:
+    def release_then_watch(self: object, until: float, keys: tuple[bytes, bytes | None]) -> bool:
         skf.release(etcd_lock, "wf:holder:1")
-        return real_watch(self, seen, until, keys)
+        return real_watch(self, until, keys)
 
     monkeypatch_watch = pytest.MonkeyPatch()
     monkeypatch_watch.setattr(skf._EtcdStore, "_watch", release_then_watch)
@@ -480,6 +479,122 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     finally:
         monkeypatch_watch.undo()
     assert counted_tries == [False, True]
+
+
+@pytest.fixture
+def sent(skf: ModuleType, monkeypatch) -> list[tuple[str, str, dict]]:
+    """Every request sent to etcd, as (the sending thread's name, path, JSON body)."""
+    skf._compile_carried("etcd_store")
+    requests: list[tuple[str, str, dict]] = []
+    real = skf._HttpConnection.send
+
+    def send(self: object, path: str, payload: bytes, *args: object) -> None:
+        requests.append((threading.current_thread().name, path, json.loads(payload)))
+        real(self, path, payload, *args)
+
+    monkeypatch.setattr(skf._HttpConnection, "send", send)
+    return requests
+
+
+def waiting_at_its_turn(sent: list[tuple[str, str, dict]], waiter: threading.Thread) -> int:
+    """Once ``waiter`` watches the record (its turn): how many requests were sent by then."""
+    deadline = time.monotonic() + 30
+    while not any(
+        name == waiter.name and path == "/v3/watch" and "range_end" in body["create_request"]
+        for name, path, body in sent
+    ):
+        assert time.monotonic() < deadline, "the waiter never watched the record"
+        time.sleep(0.01)
+    return len(sent)
+
+
+def lease_of_record(etcd: Etcd, lock: str) -> dict:
+    key = base64.b64encode(key_of(lock).encode()).decode()
+    (kv,) = etcd_post(etcd.client, "/v3/kv/range", {"key": key})["kvs"]
+    return etcd_post(etcd.client, "/v3/lease/timetolive", {"ID": kv["lease"]})
+
+
+def handed_over(
+    skf: ModuleType, etcd: Etcd, lock: str, sent: list, seconds: float
+) -> tuple[list[str], dict]:
+    """A holder releases to a waiter that waited ``seconds`` first in line: the requests
+    the waiter sent once the release was on its way, and the lease it took the lock on."""
+    skf.acquire(lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
+    before = waiting_at_its_turn(sent, thread)
+    time.sleep(seconds)
+    skf.release(lock, "wf:holder:1")
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    after = [path for name, path, _ in sent[before:] if name == thread.name]
+    return after, lease_of_record(etcd, lock)
+
+
+def test_a_watch_starts_from_the_moment_it_is_made(skf, etcd_lock, sent, no_beats) -> None:
+    """etcd holds back the news of a watch that starts at a past revision until its
+    next sweep (every 100 ms): no watch asks for one, and a waiter whose watch began
+    after something changed looks again (test_a_release_just_before_the_watch_...)."""
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    waiting_at_its_turn(sent, thread)
+    skf.release(etcd_lock, "wf:holder:1")
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    watches = [body["create_request"] for _, path, body in sent if path == "/v3/watch"]
+    assert watches and all("start_revision" not in watch for watch in watches)
+
+
+def test_the_first_in_line_takes_with_one_transaction_after_its_wake(
+    skf, etcd: Etcd, etcd_lock, sent, no_beats
+) -> None:
+    """Its watch streamed the release, so its take reads nothing more; the lease it
+    takes on was granted ahead, while it waited: the hand-over is one request."""
+    after, lease = handed_over(skf, etcd, etcd_lock, sent, 0.0)
+    assert after == ["/v3/kv/txn"]
+    assert lease["grantedTTL"] == "61" and 60 <= int(lease["TTL"]) <= 61
+
+
+def test_a_lease_granted_ahead_serves_only_while_a_whole_timeout_is_left_of_it(
+    skf, etcd: Etcd, etcd_lock, sent, no_beats
+) -> None:
+    """Granted a second longer than the timeout, it serves a take within that second;
+    a take later than that, with no beat to keep it alive, is on a lease granted
+    then, so that no slot ever ends before its timeout. The lease left is revoked."""
+    before = {lease["ID"] for lease in etcd_post(etcd.client, "/v3/lease/leases", {})["leases"]}
+    after, lease = handed_over(skf, etcd, etcd_lock, sent, 1.2)
+    assert lease["grantedTTL"] == "60" and 59 <= int(lease["TTL"]) <= 60
+    assert after == ["/v3/lease/grant", "/v3/kv/txn", "/v3/lease/revoke"]  # revoked: ahead
+    leases = etcd_post(etcd.client, "/v3/lease/leases", {})["leases"]
+    granted = [
+        etcd_post(etcd.client, "/v3/lease/timetolive", lease)["grantedTTL"]
+        for lease in leases
+        if lease["ID"] not in before
+    ]
+    assert sorted(granted) == ["3600", "60"]  # its place's and its take's: not the one ahead
+    assert skf.release(etcd_lock, "wf:waiter:1")["released"]
+
+
+def test_beats_keep_a_lease_granted_ahead_of_use(
+    skf, etcd: Etcd, etcd_lock, sent, monkeypatch
+) -> None:
+    """A waiter at its turn for longer than a second still takes on the lease granted
+    ahead: each beat keeps it alive with the place."""
+    monkeypatch.setattr(skf, "_BEAT_SEC", 0.2)
+    after, lease = handed_over(skf, etcd, etcd_lock, sent, 1.5)
+    assert lease["grantedTTL"] == "61" and 60 <= int(lease["TTL"]) <= 61
+    assert "/v3/lease/grant" not in after
+
+
+def test_a_waiter_watches_the_place_whose_leaving_brings_its_turn(skf) -> None:
+    """Places are served in order, so the place ``away`` places ahead of the first N
+    leaves just as the waiter comes among them: of one slot the place just ahead, of
+    three the first in line for the fourth. At its turn, the record and the slots."""
+    skf._compile_carried("etcd_store")
+    store = skf._EtcdStore("etcd://127.0.0.1:2379/k")
+    ahead = [skf._Place(str(n), f"wf:w:{n}", 0, 60.0, None) for n in range(1, 5)]
+    wait_key = store.wait_prefix
+    assert store._target(ahead, 4) == (wait_key + b"4", None)  # one slot: just ahead
+    assert store._target(ahead, 1) == (wait_key + b"1", None)  # four slots: the first
+    assert store._target(ahead[:3], 1) == (wait_key + b"1", None)  # three slots
+    assert store._target(ahead[:2], 0) == (b"k", b"k\0slot\1")
 
 
 def test_a_waiter_takes_a_record_stale_by_its_time_alone(skf, etcd: Etcd, etcd_lock) -> None:

@@ -75,6 +75,7 @@ CARRIED = (
     "server_store",
     "http1",
     "resp",
+    "etcd_gateway",
     *_registered_stores(PACKAGE),
     "survey",
     "waiting",

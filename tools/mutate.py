@@ -299,9 +299,34 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        if True:\n            applied = self._swap(",
     ),
     "etcd-watch-from-now": (
-        "a waiter's watch starts after its look, so no release is missed",
-        '        if seen.isdigit() and seen != "0":',
-        "        if False:",
+        "a watch made after something changed since the look sends the waiter to look again",
+        "                if self.watched > seen:\n                    return True",
+        "                if False:\n                    return True",
+    ),
+    "etcd-told-read-ignored": (
+        "the first in line's take reads what its watch told, not etcd again",
+        "        return self._range(line) if told is None else told",
+        "        return self._range(line)",
+    ),
+    "etcd-no-lease-ahead": (
+        "the first in line has the lease of its take granted ahead",
+        "        ttl = _whole_seconds(stale_after) + 1\n        if not any(",
+        "        ttl = _whole_seconds(stale_after) + 1\n        if False and not any(",
+    ),
+    "etcd-lease-ahead-past-its-time": (
+        "a lease granted ahead serves a take only while a whole timeout is left of it",
+        " and spare_ttl - (now - sent) >= ttl)",
+        ")",
+    ),
+    "etcd-beat-forgets-lease-ahead": (
+        "a beat keeps the lease granted ahead alive with the place",
+        "        for spare in [spare for spare in self.spares if spare[3]]:",
+        "        for spare in [spare for spare in self.spares if False]:",
+    ),
+    "etcd-watches-place-just-ahead": (
+        "a waiter watches the place whose leaving brings its turn (of N slots, N ahead)",
+        "        return (self._place_key(ahead[away - 1]), None)",
+        "        return (self._place_key(ahead[-1]), None)",
     ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from .etcd_store import _b64, _EtcdStore, _looked, _not_etcd
+from .etcd_gateway import _b64, _not_etcd
+from .etcd_store import _EtcdStore, _looked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

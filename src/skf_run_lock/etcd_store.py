@@ -1,30 +1,22 @@
-"""The etcd store, through etcd's HTTP/JSON gateway: the record at KEY on a lease (the
-holder's timeout, on the server's clock), every change one transaction compared against
-the revision it read, and waiters in line as keys on leases of their own that they keep
-alive, each watching the key ahead of it. Compiled only for an etcd lock."""
+"""The etcd store, through etcd's HTTP/JSON gateway (etcd_gateway.py): the record at KEY
+on a lease (the holder's timeout, on the server's clock), every change one transaction
+compared against the revision it read, and waiters in line as keys on leases of their
+own that they keep alive, each watching the one key whose deletion may bring its turn.
+Compiled only for an etcd lock."""
 
 from __future__ import annotations
 
 import errno
 import json
-import os
-import re
 import time
 
-from .contract import _OutcomeUnknown
 from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
+from .etcd_gateway import _answer_field, _b64, _EtcdGateway, _not_etcd
 from .http1 import _HttpConnection
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .outputs import _quoted
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
-from .server_store import (
-    _TLS_FAILURE,
-    _Pause,
-    _place_of,
-    _place_value,
-    _ServerStore,
-    _unknown_outcome,
-)
+from .server_store import _Pause, _place_of, _place_value, _unknown_outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,44 +24,14 @@ if TYPE_CHECKING:
 
     from .interface import _Store
 
-_DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
-_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-# gRPC's status codes, as etcd's gateway answers them.
-_GRPC_UNAVAILABLE = 14
-_GRPC_PERMISSION_DENIED = 7
-_GRPC_UNAUTHENTICATED = 16
+# A lease granted and not used yet: its TTL, its ID, when it was granted or last kept
+# alive (by the monotonic clock), and whether it was granted ahead of a take.
+_Spare = tuple[int, str, float, bool]
 
 
-def _etcd_duration(text: str) -> float:
-    """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
-    parts = re.findall(_DURATION, text)
-    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
-    if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
-        raise ValueError(
-            f"ETCDCTL_COMMAND_TIMEOUT must be a duration like 5s or 500ms, not {text!r}"
-        )
-    return seconds
-
-
-def _answer_field(answer: dict[str, Any], name: str, request: str, digits: bool = False) -> str:
-    """The text field ``name`` of etcd's answer; OSError if it has none."""
-    value = answer.get(name)
-    if isinstance(value, str) and value and (value.isdigit() or not digits):
-        return value
-    raise _not_etcd(request, name)
-
-
-def _not_etcd(request: str, name: str) -> OSError:
-    return OSError(
-        errno.EPROTO,
-        f"the answer to {request} had no valid {name!r}: is this etcd's client port?",
-    )
-
-
-def _b64(data: bytes) -> str:
-    import base64
-
-    return base64.b64encode(data).decode("ascii")
+def _whole_seconds(seconds: float) -> int:
+    """A lease's TTL for a timeout of ``seconds``: whole seconds, rounded up."""
+    return int(max(1, -(-seconds // 1)))
 
 
 def _wait_place(value: bytes, lease: object) -> _Place | None:
@@ -79,7 +41,7 @@ def _wait_place(value: bytes, lease: object) -> _Place | None:
     return _place_of(lease, value)
 
 
-class _EtcdStore(_ServerStore):
+class _EtcdStore(_EtcdGateway):
     """One lock on etcd: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``. The record is
     at KEY on a lease; beside it, after a NUL, the last holder's (``last``) and each
     waiter's place (``wait``, a NUL, its lease), on a lease the waiter keeps alive."""
@@ -98,151 +60,58 @@ class _EtcdStore(_ServerStore):
 
     def __init__(self, address: str, prefix: bool = False) -> None:
         """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
-        env = os.environ
-        timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
-        super().__init__(address, timeout, prefix)
+        super().__init__(address, prefix)
         key = self.key_text
         self.key = key.encode()
         self.last_key = (key + "\0last").encode()
         self.wait_prefix = (key + "\0wait\0").encode()
         self.slot_prefix = (key + "\0slot\0").encode()
-        user, _, password = (env.get("ETCDCTL_USER") or "").partition(":")
-        self.user = user
-        self.password = password or env.get("ETCDCTL_PASSWORD", "")
-        self.headers = {"Content-Type": "application/json"}
-        self.connection: _HttpConnection | None = None
         self.watcher: _HttpConnection | None = None  # a waiter's open watch
         # The keys it watches: from a key to a range's end (None: that key alone).
         self.watching: tuple[bytes, bytes | None] | None = None
+        self.watched = 0  # the revision after which the open watch streams changes
         self.pause = _Pause()
-        self.spares: list[tuple[int, str]] = []  # leases of tries that lost their race
+        # Leases granted and not yet used: of tries that lost their race, and the one
+        # granted ahead for a take to come (see _grant_ahead).
+        self.spares: list[_Spare] = []
+        self.ranged: tuple[str, list[Any]] = ("", [])  # the last range: its revision, keys
+        self.told: _Look | None = None  # what the first in line's watch told, for its read
         self.record_on: str | None = None  # the lease the last change put the record on
-
-    def _connect(self, endpoint: str) -> _HttpConnection:
-        if self.connection is not None:
-            self.connection.close()
-        self.connection = None
-        self.connection = self._open(endpoint)
-        return self.connection
-
-    def _open(self, endpoint: str) -> _HttpConnection:
-        return _HttpConnection(endpoint, self.tls_context(), self.deadline)
-
-    def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
-        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's."""
-        if path != "/v3/auth/authenticate":
-            self._authorize()
-        payload = json.dumps(body).encode()
-        # Each endpoint's first reason (later ones are often the deadline).
-        failures: dict[str, str] = {}
-        broken: set[str] = set()  # TLS failed: trying again cannot help
-        while True:
-            for endpoint in self.endpoints:
-                left = self.deadline - time.monotonic()
-                if left <= 0:
-                    break
-                if endpoint in broken:
-                    continue
-                try:
-                    status, answer = self._exchange(endpoint, path, payload, outcome)
-                except _OutcomeUnknown:
-                    raise
-                except (OSError, ValueError) as exc:
-                    reason = failures.setdefault(endpoint, self.describe(exc))
-                    if reason.startswith(_TLS_FAILURE):
-                        broken.add(endpoint)
-                    continue
-                if status == 200:
-                    return answer
-                code = answer.get("code")
-                message = answer.get("message") or answer.get("error")
-                if code == _GRPC_UNAVAILABLE or status in (502, 503, 504):
-                    failures.setdefault(endpoint, message or f"HTTP status {status}")
-                    continue
-                raise self._refusal(code, message or f"HTTP status {status}")
-            # No member answered (down, electing): nothing applied.
-            left = self.deadline - time.monotonic()
-            if left <= 0 or broken.issuperset(self.endpoints):
-                break
-            time.sleep(min(0.05, left))
-        reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
-        raise self.unreachable(", ".join(self.endpoints), reasons)
-
-    def _authorize(self) -> None:
-        if self.user and "Authorization" not in self.headers:
-            credentials = {"name": self.user, "password": self.password}
-            answer = self.post("/v3/auth/authenticate", credentials)
-            self.headers["Authorization"] = _answer_field(answer, "token", "authenticate")
-
-    def _exchange(
-        self, endpoint: str, path: str, payload: bytes, outcome: str | None
-    ) -> tuple[int, dict[str, Any]]:
-        """One request to ``endpoint``: (status, answer)."""
-        sent = False
-        try:
-            connection = self.connection
-            if connection is None or connection.endpoint != endpoint or not connection.reusable:
-                connection = self._connect(endpoint)
-            connection.send(path, payload, self.headers, self.deadline)
-            sent = True
-            status = connection.start_answer(self.deadline)
-            body = connection.rest(self.deadline)
-            try:
-                answer = json.loads(body.decode("utf-8") or "{}")
-            except ValueError:
-                raise ValueError("the answer was not JSON") from None
-        except BaseException as exc:
-            self.close()  # cut short (an interrupt too): never read it out of step
-            if sent and outcome is not None and isinstance(exc, OSError | ValueError):
-                raise self.lost_answer(endpoint, exc, outcome) from None
-            raise
-        return status, answer if isinstance(answer, dict) else {}
 
     def close(self) -> None:
         while self.spares:
             self.revoke(self.spares.pop()[1])
-        for connection in (self.connection, self.watcher):
-            if connection is not None:
-                connection.close()
-        self.connection = None
-        self.watcher = None
+        self.told = None
+        self._hang_up()
+        self._stop_watch()
 
     def by_hand(self) -> str:
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
 
-    def _refusal(self, code: object, message: str) -> OSError:
-        if code == _GRPC_PERMISSION_DENIED:
-            who = f"user {self.user!r}" if self.user else "an anonymous user"
-            return PermissionError(
-                errno.EACCES, f"etcd denied {who} access to the key {self.key.decode()}: {message}"
-            )
-        if "user name is empty" in message:
-            return PermissionError(
-                errno.EACCES, "etcd wants a user name: set ETCDCTL_USER (and ETCDCTL_PASSWORD)"
-            )
-        if code == _GRPC_UNAUTHENTICATED or "authentication failed" in message:
-            return PermissionError(
-                errno.EACCES,
-                f"etcd refused authentication ({message}); check ETCDCTL_USER and ETCDCTL_PASSWORD",
-            )
-        return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
-
     def look(self) -> _Look:
+        self.told = None
         return self._range(line=True)
 
     def read(self, line: bool = True) -> _Look:
         """As look (the transaction compares later); without the ``line``, only the
-        record's, the last holder's and the slots' keys are read."""
-        return self._range(line)
+        record's, the last holder's and the slots' keys are read. The first read after
+        the first in line's watch woke it is what the watch told: the record's keys as
+        they stand after the change that woke it, the line as its look found it (a
+        place ahead that left since only makes it wait once more)."""
+        told, self.told = self.told, None
+        return self._range(line) if told is None else told
 
     def _range(self, line: bool) -> _Look:
         end = self.key + b"\1" if line else self.slot_prefix[:-1] + b"\1"
         answer = self.post("/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(end)})
         try:
             seen = str(answer.get("header", {}).get("revision", "0"))
-            return _looked(self.key, answer.get("kvs", []), seen)
+            kvs = answer.get("kvs", [])
+            look = _looked(self.key, kvs, seen)
         except (AttributeError, KeyError, TypeError, ValueError):
             raise _not_etcd("range", "kvs") from None
+        self.ranged = (seen, kvs)
+        return look
 
     def _place_key(self, place: _Place) -> bytes:
         return self.wait_prefix + place.ticket.encode()
@@ -263,7 +132,17 @@ class _EtcdStore(_ServerStore):
         """Nothing to do: etcd ends the place of a waiter that stopped."""
 
     def beat(self, place: _Place) -> bool:
-        answer = self.post("/v3/lease/keepalive", {"ID": place.ticket})
+        """Keep the place's lease alive, and any lease granted ahead with it."""
+        for spare in [spare for spare in self.spares if spare[3]]:
+            self.spares.remove(spare)
+            ttl, lease, _, ahead = spare
+            sent = time.monotonic()
+            if self._kept_alive(lease):
+                self.spares.append((ttl, lease, sent, ahead))
+        return self._kept_alive(place.ticket)
+
+    def _kept_alive(self, lease: str) -> bool:
+        answer = self.post("/v3/lease/keepalive", {"ID": lease})
         result = answer.get("result")
         ttl = result.get("TTL") if isinstance(result, dict) else None
         return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
@@ -274,30 +153,44 @@ class _EtcdStore(_ServerStore):
         self.revoke(place.ticket)
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
-        """Until the place just ahead is deleted, or (its turn) the record or a slot's
-        key. Each watches only what it waits on: the place just ahead, alone, or (its
-        turn) the record and the slots' keys, never the line. A take or a leave then
-        wakes one waiter, and etcd streams each change to those it concerns."""
+        """Until what it waits on is deleted: at its turn, the record or a slot's key;
+        else the one place whose leaving, in the order the line is served, brings it
+        nearer its turn (of one slot, the place just ahead). It watches only that: the
+        place alone, or the record's and the slots' keys, never the line. A take or a
+        leave then wakes one waiter, and etcd streams each change to those it concerns.
+
+        A watch starts from the moment it is made, never from a past revision: etcd
+        holds back the news of a watch that starts in the past until its next sweep, up
+        to 100 ms later. A watch made after something changed since ``look`` wakes the
+        waiter at once to look again; the watch goes on, and streams every later change.
+
+        At its turn a waiter has the lease it will take on granted ahead, and keeps the
+        record's keys up to date from what its watch streams, so that its take needs
+        neither a grant nor a read."""
         turn = away == 0
-        watching: tuple[bytes, bytes | None]
-        if turn:
-            wake = {self.key}
-            watching = (self.key, self.slot_prefix[:-1] + b"\1")
-        else:
-            wake = {self._place_key(ahead[-1])}
-            watching = (self._place_key(ahead[-1]), None)
-        if self.watcher is not None and self.watching != watching:
-            self._stop_watch()
+        self.told = None
+        watching = self._target(ahead, away)
+        seen = int(look.seen) if look.seen.isdigit() else 0
+        if self.watcher is not None and (self.watching != watching or self.watched > seen):
+            self._stop_watch()  # another key, or it cannot vouch for what came after look
         until = time.monotonic() + left
         try:
-            if self.watcher is None and not self._watch(look.seen, until, watching):
-                self.pause.sleep(left)
-                return False
+            if turn:
+                self._grant_ahead(place.stale_after)
+            kept = self._kept(look) if turn else None
+            if self.watcher is None:
+                if not self._watch(until, watching):
+                    self.pause.sleep(left)
+                    return False
+                if self.watched > seen:
+                    return True  # changed since the look: what it waits on may have
             while True:
-                deleted = self._deleted(until)
-                if wake & deleted:
+                deleted = self._deleted(until, kept, seen)
+                if turn and (self.key in deleted or self._slot_in(deleted)):
+                    if kept is not None:
+                        self.told = self._told(kept)
                     return True
-                if turn and any(key.startswith(self.slot_prefix) for key in deleted):
+                if not turn and watching[0] in deleted:
                     return True
         except TimeoutError:
             return False  # the stream goes on
@@ -308,22 +201,66 @@ class _EtcdStore(_ServerStore):
         finally:
             self.next_step()
 
+    def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:
+        """What a waiter ``away`` from its turn watches: at its turn, the record and
+        the slots' keys; else the place that leaves its ``away``-th before it, in
+        the order served (the place just ahead, of one slot)."""
+        if away == 0:
+            return (self.key, self.slot_prefix[:-1] + b"\1")
+        return (self._place_key(ahead[away - 1]), None)
+
+    def _slot_in(self, keys: set[bytes]) -> bool:
+        return any(key.startswith(self.slot_prefix) for key in keys)
+
+    def _grant_ahead(self, stale_after: float) -> None:
+        """A lease for the take to come, unless one is spare. It has a second more
+        than the timeout, kept alive by the waiter's beats, and a take uses it only
+        while a whole timeout is left of it: a slot never ends before its timeout,
+        and may end a second after it."""
+        ttl = _whole_seconds(stale_after) + 1
+        if not any(ahead for _, _, _, ahead in self.spares):
+            sent = time.monotonic()
+            answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
+            lease = _answer_field(answer, "ID", "lease/grant", digits=True)
+            self.spares.append((ttl, lease, sent, True))
+
+    def _kept(self, look: _Look) -> dict[bytes, Any] | None:
+        """The record's keys of ``look``, by key (None: ``look`` was not this store's
+        last range), to keep up to date as the watch streams their changes."""
+        import base64
+
+        seen, kvs = self.ranged
+        if seen != look.seen:
+            return None
+        return {
+            key: kv
+            for kv in kvs
+            if not (key := base64.b64decode(kv["key"])).startswith(self.wait_prefix)
+        }
+
+    def _told(self, kept: dict[bytes, Any]) -> _Look:
+        """The look the ``kept`` keys give, with the line of this store's last range."""
+        import base64
+
+        seen, kvs = self.ranged
+        line = [kv for kv in kvs if base64.b64decode(kv["key"]).startswith(self.wait_prefix)]
+        revisions = [int(kv.get("mod_revision", 0)) for kv in kept.values()]
+        return _looked(self.key, [*kept.values(), *line], str(max([int(seen), *revisions])))
+
     def _stop_watch(self) -> None:
         if self.watcher is not None:
             self.watcher.close()
             self.watcher = None
 
-    def _watch(self, seen: str, until: float, keys: tuple[bytes, bytes | None]) -> bool:
-        """Watch ``keys`` (a key and a range's end, or None: that key alone) from after
-        revision ``seen``: True once it streams."""
+    def _watch(self, until: float, keys: tuple[bytes, bytes | None]) -> bool:
+        """Watch ``keys`` (a key and a range's end, or None: that key alone) from now:
+        True once it streams, ``watched`` the revision it streams the changes after."""
         self.deadline = min(until, time.monotonic() + self.timeout)
         key, end = keys
         watch = {"key": _b64(key)}
         if end is not None:
             watch["range_end"] = _b64(end)
         self.watching = keys
-        if seen.isdigit() and seen != "0":
-            watch["start_revision"] = str(int(seen) + 1)
         payload = json.dumps({"create_request": watch}).encode()
         try:
             self._authorize()
@@ -333,37 +270,54 @@ class _EtcdStore(_ServerStore):
             try:
                 self.watcher = self._open(endpoint)
                 self.watcher.send("/v3/watch", payload, self.headers, self.deadline)
-                if self.watcher.start_answer(self.deadline) == 200 and self._news(until) == set():
+                if self.watcher.start_answer(self.deadline) == 200 and self._created(until):
                     return True
             except (OSError, ValueError):
                 pass
             self._stop_watch()
         return False
 
-    def _deleted(self, until: float) -> set[bytes]:
-        news = self._news(until)
-        if news is None:
-            raise ConnectionResetError(errno.ECONNRESET, "the watch ended")
-        return news
+    def _created(self, until: float) -> bool:
+        """Whether the watch's first message says it was made; ``watched``: its revision."""
+        try:
+            result = self._message(until)
+            revision = result["header"]["revision"]
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return False
+        if not (result.get("created") and isinstance(revision, str) and revision.isdigit()):
+            return False
+        self.watched = int(revision)
+        return True
 
-    def _news(self, until: float) -> set[bytes] | None:
-        """The keys deleted in the watch's next message; None if the stream ended."""
+    def _deleted(self, until: float, kept: dict[bytes, Any] | None, seen: int) -> set[bytes]:
+        """The keys deleted in the watch's next message; each change after revision
+        ``seen`` is applied to ``kept``. ConnectionResetError if the stream ended."""
         import base64
 
-        assert self.watcher is not None
         try:
-            message = json.loads(self.watcher.readline(until).decode("utf-8"))
-            result = message["result"]
+            result = self._message(until)
             if result.get("canceled"):
-                return None
+                raise ValueError("canceled")
+            deleted = set()
             # A PUT, the default, has no type in etcd's JSON.
-            return {
-                base64.b64decode(event["kv"]["key"])
-                for event in result.get("events") or []
-                if event.get("type") == "DELETE"
-            }
+            for event in result.get("events") or []:
+                kv = event["kv"]
+                key = base64.b64decode(kv["key"])
+                if event.get("type") == "DELETE":
+                    deleted.add(key)
+                if kept is not None and int(kv["mod_revision"]) > seen:
+                    if event.get("type") == "DELETE":
+                        kept.pop(key, None)
+                    else:
+                        kept[key] = kv
         except (AttributeError, KeyError, TypeError, ValueError):
-            return None
+            raise ConnectionResetError(errno.ECONNRESET, "the watch ended") from None
+        return deleted
+
+    def _message(self, until: float) -> Any:
+        """The result of the watch's next message (TimeoutError if none came by then)."""
+        assert self.watcher is not None
+        return json.loads(self.watcher.readline(until).decode("utf-8"))["result"]
 
     def revoke(self, lease: str | None) -> None:
         if lease:
@@ -397,18 +351,25 @@ class _EtcdStore(_ServerStore):
             place.joined = False  # its lease runs out by itself
         return applied
 
-    def _grant(self, seconds: float, granted: list[tuple[int, str]]) -> str:
-        """A lease of ``seconds`` (rounded up), added to ``granted``: one granted for a
-        try that lost its race, if one has that TTL, else a new one."""
-        ttl = int(max(1, -(-seconds // 1)))
-        for at, (spare_ttl, spare) in enumerate(self.spares):
-            if spare_ttl == ttl:
-                del self.spares[at]
-                granted.append((ttl, spare))
-                return spare
+    def _grant(self, seconds: float, granted: list[_Spare]) -> str:
+        """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
+        one serves, else a new one. A try's that lost its race serves a lease of its
+        TTL; one granted ahead, a second longer, while that TTL is left of it: a slot
+        on it ends no sooner than on a lease granted now, and at most a second later."""
+        ttl = _whole_seconds(seconds)
+        now = time.monotonic()
+        for spare in self.spares:
+            spare_ttl, lease, sent, ahead = spare
+            if (ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl) or (
+                not ahead and spare_ttl == ttl
+            ):
+                self.spares.remove(spare)
+                granted.append(spare)
+                return lease
+        sent = time.monotonic()
         answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
-        granted.append((ttl, lease))
+        granted.append((ttl, lease, sent, False))
         return lease
 
     def _swap(
@@ -424,7 +385,7 @@ class _EtcdStore(_ServerStore):
         it). Each new holder of several slots gets a lease of its own and a key on it
         (``slot``, a NUL, the lease), that ends its slot; the record's lease outlives
         them all, so an older version sees the lock held while any slot is live."""
-        granted: list[tuple[int, str]] = []
+        granted: list[_Spare] = []
         ops: list[dict[str, Any]] = []
         self.record_on = None
         if record is not None:
@@ -471,7 +432,7 @@ class _EtcdStore(_ServerStore):
         self,
         record: _Record,
         current: str | None,
-        granted: list[tuple[int, str]],
+        granted: list[_Spare],
         ops: list[dict[str, Any]],
     ) -> str | None:
         """The lease ``record`` goes on: one slot's, its holder's timeout. Of several,

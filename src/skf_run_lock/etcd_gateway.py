@@ -1,0 +1,177 @@
+"""etcd's HTTP/JSON gateway, as every etcd lock speaks to it: the endpoints tried in
+turn within the call's deadline, the user's token, one kept-alive connection, and
+etcd's refusals as errors that say what to do. Compiled only for an etcd lock."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import time
+
+from .contract import _OutcomeUnknown
+from .http1 import _HttpConnection
+from .server_store import _TLS_FAILURE, _ServerStore
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+_DURATION = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h)"
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+# gRPC's status codes, as etcd's gateway answers them.
+_GRPC_UNAVAILABLE = 14
+_GRPC_PERMISSION_DENIED = 7
+_GRPC_UNAUTHENTICATED = 16
+
+
+def _etcd_duration(text: str) -> float:
+    """Seconds of an etcdctl duration (Go's format: ``5s``, ``500ms``, ``1m30s``)."""
+    parts = re.findall(_DURATION, text)
+    seconds = sum(float(number) * _DURATION_UNITS[unit] for number, unit in parts)
+    if "".join(number + unit for number, unit in parts) != text or not seconds > 0:
+        raise ValueError(
+            f"ETCDCTL_COMMAND_TIMEOUT must be a duration like 5s or 500ms, not {text!r}"
+        )
+    return seconds
+
+
+def _answer_field(answer: dict[str, Any], name: str, request: str, digits: bool = False) -> str:
+    """The text field ``name`` of etcd's answer; OSError if it has none."""
+    value = answer.get(name)
+    if isinstance(value, str) and value and (value.isdigit() or not digits):
+        return value
+    raise _not_etcd(request, name)
+
+
+def _not_etcd(request: str, name: str) -> OSError:
+    return OSError(
+        errno.EPROTO,
+        f"the answer to {request} had no valid {name!r}: is this etcd's client port?",
+    )
+
+
+def _b64(data: bytes) -> str:
+    import base64
+
+    return base64.b64encode(data).decode("ascii")
+
+
+class _EtcdGateway(_ServerStore):
+    """What an etcd lock asks of the gateway: ``post`` a request and read its answer.
+    Its settings are etcdctl's: ``ETCDCTL_COMMAND_TIMEOUT``, ``ETCDCTL_USER`` and
+    ``ETCDCTL_PASSWORD`` (TLS: the server store's)."""
+
+    def __init__(self, address: str, prefix: bool = False) -> None:
+        env = os.environ
+        timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
+        super().__init__(address, timeout, prefix)
+        user, _, password = (env.get("ETCDCTL_USER") or "").partition(":")
+        self.user = user
+        self.password = password or env.get("ETCDCTL_PASSWORD", "")
+        self.headers = {"Content-Type": "application/json"}
+        self.connection: _HttpConnection | None = None
+
+    def _connect(self, endpoint: str) -> _HttpConnection:
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = None
+        self.connection = self._open(endpoint)
+        return self.connection
+
+    def _open(self, endpoint: str) -> _HttpConnection:
+        return _HttpConnection(endpoint, self.tls_context(), self.deadline)
+
+    def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
+        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's."""
+        if path != "/v3/auth/authenticate":
+            self._authorize()
+        payload = json.dumps(body).encode()
+        # Each endpoint's first reason (later ones are often the deadline).
+        failures: dict[str, str] = {}
+        broken: set[str] = set()  # TLS failed: trying again cannot help
+        while True:
+            for endpoint in self.endpoints:
+                left = self.deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if endpoint in broken:
+                    continue
+                try:
+                    status, answer = self._exchange(endpoint, path, payload, outcome)
+                except _OutcomeUnknown:
+                    raise
+                except (OSError, ValueError) as exc:
+                    reason = failures.setdefault(endpoint, self.describe(exc))
+                    if reason.startswith(_TLS_FAILURE):
+                        broken.add(endpoint)
+                    continue
+                if status == 200:
+                    return answer
+                code = answer.get("code")
+                message = answer.get("message") or answer.get("error")
+                if code == _GRPC_UNAVAILABLE or status in (502, 503, 504):
+                    failures.setdefault(endpoint, message or f"HTTP status {status}")
+                    continue
+                raise self._refusal(code, message or f"HTTP status {status}")
+            # No member answered (down, electing): nothing applied.
+            left = self.deadline - time.monotonic()
+            if left <= 0 or broken.issuperset(self.endpoints):
+                break
+            time.sleep(min(0.05, left))
+        reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
+        raise self.unreachable(", ".join(self.endpoints), reasons)
+
+    def _authorize(self) -> None:
+        if self.user and "Authorization" not in self.headers:
+            credentials = {"name": self.user, "password": self.password}
+            answer = self.post("/v3/auth/authenticate", credentials)
+            self.headers["Authorization"] = _answer_field(answer, "token", "authenticate")
+
+    def _exchange(
+        self, endpoint: str, path: str, payload: bytes, outcome: str | None
+    ) -> tuple[int, dict[str, Any]]:
+        """One request to ``endpoint``: (status, answer)."""
+        sent = False
+        try:
+            connection = self.connection
+            if connection is None or connection.endpoint != endpoint or not connection.reusable:
+                connection = self._connect(endpoint)
+            connection.send(path, payload, self.headers, self.deadline)
+            sent = True
+            status = connection.start_answer(self.deadline)
+            body = connection.rest(self.deadline)
+            try:
+                answer = json.loads(body.decode("utf-8") or "{}")
+            except ValueError:
+                raise ValueError("the answer was not JSON") from None
+        except BaseException as exc:
+            self._hang_up()  # cut short (an interrupt too): never read it out of step
+            if sent and outcome is not None and isinstance(exc, OSError | ValueError):
+                raise self.lost_answer(endpoint, exc, outcome) from None
+            raise
+        return status, answer if isinstance(answer, dict) else {}
+
+    def _hang_up(self) -> None:
+        """Close the connection: one cut short could be read out of step."""
+        if self.connection is not None:
+            self.connection.close()
+        self.connection = None
+
+    def _refusal(self, code: object, message: str) -> OSError:
+        if code == _GRPC_PERMISSION_DENIED:
+            who = f"user {self.user!r}" if self.user else "an anonymous user"
+            return PermissionError(
+                errno.EACCES, f"etcd denied {who} access to the key {self.key_text}: {message}"
+            )
+        if "user name is empty" in message:
+            return PermissionError(
+                errno.EACCES, "etcd wants a user name: set ETCDCTL_USER (and ETCDCTL_PASSWORD)"
+            )
+        if code == _GRPC_UNAUTHENTICATED or "authentication failed" in message:
+            return PermissionError(
+                errno.EACCES,
+                f"etcd refused authentication ({message}); check ETCDCTL_USER and ETCDCTL_PASSWORD",
+            )
+        return OSError(errno.EIO, f"etcd refused the request: {message} (code {code})")
