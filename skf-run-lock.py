@@ -2897,8 +2897,8 @@ class _EtcdGateway(_ServerStore):
 # The etcd store, through etcd's HTTP/JSON gateway (etcd_gateway.py): the record at KEY
 # on a lease (the holder's timeout, on the server's clock), every change one transaction
 # compared against the revision it read, and waiters in line as keys on leases of their
-# own that they keep alive, each watching the one key whose deletion may bring its turn.
-# Compiled only for an etcd lock.
+# own that they keep alive, each watching the key ahead of it. Compiled only for an etcd
+# lock.
 # --------------------------------------------------------------------------------------
 
 _CARRIED['etcd_store'] = (2904, ('etcd_gateway', 'http1', 'server_store'), r'''
@@ -3040,11 +3040,10 @@ class _EtcdStore(_EtcdGateway):
         self.revoke(place.ticket)
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
-        """Until what it waits on is deleted: at its turn, the record or a slot's key;
-        else the one place whose leaving, in the order the line is served, brings it
-        nearer its turn (of one slot, the place just ahead). It watches only that: the
-        place alone, or the record's and the slots' keys, never the line. A take or a
-        leave then wakes one waiter, and etcd streams each change to those it concerns.
+        """Until the place just ahead is deleted, or (its turn) the record or a slot's
+        key. Each watches only what it waits on: the place just ahead, alone, or (its
+        turn) the record and the slots' keys, never the line. A take or a leave then
+        wakes one waiter, and etcd streams each change to those it concerns.
 
         A watch starts from the moment it is made, never from a past revision: etcd
         holds back the news of a watch that starts in the past until its next sweep, up
@@ -3090,11 +3089,10 @@ class _EtcdStore(_EtcdGateway):
 
     def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:
         """What a waiter ``away`` from its turn watches: at its turn, the record and
-        the slots' keys; else the place that leaves its ``away``-th before it, in
-        the order served (the place just ahead, of one slot)."""
+        the slots' keys; else the place just ahead of it."""
         if away == 0:
             return (self.key, self.slot_prefix[:-1] + b"\1")
-        return (self._place_key(ahead[away - 1]), None)
+        return (self._place_key(ahead[-1]), None)
 
     def _slot_in(self, keys: set[bytes]) -> bool:
         return any(key.startswith(self.slot_prefix) for key in keys)
@@ -3406,7 +3404,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3409, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3407, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3470,7 +3468,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3473, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3471, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4009,7 +4007,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4012, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4010, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4141,7 +4139,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4144, ('reports',), r'''
+_CARRIED['survey'] = (4142, ('reports',), r'''
 import json
 import os
 import stat
@@ -4865,7 +4863,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4868, (), r'''
+_CARRIED['waiting'] = (4866, (), r'''
 import os
 import time
 
@@ -4989,7 +4987,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4992, (), r'''
+_CARRIED['renewing'] = (4990, (), r'''
 import os
 import time
 

@@ -583,20 +583,6 @@ def test_beats_keep_a_lease_granted_ahead_of_use(
     assert "/v3/lease/grant" not in after
 
 
-def test_a_waiter_watches_the_place_whose_leaving_brings_its_turn(skf) -> None:
-    """Places are served in order, so the place ``away`` places ahead of the first N
-    leaves just as the waiter comes among them: of one slot the place just ahead, of
-    three the first in line for the fourth. At its turn, the record and the slots."""
-    skf._compile_carried("etcd_store")
-    store = skf._EtcdStore("etcd://127.0.0.1:2379/k")
-    ahead = [skf._Place(str(n), f"wf:w:{n}", 0, 60.0, None) for n in range(1, 5)]
-    wait_key = store.wait_prefix
-    assert store._target(ahead, 4) == (wait_key + b"4", None)  # one slot: just ahead
-    assert store._target(ahead, 1) == (wait_key + b"1", None)  # four slots: the first
-    assert store._target(ahead[:3], 1) == (wait_key + b"1", None)  # three slots
-    assert store._target(ahead[:2], 0) == (b"k", b"k\0slot\1")
-
-
 def test_a_waiter_takes_a_record_stale_by_its_time_alone(skf, etcd: Etcd, etcd_lock) -> None:
     """A record put without a lease (by hand, or another tool) goes stale by its own
     time: no event comes, so the first in line wakes at that time to try."""

@@ -323,11 +323,6 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        for spare in [spare for spare in self.spares if spare[3]]:",
         "        for spare in [spare for spare in self.spares if False]:",
     ),
-    "etcd-watches-place-just-ahead": (
-        "a waiter watches the place whose leaving brings its turn (of N slots, N ahead)",
-        "        return (self._place_key(ahead[away - 1]), None)",
-        "        return (self._place_key(ahead[-1]), None)",
-    ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",
         "            self._stop_watch()\n"

@@ -1,8 +1,8 @@
 """The etcd store, through etcd's HTTP/JSON gateway (etcd_gateway.py): the record at KEY
 on a lease (the holder's timeout, on the server's clock), every change one transaction
 compared against the revision it read, and waiters in line as keys on leases of their
-own that they keep alive, each watching the one key whose deletion may bring its turn.
-Compiled only for an etcd lock."""
+own that they keep alive, each watching the key ahead of it. Compiled only for an etcd
+lock."""
 
 from __future__ import annotations
 
@@ -153,11 +153,10 @@ class _EtcdStore(_EtcdGateway):
         self.revoke(place.ticket)
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
-        """Until what it waits on is deleted: at its turn, the record or a slot's key;
-        else the one place whose leaving, in the order the line is served, brings it
-        nearer its turn (of one slot, the place just ahead). It watches only that: the
-        place alone, or the record's and the slots' keys, never the line. A take or a
-        leave then wakes one waiter, and etcd streams each change to those it concerns.
+        """Until the place just ahead is deleted, or (its turn) the record or a slot's
+        key. Each watches only what it waits on: the place just ahead, alone, or (its
+        turn) the record and the slots' keys, never the line. A take or a leave then
+        wakes one waiter, and etcd streams each change to those it concerns.
 
         A watch starts from the moment it is made, never from a past revision: etcd
         holds back the news of a watch that starts in the past until its next sweep, up
@@ -203,11 +202,10 @@ class _EtcdStore(_EtcdGateway):
 
     def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:
         """What a waiter ``away`` from its turn watches: at its turn, the record and
-        the slots' keys; else the place that leaves its ``away``-th before it, in
-        the order served (the place just ahead, of one slot)."""
+        the slots' keys; else the place just ahead of it."""
         if away == 0:
             return (self.key, self.slot_prefix[:-1] + b"\1")
-        return (self._place_key(ahead[away - 1]), None)
+        return (self._place_key(ahead[-1]), None)
 
     def _slot_in(self, keys: set[bytes]) -> bool:
         return any(key.startswith(self.slot_prefix) for key in keys)
