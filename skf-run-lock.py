@@ -3020,12 +3020,13 @@ class _EtcdStore(_EtcdGateway):
 
     def beat(self, place: _Place) -> bool:
         """Keep the place's lease alive, and any lease granted ahead with it."""
-        for spare in [spare for spare in self.spares if spare[3]]:
-            self.spares.remove(spare)
+        for spare in list(self.spares):
             ttl, lease, _, ahead = spare
-            sent = time.monotonic()
-            if self._kept_alive(lease):
-                self.spares.append((ttl, lease, sent, ahead))
+            if ahead:
+                self.spares.remove(spare)
+                sent = time.monotonic()
+                if self._kept_alive(lease):  # else it ended: nothing to revoke
+                    self.spares.append((ttl, lease, sent, ahead))
         return self._kept_alive(place.ticket)
 
     def _kept_alive(self, lease: str) -> bool:
@@ -3404,7 +3405,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3407, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3408, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3468,7 +3469,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3471, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3472, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4007,7 +4008,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4010, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4011, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4139,7 +4140,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4142, ('reports',), r'''
+_CARRIED['survey'] = (4143, ('reports',), r'''
 import json
 import os
 import stat
@@ -4863,7 +4864,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4866, (), r'''
+_CARRIED['waiting'] = (4867, (), r'''
 import os
 import time
 
@@ -4987,7 +4988,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4990, (), r'''
+_CARRIED['renewing'] = (4991, (), r'''
 import os
 import time
 

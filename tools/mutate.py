@@ -320,8 +320,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-beat-forgets-lease-ahead": (
         "a beat keeps the lease granted ahead alive with the place",
-        "        for spare in [spare for spare in self.spares if spare[3]]:",
-        "        for spare in [spare for spare in self.spares if False]:",
+        "            if ahead:\n                self.spares.remove(spare)",
+        "            if False:\n                self.spares.remove(spare)",
     ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",

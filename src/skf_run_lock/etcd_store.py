@@ -133,12 +133,13 @@ class _EtcdStore(_EtcdGateway):
 
     def beat(self, place: _Place) -> bool:
         """Keep the place's lease alive, and any lease granted ahead with it."""
-        for spare in [spare for spare in self.spares if spare[3]]:
-            self.spares.remove(spare)
+        for spare in list(self.spares):
             ttl, lease, _, ahead = spare
-            sent = time.monotonic()
-            if self._kept_alive(lease):
-                self.spares.append((ttl, lease, sent, ahead))
+            if ahead:
+                self.spares.remove(spare)
+                sent = time.monotonic()
+                if self._kept_alive(lease):  # else it ended: nothing to revoke
+                    self.spares.append((ttl, lease, sent, ahead))
         return self._kept_alive(place.ticket)
 
     def _kept_alive(self, lease: str) -> bool:
