@@ -2963,12 +2963,16 @@ class _EtcdStore(_EtcdGateway):
         self.spares: list[_Spare] = []
         self.ranged: tuple[str, list[Any]] = ("", [])  # the last range: its revision, keys
         self.told: _Look | None = None  # what the first in line's watch told, for its read
+        # The lock as the last join or lost change found it, for the next read or look
+        # (with the line or not), and whether the last read asked for the line.
+        self.fresh: tuple[_Look, bool] | None = None
+        self.line_read = True
         self.record_on: str | None = None  # the lease the last change put the record on
 
     def close(self) -> None:
         while self.spares:
             self.revoke(self.spares.pop()[1])
-        self.told = None
+        self.told = self.fresh = None
         self._hang_up()
         self._stop_watch()
 
@@ -2976,35 +2980,65 @@ class _EtcdStore(_EtcdGateway):
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
 
     def look(self) -> _Look:
+        """The lock with its line: read again, unless the last change (a join) gave it."""
         self.told = None
-        return self._range(line=True)
+        fresh = self._fresh(line=True)
+        return self._range(line=True) if fresh is None else fresh
 
     def read(self, line: bool = True) -> _Look:
         """As look (the transaction compares later); without the ``line``, only the
         record's, the last holder's and the slots' keys are read. The first read after
         the first in line's watch woke it is what the watch told: the record's keys as
         they stand after the change that woke it, the line as its look found it (a
-        place ahead that left since only makes it wait once more)."""
+        place ahead that left since only makes it wait once more). The read after a
+        change that lost its race is what that change's transaction found."""
+        self.line_read = line
         told, self.told = self.told, None
-        return self._range(line) if told is None else told
+        found = self._fresh(line) if told is None else told
+        return self._range(line) if found is None else found
+
+    def _fresh(self, line: bool) -> _Look | None:
+        """What the last change found, once (None: nothing, or not the line asked for)."""
+        fresh, self.fresh = self.fresh, None
+        if fresh is None or (line and not fresh[1]):
+            return None
+        return fresh[0]
+
+    def _span(self, line: bool) -> dict[str, str]:
+        """The keys a read asks for: the record's and the slots', and the line's."""
+        end = self.key + b"\1" if line else self.slot_prefix[:-1] + b"\1"
+        return {"key": _b64(self.key), "range_end": _b64(end)}
 
     def _range(self, line: bool) -> _Look:
-        end = self.key + b"\1" if line else self.slot_prefix[:-1] + b"\1"
-        answer = self.post("/v3/kv/range", {"key": _b64(self.key), "range_end": _b64(end)})
+        answer = self.post("/v3/kv/range", self._span(line))
+        return self._look_of(answer, answer, "range")
+
+    def _look_of(self, answer: Any, ranged: Any, what: str) -> _Look:
+        """The look a range (``ranged``, in ``answer``, of a range or a transaction)
+        gives, at the revision of ``answer``; kept as this store's last range."""
         try:
             seen = str(answer.get("header", {}).get("revision", "0"))
-            kvs = answer.get("kvs", [])
+            kvs = ranged.get("kvs", [])
             look = _looked(self.key, kvs, seen)
         except (AttributeError, KeyError, TypeError, ValueError):
-            raise _not_etcd("range", "kvs") from None
+            raise _not_etcd(what, "kvs") from None
         self.ranged = (seen, kvs)
         return look
+
+    def _found(self, answer: Any, index: int, line: bool) -> None:
+        """Keep as ``fresh`` the range a transaction's ``index``th operation gave."""
+        try:
+            ranged = answer["responses"][index]["response_range"]
+        except (KeyError, IndexError, TypeError):
+            raise _not_etcd("txn", "responses") from None
+        self.fresh = (self._look_of(answer, ranged, "txn"), line)
 
     def _place_key(self, place: _Place) -> bytes:
         return self.wait_prefix + place.ticket.encode()
 
     def join(self, look: _Look, place: _Place, now: float) -> None:
-        """A key on a lease of its own, kept alive by the waiter."""
+        """A key on a lease of its own, kept alive by the waiter; the transaction that
+        puts it reads the lock as it then stands, for the waiter's first look."""
         if _ahead_of(_live(look.line, now), place.ticket) is not None:
             return
         answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
@@ -3013,7 +3047,8 @@ class _EtcdStore(_EtcdGateway):
         place.joined = True
         value = _place_value(place)
         put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
-        self.post("/v3/kv/put", put)
+        ops = [{"request_put": put}, {"request_range": self._span(line=True)}]
+        self._found(self.post("/v3/kv/txn", {"success": ops}), 1, line=True)
 
     def prune(self, look: _Look, now: float) -> None:
         """Nothing to do: etcd ends the place of a waiter that stopped."""
@@ -3308,10 +3343,14 @@ class _EtcdStore(_EtcdGateway):
                 {"key": key, "target": "CREATE", "result": "GREATER", "create_revision": "0"}
             )
             ops.append({"request_delete_range": {"key": key}})
-        txn = {"compare": compare, "success": ops}
-        if self.post("/v3/kv/txn", txn, outcome=outcome).get("succeeded"):
+        # Lost, the transaction reads the lock instead, for the next try's read.
+        failure = [{"request_range": self._span(self.line_read)}]
+        txn = {"compare": compare, "success": ops, "failure": failure}
+        answer = self.post("/v3/kv/txn", txn, outcome=outcome)
+        if answer.get("succeeded"):
             return True
         self.spares += granted  # for the next try, or revoked at close
+        self._found(answer, 0, self.line_read)
         return False
 
     def _record_lease(
@@ -3405,7 +3444,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3408, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3447, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3469,7 +3508,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3472, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3511, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4008,7 +4047,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4011, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4050, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4140,7 +4179,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4143, ('reports',), r'''
+_CARRIED['survey'] = (4182, ('reports',), r'''
 import json
 import os
 import stat
@@ -4864,7 +4903,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4867, (), r'''
+_CARRIED['waiting'] = (4906, (), r'''
 import os
 import time
 
@@ -4988,7 +5027,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (4991, (), r'''
+_CARRIED['renewing'] = (5030, (), r'''
 import os
 import time
 

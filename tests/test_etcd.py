@@ -572,6 +572,65 @@ def test_a_lease_granted_ahead_serves_only_while_a_whole_timeout_is_left_of_it(
     assert skf.release(etcd_lock, "wf:waiter:1")["released"]
 
 
+def test_a_waiter_looks_at_the_line_its_join_read(skf, etcd_lock, sent, no_beats) -> None:
+    """The transaction that puts a waiter's place reads the lock as it then stands: its
+    first look in line asks etcd for nothing, and it watches from what that read."""
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    waiting_at_its_turn(sent, thread)
+    paths = [path for name, path, _ in sent if name == thread.name]
+    # Its read, its place's lease, the place put with the lock read, the lease ahead.
+    expected = ["/v3/kv/range", "/v3/lease/grant", "/v3/kv/txn", "/v3/lease/grant"]
+    assert paths == [*expected, "/v3/watch"]
+    ((_, _, put),) = [e for e in sent if e[0] == thread.name and e[1] == "/v3/kv/txn"]
+    assert [next(iter(op)) for op in put["success"]] == ["request_put", "request_range"]
+    skf.release(etcd_lock, "wf:holder:1")
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+
+
+def test_a_change_that_lost_its_race_reads_the_lock_in_its_transaction(
+    skf, etcd: Etcd, etcd_lock, sent
+) -> None:
+    """A transaction that finds the lock changed reads it instead of changing it: the
+    next try's read asks etcd for nothing and finds the change that came first; a look,
+    which needs the line a release's read leaves out, reads again."""
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    store = skf._store_for(etcd_lock)
+    try:
+        first = store.read(line=False)
+        skf.acquire(etcd_lock, "wf:holder:1", 300.0)  # renewed: the record changed
+        assert store.apply(first, None, "wf:holder:1") is False
+        before = len(sent)
+        again = store.read(line=False)
+        assert sent[before:] == []
+        assert int(again.revision) > int(first.revision)
+        assert again.record is not None and again.record.stale_after == 300.0
+        assert store.apply(again, None, "wf:holder:1") is True
+        assert store.look().record is None
+        after = [path for _, path, _ in sent[before:]]
+        assert after == ["/v3/kv/txn", "/v3/lease/revoke", "/v3/kv/range"]
+    finally:
+        store.close()
+    key = base64.b64encode(key_of(etcd_lock).encode()).decode()
+    assert "kvs" not in etcd_post(etcd.client, "/v3/kv/range", {"key": key})
+
+
+def test_a_look_after_a_release_lost_its_race_reads_the_line(skf, etcd_lock, sent) -> None:
+    """What a release's lost transaction read has no line: a look reads etcd again."""
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    store = skf._store_for(etcd_lock)
+    try:
+        first = store.read(line=False)
+        skf.acquire(etcd_lock, "wf:holder:1", 300.0)
+        assert store.apply(first, None, "wf:holder:1") is False
+        before = len(sent)
+        look = store.look()
+        assert [path for _, path, _ in sent[before:]] == ["/v3/kv/range"]
+        assert look.record is not None and look.record.stale_after == 300.0
+    finally:
+        store.close()
+
+
 def test_beats_keep_a_lease_granted_ahead_of_use(
     skf, etcd: Etcd, etcd_lock, sent, monkeypatch
 ) -> None:

@@ -305,8 +305,23 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-told-read-ignored": (
         "the first in line's take reads what its watch told, not etcd again",
-        "        return self._range(line) if told is None else told",
-        "        return self._range(line)",
+        "        found = self._fresh(line) if told is None else told",
+        "        found = self._fresh(line)",
+    ),
+    "etcd-join-reads-nothing": (
+        "a waiter's first look in line is what its join's transaction read",
+        '        self._found(self.post("/v3/kv/txn", {"success": ops}), 1, line=True)',
+        '        self.post("/v3/kv/txn", {"success": ops})',
+    ),
+    "etcd-lost-change-reads-again": (
+        "a change that lost its race read the lock in its transaction, for the next try",
+        "        self._found(answer, 0, self.line_read)\n",
+        "",
+    ),
+    "etcd-lineless-read-looked": (
+        "a look never takes the line from what a release's lost transaction read",
+        "        if fresh is None or (line and not fresh[1]):",
+        "        if fresh is None:",
     ),
     "etcd-no-lease-ahead": (
         "the first in line has the lease of its take granted ahead",
