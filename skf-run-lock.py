@@ -3211,8 +3211,10 @@ class _EtcdStore(_EtcdGateway):
         return True
 
     def _deleted(self, until: float, kept: dict[bytes, Any] | None, seen: int) -> set[bytes]:
-        """The keys deleted in the watch's next message; each change after revision
-        ``seen`` is applied to ``kept``. ConnectionResetError if the stream ended."""
+        """The keys deleted after revision ``seen`` in the watch's next message; each
+        change after ``seen`` is applied to ``kept``. A watch kept from an earlier wait
+        may still bring changes the look at ``seen`` already saw: they are passed over.
+        ConnectionResetError if the stream ended."""
         import base64
 
         try:
@@ -3223,14 +3225,15 @@ class _EtcdStore(_EtcdGateway):
             # A PUT, the default, has no type in etcd's JSON.
             for event in result.get("events") or []:
                 kv = event["kv"]
+                if int(kv["mod_revision"]) <= seen:
+                    continue
                 key = base64.b64decode(kv["key"])
                 if event.get("type") == "DELETE":
                     deleted.add(key)
-                if kept is not None and int(kv["mod_revision"]) > seen:
-                    if event.get("type") == "DELETE":
+                    if kept is not None:
                         kept.pop(key, None)
-                    else:
-                        kept[key] = kv
+                elif kept is not None:
+                    kept[key] = kv
         except (AttributeError, KeyError, TypeError, ValueError):
             raise ConnectionResetError(errno.ECONNRESET, "the watch ended") from None
         return deleted
@@ -3444,7 +3447,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3447, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3450, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3508,7 +3511,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3511, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3514, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4047,7 +4050,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4050, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4053, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4179,7 +4182,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4182, ('reports',), r'''
+_CARRIED['survey'] = (4185, ('reports',), r'''
 import json
 import os
 import stat
@@ -4903,7 +4906,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4906, (), r'''
+_CARRIED['waiting'] = (4909, (), r'''
 import os
 import time
 
@@ -5027,7 +5030,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5030, (), r'''
+_CARRIED['renewing'] = (5033, (), r'''
 import os
 import time
 

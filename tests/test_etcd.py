@@ -481,6 +481,30 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     assert counted_tries == [False, True]
 
 
+def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(skf, etcd_lock) -> None:
+    """A wait that ended before its watch brought a release leaves the watch open; the
+    look after it already sees that release, so the next wait
+    on the same watch does not wake for it: it waits for a change the look did not see."""
+    skf._compile_carried("etcd_store")
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    store = skf._store_for(etcd_lock)
+    try:
+        place = skf._Place("", "wf:waiter:1", 0, 60.0, None)
+        store.join(store.look(), place, time.time())
+        assert store.wait(0.2, store.look(), [], place, 0) is False  # the watch stays
+        assert store.watcher is not None
+        skf.release(etcd_lock, "wf:holder:1")
+        look = store.look()
+        assert look.record is None
+        assert store.wait(0.5, look, [], place, 0) is False  # nothing new: no wake
+        store.leave(place)
+        skf.acquire(etcd_lock, "wf:other:1", 600.0)
+        skf.release(etcd_lock, "wf:other:1")
+        assert store.wait(5.0, look, [], place, 0) is True  # a release it did not see
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def sent(skf: ModuleType, monkeypatch) -> list[tuple[str, str, dict]]:
     """Every request sent to etcd, as (the sending thread's name, path, JSON body)."""

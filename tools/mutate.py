@@ -308,6 +308,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        found = self._fresh(line) if told is None else told",
         "        found = self._fresh(line)",
     ),
+    "etcd-seen-delete-wakes": (
+        "a watch kept from an earlier wait passes over what the look already saw",
+        '                if int(kv["mod_revision"]) <= seen:\n                    continue\n',
+        "",
+    ),
     "etcd-join-reads-nothing": (
         "a waiter's first look in line is what its join's transaction read",
         '        self._found(self.post("/v3/kv/txn", {"success": ops}), 1, line=True)',

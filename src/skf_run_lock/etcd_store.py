@@ -324,8 +324,10 @@ class _EtcdStore(_EtcdGateway):
         return True
 
     def _deleted(self, until: float, kept: dict[bytes, Any] | None, seen: int) -> set[bytes]:
-        """The keys deleted in the watch's next message; each change after revision
-        ``seen`` is applied to ``kept``. ConnectionResetError if the stream ended."""
+        """The keys deleted after revision ``seen`` in the watch's next message; each
+        change after ``seen`` is applied to ``kept``. A watch kept from an earlier wait
+        may still bring changes the look at ``seen`` already saw: they are passed over.
+        ConnectionResetError if the stream ended."""
         import base64
 
         try:
@@ -336,14 +338,15 @@ class _EtcdStore(_EtcdGateway):
             # A PUT, the default, has no type in etcd's JSON.
             for event in result.get("events") or []:
                 kv = event["kv"]
+                if int(kv["mod_revision"]) <= seen:
+                    continue
                 key = base64.b64decode(kv["key"])
                 if event.get("type") == "DELETE":
                     deleted.add(key)
-                if kept is not None and int(kv["mod_revision"]) > seen:
-                    if event.get("type") == "DELETE":
+                    if kept is not None:
                         kept.pop(key, None)
-                    else:
-                        kept[key] = kv
+                elif kept is not None:
+                    kept[key] = kv
         except (AttributeError, KeyError, TypeError, ValueError):
             raise ConnectionResetError(errno.ECONNRESET, "the watch ended") from None
         return deleted
