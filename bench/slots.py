@@ -14,7 +14,9 @@ per store, side by side in one run:
 
 With ``--count``, each process also counts what it asks of its store (reads, looks,
 changes and those that lost their race, joins, beats, waits), printed per take
-under each row: where a line spends its time.
+under each row: where a line spends its time. On etcd, the requests it sends are
+counted too, by path (``kv/range``, ``kv/txn``, ``lease/grant`` ..., and each
+``watch`` made).
 
 Usage::
 
@@ -103,6 +105,20 @@ def count_store_calls(skf: Any, counts: dict[str, int]) -> None:
 
         return counted
 
+    # On etcd, each request by its path (``/v3/kv/range`` ...) and each watch made.
+    real_post = skf._EtcdGateway.post
+    real_watch = skf._EtcdStore._watch
+
+    def post(self: object, path: str, *args: object, **kwargs: object) -> object:
+        counts[path] = counts.get(path, 0) + 1
+        return real_post(self, path, *args, **kwargs)
+
+    def watch(self: object, *args: object) -> object:
+        counts["/v3/watch"] = counts.get("/v3/watch", 0) + 1
+        return real_watch(self, *args)
+
+    skf._EtcdGateway.post = post
+    skf._EtcdStore._watch = watch
     for store in (skf._FileStore, skf._EtcdStore, skf._RedisStore):
         for name in COUNTED:
             setattr(store, name, counting(getattr(store, name), name))
@@ -293,6 +309,13 @@ def main() -> int:
                             for name in (*COUNTED, "lost")
                         )
                         print(f"|  | per take: {per_take} |||||||||", flush=True)
+                        paths = sorted(name for name in counts if name.startswith("/"))
+                        if paths:
+                            sent = ", ".join(
+                                f"{name.removeprefix('/v3/')} {counts[name] / run['taken']:.1f}"  # type: ignore[operator]
+                                for name in paths
+                            )
+                            print(f"|  | requests per take: {sent} |||||||||", flush=True)
                     if options.json:
                         figures = {k: v for k, v in run.items() if k not in ("takes", "counts")}
                         print(json.dumps({"store": store, **figures}))
