@@ -322,13 +322,15 @@ def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(cli, store,
 
 @THREE_STORES
 @pytest.mark.timeout(120)
-def test_run_and_held_keep_their_slots_past_several_timeouts(skf, cli, store) -> None:
-    """Each renews its 6 s slot every 2 s: a renewal may come up to 4 s late (three
-    suites at once on two cores) before a fourth run could take the slot."""
-    command = [sys.executable, "-c", "import time; time.sleep(13)"]
+def test_run_and_held_keep_their_slots_past_several_timeouts(skf, cli, store, tmp_path) -> None:
+    """``run``'s command and ``held()``'s block last until the test has looked three
+    times, 3 s apart (a timeout each): every look finds their slots still held."""
+    done = tmp_path / "done"  # the command and the block end once it exists
+    wait_for_done = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"
+    command = [sys.executable, "-c", wait_for_done, str(done)]
     run = subprocess.Popen(
         [sys.executable, str(SCRIPT), "run", "--lock", store.lock, "--owner", "wf:run:1",
-         "--slots", "3", "--stale-after", "0.1", "--", *command],
+         "--slots", "3", "--stale-after", SHORT, "--", *command],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -336,22 +338,25 @@ def test_run_and_held_keep_their_slots_past_several_timeouts(skf, cli, store) ->
         lease_done = threading.Event()
 
         def hold() -> None:
-            with skf.held(store.lock, "wf:held:1", 6.0, wait=30.0, slots=3):
-                time.sleep(13)
+            with skf.held(store.lock, "wf:held:1", 3.0, wait=30.0, slots=3):
+                while not done.exists():
+                    time.sleep(0.05)
             lease_done.set()
 
         thread = threading.Thread(target=hold)
         thread.start()
         assert take(cli, store.lock, "wf:third:1", 3).code == 0
-        for _ in range(3):  # 12 s: two of the 6 s timeouts
-            time.sleep(4)
+        for _ in range(3):  # over three of the 3 s timeouts
+            time.sleep(3)
             refused = take(cli, store.lock, "wf:fourth:1", 3)
             assert refused.code == 3, refused.json
+        done.touch()
         thread.join(timeout=60)
         assert lease_done.is_set()
         _, err = run.communicate(timeout=60)
         assert run.returncode == 0, err
     finally:
+        done.touch()
         run.kill()
         run.communicate()
     assert holders_of(store) == ["wf:third:1"]
