@@ -24,6 +24,9 @@ from types import FunctionType, ModuleType
 import pytest
 from loader import PACKAGE, ROOT, SCRIPT, load_script
 
+# The modules alone: CI's other suites may be writing bytecode beside them meanwhile.
+NO_CACHE = shutil.ignore_patterns("__pycache__")
+
 # Runs the script as `python3 skf-run-lock.py ARGS` does, and prints on exit, for
 # everything compiled after the script itself, its file name and how many newlines
 # lead its source: a carried module is compiled behind as many as there are lines up to
@@ -147,7 +150,7 @@ def tree(tmp_path: Path) -> Path:
     """A copy of what the build reads and writes: the modules, the tool, the built file."""
     (tmp_path / "tools").mkdir()
     shutil.copy(ROOT / "tools" / "bundle.py", tmp_path / "tools" / "bundle.py")
-    shutil.copytree(PACKAGE, tmp_path / "src" / "skf_run_lock")
+    shutil.copytree(PACKAGE, tmp_path / "src" / "skf_run_lock", ignore=NO_CACHE)
     shutil.copy(ROOT / "skf-run-lock.py", tmp_path / "skf-run-lock.py")
     return tmp_path
 
@@ -355,7 +358,7 @@ def test_mypy_fails_a_store_whose_method_does_not_match_the_interface(
     tmp_path: Path, module: str, old: str, new: str
 ) -> None:
     copy = tmp_path / "src" / "skf_run_lock"
-    shutil.copytree(PACKAGE, copy)
+    shutil.copytree(PACKAGE, copy, ignore=NO_CACHE)
     assert mypy(copy, tmp_path / "cache").returncode == 0
     edit(copy / module, old, new)
     if module == "file_store.py":
