@@ -2980,7 +2980,8 @@ class _EtcdStore(_EtcdGateway):
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
 
     def look(self) -> _Look:
-        """The lock with its line: read again, unless the last change (a join) gave it."""
+        """The lock with its line: read again, unless the last change gave it (a join,
+        or a change that lost its race after a read of the line)."""
         self.told = None
         fresh = self._fresh(line=True)
         return self._range(line=True) if fresh is None else fresh
@@ -3447,7 +3448,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3450, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3451, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3511,7 +3512,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3514, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3515, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4050,7 +4051,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4053, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4054, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4182,7 +4183,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4185, ('reports',), r'''
+_CARRIED['survey'] = (4186, ('reports',), r'''
 import json
 import os
 import stat
@@ -4906,7 +4907,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4909, (), r'''
+_CARRIED['waiting'] = (4910, (), r'''
 import os
 import time
 
@@ -5030,7 +5031,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5033, (), r'''
+_CARRIED['renewing'] = (5034, (), r'''
 import os
 import time
 

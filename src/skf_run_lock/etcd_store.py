@@ -93,7 +93,8 @@ class _EtcdStore(_EtcdGateway):
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
 
     def look(self) -> _Look:
-        """The lock with its line: read again, unless the last change (a join) gave it."""
+        """The lock with its line: read again, unless the last change gave it (a join,
+        or a change that lost its race after a read of the line)."""
         self.told = None
         fresh = self._fresh(line=True)
         return self._range(line=True) if fresh is None else fresh
