@@ -9,6 +9,8 @@ per store, side by side in one run:
   gave up      waits whose budget ran out while slots changed hands
   longest, p99 the longest wait for a slot, and the 99th percentile
   Jain         Jain's fairness index of the takes per process (1.0: all served alike)
+  server CPU/s CPU seconds the store's server (etcd, Redis) spent per second of the
+               run's measured 20 s or so (a file lock has no server: "-")
   CPU/s        CPU seconds the processes spent per second of the run (holding aside,
                it is what waiting costs)
 
@@ -144,8 +146,10 @@ def one_run(
     work: str,
     budget: float,
     count: bool = False,
+    server: int | None = None,
 ) -> dict[str, object]:
-    """Run ``procs`` processes on ``lock`` for ``seconds``: the figures of the run."""
+    """Run ``procs`` processes on ``lock`` for ``seconds``: the figures of the run;
+    ``server``: the process id of the store's server, whose CPU is measured too."""
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-"))
     started = time.time()
     # Every process loaded (about 50 ms each, on 2 cores) before the clock starts.
@@ -159,6 +163,12 @@ def one_run(
         command = [sys.executable, __file__, mode, *argv]
         env = {**os.environ, "SKF_BENCH_COUNT": "1"} if count else None
         running.append((subprocess.Popen(command, env=env), out))
+    server_cpu = None
+    if server is not None:
+        time.sleep(max(0.0, start - time.time()))
+        server_before = cpu_of(server)
+        time.sleep(max(0.0, until - time.time()))
+        server_cpu = (cpu_of(server) - server_before) / seconds
     cpu = 0.0
     for proc, _ in running:
         _, status, usage = os.wait4(proc.pid, 0)
@@ -198,12 +208,19 @@ def one_run(
         "p99": waits[int(0.99 * (len(waits) - 1))] if waits else 0.0,
         "jain": jain,
         "cpu_per_s": cpu / (until - started),
+        "server_cpu_per_s": server_cpu,
         "takes": takes,
         "start": start,
         "until": until,
         "counts": counts,
         "taken": total,
     }
+
+
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user and system) the process ``pid`` has spent."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def plot(run: dict[str, object], store: str, path: Path) -> None:
@@ -237,17 +254,20 @@ def plot(run: dict[str, object], store: str, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
-def lock_on(store: str, name: str, folder: Path, servers: list[tuple[str, Any]]) -> str:
-    """A lock named ``name`` on ``store``, its server started the first time."""
+def lock_on(
+    store: str, name: str, folder: Path, servers: list[tuple[str, Any]]
+) -> tuple[str, int | None]:
+    """A lock named ``name`` on ``store``, its server started the first time; and the
+    server's process id (None: a file lock)."""
     from servers import start_etcd, start_redis
 
     if store == "file":
-        return str(folder / "file" / name)
+        return str(folder / "file" / name), None
     if not any(kind == store for kind, _ in servers):
         started = start_etcd(folder / "etcd") if store == "etcd" else start_redis(folder)
         servers.append((store, started))
     server = next(server for kind, server in servers if kind == store)
-    return str(server.url(name))
+    return str(server.url(name)), server.proc.pid
 
 
 def main() -> int:
@@ -275,8 +295,11 @@ def main() -> int:
         f" work {options.work} ms, budget {options.budget:g} s, {options.seconds:g} s a run,"
         f" {options.busy} other processes spinning"
     )
-    print("| store | procs | slots | takes/s | busy | gave up | longest | p99 | Jain | CPU/s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "| store | procs | slots | takes/s | busy | gave up | longest | p99 | Jain | CPU/s"
+        " | server CPU/s |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     plotted = False
     spin = "while True: pass"
     spinners = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(options.busy)]
@@ -285,7 +308,7 @@ def main() -> int:
             for procs in map(int, options.procs.split(",")):
                 for slots in map(int, options.slots.split(",")):
                     name = f"bench-{procs}-{slots}-{random.getrandbits(32):08x}"
-                    lock = lock_on(store, name, folder, servers)
+                    lock, server = lock_on(store, name, folder, servers)
                     run = one_run(
                         lock,
                         procs,
@@ -295,11 +318,15 @@ def main() -> int:
                         work=options.work,
                         budget=options.budget,
                         count=options.count,
+                        server=server,
                     )
+                    server_cpu = run["server_cpu_per_s"]
+                    server_text = "-" if server_cpu is None else f"{server_cpu:.2f}"
                     row = (
                         f"| {store} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
                         f" {run['busy']:.0%} | {run['gave_up']} | {run['longest']:.2f} s |"
                         f" {run['p99']:.2f} s | {run['jain']:.3f} | {run['cpu_per_s']:.2f} |"
+                        f" {server_text} |"
                     )
                     print(row, flush=True)
                     counts = run["counts"]
@@ -308,14 +335,14 @@ def main() -> int:
                             f"{name} {counts.get(name, 0) / run['taken']:.1f}"  # type: ignore[operator]
                             for name in (*COUNTED, "lost")
                         )
-                        print(f"|  | per take: {per_take} |||||||||", flush=True)
+                        print(f"|  | per take: {per_take} ||||||||||", flush=True)
                         paths = sorted(name for name in counts if name.startswith("/"))
                         if paths:
                             sent = ", ".join(
                                 f"{name.removeprefix('/v3/')} {counts[name] / run['taken']:.1f}"  # type: ignore[operator]
                                 for name in paths
                             )
-                            print(f"|  | requests per take: {sent} |||||||||", flush=True)
+                            print(f"|  | requests per take: {sent} ||||||||||", flush=True)
                     if options.json:
                         figures = {k: v for k, v in run.items() if k not in ("takes", "counts")}
                         print(json.dumps({"store": store, **figures}))
