@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.5.3. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.5.4. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -114,7 +114,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.5.3"
+__version__ = "1.5.4"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -4338,7 +4338,12 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 
-_CHANGE_TRIES = 20  # changes lost to other writers before a call gives up
+# Changes lost to other writers, in a row, before a call gives up ("kept changing"). A
+# lost change is tried again at once, and a busy lock of several slots has many
+# writers: eight processes taking and releasing slots of one lock as fast as they
+# can made calls lose twenty in a row about once a second, and a release that gives
+# up keeps its slot held until its timeout; a hundred, never (bench/churn.py).
+_CHANGE_TRIES = 100
 
 
 def _kept_changing(lock: str) -> OSError:
@@ -4907,7 +4912,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4910, (), r'''
+_CARRIED['waiting'] = (4915, (), r'''
 import os
 import time
 
@@ -5031,7 +5036,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5034, (), r'''
+_CARRIED['renewing'] = (5039, (), r'''
 import os
 import time
 

@@ -135,6 +135,49 @@ def test_release_frees_only_the_callers_slot_and_the_last_leaves_nothing(cli, st
     assert absent["reason"] == "absent"
 
 
+LOST_IN_A_ROW = 50  # races a change loses to other writers, one after another
+
+
+@pytest.mark.parametrize("kind", ["etcd", "redis", "cluster"])
+@pytest.mark.parametrize("call", ["release", "renewal"])
+def test_a_change_that_keeps_losing_its_race_to_another_holder_still_lands(
+    skf, request, monkeypatch, kind: str, call: str
+) -> None:
+    """Between each read of a release (or a renewal) and its change, another holder
+    renews its own slot, fifty times in a row: each change loses its race to a real
+    write on the server, and the call only tries again. A busy lock of several slots
+    never keeps a slot held because its release gave up."""
+    lock = request.getfixturevalue(f"{kind}_lock")
+    skf.acquire(lock, "wf:mine:1", 600.0, slots=3)
+    skf.acquire(lock, "wf:other:1", 600.0, slots=3)
+    store_class = type(skf._store_for(lock))
+    real_read = store_class.read
+    renewals: list[dict] = []
+    renewing = threading.Lock()  # the other holder's own reads are not beaten
+
+    def read_then_beaten(self: object, line: bool = True) -> object:
+        look = real_read(self, line)
+        if len(renewals) < LOST_IN_A_ROW and renewing.acquire(blocking=False):
+            try:
+                renewals.append(skf.acquire(lock, "wf:other:1", 600.0, slots=3))
+            finally:
+                renewing.release()
+        return look
+
+    monkeypatch.setattr(store_class, "read", read_then_beaten)
+    if call == "release":
+        done = skf.release(lock, "wf:mine:1")
+        assert done["released"] is True and done["reason"] is None
+    else:
+        done = skf.acquire(lock, "wf:mine:1", 300.0, slots=3)
+        assert done["acquired"] is True and done["refreshed"] is True
+    monkeypatch.undo()
+    assert len(renewals) == LOST_IN_A_ROW
+    assert all(renewal["refreshed"] for renewal in renewals)
+    holders = [h["owner"] for h in skf.status(lock, 600.0, slots=3)["holders"]]
+    assert holders == (["wf:mine:1", "wf:other:1"] if call == "renewal" else ["wf:other:1"])
+
+
 def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(cli, store) -> None:
     assert take(cli, store.lock, "wf:gone:1", 3, "--stale-after", SHORT).code == 0
     for owner in ("wf:b:1", "wf:c:1"):
