@@ -115,9 +115,13 @@ def test_the_readme_workflow_runs_unchanged_on_etcd(etcd_lock: str, tmp_path: Pa
     script = 'uv() { shift; python3 "$@"; }\n' + workflow_snippet() + "echo steps-ran\n"
     script = script.replace("lock=~/.skf/locks/update-skill.lock", f"lock={etcd_lock}")
     done = subprocess.run(
-        ["bash", "-c", script], cwd=Path(__file__).parent.parent, capture_output=True, text=True,
-        timeout=60, check=False,
-    )  # fmt: skip
+        ["bash", "-c", script],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0 and done.stdout == "steps-ran\n", done.stderr
 
 
@@ -145,9 +149,15 @@ def test_a_bad_address_is_exit_1(main, address: str, words: str) -> None:
 
 @pytest.mark.parametrize(
     "address",
-    ["valkey://127.0.0.1:6379/x", "REDIS://h:6380/x", "consul://127.0.0.1:8500/x",
-     "etdc://127.0.0.1:2379/x", "ETCD://127.0.0.1:2379/x", "consul://user:pw@h:1/x"],
-)  # fmt: skip
+    [
+        "valkey://127.0.0.1:6379/x",
+        "REDIS://h:6380/x",
+        "consul://127.0.0.1:8500/x",
+        "etdc://127.0.0.1:2379/x",
+        "ETCD://127.0.0.1:2379/x",
+        "consul://user:pw@h:1/x",
+    ],
+)
 @pytest.mark.parametrize("command", ["acquire", "status", "release"])
 def test_an_address_of_an_unknown_scheme_is_exit_1_and_never_a_file(
     skf, cli, tmp_path: Path, monkeypatch, *, address: str, command: str
@@ -336,10 +346,22 @@ def test_a_file_lock_cli_take_imports_no_network_module(tmp_path: Path) -> None:
     from loader import SCRIPT
 
     proc = subprocess.run(
-        [sys.executable, "-X", "importtime", str(SCRIPT), "acquire", "--lock",
-         str(tmp_path / "x.lock"), "--owner", "wf:sk:r"],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-X",
+            "importtime",
+            str(SCRIPT),
+            "acquire",
+            "--lock",
+            str(tmp_path / "x.lock"),
+            "--owner",
+            "wf:sk:r",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 0
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     network = {
@@ -372,8 +394,11 @@ def test_a_file_lock_cli_refusal_imports_no_network_module(tmp_path: Path, comma
         argv += ["--owner", "wf:sk:r", "--stale-after", "5"]
     proc = subprocess.run(
         [sys.executable, "-X", "importtime", str(SCRIPT), command, *argv],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert proc.returncode == 3, proc.stderr[-500:]  # a refusal (message and all); held
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
     network = {"socket", "_socket", "ssl", "_ssl", "http.client", "base64", "urllib.request"}
@@ -483,8 +508,8 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
 
 def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(skf, etcd_lock) -> None:
     """A wait that ended before its watch brought a release leaves the watch open; the
-    look after it already sees that release, so the next wait
-    on the same watch does not wake for it: it waits for a change the look did not see."""
+    look after it already sees that release, so the next wait on the same watch does
+    not wake for it: it waits for a change the look did not see."""
     skf._compile_carried("etcd_store")
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     store = skf._store_for(etcd_lock)
@@ -612,18 +637,25 @@ def test_a_waiter_looks_at_the_line_its_join_read(skf, etcd_lock, sent, no_beats
     assert joined(thread, outcome)["owner"] == "wf:waiter:1"
 
 
+def lost_release(skf, lock: str) -> tuple[object, object]:
+    """A store whose release of ``lock`` (held by wf:holder:1, read without the line)
+    lost its race to the holder's renewal to 300 s; and what that release had read."""
+    skf.acquire(lock, "wf:holder:1", 600.0)
+    store = skf._store_for(lock)
+    first = store.read(line=False)
+    skf.acquire(lock, "wf:holder:1", 300.0)  # renewed: the record changed
+    assert store.apply(first, None, "wf:holder:1") is False
+    return store, first
+
+
 def test_a_change_that_lost_its_race_reads_the_lock_in_its_transaction(
     skf, etcd: Etcd, etcd_lock, sent
 ) -> None:
     """A transaction that finds the lock changed reads it instead of changing it: the
     next try's read asks etcd for nothing and finds the change that came first; a look,
     which needs the line a release's read leaves out, reads again."""
-    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    store = skf._store_for(etcd_lock)
+    store, first = lost_release(skf, etcd_lock)
     try:
-        first = store.read(line=False)
-        skf.acquire(etcd_lock, "wf:holder:1", 300.0)  # renewed: the record changed
-        assert store.apply(first, None, "wf:holder:1") is False
         before = len(sent)
         again = store.read(line=False)
         assert sent[before:] == []
@@ -641,12 +673,8 @@ def test_a_change_that_lost_its_race_reads_the_lock_in_its_transaction(
 
 def test_a_look_after_a_release_lost_its_race_reads_the_line(skf, etcd_lock, sent) -> None:
     """What a release's lost transaction read has no line: a look reads etcd again."""
-    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    store = skf._store_for(etcd_lock)
+    store, _ = lost_release(skf, etcd_lock)
     try:
-        first = store.read(line=False)
-        skf.acquire(etcd_lock, "wf:holder:1", 300.0)
-        assert store.apply(first, None, "wf:holder:1") is False
         before = len(sent)
         look = store.look()
         assert [path for _, path, _ in sent[before:]] == ["/v3/kv/range"]
@@ -669,8 +697,11 @@ def test_beats_keep_a_lease_granted_ahead_of_use(
 def test_a_waiter_takes_a_record_stale_by_its_time_alone(skf, etcd: Etcd, etcd_lock) -> None:
     """A record put without a lease (by hand, or another tool) goes stale by its own
     time: no event comes, so the first in line wakes at that time to try."""
-    record = {"owner": "wf:by-hand:1", "acquired_at": skf._format_time(time.time()),
-              "stale_after_seconds": 1}  # fmt: skip
+    record = {
+        "owner": "wf:by-hand:1",
+        "acquired_at": skf._format_time(time.time()),
+        "stale_after_seconds": 1,
+    }
     kv_put(etcd, key_of(etcd_lock), json.dumps(record).encode())
     thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
     result = joined(thread, outcome)

@@ -308,6 +308,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        found = self._fresh(line) if told is None else told",
         "        found = self._fresh(line)",
     ),
+    "change-tries-twenty": (
+        "a change lost to other writers is tried up to 100 times in a row",
+        "_CHANGE_TRIES = 100\n",
+        "_CHANGE_TRIES = 20\n",
+    ),
     "etcd-seen-delete-wakes": (
         "a watch kept from an earlier wait passes over what the look already saw",
         '                if int(kv["mod_revision"]) <= seen:\n                    continue\n',
