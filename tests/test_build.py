@@ -167,6 +167,24 @@ def test_the_committed_file_is_what_the_modules_build() -> None:
     assert done.stdout == "bundle: skf-run-lock.py is what the modules build\n"
 
 
+def test_every_mutant_names_text_that_occurs_once_in_the_modules() -> None:
+    """tools/mutate.py refuses a mutant whose text a change moved only when that mutant
+    is run; a change that moves one is caught here, at once. The modules read are the
+    committed ones, never a mutated copy under test (which would fail this for every
+    mutant)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import mutate
+
+    texts = [p.read_text(encoding="utf-8") for p in sorted(mutate.PACKAGE.glob("*.py"))]
+    moved = [
+        name
+        for name, (_, old, _) in mutate.MUTANTS.items()
+        if sum(text.count(old) for text in texts) != 1
+    ]
+    assert moved == []
+    assert len(mutate.MUTANTS) >= 107
+
+
 def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Path) -> None:
     decisions = tree / "src" / "skf_run_lock" / "decisions.py"
     edit(decisions, "_PLACE_TTL_SEC = 3.0", "_PLACE_TTL_SEC = 4.0")
@@ -327,10 +345,22 @@ STORE_CLASSES = {
 
 def mypy(source: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary",
-         "--cache-dir", str(cache), str(source)],
-        capture_output=True, text=True, timeout=300, check=False, cwd=source.parent,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--strict",
+            "--no-error-summary",
+            "--cache-dir",
+            str(cache),
+            str(source),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=source.parent,
+    )
 
 
 @pytest.mark.timeout(600)

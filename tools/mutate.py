@@ -250,8 +250,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-no-compare": (
         "every etcd change compares what the call read",
-        '        txn = {"compare": compare, "success": ops}',
-        '        txn = {"compare": [], "success": ops}',
+        '        txn = {"compare": compare, "success": ops, "failure": failure}',
+        '        txn = {"compare": [], "success": ops, "failure": failure}',
     ),
     "etcd-no-lease": (
         "an etcd record lives on a lease of its holder's timeout",
