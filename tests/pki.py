@@ -22,9 +22,14 @@ Issued = tuple[x509.Certificate, ec.EllipticCurvePrivateKey]
 
 
 def _issue(
-    folder: Path, stem: str, subject: str, issuer: Issued | None,
-    *, ca: bool = False, usage: list[x509.ObjectIdentifier] | None = None,
-) -> Issued:  # fmt: skip
+    folder: Path,
+    stem: str,
+    subject: str,
+    issuer: Issued | None,
+    *,
+    ca: bool = False,
+    usage: list[x509.ObjectIdentifier] | None = None,
+) -> Issued:
     """Write ``stem.pem`` and ``stem.key``: a certificate for ``subject`` signed by
     ``issuer`` (itself when None), valid for 127.0.0.1.
 
@@ -45,17 +50,26 @@ def _issue(
         .not_valid_before(now - dt.timedelta(minutes=5))
         .not_valid_after(now + dt.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
-        .add_extension(x509.KeyUsage(
-            digital_signature=not ca, key_encipherment=not ca, key_cert_sign=ca, crl_sign=ca,
-            content_commitment=False, data_encipherment=False, key_agreement=False,
-            encipher_only=False, decipher_only=False,
-        ), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=not ca,
+                key_encipherment=not ca,
+                key_cert_sign=ca,
+                crl_sign=ca,
+                content_commitment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
         .add_extension(
             x509.AuthorityKeyIdentifier.from_issuer_public_key(signer_key.public_key()),
             critical=False,
         )
-    )  # fmt: skip
+    )
     if not ca:
         san = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
         builder = builder.add_extension(x509.SubjectAlternativeName(san), critical=False)

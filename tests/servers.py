@@ -80,16 +80,32 @@ def start_etcd(
     scheme = "https" if tls else "http"
     client, peer = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
     proc = subprocess.Popen(
-        [etcd_binary(), "--data-dir", str(data), "--name", "skf",
-         "--listen-client-urls", f"{scheme}://{client}",
-         "--advertise-client-urls", f"{scheme}://{client}",
-         "--listen-peer-urls", f"http://{peer}", "--initial-advertise-peer-urls", f"http://{peer}",
-         "--initial-cluster", f"skf=http://{peer}",
-         "--heartbeat-interval", "20", "--election-timeout", "200", *(tls or []),
-         *(flags or [])],
+        [
+            etcd_binary(),
+            "--data-dir",
+            str(data),
+            "--name",
+            "skf",
+            "--listen-client-urls",
+            f"{scheme}://{client}",
+            "--advertise-client-urls",
+            f"{scheme}://{client}",
+            "--listen-peer-urls",
+            f"http://{peer}",
+            "--initial-advertise-peer-urls",
+            f"http://{peer}",
+            "--initial-cluster",
+            f"skf=http://{peer}",
+            "--heartbeat-interval",
+            "20",
+            "--election-timeout",
+            "200",
+            *(tls or []),
+            *(flags or []),
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     server = Etcd(proc, client)
     deadline = time.monotonic() + 30
     while True:
@@ -109,15 +125,34 @@ def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
     servers = []
     for i, (client, peer) in enumerate(zip(clients, peers, strict=True)):
         proc = subprocess.Popen(
-            [etcd_binary(), "--data-dir", str(data / f"m{i}"), "--name", f"m{i}",
-             "--listen-client-urls", f"http://{client}", "--advertise-client-urls", f"http://{client}",
-             "--listen-peer-urls", f"http://{peer}", "--initial-advertise-peer-urls", f"http://{peer}",
-             "--initial-cluster", cluster, "--initial-cluster-state", "new",
-             "--initial-cluster-token", "skf-tests",
-             "--heartbeat-interval", "20", "--election-timeout", "200"],
+            [
+                etcd_binary(),
+                "--data-dir",
+                str(data / f"m{i}"),
+                "--name",
+                f"m{i}",
+                "--listen-client-urls",
+                f"http://{client}",
+                "--advertise-client-urls",
+                f"http://{client}",
+                "--listen-peer-urls",
+                f"http://{peer}",
+                "--initial-advertise-peer-urls",
+                f"http://{peer}",
+                "--initial-cluster",
+                cluster,
+                "--initial-cluster-state",
+                "new",
+                "--initial-cluster-token",
+                "skf-tests",
+                "--heartbeat-interval",
+                "20",
+                "--election-timeout",
+                "200",
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         servers.append(Etcd(proc, client))
     deadline = time.monotonic() + 60
     for server in servers:
@@ -169,11 +204,22 @@ def start_redis(folder: Path, *flags: str, port: int | None = None, tls: bool = 
     port = port or free_port()
     listen = ["--port", "0", "--tls-port", str(port)] if tls else ["--port", str(port)]
     proc = subprocess.Popen(
-        [redis_binary(), *listen, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-         "--dir", str(folder), *flags],
+        [
+            redis_binary(),
+            *listen,
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+            *flags,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    )
     server = Redis(proc, port, "rediss" if tls else "redis")
     deadline = time.monotonic() + 30
     while True:
@@ -286,10 +332,18 @@ def start_redis_cluster(folder: Path, primaries: int = 3) -> RedisCluster:
             data.mkdir()
             buses.append(free_port())
             nodes.append(
-                start_redis(data, "--cluster-enabled", "yes", "--cluster-port", str(buses[i]),
-                            "--cluster-config-file", str(data / "nodes.conf"),
-                            "--cluster-node-timeout", "2000")
-            )  # fmt: skip
+                start_redis(
+                    data,
+                    "--cluster-enabled",
+                    "yes",
+                    "--cluster-port",
+                    str(buses[i]),
+                    "--cluster-config-file",
+                    str(data / "nodes.conf"),
+                    "--cluster-node-timeout",
+                    "2000",
+                )
+            )
         share = 16384 // primaries
         for i, node in enumerate(nodes):
             last = 16383 if i == primaries - 1 else (i + 1) * share - 1

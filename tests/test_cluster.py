@@ -66,13 +66,33 @@ def test_every_command_works_through_one_node_for_keys_on_every_node(
             assert refused.code == 3 and refused.json["held_by"] == owner
             status = cli("status", "--lock", lock)
             assert (status.code, status.json["held_by"]) == (3, owner)
-            ran = cli("run", "--lock", lock, "--owner", "wf:sk:runner", "--wait", "0", "--",
-                      sys.executable, "-c", "print('inside')")  # fmt: skip
+            ran = cli(
+                "run",
+                "--lock",
+                lock,
+                "--owner",
+                "wf:sk:runner",
+                "--wait",
+                "0",
+                "--",
+                sys.executable,
+                "-c",
+                "print('inside')",
+            )
             assert ran.code == 3  # held by owner
             assert cli("release", "--lock", lock, "--owner", owner).json["released"]
             assert redis_keys(lock) == []
-            ran = cli("run", "--lock", lock, "--owner", "wf:sk:runner", "--",
-                      sys.executable, "-c", "print('inside')")  # fmt: skip
+            ran = cli(
+                "run",
+                "--lock",
+                lock,
+                "--owner",
+                "wf:sk:runner",
+                "--",
+                sys.executable,
+                "-c",
+                "print('inside')",
+            )
             assert (ran.code, ran.out) == (0, "inside\n"), ran.err
             assert redis_keys(lock) == []
 
@@ -88,9 +108,12 @@ def test_the_clearing_command_follows_the_cluster_as_printed(
     assert refused.code == 3
     command = refused.json["message"].split("(redis-cli", 1)[1].rsplit(")", 1)[0]
     done = subprocess.run(
-        ["redis-cli", *shlex.split(command)], capture_output=True, text=True, timeout=30,
+        ["redis-cli", *shlex.split(command)],
+        capture_output=True,
+        text=True,
+        timeout=30,
         check=False,
-    )  # fmt: skip
+    )
     assert done.returncode == 0 and done.stdout.strip() == "1", done
     assert held_on_nodes(redis_cluster, key) == []
 
@@ -194,10 +217,21 @@ def test_redirects_without_end_are_cut_short_with_exit_2(cli, own_cluster: Redis
     )
     started = time.monotonic()
     run = subprocess.run(
-        [sys.executable, str(SCRIPT), "acquire", "--lock", own_cluster.url(key), "--owner",
-         "wf:sk:r"], capture_output=True, text=True, timeout=60, check=False,
+        [
+            sys.executable,
+            str(SCRIPT),
+            "acquire",
+            "--lock",
+            own_cluster.url(key),
+            "--owner",
+            "wf:sk:r",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
         env={**os.environ, "SKF_REDIS_TIMEOUT": "30"},
-    )  # fmt: skip
+    )
     assert time.monotonic() - started < 15
     outcome = Run(run.returncode, run.stdout, run.stderr)
     assert outcome.code == 2

@@ -47,9 +47,16 @@ def test_every_link_resolves(document: Path) -> None:
 # Paths that only the machine a doc was made on has: the checkout, the home folder, the
 # interpreter's, and the temporary folders of the tests and the bench.
 LOCAL_PATHS = sorted(
-    {str(ROOT), os.path.expanduser("~"), sys.prefix, sys.base_prefix, "/tmp/pytest-of-",
-     "/dev/shm/tmp"} - {"", "/"}
-)  # fmt: skip
+    {
+        str(ROOT),
+        os.path.expanduser("~"),
+        sys.prefix,
+        sys.base_prefix,
+        "/tmp/pytest-of-",
+        "/dev/shm/tmp",
+    }
+    - {"", "/"}
+)
 
 
 def unclean(data: bytes) -> list[str]:
@@ -78,8 +85,10 @@ def test_the_clean_text_check_bites() -> None:
     assert unclean(b"# Fine\n\n| a | b |\n`~/x` and /tmp/demo/x.lock\n") == []
     found = unclean(f'ok\0\0\nTraceback (most recent call last):\n  File "{ROOT}/x.py"\n'.encode())
     assert found == [
-        "control characters ['\\x00']", "a Python traceback", f"the local path {ROOT}",
-    ]  # fmt: skip
+        "control characters ['\\x00']",
+        "a Python traceback",
+        f"the local path {ROOT}",
+    ]
     assert unclean(b"\xff\xfe")[0].startswith("not UTF-8")
 
 
@@ -101,8 +110,11 @@ def test_the_library_snippet_takes_and_releases(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", code + "\nprint('wrote')\n"],
         env={**os.environ, "HOME": str(tmp_path)},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0 and done.stdout == "wrote\n", done.stderr
     assert os.listdir(tmp_path / ".skf" / "locks") == []  # released in the finally
 

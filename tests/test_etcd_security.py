@@ -22,9 +22,14 @@ def tls_etcd(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etc
     context = ssl.create_default_context(cafile=pki.path("ca.pem"))
     context.load_cert_chain(pki.path("client.pem"), pki.path("client.key"))
     flags = [
-        "--cert-file", pki.path("server.pem"), "--key-file", pki.path("server.key"),
-        "--client-cert-auth", "--trusted-ca-file", pki.path("ca.pem"),
-    ]  # fmt: skip
+        "--cert-file",
+        pki.path("server.pem"),
+        "--key-file",
+        pki.path("server.key"),
+        "--client-cert-auth",
+        "--trusted-ca-file",
+        pki.path("ca.pem"),
+    ]
     server = start_etcd(tmp_path_factory.mktemp("tls-etcd"), tls=flags, context=context)
     yield server
     server.stop()

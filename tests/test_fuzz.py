@@ -60,8 +60,11 @@ def run_driver(mode: str, cases: Path, timeout: float | None) -> None:
     """Run the driver over ``cases``; ``timeout`` None (the long run) has no limit."""
     proc = subprocess.run(
         [sys.executable, str(DRIVER), str(SCRIPT), mode, str(cases)],
-        capture_output=True, text=True, timeout=timeout, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("ok "), proc.stdout + proc.stderr[-3000:]
     assert int(proc.stdout.split()[1]) == len(list(cases.iterdir()))
 
@@ -128,8 +131,13 @@ def etcd_answer_bodies() -> dict[str, bytes]:
     record = FILE_SHAPES["record-1.0"].replace(b"wf:sk:20261201T000000Z-0123abcd", b"fz:other:r1")
     kv = {"key": _b64(b"fz/lock"), "mod_revision": "4", "value": _b64(record), "lease": "77"}
     place = b'{"owner": "fz:waiter:w1", "since": "2026-12-01T00:00:00Z", "stale_after_seconds": 60}'
-    waiter = {"key": _b64(b"fz/lock\0wait\09"), "create_revision": "5", "mod_revision": "5",
-              "value": _b64(place), "lease": "9"}  # fmt: skip
+    waiter = {
+        "key": _b64(b"fz/lock\0wait\09"),
+        "create_revision": "5",
+        "mod_revision": "5",
+        "value": _b64(place),
+        "lease": "9",
+    }
 
     def fixed(body: dict[str, object]) -> bytes:
         data = json.dumps(body).encode()
@@ -269,13 +277,18 @@ def test_no_value_stored_on_redis_crashes_a_call(redis, tmp_path: Path) -> None:
         client.set(base + "\0wait\0" + "0123456789abcdef", value, px=3000)
         lock = redis.url(key)
         for argv in (
-            ["status"], ["acquire", "--owner", "wf:sk:1"], ["acquire", "--owner", "wf:w:1",
-            "--wait", "0.2"], ["release", "--owner", "wf:sk:1"],
-        ):  # fmt: skip
+            ["status"],
+            ["acquire", "--owner", "wf:sk:1"],
+            ["acquire", "--owner", "wf:w:1", "--wait", "0.2"],
+            ["release", "--owner", "wf:sk:1"],
+        ):
             done = subprocess.run(
                 [sys.executable, str(SCRIPT), argv[0], "--lock", lock, *argv[1:]],
-                capture_output=True, text=True, timeout=30, check=False,
-            )  # fmt: skip
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
             assert done.returncode in (0, 2, 3), (value, argv, done.stderr)
             printed = (done.stdout or done.stderr).splitlines()
             assert len(printed) == 1 and isinstance(json.loads(printed[0]), dict), (value, done)

@@ -505,8 +505,11 @@ def test_a_signal_as_main_begins_is_a_clean_interrupt(lock: Path) -> None:
     on 3.13 once in 125 random signals), once printed a traceback of _Interrupted."""
     proc = subprocess.run(
         [sys.executable, "-c", SIGNAL_AS_MAIN_BEGINS, str(SCRIPT), str(lock)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     run = Run(proc.returncode, proc.stdout, proc.stderr)
     assert run.code == 128 + signal.SIGHUP and run.out == "", run
     assert run.error == "interrupted by SIGHUP before it changed anything", run

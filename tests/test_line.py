@@ -33,9 +33,13 @@ def procs() -> Iterator[Callable[..., subprocess.Popen[str]]]:
 
         def start(*argv: str | os.PathLike[str], cli: bool = True, env: dict | None = None):
             program = SCRIPT if cli else WORKER
-            proc = subprocess.Popen([sys.executable, str(program), *map(str, argv)],
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    env=env)  # fmt: skip
+            proc = subprocess.Popen(
+                [sys.executable, str(program), *map(str, argv)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+            )
             started.append(proc)
             return proc
 
@@ -61,8 +65,23 @@ def finished(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str
 
 def run_appending(lock: str, owner: str, log: Path, name: str) -> list[str]:
     """The CLI's run --wait, holding the lock while it appends ``name`` to ``log``."""
-    return ["run", "--lock", lock, "--owner", owner, "--wait", "120", "--stale-after", "1",
-            "--", sys.executable, "-c", APPEND, str(log), name]  # fmt: skip
+    return [
+        "run",
+        "--lock",
+        lock,
+        "--owner",
+        owner,
+        "--wait",
+        "120",
+        "--stale-after",
+        "1",
+        "--",
+        sys.executable,
+        "-c",
+        APPEND,
+        str(log),
+        name,
+    ]
 
 
 # --- Who goes first --------------------------------------------------------------------
@@ -89,8 +108,12 @@ def test_five_waiters_of_every_kind_are_served_in_the_order_they_came(
         wait_for(f"{name} in line", lambda n=count: len(in_line(skf, any_lock)) == n)
     waiting = skf.status(any_lock, 60.0)["waiting"]
     assert [w["owner"] for w in waiting] == [
-        "wf:run:1", "wf:held:1", "wf:within:1", "wf:cli:1", "wf:run2:1",
-    ]  # fmt: skip
+        "wf:run:1",
+        "wf:held:1",
+        "wf:within:1",
+        "wf:cli:1",
+        "wf:run2:1",
+    ]
     assert [w["since"] for w in waiting] == sorted(w["since"] for w in waiting)
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["refreshed"] is True
     assert skf.release(any_lock, "wf:holder:1")["released"]
@@ -146,8 +169,17 @@ def test_a_waiter_on_a_terminal_says_its_place_in_line(
     procs("acquire", "--lock", any_lock, "--owner", "wf:first:1", "--wait", "120")
     wait_for("first in line", lambda: in_line(skf, any_lock) == ["wf:first:1"])
     master, slave = pty.openpty()
-    argv = [sys.executable, str(SCRIPT), "acquire", "--lock", any_lock, "--owner", "wf:me",
-            "--wait", "1.5"]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(SCRIPT),
+        "acquire",
+        "--lock",
+        any_lock,
+        "--owner",
+        "wf:me",
+        "--wait",
+        "1.5",
+    ]
     second = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     shown = b""

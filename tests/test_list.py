@@ -172,9 +172,12 @@ def test_a_server_out_of_reach_is_exit_2(cli, monkeypatch) -> None:
     for under in ("etcd://127.0.0.1:9/locks/", "redis://127.0.0.1:9/locks/"):
         run = subprocess.run(
             [sys.executable, str(SCRIPT), "list", "--under", under],
-            capture_output=True, text=True, timeout=60, check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
             env={**os.environ, "ETCDCTL_COMMAND_TIMEOUT": "1s", "SKF_REDIS_TIMEOUT": "1"},
-        )  # fmt: skip
+        )
         assert run.returncode == 2
         assert "could not be reached" in Run(run.returncode, run.stdout, run.stderr).error
 
@@ -239,9 +242,15 @@ def test_another_users_unreadable_files_and_folders_are_passed_over(tmp_path: Pa
         python = shutil.which("python3", path="/usr/bin:/usr/local/bin") or sys.executable
         run = subprocess.run(
             [python, str(script), "list", "--under", str(folder)],
-            capture_output=True, text=True, timeout=60, check=False,
-            user=65534, group=65534, extra_groups=[], cwd="/",
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            user=65534,
+            group=65534,
+            extra_groups=[],
+            cwd="/",
+        )
         outcome = Run(run.returncode, run.stdout, run.stderr)
         assert outcome.code == 0, outcome.err
         assert [e["lock"] for e in outcome.json["locks"]] == [str(folder / "readable.lock")]

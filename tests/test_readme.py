@@ -67,9 +67,14 @@ def run_example() -> str:
 def test_the_run_example_runs_the_command_under_the_lock(tmp_path: Path) -> None:
     script = 'uv() { shift; python3 "$@"; }\n' + run_example()
     done = subprocess.run(
-        ["bash", "-c", script], cwd=ROOT, env={**os.environ, "HOME": str(tmp_path)},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        ["bash", "-c", script],
+        cwd=ROOT,
+        env={**os.environ, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout.startswith("publishing as publish:site:20")
     assert os.listdir(tmp_path / ".skf" / "locks") == []  # released when it ended
@@ -87,7 +92,10 @@ def test_the_held_example_holds_the_lock_for_its_block(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c", load + block.replace("...", "print(step)") + check],
         env={**os.environ, "HOME": str(tmp_path)},
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "read\nmodify\nwrite\n[]\n"

@@ -46,9 +46,11 @@ def test_the_record_lives_at_key_expiring_after_the_holders_timeout(
     client, key = redis.client(), key_of(redis_lock)
     stored = client.get(key)
     assert json.loads(stored) == {
-        "owner": "wf:sk:r1", "acquired_at": taken["held_since"], "stale_after_seconds": 600,
+        "owner": "wf:sk:r1",
+        "acquired_at": taken["held_since"],
+        "stale_after_seconds": 600,
         "tool": "skf-run-lock",
-    }  # fmt: skip
+    }
     assert 599_000 < client.pttl(key) <= 600_000
     # The last holder's record: the same bytes, kept without expiry, in KEY's hash slot.
     assert client.get("{" + key + "}\0last") == stored and client.pttl("{" + key + "}\0last") == -1
@@ -247,9 +249,21 @@ def test_redis_stopped_mid_wait_is_exit_2_and_nothing_hangs(cli, tmp_path: Path,
     try:
         assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
         waiter = subprocess.Popen(
-            [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:w:1",
-             "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                str(SCRIPT),
+                "acquire",
+                "--lock",
+                lock,
+                "--owner",
+                "wf:w:1",
+                "--wait",
+                "60",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         deadline = time.monotonic() + 30
         while not cli("status", "--lock", lock).json["waiting"]:
             assert time.monotonic() < deadline
@@ -354,8 +368,9 @@ def test_a_waiter_that_gives_up_rings_the_next_in_line(
         thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
         assert blocked.wait(timeout=30)
         assert [w["owner"] for w in skf.status(redis_lock, 60.0)["waiting"]] == [
-            "wf:first:1", "wf:waiter:1"
-        ]  # fmt: skip
+            "wf:first:1",
+            "wf:waiter:1",
+        ]
         store.leave(first)
         assert joined(thread, outcome)["owner"] == "wf:waiter:1"
     finally:
@@ -401,9 +416,13 @@ def auth_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
     server = start_redis(tmp_path_factory.mktemp("auth-redis"), "--requirepass", "root-pw")
     client = server.client(password="root-pw")
     client.acl_setuser(
-        "agent", enabled=True, passwords=["+agent-pw"], keys=["locks/*", "{locks/*"],
-        commands=[f"+{name}" for name in LOCK_COMMANDS.split()], reset_channels=True,
-    )  # fmt: skip
+        "agent",
+        enabled=True,
+        passwords=["+agent-pw"],
+        keys=["locks/*", "{locks/*"],
+        commands=[f"+{name}" for name in LOCK_COMMANDS.split()],
+        reset_channels=True,
+    )
     yield server
     server.stop()
 
@@ -459,8 +478,16 @@ def test_no_password_on_a_server_that_wants_one_is_exit_2(cli, monkeypatch, auth
 @pytest.fixture(scope="module")
 def tls_redis(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
     """Redis speaking only TLS, wanting a client certificate issued by the test CA."""
-    flags = ["--tls-cert-file", pki.path("server.pem"), "--tls-key-file", pki.path("server.key"),
-             "--tls-ca-cert-file", pki.path("ca.pem"), "--tls-auth-clients", "yes"]  # fmt: skip
+    flags = [
+        "--tls-cert-file",
+        pki.path("server.pem"),
+        "--tls-key-file",
+        pki.path("server.key"),
+        "--tls-ca-cert-file",
+        pki.path("ca.pem"),
+        "--tls-auth-clients",
+        "yes",
+    ]
     server = start_redis(tmp_path_factory.mktemp("tls-redis"), *flags, tls=True)
     yield server
     server.stop()

@@ -32,8 +32,9 @@ SHORT = "0.05"  # minutes: 3 s, renewed every second
 PY = sys.executable
 
 
-def start_run(lock: str, *command: str, owner: str = "wf:run", extra: tuple[str, ...] = (),
-              **popen: object) -> subprocess.Popen[bytes]:  # fmt: skip
+def start_run(
+    lock: str, *command: str, owner: str = "wf:run", extra: tuple[str, ...] = (), **popen: object
+) -> subprocess.Popen[bytes]:
     argv = [PY, str(SCRIPT), "run", "--lock", lock, "--owner", owner, *extra, "--", *command]
     kwargs: dict[str, object] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     kwargs.update(popen)
@@ -80,8 +81,10 @@ CONTENDER = textwrap.dedent(
 def contend(lock: str, seconds: float, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [PY, "-c", CONTENDER, str(SCRIPT), lock, str(seconds)],
-        stdout=subprocess.PIPE, text=True, env=env,
-    )  # fmt: skip
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 # --- Holding the lock while the command runs ----------------------------------------------
@@ -107,12 +110,15 @@ def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
     for name, (lock, env) in stores.items():
         ready = tmp_path / f"ready-{len(runs)}"
         command = f"open({str(ready)!r}, 'w').write('x'); import time; time.sleep(8)"
-        runs[name] = (start_run(lock, PY, "-c", command, extra=("--stale-after", SHORT), env=env),
-                      ready)  # fmt: skip
+        runs[name] = (
+            start_run(lock, PY, "-c", command, extra=("--stale-after", SHORT), env=env),
+            ready,
+        )
     for _, ready in runs.values():
         wait_for_file(ready)
-    rivals = {name: [contend(lock, 6.5, env) for _ in range(2)]
-              for name, (lock, env) in stores.items()}  # fmt: skip
+    rivals = {
+        name: [contend(lock, 6.5, env) for _ in range(2)] for name, (lock, env) in stores.items()
+    }
     for name, (proc, _) in runs.items():
         outcomes = [json.loads(rival.communicate(timeout=60)[0]) for rival in rivals[name]]
         run = finished(proc)
@@ -121,8 +127,13 @@ def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
             assert outcome["tries"] >= 6 and outcome["took"] == 0, (name, outcome)
             assert len(outcome["holders"]) == 1 and outcome["holders"][0].startswith("wf:run:")
         lock, env = stores[name]
-        status = subprocess.run([PY, str(SCRIPT), "status", "--lock", lock], env=env,
-                                capture_output=True, text=True, check=False)  # fmt: skip
+        status = subprocess.run(
+            [PY, str(SCRIPT), "status", "--lock", lock],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         assert json.loads(status.stdout)["state"] == "free", name  # released at the end
 
 
@@ -160,8 +171,13 @@ def test_stdout_and_stdin_pass_through_byte_for_byte(tmp_path: Path) -> None:
 
 def test_the_environment_names_the_lock_and_owner(tmp_path: Path) -> None:
     lock = str(tmp_path / "run.lock")
-    proc = start_run(lock, "sh", "-c", 'printf "%s|%s" "$SKF_RUN_LOCK" "$SKF_RUN_LOCK_OWNER"',
-                     owner="wf:sk:given-id")  # fmt: skip
+    proc = start_run(
+        lock,
+        "sh",
+        "-c",
+        'printf "%s|%s" "$SKF_RUN_LOCK" "$SKF_RUN_LOCK_OWNER"',
+        owner="wf:sk:given-id",
+    )
     run = finished(proc)
     assert run.out == f"{lock}|wf:sk:given-id", run
 
@@ -178,7 +194,7 @@ def test_a_signal_to_run_reaches_the_command_and_the_lock_goes_after(tmp_path, s
             signal.signal(s, note)
         open({str(got)!r} + ".ready", "w").write("x")
         time.sleep(60)
-    """)  # fmt: skip
+    """)
     proc = start_run(str(lock), PY, "-c", command)
     wait_for_file(Path(str(got) + ".ready"))
     assert json.loads(lock.read_text())["owner"].startswith("wf:run:")  # held meanwhile
@@ -322,11 +338,13 @@ def short_token_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]
         (["--owner", "wf:sk", "--", "true"], "run needs --lock"),
         (["--lock", "L", "--owner", "wf:sk"], "run needs -- and the command"),
         (["--lock", "L", "--owner", "wf:sk", "--"], "run needs a command after --"),
-        (["--lock", "L", "--owner", "wf:sk", "--stale-after", "0.04", "--", "true"],
-         "too short to renew"),
+        (
+            ["--lock", "L", "--owner", "wf:sk", "--stale-after", "0.04", "--", "true"],
+            "too short to renew",
+        ),
         (["--lock", "L", "--owner", "wf:bad owner", "--", "true"], "whitespace"),
     ],
-)  # fmt: skip
+)
 def test_bad_run_arguments_are_exit_1_and_start_nothing(cli, tmp_path, argv, words) -> None:
     argv = [str(tmp_path / "locks" / "x.lock") if a == "L" else a for a in argv]
     run = cli("run", *argv)
@@ -373,8 +391,9 @@ def test_waiting_on_a_terminal_shows_one_line_and_clears_it(tmp_path, command) -
     write_record(lock, "wf:other:1", time_now())
     master, slave = pty.openpty()
     argv = [PY, str(SCRIPT), command, "--lock", str(lock), "--owner", "wf:me", "--wait", "1.5"]
-    proc = subprocess.Popen([*argv, *(["--", "true"] if command == "run" else [])],
-                            stdout=subprocess.PIPE, stderr=slave)  # fmt: skip
+    proc = subprocess.Popen(
+        [*argv, *(["--", "true"] if command == "run" else [])], stdout=subprocess.PIPE, stderr=slave
+    )
     os.close(slave)
     shown = read_terminal(master).decode()
     out = proc.communicate(timeout=60)[0].decode()

@@ -183,8 +183,10 @@ def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(cli, store) -> None
     for owner in ("wf:b:1", "wf:c:1"):
         assert take(cli, store.lock, owner).code == 0
     assert take(cli, store.lock, "wf:d:1").code == 3  # every slot live
-    wait_until(lambda: cli("status", "--lock", store.lock, "--slots", "3").json["state"] == "stale",
-               what="the short slot to go stale")  # fmt: skip
+    wait_until(
+        lambda: cli("status", "--lock", store.lock, "--slots", "3").json["state"] == "stale",
+        what="the short slot to go stale",
+    )
     taken = take(cli, store.lock, "wf:d:1")
     assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:gone:1"
     assert "replacing the stale slot of wf:gone:1" in taken.json["message"]
@@ -257,8 +259,10 @@ def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(cli
     assert held.json["held_by"] == "wf:old:1"  # its slot goes stale first
     assert held.json["holders"][0]["stale_at"] == held.json["stale_at"]
     assert "held in all 2 of its slots" in held.json["message"]
-    wait_until(lambda: cli("status", "--lock", store.lock).json["state"] != "held",
-               what="the short slot to go stale")  # fmt: skip
+    wait_until(
+        lambda: cli("status", "--lock", store.lock).json["state"] != "held",
+        what="the short slot to go stale",
+    )
     stale = cli("status", "--lock", store.lock, "--slots", "2")
     assert stale.code == 0 and stale.json["state"] == "stale" and stale.json["held_by"] is None
     assert cli("release", "--lock", store.lock, "--owner", "wf:new:1").json["released"]
@@ -270,8 +274,10 @@ def test_status_shows_the_waiters_of_a_lock_with_slots(cli, store, worker) -> No
     for owner in ("wf:a:1", "wf:b:1"):
         assert take(cli, store.lock, owner, 2).code == 0
     waiter = worker("slot-append", store.lock, "wf:waiter:1", "2", os.devnull, "w")
-    wait_until(lambda: cli("status", "--lock", store.lock).json["waiting"] != [],
-               what="the waiter to get into line")  # fmt: skip
+    wait_until(
+        lambda: cli("status", "--lock", store.lock).json["waiting"] != [],
+        what="the waiter to get into line",
+    )
     status = cli("status", "--lock", store.lock).json
     assert [w["owner"] for w in status["waiting"]] == ["wf:waiter:1"]
     assert "1 run waits in line, wf:waiter:1 first" in status["message"]
@@ -290,8 +296,10 @@ def test_the_line_is_served_in_order_across_slots(cli, store, worker, tmp_path) 
     waiters = []
     for n in range(1, 5):
         waiters.append(worker("slot-append", store.lock, f"wf:w{n}:1", "2", log, f"w{n}"))
-        wait_until(lambda n=n: len(cli("status", "--lock", store.lock).json["waiting"]) == n,
-                   what=f"waiter {n} in line")  # fmt: skip
+        wait_until(
+            lambda n=n: len(cli("status", "--lock", store.lock).json["waiting"]) == n,
+            what=f"waiter {n} in line",
+        )
     # A call that does not wait never takes a slot ahead of those in line.
     assert cli("release", "--lock", store.lock, "--owner", "wf:h1:1").json["released"]
     assert cli("release", "--lock", store.lock, "--owner", "wf:h2:1").json["released"]
@@ -372,10 +380,25 @@ def test_run_and_held_keep_their_slots_past_several_timeouts(skf, cli, store, tm
     wait_for_done = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"
     command = [sys.executable, "-c", wait_for_done, str(done)]
     run = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "run", "--lock", store.lock, "--owner", "wf:run:1",
-         "--slots", "3", "--stale-after", SHORT, "--", *command],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "run",
+            "--lock",
+            store.lock,
+            "--owner",
+            "wf:run:1",
+            "--slots",
+            "3",
+            "--stale-after",
+            SHORT,
+            "--",
+            *command,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         wait_until(lambda: "wf:run:1" in cli("status", "--lock", store.lock).out, 30, "run")
         lease_done = threading.Event()
@@ -414,8 +437,13 @@ def older_versions(store: StoreUnderTest) -> list[str]:
 
 
 def older(version: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(OLDER[version]), *args],
-                          capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, str(OLDER[version]), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def test_older_versions_see_a_lock_with_a_live_slot_as_held(cli, store) -> None:
@@ -438,8 +466,11 @@ def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(skf,
     assert take(cli, store.lock, "wf:a:1", 2, "--stale-after", SHORT).code == 0
     last = take(cli, store.lock, "wf:b:1", 2, "--stale-after", "0.1").json  # 6 s
     version = older_versions(store)[0]
-    wait_until(lambda: cli("status", "--lock", store.lock).json["state"] != "held", 30,
-               "wf:a:1's slot to go stale")  # fmt: skip
+    wait_until(
+        lambda: cli("status", "--lock", store.lock).json["state"] != "held",
+        30,
+        "wf:a:1's slot to go stale",
+    )
     args = ["acquire", "--lock", store.lock, "--owner", "wf:old:1", "--stale-after", "60"]
     assert older(version, *args).returncode == 3  # wf:b:1's slot is live
     wait_until(lambda: older(version, *args).returncode == 0, 30, "every slot past")

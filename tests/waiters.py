@@ -20,9 +20,21 @@ def held_with_a_waiter(cli: Callable[..., Run], lock: str) -> subprocess.Popen[s
     wf:waiter:1) in its line, seen by ``status``: the waiter, still waiting."""
     assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
     waiter = subprocess.Popen(
-        [sys.executable, str(SCRIPT), "acquire", "--lock", lock, "--owner", "wf:waiter:1",
-         "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPT),
+            "acquire",
+            "--lock",
+            lock,
+            "--owner",
+            "wf:waiter:1",
+            "--wait",
+            "60",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.monotonic() + 30
     while cli("status", "--lock", lock).json["waiting"] == []:
         if time.monotonic() > deadline:

@@ -204,8 +204,11 @@ def cli_append(lock: str, owner: str, log: str, name: str) -> int:
     from loader import SCRIPT
 
     def cli(*argv: str) -> None:
-        subprocess.run([sys.executable, str(SCRIPT), *argv, "--lock", lock, "--owner", owner],
-                       check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [sys.executable, str(SCRIPT), *argv, "--lock", lock, "--owner", owner],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
 
     cli("acquire", "--wait", "120")
     append(log, name)
