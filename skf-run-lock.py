@@ -3012,11 +3012,13 @@ class _EtcdStore(_EtcdGateway):
 
     def _range(self, line: bool) -> _Look:
         answer = self.post("/v3/kv/range", self._span(line))
-        return self._look_of(answer, answer, "range")
+        return self._look_of(answer, "range")
 
-    def _look_of(self, answer: Any, ranged: Any, what: str) -> _Look:
-        """The look a range (``ranged``, in ``answer``, of a range or a transaction)
-        gives, at the revision of ``answer``; kept as this store's last range."""
+    def _look_of(self, answer: Any, what: str, ranged: Any = None) -> _Look:
+        """The look a range gives (``answer``, or ``ranged``: a range in the answer of a
+        transaction), at the revision of ``answer``; kept as this store's last range."""
+        if ranged is None:
+            ranged = answer
         try:
             seen = str(answer.get("header", {}).get("revision", "0"))
             kvs = ranged.get("kvs", [])
@@ -3032,7 +3034,9 @@ class _EtcdStore(_EtcdGateway):
             ranged = answer["responses"][index]["response_range"]
         except (KeyError, IndexError, TypeError):
             raise _not_etcd("txn", "responses") from None
-        self.fresh = (self._look_of(answer, ranged, "txn"), line)
+        if not isinstance(ranged, dict):
+            raise _not_etcd("txn", "responses")
+        self.fresh = (self._look_of(answer, "txn", ranged), line)
 
     def _place_key(self, place: _Place) -> bytes:
         return self.wait_prefix + place.ticket.encode()
@@ -3448,7 +3452,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3451, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3455, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3512,7 +3516,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3515, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3519, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4051,7 +4055,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4054, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4058, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4183,7 +4187,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4186, ('reports',), r'''
+_CARRIED['survey'] = (4190, ('reports',), r'''
 import json
 import os
 import stat
@@ -4912,7 +4916,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4915, (), r'''
+_CARRIED['waiting'] = (4919, (), r'''
 import os
 import time
 
@@ -5036,7 +5040,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5039, (), r'''
+_CARRIED['renewing'] = (5043, (), r'''
 import os
 import time
 

@@ -125,11 +125,13 @@ class _EtcdStore(_EtcdGateway):
 
     def _range(self, line: bool) -> _Look:
         answer = self.post("/v3/kv/range", self._span(line))
-        return self._look_of(answer, answer, "range")
+        return self._look_of(answer, "range")
 
-    def _look_of(self, answer: Any, ranged: Any, what: str) -> _Look:
-        """The look a range (``ranged``, in ``answer``, of a range or a transaction)
-        gives, at the revision of ``answer``; kept as this store's last range."""
+    def _look_of(self, answer: Any, what: str, ranged: Any = None) -> _Look:
+        """The look a range gives (``answer``, or ``ranged``: a range in the answer of a
+        transaction), at the revision of ``answer``; kept as this store's last range."""
+        if ranged is None:
+            ranged = answer
         try:
             seen = str(answer.get("header", {}).get("revision", "0"))
             kvs = ranged.get("kvs", [])
@@ -145,7 +147,9 @@ class _EtcdStore(_EtcdGateway):
             ranged = answer["responses"][index]["response_range"]
         except (KeyError, IndexError, TypeError):
             raise _not_etcd("txn", "responses") from None
-        self.fresh = (self._look_of(answer, ranged, "txn"), line)
+        if not isinstance(ranged, dict):
+            raise _not_etcd("txn", "responses")
+        self.fresh = (self._look_of(answer, "txn", ranged), line)
 
     def _place_key(self, place: _Place) -> bytes:
         return self.wait_prefix + place.ticket.encode()
