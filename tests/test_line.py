@@ -240,6 +240,23 @@ def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
     assert status.code == 3 and "2 runs wait in line, wf:w1:1 first" in status.json["message"]
 
 
+def freeze_outside_the_guard(pid: int, lock: str) -> None:
+    """SIGSTOP ``pid``, a waiter on ``lock``, at a moment it holds no file lock's guard.
+    A waiter takes the guard for a moment at each beat and each try, and one frozen
+    inside it would keep every call out: a stuck holder, which this test is not about.
+    A file's guard exists only while it is held (or being taken), so a waiter frozen
+    while it exists is woken and frozen again a little later."""
+    guard = Path(lock + ".skf-guard")
+    for _ in range(200):
+        os.kill(pid, signal.SIGSTOP)
+        os.waitpid(pid, os.WUNTRACED)  # until it has stopped (a child of this process)
+        if "://" in lock or not guard.exists():
+            return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError(f"the waiter held {guard} at each of 200 tries")
+
+
 @posix_only("SIGSTOP")
 def test_a_frozen_waiter_keeps_its_place_until_it_lapses(
     skf: ModuleType, any_lock: str, procs, cli
@@ -250,7 +267,7 @@ def test_a_frozen_waiter_keeps_its_place_until_it_lapses(
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
     frozen = procs("acquire", "--lock", any_lock, "--owner", "wf:frozen:1", "--wait", "120")
     wait_for("the waiter in line", lambda: in_line(skf, any_lock) == ["wf:frozen:1"])
-    os.kill(frozen.pid, signal.SIGSTOP)
+    freeze_outside_the_guard(frozen.pid, any_lock)
     stopped = time.monotonic()
     assert skf.release(any_lock, "wf:holder:1")["released"]
     refused = cli("acquire", "--lock", any_lock, "--owner", "wf:barger:1")
