@@ -4342,11 +4342,12 @@ if TYPE_CHECKING:
     from datetime import datetime
 
 
-# Changes lost to other writers, in a row, before a call gives up ("kept changing"). A
-# lost change is tried again at once, and a busy lock of several slots has many
+# Changes lost to other writers, in a row, before a call gives up ("kept changing").
+# A lost change is tried again at once, and a busy lock of several slots has many
 # writers: eight processes taking and releasing slots of one lock as fast as they
-# can made calls lose twenty in a row about once a second, and a release that gives
-# up keeps its slot held until its timeout; a hundred, never (bench/churn.py).
+# could made a call lose twenty in a row about every two seconds, and a release that
+# gives up keeps its slot held until its timeout; at a hundred, none did
+# (bench/churn.py).
 _CHANGE_TRIES = 100
 
 
@@ -4916,7 +4917,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4919, (), r'''
+_CARRIED['waiting'] = (4920, (), r'''
 import os
 import time
 
@@ -5040,7 +5041,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5043, (), r'''
+_CARRIED['renewing'] = (5044, (), r'''
 import os
 import time
 

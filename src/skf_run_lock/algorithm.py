@@ -44,11 +44,12 @@ if TYPE_CHECKING:
 
 __all__ = ["acquire", "acquire_within", "release", "status"]
 
-# Changes lost to other writers, in a row, before a call gives up ("kept changing"). A
-# lost change is tried again at once, and a busy lock of several slots has many
+# Changes lost to other writers, in a row, before a call gives up ("kept changing").
+# A lost change is tried again at once, and a busy lock of several slots has many
 # writers: eight processes taking and releasing slots of one lock as fast as they
-# can made calls lose twenty in a row about once a second, and a release that gives
-# up keeps its slot held until its timeout; a hundred, never (bench/churn.py).
+# could made a call lose twenty in a row about every two seconds, and a release that
+# gives up keeps its slot held until its timeout; at a hundred, none did
+# (bench/churn.py).
 _CHANGE_TRIES = 100
 
 
