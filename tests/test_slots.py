@@ -153,15 +153,17 @@ def test_a_change_that_keeps_losing_its_race_to_another_holder_still_lands(
     store_class = type(skf._store_for(lock))
     real_read = store_class.read
     renewals: list[dict] = []
-    renewing = threading.Lock()  # the other holder's own reads are not beaten
+    renewing = False  # while the other holder renews, its own reads are not beaten
 
     def read_then_beaten(self: object, line: bool = True) -> object:
+        nonlocal renewing
         look = real_read(self, line)
-        if len(renewals) < LOST_IN_A_ROW and renewing.acquire(blocking=False):
+        if len(renewals) < LOST_IN_A_ROW and not renewing:
+            renewing = True
             try:
                 renewals.append(skf.acquire(lock, "wf:other:1", 600.0, slots=3))
             finally:
-                renewing.release()
+                renewing = False
         return look
 
     monkeypatch.setattr(store_class, "read", read_then_beaten)
