@@ -1,8 +1,10 @@
 """Mutation testing: plant named bugs in the modules, one at a time; the suite must fail.
 
-    uv run python tools/mutate.py            # every mutant, 2 at a time (~10 min on 2 cores)
+    uv run python tools/mutate.py            # every mutant, 2 at a time (about 2 hours on 2 cores)
     uv run python tools/mutate.py --list     # the mutants and the rule each breaks
     uv run python tools/mutate.py NAME ...   # only these
+
+Each verdict is printed on stderr as it lands; the table comes once all are done.
 
 Each mutant replaces one exact piece of the modules of src/skf_run_lock/ (which must
 occur exactly once in all of them, so a mutant that no longer applies fails loudly
@@ -26,7 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -667,8 +669,13 @@ def main() -> int:
     unknown = [name for name in names if name not in MUTANTS]
     if unknown:
         parser.error(f"unknown mutants: {', '.join(unknown)}")
+    # Each verdict is told as it lands, so that a run stopped early keeps what it found.
     with ThreadPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(lambda name: _run(name, args.timeout), names))
+        running = [pool.submit(_run, name, args.timeout) for name in names]
+        for done, future in enumerate(as_completed(running), 1):
+            name, verdict, seconds = future.result()
+            print(f"{done}/{len(names)} {name}: {verdict} ({seconds:.0f} s)", file=sys.stderr)
+        results = [future.result() for future in running]
     killed = [r for r in results if r[1].startswith("killed")]
     print("| mutant | rule it breaks | verdict | seconds |\n|---|---|---|---|")
     for name, verdict, seconds in results:
