@@ -1110,17 +1110,7 @@ def bench_line(skf: ModuleType, folder: Path, seconds: float) -> str:
                 f"{r['cpu']:.1%}",
             )
         )
-    header = (
-        "store",
-        "version",
-        "gave up",
-        "longest wait",
-        "p99 wait",
-        "takes per process",
-        "Jain's index",
-        "lock idle",
-        "CPU of all 16",
-    )
+    header = ("store", "version", *SATURATION_HEADER)
     cpu_rows = [(store, f"{share:.2%}") for store, share in cpus.items()]
     return (
         f"### 10. Waiting in line: 16 processes taking turns for {seconds:g} s\n\n"

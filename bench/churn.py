@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from floor import load_script  # the built file, loaded by path
+from proc import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import importlib.util
 import os
 import sys
 import tempfile
@@ -27,14 +26,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "skf-run-lock.py"
 sys.path.insert(0, str(ROOT / "tests"))
 
-
-def cpu_of(pid: int) -> float:
-    """CPU seconds (user and system) the process ``pid`` has spent."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+from proc import cpu_of, load_script  # noqa: E402  (bench/proc.py, beside this file)
 
 
 def own_cpu() -> float:
@@ -54,10 +48,7 @@ def main() -> int:
 
     from servers import start_etcd
 
-    spec = importlib.util.spec_from_file_location("skf_run_lock_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    skf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(skf)
+    skf = load_script()
     skf._compile_carried("etcd_store")
 
     etcd = start_etcd(Path(tempfile.mkdtemp(prefix="skf-etcd-requests-")) / "etcd")

@@ -23,7 +23,6 @@ can reach on it.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import random
 import sys
@@ -32,24 +31,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "skf-run-lock.py"
+from proc import ROOT, cpu_of, load_script
+
 sys.path.insert(0, str(ROOT / "tests"))
-
-
-def cpu_of(pid: int) -> float:
-    """CPU seconds (user and system) the process ``pid`` has spent."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def load_script() -> Any:
-    """The built file, loaded by path as a sibling script would load it."""
-    spec = importlib.util.spec_from_file_location("skf_run_lock_floor", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    skf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(skf)
-    return skf
 
 
 def floor_of(skf: Any, lock: str, server: int | None, slots: int, takes: int) -> dict[str, float]:
@@ -82,7 +66,7 @@ def main() -> int:
     options = parser.parse_args()
     from servers import start_etcd, start_redis
 
-    skf = load_script()
+    skf = load_script("skf_run_lock_floor")
     folder = Path(tempfile.mkdtemp(prefix="skf-floor-"))
     started: list[Any] = []
     rows = []

@@ -47,19 +47,15 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "skf-run-lock.py"
 sys.path.insert(0, str(ROOT / "tests"))
+
+from proc import cpu_of, load_script  # noqa: E402  (bench/proc.py, beside this file)
 
 
 def worker(args: list[str]) -> int:
     """One process of a run: ``LOCK OWNER SLOTS UNTIL HOLD WORK BUDGET OUT``."""
-    import importlib.util
-
     lock, owner, slots, until, hold, work, budget, out = args
-    spec = importlib.util.spec_from_file_location("skf_run_lock_bench", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    skf = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(skf)
+    skf = load_script()
     counts: dict[str, int] = {}
     if os.environ.get("SKF_BENCH_COUNT"):
         count_store_calls(skf, counts)
@@ -215,12 +211,6 @@ def one_run(
         "counts": counts,
         "taken": total,
     }
-
-
-def cpu_of(pid: int) -> float:
-    """CPU seconds (user and system) the process ``pid`` has spent."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def plot(run: dict[str, object], store: str, path: Path) -> None:
