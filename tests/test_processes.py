@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
+import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import WORKER, posix_only
+from calls import posix_only
 from contenders import assert_one_winner_of_a_race
 from lockfiles import ago, beside, read_json, write_record
 
@@ -121,32 +120,29 @@ def test_only_the_lock_file_is_left_after_any_call(cli, lock: Path, argv, code, 
 
 
 @posix_only("SIGKILL")
-def test_killing_calls_at_random_moments_never_corrupts_the_lock(lock: Path, skf: ModuleType):
-    """At least 200 SIGKILLs of processes looping over acquire and release."""
+def test_killing_calls_at_random_moments_never_corrupts_the_lock(
+    lock: Path, skf: ModuleType, worker
+) -> None:
+    """At least 200 SIGKILLs of processes looping over acquire and release (each
+    forked, with the file loaded, from one helper process)."""
     rng = random.Random(1234)
     kills = 0
     seen_orphans = 0
     owners = [f"torture:w{i}" for i in range(3)]
     lock.parent.mkdir()
+    forker = worker("churn-forks", lock, *owners)
+    assert forker.stdout.readline() == "ready\n"
     while kills < 210:
-        procs = [
-            subprocess.Popen(
-                [sys.executable, str(WORKER), "churn", str(lock), owner],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-            for owner in owners
-        ]
-        for proc in procs:
-            assert proc.stdout.readline() == "ready\n"
+        forker.stdin.write("go\n")
+        forker.stdin.flush()
+        children = [int(pid) for pid in forker.stdout.readline().split()]
         time.sleep(rng.uniform(0, 0.05))
-        for proc in procs:
-            proc.send_signal(signal.SIGKILL)
-        for proc in procs:
-            proc.wait()
-            proc.stdout.close()
-            kills += 1
+        for child in children:
+            os.kill(child, signal.SIGKILL)
+        forker.stdin.write("reap\n")
+        forker.stdin.flush()
+        assert forker.stdout.readline() == "SIGKILL SIGKILL SIGKILL\n"
+        kills += len(children)
         names = beside(lock)
         orphans = [name for name in names if name.endswith("-tmp")]
         assert set(names) <= {"run.lock", "run.lock.skf-guard", *orphans}

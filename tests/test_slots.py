@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from loader import SCRIPT
@@ -39,6 +40,13 @@ def record_of(store: StoreUnderTest) -> dict:
 
 def holders_of(store: StoreUnderTest) -> list[str]:
     return [holder["owner"] for holder in record_of(store)["holders"]]
+
+
+def status_now(skf: ModuleType, store: StoreUnderTest) -> dict:
+    """The lock's status, read in this process: the cheap way to wait for a state, where
+    a poll through the CLI would start a process each time. What a test asserts it
+    still asks the CLI."""
+    return skf.status(store.lock, 60.0)
 
 
 def wait_until(check, seconds: float = 30.0, what: str = "the condition") -> None:
@@ -180,14 +188,13 @@ def test_a_change_that_keeps_losing_its_race_to_another_holder_still_lands(
     assert holders == (["wf:mine:1", "wf:other:1"] if call == "renewal" else ["wf:other:1"])
 
 
-def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(cli, store) -> None:
+def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(skf, cli, store) -> None:
     assert take(cli, store.lock, "wf:gone:1", 3, "--stale-after", SHORT).code == 0
     for owner in ("wf:b:1", "wf:c:1"):
         assert take(cli, store.lock, owner).code == 0
     assert take(cli, store.lock, "wf:d:1").code == 3  # every slot live
     wait_until(
-        lambda: cli("status", "--lock", store.lock, "--slots", "3").json["state"] == "stale",
-        what="the short slot to go stale",
+        lambda: status_now(skf, store)["state"] == "stale", what="the short slot to go stale"
     )
     taken = take(cli, store.lock, "wf:d:1")
     assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:gone:1"
@@ -248,7 +255,9 @@ def test_a_bad_count_of_slots_is_a_value_error_in_the_library(skf, lock, slots) 
 # --- status ---------------------------------------------------------------------------------
 
 
-def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(cli, store) -> None:
+def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(
+    skf, cli, store
+) -> None:
     free = cli("status", "--lock", store.lock, "--slots", "2")
     assert free.code == 0 and free.json["state"] == "free"
     assert free.json["slots"] == 2 and free.json["holders"] == [] and free.json["held_by"] is None
@@ -261,10 +270,7 @@ def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(cli
     assert held.json["held_by"] == "wf:old:1"  # its slot goes stale first
     assert held.json["holders"][0]["stale_at"] == held.json["stale_at"]
     assert "held in all 2 of its slots" in held.json["message"]
-    wait_until(
-        lambda: cli("status", "--lock", store.lock).json["state"] != "held",
-        what="the short slot to go stale",
-    )
+    wait_until(lambda: status_now(skf, store)["state"] != "held", what="the short slot to go stale")
     stale = cli("status", "--lock", store.lock, "--slots", "2")
     assert stale.code == 0 and stale.json["state"] == "stale" and stale.json["held_by"] is None
     assert cli("release", "--lock", store.lock, "--owner", "wf:new:1").json["released"]
@@ -272,14 +278,11 @@ def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(cli
     assert store.left_behind() == []
 
 
-def test_status_shows_the_waiters_of_a_lock_with_slots(cli, store, worker) -> None:
+def test_status_shows_the_waiters_of_a_lock_with_slots(skf, cli, store, worker) -> None:
     for owner in ("wf:a:1", "wf:b:1"):
         assert take(cli, store.lock, owner, 2).code == 0
     waiter = worker("slot-append", store.lock, "wf:waiter:1", "2", os.devnull, "w")
-    wait_until(
-        lambda: cli("status", "--lock", store.lock).json["waiting"] != [],
-        what="the waiter to get into line",
-    )
+    wait_until(lambda: status_now(skf, store)["waiting"] != [], what="the waiter to get into line")
     status = cli("status", "--lock", store.lock).json
     assert [w["owner"] for w in status["waiting"]] == ["wf:waiter:1"]
     assert "1 run waits in line, wf:waiter:1 first" in status["message"]
@@ -291,7 +294,7 @@ def test_status_shows_the_waiters_of_a_lock_with_slots(cli, store, worker) -> No
 # --- The line across slots ------------------------------------------------------------------
 
 
-def test_the_line_is_served_in_order_across_slots(cli, store, worker, tmp_path) -> None:
+def test_the_line_is_served_in_order_across_slots(skf, cli, store, worker, tmp_path) -> None:
     for owner in ("wf:h1:1", "wf:h2:1"):
         assert take(cli, store.lock, owner, 2).code == 0
     log = tmp_path / "log"
@@ -299,7 +302,7 @@ def test_the_line_is_served_in_order_across_slots(cli, store, worker, tmp_path) 
     for n in range(1, 5):
         waiters.append(worker("slot-append", store.lock, f"wf:w{n}:1", "2", log, f"w{n}"))
         wait_until(
-            lambda n=n: len(cli("status", "--lock", store.lock).json["waiting"]) == n,
+            lambda n=n: len(status_now(skf, store)["waiting"]) == n,
             what=f"waiter {n} in line",
         )
     # A call that does not wait never takes a slot ahead of those in line.
@@ -360,7 +363,9 @@ def test_twelve_processes_share_three_slots_never_more_inside(store, worker, tmp
 
 
 @pytest.mark.timeout(120)
-def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(cli, store, worker) -> None:
+def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(
+    skf, cli, store, worker
+) -> None:
     holder = worker("hold-slot", store.lock, "wf:killed:1", "2", "4")
     assert holder.stdout.readline() == "held\n"
     assert take(cli, store.lock, "wf:keeps:1", 2).code == 0
@@ -369,7 +374,8 @@ def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(cli, store,
     # Its slot stays its own until its 4 s pass: the lock is full meanwhile.
     refused = take(cli, store.lock, "wf:next:1", 2)
     assert refused.code == 3 and refused.json["held_by"] == "wf:killed:1"
-    wait_until(lambda: take(cli, store.lock, "wf:next:1", 2).code == 0, 30, "the slot to free")
+    wait_until(lambda: status_now(skf, store)["state"] != "held", 30, "the slot to go stale")
+    assert take(cli, store.lock, "wf:next:1", 2).code == 0
     assert sorted(holders_of(store)) == ["wf:keeps:1", "wf:next:1"]
 
 
@@ -402,7 +408,8 @@ def test_run_and_held_keep_their_slots_past_several_timeouts(skf, cli, store, tm
         text=True,
     )
     try:
-        wait_until(lambda: "wf:run:1" in cli("status", "--lock", store.lock).out, 30, "run")
+        wait_until(lambda: status_now(skf, store)["holders"] != [], 30, "run to take its slot")
+        assert [h["owner"] for h in status_now(skf, store)["holders"]] == ["wf:run:1"]
         lease_done = threading.Event()
 
         def hold() -> None:
@@ -468,11 +475,7 @@ def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(skf,
     assert take(cli, store.lock, "wf:a:1", 2, "--stale-after", SHORT).code == 0
     last = take(cli, store.lock, "wf:b:1", 2, "--stale-after", "0.1").json  # 6 s
     version = older_versions(store)[0]
-    wait_until(
-        lambda: cli("status", "--lock", store.lock).json["state"] != "held",
-        30,
-        "wf:a:1's slot to go stale",
-    )
+    wait_until(lambda: status_now(skf, store)["state"] != "held", 30, "wf:a:1's slot to go stale")
     args = ["acquire", "--lock", store.lock, "--owner", "wf:old:1", "--stale-after", "60"]
     assert older(version, *args).returncode == 3  # wf:b:1's slot is live
     wait_until(lambda: older(version, *args).returncode == 0, 30, "every slot past")

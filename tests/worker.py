@@ -4,7 +4,9 @@ counter LOCK COUNTER LOG ROUNDS OWNER   exclusive read-increment-write loop
 race READY GO -- ARGS...                 wait for GO, then run main(ARGS)
 hold-guard LOCK                          take the guard, say "held", wait for stdin
 flock PATH                               flock PATH itself, say "held", wait for stdin
-churn LOCK OWNER                         say "ready", then acquire/release until killed
+churn-forks LOCK OWNER...                say "ready"; on "go", fork one child per OWNER that
+                                         acquires/releases until killed and say their pids;
+                                         on "reap", wait for them and say how each ended
 guard-stress LOCK MARKER ROUNDS         under the guard, create MARKER exclusively and remove
                                          it again, ROUNDS times (exit 3 if it already existed)
 contend LOCK OWNER MARKER STOP OUT      until STOP exists: acquire_within, create MARKER with
@@ -31,6 +33,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 
 from loader import load_script as load
 
@@ -84,16 +87,44 @@ def hold_flock(path: str) -> int:
     return 0
 
 
-def churn(lock: str, owner: str) -> int:
+def churn_forks(lock: str, *owners: str) -> int:
+    """Calls that acquire and release in a loop, in children forked from one process
+    that loaded the file once: a test kills hundreds of calls without paying hundreds
+    of interpreter start-ups."""
     skf = load()
     say("ready")
-    sys.stdout = sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - a full pipe would block
+    children: list[int] = []
+    for command in sys.stdin:
+        if command == "go\n":
+            children = [_forked_churn(skf, lock, owner) for owner in owners]
+            say(" ".join(map(str, children)))
+        elif command == "reap\n":
+            ends = [os.waitpid(child, 0)[1] for child in children]
+            say(" ".join(_end_of(status) for status in ends))
+    return 0
+
+
+def _forked_churn(skf: ModuleType, lock: str, owner: str) -> int:
+    parent = os.getpid()
+    child = os.fork()
+    if child:
+        return child
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # a full pipe would block
+    os.dup2(devnull, 2)
     n = 0
-    while True:
+    while os.getppid() == parent:  # an orphan (its test failed) stops at once
         n += 1
         run_owner = f"{owner}:{n}"
         skf.main(["acquire", "--lock", lock, "--owner", run_owner, "--stale-after", "0.01"])  # type: ignore[attr-defined]
         skf.main(["release", "--lock", lock, "--owner", run_owner])  # type: ignore[attr-defined]
+    os._exit(0)
+
+
+def _end_of(status: int) -> str:
+    if os.WIFSIGNALED(status):
+        return signal.Signals(os.WTERMSIG(status)).name
+    return f"exit-{os.waitstatus_to_exitcode(status)}"
 
 
 def guard_stress(lock: str, marker: str, rounds: str) -> int:
@@ -274,7 +305,7 @@ if __name__ == "__main__":
         "counter": counter,
         "hold-guard": hold_guard,
         "flock": hold_flock,
-        "churn": churn,
+        "churn-forks": churn_forks,
         "die-mid-write": die_mid_write,
         "lib-loop": lib_loop,
         "guard-stress": guard_stress,
