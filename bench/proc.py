@@ -11,9 +11,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "skf-run-lock.py"
 
 
-def load_script(name: str = "skf_run_lock_bench") -> Any:
-    """The built file, loaded by path as a sibling script would load it."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+def load_script(name: str = "skf_run_lock_bench", path: Path = SCRIPT) -> Any:
+    """The built file (or another build at ``path``), loaded by path as a sibling
+    script would load it."""
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     skf = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(skf)

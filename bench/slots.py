@@ -123,10 +123,11 @@ def count_store_calls(skf: Any, counts: dict[str, int]) -> None:
 
 
 def profiled_worker(args: list[str]) -> int:
-    """worker(), profiled into OUT.prof (SKF_BENCH_PROFILE=1: the first process)."""
+    """worker(), profiled into OUT.prof (SKF_BENCH_PROFILE=1: the first process), by
+    the CPU time it spends: a waiter's sleeps would otherwise hide where its CPU goes."""
     import cProfile
 
-    profile = cProfile.Profile()
+    profile = cProfile.Profile(time.process_time)
     code = profile.runcall(worker, args)
     profile.dump_stats(args[-1] + ".prof")
     return code

@@ -1,0 +1,86 @@
+"""A look at a file lock's line: what reading and writing the line of waiters costs
+one waiter, by the number of places in it; this build beside another, in one run.
+
+    uv run --group bench python bench/line.py
+    uv run --group bench python bench/line.py --against /tmp/old/skf-run-lock.py
+
+A waiter reads the whole line at every look, and at 64 waiters looks are most of
+what waiting costs (docs/performance.md). Three cases, each in microseconds per
+line: a look at a line whose every place the process has read before (most looks),
+a look at a line in which one place has changed (a beat), and writing the line (a
+change under the guard). The builds take turns, ``--rounds`` times, and the table
+gives each one's median and the ratio of this build to the other.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+from proc import SCRIPT, load_script
+
+
+def places_of(skf: Any, count: int) -> list[Any]:
+    now = time.time()
+    return [
+        skf._Place(os.urandom(4).hex(), f"bench:p{n}:{n}", int(now), 60.0, now + n / 1000)
+        for n in range(count)
+    ]
+
+
+def costs(skf: Any, places: list[Any], repeat: int) -> dict[str, float]:
+    """One round: each case ``repeat`` times, in microseconds per line."""
+    data = skf._line_bytes(places)
+    skf._parse_line(data)  # every place seen once, as by an earlier look
+    started = time.perf_counter()
+    for _ in range(repeat):
+        skf._parse_line(data)
+    seen = (time.perf_counter() - started) / repeat * 1e6
+    changed = 0.0
+    for n in range(repeat):
+        places[n % len(places)].beat += 0.001  # one beat since the last look
+        beaten = skf._line_bytes(places)
+        started = time.perf_counter()
+        skf._parse_line(beaten)
+        changed += time.perf_counter() - started
+    started = time.perf_counter()
+    for _ in range(repeat):
+        skf._line_bytes(places)
+    written = (time.perf_counter() - started) / repeat * 1e6
+    return {"seen": seen, "one changed": changed / repeat * 1e6, "written": written}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--against", type=Path, help="another build of skf-run-lock.py")
+    parser.add_argument("--places", default="16,64,256")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--repeat", type=int, default=300)
+    options = parser.parse_args()
+    builds = {"this": load_script("skf_line_this")}
+    if options.against is not None:
+        builds["other"] = load_script("skf_line_other", options.against.resolve())
+    print(f"# this: {SCRIPT.name}; other: {options.against or '-'}")
+    print("| places | case | this | other | this / other |")
+    print("|---|---|---|---|---|")
+    for count in map(int, options.places.split(",")):
+        lines = {name: places_of(skf, count) for name, skf in builds.items()}
+        rounds: dict[str, list[dict[str, float]]] = {name: [] for name in builds}
+        for _ in range(options.rounds):
+            for name, skf in builds.items():
+                rounds[name].append(costs(skf, lines[name], options.repeat))
+        for case in ("seen", "one changed", "written"):
+            median = {name: statistics.median(r[case] for r in rounds[name]) for name in builds}
+            other = median.get("other")
+            shown = "-" if other is None else f"{other:.1f} us"
+            ratio = "-" if other is None else f"{median['this'] / other:.2f}x"
+            print(f"| {count} | {case} | {median['this']:.1f} us | {shown} | {ratio} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
