@@ -1126,43 +1126,15 @@ def bench_line(skf: ModuleType, folder: Path, seconds: float) -> str:
 
 
 def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A throwaway redis-server (the system's, on PATH) on loopback: (process, host:port)."""
-    import socket
-
-    binary = shutil.which("redis-server")
-    if binary is None:
+    """A throwaway redis-server (the system's, on PATH) on loopback, started as the
+    tests start theirs: (process, host:port)."""
+    if shutil.which("redis-server") is None:
         raise ImportError("redis-server")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    proc = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(folder),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return proc, f"127.0.0.1:{port}"
-        except OSError:
-            pass
-        time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("redis-server did not start")
+    sys.path.insert(0, str(ROOT / "tests"))
+    from servers import start_redis as start_test_redis
+
+    server = start_test_redis(folder)
+    return server.proc, f"127.0.0.1:{server.port}"
 
 
 LOADER = """

@@ -50,6 +50,12 @@ def held_on_nodes(cluster: RedisCluster, key: str) -> list[int]:
     ]
 
 
+def run_printing_inside(cli, lock: str, *options: str) -> Run:
+    """``run`` as wf:sk:runner, with ``options``, of a command that prints "inside"."""
+    command = [sys.executable, "-c", "print('inside')"]
+    return cli("run", "--lock", lock, "--owner", "wf:sk:runner", *options, "--", *command)
+
+
 def test_every_command_works_through_one_node_for_keys_on_every_node(
     cli, redis_cluster: RedisCluster
 ) -> None:
@@ -66,33 +72,11 @@ def test_every_command_works_through_one_node_for_keys_on_every_node(
             assert refused.code == 3 and refused.json["held_by"] == owner
             status = cli("status", "--lock", lock)
             assert (status.code, status.json["held_by"]) == (3, owner)
-            ran = cli(
-                "run",
-                "--lock",
-                lock,
-                "--owner",
-                "wf:sk:runner",
-                "--wait",
-                "0",
-                "--",
-                sys.executable,
-                "-c",
-                "print('inside')",
-            )
+            ran = run_printing_inside(cli, lock, "--wait", "0")
             assert ran.code == 3  # held by owner
             assert cli("release", "--lock", lock, "--owner", owner).json["released"]
             assert redis_keys(lock) == []
-            ran = cli(
-                "run",
-                "--lock",
-                lock,
-                "--owner",
-                "wf:sk:runner",
-                "--",
-                sys.executable,
-                "-c",
-                "print('inside')",
-            )
+            ran = run_printing_inside(cli, lock)
             assert (ran.code, ran.out) == (0, "inside\n"), ran.err
             assert redis_keys(lock) == []
 

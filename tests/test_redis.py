@@ -25,7 +25,7 @@ from contenders import assert_one_winner_of_a_race
 from pki import Pki
 from servers import Redis, free_port, redis_keys, start_redis
 from signals import a_wait_ended_by_sigint
-from waiters import joined, served_after_a_release, waiter_thread
+from waiters import held_with_a_waiter, joined, served_after_a_release, waiter_thread
 
 
 def key_of(address: str) -> str:
@@ -238,36 +238,11 @@ def test_a_restart_within_the_deadline_is_ridden_out(skf: ModuleType, tmp_path: 
 
 
 def test_redis_stopped_mid_wait_is_exit_2_and_nothing_hangs(cli, tmp_path: Path, monkeypatch):
-    import subprocess
-    import sys
-
-    from loader import SCRIPT
-
-    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")  # the waiter's too
     server = start_redis(tmp_path)
     lock = server.url("locks/stopped")
     try:
-        assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
-        waiter = subprocess.Popen(
-            [
-                sys.executable,
-                str(SCRIPT),
-                "acquire",
-                "--lock",
-                lock,
-                "--owner",
-                "wf:w:1",
-                "--wait",
-                "60",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        deadline = time.monotonic() + 30
-        while not cli("status", "--lock", lock).json["waiting"]:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+        waiter = held_with_a_waiter(cli, lock)
         server.stop()
         out, err = waiter.communicate(timeout=30)
         assert waiter.returncode == 2 and out == ""
