@@ -1163,8 +1163,10 @@ if TYPE_CHECKING:
 
         lock: str
 
-        def look(self) -> _Look:
-            """The lock as it is now, with its line, outside any change."""
+        def look(self, upto: str | None = None) -> _Look:
+            """The lock as it is now, with its line, outside any change. ``upto``, a
+            waiter's ticket: the line may end at that waiter's place, leaving out the
+            places behind it, which its waiting never needs (a store may give them)."""
 
         def change(self, create: bool) -> _Store:
             """The store, to be entered for one change (a file: under its guard;
@@ -1693,8 +1695,9 @@ _PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
 _WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
 
 
-def _parse_line(data: bytes) -> list[_Place]:
-    """The valid places of a line file (a JSON object a line). Never raises."""
+def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
+    """The valid places of a line file (a JSON object a line), up to the place whose
+    ticket is ``upto`` if it is there. Never raises."""
     places = []
     for text in data.split(b"\n"):
         # Most places are as the last look saw them: one lookup, no calls (a look at a
@@ -1707,6 +1710,8 @@ def _parse_line(data: bytes) -> list[_Place]:
                 _remember(_WRITTEN, fields, text + b"\n")
         if fields is not None:
             places.append(_Place(*fields))
+            if fields[0] == upto:
+                break  # the places behind a waiter: most of the new ones in a busy line
     return places
 
 
@@ -1752,8 +1757,8 @@ def _place_text(fields: tuple[str, str, int, float, float]) -> bytes:
     return (json.dumps(entry) + "\n").encode("ascii")
 
 
-def _read_line(path: str) -> list[_Place] | None:
-    """The places in the line file (None: no file; unreadable: none)."""
+def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
+    """The places in the line file, up to ``upto``'s (None: no file; unreadable: none)."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError:
@@ -1766,7 +1771,7 @@ def _read_line(path: str) -> list[_Place] | None:
         return []
     finally:
         os.close(fd)
-    return _parse_line(data)
+    return _parse_line(data, upto)
 
 
 def _signature(path: str) -> str:
@@ -1794,9 +1799,9 @@ class _FileStore:
         if self.guard is not None:
             self.guard.drop()
 
-    def look(self) -> _Look:
+    def look(self, upto: str | None = None) -> _Look:
         seen = f"{_signature(self.lock)}|{_signature(self.line)}"
-        return _Look(_read_record(self.lock), line=_read_line(self.line), seen=seen)
+        return _Look(_read_record(self.lock), line=_read_line(self.line, upto), seen=seen)
 
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)
@@ -2061,7 +2066,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2064, (), r'''
+_CARRIED['reports'] = (2069, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2166,7 +2171,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2169, (), r'''
+_CARRIED['usage'] = (2174, (), r'''
 import os
 import sys
 
@@ -2252,7 +2257,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2255, (), r'''
+_CARRIED['server_store'] = (2260, (), r'''
 import errno
 import json
 import os
@@ -2484,7 +2489,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2487, ('server_store',), r'''
+_CARRIED['http1'] = (2492, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2611,7 +2616,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2614, ('server_store',), r'''
+_CARRIED['resp'] = (2619, ('server_store',), r'''
 import re
 
 
@@ -2727,7 +2732,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2730, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2735, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -2907,7 +2912,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2910, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2915, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -2985,9 +2990,9 @@ class _EtcdStore(_EtcdGateway):
     def by_hand(self) -> str:
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
 
-    def look(self) -> _Look:
-        """The lock with its line: read again, unless the last change gave it (a join,
-        or a change that lost its race after a read of the line)."""
+    def look(self, upto: str | None = None) -> _Look:
+        """The lock with its whole line: read again, unless the last change gave it (a
+        join, or a change that lost its race after a read of the line)."""
         self.told = None
         fresh = self._fresh(line=True)
         return self._range(line=True) if fresh is None else fresh
@@ -3458,7 +3463,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3461, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3466, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3522,7 +3527,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3525, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3530, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3812,8 +3817,8 @@ class _RedisStore(_ServerStore):
         key = self.key.decode("utf-8", "surrogateescape")
         return f"delete its key (redis-cli -c -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
 
-    def look(self) -> _Look:
-        """The record (its expiry live, or none), the last holder's, and the line."""
+    def look(self, upto: str | None = None) -> _Look:
+        """The record (its expiry live, or none), the last holder's, and the whole line."""
         return self._looked(self.call(*self._reads(), *self._clock()))
 
     def read(self, line: bool = True) -> _Look:
@@ -4061,7 +4066,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4064, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4069, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4193,7 +4198,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4196, ('reports',), r'''
+_CARRIED['survey'] = (4201, ('reports',), r'''
 import json
 import os
 import stat
@@ -4923,7 +4928,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4926, (), r'''
+_CARRIED['waiting'] = (4931, (), r'''
 import os
 import time
 
@@ -4998,7 +5003,7 @@ def _wait_turn(
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
     while (left := deadline - time.monotonic()) > 0:
-        look = store.look()
+        look = store.look(upto=place.ticket)  # only the places ahead of it matter
         now = time.time()
         ahead = _ahead_of(_live(look.line, now), place.ticket)
         if ahead is None:
@@ -5047,7 +5052,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5050, (), r'''
+_CARRIED['renewing'] = (5055, (), r'''
 import os
 import time
 

@@ -714,7 +714,9 @@ def counted_looks(skf: ModuleType, monkeypatch) -> list[int]:
     """One entry per look a waiter takes at its lock on etcd."""
     looks: list[int] = []
     real = skf._EtcdStore.look
-    monkeypatch.setattr(skf._EtcdStore, "look", lambda self: looks.append(1) or real(self))
+    monkeypatch.setattr(
+        skf._EtcdStore, "look", lambda self, upto=None: looks.append(1) or real(self, upto)
+    )
     return looks
 
 

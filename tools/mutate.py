@@ -448,6 +448,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "            last_shown = 0  # shown again after a beat\n",
         "            last_shown = 0  # shown again after a beat\n            continue\n",
     ),
+    "look-stops-before-own-place": (
+        "a waiter's look at a file lock reads the line up to its own place, included",
+        "            places.append(_Place(*fields))\n"
+        "            if fields[0] == upto:\n                break",
+        "            if fields[0] == upto:\n                break\n"
+        "            places.append(_Place(*fields))",
+    ),
+    "look-reads-the-whole-line": (
+        "a waiter's look at a file lock leaves out the places behind it",
+        "            if fields[0] == upto:\n                break",
+        "            if False:\n                break",
+    ),
     "line-memo-ignores-beat": (
         "a place whose beat changed is written with its new beat (file)",
         "        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))",

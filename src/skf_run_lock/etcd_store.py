@@ -92,9 +92,9 @@ class _EtcdStore(_EtcdGateway):
     def by_hand(self) -> str:
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
 
-    def look(self) -> _Look:
-        """The lock with its line: read again, unless the last change gave it (a join,
-        or a change that lost its race after a read of the line)."""
+    def look(self, upto: str | None = None) -> _Look:
+        """The lock with its whole line: read again, unless the last change gave it (a
+        join, or a change that lost its race after a read of the line)."""
         self.told = None
         fresh = self._fresh(line=True)
         return self._range(line=True) if fresh is None else fresh

@@ -193,8 +193,9 @@ _PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
 _WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
 
 
-def _parse_line(data: bytes) -> list[_Place]:
-    """The valid places of a line file (a JSON object a line). Never raises."""
+def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
+    """The valid places of a line file (a JSON object a line), up to the place whose
+    ticket is ``upto`` if it is there. Never raises."""
     places = []
     for text in data.split(b"\n"):
         # Most places are as the last look saw them: one lookup, no calls (a look at a
@@ -207,6 +208,8 @@ def _parse_line(data: bytes) -> list[_Place]:
                 _remember(_WRITTEN, fields, text + b"\n")
         if fields is not None:
             places.append(_Place(*fields))
+            if fields[0] == upto:
+                break  # the places behind a waiter: most of the new ones in a busy line
     return places
 
 
@@ -252,8 +255,8 @@ def _place_text(fields: tuple[str, str, int, float, float]) -> bytes:
     return (json.dumps(entry) + "\n").encode("ascii")
 
 
-def _read_line(path: str) -> list[_Place] | None:
-    """The places in the line file (None: no file; unreadable: none)."""
+def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
+    """The places in the line file, up to ``upto``'s (None: no file; unreadable: none)."""
     try:
         fd = os.open(path, _READ_FLAGS)
     except OSError:
@@ -266,7 +269,7 @@ def _read_line(path: str) -> list[_Place] | None:
         return []
     finally:
         os.close(fd)
-    return _parse_line(data)
+    return _parse_line(data, upto)
 
 
 def _signature(path: str) -> str:
@@ -294,9 +297,9 @@ class _FileStore:
         if self.guard is not None:
             self.guard.drop()
 
-    def look(self) -> _Look:
+    def look(self, upto: str | None = None) -> _Look:
         seen = f"{_signature(self.lock)}|{_signature(self.line)}"
-        return _Look(_read_record(self.lock), line=_read_line(self.line), seen=seen)
+        return _Look(_read_record(self.lock), line=_read_line(self.line, upto), seen=seen)
 
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)

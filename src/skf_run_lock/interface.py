@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 
         lock: str
 
-        def look(self) -> _Look:
-            """The lock as it is now, with its line, outside any change."""
+        def look(self, upto: str | None = None) -> _Look:
+            """The lock as it is now, with its line, outside any change. ``upto``, a
+            waiter's ticket: the line may end at that waiter's place, leaving out the
+            places behind it, which its waiting never needs (a store may give them)."""
 
         def change(self, create: bool) -> _Store:
             """The store, to be entered for one change (a file: under its guard;

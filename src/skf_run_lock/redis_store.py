@@ -311,8 +311,8 @@ class _RedisStore(_ServerStore):
         key = self.key.decode("utf-8", "surrogateescape")
         return f"delete its key (redis-cli -c -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
 
-    def look(self) -> _Look:
-        """The record (its expiry live, or none), the last holder's, and the line."""
+    def look(self, upto: str | None = None) -> _Look:
+        """The record (its expiry live, or none), the last holder's, and the whole line."""
         return self._looked(self.call(*self._reads(), *self._clock()))
 
     def read(self, line: bool = True) -> _Look:

@@ -90,7 +90,7 @@ def _wait_turn(
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
     while (left := deadline - time.monotonic()) > 0:
-        look = store.look()
+        look = store.look(upto=place.ticket)  # only the places ahead of it matter
         now = time.time()
         ahead = _ahead_of(_live(look.line, now), place.ticket)
         if ahead is None:
