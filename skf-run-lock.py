@@ -3818,8 +3818,9 @@ class _RedisStore(_ServerStore):
         return f"delete its key (redis-cli -c -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
 
     def look(self, upto: str | None = None) -> _Look:
-        """The record (its expiry live, or none), the last holder's, and the whole line."""
-        return self._looked(self.call(*self._reads(), *self._clock()))
+        """The record (its expiry live, or none), the last holder's, and the line (up to
+        ``upto``'s place, if it is in line: the places behind it are not read)."""
+        return self._looked(self.call(*self._reads(), *self._clock()), upto=upto)
 
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
@@ -3836,9 +3837,12 @@ class _RedisStore(_ServerStore):
         key, last, line, _ = keys or (self.key, self.last_key, self.line_key, b"")
         return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
 
-    def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
+    def _looked(
+        self, answers: list[Any], wait_prefix: bytes | None = None, upto: str | None = None
+    ) -> _Look:
         """The look _reads' answers give, then TIME's if asked (the places read at
-        ``wait_prefix``, or this lock's); ``seen``: the ms until the next slot ends."""
+        ``wait_prefix``, or this lock's, up to ``upto``'s); ``seen``: the ms until the
+        next slot ends."""
         value, ttl, last_value, tickets, *clock = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
@@ -3861,6 +3865,9 @@ class _RedisStore(_ServerStore):
             for holder in last.holders or []:
                 holder.lease = "expired"
         tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+        if upto in tickets:
+            # The values of the places behind a waiter: most of a busy line's newcomers.
+            tickets = tickets[: tickets.index(upto) + 1]
         prefix = self.wait_prefix if wait_prefix is None else wait_prefix
         place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
         places = self.call(("MGET", *place_keys)) if tickets else [[]]
@@ -4066,7 +4073,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4069, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4076, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4198,7 +4205,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4201, ('reports',), r'''
+_CARRIED['survey'] = (4208, ('reports',), r'''
 import json
 import os
 import stat
@@ -4928,7 +4935,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4931, (), r'''
+_CARRIED['waiting'] = (4938, (), r'''
 import os
 import time
 
@@ -5052,7 +5059,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5055, (), r'''
+_CARRIED['renewing'] = (5062, (), r'''
 import os
 import time
 

@@ -401,6 +401,39 @@ def test_a_waiter_not_first_in_line_never_takes_a_free_lock(
     assert skf.acquire(store.lock, "wf:barger:1", 60.0)["acquired"]
 
 
+# The stores whose waiter's look leaves out the places behind it (etcd reads them all).
+LOOKS_UP_TO_ITS_PLACE = {"file", "redis", "cluster"}
+
+
+def test_a_waiters_look_holds_every_place_ahead_of_it_and_its_own(
+    skf: ModuleType, store: StoreUnderTest, no_beats: None
+) -> None:
+    """A waiter's look (``look(upto=its ticket)``) gives the line up to its own place,
+    none left out; a store may leave out the places behind it, which never matter to
+    its wait and in a busy line hold most of the newcomers. A look for a place not in
+    line, and ``status``, give the whole line."""
+    opened = skf._store_for(store.lock)
+    places = [skf._Place(f"{n:08x}", f"wf:w{n}:1", 0, 60.0, None) for n in range(5)]
+    try:
+        for place in places:
+            with opened.change(create=True) as change:
+                change.join(change.read(), place, time.time())
+        tickets = [place.ticket for place in opened.look().line]
+        assert len(tickets) == 5
+        for at, ticket in enumerate(tickets):
+            seen = [place.ticket for place in opened.look(upto=ticket).line]
+            bounded = store.kind in LOOKS_UP_TO_ITS_PLACE
+            assert seen == (tickets[: at + 1] if bounded else tickets)
+        assert [place.ticket for place in opened.look(upto="not-in-line").line] == tickets
+        status = skf.status(store.lock, 60.0)
+        assert [w["owner"] for w in status["waiting"]] == [p.owner for p in places]
+        for place in places:
+            opened.leave(place)
+    finally:
+        opened.close()
+    assert store.left_behind() == []
+
+
 def test_a_dead_waiters_place_is_gone_after_the_next_call_that_reads_it(
     skf: ModuleType, store: StoreUnderTest
 ) -> None:

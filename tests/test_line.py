@@ -225,28 +225,6 @@ def test_a_beat_costs_a_waiter_no_look_of_its_own(
     assert len(looks) <= len(beats) + 1
 
 
-def test_a_waiters_look_at_a_file_lock_reads_the_line_only_up_to_its_place(
-    skf: ModuleType, lock: Path
-) -> None:
-    """The places behind a waiter never matter to its wait, and in a busy line most
-    new places are there: its look leaves them out. A look for a place that is not in
-    line, and a look for no place (``status``), give the whole line."""
-    lock.parent.mkdir()
-    now = time.time()
-    tickets = [f"{n:08x}" for n in range(5)]
-    places = [skf._Place(t, f"wf:w{t}:1", int(now), 60.0, now) for t in tickets]
-    Path(f"{lock}.skf-line").write_bytes(skf._line_bytes(places))
-    store = skf._store_for(lock)
-    try:
-        assert [p.ticket for p in store.look(upto=tickets[2]).line] == tickets[:3]
-        assert [p.ticket for p in store.look(upto=tickets[0]).line] == tickets[:1]
-        assert [p.ticket for p in store.look(upto="0000000f").line] == tickets
-        assert [p.ticket for p in store.look().line] == tickets
-    finally:
-        store.close()
-    assert [w["owner"] for w in skf.status(lock, 60.0)["waiting"]] == [p.owner for p in places]
-
-
 def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
     skf: ModuleType, any_lock: str, procs, cli
 ) -> None:

@@ -460,6 +460,16 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "            if fields[0] == upto:\n                break",
         "            if False:\n                break",
     ),
+    "redis-look-reads-every-place": (
+        "a waiter's look at a Redis lock fetches no place behind its own",
+        "        if upto in tickets:\n",
+        "        if False:\n",
+    ),
+    "redis-look-stops-before-own-place": (
+        "a waiter's look at a Redis lock fetches every place up to its own, included",
+        "            tickets = tickets[: tickets.index(upto) + 1]",
+        "            tickets = tickets[: tickets.index(upto)]",
+    ),
     "line-memo-ignores-beat": (
         "a place whose beat changed is written with its new beat (file)",
         "        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))",

@@ -312,8 +312,9 @@ class _RedisStore(_ServerStore):
         return f"delete its key (redis-cli -c -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
 
     def look(self, upto: str | None = None) -> _Look:
-        """The record (its expiry live, or none), the last holder's, and the whole line."""
-        return self._looked(self.call(*self._reads(), *self._clock()))
+        """The record (its expiry live, or none), the last holder's, and the line (up to
+        ``upto``'s place, if it is in line: the places behind it are not read)."""
+        return self._looked(self.call(*self._reads(), *self._clock()), upto=upto)
 
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
@@ -330,9 +331,12 @@ class _RedisStore(_ServerStore):
         key, last, line, _ = keys or (self.key, self.last_key, self.line_key, b"")
         return [("GET", key), ("PTTL", key), ("GET", last), ("LRANGE", line, 0, -1)]
 
-    def _looked(self, answers: list[Any], wait_prefix: bytes | None = None) -> _Look:
+    def _looked(
+        self, answers: list[Any], wait_prefix: bytes | None = None, upto: str | None = None
+    ) -> _Look:
         """The look _reads' answers give, then TIME's if asked (the places read at
-        ``wait_prefix``, or this lock's); ``seen``: the ms until the next slot ends."""
+        ``wait_prefix``, or this lock's, up to ``upto``'s); ``seen``: the ms until the
+        next slot ends."""
         value, ttl, last_value, tickets, *clock = answers
         if not (isinstance(ttl, int) and isinstance(tickets, list)):
             raise OSError(errno.EPROTO, "Redis answered a read in a shape it never has")
@@ -355,6 +359,9 @@ class _RedisStore(_ServerStore):
             for holder in last.holders or []:
                 holder.lease = "expired"
         tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+        if upto in tickets:
+            # The values of the places behind a waiter: most of a busy line's newcomers.
+            tickets = tickets[: tickets.index(upto) + 1]
         prefix = self.wait_prefix if wait_prefix is None else wait_prefix
         place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
         places = self.call(("MGET", *place_keys)) if tickets else [[]]
