@@ -1688,9 +1688,9 @@ def _delete_record(lock: str) -> None:
 
 
 # What each text line of a line file gave (its place's fields, or None: not a place),
-# and the text that keeps each place's fields: a waiter reads the whole line at every
-# look and writes it at every change, and a place read is written back as the text it
-# was read from.
+# and the text that keeps each place's fields: a waiter reads the line (up to its own
+# place) at every look and writes it at every change, and a place read is written back
+# as the text it was read from.
 _PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
 _WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
 

@@ -4,12 +4,13 @@ one waiter, by the number of places in it; this build beside another, in one run
     uv run --group bench python bench/line.py
     uv run --group bench python bench/line.py --against /tmp/old/skf-run-lock.py
 
-A waiter reads the whole line at every look, and at 64 waiters looks are most of
-what waiting costs (docs/performance.md). Three cases, each in microseconds per
-line: a look at a line whose every place the process has read before (most looks),
-a look at a line in which one place has changed (a beat), and writing the line (a
-change under the guard). The builds take turns, ``--rounds`` times, and the table
-gives each one's median and the ratio of this build to the other.
+A waiter reads the line (up to its own place) at every look, and at 64 waiters its
+looks are the largest part of what waiting costs (docs/performance.md). Three cases
+over a whole line, each in microseconds per line: a look at a line whose every place
+the process has read before (most looks), a look at a line in which one place has
+changed (a beat), and writing the line (a change under the guard). The builds take
+turns, ``--rounds`` times, and the table gives each one's median and the ratio of
+this build to the other.
 """
 
 from __future__ import annotations

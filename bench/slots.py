@@ -169,7 +169,7 @@ def shares_of(samples: collections.Counter[str], shown: int = 14) -> str:
     """The functions the most CPU samples passed through, each as a share of all."""
     every = samples["(all)"]
     named = [(name, n) for name, n in samples.most_common() if name != "(all)"]
-    skipped = {"<module>", "worker", "main"}  # the bench's own frames, in every sample
+    skipped = {"<module>", "worker"}  # the bench's own frames, in every sample
     picked = [(name, n) for name, n in named if name not in skipped][:shown]
     return ", ".join(f"{name} {n / every:.0%}" for name, n in picked) + f" (of {every} samples)"
 
