@@ -18,7 +18,11 @@ With ``--count``, each process also counts what it asks of its store (reads, loo
 changes and those that lost their race, joins, beats, waits), printed per take
 under each row: where a line spends its time. On etcd, the requests it sends are
 counted too, by path (``kv/range``, ``kv/txn``, ``lease/grant`` ..., and each
-``watch`` made).
+``watch`` made). On a file, the guard's time is measured too, per take: how long
+calls waited for it, how long they held it, and how much CPU they spent holding it
+(the rest of the holding was waiting for a core or the disk). And where the kernel
+reports it (``/proc/pressure/cpu``), the share of the run's time in which some
+process waited for a core.
 
 With ``--sample``, each process samples where its CPU goes (``SIGPROF`` as its CPU
 time passes, the whole stack each time), and under each row the
@@ -53,12 +57,34 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from proc import cpu_of, load_script  # noqa: E402  (bench/proc.py, beside this file)
+
+
+class Run(TypedDict):
+    """The figures of one run (see the module's docstring), and what they came from."""
+
+    procs: int
+    slots: int
+    takes_per_s: float
+    busy: float
+    gave_up: int
+    longest: float
+    p99: float
+    jain: float
+    cpu_per_s: float
+    server_cpu_per_s: float | None
+    cpu_pressure: float | None
+    takes: list[tuple[float, float, float]]
+    start: float
+    until: float
+    counts: dict[str, int]
+    samples: collections.Counter[str]
+    taken: int
 
 
 def worker(args: list[str]) -> int:
@@ -149,9 +175,49 @@ def count_store_calls(skf: Any, counts: dict[str, int]) -> None:
 
     skf._EtcdGateway.post = post
     skf._EtcdStore._watch = watch
+    time_the_guard(skf._FileStore, counts)
     for store in (skf._FileStore, skf._EtcdStore, skf._RedisStore):
         for name in COUNTED:
             setattr(store, name, counting(getattr(store, name), name))
+
+
+def time_the_guard(store: Any, counts: dict[str, int]) -> None:
+    """Add to ``counts`` the microseconds a file store's changes waited for its guard,
+    held it, and spent of their own CPU holding it."""
+    real_enter = store.__enter__
+    real_exit = store.__exit__
+    taken: list[tuple[float, float]] = []  # when the guard was taken, and the CPU then
+
+    def enter(self: object) -> object:
+        asked = time.perf_counter()
+        answer = real_enter(self)
+        now = time.perf_counter()
+        taken.append((now, time.thread_time()))
+        counts["guard waited"] = counts.get("guard waited", 0) + int((now - asked) * 1e6)
+        return answer
+
+    def exit_(self: object, *exc_info: object) -> None:
+        try:
+            real_exit(self, *exc_info)
+        finally:
+            when, cpu = taken.pop()
+            held = time.perf_counter() - when
+            held_cpu = time.thread_time() - cpu
+            counts["guard held"] = counts.get("guard held", 0) + int(held * 1e6)
+            counts["its CPU"] = counts.get("its CPU", 0) + int(held_cpu * 1e6)
+
+    store.__enter__ = enter
+    store.__exit__ = exit_
+
+
+def cpu_pressure_total() -> int | None:
+    """Microseconds in which some process waited for a core, since boot (None: the
+    kernel does not say)."""
+    try:
+        first = Path("/proc/pressure/cpu").read_text().split("\n")[0]
+    except OSError:
+        return None
+    return int(first.rpartition("total=")[2])
 
 
 def profiled_worker(args: list[str]) -> int:
@@ -186,7 +252,7 @@ def one_run(
     count: bool = False,
     sample: bool = False,
     server: int | None = None,
-) -> dict[str, object]:
+) -> Run:
     """Run ``procs`` processes on ``lock`` for ``seconds``: the figures of the run;
     ``server``: the process id of the store's server, whose CPU is measured too."""
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-"))
@@ -207,17 +273,22 @@ def one_run(
             env["SKF_BENCH_SAMPLE"] = "1"
         running.append((subprocess.Popen(command, env=env), out))
     server_cpu = None
-    if server is not None:
-        time.sleep(max(0.0, start - time.time()))
-        server_before = cpu_of(server)
-        time.sleep(max(0.0, until - time.time()))
+    time.sleep(max(0.0, start - time.time()))
+    server_before = None if server is None else cpu_of(server)
+    pressure_before = cpu_pressure_total()
+    time.sleep(max(0.0, until - time.time()))
+    if server is not None and server_before is not None:
         server_cpu = (cpu_of(server) - server_before) / seconds
+    pressure_after = cpu_pressure_total()
+    pressure = None
+    if pressure_before is not None and pressure_after is not None:
+        pressure = (pressure_after - pressure_before) / 1e6 / seconds
     cpu = 0.0
     for proc, _ in running:
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         cpu += usage.ru_utime + usage.ru_stime
-    takes = []
+    takes: list[tuple[float, float, float]] = []
     gave_up = 0
     per_process = []
     counts: dict[str, int] = {}
@@ -256,6 +327,7 @@ def one_run(
         "jain": jain,
         "cpu_per_s": cpu / (until - started),
         "server_cpu_per_s": server_cpu,
+        "cpu_pressure": pressure,
         "takes": takes,
         "start": start,
         "until": until,
@@ -265,17 +337,17 @@ def one_run(
     }
 
 
-def plot(run: dict[str, object], store: str, path: Path) -> None:
+def plot(run: Run, store: str, path: Path) -> None:
     """Slots held over time in ``run``: a step line of how many were held."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    start = float(run["start"])  # type: ignore[arg-type]
-    until = float(run["until"])  # type: ignore[arg-type]
+    start = run["start"]
+    until = run["until"]
     events = []
-    for _, got, done in run["takes"]:  # type: ignore[attr-defined]
+    for _, got, done in run["takes"]:
         events += [(max(got, start) - start, 1), (min(done, until) - start, -1)]
     events.sort()
     times, counts, held = [0.0], [0], 0
@@ -286,14 +358,42 @@ def plot(run: dict[str, object], store: str, path: Path) -> None:
     figure, axes = plt.subplots(figsize=(9, 3))
     axes.step(times, counts, where="post", linewidth=0.6)
     axes.set_xlim(0, until - start)
-    axes.set_ylim(0, int(run["slots"]) + 0.5)  # type: ignore[call-overload]
+    axes.set_ylim(0, run["slots"] + 0.5)
     axes.set_xlabel("seconds")
     axes.set_ylabel("slots held")
     axes.set_title(
-        f"{store}: {run['procs']} processes on {run['slots']} slots (busy {float(run['busy']):.0%})"  # type: ignore[arg-type]
+        f"{store}: {run['procs']} processes on {run['slots']} slots (busy {run['busy']:.0%})"
     )
     figure.tight_layout()
     figure.savefig(path, dpi=110)
+
+
+def print_details(store: str, run: Run) -> None:
+    """Under a run's row: what ``--count`` and ``--sample`` found."""
+    counts = run["counts"]
+    taken = run["taken"]
+    if counts and taken:
+        per_take = ", ".join(f"{name} {counts.get(name, 0) / taken:.1f}" for name in COUNTED)
+        lost = counts.get("lost", 0) / taken
+        print(f"|  | per take: {per_take}, lost {lost:.1f} ||||||||||", flush=True)
+        paths = sorted(name for name in counts if name.startswith("/"))
+        if paths:
+            sent = ", ".join(
+                f"{name.removeprefix('/v3/')} {counts[name] / taken:.1f}" for name in paths
+            )
+            print(f"|  | requests per take: {sent} ||||||||||", flush=True)
+        if store == "file":
+            guard = ", ".join(
+                f"{name} {counts.get(name, 0) / taken / 1000:.1f} ms"
+                for name in ("guard waited", "guard held", "its CPU")
+            )
+            print(f"|  | per take: {guard} ||||||||||", flush=True)
+        if run["cpu_pressure"] is not None:
+            share = f"{run['cpu_pressure']:.0%}"
+            print(f"|  | some process waited for a core {share} of the time ||||||||||")
+    samples = run["samples"]
+    if samples:
+        print(f"|  | CPU: {shares_of(samples)} ||||||||||", flush=True)
 
 
 def lock_on(
@@ -301,7 +401,7 @@ def lock_on(
 ) -> tuple[str, int | None]:
     """A lock named ``name`` on ``store``, its server started the first time; and the
     server's process id (None: a file lock)."""
-    from servers import start_etcd, start_redis
+    from servers import start_etcd, start_redis  # type: ignore[import-not-found]
 
     if store == "file":
         return str(folder / "file" / name), None
@@ -375,23 +475,7 @@ def main() -> int:
                         f" {server_text} |"
                     )
                     print(row, flush=True)
-                    counts = run["counts"]
-                    if counts and run["taken"]:
-                        per_take = ", ".join(
-                            f"{name} {counts.get(name, 0) / run['taken']:.1f}"  # type: ignore[operator]
-                            for name in (*COUNTED, "lost")
-                        )
-                        print(f"|  | per take: {per_take} ||||||||||", flush=True)
-                        paths = sorted(name for name in counts if name.startswith("/"))
-                        if paths:
-                            sent = ", ".join(
-                                f"{name.removeprefix('/v3/')} {counts[name] / run['taken']:.1f}"  # type: ignore[operator]
-                                for name in paths
-                            )
-                            print(f"|  | requests per take: {sent} ||||||||||", flush=True)
-                    samples = run["samples"]
-                    if samples:
-                        print(f"|  | CPU: {shares_of(samples)} ||||||||||", flush=True)  # type: ignore[arg-type]
+                    print_details(store, run)
                     if options.json:
                         hidden = ("takes", "counts", "samples")
                         figures = {k: v for k, v in run.items() if k not in hidden}
