@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.5.5. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.5.6. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -114,7 +114,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.5.5"
+__version__ = "1.5.6"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -532,6 +532,20 @@ def _kept_short(text: object) -> bool:
     return not isinstance(text, bytes) or len(text) <= _REMEMBERED_LONGEST
 
 
+# The times read, with the seconds each gave: every look reads every holder's and every
+# place's time again, and most are as the last look read them.
+_TIMES_READ: dict[str, int | None] = {}
+_TIME_LENGTH = len("2026-01-01T00:00:00Z")
+
+
+def _time_of(text: str) -> int | None:
+    """The seconds of a time ``text``, as _parse_time gives them, remembered; a text of
+    another length is no time and is never kept."""
+    if isinstance(text, str) and len(text) == _TIME_LENGTH:
+        return _remembered(_TIMES_READ, text, _parse_time)
+    return _parse_time(text)
+
+
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
@@ -590,7 +604,7 @@ def _record_of(content: dict[str, object], mtime: int) -> _Record:
     """The record of a JSON object: its owner, when it was taken, its holder's timeout."""
     owner = content.get("owner")
     when = content.get("acquired_at")
-    since = _parse_time(when) if isinstance(when, str) else None
+    since = _time_of(when) if isinstance(when, str) else None
     return _Record(
         owner if isinstance(owner, str) and owner else None,
         mtime if since is None else since,
@@ -603,7 +617,7 @@ def _holder_of(entry: object) -> _Record | None:
     if not isinstance(entry, dict):
         return None
     when = entry.get("acquired_at")
-    if not isinstance(when, str) or _parse_time(when) is None:
+    if not isinstance(when, str) or _time_of(when) is None:
         return None  # a holder's time is its own, never a file's mtime
     holder = _record_of(entry, 0)
     if holder.owner is None or holder.stale_after is None:
@@ -1719,7 +1733,7 @@ def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
     """The fields of the place one text line of a line file gives; None if not one."""
     try:
         entry = json.loads(text)
-        ticket, owner, since = entry["ticket"], entry["owner"], _parse_time(entry["since"])
+        ticket, owner, since = entry["ticket"], entry["owner"], _time_of(entry["since"])
         timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
     except (ValueError, RecursionError, TypeError, KeyError):
         return None
@@ -2066,7 +2080,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2069, (), r'''
+_CARRIED['reports'] = (2083, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2171,7 +2185,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2174, (), r'''
+_CARRIED['usage'] = (2188, (), r'''
 import os
 import sys
 
@@ -2257,7 +2271,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2260, (), r'''
+_CARRIED['server_store'] = (2274, (), r'''
 import errno
 import json
 import os
@@ -2313,7 +2327,7 @@ def _value_fields(value: bytes) -> tuple[str, int, float] | None:
     try:
         entry = json.loads(value)
         owner = entry["owner"]
-        since = _parse_time(entry["since"])
+        since = _time_of(entry["since"])
         timeout = _holder_timeout(entry["stale_after_seconds"])
     except (ValueError, RecursionError, TypeError, KeyError):
         return None
@@ -2489,7 +2503,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2492, ('server_store',), r'''
+_CARRIED['http1'] = (2506, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2616,7 +2630,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2619, ('server_store',), r'''
+_CARRIED['resp'] = (2633, ('server_store',), r'''
 import re
 
 
@@ -2732,7 +2746,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2735, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2749, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -2912,7 +2926,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2915, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2929, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3463,7 +3477,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3466, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3480, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3527,7 +3541,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3530, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3544, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4073,7 +4087,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4076, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4090, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4205,7 +4219,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4208, ('reports',), r'''
+_CARRIED['survey'] = (4222, ('reports',), r'''
 import json
 import os
 import stat
@@ -4935,7 +4949,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4938, (), r'''
+_CARRIED['waiting'] = (4952, (), r'''
 import os
 import time
 
@@ -5059,7 +5073,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5062, (), r'''
+_CARRIED['renewing'] = (5076, (), r'''
 import os
 import time
 

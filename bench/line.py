@@ -5,12 +5,15 @@ one waiter, by the number of places in it; this build beside another, in one run
     uv run --group bench python bench/line.py --against /tmp/old/skf-run-lock.py
 
 A waiter reads the line (up to its own place) at every look, and at 64 waiters its
-looks are the largest part of what waiting costs (docs/performance.md). Three cases
+looks are the largest part of what waiting costs (docs/performance.md). Four cases
 over a whole line, each in microseconds per line: a look at a line whose every place
 the process has read before (most looks), a look at a line in which one place has
-changed (a beat), and writing the line (a change under the guard). The builds take
-turns, ``--rounds`` times, and the table gives each one's median and the ratio of
-this build to the other.
+changed (a beat), a read of a line whose every place is new to the process (as a
+change under the guard reads it after a wait: the places behind the waiter joined
+while it waited), and writing the line (a change under the guard). A last row reads
+a record of 4 slots, as every look and change does. The builds take turns,
+``--rounds`` times, and the table gives each one's median and the ratio of this build
+to the other.
 """
 
 from __future__ import annotations
@@ -48,11 +51,37 @@ def costs(skf: Any, places: list[Any], repeat: int) -> dict[str, float]:
         started = time.perf_counter()
         skf._parse_line(beaten)
         changed += time.perf_counter() - started
+    fresh = [skf._line_bytes(places_of(skf, len(places))) for _ in range(repeat)]
+    started = time.perf_counter()
+    for data in fresh:
+        skf._parse_line(data)
+    new = (time.perf_counter() - started) / repeat * 1e6
     started = time.perf_counter()
     for _ in range(repeat):
         skf._line_bytes(places)
     written = (time.perf_counter() - started) / repeat * 1e6
-    return {"seen": seen, "one changed": changed / repeat * 1e6, "written": written}
+    return {"seen": seen, "one changed": changed / repeat * 1e6, "all new": new, "written": written}
+
+
+def record_cost(skf: Any, repeat: int) -> float:
+    """A record of 4 slots read from its bytes, in microseconds."""
+    now = int(time.time())
+    record = skf._Record("4 slots", now)
+    record.slots = 4
+    record.holders = [skf._Record(f"bench:p{n}:{n}", now - n, 60.0) for n in range(4)]
+    data = skf._bytes_of(record)
+    started = time.perf_counter()
+    for _ in range(repeat):
+        skf._parse_record(data, now)
+    return (time.perf_counter() - started) / repeat * 1e6
+
+
+def compared(median: dict[str, float]) -> tuple[str, str, str]:
+    """This build's median, the other's, and their ratio, as table cells."""
+    other = median.get("other")
+    shown = "-" if other is None else f"{other:.1f} us"
+    ratio = "-" if other is None else f"{median['this'] / other:.2f}x"
+    return f"{median['this']:.1f} us", shown, ratio
 
 
 def main() -> int:
@@ -74,12 +103,16 @@ def main() -> int:
         for _ in range(options.rounds):
             for name, skf in builds.items():
                 rounds[name].append(costs(skf, lines[name], options.repeat))
-        for case in ("seen", "one changed", "written"):
+        for case in ("seen", "one changed", "all new", "written"):
             median = {name: statistics.median(r[case] for r in rounds[name]) for name in builds}
-            other = median.get("other")
-            shown = "-" if other is None else f"{other:.1f} us"
-            ratio = "-" if other is None else f"{median['this'] / other:.2f}x"
-            print(f"| {count} | {case} | {median['this']:.1f} us | {shown} | {ratio} |")
+            this, other, ratio = compared(median)
+            print(f"| {count} | {case} | {this} | {other} | {ratio} |")
+    records: dict[str, list[float]] = {name: [] for name in builds}
+    for _ in range(options.rounds):
+        for name, skf in builds.items():
+            records[name].append(record_cost(skf, options.repeat))
+    this, other, ratio = compared({name: statistics.median(records[name]) for name in builds})
+    print(f"| - | a record of 4 slots | {this} | {other} | {ratio} |")
     return 0
 
 

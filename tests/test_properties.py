@@ -123,3 +123,20 @@ def test_a_memo_keeps_no_text_longer_than_a_place(skf: ModuleType) -> None:
     assert skf._line_bytes([parsed]) == place + b"\n"
     assert junk not in skf._PARSED and place not in skf._PARSED
     assert all(len(text) <= 1024 for text in skf._WRITTEN.values())
+
+
+TIMEISH = st.from_regex(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z", fullmatch=True)
+
+
+@given(text=TIMEISH | st.text(alphabet=st.sampled_from("0123456789-T:Z "), max_size=24))
+def test_a_time_read_again_gives_what_it_gave_and_only_times_are_kept(
+    skf: ModuleType, text: str
+) -> None:
+    """Holders' and places' times are remembered once read: a time read again (a real
+    date, February 30, or no time at all) gives what it gave the first time, and the
+    memo keeps no text but one of a time's length."""
+    first = skf._time_of(text)
+    assert first == skf._parse_time(text)
+    assert skf._time_of(text) == first
+    assert all(len(kept) == 20 for kept in skf._TIMES_READ)
+    assert (text in skf._TIMES_READ) == (len(text) == 20)

@@ -23,7 +23,7 @@ from .guard import (
     _not_writable_error,
     _remove_quietly,
 )
-from .inputs import _format_time, _parse_time
+from .inputs import _format_time
 from .interrupts import _Interrupts
 from .outputs import _quoted
 from .records import (
@@ -36,6 +36,7 @@ from .records import (
     _Record,
     _remember,
     _remembered,
+    _time_of,
 )
 
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
@@ -217,7 +218,7 @@ def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
     """The fields of the place one text line of a line file gives; None if not one."""
     try:
         entry = json.loads(text)
-        ticket, owner, since = entry["ticket"], entry["owner"], _parse_time(entry["since"])
+        ticket, owner, since = entry["ticket"], entry["owner"], _time_of(entry["since"])
         timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
     except (ValueError, RecursionError, TypeError, KeyError):
         return None

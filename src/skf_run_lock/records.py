@@ -89,6 +89,20 @@ def _kept_short(text: object) -> bool:
     return not isinstance(text, bytes) or len(text) <= _REMEMBERED_LONGEST
 
 
+# The times read, with the seconds each gave: every look reads every holder's and every
+# place's time again, and most are as the last look read them.
+_TIMES_READ: dict[str, int | None] = {}
+_TIME_LENGTH = len("2026-01-01T00:00:00Z")
+
+
+def _time_of(text: str) -> int | None:
+    """The seconds of a time ``text``, as _parse_time gives them, remembered; a text of
+    another length is no time and is never kept."""
+    if isinstance(text, str) and len(text) == _TIME_LENGTH:
+        return _remembered(_TIMES_READ, text, _parse_time)
+    return _parse_time(text)
+
+
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
@@ -147,7 +161,7 @@ def _record_of(content: dict[str, object], mtime: int) -> _Record:
     """The record of a JSON object: its owner, when it was taken, its holder's timeout."""
     owner = content.get("owner")
     when = content.get("acquired_at")
-    since = _parse_time(when) if isinstance(when, str) else None
+    since = _time_of(when) if isinstance(when, str) else None
     return _Record(
         owner if isinstance(owner, str) and owner else None,
         mtime if since is None else since,
@@ -160,7 +174,7 @@ def _holder_of(entry: object) -> _Record | None:
     if not isinstance(entry, dict):
         return None
     when = entry.get("acquired_at")
-    if not isinstance(when, str) or _parse_time(when) is None:
+    if not isinstance(when, str) or _time_of(when) is None:
         return None  # a holder's time is its own, never a file's mtime
     holder = _record_of(entry, 0)
     if holder.owner is None or holder.stale_after is None:

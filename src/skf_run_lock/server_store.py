@@ -12,8 +12,8 @@ import sys
 import time
 
 from .contract import _OutcomeUnknown
-from .inputs import _format_time, _parse_time
-from .records import _holder_timeout, _Place, _remembered
+from .inputs import _format_time
+from .records import _holder_timeout, _Place, _remembered, _time_of
 from .registry import _shown_address
 
 TYPE_CHECKING = False
@@ -64,7 +64,7 @@ def _value_fields(value: bytes) -> tuple[str, int, float] | None:
     try:
         entry = json.loads(value)
         owner = entry["owner"]
-        since = _parse_time(entry["since"])
+        since = _time_of(entry["since"])
         timeout = _holder_timeout(entry["stale_after_seconds"])
     except (ValueError, RecursionError, TypeError, KeyError):
         return None
