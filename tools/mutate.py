@@ -480,6 +480,16 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    return not isinstance(text, bytes) or len(text) <= _REMEMBERED_LONGEST",
         "    return True",
     ),
+    "time-memo-keeps-any-text": (
+        "the memo of times keeps only texts of a time's length",
+        "    if isinstance(text, str) and len(text) == _TIME_LENGTH:",
+        "    if isinstance(text, str):",
+    ),
+    "time-memo-wrong-key": (
+        "a time read again gives what it gave the first time",
+        "        return _remembered(_TIMES_READ, text, _parse_time)",
+        '        return _remembered(_TIMES_READ, text[:10] + "T00:00:00Z", _parse_time)',
+    ),
     "place-order-ignored": (
         "a waiter knows its place in line",
         "            return line[:at]",
