@@ -540,7 +540,8 @@ _TIME_LENGTH = len("2026-01-01T00:00:00Z")
 
 def _time_of(text: str) -> int | None:
     """The seconds of a time ``text``, as _parse_time gives them, remembered; a text of
-    another length is no time and is never kept."""
+    another length is no time and is never kept. ``text`` may be any value a JSON
+    document held: one not a string raises TypeError, as _parse_time does."""
     if isinstance(text, str) and len(text) == _TIME_LENGTH:
         return _remembered(_TIMES_READ, text, _parse_time)
     return _parse_time(text)
@@ -2080,7 +2081,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2083, (), r'''
+_CARRIED['reports'] = (2084, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2185,7 +2186,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2188, (), r'''
+_CARRIED['usage'] = (2189, (), r'''
 import os
 import sys
 
@@ -2271,7 +2272,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2274, (), r'''
+_CARRIED['server_store'] = (2275, (), r'''
 import errno
 import json
 import os
@@ -2503,7 +2504,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2506, ('server_store',), r'''
+_CARRIED['http1'] = (2507, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2630,7 +2631,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2633, ('server_store',), r'''
+_CARRIED['resp'] = (2634, ('server_store',), r'''
 import re
 
 
@@ -2746,7 +2747,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2749, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2750, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -2926,7 +2927,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2929, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2930, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3477,7 +3478,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3480, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3481, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3541,7 +3542,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3544, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3545, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4087,7 +4088,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4090, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4091, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4219,7 +4220,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4222, ('reports',), r'''
+_CARRIED['survey'] = (4223, ('reports',), r'''
 import json
 import os
 import stat
@@ -4949,7 +4950,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4952, (), r'''
+_CARRIED['waiting'] = (4953, (), r'''
 import os
 import time
 
@@ -5073,7 +5074,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5076, (), r'''
+_CARRIED['renewing'] = (5077, (), r'''
 import os
 import time
 

@@ -97,7 +97,8 @@ _TIME_LENGTH = len("2026-01-01T00:00:00Z")
 
 def _time_of(text: str) -> int | None:
     """The seconds of a time ``text``, as _parse_time gives them, remembered; a text of
-    another length is no time and is never kept."""
+    another length is no time and is never kept. ``text`` may be any value a JSON
+    document held: one not a string raises TypeError, as _parse_time does."""
     if isinstance(text, str) and len(text) == _TIME_LENGTH:
         return _remembered(_TIMES_READ, text, _parse_time)
     return _parse_time(text)
