@@ -53,9 +53,11 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "skf-run-lock.py"
@@ -154,7 +156,7 @@ def us(seconds: float) -> str:
     return f"{seconds * 1e6:.0f} us"
 
 
-def table(rows: list[tuple[str, ...]], header: tuple[str, ...]) -> str:
+def table(rows: Sequence[tuple[str, ...]], header: tuple[str, ...]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
@@ -278,8 +280,8 @@ def bench_in_process(skf: ModuleType, rounds: int, folders: dict[str, Path]) -> 
         n = 50 if label.startswith("disk") else 200
         samples = interleaved(
             {
-                "floor": lambda f=floor, n=n: per_call(f, n),
-                "ours": lambda o=ours, n=n: per_call(o, n),
+                "floor": partial(per_call, floor, n),
+                "ours": partial(per_call, ours, n),
             },
             rounds,
         )
@@ -423,7 +425,7 @@ def bench_peers(skf: ModuleType, rounds: int, folder: Path) -> str:
         f"filelock.SoftFileLock {filelock.__version__}": with_lock(soft_lock),
         f"portalocker.Lock {portalocker.__version__}": with_lock(porta),
     }
-    samples = interleaved({k: lambda f=f: per_call(f, loops) for k, f in cases.items()}, rounds)
+    samples = interleaved({k: partial(per_call, f, loops) for k, f in cases.items()}, rounds)
     base = statistics.median(samples["skf-run-lock acquire + release"])
     rows = []
     for name, times in samples.items():
@@ -535,22 +537,22 @@ def bench_users_path(rounds: int, folder: Path) -> str:
             return run
 
         cases: dict[str, Callable[[], float]] = {
-            "python3 -c pass": lambda python=python: spawn_time([python, "-c", "pass"]),
-            "import json, signal, datetime": lambda python=python: spawn_time(
-                [python, "-c", "import json, signal, datetime"]
+            "python3 -c pass": partial(spawn_time, [python, "-c", "pass"]),
+            "import json, signal, datetime": partial(
+                spawn_time, [python, "-c", "import json, signal, datetime"]
             ),
-            "import json": lambda python=python: spawn_time([python, "-c", "import json"]),
-            "import signal": lambda python=python: spawn_time([python, "-c", "import signal"]),
-            "import datetime": lambda python=python: spawn_time([python, "-c", "import datetime"]),
+            "import json": partial(spawn_time, [python, "-c", "import json"]),
+            "import signal": partial(spawn_time, [python, "-c", "import signal"]),
+            "import datetime": partial(spawn_time, [python, "-c", "import datetime"]),
             "before: python3": pair(old, python),
             "this: python3": pair(SCRIPT, python),
         }
         if uv is not None:
-            front = (uv, "run", "-q", "--python", python)
+            by_uv = (uv, "run", "-q", "--python", python)
             for script in (old, SCRIPT):
-                subprocess.run([*front, str(script), "run-id"], capture_output=True, check=True)
-            cases["before: uv run"] = pair(old, *front)
-            cases["this: uv run"] = pair(SCRIPT, *front)
+                subprocess.run([*by_uv, str(script), "run-id"], capture_output=True, check=True)
+            cases["before: uv run"] = pair(old, *by_uv)
+            cases["this: uv run"] = pair(SCRIPT, *by_uv)
         samples = {k: statistics.median(v) for k, v in interleaved(cases, rounds).items()}
         base = samples["python3 -c pass"]
         for name in ("import json", "import signal", "import datetime"):
@@ -612,7 +614,7 @@ def bench_crowded(skf: ModuleType, rounds: int, folder: Path, charts: Path | Non
                 20,
             )
 
-        samples = interleaved({name: lambda m=m: pair(m) for name, m in versions.items()}, rounds)
+        samples = interleaved({name: partial(pair, m) for name, m in versions.items()}, rounds)
         for name in versions:
             medians[name].append(statistics.median(samples[name]))
     rows = [
@@ -632,7 +634,9 @@ def bench_crowded(skf: ModuleType, rounds: int, folder: Path, charts: Path | Non
     return text
 
 
-def draw(path: Path, title: str, axes_labels: tuple[str, str], lines: dict[str, tuple]) -> str:
+def draw(
+    path: Path, title: str, axes_labels: tuple[str, str], lines: dict[str, tuple[Any, ...]]
+) -> str:
     """A line chart of ``lines`` ({label: (xs, ys, style)}) written to ``path``."""
     import matplotlib
 
@@ -811,7 +815,7 @@ def bench_transport(skf: ModuleType, client: str, rounds: int) -> str:
         if connection is None:
             conn.close()
 
-    def by_ours(connection: object | None) -> None:
+    def by_ours(connection: Any) -> None:
         deadline = time.monotonic() + 5
         conn = connection or skf._HttpConnection(client, None, deadline)
         conn.send("/v3/kv/range", body, headers, deadline)
@@ -984,7 +988,7 @@ os.write(fd, f"cpu {name} {time.process_time() - cpu0!r}\\n".encode())
 """
 
 
-def saturate(script: Path, lock: str, folder: Path, seconds: float, procs: int) -> dict:
+def saturate(script: Path, lock: str, folder: Path, seconds: float, procs: int) -> dict[str, Any]:
     """``procs`` processes of ``script`` taking turns on ``lock`` for ``seconds``."""
     log = folder / f"saturate-{os.getpid()}-{time.monotonic_ns()}.log"
     log.write_text("")
@@ -1049,7 +1053,7 @@ def bench_line(skf: ModuleType, folder: Path, seconds: float) -> str:
         proc, client = start_etcd(folder)
     except ImportError:
         return "### 10. Waiting in line\n\nSkipped: run with `uv run --group bench`.\n"
-    results: dict[tuple[str, str], dict] = {}
+    results: dict[tuple[str, str], dict[str, Any]] = {}
     cpus: dict[str, float] = {}
     try:
         for store in ("file", "etcd"):
@@ -1302,7 +1306,7 @@ def main() -> int:
             f" {platform.system()} {platform.release()}; a tmpfs folder"
             f" ({filesystem_of(fast_dir)}) and a folder on disk ({filesystem_of(disk_dir)}).\n"
         )
-        sections = [
+        sections: list[Callable[[], str]] = [
             lambda: bench_cli(max(10, int(60 * scale)), fast_dir),
             lambda: bench_in_process(
                 skf, max(5, int(30 * scale)), {"tmpfs": fast_dir, "disk": disk_dir}

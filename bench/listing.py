@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,7 +122,7 @@ def main() -> int:
         redis_server, where = start_redis(folder)
         try:
             for kind in ("file", "etcd", "redis"):
-                base = {}
+                base: dict[str, float] = {}
                 for count in counts:
                     if kind == "file":
                         under = fill_folder(folder / f"locks-{count}", count)
@@ -131,8 +132,8 @@ def main() -> int:
                         under = fill_redis(where, f"bench-{count}/", count)
                     found = len(skf.list_locks(under)["locks"])
                     assert found == count, (kind, count, found)
-                    inside = median_time(lambda under=under: skf.list_locks(under))
-                    cli = median_time(lambda under=under, count=count: cli_list(under, count))
+                    inside = median_time(partial(skf.list_locks, under))
+                    cli = median_time(partial(cli_list, under, count))
                     base.setdefault("inside", inside)
                     base.setdefault("cli", cli)
                     rows.append(

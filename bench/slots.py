@@ -401,7 +401,7 @@ def lock_on(
 ) -> tuple[str, int | None]:
     """A lock named ``name`` on ``store``, its server started the first time; and the
     server's process id (None: a file lock)."""
-    from servers import start_etcd, start_redis  # type: ignore[import-not-found]
+    from servers import start_etcd, start_redis
 
     if store == "file":
         return str(folder / "file" / name), None
