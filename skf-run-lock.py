@@ -3914,6 +3914,9 @@ class _RedisStore(_ServerStore):
             return
         place.ticket = os.urandom(8).hex()
         place.since = int(now // 1)
+        # Joined before it is sent: a signal that lands once the server has put the
+        # place in line, before its answer is read, must still take it out on the way.
+        place.joined = True
         ms = self._place_ms()
         self.call(
             ("UNWATCH",),
@@ -3924,7 +3927,6 @@ class _RedisStore(_ServerStore):
             ("EXEC",),
             write=True,
         )
-        place.joined = True
 
     def prune(self, look: _Look, now: float) -> None:
         live = _live(look.line, now)
@@ -4088,7 +4090,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4091, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4093, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4220,7 +4222,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4223, ('reports',), r'''
+_CARRIED['survey'] = (4225, ('reports',), r'''
 import json
 import os
 import stat
@@ -4950,7 +4952,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4953, (), r'''
+_CARRIED['waiting'] = (4955, (), r'''
 import os
 import time
 
@@ -5074,7 +5076,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5077, (), r'''
+_CARRIED['renewing'] = (5079, (), r'''
 import os
 import time
 

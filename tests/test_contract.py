@@ -434,6 +434,53 @@ def test_a_waiters_look_holds_every_place_ahead_of_it_and_its_own(
     assert store.left_behind() == []
 
 
+# Where each store writes a waiter's place when it joins the line: the class holding the
+# write (None: the module), its name, and which of its calls puts the place there.
+PLACE_WRITTEN_BY = {
+    "file": (None, "_write_record", lambda path, *rest, **named: path.endswith(".skf-line")),
+    "etcd": ("_EtcdStore", "post", lambda self, path, *rest, **named: path == "/v3/kv/txn"),
+    "redis": ("_RedisStore", "call", lambda *args, **named: True),
+    "cluster": ("_RedisStore", "call", lambda *args, **named: True),
+}
+
+
+def test_a_place_the_store_wrote_is_left_however_the_join_is_cut_short(
+    skf: ModuleType, store: StoreUnderTest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal can land once the store has put a waiter's place in line, before the
+    join has returned: the call still leaves the line on its way out, and nothing of
+    its place is left behind."""
+    assert skf.acquire(store.lock, "wf:holder:1", 600.0)["acquired"]
+    before = store.left_behind()
+    owner, name, writes_the_place = PLACE_WRITTEN_BY[store.kind]
+    where = skf if owner is None else getattr(skf, owner)
+    real_write = getattr(where, name)
+    store_class = getattr(skf, STORE_CLASSES[store.kind])
+    real_join = store_class.join
+    joining = []
+
+    def join_marked(self: object, *args: object) -> None:
+        joining.append(True)
+        try:
+            real_join(self, *args)
+        finally:
+            joining.pop()
+
+    def write_then_cut(*args: object, **named: object) -> object:
+        answer = real_write(*args, **named)
+        if joining and writes_the_place(*args, **named):
+            raise skf._Interrupted(2)  # as SIGINT would, once the write has landed
+        return answer
+
+    monkeypatch.setattr(store_class, "join", join_marked)
+    monkeypatch.setattr(where, name, write_then_cut)  # on a class: a method, self first
+    with pytest.raises(skf._Interrupted):
+        skf.acquire_within(store.lock, "wf:w:1", 600.0, 30.0)
+    monkeypatch.undo()
+    assert skf.status(store.lock, 600.0)["waiting"] == []
+    assert store.left_behind() == before
+
+
 def test_a_dead_waiters_place_is_gone_after_the_next_call_that_reads_it(
     skf: ModuleType, store: StoreUnderTest
 ) -> None:

@@ -490,6 +490,16 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        return _remembered(_TIMES_READ, text, _parse_time)",
         '        return _remembered(_TIMES_READ, text[:10] + "T00:00:00Z", _parse_time)',
     ),
+    "redis-joined-after-the-answer": (
+        "a place the server took is left however the join is cut short (Redis)",
+        "        place.joined = True\n        ms = self._place_ms()\n",
+        "        ms = self._place_ms()\n",
+    ),
+    "etcd-joined-after-the-answer": (
+        "a place the server took is left however the join is cut short (etcd)",
+        "        place.joined = True\n        value = _place_value(place)\n",
+        "        value = _place_value(place)\n",
+    ),
     "place-order-ignored": (
         "a waiter knows its place in line",
         "            return line[:at]",

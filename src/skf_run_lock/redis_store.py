@@ -393,6 +393,9 @@ class _RedisStore(_ServerStore):
             return
         place.ticket = os.urandom(8).hex()
         place.since = int(now // 1)
+        # Joined before it is sent: a signal that lands once the server has put the
+        # place in line, before its answer is read, must still take it out on the way.
+        place.joined = True
         ms = self._place_ms()
         self.call(
             ("UNWATCH",),
@@ -403,7 +406,6 @@ class _RedisStore(_ServerStore):
             ("EXEC",),
             write=True,
         )
-        place.joined = True
 
     def prune(self, look: _Look, now: float) -> None:
         live = _live(look.line, now)
