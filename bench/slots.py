@@ -272,11 +272,12 @@ def one_run(
         if sample:
             env["SKF_BENCH_SAMPLE"] = "1"
         running.append((subprocess.Popen(command, env=env), out))
-    server_cpu = None
+    # The server's CPU and the kernel's CPU pressure, each over the measured seconds.
     time.sleep(max(0.0, start - time.time()))
     server_before = None if server is None else cpu_of(server)
     pressure_before = cpu_pressure_total()
     time.sleep(max(0.0, until - time.time()))
+    server_cpu = None
     if server is not None and server_before is not None:
         server_cpu = (cpu_of(server) - server_before) / seconds
     pressure_after = cpu_pressure_total()
@@ -390,7 +391,7 @@ def print_details(store: str, run: Run) -> None:
             print(f"|  | per take: {guard} ||||||||||", flush=True)
         if run["cpu_pressure"] is not None:
             share = f"{run['cpu_pressure']:.0%}"
-            print(f"|  | some process waited for a core {share} of the time ||||||||||")
+            print(f"|  | some process waited for a core {share} of the time ||||||||||", flush=True)
     samples = run["samples"]
     if samples:
         print(f"|  | CPU: {shares_of(samples)} ||||||||||", flush=True)
