@@ -437,7 +437,20 @@ def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, 
         before_kill = len(out.read_text().splitlines())
         leader = leader_of(servers)
         leader.stop()
-        time.sleep(4)
+        killed = time.monotonic()
+        at_kill = len(out.read_text().splitlines())
+        # The lock comes back once a new leader serves and a hold whose release was lost
+        # with the leader times out (3 s): about 5 s on a loaded machine, so wait for it
+        # rather than a fixed time. Of the calls ending after the kill, each process's
+        # first may have begun before it: the lock is back when more than one acquire
+        # per process has ended 0. Then contend a second more.
+        recovered = None
+        while recovered is None and time.monotonic() - killed < 30:
+            time.sleep(0.1)
+            lines = out.read_text().splitlines()[at_kill:]
+            if sum(line.startswith("acquire 0 ") for line in lines) > len(procs):
+                recovered = time.monotonic() - killed
+        time.sleep(1)
         stop.touch()
         codes = [proc.wait(timeout=60) for proc in procs]
         assert codes == [0] * 6, [proc.stderr.read() for proc in procs]  # 3: a double hold
@@ -445,10 +458,11 @@ def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, 
         assert {outcome for _, outcome, _ in calls} <= {"0", "3", "2"}
         # acquire_within waits up to 2 s, each try's requests up to the 2 s deadline
         assert max(float(seconds) for _, _, seconds in calls) < 2 * env_deadline + 3
-        after = calls[before_kill:]
-        assert before_kill > 0 and any(c == "acquire" and o == "0" for c, o, _ in after)
+        assert before_kill > 0  # the lock changed hands before the loss
+        assert recovered is not None  # and again within 30 s of it
         print(
-            f"{len(calls)} calls, {before_kill} before the leader was killed;"
+            f"{len(calls)} calls, {before_kill} before the leader was killed,"
+            f" the first taken {recovered:.1f} s after it;"
             f" outcomes {sorted({o: sum(1 for _, x, _ in calls if x == o) for o in '023'}.items())}"
         )
     finally:
