@@ -462,7 +462,7 @@ def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, 
         assert recovered is not None  # and again within 30 s of it
         print(
             f"{len(calls)} calls, {before_kill} before the leader was killed,"
-            f" the first taken {recovered:.1f} s after it;"
+            f" taken again by a call begun after it {recovered:.1f} s later;"
             f" outcomes {sorted({o: sum(1 for _, x, _ in calls if x == o) for o in '023'}.items())}"
         )
     finally:
