@@ -458,7 +458,7 @@ def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, 
         assert {outcome for _, outcome, _ in calls} <= {"0", "3", "2"}
         # acquire_within waits up to 2 s, each try's requests up to the 2 s deadline
         assert max(float(seconds) for _, _, seconds in calls) < 2 * env_deadline + 3
-        assert before_kill > 0  # the lock changed hands before the loss
+        assert before_kill > 0  # calls ended before the loss
         assert recovered is not None  # and again within 30 s of it
         print(
             f"{len(calls)} calls, {before_kill} before the leader was killed,"
