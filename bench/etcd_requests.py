@@ -2,6 +2,7 @@
 
     uv run --group bench python bench/etcd_requests.py
     uv run --group bench python bench/etcd_requests.py --rounds 2000 --line 64
+    uv run --group bench --with grpcio python bench/etcd_requests.py --grpc
 
 Each kind of request a lock sends (a read of the record alone, a read of the record
 with a line of ``--line`` places, a transaction, a lease granted, kept alive and
@@ -11,39 +12,152 @@ each kind the table gives, per request: the CPU etcd spent (read from
 ``/proc/PID/stat``), the CPU of the sending process, and the wall time. Summed over
 the requests of a take (``bench/slots.py --count``), the first two columns are what
 a take costs the machine.
+
+With ``--grpc``, each kind is also sent to the same etcd by gRPC, as etcdctl speaks
+to it (``grpcio``, which only this option needs, through ``uv run --with grpcio``;
+the messages are encoded here by hand, a few fields each), and the table gives both
+side by side: what etcd's JSON gateway costs etcd on each request, which is what a
+transport of the script's own that spoke gRPC could save. A watch by gRPC is a new
+stream on the one connection, not a new connection. (grpcio's sender CPU includes
+its own threads; a client in Python would spend its CPU otherwise.)
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
-import os
+import importlib
+import queue
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from proc import cpu_of, load_script  # noqa: E402  (bench/proc.py, beside this file)
-
-
-def own_cpu() -> float:
-    times = os.times()
-    return times.user + times.system
+from proc import cpu_of, load_script, own_cpu  # noqa: E402  (bench/proc.py, beside this file)
 
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
+def varint(n: int) -> bytes:
+    """``n`` (>= 0) as a protobuf varint."""
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def field(number: int, value: bytes | int) -> bytes:
+    """One protobuf field: bytes (length-delimited, wire type 2) or an integer (0)."""
+    if isinstance(value, int):
+        return varint(number << 3) + varint(value)
+    return varint(number << 3 | 2) + varint(len(value)) + value
+
+
+def integer_field(message: bytes, number: int) -> int:
+    """The integer field ``number`` of a protobuf ``message`` (its top level)."""
+    at = 0
+    while at < len(message):
+        tag, at = read_varint(message, at)
+        if tag & 7 == 0:
+            value, at = read_varint(message, at)
+            if tag >> 3 == number:
+                return value
+        elif tag & 7 == 2:
+            size, at = read_varint(message, at)
+            at += size
+        else:
+            raise ValueError(f"wire type {tag & 7} is not used by etcd's answers here")
+    raise KeyError(number)
+
+
+def read_varint(data: bytes, at: int) -> tuple[int, int]:
+    """The varint at ``at`` in ``data``, and where the next field starts."""
+    value = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return value, at
+
+
+def grpc_kinds(target: str, key: bytes, rounds: int) -> tuple[list[Callable[[int], Any]], Any]:
+    """The same kinds of request as the gateway's, sent by gRPC to ``target``
+    (HOST:PORT) in the same order; and the channel, to close. Messages of etcd's
+    rpc.proto: RangeRequest (key 1, range_end 2), TxnRequest (success 2: RequestOp,
+    whose request_put is 2: key 1, value 2), LeaseGrantRequest (TTL 1; the answer's
+    ID is field 2), LeaseKeepAliveRequest and LeaseRevokeRequest (ID 1),
+    WatchRequest (create_request 1: key 1)."""
+    grpc = importlib.import_module("grpc")  # --grpc only (uv run --with grpcio)
+    channel = grpc.insecure_channel(target)
+    raw: dict[str, Any] = {"request_serializer": None, "response_deserializer": None}
+    range_call = channel.unary_unary("/etcdserverpb.KV/Range", **raw)
+    txn_call = channel.unary_unary("/etcdserverpb.KV/Txn", **raw)
+    grant_call = channel.unary_unary("/etcdserverpb.Lease/LeaseGrant", **raw)
+    revoke_call = channel.unary_unary("/etcdserverpb.Lease/LeaseRevoke", **raw)
+    keepalive_call = channel.stream_stream("/etcdserverpb.Lease/LeaseKeepAlive", **raw)
+    watch_call = channel.stream_stream("/etcdserverpb.Watch/Watch", **raw)
+    leases: list[int] = []
+    # One keep-alive stream for all its requests, as a client keeps one open.
+    asks: queue.Queue[bytes] = queue.Queue()
+
+    def asked() -> Iterator[bytes]:
+        while True:
+            yield asks.get()
+
+    answers = keepalive_call(asked())
+
+    def keepalive(n: int) -> None:
+        asks.put(field(1, leases[n]))
+        next(answers)
+
+    def watch(_: int) -> None:
+        stream = watch_call(iter([field(1, field(1, key))]))
+        next(stream)  # the answer that says the watch was made
+        stream.cancel()
+
+    record = field(1, key)
+    whole = field(1, key) + field(2, key + b"\1")
+    put = field(2, field(2, field(1, b"other") + field(2, b"v")))
+    sends: list[Callable[[int], Any]] = [
+        lambda _: range_call(record),
+        lambda _: range_call(whole),
+        lambda _: txn_call(put),
+        lambda _: leases.append(integer_field(grant_call(field(1, 60)), 2)),
+        keepalive,
+        lambda n: revoke_call(field(1, leases[n])),
+        watch,
+    ]
+    return sends, channel
+
+
+def cost(pid: int, send: Callable[[int], Any], rounds: int) -> tuple[float, float, float]:
+    """Milliseconds per request of ``send``, sent ``rounds`` times: the CPU etcd (process
+    ``pid``) spent, this process's CPU, and the wall time."""
+    etcd_before, own_before = cpu_of(pid), own_cpu()
+    started = time.perf_counter()
+    for n in range(rounds):
+        send(n)
+    wall = time.perf_counter() - started
+    each = 1000 / rounds
+    return (cpu_of(pid) - etcd_before) * each, (own_cpu() - own_before) * each, wall * each
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=1000, help="requests of each kind")
     parser.add_argument("--line", type=int, default=64, help="places in the line read")
+    parser.add_argument("--grpc", action="store_true", help="each kind by gRPC too (needs grpcio)")
     options = parser.parse_args()
 
     from servers import start_etcd
@@ -54,17 +168,23 @@ def main() -> int:
     etcd = start_etcd(Path(tempfile.mkdtemp(prefix="skf-etcd-requests-")) / "etcd")
     try:
         address = etcd.url("bench")
-        store = skf._EtcdStore(address)
+        gateway = skf._EtcdStore(address)
+
+        def post(path: str, body: dict[str, Any]) -> Any:
+            """One request, with the time a call's step gives it (as each call has)."""
+            gateway.next_step()
+            return gateway.post(path, body)
+
         key = b"bench"
         # A record of one holder and a line of places, as a lock in use has.
-        store.post("/v3/kv/put", {"key": b64(key), "value": b64(b'{"owner": "wf:sk:1"}')})
+        post("/v3/kv/put", {"key": b64(key), "value": b64(b'{"owner": "wf:sk:1"}')})
         for n in range(options.line):
             place = b'{"owner": "wf:sk:%d", "since": "2026-12-03T00:00:00Z"}' % n
-            store.post("/v3/kv/put", {"key": b64(key + b"\0wait\0%d" % n), "value": b64(place)})
+            post("/v3/kv/put", {"key": b64(key + b"\0wait\0%d" % n), "value": b64(place)})
         leases: list[str] = []
 
         def grant(_: int) -> None:
-            leases.append(store.post("/v3/lease/grant", {"TTL": "60"})["ID"])
+            leases.append(post("/v3/lease/grant", {"TTL": "60"})["ID"])
 
         def watch(_: int) -> None:
             watcher = skf._EtcdStore(address)
@@ -74,32 +194,40 @@ def main() -> int:
         whole = {"key": b64(key), "range_end": b64(key + b"\1")}
         put = {"request_put": {"key": b64(b"other"), "value": b64(b"v")}}
         kinds: list[tuple[str, Callable[[int], Any]]] = [
-            ("range: the record", lambda _: store.post("/v3/kv/range", {"key": b64(key)})),
-            (f"range: and {options.line} places", lambda _: store.post("/v3/kv/range", whole)),
-            ("txn: one put", lambda _: store.post("/v3/kv/txn", {"success": [put]})),
+            ("range: the record", lambda _: post("/v3/kv/range", {"key": b64(key)})),
+            (f"range: and {options.line} places", lambda _: post("/v3/kv/range", whole)),
+            ("txn: one put", lambda _: post("/v3/kv/txn", {"success": [put]})),
             ("lease grant", grant),
-            ("lease keepalive", lambda n: store.post("/v3/lease/keepalive", {"ID": leases[n]})),
-            ("lease revoke", lambda n: store.post("/v3/lease/revoke", {"ID": leases[n]})),
+            ("lease keepalive", lambda n: post("/v3/lease/keepalive", {"ID": leases[n]})),
+            ("lease revoke", lambda n: post("/v3/lease/revoke", {"ID": leases[n]})),
             ("watch, on a new connection", watch),
         ]
+        sends: list[Callable[[int], Any] | None] = [None] * len(kinds)
+        channel = None
+        if options.grpc:
+            grpc_sends, channel = grpc_kinds(etcd.client, key, options.rounds)
+            sends = list(grpc_sends)
         print(f"# etcd through its gateway, {options.rounds} requests of each kind, one at a time")
-        print("| request | etcd CPU | sender CPU | wall |")
-        print("|---|---|---|---|")
-        for name, send in kinds:
-            etcd_before, own_before = cpu_of(etcd.proc.pid), own_cpu()
-            started = time.perf_counter()
-            for n in range(options.rounds):
-                send(n)
-            wall = time.perf_counter() - started
-            etcd_spent = cpu_of(etcd.proc.pid) - etcd_before
-            own_spent = own_cpu() - own_before
-            each = 1000 / options.rounds
+        if channel is None:
+            print("| request | etcd CPU | sender CPU | wall |")
+            print("|---|---|---|---|")
+        else:
+            print("# and by gRPC (grpcio), the same requests to the same etcd")
             print(
-                f"| {name} | {etcd_spent * each:.2f} ms | {own_spent * each:.2f} ms"
-                f" | {wall * each:.2f} ms |",
-                flush=True,
+                "| request | etcd CPU: gateway | etcd CPU: gRPC | sender CPU: gateway"
+                " | sender CPU: gRPC | wall: gateway | wall: gRPC |"
             )
-        store.close()
+            print("|---|---|---|---|---|---|---|")
+        for (name, send), by_grpc in zip(kinds, sends, strict=True):
+            spent = [cost(etcd.proc.pid, send, options.rounds)]
+            if by_grpc is not None:
+                spent.append(cost(etcd.proc.pid, by_grpc, options.rounds))
+            # Each figure by gateway, then by gRPC beside it: etcd's CPU, the sender's, wall.
+            cells = [f"{by[figure]:.2f} ms" for figure in range(3) for by in spent]
+            print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
+        if channel is not None:
+            channel.close()
+        gateway.close()
     finally:
         etcd.stop()
     return 0

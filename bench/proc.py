@@ -21,6 +21,12 @@ def load_script(name: str = "skf_run_lock_bench", path: Path = SCRIPT) -> Any:
     return skf
 
 
+def own_cpu() -> float:
+    """CPU seconds (user and system) this process has spent, all its threads."""
+    times = os.times()
+    return times.user + times.system
+
+
 def cpu_of(pid: int) -> float:
     """CPU seconds (user and system) the process ``pid`` has spent (Linux: /proc)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
