@@ -12,7 +12,11 @@ per store, side by side in one run:
   server CPU/s CPU seconds the store's server (etcd, Redis) spent per second of the
                run's measured 20 s or so (a file lock has no server: "-")
   CPU/s        CPU seconds the processes spent per second of the run (holding aside,
-               it is what waiting costs)
+               it is what waiting costs), their start-up included
+
+Under each row, the CPU a take cost in the measured seconds alone (start-up left
+out): the processes' and the server's, per take. The cores a machine has, divided
+by these, bound the takes a second it can serve.
 
 With ``--count``, each process also counts what it asks of its store (reads, looks,
 changes and those that lost their race, joins, beats, waits), printed per take
@@ -63,6 +67,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import types
 from pathlib import Path
@@ -71,7 +76,7 @@ from typing import Any, TypedDict
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from proc import cpu_of, load_script  # noqa: E402  (bench/proc.py, beside this file)
+from proc import cpu_of, load_script, own_cpu  # noqa: E402  (bench/proc.py, beside this file)
 
 
 class Run(TypedDict):
@@ -94,15 +99,26 @@ class Run(TypedDict):
     counts: dict[str, int]
     samples: collections.Counter[str]
     taken: int
+    window_cpu: float
 
 
 def worker(args: list[str]) -> int:
-    """One process of a run: ``LOCK OWNER SLOTS UNTIL HOLD WORK BUDGET OUT``."""
-    lock, owner, slots, until, hold, work, budget, out = args
+    """One process of a run: ``LOCK OWNER SLOTS BEGIN UNTIL HOLD WORK BUDGET OUT``
+    (BEGIN, UNTIL: the measured seconds)."""
+    lock, owner, slots, begin, until, hold, work, budget, out = args
     samples: collections.Counter[str] = collections.Counter()
     if os.environ.get("SKF_BENCH_SAMPLE"):
         sample_cpu(samples)
     skf = load_script()
+    # The process's CPU at the start and the end of the measured seconds, taken by
+    # timers: its loop may be waiting in a call at either moment.
+    window: list[float] = []
+    timers = [
+        threading.Timer(max(0.0, float(moment) - time.time()), lambda: window.append(own_cpu()))
+        for moment in (begin, until)
+    ]
+    for timer in timers:
+        timer.start()
     counts: dict[str, int] = {}
     if os.environ.get("SKF_BENCH_COUNT"):
         count_store_calls(skf, counts)
@@ -126,7 +142,10 @@ def worker(args: list[str]) -> int:
         lines.append(f"took {asked:.4f} {start:.4f} {end:.4f}")
         low = float(work_low) / 1000
         time.sleep(random.uniform(low, float(work_high or work_low) / 1000))
+    for timer in timers:
+        timer.join()
     Path(out).write_text("\n".join(lines) + "\n")
+    Path(out + ".cpu").write_text(f"{window[1] - window[0]:.6f}")
     if counts:
         Path(out + ".counts").write_text(json.dumps(counts))
     if samples:
@@ -299,7 +318,8 @@ def one_run(
     running = []
     for n in range(procs):
         out = folder / f"out{n}"
-        argv = [lock, f"bench:p{n}", str(slots), str(until), hold, work, str(budget), str(out)]
+        argv = [lock, f"bench:p{n}", str(slots), str(start), str(until), hold, work]
+        argv += [str(budget), str(out)]
         mode = "--profiled" if n == 0 and os.environ.get("SKF_BENCH_PROFILE") else "--worker"
         command = [sys.executable, __file__, mode, *argv]
         env = dict(os.environ)
@@ -330,7 +350,9 @@ def one_run(
     per_process = []
     counts: dict[str, int] = {}
     samples: collections.Counter[str] = collections.Counter()
+    window_cpu = 0.0
     for _, out in running:
+        window_cpu += float(Path(f"{out}.cpu").read_text())
         sampled = Path(f"{out}.samples")
         if sampled.exists():
             samples.update(json.loads(sampled.read_text()))
@@ -371,6 +393,7 @@ def one_run(
         "counts": counts,
         "samples": samples,
         "taken": total,
+        "window_cpu": window_cpu,
     }
 
 
@@ -409,6 +432,14 @@ def print_details(store: str, run: Run) -> None:
     """Under a run's row: what ``--count`` and ``--sample`` found."""
     counts = run["counts"]
     taken = run["taken"]
+    measured = len(run["takes"])
+    if measured:
+        seconds = run["until"] - run["start"]
+        server = run["server_cpu_per_s"]
+        spent = f"the processes {run['window_cpu'] / measured * 1000:.1f} ms"
+        if server is not None:
+            spent += f", the server {server * seconds / measured * 1000:.1f} ms"
+        print(f"|  | CPU per take, measured seconds only: {spent} ||||||||||", flush=True)
     if counts and taken:
         per_take = ", ".join(f"{name} {counts.get(name, 0) / taken:.1f}" for name in COUNTED)
         lost = counts.get("lost", 0) / taken
