@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "skf-run-lock.py"
+# The build under measure: the built file, or another build that
+# SKF_RUN_LOCK_UNDER_TEST names (as for the tests), which every process of a bench
+# run loads, since they inherit the environment.
+SCRIPT = Path(os.environ.get("SKF_RUN_LOCK_UNDER_TEST") or ROOT / "skf-run-lock.py").resolve()
 
 
 def load_script(name: str = "skf_run_lock_bench", path: Path = SCRIPT) -> Any:

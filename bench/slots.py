@@ -45,6 +45,7 @@ Usage::
     uv run --group bench python bench/slots.py --procs 64 --count
     uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores file --sample
     uv run --group bench python bench/slots.py --procs 64 --stores file,file:/dev/shm --count
+    SKF_RUN_LOCK_UNDER_TEST=OLD.py uv run --group bench python bench/slots.py  # another build
 
 The store ``file:DIR`` puts the file lock in a folder made in DIR (and removed after):
 the same lock on another filesystem, side by side with ``file`` (the system's temp
