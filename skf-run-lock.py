@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.5.6. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.5.7. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -114,7 +114,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.5.6"
+__version__ = "1.5.7"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -1227,6 +1227,12 @@ if TYPE_CHECKING:
             a slot frees or its server ends it. ``away``: how many places must leave the
             line before it is among the first N (N slots), which take the slots that free."""
 
+        def vouches(self, look: _Look) -> bool:
+            """Whether a wait that just ended unwoken saw every change since ``look`` to
+            what it waits on (a watch that streams all of them): then the waiter needs
+            no new look to go on waiting. False where a wait can miss one (a place
+            ahead that lapsed, shown only by a look)."""
+
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""
 
@@ -1921,6 +1927,10 @@ class _FileStore:
                 return True
         return False
 
+    def vouches(self, look: _Look) -> bool:
+        """Never: a place ahead that lapsed changes no file a wait polls."""
+        return False
+
     def by_hand(self) -> str:
         return f"delete the file {_quoted(self.lock)}"
 
@@ -2081,7 +2091,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2084, (), r'''
+_CARRIED['reports'] = (2094, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2186,7 +2196,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2189, (), r'''
+_CARRIED['usage'] = (2199, (), r'''
 import os
 import sys
 
@@ -2272,7 +2282,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2275, (), r'''
+_CARRIED['server_store'] = (2285, (), r'''
 import errno
 import json
 import os
@@ -2504,7 +2514,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2507, ('server_store',), r'''
+_CARRIED['http1'] = (2517, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2631,7 +2641,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2634, ('server_store',), r'''
+_CARRIED['resp'] = (2644, ('server_store',), r'''
 import re
 
 
@@ -2747,7 +2757,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2750, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2760, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -2927,7 +2937,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2930, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2940, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -2983,6 +2993,7 @@ class _EtcdStore(_EtcdGateway):
         # The keys it watches: from a key to a range's end (None: that key alone).
         self.watching: tuple[bytes, bytes | None] | None = None
         self.watched = 0  # the revision after which the open watch streams changes
+        self.streamed = 0  # the revision of the latest change a watch streamed
         self.pause = _Pause()
         # Leases granted and not yet used: of tries that lost their race, and the one
         # granted ahead for a take to come (see _grant_ahead).
@@ -3154,6 +3165,15 @@ class _EtcdStore(_EtcdGateway):
         finally:
             self.next_step()
 
+    def vouches(self, look: _Look) -> bool:
+        """While the watch is open, streams every change after ``look`` and has
+        streamed none yet: a place ahead that ends, by its leaving or its lease, and
+        (its turn) a slot that frees each delete a key it watches, and so wake the
+        wait. (A change it streamed that woke nothing, such as a renewal at its turn,
+        is in no look yet, so the next wait needs a new one.)"""
+        seen = int(look.seen) if look.seen.isdigit() else 0
+        return self.watcher is not None and 0 < self.watched <= seen and self.streamed <= seen
+
     def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:
         """What a waiter ``away`` from its turn watches: at its turn, the record and
         the slots' keys; else the place just ahead of it."""
@@ -3256,8 +3276,10 @@ class _EtcdStore(_EtcdGateway):
             # A PUT, the default, has no type in etcd's JSON.
             for event in result.get("events") or []:
                 kv = event["kv"]
-                if int(kv["mod_revision"]) <= seen:
+                revision = int(kv["mod_revision"])
+                if revision <= seen:
                     continue
+                self.streamed = max(self.streamed, revision)
                 key = base64.b64decode(kv["key"])
                 if event.get("type") == "DELETE":
                     deleted.add(key)
@@ -3478,7 +3500,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3481, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3503, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3542,7 +3564,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3545, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3567, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4025,6 +4047,10 @@ class _RedisStore(_ServerStore):
         finally:
             self.next_step()
 
+    def vouches(self, look: _Look) -> bool:
+        """Never: a place ahead that expired rings no bell."""
+        return False
+
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
         left = max(0.001, until - time.monotonic())
         asking: list[_Command] = [("ASKING",)] if self.asking else []
@@ -4090,7 +4116,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4093, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4119, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4222,7 +4248,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4225, ('reports',), r'''
+_CARRIED['survey'] = (4251, ('reports',), r'''
 import json
 import os
 import stat
@@ -4952,13 +4978,18 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4955, (), r'''
+_CARRIED['waiting'] = (4981, (), r'''
 import os
 import time
 
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+
+# At most this many waits in a row go on from one look, each ended by a beat (a
+# look at least every _VOUCHED_WAITS + 1 beats).
+_VOUCHED_WAITS = 4
 
 
 def _wait_for(
@@ -5026,18 +5057,29 @@ def _wait_turn(
     among the first N in line (N slots) watches the slots: one that frees may be its."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
+    # What the last look found: the places ahead, how far from a slot, when a slot
+    # goes stale by its time.
+    look = None
+    ahead: list[_Place] = []
+    away = 0
+    stale_at = 0.0
+    vouched = 0  # waits in a row that went on from one look
     while (left := deadline - time.monotonic()) > 0:
-        look = store.look(upto=place.ticket)  # only the places ahead of it matter
-        now = time.time()
-        ahead = _ahead_of(_live(look.line, now), place.ticket)
-        if ahead is None:
-            return
-        free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
-        if len(ahead) < free:
-            return
-        # Among the first N in line, a slot that frees may be its own: it watches them.
-        away = max(0, len(ahead) - slots + 1)
-        turn = away == 0
+        if look is None:
+            look = store.look(upto=place.ticket)  # only the places ahead of it matter
+            now = time.time()
+            found = _ahead_of(_live(look.line, now), place.ticket)
+            if found is None:
+                return
+            ahead = found
+            free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
+            if len(ahead) < free:
+                return
+            # Among the first N in line, a slot that frees may be its own: it watches them.
+            away = max(0, len(ahead) - slots + 1)
+            # The next to take a slot also wakes when one goes stale.
+            until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
+            stale_at = time.monotonic() + until_stale
         if time.monotonic() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
@@ -5047,12 +5089,19 @@ def _wait_turn(
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
-        # The next to take a slot also wakes when one goes stale.
-        until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
-        pause = min(left, beat_at - time.monotonic(), until_stale)
+        pause = min(left, beat_at - time.monotonic(), stale_at - time.monotonic())
         woken = store.wait(pause, look, ahead, place, away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
+        # A wait that ended unwoken, for its beat, goes on from the same look where the
+        # store vouches that nothing it waits on changed since. A look every few beats
+        # all the same catches a watch whose connection died unseen.
+        trusted = not woken and vouched < _VOUCHED_WAITS and time.monotonic() < stale_at
+        if trusted and store.vouches(look):
+            vouched += 1
+        else:
+            look = None
+            vouched = 0
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
@@ -5076,7 +5125,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5079, (), r'''
+_CARRIED['renewing'] = (5128, (), r'''
 import os
 import time
 

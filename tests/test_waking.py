@@ -136,3 +136,85 @@ def test_two_slots_freed_in_a_row_wake_two_waiters(
     holders = [holder["owner"] for holder in skf.status(server_lock, 60.0)["holders"]]
     assert sorted(holders) == ["wf:waiter:1", "wf:waiter:2"]
     assert served == ["wf:waiter:2", "wf:waiter:1"]
+
+
+# --- Waiting on from one look: etcd's watch vouches that nothing changed -------------
+
+
+@pytest.fixture
+def quick_beats(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Beats every 0.2 s (five a second), each beat recorded as it is sent."""
+    monkeypatch.setattr(skf, "_BEAT_SEC", 0.2)
+    beats: list[float] = []
+    real = skf._EtcdStore.beat
+
+    def beating(self: object, place: object) -> bool:
+        beats.append(time.monotonic())
+        return bool(real(self, place))
+
+    monkeypatch.setattr(skf._EtcdStore, "beat", beating)
+    return beats
+
+
+@pytest.fixture
+def looks(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Each look a waiter takes at an etcd lock, recorded."""
+    seen: list[float] = []
+    real = skf._EtcdStore.look
+
+    def looking(self: object, upto: str | None = None) -> object:
+        seen.append(time.monotonic())
+        return real(self, upto)
+
+    monkeypatch.setattr(skf._EtcdStore, "look", looking)
+    return seen
+
+
+def test_an_etcd_waiter_goes_on_from_one_look_while_its_watch_saw_nothing(
+    skf: ModuleType, etcd_lock: str, quick_beats: list[float], looks: list[float]
+) -> None:
+    """A wait that ended only for its beat goes on from the look before it, as the watch
+    would have woken it for any change it waits on: one look every fifth beat, not one
+    a beat (with 64 waiting, a look of the whole lock each second cost etcd about a
+    tenth of a core). The release still wakes it at once."""
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    time.sleep(2.5)
+    beats, taken = len(quick_beats), len(looks)
+    assert beats >= 8
+    assert taken <= 2 + beats // (skf._VOUCHED_WAITS + 1), (beats, taken)
+    released = time.monotonic()
+    assert skf.release(etcd_lock, "wf:holder:1")["released"]
+    result = joined(thread, outcome)
+    assert result["acquired"] and result["owner"] == "wf:waiter:1"
+    # Woken by the release, not by the look it would take after its next beats.
+    assert len([at for at in looks if at >= released]) <= 1
+
+
+def test_an_etcd_waiter_whose_watch_went_silent_still_looks_every_few_beats(
+    skf: ModuleType,
+    etcd_lock: str,
+    quick_beats: list[float],
+    looks: list[float],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A watch whose connection died unseen streams nothing, and the waiter cannot tell
+    it from a quiet one: the look it takes every fifth beat all the same finds the lock
+    released, about a second later here (five beats of 0.2 s), not when its budget ends."""
+
+    def silent(self: object, until: float, *args: object) -> set[bytes]:
+        time.sleep(max(0.0, until - time.monotonic()))
+        raise TimeoutError
+
+    monkeypatch.setattr(skf._EtcdStore, "_deleted", silent)
+    skf.acquire(etcd_lock, "wf:holder:1", 600.0)
+    thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
+    deadline = time.monotonic() + 30
+    while len(quick_beats) < 2:
+        assert time.monotonic() < deadline, "the waiter never beat"
+        time.sleep(0.05)
+    assert skf.release(etcd_lock, "wf:holder:1")["released"]
+    thread.join(timeout=5)
+    assert not thread.is_alive(), "the waiter trusted a silent watch: it never looked again"
+    (result,) = outcome
+    assert result["acquired"] and result["owner"] == "wf:waiter:1"

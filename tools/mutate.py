@@ -317,8 +317,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-seen-delete-wakes": (
         "a watch kept from an earlier wait passes over what the look already saw",
-        '                if int(kv["mod_revision"]) <= seen:\n                    continue\n',
+        "                if revision <= seen:\n                    continue\n",
         "",
+    ),
+    "etcd-never-vouches": (
+        "a wait that ended for its beat goes on from the look its watch vouches for",
+        "self.watched <= seen and self.streamed <= seen",
+        "False and self.streamed <= seen",
+    ),
+    "vouched-without-end": (
+        "a waiter looks every fifth beat, even while its store vouches for the look",
+        "        trusted = not woken and vouched < _VOUCHED_WAITS and time.monotonic() < stale_at",
+        "        trusted = not woken and time.monotonic() < stale_at",
     ),
     "etcd-join-reads-nothing": (
         "a waiter's first look in line is what its join's transaction read",

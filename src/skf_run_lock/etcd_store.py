@@ -70,6 +70,7 @@ class _EtcdStore(_EtcdGateway):
         # The keys it watches: from a key to a range's end (None: that key alone).
         self.watching: tuple[bytes, bytes | None] | None = None
         self.watched = 0  # the revision after which the open watch streams changes
+        self.streamed = 0  # the revision of the latest change a watch streamed
         self.pause = _Pause()
         # Leases granted and not yet used: of tries that lost their race, and the one
         # granted ahead for a take to come (see _grant_ahead).
@@ -241,6 +242,15 @@ class _EtcdStore(_EtcdGateway):
         finally:
             self.next_step()
 
+    def vouches(self, look: _Look) -> bool:
+        """While the watch is open, streams every change after ``look`` and has
+        streamed none yet: a place ahead that ends, by its leaving or its lease, and
+        (its turn) a slot that frees each delete a key it watches, and so wake the
+        wait. (A change it streamed that woke nothing, such as a renewal at its turn,
+        is in no look yet, so the next wait needs a new one.)"""
+        seen = int(look.seen) if look.seen.isdigit() else 0
+        return self.watcher is not None and 0 < self.watched <= seen and self.streamed <= seen
+
     def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:
         """What a waiter ``away`` from its turn watches: at its turn, the record and
         the slots' keys; else the place just ahead of it."""
@@ -343,8 +353,10 @@ class _EtcdStore(_EtcdGateway):
             # A PUT, the default, has no type in etcd's JSON.
             for event in result.get("events") or []:
                 kv = event["kv"]
-                if int(kv["mod_revision"]) <= seen:
+                revision = int(kv["mod_revision"])
+                if revision <= seen:
                     continue
+                self.streamed = max(self.streamed, revision)
                 key = base64.b64decode(kv["key"])
                 if event.get("type") == "DELETE":
                     deleted.add(key)

@@ -71,6 +71,12 @@ if TYPE_CHECKING:
             a slot frees or its server ends it. ``away``: how many places must leave the
             line before it is among the first N (N slots), which take the slots that free."""
 
+        def vouches(self, look: _Look) -> bool:
+            """Whether a wait that just ended unwoken saw every change since ``look`` to
+            what it waits on (a watch that streams all of them): then the waiter needs
+            no new look to go on waiting. False where a wait can miss one (a place
+            ahead that lapsed, shown only by a look)."""
+
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""
 

@@ -504,6 +504,10 @@ class _RedisStore(_ServerStore):
         finally:
             self.next_step()
 
+    def vouches(self, look: _Look) -> bool:
+        """Never: a place ahead that expired rings no bell."""
+        return False
+
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
         left = max(0.001, until - time.monotonic())
         asking: list[_Command] = [("ASKING",)] if self.asking else []

@@ -24,6 +24,11 @@ if TYPE_CHECKING:
     from .interface import _Store
 
 
+# At most this many waits in a row go on from one look, each ended by a beat (a
+# look at least every _VOUCHED_WAITS + 1 beats).
+_VOUCHED_WAITS = 4
+
+
 def _wait_for(
     lock: str | os.PathLike[str],
     owner: str,
@@ -89,18 +94,29 @@ def _wait_turn(
     among the first N in line (N slots) watches the slots: one that frees may be its."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
+    # What the last look found: the places ahead, how far from a slot, when a slot
+    # goes stale by its time.
+    look = None
+    ahead: list[_Place] = []
+    away = 0
+    stale_at = 0.0
+    vouched = 0  # waits in a row that went on from one look
     while (left := deadline - time.monotonic()) > 0:
-        look = store.look(upto=place.ticket)  # only the places ahead of it matter
-        now = time.time()
-        ahead = _ahead_of(_live(look.line, now), place.ticket)
-        if ahead is None:
-            return
-        free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
-        if len(ahead) < free:
-            return
-        # Among the first N in line, a slot that frees may be its own: it watches them.
-        away = max(0, len(ahead) - slots + 1)
-        turn = away == 0
+        if look is None:
+            look = store.look(upto=place.ticket)  # only the places ahead of it matter
+            now = time.time()
+            found = _ahead_of(_live(look.line, now), place.ticket)
+            if found is None:
+                return
+            ahead = found
+            free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
+            if len(ahead) < free:
+                return
+            # Among the first N in line, a slot that frees may be its own: it watches them.
+            away = max(0, len(ahead) - slots + 1)
+            # The next to take a slot also wakes when one goes stale.
+            until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
+            stale_at = time.monotonic() + until_stale
         if time.monotonic() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
@@ -110,12 +126,19 @@ def _wait_turn(
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
-        # The next to take a slot also wakes when one goes stale.
-        until_stale = _stale_in(look.record, caller_timeout, now) if turn else left
-        pause = min(left, beat_at - time.monotonic(), until_stale)
+        pause = min(left, beat_at - time.monotonic(), stale_at - time.monotonic())
         woken = store.wait(pause, look, ahead, place, away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
+        # A wait that ended unwoken, for its beat, goes on from the same look where the
+        # store vouches that nothing it waits on changed since. A look every few beats
+        # all the same catches a watch whose connection died unseen.
+        trusted = not woken and vouched < _VOUCHED_WAITS and time.monotonic() < stale_at
+        if trusted and store.vouches(look):
+            vouched += 1
+        else:
+            look = None
+            vouched = 0
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
