@@ -91,7 +91,7 @@ def read_varint(data: bytes, at: int) -> tuple[int, int]:
             return value, at
 
 
-def grpc_kinds(target: str, key: bytes, rounds: int) -> tuple[list[Callable[[int], Any]], Any]:
+def grpc_kinds(target: str, key: bytes) -> tuple[list[Callable[[int], Any]], Any]:
     """The same kinds of request as the gateway's, sent by gRPC to ``target``
     (HOST:PORT) in the same order; and the channel, to close. Messages of etcd's
     rpc.proto: RangeRequest (key 1, range_end 2), TxnRequest (success 2: RequestOp,
@@ -205,7 +205,7 @@ def main() -> int:
         sends: list[Callable[[int], Any] | None] = [None] * len(kinds)
         channel = None
         if options.grpc:
-            grpc_sends, channel = grpc_kinds(etcd.client, key, options.rounds)
+            grpc_sends, channel = grpc_kinds(etcd.client, key)
             sends = list(grpc_sends)
         print(f"# etcd through its gateway, {options.rounds} requests of each kind, one at a time")
         if channel is None:

@@ -33,17 +33,16 @@ sys.path.insert(0, str(ROOT / "tests"))
 from proc import SCRIPT, cpu_of, load_script  # noqa: E402  (bench/proc.py, beside this file)
 from slots import lock_on  # noqa: E402
 
-# A waiter: the build named by SKF_RUN_LOCK_UNDER_TEST, waiting far longer than a run.
-WAITER = """
-import sys
-sys.path.insert(0, sys.argv[1])
-from proc import load_script
-skf = load_script()
-try:
-    skf.acquire_within(sys.argv[2], sys.argv[3], 60.0, 3600.0)
-except Exception:
-    pass
-"""
+
+def waiter(lock: str, owner: str) -> int:
+    """One waiter (``--waiter LOCK OWNER``): the build SKF_RUN_LOCK_UNDER_TEST names
+    (bench/proc.py), waiting far longer than a run, until it is killed."""
+    skf = load_script()
+    try:
+        skf.acquire_within(lock, owner, 60.0, 3600.0)
+    except (skf.LockBusy, OSError):
+        pass
+    return 0
 
 
 def parked(script: Path, lock: str, server: int | None, waiters: int, seconds: float) -> Any:
@@ -52,7 +51,7 @@ def parked(script: Path, lock: str, server: int | None, waiters: int, seconds: f
     skf = load_script("skf_run_lock_parked", script)
     skf.acquire(lock, "bench:holder:1", 600.0)
     env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(script)}
-    argv = [sys.executable, "-c", WAITER, str(ROOT / "bench"), lock]
+    argv = [sys.executable, __file__, "--waiter", lock]
     procs = [subprocess.Popen([*argv, f"bench:w{n}:1"], env=env) for n in range(waiters)]
     try:
         deadline = time.monotonic() + 60
@@ -118,4 +117,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--waiter"]:
+        sys.exit(waiter(*sys.argv[2:4]))
     sys.exit(main())
