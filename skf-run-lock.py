@@ -2957,6 +2957,11 @@ def _whole_seconds(seconds: float) -> int:
     return int(max(1, -(-seconds // 1)))
 
 
+def _revision_seen(look: _Look) -> int:
+    """The revision at which ``look`` was read (0 if it gives none)."""
+    return int(look.seen) if look.seen.isdigit() else 0
+
+
 def _wait_place(value: bytes, lease: object) -> _Place | None:
     """The place a line key gives; None if not one (or leaseless: it could never end)."""
     if not (isinstance(lease, str) and lease.isdigit()):
@@ -3134,7 +3139,7 @@ class _EtcdStore(_EtcdGateway):
         turn = away == 0
         self.told = None
         watching = self._target(ahead, away)
-        seen = int(look.seen) if look.seen.isdigit() else 0
+        seen = _revision_seen(look)
         if self.watcher is not None and (self.watching != watching or self.watched > seen):
             self._stop_watch()  # another key, or it cannot vouch for what came after look
         until = time.monotonic() + left
@@ -3171,7 +3176,7 @@ class _EtcdStore(_EtcdGateway):
         (its turn) a slot that frees each delete a key it watches, and so wake the
         wait. (A change it streamed that woke nothing, such as a renewal at its turn,
         is in no look yet, so the next wait needs a new one.)"""
-        seen = int(look.seen) if look.seen.isdigit() else 0
+        seen = _revision_seen(look)
         return self.watcher is not None and 0 < self.watched <= seen and self.streamed <= seen
 
     def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:
@@ -3500,7 +3505,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3503, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3508, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3564,7 +3569,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3567, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3572, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4116,7 +4121,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4119, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4124, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4248,7 +4253,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4251, ('reports',), r'''
+_CARRIED['survey'] = (4256, ('reports',), r'''
 import json
 import os
 import stat
@@ -4978,7 +4983,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4981, (), r'''
+_CARRIED['waiting'] = (4986, (), r'''
 import os
 import time
 
@@ -5057,29 +5062,16 @@ def _wait_turn(
     among the first N in line (N slots) watches the slots: one that frees may be its."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
-    # What the last look found: the places ahead, how far from a slot, when a slot
-    # goes stale by its time.
-    look = None
-    ahead: list[_Place] = []
-    away = 0
-    stale_at = 0.0
+    found = None  # what the last look found, while the wait goes on from it
     vouched = 0  # waits in a row that went on from one look
     while (left := deadline - time.monotonic()) > 0:
-        if look is None:
-            look = store.look(upto=place.ticket)  # only the places ahead of it matter
-            now = time.time()
-            found = _ahead_of(_live(look.line, now), place.ticket)
+        if found is None:
+            found = _found_in_line(
+                store, place, caller_timeout, empty_is_stale, slots=slots, left=left
+            )
             if found is None:
                 return
-            ahead = found
-            free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
-            if len(ahead) < free:
-                return
-            # Among the first N in line, a slot that frees may be its own: it watches them.
-            away = max(0, len(ahead) - slots + 1)
-            # The next to take a slot also wakes when one goes stale.
-            until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
-            stale_at = time.monotonic() + until_stale
+        look, ahead, away, stale_at = found
         if time.monotonic() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
@@ -5100,8 +5092,35 @@ def _wait_turn(
         if trusted and store.vouches(look):
             vouched += 1
         else:
-            look = None
+            found = None
             vouched = 0
+
+
+def _found_in_line(
+    store: _Store,
+    place: _Place,
+    caller_timeout: float,
+    empty_is_stale: bool,
+    *,
+    slots: int,
+    left: float,
+) -> tuple[_Look, list[_Place], int, float] | None:
+    """A look for a waiter: the look, the places ahead of ``place``, how many must
+    leave before it is among the first N (N ``slots``), and when (by the monotonic
+    clock) to wake for a slot going stale by its time. None: its turn may have come,
+    or its place lapsed, and it tries again."""
+    look = store.look(upto=place.ticket)  # only the places ahead of it matter
+    now = time.time()
+    ahead = _ahead_of(_live(look.line, now), place.ticket)
+    if ahead is None:
+        return None
+    if len(ahead) < _free_slots(look.record, slots, caller_timeout, now, empty_is_stale):
+        return None
+    # Among the first N in line, a slot that frees may be its own: it watches them.
+    away = max(0, len(ahead) - slots + 1)
+    # The next to take a slot also wakes when one goes stale.
+    until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
+    return look, ahead, away, time.monotonic() + until_stale
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
@@ -5125,7 +5144,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5128, (), r'''
+_CARRIED['renewing'] = (5147, (), r'''
 import os
 import time
 

@@ -34,6 +34,11 @@ def _whole_seconds(seconds: float) -> int:
     return int(max(1, -(-seconds // 1)))
 
 
+def _revision_seen(look: _Look) -> int:
+    """The revision at which ``look`` was read (0 if it gives none)."""
+    return int(look.seen) if look.seen.isdigit() else 0
+
+
 def _wait_place(value: bytes, lease: object) -> _Place | None:
     """The place a line key gives; None if not one (or leaseless: it could never end)."""
     if not (isinstance(lease, str) and lease.isdigit()):
@@ -211,7 +216,7 @@ class _EtcdStore(_EtcdGateway):
         turn = away == 0
         self.told = None
         watching = self._target(ahead, away)
-        seen = int(look.seen) if look.seen.isdigit() else 0
+        seen = _revision_seen(look)
         if self.watcher is not None and (self.watching != watching or self.watched > seen):
             self._stop_watch()  # another key, or it cannot vouch for what came after look
         until = time.monotonic() + left
@@ -248,7 +253,7 @@ class _EtcdStore(_EtcdGateway):
         (its turn) a slot that frees each delete a key it watches, and so wake the
         wait. (A change it streamed that woke nothing, such as a renewal at its turn,
         is in no look yet, so the next wait needs a new one.)"""
-        seen = int(look.seen) if look.seen.isdigit() else 0
+        seen = _revision_seen(look)
         return self.watcher is not None and 0 < self.watched <= seen and self.streamed <= seen
 
     def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:

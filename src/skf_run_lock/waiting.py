@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from .contract import AcquireResult
     from .interface import _Store
+    from .records import _Look
 
 
 # At most this many waits in a row go on from one look, each ended by a beat (a
@@ -94,29 +95,16 @@ def _wait_turn(
     among the first N in line (N slots) watches the slots: one that frees may be its."""
     beat_at = time.monotonic() + _BEAT_SEC
     last_shown = 0
-    # What the last look found: the places ahead, how far from a slot, when a slot
-    # goes stale by its time.
-    look = None
-    ahead: list[_Place] = []
-    away = 0
-    stale_at = 0.0
+    found = None  # what the last look found, while the wait goes on from it
     vouched = 0  # waits in a row that went on from one look
     while (left := deadline - time.monotonic()) > 0:
-        if look is None:
-            look = store.look(upto=place.ticket)  # only the places ahead of it matter
-            now = time.time()
-            found = _ahead_of(_live(look.line, now), place.ticket)
+        if found is None:
+            found = _found_in_line(
+                store, place, caller_timeout, empty_is_stale, slots=slots, left=left
+            )
             if found is None:
                 return
-            ahead = found
-            free = _free_slots(look.record, slots, caller_timeout, now, empty_is_stale)
-            if len(ahead) < free:
-                return
-            # Among the first N in line, a slot that frees may be its own: it watches them.
-            away = max(0, len(ahead) - slots + 1)
-            # The next to take a slot also wakes when one goes stale.
-            until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
-            stale_at = time.monotonic() + until_stale
+        look, ahead, away, stale_at = found
         if time.monotonic() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
@@ -137,8 +125,35 @@ def _wait_turn(
         if trusted and store.vouches(look):
             vouched += 1
         else:
-            look = None
+            found = None
             vouched = 0
+
+
+def _found_in_line(
+    store: _Store,
+    place: _Place,
+    caller_timeout: float,
+    empty_is_stale: bool,
+    *,
+    slots: int,
+    left: float,
+) -> tuple[_Look, list[_Place], int, float] | None:
+    """A look for a waiter: the look, the places ahead of ``place``, how many must
+    leave before it is among the first N (N ``slots``), and when (by the monotonic
+    clock) to wake for a slot going stale by its time. None: its turn may have come,
+    or its place lapsed, and it tries again."""
+    look = store.look(upto=place.ticket)  # only the places ahead of it matter
+    now = time.time()
+    ahead = _ahead_of(_live(look.line, now), place.ticket)
+    if ahead is None:
+        return None
+    if len(ahead) < _free_slots(look.record, slots, caller_timeout, now, empty_is_stale):
+        return None
+    # Among the first N in line, a slot that frees may be its own: it watches them.
+    away = max(0, len(ahead) - slots + 1)
+    # The next to take a slot also wakes when one goes stale.
+    until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
+    return look, ahead, away, time.monotonic() + until_stale
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
