@@ -20,10 +20,22 @@ from typing import Any
 import pytest
 
 
+def free_ports(count: int) -> list[int]:
+    """``count`` different loopback ports free now. They are bound all at once, so the
+    system cannot hand out one twice (two calls in a row may get the same port back,
+    as a cluster node and its bus once did)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1)[0]
 
 
 def etcd_binary() -> str:
@@ -78,7 +90,7 @@ def start_etcd(
     """Start etcd on free loopback ports and wait for /health; ``tls`` are etcd's TLS
     flags (then it serves https, checked with ``context``), ``flags`` any others."""
     scheme = "https" if tls else "http"
-    client, peer = f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"
+    client, peer = (f"127.0.0.1:{port}" for port in free_ports(2))
     proc = subprocess.Popen(
         [
             etcd_binary(),
@@ -119,8 +131,8 @@ def start_etcd(
 
 def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
     """A cluster of ``members`` etcds on loopback; each is stopped by its process id."""
-    clients = [f"127.0.0.1:{free_port()}" for _ in range(members)]
-    peers = [f"127.0.0.1:{free_port()}" for _ in range(members)]
+    ports = [f"127.0.0.1:{port}" for port in free_ports(2 * members)]
+    clients, peers = ports[:members], ports[members:]
     cluster = ",".join(f"m{i}=http://{peer}" for i, peer in enumerate(peers))
     servers = []
     for i, (client, peer) in enumerate(zip(clients, peers, strict=True)):
@@ -200,8 +212,20 @@ class Redis:
 def start_redis(folder: Path, *flags: str, port: int | None = None, tls: bool = False) -> Redis:
     """Start redis-server on a free loopback port (``port``: that one) with ``flags``,
     keeping nothing on disk, and wait until it answers (``tls``: the port is its TLS
-    one, and the flags make the client side able to talk to it)."""
-    port = port or free_port()
+    one, and the flags make the client side able to talk to it). A port of its own
+    choosing that another process took first (the suites of several Pythons run side
+    by side in CI) is given up for another, three times at most."""
+    for _ in range(3):
+        server = _try_redis(folder, flags, port or free_port(), tls)
+        if server is not None or port is not None:
+            break
+    if server is None:
+        raise RuntimeError("redis-server exited at once: no port it was given was free")
+    return server
+
+
+def _try_redis(folder: Path, flags: tuple[str, ...], port: int, tls: bool) -> Redis | None:
+    """A redis-server on ``port`` once it answers; None when it exited before that."""
     listen = ["--port", "0", "--tls-port", str(port)] if tls else ["--port", str(port)]
     proc = subprocess.Popen(
         [
@@ -232,9 +256,12 @@ def start_redis(folder: Path, *flags: str, port: int | None = None, tls: bool = 
                     return server
         except OSError:
             pass
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if proc.poll() is not None:
             server.stop()
-            raise RuntimeError(f"redis-server did not start on port {port}")
+            return None
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"redis-server did not answer on port {port} within 30 s")
         time.sleep(0.05)
 
 
@@ -325,12 +352,13 @@ def start_redis_cluster(folder: Path, primaries: int = 3) -> RedisCluster:
     """Start ``primaries`` redis-servers in cluster mode, give each an even share of
     the slots, join them, and wait until every node says the cluster is ok."""
     nodes: list[Redis] = []
-    buses: list[int] = []  # each node's cluster bus port (PORT + 10000 may not be free)
+    # Each node's cluster bus gets a port of its own (PORT + 10000 may not be free).
+    ports = free_ports(2 * primaries)
+    buses = ports[primaries:]
     try:
         for i in range(primaries):
             data = folder / f"node{i}"
             data.mkdir()
-            buses.append(free_port())
             nodes.append(
                 start_redis(
                     data,
@@ -342,6 +370,7 @@ def start_redis_cluster(folder: Path, primaries: int = 3) -> RedisCluster:
                     str(data / "nodes.conf"),
                     "--cluster-node-timeout",
                     "2000",
+                    port=ports[i],
                 )
             )
         share = 16384 // primaries
