@@ -88,7 +88,25 @@ def start_etcd(
     flags: list[str] | None = None,
 ) -> Etcd:
     """Start etcd on free loopback ports and wait for /health; ``tls`` are etcd's TLS
-    flags (then it serves https, checked with ``context``), ``flags`` any others."""
+    flags (then it serves https, checked with ``context``), ``flags`` any others. Ports
+    that another process took first (the suites of several Pythons run side by side in
+    CI) are given up for others, three times at most, each time in a data folder of
+    its own inside ``data``."""
+    for attempt in range(3):
+        folder = data if attempt == 0 else data / f"again{attempt}"
+        server = _try_etcd(folder, tls, context, flags)
+        if server is not None:
+            return server
+    raise RuntimeError("etcd exited at once three times: no ports it was given were free")
+
+
+def _try_etcd(
+    data: Path,
+    tls: list[str] | None,
+    context: ssl.SSLContext | None,
+    flags: list[str] | None,
+) -> Etcd | None:
+    """A single etcd on two free ports once healthy; None when it exited before that."""
     scheme = "https" if tls else "http"
     client, peer = (f"127.0.0.1:{port}" for port in free_ports(2))
     proc = subprocess.Popen(
@@ -123,9 +141,12 @@ def start_etcd(
     while True:
         if _healthy(f"{scheme}://{client}/health", context):
             return server
-        if proc.poll() is not None or time.monotonic() > deadline:
+        if proc.poll() is not None:
             server.stop()
-            raise RuntimeError(f"etcd did not become healthy on {client}")
+            return None
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"etcd did not become healthy on {client} within 30 s")
         time.sleep(0.05)
 
 
