@@ -24,7 +24,7 @@ from types import ModuleType
 import pytest
 from calls import posix_only
 from contenders import assert_one_winner_of_a_race
-from servers import Etcd, etcd_post, free_port, start_cluster, start_etcd
+from servers import Etcd, etcd_post, free_port, free_ports, start_cluster, start_etcd
 from signals import a_wait_ended_by_sigint
 from waiters import joined, waiter_thread
 
@@ -204,7 +204,7 @@ def test_the_next_endpoint_is_tried_when_one_refuses(skf, etcd: Etcd) -> None:
 
 def test_unreachable_etcd_is_exit_2_naming_every_endpoint(cli, monkeypatch) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")
-    ends = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+    ends = [f"127.0.0.1:{port}" for port in free_ports(2)]
     run = cli("acquire", "--lock", f"etcd://{','.join(ends)}/k", "--owner", "wf:sk:r", timeout=30)
     assert run.code == 2
     assert "etcd could not be reached within 2 s" in run.error
