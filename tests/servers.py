@@ -236,13 +236,12 @@ def start_redis(folder: Path, *flags: str, port: int | None = None, tls: bool = 
     one, and the flags make the client side able to talk to it). A port of its own
     choosing that another process took first (the suites of several Pythons run side
     by side in CI) is given up for another, three times at most."""
-    for _ in range(3):
+    tries = 1 if port is not None else 3
+    for _ in range(tries):
         server = _try_redis(folder, flags, port or free_port(), tls)
-        if server is not None or port is not None:
-            break
-    if server is None:
-        raise RuntimeError("redis-server exited at once: no port it was given was free")
-    return server
+        if server is not None:
+            return server
+    raise RuntimeError(f"redis-server exited at once, {tries} time(s): was its port free?")
 
 
 def _try_redis(folder: Path, flags: tuple[str, ...], port: int, tls: bool) -> Redis | None:
