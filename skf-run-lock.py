@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.5.7. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.5.8. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -114,7 +114,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.5.7"
+__version__ = "1.5.8"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -1564,6 +1564,9 @@ class _Guard:
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
 _TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
+# A line file opened to append a place to: a FIFO put in its stead fails at once
+# (nobody reads it) instead of blocking the open.
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | getattr(os, "O_NONBLOCK", 0) | _COMMON_FLAGS
 # Temp names tried before giving up. The first name is taken only by a file a dead call
 # left (made under the guard), so a few random names always do; tempfile, which shares
 # its folder with strangers, tries TMP_MAX (238,328) names.
@@ -1795,6 +1798,29 @@ def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     return _parse_line(data, upto)
 
 
+def _appended(path: str, text: bytes, read: bytes) -> bool:
+    """Whether ``text`` (whole places) was appended to the line file at ``path``. Only
+    to a file as long as ``read``, the places the change read in it: a file that
+    holds anything else (the torn text of an append a crash cut short, text that is
+    no place) is written anew by the caller, which drops it. A write cut short here
+    is written over the same way. Under the guard no other change writes the line,
+    and a reader without it that reads a place half appended passes over it, as over
+    any text that is not a place."""
+    try:
+        fd = os.open(path, _APPEND_FLAGS)
+    except OSError:
+        return False
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size != len(read):
+            return False
+        return os.write(fd, text) == len(text)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+
+
 def _signature(path: str) -> str:
     """What changes whenever the file at ``path`` changes."""
 
@@ -1885,9 +1911,16 @@ class _FileStore:
             _write_record(self.line, _line_bytes(places), durable=False)
 
     def join(self, look: _Look, place: _Place, now: float) -> None:
+        """Add ``place`` at the end of the line: appended to the line file when no
+        place in it lapsed (each join used to write the whole line to a temp file
+        and rename it, and on ext4 that held the guard 2-3 times as long), else by
+        writing the line anew."""
         line = _live(look.line, now)
         if _ahead_of(line, place.ticket) is None:
             place.since, place.beat, place.joined = int(now // 1), now, True
+            unchanged = self.line_file and len(line) == len(look.line)
+            if unchanged and _appended(self.line, _line_bytes([place]), _line_bytes(line)):
+                return
             line.append(place)
         self._keep_line(look, line)
 
@@ -2091,7 +2124,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2094, (), r'''
+_CARRIED['reports'] = (2127, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2196,7 +2229,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2199, (), r'''
+_CARRIED['usage'] = (2232, (), r'''
 import os
 import sys
 
@@ -2282,7 +2315,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2285, (), r'''
+_CARRIED['server_store'] = (2318, (), r'''
 import errno
 import json
 import os
@@ -2514,7 +2547,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2517, ('server_store',), r'''
+_CARRIED['http1'] = (2550, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2641,7 +2674,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2644, ('server_store',), r'''
+_CARRIED['resp'] = (2677, ('server_store',), r'''
 import re
 
 
@@ -2757,7 +2790,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2760, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2793, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -2937,7 +2970,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2940, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2973, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3505,7 +3538,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3508, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3541, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3569,7 +3602,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3572, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3605, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4121,7 +4154,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4124, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4157, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4253,7 +4286,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4256, ('reports',), r'''
+_CARRIED['survey'] = (4289, ('reports',), r'''
 import json
 import os
 import stat
@@ -4983,7 +5016,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (4986, (), r'''
+_CARRIED['waiting'] = (5019, (), r'''
 import os
 import time
 
@@ -5144,7 +5177,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5147, (), r'''
+_CARRIED['renewing'] = (5180, (), r'''
 import os
 import time
 

@@ -22,6 +22,7 @@ from calls import WORKER, posix_only, reaped
 from loader import ROOT, SCRIPT
 from stores import left_behind
 from test_acquire import ACQUIRE_KEYS
+from waiters import joined, waiter_thread
 
 APPEND = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))"
 
@@ -336,6 +337,130 @@ def test_a_wait_that_runs_out_leaves_the_line_at_once(skf: ModuleType, any_lock:
     run = cli("acquire", "--lock", any_lock, "--owner", "wf:w:1", "--wait", "1.5")
     assert run.code == 3 and run.json["held_by"] == "wf:holder:1"
     assert in_line(skf, any_lock) == [] and left_behind(any_lock) == before
+
+
+# --- A file's line: a join appends its place, a torn line is written anew ---------------
+
+
+def place_in_file_line(skf: ModuleType, lock: str, owner: str) -> object:
+    """A place for ``owner`` put in the file lock's line through its store, as a waiter
+    of another process would: it stays there (with ``no_beats``) until left."""
+    opened = skf._store_for(lock)
+    place = skf._Place(os.urandom(4).hex(), owner, 0, 60.0, None)
+    try:
+        with opened.change(create=False) as change:
+            change.join(change.read(), place, time.time())
+    finally:
+        opened.close()
+    return place
+
+
+def leave_file_line(skf: ModuleType, lock: str, place: object) -> None:
+    opened = skf._store_for(lock)
+    try:
+        opened.leave(place)
+    finally:
+        opened.close()
+
+
+def place_lines(line: Path) -> list[dict]:
+    """The line file's text lines, each as the JSON object it holds (fails on any other)."""
+    data = line.read_bytes()
+    assert data.endswith(b"\n"), data
+    return [json.loads(text) for text in data.decode().splitlines()]
+
+
+@pytest.mark.usefixtures("no_beats")
+def test_a_file_waiter_joins_by_appending_its_place_to_the_line(
+    skf: ModuleType, tmp_path: Path
+) -> None:
+    """The line file is appended to in place (the same file, its old bytes kept), not
+    written anew to a temp file and renamed: that held the guard 2-3 times as long."""
+    lock = str(tmp_path / "run.lock")
+    line = Path(lock + ".skf-line")
+    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
+    first = place_in_file_line(skf, lock, "wf:other:1")
+    before, inode = line.read_bytes(), line.stat().st_ino
+    thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
+    wait_for("the waiter in line", lambda: len(in_line(skf, lock)) == 2)
+    assert line.stat().st_ino == inode
+    assert line.read_bytes().startswith(before)
+    assert [entry["owner"] for entry in place_lines(line)] == ["wf:other:1", "wf:waiter:1"]
+    assert skf.release(lock, "wf:holder:1")["released"]
+    leave_file_line(skf, lock, first)
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    assert not line.exists()
+
+
+@pytest.mark.usefixtures("no_beats")
+@pytest.mark.parametrize(
+    "junk",
+    [b'{"ticket": "0123abcd", "owner": "wf:cras', b"not a place\n"],
+    ids=["half-a-place", "a-line-that-is-no-place"],
+)
+def test_a_file_line_holding_more_than_places_is_written_anew_at_the_next_join(
+    skf: ModuleType, tmp_path: Path, junk: bytes
+) -> None:
+    """A crash can cut an append short and leave the line ending in half a place, and a
+    line file can hold text that is no place. The next join writes the whole line anew,
+    without it: appended after half a place, its place would have been glued to it and
+    read as no place at all, and appended after a foreign line, that line would stay."""
+    lock = str(tmp_path / "run.lock")
+    line = Path(lock + ".skf-line")
+    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
+    first = place_in_file_line(skf, lock, "wf:other:1")
+    with line.open("ab") as written:
+        written.write(junk)
+    assert in_line(skf, lock) == ["wf:other:1"]  # the junk is no place
+    thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
+    wait_for("the waiter in line", lambda: len(in_line(skf, lock)) == 2)
+    assert [entry["owner"] for entry in place_lines(line)] == ["wf:other:1", "wf:waiter:1"]
+    assert skf.release(lock, "wf:holder:1")["released"]
+    leave_file_line(skf, lock, first)
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+
+
+@posix_only("FIFOs")
+def test_a_fifo_in_the_line_files_stead_is_written_over_without_blocking(
+    tmp_path: Path, cli
+) -> None:
+    """In a real process with a short limit: opening a FIFO to append to it would block
+    until someone read it, and fail this test in 20 s. The join writes the line anew,
+    which puts a line file in the FIFO's place."""
+    lock = tmp_path / "run.lock"
+    line = Path(f"{lock}.skf-line")
+    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+    os.mkfifo(line)
+    run = cli("acquire", "--lock", lock, "--owner", "wf:waiter:1", "--wait", "1", timeout=20)
+    assert run.code == 3 and run.json["acquired"] is False
+    assert not line.exists()  # its place written over the FIFO, then left
+
+
+@pytest.mark.usefixtures("no_beats")
+def test_a_place_appended_is_left_however_the_join_is_cut_short(
+    skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal can land once the append has landed, before the join returns: the call
+    still leaves the line on its way out, and the line is as it was before it."""
+    lock = str(tmp_path / "run.lock")
+    line = Path(lock + ".skf-line")
+    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
+    place_in_file_line(skf, lock, "wf:other:1")
+    before = line.read_bytes()
+    real = skf._appended
+    appended = []
+
+    def append_then_cut(path: str, text: bytes, read: bytes) -> bool:
+        appended.append(real(path, text, read))
+        raise skf._Interrupted(2)  # as SIGINT would, once the place is in the file
+
+    monkeypatch.setattr(skf, "_appended", append_then_cut)
+    with pytest.raises(skf._Interrupted):
+        skf.acquire_within(lock, "wf:waiter:1", 600.0, 30.0)
+    monkeypatch.undo()
+    assert appended == [True]
+    assert in_line(skf, lock) == ["wf:other:1"]
+    assert line.read_bytes() == before
 
 
 # --- Older versions ----------------------------------------------------------------------

@@ -320,6 +320,16 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "                if revision <= seen:\n                    continue\n",
         "",
     ),
+    "file-join-rewrites-line": (
+        "a file's join appends its place to the line file, not writing the line anew",
+        "            if unchanged and _appended(",
+        "            if False and _appended(",
+    ),
+    "file-append-to-any-line": (
+        "a join appends only to a line file that holds nothing but the places read",
+        "        if not stat.S_ISREG(info.st_mode) or info.st_size != len(read):",
+        "        if not stat.S_ISREG(info.st_mode):",
+    ),
     "etcd-never-vouches": (
         "a wait that ended for its beat goes on from the look its watch vouches for",
         "self.watched <= seen and self.streamed <= seen",
