@@ -225,11 +225,14 @@ def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
     return full, run_id
 
 
-def _checked_slots(slots: object, name: str = "slots") -> int:
-    """``slots``, a plain integer from 1 to MAX_SLOTS; ValueError for anything else."""
+def _checked_slots(slots: object, name: str = "slots", given: object = None) -> int:
+    """``slots``, a plain integer from 1 to MAX_SLOTS; ValueError for anything else.
+    ``given``: what the caller wrote, if not ``slots`` itself (a flag's text), which
+    the message quotes as written."""
     if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= _MAX_SLOTS:
+        shown = slots if given is None else given
         raise ValueError(
-            f"{name} must be a whole number of slots from 1 to {_MAX_SLOTS}, not {slots!r}"
+            f"{name} must be a whole number of slots from 1 to {_MAX_SLOTS}, not {shown!r}"
         )
     return slots
 
@@ -2124,7 +2127,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2127, (), r'''
+_CARRIED['reports'] = (2130, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2229,7 +2232,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2232, (), r'''
+_CARRIED['usage'] = (2235, (), r'''
 import os
 import sys
 
@@ -2315,7 +2318,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2318, (), r'''
+_CARRIED['server_store'] = (2321, (), r'''
 import errno
 import json
 import os
@@ -2547,7 +2550,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2550, ('server_store',), r'''
+_CARRIED['http1'] = (2553, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2674,7 +2677,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2677, ('server_store',), r'''
+_CARRIED['resp'] = (2680, ('server_store',), r'''
 import re
 
 
@@ -2790,7 +2793,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2793, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2796, ('http1', 'server_store'), r'''
 import errno
 import json
 import os
@@ -2970,7 +2973,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2973, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (2976, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3538,7 +3541,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3541, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3544, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3602,7 +3605,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3605, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3608, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4154,7 +4157,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4157, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4160, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4286,7 +4289,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4289, ('reports',), r'''
+_CARRIED['survey'] = (4292, ('reports',), r'''
 import json
 import os
 import stat
@@ -4844,8 +4847,13 @@ def _slots(options: dict[str, str]) -> int:
     """--slots N: digits only (no sign, point or exponent), from 1 to MAX_SLOTS."""
     text = options.get("--slots", "1")
     if not (text.isascii() and text.isdigit()):
-        raise _UsageError(f"--slots must be a whole number from 1 to {MAX_SLOTS}, not {text!r}")
-    return _checked_slots(int(text) if len(text) <= 5 else MAX_SLOTS + 1, "--slots")
+        raise _UsageError(
+            f"--slots must be a whole number of slots from 1 to {MAX_SLOTS}, not {text!r}"
+        )
+    # Digits past five make a count out of range whatever they say (and int() refuses
+    # thousands of them); the message quotes the text as given, never a stand-in.
+    count = int(text) if len(text) <= 5 else 0
+    return _checked_slots(count, "--slots", given=text)
 
 
 def _is_terminal(stream: object) -> bool:
@@ -5016,7 +5024,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5019, (), r'''
+_CARRIED['waiting'] = (5027, (), r'''
 import os
 import time
 
@@ -5177,7 +5185,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5180, (), r'''
+_CARRIED['renewing'] = (5188, (), r'''
 import os
 import time
 

@@ -240,6 +240,8 @@ def test_a_bad_count_of_slots_is_exit_1_and_creates_nothing(cli, lock, text) -> 
         owner = ["--owner", "wf:a:1"] if command == "acquire" else []
         run = cli(command, "--lock", lock, *owner, "--slots", text)
         assert run.code == 1 and run.out == "" and "--slots" in run.error
+        # The message quotes what was given, as given (no value: it says so).
+        assert repr(text) in run.error if text else "needs a value" in run.error
     assert not lock.parent.exists()
 
 

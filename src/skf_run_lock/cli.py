@@ -140,8 +140,13 @@ def _slots(options: dict[str, str]) -> int:
     """--slots N: digits only (no sign, point or exponent), from 1 to MAX_SLOTS."""
     text = options.get("--slots", "1")
     if not (text.isascii() and text.isdigit()):
-        raise _UsageError(f"--slots must be a whole number from 1 to {MAX_SLOTS}, not {text!r}")
-    return _checked_slots(int(text) if len(text) <= 5 else MAX_SLOTS + 1, "--slots")
+        raise _UsageError(
+            f"--slots must be a whole number of slots from 1 to {MAX_SLOTS}, not {text!r}"
+        )
+    # Digits past five make a count out of range whatever they say (and int() refuses
+    # thousands of them); the message quotes the text as given, never a stand-in.
+    count = int(text) if len(text) <= 5 else 0
+    return _checked_slots(count, "--slots", given=text)
 
 
 def _is_terminal(stream: object) -> bool:

@@ -63,11 +63,14 @@ def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
     return full, run_id
 
 
-def _checked_slots(slots: object, name: str = "slots") -> int:
-    """``slots``, a plain integer from 1 to MAX_SLOTS; ValueError for anything else."""
+def _checked_slots(slots: object, name: str = "slots", given: object = None) -> int:
+    """``slots``, a plain integer from 1 to MAX_SLOTS; ValueError for anything else.
+    ``given``: what the caller wrote, if not ``slots`` itself (a flag's text), which
+    the message quotes as written."""
     if isinstance(slots, bool) or not isinstance(slots, int) or not 1 <= slots <= _MAX_SLOTS:
+        shown = slots if given is None else given
         raise ValueError(
-            f"{name} must be a whole number of slots from 1 to {_MAX_SLOTS}, not {slots!r}"
+            f"{name} must be a whole number of slots from 1 to {_MAX_SLOTS}, not {shown!r}"
         )
     return slots
 
