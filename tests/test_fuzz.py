@@ -14,8 +14,9 @@ import json
 import random
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from loader import SCRIPT
@@ -214,6 +215,67 @@ def test_no_resp_answer_crashes_the_reader(skf, fuzz_long: bool) -> None:
             pass
         count += 1
     assert count > 2000
+
+
+# Arrays whose items are read in the array's own loop (bulk strings) or by the reader
+# of any answer (the rest): a line's places, an empty string, a nil among them, a
+# string holding CR LF, a string with a sign or a space in its length.
+RESP_ARRAYS = {
+    "places": b'*3\r\n$14\r\n{"owner": "a"}\r\n$0\r\n\r\n$2\r\nab\r\n',
+    "mixed": b"*4\r\n$-1\r\n:7\r\n$4\r\na\r\nb\r\n+OK\r\n",
+    "odd lengths": b"*3\r\n$+2\r\nab\r\n$ 2\r\nab\r\n$02\r\nab\r\n",
+    "nested": b"*2\r\n*1\r\n$1\r\na\r\n$1\r\nb\r\n",
+}
+
+
+def _outcome(read: Callable[[], object]) -> object:
+    """What ``read`` gives, an error answer as its text, or the kind of its failure."""
+
+    def plain(value: object) -> object:
+        if isinstance(value, list | tuple):
+            return [plain(item) for item in value]
+        text = getattr(value, "text", None)
+        return ("error answer", text) if isinstance(text, str) else value
+
+    try:
+        return plain(read())
+    except Exception as exc:
+        return type(exc).__name__
+
+
+def _read_whole(skf: ModuleType, data: bytes) -> object:
+    connection = object.__new__(skf._RespConnection)
+    connection.received = bytearray(data)
+    return _outcome(lambda: connection._parse(0, 0))
+
+
+def _read_one_by_one(skf: ModuleType, data: bytes, count: int, at: int) -> object:
+    connection = object.__new__(skf._RespConnection)
+    connection.received = bytearray(data)
+
+    def read() -> object:
+        items, end = [], at
+        for _ in range(count):
+            item, end = connection._parse(end, 1)
+            items.append(item)
+        return items, end
+
+    return _outcome(read)
+
+
+def test_an_arrays_items_read_in_its_loop_are_read_as_one_by_one(skf, fuzz_long) -> None:
+    """The array's own loop reads a bulk string itself, for speed: for every prefix and
+    change of each array, what it gives (the items and where they end, or the failure:
+    more bytes wanted, or not RESP) is what reading its items one by one gives."""
+    compared = 0
+    for data in [m for shape in RESP_ARRAYS.values() for m in mutations(shape, fuzz_long)]:
+        end = data.find(b"\r\n")
+        if not (data.startswith(b"*") and end > 1 and data[1:end].isdigit()):
+            continue  # not an array of a count: nothing read in its loop
+        count = int(data[1:end])
+        assert _read_whole(skf, data) == _read_one_by_one(skf, data, count, end + 2), data
+        compared += 1
+    assert compared > 200
 
 
 @pytest.mark.parametrize(

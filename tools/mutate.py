@@ -330,6 +330,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        if not stat.S_ISREG(info.st_mode) or info.st_size != len(read):",
         "        if not stat.S_ISREG(info.st_mode):",
     ),
+    "resp-loose-length": (
+        "an array's loop reads a bulk string only of a length in plain digits",
+        "            if header.isdigit() and len(header) <= 18:",
+        "            if header and len(header) <= 18:",
+    ),
     "etcd-never-vouches": (
         "a wait that ended for its beat goes on from the look its watch vouches for",
         "self.watched <= seen and self.streamed <= seen",
