@@ -10,8 +10,11 @@ over a whole line, each in microseconds per line: a look at a line whose every p
 the process has read before (most looks), a look at a line in which one place has
 changed (a beat), a read of a line whose every place is new to the process (as a
 change under the guard reads it after a wait: the places behind the waiter joined
-while it waited), and writing the line (a change under the guard). A last row reads
-a record of 4 slots, as every look and change does. The builds take turns,
+while it waited), and writing the line (a change under the guard). A fifth case is
+Redis's: a look's answers read off its connection (the record, its expiry, the last
+holder's, the line's tickets and the server's time, then the values of the places),
+as every look and read of a Redis lock reads them. A last row reads a record of 4
+slots, as every look and change does. The builds take turns,
 ``--rounds`` times, and the table gives each one's median and the ratio of this build
 to the other.
 """
@@ -63,13 +66,43 @@ def costs(skf: Any, places: list[Any], repeat: int) -> dict[str, float]:
     return {"seen": seen, "one changed": changed / repeat * 1e6, "all new": new, "written": written}
 
 
-def record_cost(skf: Any, repeat: int) -> float:
-    """A record of 4 slots read from its bytes, in microseconds."""
+def _bulk(data: bytes) -> bytes:
+    return b"$%d\r\n%b\r\n" % (len(data), data)
+
+
+def redis_cost(skf: Any, places: list[Any], repeat: int) -> float:
+    """A Redis look's answers read off the connection, in microseconds per look."""
+    connection_class = skf._loaded("resp", "_RespConnection")
+    record = _bulk(skf._bytes_of(four_slots(skf)))
+    tickets = b"".join(_bulk(place.ticket.encode()) for place in places)
+    values = b"".join(_bulk(skf._line_bytes([place]).strip()) for place in places)
+    reads = record + b":59000\r\n" + record + b"*%d\r\n%b" % (len(places), tickets)
+    reads += b"*2\r\n" + _bulk(b"1764878400") + _bulk(b"123456")
+    values = b"*%d\r\n%b" % (len(places), values)
+    connection = object.__new__(connection_class)
+    started = time.perf_counter()
+    for _ in range(repeat):
+        connection.received = bytearray(reads)
+        for _ in range(5):
+            connection.answer(0.0)
+        connection.received = bytearray(values)
+        connection.answer(0.0)
+    return (time.perf_counter() - started) / repeat * 1e6
+
+
+def four_slots(skf: Any) -> Any:
+    """A record of 4 slots, all held."""
     now = int(time.time())
     record = skf._Record("4 slots", now)
     record.slots = 4
     record.holders = [skf._Record(f"bench:p{n}:{n}", now - n, 60.0) for n in range(4)]
-    data = skf._bytes_of(record)
+    return record
+
+
+def record_cost(skf: Any, repeat: int) -> float:
+    """A record of 4 slots read from its bytes, in microseconds."""
+    now = int(time.time())
+    data = skf._bytes_of(four_slots(skf))
     started = time.perf_counter()
     for _ in range(repeat):
         skf._parse_record(data, now)
@@ -102,8 +135,10 @@ def main() -> int:
         rounds: dict[str, list[dict[str, float]]] = {name: [] for name in builds}
         for _ in range(options.rounds):
             for name, skf in builds.items():
-                rounds[name].append(costs(skf, lines[name], options.repeat))
-        for case in ("seen", "one changed", "all new", "written"):
+                cost = costs(skf, lines[name], options.repeat)
+                cost["Redis: a look's answers read"] = redis_cost(skf, lines[name], options.repeat)
+                rounds[name].append(cost)
+        for case in ("seen", "one changed", "all new", "written", "Redis: a look's answers read"):
             median = {name: statistics.median(r[case] for r in rounds[name]) for name in builds}
             this, other, ratio = compared(median)
             print(f"| {count} | {case} | {this} | {other} | {ratio} |")
