@@ -2812,6 +2812,7 @@ class _RespConnection(_Connection):
 # --------------------------------------------------------------------------------------
 
 _CARRIED['etcd_gateway'] = (2814, ('http1', 'server_store'), r'''
+import binascii
 import errno
 import json
 import os
@@ -2857,9 +2858,15 @@ def _not_etcd(request: str, name: str) -> OSError:
 
 
 def _b64(data: bytes) -> str:
-    import base64
+    """``data`` as etcd's JSON carries bytes: base64, as text."""
+    return binascii.b2a_base64(data, newline=False).decode("ascii")
 
-    return base64.b64encode(data).decode("ascii")
+
+def _unb64(text: str) -> bytes:
+    """The bytes etcd's JSON carries as base64 ``text``: as base64.b64decode reads it
+    (ValueError if it is not base64 text, TypeError if not text), in one C call: a
+    look at a line of 64 decodes some 140 keys and values."""
+    return binascii.a2b_base64(text)
 
 
 class _EtcdGateway(_ServerStore):
@@ -2991,7 +2998,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (2994, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3001, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3258,23 +3265,17 @@ class _EtcdStore(_EtcdGateway):
     def _kept(self, look: _Look) -> dict[bytes, Any] | None:
         """The record's keys of ``look``, by key (None: ``look`` was not this store's
         last range), to keep up to date as the watch streams their changes."""
-        import base64
-
         seen, kvs = self.ranged
         if seen != look.seen:
             return None
         return {
-            key: kv
-            for kv in kvs
-            if not (key := base64.b64decode(kv["key"])).startswith(self.wait_prefix)
+            key: kv for kv in kvs if not (key := _unb64(kv["key"])).startswith(self.wait_prefix)
         }
 
     def _told(self, kept: dict[bytes, Any]) -> _Look:
         """The look the ``kept`` keys give, with the line of this store's last range."""
-        import base64
-
         seen, kvs = self.ranged
-        line = [kv for kv in kvs if base64.b64decode(kv["key"]).startswith(self.wait_prefix)]
+        line = [kv for kv in kvs if _unb64(kv["key"]).startswith(self.wait_prefix)]
         revisions = [int(kv.get("mod_revision", 0)) for kv in kept.values()]
         return _looked(self.key, [*kept.values(), *line], str(max([int(seen), *revisions])))
 
@@ -3325,8 +3326,6 @@ class _EtcdStore(_EtcdGateway):
         change after ``seen`` is applied to ``kept``. A watch kept from an earlier wait
         may still bring changes the look at ``seen`` already saw: they are passed over.
         ConnectionResetError if the stream ended."""
-        import base64
-
         try:
             result = self._message(until)
             if result.get("canceled"):
@@ -3339,7 +3338,7 @@ class _EtcdStore(_EtcdGateway):
                 if revision <= seen:
                     continue
                 self.streamed = max(self.streamed, revision)
-                key = base64.b64decode(kv["key"])
+                key = _unb64(kv["key"])
                 if event.get("type") == "DELETE":
                     deleted.add(key)
                     if kept is not None:
@@ -3506,8 +3505,6 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
     record (on a lease: live), the last holder's, and the line in the order joined. Of
     several slots, a holder's is live while the key on its lease is."""
-    import base64
-
     record = last = None
     revision = "0"
     lease = None
@@ -3518,12 +3515,12 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     slot_prefix = key + b"\0slot\0"
     live_slots = set()
     for kv in kvs:
-        name = base64.b64decode(kv["key"])
+        name = _unb64(kv["key"])
         if name.startswith(slot_prefix):
             if kv.get("lease") == name[len(slot_prefix) :].decode("ascii", "replace"):
                 live_slots.add(kv["lease"])
             continue
-        value = base64.b64decode(kv.get("value", ""))
+        value = _unb64(kv.get("value", ""))
         if name.startswith(wait_prefix):
             place = _wait_place(value, kv.get("lease"))
             if place is not None:
@@ -3559,7 +3556,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3562, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3559, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3570,8 +3567,6 @@ _SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
 def _survey_etcd(address: str) -> _Survey:
     """Every lock whose key starts with the address's KEY, from ranges of one revision
     (one consistent view, a page at a time); read only."""
-    import base64
-
     store = _EtcdStore(address, prefix=True)
     try:
         start = store.key
@@ -3590,7 +3585,7 @@ def _survey_etcd(address: str) -> _Survey:
                 revision = revision or int(answer["header"]["revision"])
                 kvs = answer.get("kvs", [])
                 for kv in kvs:
-                    name = base64.b64decode(kv["key"])
+                    name = _unb64(kv["key"])
                     groups.setdefault(name.partition(b"\0")[0], []).append(kv)
             except (AttributeError, KeyError, TypeError, ValueError):
                 raise _not_etcd("range", "kvs") from None
@@ -3623,7 +3618,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3626, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3621, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4175,7 +4170,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4178, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4173, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4307,7 +4302,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4310, ('reports',), r'''
+_CARRIED['survey'] = (4305, ('reports',), r'''
 import json
 import os
 import stat
@@ -5042,7 +5037,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5045, (), r'''
+_CARRIED['waiting'] = (5040, (), r'''
 import os
 import time
 
@@ -5203,7 +5198,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5206, (), r'''
+_CARRIED['renewing'] = (5201, (), r'''
 import os
 import time
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from .etcd_gateway import _b64, _not_etcd
+from .etcd_gateway import _b64, _not_etcd, _unb64
 from .etcd_store import _EtcdStore, _looked
 
 TYPE_CHECKING = False
@@ -18,8 +18,6 @@ _SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
 def _survey_etcd(address: str) -> _Survey:
     """Every lock whose key starts with the address's KEY, from ranges of one revision
     (one consistent view, a page at a time); read only."""
-    import base64
-
     store = _EtcdStore(address, prefix=True)
     try:
         start = store.key
@@ -38,7 +36,7 @@ def _survey_etcd(address: str) -> _Survey:
                 revision = revision or int(answer["header"]["revision"])
                 kvs = answer.get("kvs", [])
                 for kv in kvs:
-                    name = base64.b64decode(kv["key"])
+                    name = _unb64(kv["key"])
                     groups.setdefault(name.partition(b"\0")[0], []).append(kv)
             except (AttributeError, KeyError, TypeError, ValueError):
                 raise _not_etcd("range", "kvs") from None

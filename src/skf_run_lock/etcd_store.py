@@ -11,7 +11,7 @@ import json
 import time
 
 from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
-from .etcd_gateway import _answer_field, _b64, _EtcdGateway, _not_etcd
+from .etcd_gateway import _answer_field, _b64, _EtcdGateway, _not_etcd, _unb64
 from .http1 import _HttpConnection
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .outputs import _quoted
@@ -281,23 +281,17 @@ class _EtcdStore(_EtcdGateway):
     def _kept(self, look: _Look) -> dict[bytes, Any] | None:
         """The record's keys of ``look``, by key (None: ``look`` was not this store's
         last range), to keep up to date as the watch streams their changes."""
-        import base64
-
         seen, kvs = self.ranged
         if seen != look.seen:
             return None
         return {
-            key: kv
-            for kv in kvs
-            if not (key := base64.b64decode(kv["key"])).startswith(self.wait_prefix)
+            key: kv for kv in kvs if not (key := _unb64(kv["key"])).startswith(self.wait_prefix)
         }
 
     def _told(self, kept: dict[bytes, Any]) -> _Look:
         """The look the ``kept`` keys give, with the line of this store's last range."""
-        import base64
-
         seen, kvs = self.ranged
-        line = [kv for kv in kvs if base64.b64decode(kv["key"]).startswith(self.wait_prefix)]
+        line = [kv for kv in kvs if _unb64(kv["key"]).startswith(self.wait_prefix)]
         revisions = [int(kv.get("mod_revision", 0)) for kv in kept.values()]
         return _looked(self.key, [*kept.values(), *line], str(max([int(seen), *revisions])))
 
@@ -348,8 +342,6 @@ class _EtcdStore(_EtcdGateway):
         change after ``seen`` is applied to ``kept``. A watch kept from an earlier wait
         may still bring changes the look at ``seen`` already saw: they are passed over.
         ConnectionResetError if the stream ended."""
-        import base64
-
         try:
             result = self._message(until)
             if result.get("canceled"):
@@ -362,7 +354,7 @@ class _EtcdStore(_EtcdGateway):
                 if revision <= seen:
                     continue
                 self.streamed = max(self.streamed, revision)
-                key = base64.b64decode(kv["key"])
+                key = _unb64(kv["key"])
                 if event.get("type") == "DELETE":
                     deleted.add(key)
                     if kept is not None:
@@ -529,8 +521,6 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
     record (on a lease: live), the last holder's, and the line in the order joined. Of
     several slots, a holder's is live while the key on its lease is."""
-    import base64
-
     record = last = None
     revision = "0"
     lease = None
@@ -541,12 +531,12 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     slot_prefix = key + b"\0slot\0"
     live_slots = set()
     for kv in kvs:
-        name = base64.b64decode(kv["key"])
+        name = _unb64(kv["key"])
         if name.startswith(slot_prefix):
             if kv.get("lease") == name[len(slot_prefix) :].decode("ascii", "replace"):
                 live_slots.add(kv["lease"])
             continue
-        value = base64.b64decode(kv.get("value", ""))
+        value = _unb64(kv.get("value", ""))
         if name.startswith(wait_prefix):
             place = _wait_place(value, kv.get("lease"))
             if place is not None:
