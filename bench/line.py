@@ -13,8 +13,10 @@ change under the guard reads it after a wait: the places behind the waiter joine
 while it waited), and writing the line (a change under the guard). A fifth case is
 Redis's: a look's answers read off its connection (the record, its expiry, the last
 holder's, the line's tickets and the server's time, then the values of the places),
-as every look and read of a Redis lock reads them. A last row reads a record of 4
-slots, as every look and change does. The builds take turns,
+as every look and read of a Redis lock reads them; and etcd's: the keys of a range of
+the whole lock (the record, the last holder's, 4 slots' keys and the places, in
+etcd's JSON, base64) taken apart into a look. A last row reads a record of 4 slots,
+as every look and change does. The builds take turns,
 ``--rounds`` times, and the table gives each one's median and the ratio of this build
 to the other.
 """
@@ -22,6 +24,7 @@ to the other.
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import statistics
 import time
@@ -99,6 +102,39 @@ def four_slots(skf: Any) -> Any:
     return record
 
 
+def etcd_cost(skf: Any, places: list[Any], repeat: int) -> float:
+    """A range of a whole etcd lock taken apart into a look, in microseconds."""
+    looked = skf._loaded("etcd_store", "_looked")
+    place_value = skf._loaded("server_store", "_place_value")
+    key = b"locks/bench"
+    record = four_slots(skf)
+    for n, holder in enumerate(record.holders):
+        holder.mark = str(7000 + n)
+    data = skf._bytes_of(record)
+
+    def kv(name: bytes, value: bytes, lease: str | None, revision: int) -> dict[str, Any]:
+        entry = {"key": _b64(name), "value": _b64(value), "mod_revision": str(revision)}
+        entry["create_revision"] = str(revision)
+        if lease is not None:
+            entry["lease"] = lease
+        return entry
+
+    kvs = [kv(key, data, "999", 1), kv(key + b"\0last", data, None, 1)]
+    kvs += [kv(key + b"\0slot\0" + h.mark.encode(), b"x", h.mark, 2) for h in record.holders]
+    for n, place in enumerate(places):
+        lease = str(8000 + n)
+        value = place_value(place)
+        kvs.append(kv(key + b"\0wait\0" + lease.encode(), value, lease, 100 + n))
+    started = time.perf_counter()
+    for _ in range(repeat):
+        looked(key, kvs, "1400")
+    return (time.perf_counter() - started) / repeat * 1e6
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
 def record_cost(skf: Any, repeat: int) -> float:
     """A record of 4 slots read from its bytes, in microseconds."""
     now = int(time.time())
@@ -137,8 +173,16 @@ def main() -> int:
             for name, skf in builds.items():
                 cost = costs(skf, lines[name], options.repeat)
                 cost["Redis: a look's answers read"] = redis_cost(skf, lines[name], options.repeat)
+                cost["etcd: a range taken apart"] = etcd_cost(skf, lines[name], options.repeat)
                 rounds[name].append(cost)
-        for case in ("seen", "one changed", "all new", "written", "Redis: a look's answers read"):
+        for case in (
+            "seen",
+            "one changed",
+            "all new",
+            "written",
+            "Redis: a look's answers read",
+            "etcd: a range taken apart",
+        ):
             median = {name: statistics.median(r[case] for r in rounds[name]) for name in builds}
             this, other, ratio = compared(median)
             print(f"| {count} | {case} | {this} | {other} | {ratio} |")
