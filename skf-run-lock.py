@@ -2792,9 +2792,10 @@ class _RespConnection(_Connection):
             # bytearray.isdigit() is true only of ASCII digits: no sign, space or "_".
             header = received[at + 1 : end] if end > at and received[at] == _BULK else b""
             if header.isdigit() and len(header) <= 18:
+                size = int(header)
                 start = end + 2
-                stop = start + int(header)
-                if stop - start <= _ANSWER_MAX_BYTES and received[stop : stop + 2] == b"\r\n":
+                stop = start + size
+                if size <= _ANSWER_MAX_BYTES and received[stop : stop + 2] == b"\r\n":
                     items.append(bytes(received[start:stop]))
                     at = stop + 2
                     continue
@@ -2811,7 +2812,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2814, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2815, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -2998,7 +2999,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3001, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3002, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3556,7 +3557,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3559, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3560, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3618,7 +3619,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3621, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3622, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4170,7 +4171,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4173, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4174, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4302,7 +4303,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4305, ('reports',), r'''
+_CARRIED['survey'] = (4306, ('reports',), r'''
 import json
 import os
 import stat
@@ -5037,7 +5038,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5040, (), r'''
+_CARRIED['waiting'] = (5041, (), r'''
 import os
 import time
 
@@ -5198,7 +5199,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5201, (), r'''
+_CARRIED['renewing'] = (5202, (), r'''
 import os
 import time
 

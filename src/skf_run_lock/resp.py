@@ -120,9 +120,10 @@ class _RespConnection(_Connection):
             # bytearray.isdigit() is true only of ASCII digits: no sign, space or "_".
             header = received[at + 1 : end] if end > at and received[at] == _BULK else b""
             if header.isdigit() and len(header) <= 18:
+                size = int(header)
                 start = end + 2
-                stop = start + int(header)
-                if stop - start <= _ANSWER_MAX_BYTES and received[stop : stop + 2] == b"\r\n":
+                stop = start + size
+                if size <= _ANSWER_MAX_BYTES and received[stop : stop + 2] == b"\r\n":
                     items.append(bytes(received[start:stop]))
                     at = stop + 2
                     continue
