@@ -1801,9 +1801,9 @@ def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     return _parse_line(data, upto)
 
 
-def _appended(path: str, text: bytes, read: bytes) -> bool:
+def _appended(path: str, text: bytes, size: int) -> bool:
     """Whether ``text`` (whole places) was appended to the line file at ``path``. Only
-    to a file as long as ``read``, the places the change read in it: a file that
+    to a file of ``size`` bytes, the places the change read in it: a file that
     holds anything else (the torn text of an append a crash cut short, text that is
     no place) is written anew by the caller, which drops it. A write cut short here
     is written over the same way. Under the guard no other change writes the line,
@@ -1815,7 +1815,7 @@ def _appended(path: str, text: bytes, read: bytes) -> bool:
         return False
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size != len(read):
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
             return False
         return os.write(fd, text) == len(text)
     except OSError:
@@ -1921,8 +1921,9 @@ class _FileStore:
         line = _live(look.line, now)
         if _ahead_of(line, place.ticket) is None:
             place.since, place.beat, place.joined = int(now // 1), now, True
+            # Nothing lapsed: the file should hold exactly the text of ``line``.
             unchanged = self.line_file and len(line) == len(look.line)
-            if unchanged and _appended(self.line, _line_bytes([place]), _line_bytes(line)):
+            if unchanged and _appended(self.line, _line_bytes([place]), len(_line_bytes(line))):
                 return
             line.append(place)
         self._keep_line(look, line)
@@ -2127,7 +2128,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2130, (), r'''
+_CARRIED['reports'] = (2131, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2232,7 +2233,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2235, (), r'''
+_CARRIED['usage'] = (2236, (), r'''
 import os
 import sys
 
@@ -2318,7 +2319,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2321, (), r'''
+_CARRIED['server_store'] = (2322, (), r'''
 import errno
 import json
 import os
@@ -2550,7 +2551,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2553, ('server_store',), r'''
+_CARRIED['http1'] = (2554, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2677,7 +2678,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2680, ('server_store',), r'''
+_CARRIED['resp'] = (2681, ('server_store',), r'''
 import re
 
 
@@ -2812,7 +2813,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2815, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2816, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -2999,7 +3000,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3002, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3003, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3557,7 +3558,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3560, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3561, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3619,7 +3620,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3622, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3623, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4171,7 +4172,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4174, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4175, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4303,7 +4304,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4306, ('reports',), r'''
+_CARRIED['survey'] = (4307, ('reports',), r'''
 import json
 import os
 import stat
@@ -5038,7 +5039,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5041, (), r'''
+_CARRIED['waiting'] = (5042, (), r'''
 import os
 import time
 
@@ -5199,7 +5200,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # reported. Carried as text: compiled only for a call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5202, (), r'''
+_CARRIED['renewing'] = (5203, (), r'''
 import os
 import time
 

@@ -450,8 +450,8 @@ def test_a_place_appended_is_left_however_the_join_is_cut_short(
     real = skf._appended
     appended = []
 
-    def append_then_cut(path: str, text: bytes, read: bytes) -> bool:
-        appended.append(real(path, text, read))
+    def append_then_cut(path: str, text: bytes, size: int) -> bool:
+        appended.append(real(path, text, size))
         raise skf._Interrupted(2)  # as SIGINT would, once the place is in the file
 
     monkeypatch.setattr(skf, "_appended", append_then_cut)

@@ -327,7 +327,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "file-append-to-any-line": (
         "a join appends only to a line file that holds nothing but the places read",
-        "        if not stat.S_ISREG(info.st_mode) or info.st_size != len(read):",
+        "        if not stat.S_ISREG(info.st_mode) or info.st_size != size:",
         "        if not stat.S_ISREG(info.st_mode):",
     ),
     "resp-loose-length": (

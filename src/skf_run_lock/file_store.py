@@ -276,9 +276,9 @@ def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     return _parse_line(data, upto)
 
 
-def _appended(path: str, text: bytes, read: bytes) -> bool:
+def _appended(path: str, text: bytes, size: int) -> bool:
     """Whether ``text`` (whole places) was appended to the line file at ``path``. Only
-    to a file as long as ``read``, the places the change read in it: a file that
+    to a file of ``size`` bytes, the places the change read in it: a file that
     holds anything else (the torn text of an append a crash cut short, text that is
     no place) is written anew by the caller, which drops it. A write cut short here
     is written over the same way. Under the guard no other change writes the line,
@@ -290,7 +290,7 @@ def _appended(path: str, text: bytes, read: bytes) -> bool:
         return False
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size != len(read):
+        if not stat.S_ISREG(info.st_mode) or info.st_size != size:
             return False
         return os.write(fd, text) == len(text)
     except OSError:
@@ -396,8 +396,9 @@ class _FileStore:
         line = _live(look.line, now)
         if _ahead_of(line, place.ticket) is None:
             place.since, place.beat, place.joined = int(now // 1), now, True
+            # Nothing lapsed: the file should hold exactly the text of ``line``.
             unchanged = self.line_file and len(line) == len(look.line)
-            if unchanged and _appended(self.line, _line_bytes([place]), _line_bytes(line)):
+            if unchanged and _appended(self.line, _line_bytes([place]), len(_line_bytes(line))):
                 return
             line.append(place)
         self._keep_line(look, line)
