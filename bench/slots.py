@@ -28,7 +28,10 @@ calls waited for it, how long they held it, and how much CPU they spent holding 
 change (a waiter's first try, its take, a release, a beat): how many there were per
 take, how long each waited for the guard and held it. And where the kernel
 reports it (``/proc/pressure/cpu``), the share of the run's time in which some
-process waited for a core.
+process waited for a core, and (``/proc/stat``) how the machine's cores spent the
+measured seconds: in processes' own code (``user``, the spinning process's
+included), in the kernel for them (``system``), on the network's deferred work
+(``softirq``), and idle.
 
 With ``--sample``, each process samples where its CPU goes (``SIGPROF`` as its CPU
 time passes, the whole stack each time), and under each row the
@@ -94,6 +97,7 @@ class Run(TypedDict):
     cpu_per_s: float
     server_cpu_per_s: float | None
     cpu_pressure: float | None
+    machine: dict[str, float]
     takes: list[tuple[float, float, float]]
     start: float
     until: float
@@ -276,6 +280,29 @@ def cpu_pressure_total() -> int | None:
     return int(first.rpartition("total=")[2])
 
 
+# The columns of /proc/stat's first line, in order, that a run's figures name.
+MACHINE_TIMES = ("user", "nice", "system", "idle", "iowait", "irq", "softirq")
+
+
+def machine_times() -> dict[str, int] | None:
+    """The machine's cores' time since boot, in ticks, by what they did (None: the
+    kernel does not say)."""
+    try:
+        first = Path("/proc/stat").read_text().split("\n")[0].split()
+    except OSError:
+        return None
+    return dict(zip(MACHINE_TIMES, map(int, first[1:]), strict=False))
+
+
+def machine_shares(before: dict[str, int] | None, after: dict[str, int] | None) -> dict[str, float]:
+    """The share of the cores' time between ``before`` and ``after`` spent on each."""
+    if before is None or after is None:
+        return {}
+    spent = {name: after[name] - before[name] for name in MACHINE_TIMES}
+    total = sum(spent.values())
+    return {name: ticks / total for name, ticks in spent.items()} if total else {}
+
+
 def profiled_worker(args: list[str]) -> int:
     """worker(), profiled into OUT.prof (SKF_BENCH_PROFILE=1: the first process), by
     the CPU time it spends: a waiter's sleeps would otherwise hide where its CPU goes."""
@@ -333,7 +360,9 @@ def one_run(
     time.sleep(max(0.0, start - time.time()))
     server_before = None if server is None else cpu_of(server)
     pressure_before = cpu_pressure_total()
+    machine_before = machine_times()
     time.sleep(max(0.0, until - time.time()))
+    machine = machine_shares(machine_before, machine_times())
     server_cpu = None
     if server is not None and server_before is not None:
         server_cpu = (cpu_of(server) - server_before) / seconds
@@ -388,6 +417,7 @@ def one_run(
         "cpu_per_s": cpu / (until - started),
         "server_cpu_per_s": server_cpu,
         "cpu_pressure": pressure,
+        "machine": machine,
         "takes": takes,
         "start": start,
         "until": until,
@@ -468,6 +498,12 @@ def print_details(store: str, run: Run) -> None:
         if run["cpu_pressure"] is not None:
             share = f"{run['cpu_pressure']:.0%}"
             print(f"|  | some process waited for a core {share} of the time ||||||||||", flush=True)
+        if run["machine"]:
+            shares = ", ".join(
+                f"{name} {run['machine'][name]:.0%}"
+                for name in ("user", "system", "softirq", "idle")
+            )
+            print(f"|  | the cores' time: {shares} ||||||||||", flush=True)
     samples = run["samples"]
     if samples:
         print(f"|  | CPU: {shares_of(samples)} ||||||||||", flush=True)
