@@ -356,7 +356,8 @@ def one_run(
         if sample:
             env["SKF_BENCH_SAMPLE"] = "1"
         running.append((subprocess.Popen(command, env=env), out))
-    # The server's CPU and the kernel's CPU pressure, each over the measured seconds.
+    # The server's CPU, the kernel's CPU pressure and how the cores spent their time,
+    # each over the measured seconds.
     time.sleep(max(0.0, start - time.time()))
     server_before = None if server is None else cpu_of(server)
     pressure_before = cpu_pressure_total()
