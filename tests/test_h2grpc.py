@@ -1,0 +1,217 @@
+"""bench/h2grpc.py, the gRPC client on the standard library that the bench measures
+etcd's requests with (``bench/etcd_requests.py --own``): HPACK against RFC 7541's own
+examples, protocol buffers' varints, and calls to a real etcd."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+from loader import ROOT
+from servers import Etcd
+
+sys.path.insert(0, str(ROOT / "bench"))
+
+from h2grpc import (  # bench/, put on the path above
+    Channel,
+    GrpcError,
+    HpackDecoder,
+    huffman_decoded,
+    message_fields,
+    pb_field,
+    read_varint,
+    varint,
+)
+
+# --- HPACK: RFC 7541, Appendix C ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("coded", "text"),
+    [
+        ("f1e3c2e5f23a6ba0ab90f4ff", b"www.example.com"),  # C.4.1
+        ("a8eb10649cbf", b"no-cache"),  # C.4.2
+        ("25a849e95ba97d7f", b"custom-key"),  # C.4.3
+        ("25a849e95bb8e8b4bf", b"custom-value"),
+        ("6402", b"302"),  # C.6.1
+        ("aec3771a4b", b"private"),
+        ("d07abe941054d444a8200595040b8166e082a62d1bff", b"Mon, 21 Oct 2013 20:13:21 GMT"),
+        ("9d29ad171863c78f0b97c8e9ae82ae43d3", b"https://www.example.com"),
+        ("", b""),
+    ],
+)
+def test_huffman_strings_decode_as_the_rfc_gives_them(coded: str, text: bytes) -> None:
+    assert huffman_decoded(bytes.fromhex(coded)) == text
+
+
+@pytest.mark.parametrize(
+    ("coded", "why"),
+    [
+        ("f1e3c2e5f23a6ba0ab90f4fe", "padding"),  # the last bit of padding is 0
+        ("f1e3c2e5f23a6ba0ab90f4ffff", "padding"),  # 8 bits or more of padding
+        ("ffffffff", "EOS"),  # EOS, 30 bits of ones, inside the string
+    ],
+)
+def test_huffman_strings_that_break_the_rules_are_refused(coded: str, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        huffman_decoded(bytes.fromhex(coded))
+
+
+def test_a_connections_header_blocks_share_one_dynamic_table() -> None:
+    """C.3 (literals) and C.4 (the same requests, Huffman-coded): each block refers to
+    what the blocks before it added, and the table's size is as the RFC gives it."""
+    for blocks in (
+        [
+            "828684410f7777772e6578616d706c652e636f6d",
+            "828684be58086e6f2d6361636865",
+            "828785bf400a637573746f6d2d6b65790c637573746f6d2d76616c7565",
+        ],
+        [
+            "828684418cf1e3c2e5f23a6ba0ab90f4ff",
+            "828684be5886a8eb10649cbf",
+            "828785bf408825a849e95ba97d7f8925a849e95bb8e8b4bf",
+        ],
+    ):
+        decoder = HpackDecoder()
+        first = decoder.decode(bytes.fromhex(blocks[0]))
+        assert first == [
+            (b":method", b"GET"),
+            (b":scheme", b"http"),
+            (b":path", b"/"),
+            (b":authority", b"www.example.com"),
+        ]
+        assert decoder.size == 57
+        assert decoder.decode(bytes.fromhex(blocks[1]))[-1] == (b"cache-control", b"no-cache")
+        assert decoder.size == 110
+        third = decoder.decode(bytes.fromhex(blocks[2]))
+        assert third == [
+            (b":method", b"GET"),
+            (b":scheme", b"https"),
+            (b":path", b"/index.html"),
+            (b":authority", b"www.example.com"),
+            (b"custom-key", b"custom-value"),
+        ]
+        assert list(decoder.table) == [
+            (b"custom-key", b"custom-value"),
+            (b"cache-control", b"no-cache"),
+            (b":authority", b"www.example.com"),
+        ]
+        assert decoder.size == 164
+
+
+def test_a_smaller_table_evicts_the_oldest_entries_first() -> None:
+    decoder = HpackDecoder()
+    decoder.decode(bytes.fromhex("828684410f7777772e6578616d706c652e636f6d"))
+    decoder.decode(bytes.fromhex("828684be58086e6f2d6361636865"))
+    # A size update to 60 bytes (5-bit prefix: 31, then 29) keeps the newest entry.
+    decoder.decode(bytes.fromhex("3f1d"))
+    assert list(decoder.table) == [(b"cache-control", b"no-cache")]
+    assert decoder.size == 53
+    with pytest.raises(ValueError, match="in no table"):
+        decoder.decode(bytes.fromhex("bf"))  # index 63: evicted
+
+
+# --- protocol buffers ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", [0, 1, 127, 128, 300, 2**31, 2**63 - 1])
+def test_varints_read_back_what_was_written(number: int) -> None:
+    data = varint(number) + b"\x01"
+    assert read_varint(data, 0) == (number, len(data) - 1)
+
+
+def test_a_negative_int64_is_ten_bytes_of_twos_complement() -> None:
+    assert varint(-1) == b"\xff" * 9 + b"\x01"
+    assert read_varint(varint(-1), 0)[0] == 2**64 - 1
+
+
+def test_a_messages_fields_come_in_order_and_fixed_width_ones_are_passed_over() -> None:
+    fixed64 = bytes([3 << 3 | 1]) + bytes(8)
+    message = pb_field(1, b"key") + fixed64 + pb_field(2, 300) + pb_field(1, b"")
+    assert message_fields(message) == [(1, b"key"), (2, 300), (1, b"")]
+
+
+@pytest.mark.parametrize("message", [b"\x0a\x05abc", b"\x11\x00\x00", b"\x0b"])
+def test_a_truncated_or_unknown_field_is_refused(message: bytes) -> None:
+    with pytest.raises((ValueError, IndexError)):
+        message_fields(message)
+
+
+# --- calls to a real etcd -----------------------------------------------------------
+
+
+def _channel(etcd: Etcd) -> Channel:
+    host, port = etcd.client.rsplit(":", 1)
+    return Channel(host, int(port))
+
+
+def test_a_put_by_txn_is_read_back_by_range(etcd: Etcd) -> None:
+    channel = _channel(etcd)
+    try:
+        key = b"skf-tests/h2grpc/put-%d" % time.monotonic_ns()
+        put = pb_field(2, pb_field(2, pb_field(1, key) + pb_field(2, b"value")))
+        answer = channel.call("/etcdserverpb.KV/Txn", put)
+        assert dict(message_fields(answer))[2] == 1  # succeeded
+        ranged = message_fields(channel.call("/etcdserverpb.KV/Range", pb_field(1, key)))
+        kvs = [dict(message_fields(kv)) for number, kv in ranged if number == 2]  # type: ignore[arg-type]
+        assert [(kv[1], kv[5]) for kv in kvs] == [(key, b"value")]
+    finally:
+        channel.close()
+
+
+def test_a_lease_is_granted_kept_alive_on_one_stream_and_revoked(etcd: Etcd) -> None:
+    channel = _channel(etcd)
+    try:
+        answer = channel.call("/etcdserverpb.Lease/LeaseGrant", pb_field(1, 30))
+        granted = dict(message_fields(answer))
+        lease = granted[2]
+        assert isinstance(lease, int) and lease > 0 and granted[3] == 30
+        stream = channel.open("/etcdserverpb.Lease/LeaseKeepAlive", pb_field(1, lease))
+        for _ in range(3):
+            kept = dict(message_fields(channel.receive(stream, 5.0)))
+            assert (kept[2], kept[3]) == (lease, 30)
+            channel.send(stream, pb_field(1, lease))
+        channel.receive(stream, 5.0)
+        channel.cancel(stream)
+        channel.call("/etcdserverpb.Lease/LeaseRevoke", pb_field(1, lease))
+        # A keep-alive of the revoked lease: etcd answers a TTL of 0 (field 3 absent).
+        again = channel.open("/etcdserverpb.Lease/LeaseKeepAlive", pb_field(1, lease))
+        assert 3 not in dict(message_fields(channel.receive(again, 5.0)))
+        channel.cancel(again)
+    finally:
+        channel.close()
+
+
+def test_a_watch_on_the_same_connection_streams_a_delete_made_by_a_call(etcd: Etcd) -> None:
+    channel = _channel(etcd)
+    try:
+        key = b"skf-tests/h2grpc/watched-%d" % time.monotonic_ns()
+        channel.call("/etcdserverpb.KV/Txn", pb_field(2, pb_field(2, pb_field(1, key))))
+        watch = channel.open("/etcdserverpb.Watch/Watch", pb_field(1, pb_field(1, key)))
+        assert dict(message_fields(channel.receive(watch, 5.0)))[3] == 1  # created
+        channel.call("/etcdserverpb.KV/Txn", pb_field(2, pb_field(3, pb_field(1, key))))
+        event = dict(message_fields(dict(message_fields(channel.receive(watch, 5.0)))[11]))  # type: ignore[arg-type]
+        assert event[1] == 1  # DELETE
+        assert dict(message_fields(event[2]))[1] == key  # type: ignore[arg-type]
+        with pytest.raises(TimeoutError):
+            channel.receive(watch, 0.2)  # nothing more changed
+        channel.cancel(watch)
+    finally:
+        channel.close()
+
+
+def test_a_call_etcd_refuses_raises_its_grpc_status(etcd: Etcd) -> None:
+    channel = _channel(etcd)
+    try:
+        with pytest.raises(GrpcError) as unknown:
+            channel.call("/etcdserverpb.KV/NoSuchCall", b"")
+        assert unknown.value.status == 12  # UNIMPLEMENTED
+        with pytest.raises(GrpcError) as missing:
+            channel.call("/etcdserverpb.Lease/LeaseRevoke", pb_field(1, 12345))
+        assert missing.value.status == 5  # NOT_FOUND: no such lease
+        assert "lease not found" in str(missing.value)
+        # The connection serves on after both.
+        assert channel.call("/etcdserverpb.KV/Range", pb_field(1, b"skf-tests/none"))
+    finally:
+        channel.close()
