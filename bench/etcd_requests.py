@@ -3,6 +3,7 @@
     uv run --group bench python bench/etcd_requests.py
     uv run --group bench python bench/etcd_requests.py --rounds 2000 --line 64
     uv run --group bench --with grpcio python bench/etcd_requests.py --grpc
+    uv run --group bench python bench/etcd_requests.py --own
 
 Each kind of request a lock sends (a read of the record alone, a read of the record
 with a line of ``--line`` places, a transaction, a lease granted, kept alive and
@@ -20,6 +21,11 @@ side by side: what etcd's JSON gateway costs etcd on each request, which is what
 transport of the script's own that spoke gRPC could save. A watch by gRPC is a new
 stream on the one connection, not a new connection. (grpcio's sender CPU includes
 its own threads; a client in Python would spend its CPU otherwise.)
+
+With ``--own``, each kind is also sent by gRPC through ``bench/h2grpc.py``, a client on
+the standard library alone (HTTP/2, HPACK and protocol buffers written here), each
+answer taken apart as a look would need it: what a transport of the script's own
+would cost etcd and the process that sends, beside the gateway.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from h2grpc import Channel, message_fields, pb_field  # noqa: E402  (bench/h2grpc.py)
 from proc import cpu_of, load_script, own_cpu  # noqa: E402  (bench/proc.py, beside this file)
 
 
@@ -45,50 +52,12 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def varint(n: int) -> bytes:
-    """``n`` (>= 0) as a protobuf varint."""
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def field(number: int, value: bytes | int) -> bytes:
-    """One protobuf field: bytes (length-delimited, wire type 2) or an integer (0)."""
-    if isinstance(value, int):
-        return varint(number << 3) + varint(value)
-    return varint(number << 3 | 2) + varint(len(value)) + value
-
-
 def integer_field(message: bytes, number: int) -> int:
     """The integer field ``number`` of a protobuf ``message`` (its top level)."""
-    at = 0
-    while at < len(message):
-        tag, at = read_varint(message, at)
-        if tag & 7 == 0:
-            value, at = read_varint(message, at)
-            if tag >> 3 == number:
-                return value
-        elif tag & 7 == 2:
-            size, at = read_varint(message, at)
-            at += size
-        else:
-            raise ValueError(f"wire type {tag & 7} is not used by etcd's answers here")
+    for found, value in message_fields(message):
+        if found == number and isinstance(value, int):
+            return value
     raise KeyError(number)
-
-
-def read_varint(data: bytes, at: int) -> tuple[int, int]:
-    """The varint at ``at`` in ``data``, and where the next field starts."""
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if byte < 0x80:
-            return value, at
 
 
 def grpc_kinds(target: str, key: bytes) -> tuple[list[Callable[[int], Any]], Any]:
@@ -118,24 +87,85 @@ def grpc_kinds(target: str, key: bytes) -> tuple[list[Callable[[int], Any]], Any
     answers = keepalive_call(asked())
 
     def keepalive(n: int) -> None:
-        asks.put(field(1, leases[n]))
+        asks.put(pb_field(1, leases[n]))
         next(answers)
 
     def watch(_: int) -> None:
-        stream = watch_call(iter([field(1, field(1, key))]))
+        stream = watch_call(iter([pb_field(1, pb_field(1, key))]))
         next(stream)  # the answer that says the watch was made
         stream.cancel()
 
-    record = field(1, key)
-    whole = field(1, key) + field(2, key + b"\1")
-    put = field(2, field(2, field(1, b"other") + field(2, b"v")))
+    record = pb_field(1, key)
+    whole = pb_field(1, key) + pb_field(2, key + b"\1")
+    put = pb_field(2, pb_field(2, pb_field(1, b"other") + pb_field(2, b"v")))
     sends: list[Callable[[int], Any]] = [
         lambda _: range_call(record),
         lambda _: range_call(whole),
         lambda _: txn_call(put),
-        lambda _: leases.append(integer_field(grant_call(field(1, 60)), 2)),
+        lambda _: leases.append(integer_field(grant_call(pb_field(1, 60)), 2)),
         keepalive,
-        lambda n: revoke_call(field(1, leases[n])),
+        lambda n: revoke_call(pb_field(1, leases[n])),
+        watch,
+    ]
+    return sends, channel
+
+
+def kvs_of(range_answer: bytes) -> list[tuple[bytes, bytes, int, int]]:
+    """The keys a RangeResponse carries (kvs, field 2), each as a look would need it:
+    key (1), value (5), lease (6) and mod_revision (3) of etcd's KeyValue."""
+    kvs = []
+    for number, kv in message_fields(range_answer):
+        if number == 2 and isinstance(kv, bytes):
+            got = dict(message_fields(kv))
+            key, value, lease, revision = (
+                got.get(1, b""),
+                got.get(5, b""),
+                got.get(6, 0),
+                got.get(3, 0),
+            )
+            assert isinstance(key, bytes) and isinstance(value, bytes)
+            assert isinstance(lease, int) and isinstance(revision, int)
+            kvs.append((key, value, lease, revision))
+    return kvs
+
+
+def own_kinds(target: str, key: bytes) -> tuple[list[Callable[[int], Any]], Channel]:
+    """The same kinds of request as the gateway's, by gRPC through bench/h2grpc.py, a
+    client on the standard library alone; each answer taken apart as a look would
+    (a range's keys, a grant's ID). One connection; a watch is a new stream on it,
+    cancelled once made; the keep-alives share one stream."""
+    host, port = target.rsplit(":", 1)
+    channel = Channel(host, int(port))
+    leases: list[int] = []
+    keepalive_stream: list[int] = []
+
+    def keepalive(n: int) -> None:
+        ask = pb_field(1, leases[n])
+        if keepalive_stream:
+            channel.send(keepalive_stream[0], ask)
+        else:
+            keepalive_stream.append(channel.open("/etcdserverpb.Lease/LeaseKeepAlive", ask))
+        integer_field(channel.receive(keepalive_stream[0], 5.0), 3)  # the TTL
+
+    def watch(_: int) -> None:
+        stream = channel.open("/etcdserverpb.Watch/Watch", pb_field(1, pb_field(1, key)))
+        channel.receive(stream, 5.0)  # the answer that says the watch was made
+        channel.cancel(stream)
+
+    def grant(_: int) -> None:
+        answer = channel.call("/etcdserverpb.Lease/LeaseGrant", pb_field(1, 60))
+        leases.append(integer_field(answer, 2))
+
+    record = pb_field(1, key)
+    whole = pb_field(1, key) + pb_field(2, key + b"\1")
+    put = pb_field(2, pb_field(2, pb_field(1, b"other") + pb_field(2, b"v")))
+    sends: list[Callable[[int], Any]] = [
+        lambda _: kvs_of(channel.call("/etcdserverpb.KV/Range", record)),
+        lambda _: kvs_of(channel.call("/etcdserverpb.KV/Range", whole)),
+        lambda _: channel.call("/etcdserverpb.KV/Txn", put),
+        grant,
+        keepalive,
+        lambda n: channel.call("/etcdserverpb.Lease/LeaseRevoke", pb_field(1, leases[n])),
         watch,
     ]
     return sends, channel
@@ -158,6 +188,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=1000, help="requests of each kind")
     parser.add_argument("--line", type=int, default=64, help="places in the line read")
     parser.add_argument("--grpc", action="store_true", help="each kind by gRPC too (needs grpcio)")
+    parser.add_argument(
+        "--own", action="store_true", help="each kind by bench/h2grpc.py's gRPC too (stdlib only)"
+    )
     options = parser.parse_args()
 
     from servers import start_etcd
@@ -202,30 +235,37 @@ def main() -> int:
             ("lease revoke", lambda n: post("/v3/lease/revoke", {"ID": leases[n]})),
             ("watch, on a new connection", watch),
         ]
-        sends: list[Callable[[int], Any] | None] = [None] * len(kinds)
-        channel = None
+        # Each transport's sends, the gateway's first, in the order of ``kinds``.
+        transports: list[tuple[str, list[Callable[[int], Any]]]] = [
+            ("gateway", [send for _, send in kinds])
+        ]
+        closing: list[Any] = []
         if options.grpc:
-            grpc_sends, channel = grpc_kinds(etcd.client, key)
-            sends = list(grpc_sends)
-        print(f"# etcd through its gateway, {options.rounds} requests of each kind, one at a time")
-        if channel is None:
+            grpc_sends, grpc_channel = grpc_kinds(etcd.client, key)
+            transports.append(("gRPC", grpc_sends))
+            closing.append(grpc_channel)
+        if options.own:
+            own_sends, own_channel = own_kinds(etcd.client, key)
+            transports.append(("own gRPC", own_sends))
+            closing.append(own_channel)
+        names = [name for name, _ in transports]
+        print(
+            f"# etcd, {options.rounds} requests of each kind, one at a time, by:", ", ".join(names)
+        )
+        if len(transports) == 1:
             print("| request | etcd CPU | sender CPU | wall |")
             print("|---|---|---|---|")
         else:
-            print("# and by gRPC (grpcio), the same requests to the same etcd")
-            print(
-                "| request | etcd CPU: gateway | etcd CPU: gRPC | sender CPU: gateway"
-                " | sender CPU: gRPC | wall: gateway | wall: gRPC |"
-            )
-            print("|---|---|---|---|---|---|---|")
-        for (name, send), by_grpc in zip(kinds, sends, strict=True):
-            spent = [cost(etcd.proc.pid, send, options.rounds)]
-            if by_grpc is not None:
-                spent.append(cost(etcd.proc.pid, by_grpc, options.rounds))
-            # Each figure by gateway, then by gRPC beside it: etcd's CPU, the sender's, wall.
+            figures = ("etcd CPU", "sender CPU", "wall")
+            heads = [f"{figure}: {name}" for figure in figures for name in names]
+            print("| request | " + " | ".join(heads) + " |")
+            print("|---|" + "---|" * len(heads))
+        for n, (name, _) in enumerate(kinds):
+            spent = [cost(etcd.proc.pid, sends[n], options.rounds) for _, sends in transports]
+            # Each figure by every transport side by side: etcd's CPU, the sender's, wall.
             cells = [f"{by[figure]:.2f} ms" for figure in range(3) for by in spent]
             print(f"| {name} | " + " | ".join(cells) + " |", flush=True)
-        if channel is not None:
+        for channel in closing:
             channel.close()
         gateway.close()
     finally:
