@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from calls import WORKER, Run, reaped
@@ -111,6 +112,19 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
     server = start_etcd(tmp_path_factory.mktemp("etcd"))
     yield server
     server.stop()
+
+
+@pytest.fixture
+def grpc_channel(etcd: Etcd) -> Iterator[Any]:
+    """A connection to the session's etcd by bench/h2grpc.py's gRPC client, closed
+    after the test."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+    from h2grpc import Channel
+
+    host, port = etcd.client.rsplit(":", 1)
+    channel = Channel(host, int(port))
+    yield channel
+    channel.close()
 
 
 @pytest.fixture

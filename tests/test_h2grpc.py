@@ -9,7 +9,6 @@ import time
 
 import pytest
 from loader import ROOT
-from servers import Etcd
 
 sys.path.insert(0, str(ROOT / "bench"))
 
@@ -141,77 +140,58 @@ def test_a_truncated_or_unknown_field_is_refused(message: bytes) -> None:
 # --- calls to a real etcd -----------------------------------------------------------
 
 
-def _channel(etcd: Etcd) -> Channel:
-    host, port = etcd.client.rsplit(":", 1)
-    return Channel(host, int(port))
+def test_a_put_by_txn_is_read_back_by_range(grpc_channel: Channel) -> None:
+    key = b"skf-tests/h2grpc/put-%d" % time.monotonic_ns()
+    put = pb_field(2, pb_field(2, pb_field(1, key) + pb_field(2, b"value")))
+    answer = grpc_channel.call("/etcdserverpb.KV/Txn", put)
+    assert dict(message_fields(answer))[2] == 1  # succeeded
+    ranged = message_fields(grpc_channel.call("/etcdserverpb.KV/Range", pb_field(1, key)))
+    kvs = [dict(message_fields(kv)) for number, kv in ranged if number == 2]  # type: ignore[arg-type]
+    assert [(kv[1], kv[5]) for kv in kvs] == [(key, b"value")]
 
 
-def test_a_put_by_txn_is_read_back_by_range(etcd: Etcd) -> None:
-    channel = _channel(etcd)
-    try:
-        key = b"skf-tests/h2grpc/put-%d" % time.monotonic_ns()
-        put = pb_field(2, pb_field(2, pb_field(1, key) + pb_field(2, b"value")))
-        answer = channel.call("/etcdserverpb.KV/Txn", put)
-        assert dict(message_fields(answer))[2] == 1  # succeeded
-        ranged = message_fields(channel.call("/etcdserverpb.KV/Range", pb_field(1, key)))
-        kvs = [dict(message_fields(kv)) for number, kv in ranged if number == 2]  # type: ignore[arg-type]
-        assert [(kv[1], kv[5]) for kv in kvs] == [(key, b"value")]
-    finally:
-        channel.close()
+def test_a_lease_is_granted_kept_alive_on_one_stream_and_revoked(grpc_channel: Channel) -> None:
+    answer = grpc_channel.call("/etcdserverpb.Lease/LeaseGrant", pb_field(1, 30))
+    granted = dict(message_fields(answer))
+    lease = granted[2]
+    assert isinstance(lease, int) and lease > 0 and granted[3] == 30
+    stream = grpc_channel.open("/etcdserverpb.Lease/LeaseKeepAlive", pb_field(1, lease))
+    for _ in range(3):
+        kept = dict(message_fields(grpc_channel.receive(stream, 5.0)))
+        assert (kept[2], kept[3]) == (lease, 30)
+        grpc_channel.send(stream, pb_field(1, lease))
+    grpc_channel.receive(stream, 5.0)
+    grpc_channel.cancel(stream)
+    grpc_channel.call("/etcdserverpb.Lease/LeaseRevoke", pb_field(1, lease))
+    # A keep-alive of the revoked lease: etcd answers a TTL of 0 (field 3 absent).
+    again = grpc_channel.open("/etcdserverpb.Lease/LeaseKeepAlive", pb_field(1, lease))
+    assert 3 not in dict(message_fields(grpc_channel.receive(again, 5.0)))
+    grpc_channel.cancel(again)
 
 
-def test_a_lease_is_granted_kept_alive_on_one_stream_and_revoked(etcd: Etcd) -> None:
-    channel = _channel(etcd)
-    try:
-        answer = channel.call("/etcdserverpb.Lease/LeaseGrant", pb_field(1, 30))
-        granted = dict(message_fields(answer))
-        lease = granted[2]
-        assert isinstance(lease, int) and lease > 0 and granted[3] == 30
-        stream = channel.open("/etcdserverpb.Lease/LeaseKeepAlive", pb_field(1, lease))
-        for _ in range(3):
-            kept = dict(message_fields(channel.receive(stream, 5.0)))
-            assert (kept[2], kept[3]) == (lease, 30)
-            channel.send(stream, pb_field(1, lease))
-        channel.receive(stream, 5.0)
-        channel.cancel(stream)
-        channel.call("/etcdserverpb.Lease/LeaseRevoke", pb_field(1, lease))
-        # A keep-alive of the revoked lease: etcd answers a TTL of 0 (field 3 absent).
-        again = channel.open("/etcdserverpb.Lease/LeaseKeepAlive", pb_field(1, lease))
-        assert 3 not in dict(message_fields(channel.receive(again, 5.0)))
-        channel.cancel(again)
-    finally:
-        channel.close()
+def test_a_watch_on_the_same_connection_streams_a_delete_made_by_a_call(
+    grpc_channel: Channel,
+) -> None:
+    key = b"skf-tests/h2grpc/watched-%d" % time.monotonic_ns()
+    grpc_channel.call("/etcdserverpb.KV/Txn", pb_field(2, pb_field(2, pb_field(1, key))))
+    watch = grpc_channel.open("/etcdserverpb.Watch/Watch", pb_field(1, pb_field(1, key)))
+    assert dict(message_fields(grpc_channel.receive(watch, 5.0)))[3] == 1  # created
+    grpc_channel.call("/etcdserverpb.KV/Txn", pb_field(2, pb_field(3, pb_field(1, key))))
+    event = dict(message_fields(dict(message_fields(grpc_channel.receive(watch, 5.0)))[11]))  # type: ignore[arg-type]
+    assert event[1] == 1  # DELETE
+    assert dict(message_fields(event[2]))[1] == key  # type: ignore[arg-type]
+    with pytest.raises(TimeoutError):
+        grpc_channel.receive(watch, 0.2)  # nothing more changed
+    grpc_channel.cancel(watch)
 
 
-def test_a_watch_on_the_same_connection_streams_a_delete_made_by_a_call(etcd: Etcd) -> None:
-    channel = _channel(etcd)
-    try:
-        key = b"skf-tests/h2grpc/watched-%d" % time.monotonic_ns()
-        channel.call("/etcdserverpb.KV/Txn", pb_field(2, pb_field(2, pb_field(1, key))))
-        watch = channel.open("/etcdserverpb.Watch/Watch", pb_field(1, pb_field(1, key)))
-        assert dict(message_fields(channel.receive(watch, 5.0)))[3] == 1  # created
-        channel.call("/etcdserverpb.KV/Txn", pb_field(2, pb_field(3, pb_field(1, key))))
-        event = dict(message_fields(dict(message_fields(channel.receive(watch, 5.0)))[11]))  # type: ignore[arg-type]
-        assert event[1] == 1  # DELETE
-        assert dict(message_fields(event[2]))[1] == key  # type: ignore[arg-type]
-        with pytest.raises(TimeoutError):
-            channel.receive(watch, 0.2)  # nothing more changed
-        channel.cancel(watch)
-    finally:
-        channel.close()
-
-
-def test_a_call_etcd_refuses_raises_its_grpc_status(etcd: Etcd) -> None:
-    channel = _channel(etcd)
-    try:
-        with pytest.raises(GrpcError) as unknown:
-            channel.call("/etcdserverpb.KV/NoSuchCall", b"")
-        assert unknown.value.status == 12  # UNIMPLEMENTED
-        with pytest.raises(GrpcError) as missing:
-            channel.call("/etcdserverpb.Lease/LeaseRevoke", pb_field(1, 12345))
-        assert missing.value.status == 5  # NOT_FOUND: no such lease
-        assert "lease not found" in str(missing.value)
-        # The connection serves on after both.
-        assert channel.call("/etcdserverpb.KV/Range", pb_field(1, b"skf-tests/none"))
-    finally:
-        channel.close()
+def test_a_call_etcd_refuses_raises_its_grpc_status(grpc_channel: Channel) -> None:
+    with pytest.raises(GrpcError) as unknown:
+        grpc_channel.call("/etcdserverpb.KV/NoSuchCall", b"")
+    assert unknown.value.status == 12  # UNIMPLEMENTED
+    with pytest.raises(GrpcError) as missing:
+        grpc_channel.call("/etcdserverpb.Lease/LeaseRevoke", pb_field(1, 12345))
+    assert missing.value.status == 5  # NOT_FOUND: no such lease
+    assert "lease not found" in str(missing.value)
+    # The connection serves on after both.
+    assert grpc_channel.call("/etcdserverpb.KV/Range", pb_field(1, b"skf-tests/none"))
