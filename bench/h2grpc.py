@@ -454,6 +454,8 @@ class Channel:
         answer = _next_message(stream.data)
         if answer is None:
             raise GrpcError(-1, "a unary call ended with no answer")
+        if stream.data:
+            raise GrpcError(-1, "a unary call answered with more than one message")
         return answer
 
     def open(self, path: str, message: bytes) -> int:
