@@ -1,13 +1,16 @@
 """bench/h2grpc.py, the gRPC client on the standard library that the bench measures
 etcd's requests with (``bench/etcd_requests.py --own``): HPACK against RFC 7541's own
-examples, protocol buffers' varints, and calls to a real etcd."""
+examples, protocol buffers' varints, calls to a real etcd, and the frames a server
+may send, from a scripted peer (tests/h2peer.py)."""
 
 from __future__ import annotations
 
+import struct
 import sys
 import time
 
 import pytest
+from h2peer import ScriptedPeer, frame, literal
 from loader import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -195,3 +198,71 @@ def test_a_call_etcd_refuses_raises_its_grpc_status(grpc_channel: Channel) -> No
     assert "lease not found" in str(missing.value)
     # The connection serves on after both.
     assert grpc_channel.call("/etcdserverpb.KV/Range", pb_field(1, b"skf-tests/none"))
+
+
+# --- frames a server may send, from a scripted peer ---------------------------------
+
+OK_TRAILERS = literal(b"grpc-status", b"0")
+
+
+def _call_scripted(script: bytes) -> tuple[bytes | Exception, list[tuple[int, int, int, bytes]]]:
+    """A unary call to a peer that answers with ``script``: the answer (or what the
+    call raised) and the frames the client sent."""
+    peer = ScriptedPeer(script)
+    channel = Channel("127.0.0.1", peer.port)
+    try:
+        outcome: bytes | Exception = channel.call("/test.Service/Call", b"ask", timeout=2.0)
+    except (OSError, ValueError) as exc:
+        outcome = exc
+    channel.close()
+    return outcome, peer.stop()
+
+
+def test_a_header_block_in_pieces_padded_data_pings_and_settings_are_all_read() -> None:
+    status = b"\x88"  # :status 200, the static table's 8th entry
+    padded = b"\x03" + b"\0\0\0\0\x05hello" + b"pad"  # 3 bytes of padding
+    script = (
+        frame(4, 0, 0, struct.pack(">HI", 0x4, 1 << 20))  # SETTINGS: a larger window
+        + frame(6, 0, 0, b"12345678")  # PING
+        + frame(1, 4, 1, status + literal(b"content-type", b"application/grpc"))
+        + frame(0, 0x8, 1, padded)  # DATA, PADDED
+        # The trailers in two pieces: HEADERS (END_STREAM), then CONTINUATION (END_HEADERS).
+        + frame(1, 1, 1, literal(b"grpc-message", b""))
+        + frame(9, 4, 1, OK_TRAILERS)
+    )
+    outcome, sent = _call_scripted(script)
+    assert outcome == b"hello"
+    kinds = [(kind, flags, payload) for kind, flags, _, payload in sent]
+    assert (4, 1, b"") in kinds  # the server's settings acknowledged
+    assert (6, 1, b"12345678") in kinds  # the ping answered with its own payload
+    headers = [payload for kind, _, stream, payload in sent if kind == 1 and stream == 1]
+    assert headers and b"/test.Service/Call" in headers[0]
+    (data,) = [payload for kind, _, stream, payload in sent if kind == 0 and stream == 1]
+    assert data == b"\0\0\0\0\x03ask"
+
+
+def test_a_stream_ended_by_its_data_with_no_status_is_an_error() -> None:
+    outcome, _ = _call_scripted(frame(1, 4, 1, b"\x88") + frame(0, 1, 1, b"\0\0\0\0\x02hi"))
+    assert isinstance(outcome, GrpcError) and "no grpc-status" in str(outcome)
+
+
+def test_a_unary_answer_of_more_than_one_message_is_an_error() -> None:
+    two = b"\0\0\0\0\x01a" + b"\0\0\0\0\x01b"
+    outcome, _ = _call_scripted(
+        frame(1, 4, 1, b"\x88") + frame(0, 0, 1, two) + frame(1, 5, 1, OK_TRAILERS)
+    )
+    assert isinstance(outcome, GrpcError) and "more than one message" in str(outcome)
+
+
+def test_a_status_other_than_ok_is_raised_with_its_message() -> None:
+    refused = literal(b"grpc-status", b"9") + literal(b"grpc-message", b"not now")
+    outcome, _ = _call_scripted(frame(1, 4 | 1, 1, b"\x88" + refused))
+    assert isinstance(outcome, GrpcError)
+    assert (outcome.status, str(outcome)) == (9, "gRPC status 9: not now")
+
+
+def test_a_reset_stream_and_a_goaway_end_the_call() -> None:
+    reset, _ = _call_scripted(frame(3, 0, 1, struct.pack(">I", 2)))
+    assert isinstance(reset, GrpcError) and "reset the stream (code 2)" in str(reset)
+    away, _ = _call_scripted(frame(7, 0, 0, struct.pack(">II", 1, 0)))
+    assert isinstance(away, OSError) and "going away" in str(away)
