@@ -389,8 +389,9 @@ _MAX_FRAME = 16384
 
 
 class GrpcError(OSError):
-    """A call that gRPC ended with a status other than OK, or a stream the server
-    reset. ``status`` is gRPC's code (RST_STREAM: -1)."""
+    """A call that gRPC ended with a status other than OK, or that ended with no
+    status: ``status`` is gRPC's code, or -1 for a stream the server reset or an
+    answer that broke gRPC's rules (no status, a compressed or extra message)."""
 
     def __init__(self, status: int, message: str) -> None:
         super().__init__(f"gRPC status {status}: {message}")
@@ -426,7 +427,7 @@ class Channel:
         self.send_window = _DEFAULT_WINDOW  # the connection's, for what this end sends
         self.stream_window = _DEFAULT_WINDOW  # the server's initial window per stream
         self.received = 0  # the connection's DATA since the window was given back
-        self.headers_of: dict[bytes, bytes] = {}  # each path's request headers, encoded
+        self.headers_of: dict[str, bytes] = {}  # each path's request headers, encoded
         self.continued: tuple[int, int, bytearray] | None = None  # a header block's frames
         opening = _PREFACE + self._frame(_SETTINGS, 0, 0, _SETTINGS_SENT)
         more = struct.pack(">I", _MAX_WINDOW - _DEFAULT_WINDOW)
@@ -443,9 +444,10 @@ class Channel:
     # -- calls
 
     def call(self, path: str, message: bytes, timeout: float = 5.0) -> bytes:
-        """A unary call: ``message`` sent on a new stream, the one answer returned."""
-        stream_id = self._start(path, message, end=True)
+        """A unary call: ``message`` sent on a new stream, the one answer returned,
+        all within ``timeout`` (TimeoutError)."""
         deadline = time.monotonic() + timeout
+        stream_id = self._start(path, message, end=True, deadline=deadline)
         stream = self.streams[stream_id]
         while not stream.ended:
             self._read_frame(deadline)
@@ -458,13 +460,14 @@ class Channel:
             raise GrpcError(-1, "a unary call answered with more than one message")
         return answer
 
-    def open(self, path: str, message: bytes) -> int:
+    def open(self, path: str, message: bytes, timeout: float = 5.0) -> int:
         """A stream of calls to ``path`` (a bidirectional one, such as a watch or a
         lease's keep-alives), its first ``message`` sent; its id."""
-        return self._start(path, message, end=False)
+        return self._start(path, message, end=False, deadline=time.monotonic() + timeout)
 
-    def send(self, stream_id: int, message: bytes) -> None:
-        self._send_data(stream_id, _prefixed(message), end=False)
+    def send(self, stream_id: int, message: bytes, timeout: float = 5.0) -> None:
+        data = self._data(stream_id, _prefixed(message), False, time.monotonic() + timeout)
+        self.sock.sendall(data)
 
     def receive(self, stream_id: int, timeout: float) -> bytes:
         """The next message the stream carries; TimeoutError if none in ``timeout``."""
@@ -486,31 +489,33 @@ class Channel:
 
     # -- sending
 
-    def _start(self, path: str, message: bytes, end: bool) -> int:
+    def _start(self, path: str, message: bytes, end: bool, deadline: float) -> int:
+        """A new stream: its headers and first message, sent together (one write)."""
         stream_id = self.next_id
         self.next_id += 2
         self.streams[stream_id] = _Stream(window=self.stream_window)
-        headers = self.headers_of.get(path.encode())
-        if headers is None:
-            headers = self._request_headers(path.encode())
-        self.sock.sendall(self._frame(_HEADERS, _END_HEADERS, stream_id, headers))
-        self._send_data(stream_id, _prefixed(message), end=end)
+        headers = self._frame(_HEADERS, _END_HEADERS, stream_id, self._request_headers(path))
+        self.sock.sendall(headers + self._data(stream_id, _prefixed(message), end, deadline))
         return stream_id
 
-    def _request_headers(self, path: bytes) -> bytes:
-        """A call's header block, the same for every call to ``path``: each header a
-        literal not added to the server's table, or one of the static table's."""
+    def _request_headers(self, path: str) -> bytes:
+        """A call's header block, the same for every call to ``path`` (made once): each
+        header a literal not added to the server's table, or one of the static
+        table's."""
+        known = self.headers_of.get(path)
+        if known is not None:
+            return known
         block = bytes([0x83, 0x86])  # :method POST, :scheme http
-        block += _encoded_integer(4, 4, 0) + _encoded_string(path)  # :path
+        block += _encoded_integer(4, 4, 0) + _encoded_string(path.encode())  # :path
         block += _encoded_integer(1, 4, 0) + _encoded_string(self.authority)  # :authority
         block += _encoded_integer(31, 4, 0) + _encoded_string(b"application/grpc")
         block += b"\0" + _encoded_string(b"te") + _encoded_string(b"trailers")
         self.headers_of[path] = block
         return block
 
-    def _send_data(self, stream_id: int, payload: bytes, end: bool) -> None:
+    def _data(self, stream_id: int, payload: bytes, end: bool, deadline: float) -> bytes:
+        """``payload``'s DATA frames, to send, once both windows have room for it."""
         stream = self.streams[stream_id]
-        deadline = time.monotonic() + 5.0
         while min(self.send_window, stream.window) < len(payload):
             self._read_frame(deadline)  # a WINDOW_UPDATE will give room
         self.send_window -= len(payload)
@@ -520,7 +525,7 @@ class Channel:
             piece = payload[at : at + _MAX_FRAME]
             last = at + _MAX_FRAME >= len(payload)
             frames += self._frame(_DATA, _END_STREAM if end and last else 0, stream_id, piece)
-        self.sock.sendall(frames)
+        return bytes(frames)
 
     @staticmethod
     def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:
@@ -587,21 +592,23 @@ class Channel:
         size = len(payload)  # padding counts toward the window too
         if flags & _PADDED:
             payload = payload[1 : len(payload) - payload[0]]
-        self.received += size
-        if self.received > _MAX_WINDOW // 2:
-            self.sock.sendall(self._frame(_WINDOW_UPDATE, 0, 0, struct.pack(">I", self.received)))
-            self.received = 0
+        self.received = self._given_back(0, self.received + size)
         stream = self.streams.get(stream_id)
         if stream is None:
             return  # a stream this end cancelled
         stream.data += payload
-        stream.received += size
-        if stream.received > _MAX_WINDOW // 2 and not flags & _END_STREAM:
-            update = struct.pack(">I", stream.received)
-            self.sock.sendall(self._frame(_WINDOW_UPDATE, 0, stream_id, update))
-            stream.received = 0
         if flags & _END_STREAM:
             stream.ended = True
+        else:
+            stream.received = self._given_back(stream_id, stream.received + size)
+
+    def _given_back(self, stream_id: int, received: int) -> int:
+        """What is left of ``received`` bytes not yet given back to the window of
+        ``stream_id`` (0: the connection's): all of it is, once it passes half."""
+        if received <= _MAX_WINDOW // 2:
+            return received
+        self.sock.sendall(self._frame(_WINDOW_UPDATE, 0, stream_id, struct.pack(">I", received)))
+        return 0
 
     def _on_headers(self, kind: int, stream_id: int, flags: int, payload: bytes) -> None:
         if kind == _HEADERS:
