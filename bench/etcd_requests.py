@@ -60,13 +60,22 @@ def integer_field(message: bytes, number: int) -> int:
     raise KeyError(number)
 
 
+def grpc_requests(key: bytes) -> tuple[bytes, bytes, bytes]:
+    """The messages both gRPC clients send, as the gateway's: a RangeRequest of the
+    record alone (key 1), one of the whole lock (range_end 2), and a TxnRequest of
+    one put (success 2: RequestOp, whose request_put is 2: key 1, value 2)."""
+    record = pb_field(1, key)
+    whole = pb_field(1, key) + pb_field(2, key + b"\1")
+    put = pb_field(2, pb_field(2, pb_field(1, b"other") + pb_field(2, b"v")))
+    return record, whole, put
+
+
 def grpc_kinds(target: str, key: bytes) -> tuple[list[Callable[[int], Any]], Any]:
     """The same kinds of request as the gateway's, sent by gRPC to ``target``
-    (HOST:PORT) in the same order; and the channel, to close. Messages of etcd's
-    rpc.proto: RangeRequest (key 1, range_end 2), TxnRequest (success 2: RequestOp,
-    whose request_put is 2: key 1, value 2), LeaseGrantRequest (TTL 1; the answer's
-    ID is field 2), LeaseKeepAliveRequest and LeaseRevokeRequest (ID 1),
-    WatchRequest (create_request 1: key 1)."""
+    (HOST:PORT) by grpcio, in the same order; and the channel, to close. Messages of
+    etcd's rpc.proto beside grpc_requests': LeaseGrantRequest (TTL 1; the answer's ID
+    is field 2), LeaseKeepAliveRequest and LeaseRevokeRequest (ID 1), WatchRequest
+    (create_request 1: key 1)."""
     grpc = importlib.import_module("grpc")  # --grpc only (uv run --with grpcio)
     channel = grpc.insecure_channel(target)
     raw: dict[str, Any] = {"request_serializer": None, "response_deserializer": None}
@@ -95,9 +104,7 @@ def grpc_kinds(target: str, key: bytes) -> tuple[list[Callable[[int], Any]], Any
         next(stream)  # the answer that says the watch was made
         stream.cancel()
 
-    record = pb_field(1, key)
-    whole = pb_field(1, key) + pb_field(2, key + b"\1")
-    put = pb_field(2, pb_field(2, pb_field(1, b"other") + pb_field(2, b"v")))
+    record, whole, put = grpc_requests(key)
     sends: list[Callable[[int], Any]] = [
         lambda _: range_call(record),
         lambda _: range_call(whole),
@@ -156,9 +163,7 @@ def own_kinds(target: str, key: bytes) -> tuple[list[Callable[[int], Any]], Chan
         answer = channel.call("/etcdserverpb.Lease/LeaseGrant", pb_field(1, 60))
         leases.append(integer_field(answer, 2))
 
-    record = pb_field(1, key)
-    whole = pb_field(1, key) + pb_field(2, key + b"\1")
-    put = pb_field(2, pb_field(2, pb_field(1, b"other") + pb_field(2, b"v")))
+    record, whole, put = grpc_requests(key)
     sends: list[Callable[[int], Any]] = [
         lambda _: kvs_of(channel.call("/etcdserverpb.KV/Range", record)),
         lambda _: kvs_of(channel.call("/etcdserverpb.KV/Range", whole)),
