@@ -6,16 +6,10 @@ may send, from a scripted peer (tests/h2peer.py)."""
 from __future__ import annotations
 
 import struct
-import sys
 import time
 
 import pytest
-from h2peer import ScriptedPeer, frame, literal
-from loader import ROOT
-
-sys.path.insert(0, str(ROOT / "bench"))
-
-from h2grpc import (  # bench/, put on the path above
+from h2grpc import (  # bench/h2grpc.py: conftest.py puts bench/ on the path
     Channel,
     GrpcError,
     HpackDecoder,
@@ -25,6 +19,7 @@ from h2grpc import (  # bench/, put on the path above
     read_varint,
     varint,
 )
+from h2peer import ScriptedPeer, frame, literal
 
 # --- HPACK: RFC 7541, Appendix C ----------------------------------------------------
 
