@@ -39,6 +39,12 @@ functions that the most samples passed through are printed, as shares of all the
 processes' samples: where waiting costs CPU, measured without a profiler's own
 weight on small calls.
 
+With ``--bare gateway`` or ``--bare grpc`` (etcd only), the processes run
+``bench/bare.py``'s bare semaphore instead of the lock: a line that sends only what
+any first-come line on etcd must, through the gateway or by gRPC: how busy any
+design could keep the slots here. By gRPC the lock's rules can be added to it one
+at a time (``grpc+record``, ``+call``, ``+values``; bench/bare.py says what each is).
+
 Usage::
 
     uv run --group bench python bench/slots.py                     # 16 processes, 1 and 4 slots
@@ -48,6 +54,7 @@ Usage::
     uv run --group bench python bench/slots.py --procs 64 --count
     uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores file --sample
     uv run --group bench python bench/slots.py --procs 64 --stores file,file:/dev/shm --count
+    uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores etcd --bare grpc
     SKF_RUN_LOCK_UNDER_TEST=OLD.py uv run --group bench python bench/slots.py  # another build
 
 The store ``file:DIR`` puts the file lock in a folder made in DIR (and removed after):
@@ -127,6 +134,11 @@ def worker(args: list[str]) -> int:
     counts: dict[str, int] = {}
     if os.environ.get("SKF_BENCH_COUNT"):
         count_store_calls(skf, counts)
+    bare = os.environ.get("SKF_BENCH_BARE")
+    if bare:
+        from bare import BareSemaphore  # bench/bare.py, beside this file
+
+        skf = BareSemaphore(skf, bare)
     hold_low, _, hold_high = hold.partition("-")
     work_low, _, work_high = work.partition("-")
     n = 0
@@ -460,8 +472,21 @@ def plot(run: Run, store: str, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
+def most_held(takes: list[tuple[float, float, float]]) -> int:
+    """The most takes whose holds (from the call's return to the release's call, by
+    the processes' clocks) overlapped: never more than the slots, or the line let in
+    too many."""
+    moments = sorted([(got, 1) for _, got, _ in takes] + [(done, -1) for _, _, done in takes])
+    held = most = 0
+    for _, step in moments:  # at one moment, a release (-1) sorts before a take
+        held += step
+        most = max(most, held)
+    return most
+
+
 def print_details(store: str, run: Run) -> None:
-    """Under a run's row: what ``--count`` and ``--sample`` found."""
+    """Under a run's row: the CPU of a take, the most held at once, and what
+    ``--count`` and ``--sample`` found."""
     counts = run["counts"]
     taken = run["taken"]
     measured = len(run["takes"])
@@ -472,6 +497,8 @@ def print_details(store: str, run: Run) -> None:
         if server is not None:
             spent += f", the server {server * seconds / measured * 1000:.1f} ms"
         print(f"|  | CPU per take, measured seconds only: {spent} ||||||||||", flush=True)
+        most = most_held(run["takes"])
+        print(f"|  | most held at once: {most} of {run['slots']} ||||||||||", flush=True)
     if counts and taken:
         per_take = ", ".join(f"{name} {counts.get(name, 0) / taken:.1f}" for name in COUNTED)
         lost = counts.get("lost", 0) / taken
@@ -552,7 +579,14 @@ def main() -> int:
     parser.add_argument(
         "--sample", action="store_true", help="sample where the processes' CPU goes"
     )
+    parser.add_argument(
+        "--bare",
+        help="etcd only: run bench/bare.py's bare semaphore instead of the lock (gateway,"
+        " grpc, or grpc with the lock's rules added: grpc+record+call+values)",
+    )
     options = parser.parse_args()
+    if options.bare:
+        os.environ["SKF_BENCH_BARE"] = options.bare  # each process inherits it
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
     servers: list[tuple[str, Any]] = []
     made: list[Path] = []
@@ -589,8 +623,9 @@ def main() -> int:
                     )
                     server_cpu = run["server_cpu_per_s"]
                     server_text = "-" if server_cpu is None else f"{server_cpu:.2f}"
+                    shown = store if options.bare is None else f"{store} (bare, {options.bare})"
                     row = (
-                        f"| {store} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
+                        f"| {shown} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
                         f" {run['busy']:.0%} | {run['gave_up']} | {run['longest']:.2f} s |"
                         f" {run['p99']:.2f} s | {run['jain']:.3f} | {run['cpu_per_s']:.2f} |"
                         f" {server_text} |"

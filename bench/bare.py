@@ -1,0 +1,418 @@
+"""A bare first-come semaphore on etcd: the fewest requests a line on slots can send,
+for a ceiling the lock's own line can be measured against.
+
+    uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores etcd --bare grpc
+    uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores etcd --bare gateway
+
+``bench/slots.py --bare`` runs its processes on this instead of the built file: the
+same line of processes, the same clock, the same figures. It is not a lock and is
+not safe to use as one. It keeps what every design of a first-come line on etcd must
+send, and leaves out what the lock's rules add:
+
+- A taker's key (``KEY/`` and its lease's ID) is its place in line and then its slot:
+  the first N keys by creation hold the N slots. One lease serves both, of the
+  holder's timeout, so a waiter that died would hold up the line for that long (the
+  lock's place has a lease of its own, of 3 s, kept alive).
+- There is no record: nothing an older version could read, and no count in force.
+- Each process keeps one connection for all its calls (the lock opens one a call).
+
+A take then sends: a lease granted; a transaction that puts the key and reads the
+line's keys (keys only, no values); a watch; a read of the keys when it wakes; a
+second watch and read for the first waiter; a put of its own key again when it got
+in after waiting (below); and a revoke that releases. Each waiter wakes once per
+step: the first waiter (place N) watches the deletes of the line, which each free a
+slot it is next for; every waiter behind it watches the key just ahead of it, whose
+put (that waiter got in) or delete (it left) moves it up one place.
+
+Two transports send it: etcd's JSON gateway, through the built file's own HTTP/1.1
+client (``gateway``), and gRPC through ``bench/h2grpc.py`` (``grpc``), a watch being a
+stream on the process's one connection there.
+
+By gRPC, what the lock's rules add can be added one at a time, joined with ``+``
+(``grpc+record+call+values``):
+
+- ``record``: the one record the lock keeps, so that older versions see it held:
+  the holders' names at ``KEY``, which every take and release changes by a
+  transaction compared against the revision it read, tried again when it lost its
+  race. The line's reads read it too (a transaction of two ranges), so a take adds
+  one request and a release two (a read and the transaction), as on the lock.
+- ``call``: a connection of its own for each call (``acquire_within``, ``release``),
+  as the lock opens one a call, instead of one a process.
+- ``values``: the line's reads bring each place's value (a JSON text like the
+  lock's places) and take it apart, remembered by value as the lock does, instead
+  of keys only.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import time
+from collections.abc import Callable
+from typing import Any
+
+from h2grpc import Channel, message_fields, pb_field
+
+__all__ = ["BareBusy", "BareSemaphore"]
+
+# What gRPC's bare semaphore can add of the lock's rules (see the docstring).
+_FLAGS = {"record", "call", "values"}
+
+# etcd's RangeRequest enums and WatchCreateRequest's filter (rpc.proto).
+_ASCEND = 1
+_BY_CREATION = 2
+_NOPUT = 0
+
+
+class BareBusy(Exception):
+    """The wait ran out (the name the bench catches is ``LockBusy``)."""
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def _field(message: bytes, number: int) -> int | bytes | None:
+    """The last field ``number`` of a protobuf message (None if absent)."""
+    found = None
+    for got, value in message_fields(message):
+        if got == number:
+            found = value
+    return found
+
+
+def _revision_of(answer: bytes) -> int:
+    """The revision in an answer's ResponseHeader (field 1; its revision is field 3)."""
+    header = _field(answer, 1)
+    revision = _field(header, 3) if isinstance(header, bytes) else None
+    return revision if isinstance(revision, int) else 0
+
+
+def _keys_of(range_answer: bytes) -> list[bytes]:
+    """The keys of a RangeResponse (kvs, field 2; each KeyValue's key, field 1)."""
+    keys = []
+    for number, kv in message_fields(range_answer):
+        if number == 2 and isinstance(kv, bytes):
+            key = _field(kv, 1)
+            keys.append(key if isinstance(key, bytes) else b"")
+    return keys
+
+
+# What a read of the record gave: its mod_revision (0: absent) and its value.
+_Record = tuple[int, bytes]
+
+
+def _record_of(range_answer: bytes) -> _Record:
+    """The record a RangeResponse of its key gives (KeyValue: mod_revision 3, value 5)."""
+    for number, kv in message_fields(range_answer):
+        if number == 2 and isinstance(kv, bytes):
+            revision, value = _field(kv, 3), _field(kv, 5)
+            assert isinstance(revision, int)
+            return revision, value if isinstance(value, bytes) else b""
+    return 0, b""
+
+
+def _ranges_of(txn_answer: bytes) -> list[bytes]:
+    """The RangeResponses of a TxnResponse (responses 3; response_range 1), in order."""
+    ranges = []
+    for number, response in message_fields(txn_answer):
+        if number == 3 and isinstance(response, bytes):
+            ranged = _field(response, 1)
+            if isinstance(ranged, bytes):
+                ranges.append(ranged)
+    return ranges
+
+
+# Each place's value taken apart, by value (``values``), as the lock remembers them.
+_PLACES: dict[bytes, Any] = {}
+
+
+class _Grpc:
+    """The semaphore's requests by gRPC, on one connection; with ``record`` the
+    record key is read with the line and changed by :meth:`swap`; with ``values``
+    the line's reads bring the places' values, taken apart."""
+
+    def __init__(self, host: str, port: int, prefix: bytes, flags: set[str]) -> None:
+        self.channel = Channel(host, port)
+        self.prefix = prefix
+        self.line = pb_field(1, prefix) + pb_field(2, prefix[:-1] + b"0")
+        self.line += pb_field(5, _ASCEND) + pb_field(6, _BY_CREATION)
+        self.values = "values" in flags
+        if not self.values:
+            self.line += pb_field(8, 1)  # keys_only
+        self.record_key = prefix[:-1] if "record" in flags else None
+        self.record: _Record = (0, b"")  # as the last read found it
+
+    def _keys(self, range_answer: bytes) -> list[bytes]:
+        """The line's keys; with ``values``, each value taken apart too."""
+        if not self.values:
+            return _keys_of(range_answer)
+        keys = []
+        for number, kv in message_fields(range_answer):
+            if number == 2 and isinstance(kv, bytes):
+                fields = dict(message_fields(kv))
+                key, value = fields.get(1, b""), fields.get(5, b"")
+                assert isinstance(key, bytes) and isinstance(value, bytes)
+                if value not in _PLACES:
+                    _PLACES[value] = json.loads(value)
+                keys.append(key)
+        return keys
+
+    def _reads(self) -> bytes:
+        """The RequestOps that read the line (and the record)."""
+        ops = pb_field(2, pb_field(1, self.line))
+        if self.record_key is not None:
+            ops += pb_field(2, pb_field(1, pb_field(1, self.record_key)))
+        return ops
+
+    def _read(self, answer: bytes) -> tuple[int, list[bytes]]:
+        """The line of a transaction's reads (and the record, kept)."""
+        ranges = _ranges_of(answer)
+        if self.record_key is not None:
+            self.record = _record_of(ranges[-1])
+        return _revision_of(answer), self._keys(ranges[0])
+
+    def swap(self, change: Callable[[bytes], bytes]) -> None:
+        """Put ``change(value)`` as the record if it is still as last read; else read
+        it again (the failed transaction's read) and try again."""
+        assert self.record_key is not None
+        for _ in range(100):
+            revision, value = self.record
+            compare = pb_field(1, 0) + pb_field(2, 2) + pb_field(3, self.record_key)
+            compare += pb_field(6, revision)  # EQUAL, MOD
+            put = pb_field(1, self.record_key) + pb_field(2, change(value))
+            txn = pb_field(1, compare) + pb_field(2, pb_field(2, put))
+            txn += pb_field(3, pb_field(1, pb_field(1, self.record_key)))
+            answer = self.channel.call("/etcdserverpb.KV/Txn", txn)
+            if _field(answer, 2):
+                self.record = (_revision_of(answer), change(value))
+                return
+            self.record = _record_of(_ranges_of(answer)[0])
+        raise OSError("the record kept changing")
+
+    def read_record(self) -> None:
+        assert self.record_key is not None
+        answer = self.channel.call("/etcdserverpb.KV/Range", pb_field(1, self.record_key))
+        self.record = _record_of(answer)
+
+    def grant(self, ttl: int) -> int:
+        answer = self.channel.call("/etcdserverpb.Lease/LeaseGrant", pb_field(1, ttl))
+        lease = _field(answer, 2)
+        assert isinstance(lease, int)
+        return lease
+
+    def revoke(self, lease: int) -> None:
+        self.channel.call("/etcdserverpb.Lease/LeaseRevoke", pb_field(1, lease))
+
+    def join(self, key: bytes, value: bytes, lease: int) -> tuple[int, list[bytes]]:
+        put = pb_field(1, key) + pb_field(2, value) + pb_field(3, lease)
+        ops = pb_field(2, pb_field(2, put)) + self._reads()
+        return self._read(self.channel.call("/etcdserverpb.KV/Txn", ops))
+
+    def keys(self) -> tuple[int, list[bytes]]:
+        if self.record_key is not None:
+            return self._read(self.channel.call("/etcdserverpb.KV/Txn", self._reads()))
+        answer = self.channel.call("/etcdserverpb.KV/Range", self.line)
+        return _revision_of(answer), self._keys(answer)
+
+    def touch(self, key: bytes, value: bytes, lease: int) -> None:
+        put = pb_field(1, key) + pb_field(2, value) + pb_field(3, lease)
+        self.channel.call("/etcdserverpb.KV/Put", put)
+
+    def wait(self, key: bytes, end: bytes | None, deletes: bool, seen: int, until: float) -> bool:
+        """Watch ``key`` (to ``end``) from now: True once something changed after
+        revision ``seen``, False at ``until``."""
+        create = pb_field(1, key)
+        if end is not None:
+            create += pb_field(2, end)
+        if deletes:
+            create += pb_field(5, bytes([_NOPUT]))
+        stream = self.channel.open("/etcdserverpb.Watch/Watch", pb_field(1, create))
+        try:
+            created = self.channel.receive(stream, max(0.001, until - time.monotonic()))
+            if _revision_of(created) > seen:
+                return True
+            while (left := until - time.monotonic()) > 0:
+                message = self.channel.receive(stream, left)
+                if any(number == 11 for number, _ in message_fields(message)):
+                    return True
+            return False
+        except TimeoutError:
+            return False
+        finally:
+            self.channel.cancel(stream)
+
+
+class _Gateway:
+    """The semaphore's requests through etcd's JSON gateway, by the built file's
+    HTTP/1.1 client: one connection for requests, one more for each watch."""
+
+    def __init__(self, skf: Any, address: str, prefix: bytes) -> None:
+        skf._compile_carried("etcd_store")
+        self.store = skf._EtcdStore(address)
+        self.prefix = prefix
+        self.line = {
+            "key": _b64(prefix),
+            "range_end": _b64(prefix[:-1] + b"0"),
+            "sort_order": "ASCEND",
+            "sort_target": "CREATE",
+            "keys_only": True,
+        }
+
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        self.store.next_step()
+        return self.store.post(path, body)
+
+    def grant(self, ttl: int) -> int:
+        return int(self._post("/v3/lease/grant", {"TTL": str(ttl)})["ID"])
+
+    def revoke(self, lease: int) -> None:
+        self._post("/v3/lease/revoke", {"ID": str(lease)})
+
+    def join(self, key: bytes, value: bytes, lease: int) -> tuple[int, list[bytes]]:
+        put = {"key": _b64(key), "value": _b64(value), "lease": str(lease)}
+        ops = [{"request_put": put}, {"request_range": self.line}]
+        answer = self._post("/v3/kv/txn", {"success": ops})
+        ranged = answer["responses"][1]["response_range"]
+        return int(answer["header"]["revision"]), self._keys(ranged)
+
+    def keys(self) -> tuple[int, list[bytes]]:
+        answer = self._post("/v3/kv/range", self.line)
+        return int(answer["header"]["revision"]), self._keys(answer)
+
+    @staticmethod
+    def _keys(ranged: dict[str, Any]) -> list[bytes]:
+        return [base64.b64decode(kv["key"]) for kv in ranged.get("kvs", [])]
+
+    def touch(self, key: bytes, value: bytes, lease: int) -> None:
+        self._post("/v3/kv/put", {"key": _b64(key), "value": _b64(value), "lease": str(lease)})
+
+    def wait(self, key: bytes, end: bytes | None, deletes: bool, seen: int, until: float) -> bool:
+        """As _Grpc.wait, on a connection of its own."""
+        create: dict[str, Any] = {"key": _b64(key)}
+        if end is not None:
+            create["range_end"] = _b64(end)
+        if deletes:
+            create["filters"] = ["NOPUT"]
+        store = self.store
+        store.next_step()
+        watcher = store._open(store.endpoints[0])
+        try:
+            payload = json.dumps({"create_request": create}).encode()
+            watcher.send("/v3/watch", payload, store.headers, until)
+            if watcher.start_answer(until) != 200:
+                raise OSError("the watch was refused")
+            created = json.loads(watcher.readline(until))["result"]
+            if int(created["header"]["revision"]) > seen:
+                return True
+            while until - time.monotonic() > 0:
+                if json.loads(watcher.readline(until))["result"].get("events"):
+                    return True
+            return False
+        except TimeoutError:
+            return False
+        finally:
+            watcher.close()
+
+
+class BareSemaphore:
+    """What ``bench/slots.py``'s processes call: ``acquire_within``, ``release`` and
+    ``LockBusy``, as on the built file, over ``kind``: ``gateway``, or ``grpc`` with
+    any of the flags the module's docstring names."""
+
+    LockBusy = BareBusy
+
+    def __init__(self, skf: Any, kind: str) -> None:
+        self.skf = skf
+        self.transport, *flags = kind.split("+")
+        self.flags = set(flags)
+        if self.transport not in ("gateway", "grpc") or not self.flags <= _FLAGS:
+            raise ValueError(f"not a bare semaphore: {kind}")
+        if self.transport == "gateway" and self.flags:
+            raise ValueError("the gateway's bare semaphore takes no flags")
+        self.transports: dict[str, _Grpc | _Gateway] = {}
+        self.leases: dict[str, tuple[_Grpc | _Gateway, int]] = {}
+
+    def _line(self, lock: str) -> _Grpc | _Gateway:
+        """The connection a call on ``lock`` sends by: the process's (a new one each
+        call with ``call``)."""
+        if lock in self.transports and "call" not in self.flags:
+            return self.transports[lock]
+        where, _, key = lock.split("://", 1)[1].partition("/")
+        host, _, port = where.rpartition(":")
+        prefix = key.encode() + b"/"
+        line: _Grpc | _Gateway
+        if self.transport == "grpc":
+            line = _Grpc(host, int(port), prefix, self.flags)
+        else:
+            line = _Gateway(self.skf, lock, prefix)
+        self.transports[lock] = line
+        return line
+
+    def _done(self, line: _Grpc | _Gateway) -> None:
+        """A call's end: its connection closed, with ``call``."""
+        if "call" in self.flags and isinstance(line, _Grpc):
+            line.channel.close()
+
+    def acquire_within(
+        self, lock: str, owner: str, stale_after: float, wait: float, *, slots: int = 1
+    ) -> dict[str, Any]:
+        """Hold one of ``slots`` within ``wait`` seconds, first come, first served."""
+        line = self._line(lock)
+        try:
+            return self._acquire(line, lock, owner, stale_after, wait=wait, slots=slots)
+        finally:
+            self._done(line)
+
+    def _acquire(
+        self,
+        line: _Grpc | _Gateway,
+        lock: str,
+        owner: str,
+        stale_after: float,
+        *,
+        wait: float,
+        slots: int,
+    ) -> dict[str, Any]:
+        until = time.monotonic() + wait
+        lease = line.grant(math.ceil(stale_after))
+        mine = line.prefix + b"%016x" % lease
+        value = json.dumps({"owner": owner, "since": time.time(), "stale_after": stale_after})
+        seen, keys = line.join(mine, value.encode(), lease)
+        name = owner.encode() + b"\n"  # its line in the record
+        waited = False
+        while mine in keys:
+            place = keys.index(mine)
+            if place < slots:
+                if isinstance(line, _Grpc) and line.record_key is not None:
+                    line.swap(lambda names: names + name)
+                if waited:
+                    line.touch(mine, value.encode(), lease)  # wakes the waiter just behind
+                self.leases[owner] = (line, lease)
+                return {"acquired": True, "held_by": owner}
+            waited = True
+            if place == slots:
+                woken = line.wait(line.prefix, line.prefix[:-1] + b"0", True, seen, until)
+            else:
+                woken = line.wait(keys[place - 1], None, False, seen, until)
+            if not woken:
+                break
+            seen, keys = line.keys()
+        line.revoke(lease)
+        raise BareBusy(f"no slot of {lock} within {wait} s")
+
+    def release(self, lock: str, owner: str) -> dict[str, Any]:
+        """Free ``owner``'s slot (and its name in the record, with ``record``)."""
+        line, lease = self.leases.pop(owner)
+        if "call" in self.flags:
+            line = self._line(lock)
+        try:
+            if isinstance(line, _Grpc) and line.record_key is not None:
+                line.read_record()
+                name = owner.encode() + b"\n"
+                line.swap(lambda names: names.replace(name, b"", 1))
+            line.revoke(lease)
+        finally:
+            self._done(line)
+        return {"released": True}

@@ -1,0 +1,97 @@
+"""bench/bare.py, the bare semaphore on etcd that ``bench/slots.py --bare`` measures
+as a ceiling for the lock's line, and slots.py's count of holds at once: the ceiling
+means something only if the bare line lets in at most N, first come, first served."""
+
+from __future__ import annotations
+
+import threading
+import time
+from types import ModuleType
+
+import pytest
+from bare import BareBusy, BareSemaphore  # bench/bare.py: conftest.py puts bench/ on the path
+from h2grpc import Channel, message_fields, pb_field
+from slots import most_held
+
+KINDS = ["gateway", "grpc", "grpc+record"]
+
+
+def record_names(channel: Channel, lock: str) -> list[bytes]:
+    """The holders' names the record of ``lock`` (at its key) lists."""
+    key = lock.split("://", 1)[1].partition("/")[2].encode()
+    answer = channel.call("/etcdserverpb.KV/Range", pb_field(1, key))
+    for number, kv in message_fields(answer):
+        if number == 2 and isinstance(kv, bytes):
+            value = dict(message_fields(kv)).get(5, b"")
+            assert isinstance(value, bytes)
+            return value.split(b"\n")[:-1]
+    return []
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_lets_in_n_and_refuses_the_next_until_one_leaves(
+    kind: str, skf: ModuleType, etcd_lock: str
+) -> None:
+    holders = [BareSemaphore(skf, kind) for _ in range(3)]
+    for n, semaphore in enumerate(holders[:2]):
+        assert semaphore.acquire_within(etcd_lock, f"w:s:{n}", 30, 1, slots=2)["acquired"]
+    with pytest.raises(BareBusy):
+        holders[2].acquire_within(etcd_lock, "w:s:2", 30, 0.3, slots=2)
+    holders[0].release(etcd_lock, "w:s:0")
+    assert holders[2].acquire_within(etcd_lock, "w:s:2", 30, 1, slots=2)["held_by"] == "w:s:2"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_waiters_get_freed_slots_in_the_order_they_came(
+    kind: str, skf: ModuleType, etcd_lock: str
+) -> None:
+    holder = BareSemaphore(skf, kind)
+    holder.acquire_within(etcd_lock, "w:s:holder", 30, 1, slots=1)
+    got: list[str] = []
+
+    def wait(name: str) -> None:
+        semaphore = BareSemaphore(skf, kind)
+        semaphore.acquire_within(etcd_lock, name, 30, 20, slots=1)
+        got.append(name)
+        time.sleep(0.2)
+        semaphore.release(etcd_lock, name)
+
+    waiters = []
+    for name in ("w:s:first", "w:s:second"):
+        waiters.append(threading.Thread(target=wait, args=(name,)))
+        waiters[-1].start()
+        time.sleep(0.3)  # the first is in line before the second comes
+    assert got == []
+    holder.release(etcd_lock, "w:s:holder")
+    for waiter in waiters:
+        waiter.join(20)
+    assert got == ["w:s:first", "w:s:second"]
+
+
+def test_the_record_names_the_holders_and_empties_when_they_leave(
+    skf: ModuleType, etcd_lock: str, grpc_channel: Channel
+) -> None:
+    semaphores = [BareSemaphore(skf, "grpc+record") for _ in range(2)]
+    for n, semaphore in enumerate(semaphores):
+        semaphore.acquire_within(etcd_lock, f"w:s:{n}", 30, 1, slots=3)
+    assert sorted(record_names(grpc_channel, etcd_lock)) == [b"w:s:0", b"w:s:1"]
+    semaphores[1].release(etcd_lock, "w:s:1")
+    assert record_names(grpc_channel, etcd_lock) == [b"w:s:0"]
+    semaphores[0].release(etcd_lock, "w:s:0")
+    assert record_names(grpc_channel, etcd_lock) == []
+
+
+@pytest.mark.parametrize(
+    ("takes", "most"),
+    [
+        ([], 0),
+        ([(0.0, 1.0, 2.0)], 1),
+        ([(0.0, 1.0, 3.0), (0.0, 2.0, 4.0), (0.0, 2.5, 2.8)], 3),
+        ([(0.0, 1.0, 2.0), (0.0, 2.0, 3.0)], 1),  # one released as the other took
+        ([(0.0, 1.0, 2.0), (0.0, 3.0, 4.0), (0.0, 3.5, 5.0)], 2),
+    ],
+)
+def test_most_held_counts_the_holds_that_overlap(
+    takes: list[tuple[float, float, float]], most: int
+) -> None:
+    assert most_held(takes) == most
