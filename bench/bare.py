@@ -41,6 +41,10 @@ By gRPC, what the lock's rules add can be added one at a time, joined with ``+``
 - ``values``: the line's reads bring each place's value (a JSON text like the
   lock's places) and take it apart, remembered by value as the lock does, instead
   of keys only.
+- ``place``: the cost of a place's lease of its own, as the lock's: a second lease,
+  of 3 s, granted as a taker joins, kept alive each second while it waits (its
+  watch kept across the beat) and left to run out after the take. The key stays
+  on the first lease, so what the line decides is as without it.
 """
 
 from __future__ import annotations
@@ -57,7 +61,11 @@ from h2grpc import Channel, message_fields, pb_field
 __all__ = ["BareBusy", "BareSemaphore"]
 
 # What gRPC's bare semaphore can add of the lock's rules (see the docstring).
-_FLAGS = {"record", "call", "values"}
+_FLAGS = {"record", "call", "values", "place"}
+
+# A place's lease and its beat (``place``), as the lock's.
+_PLACE_TTL = 3
+_BEAT = 1.0
 
 # etcd's RangeRequest enums and WatchCreateRequest's filter (rpc.proto).
 _ASCEND = 1
@@ -143,6 +151,7 @@ class _Grpc:
             self.line += pb_field(8, 1)  # keys_only
         self.record_key = prefix[:-1] if "record" in flags else None
         self.record: _Record = (0, b"")  # as the last read found it
+        self.watch: tuple[bytes, int] | None = None  # the open watch: its request, stream
 
     def _keys(self, range_answer: bytes) -> list[bytes]:
         """The line's keys; with ``values``, each value taken apart too."""
@@ -222,24 +231,43 @@ class _Grpc:
 
     def wait(self, key: bytes, end: bytes | None, deletes: bool, seen: int, until: float) -> bool:
         """Watch ``key`` (to ``end``) from now: True once something changed after
-        revision ``seen``, False at ``until``."""
+        revision ``seen``, False at ``until``. A watch that ran out is kept for the
+        next wait on the same keys (after a beat), as the lock keeps its own."""
         create = pb_field(1, key)
         if end is not None:
             create += pb_field(2, end)
         if deletes:
             create += pb_field(5, bytes([_NOPUT]))
-        stream = self.channel.open("/etcdserverpb.Watch/Watch", pb_field(1, create))
         try:
-            created = self.channel.receive(stream, max(0.001, until - time.monotonic()))
-            if _revision_of(created) > seen:
-                return True
+            if self.watch is not None and self.watch[0] == create:
+                stream = self.watch[1]
+            else:
+                self.end_watch()
+                stream = self.channel.open("/etcdserverpb.Watch/Watch", pb_field(1, create))
+                self.watch = (create, stream)
+                created = self.channel.receive(stream, max(0.001, until - time.monotonic()))
+                if _revision_of(created) > seen:
+                    self.end_watch()
+                    return True
             while (left := until - time.monotonic()) > 0:
                 message = self.channel.receive(stream, left)
                 if any(number == 11 for number, _ in message_fields(message)):
+                    self.end_watch()
                     return True
             return False
         except TimeoutError:
             return False
+
+    def end_watch(self) -> None:
+        if self.watch is not None:
+            self.channel.cancel(self.watch[1])
+            self.watch = None
+
+    def keep_alive(self, lease: int) -> None:
+        """One keep-alive of ``lease``, on a stream of its own."""
+        stream = self.channel.open("/etcdserverpb.Lease/LeaseKeepAlive", pb_field(1, lease))
+        try:
+            self.channel.receive(stream, 5.0)
         finally:
             self.channel.cancel(stream)
 
@@ -377,14 +405,18 @@ class BareSemaphore:
     ) -> dict[str, Any]:
         until = time.monotonic() + wait
         lease = line.grant(math.ceil(stale_after))
+        beating = isinstance(line, _Grpc) and "place" in self.flags
+        place = line.grant(_PLACE_TTL) if beating else None
         mine = line.prefix + b"%016x" % lease
         value = json.dumps({"owner": owner, "since": time.time(), "stale_after": stale_after})
         seen, keys = line.join(mine, value.encode(), lease)
         name = owner.encode() + b"\n"  # its line in the record
         waited = False
         while mine in keys:
-            place = keys.index(mine)
-            if place < slots:
+            at = keys.index(mine)
+            if at < slots:
+                if isinstance(line, _Grpc):
+                    line.end_watch()
                 if isinstance(line, _Grpc) and line.record_key is not None:
                     line.swap(lambda names: names + name)
                 if waited:
@@ -392,14 +424,23 @@ class BareSemaphore:
                 self.leases[owner] = (line, lease)
                 return {"acquired": True, "held_by": owner}
             waited = True
-            if place == slots:
-                woken = line.wait(line.prefix, line.prefix[:-1] + b"0", True, seen, until)
-            else:
-                woken = line.wait(keys[place - 1], None, False, seen, until)
+            woken = False
+            while not woken and time.monotonic() < until:
+                beat = min(until, time.monotonic() + _BEAT) if place is not None else until
+                if at == slots:
+                    woken = line.wait(line.prefix, line.prefix[:-1] + b"0", True, seen, beat)
+                else:
+                    woken = line.wait(keys[at - 1], None, False, seen, beat)
+                if not woken and place is not None and isinstance(line, _Grpc):
+                    line.keep_alive(place)
             if not woken:
                 break
             seen, keys = line.keys()
+        if isinstance(line, _Grpc):
+            line.end_watch()
         line.revoke(lease)
+        if place is not None:
+            line.revoke(place)
         raise BareBusy(f"no slot of {lock} within {wait} s")
 
     def release(self, lock: str, owner: str) -> dict[str, Any]:

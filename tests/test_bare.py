@@ -13,7 +13,7 @@ from bare import BareBusy, BareSemaphore  # bench/bare.py: conftest.py puts benc
 from h2grpc import Channel, message_fields, pb_field
 from slots import most_held
 
-KINDS = ["gateway", "grpc", "grpc+record"]
+KINDS = ["gateway", "grpc", "grpc+record+call+values+place"]
 
 
 def record_names(channel: Channel, lock: str) -> list[bytes]:
@@ -95,3 +95,24 @@ def test_most_held_counts_the_holds_that_overlap(
     takes: list[tuple[float, float, float]], most: int
 ) -> None:
     assert most_held(takes) == most
+
+
+def test_a_waiter_that_beats_keeps_its_watch_and_wakes_when_the_slot_frees(
+    skf: ModuleType, etcd_lock: str
+) -> None:
+    kind = "grpc+record+call+values+place"
+    holder = BareSemaphore(skf, kind)
+    holder.acquire_within(etcd_lock, "w:s:holder", 30, 1, slots=1)
+    got: list[str] = []
+
+    def wait() -> None:
+        semaphore = BareSemaphore(skf, kind)
+        got.append(semaphore.acquire_within(etcd_lock, "w:s:waiter", 30, 10, slots=1)["held_by"])
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(2.5)  # two beats, each ending a wait on the same watch
+    holder.release(etcd_lock, "w:s:holder")
+    waiter.join(10)
+    # A beat reads nothing again: only the kept watch can wake the waiter in time.
+    assert got == ["w:s:waiter"]
