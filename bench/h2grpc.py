@@ -466,8 +466,7 @@ class Channel:
         return self._start(path, message, end=False, deadline=time.monotonic() + timeout)
 
     def send(self, stream_id: int, message: bytes, timeout: float = 5.0) -> None:
-        data = self._data(stream_id, _prefixed(message), False, time.monotonic() + timeout)
-        self.sock.sendall(data)
+        self._send_data(stream_id, _prefixed(message), False, time.monotonic() + timeout)
 
     def receive(self, stream_id: int, timeout: float) -> bytes:
         """The next message the stream carries; TimeoutError if none in ``timeout``."""
@@ -495,7 +494,7 @@ class Channel:
         self.next_id += 2
         self.streams[stream_id] = _Stream(window=self.stream_window)
         headers = self._frame(_HEADERS, _END_HEADERS, stream_id, self._request_headers(path))
-        self.sock.sendall(headers + self._data(stream_id, _prefixed(message), end, deadline))
+        self._send_data(stream_id, _prefixed(message), end, deadline, first=headers)
         return stream_id
 
     def _request_headers(self, path: str) -> bytes:
@@ -513,19 +512,33 @@ class Channel:
         self.headers_of[path] = block
         return block
 
-    def _data(self, stream_id: int, payload: bytes, end: bool, deadline: float) -> bytes:
-        """``payload``'s DATA frames, to send, once both windows have room for it."""
+    def _send_data(
+        self, stream_id: int, payload: bytes, end: bool, deadline: float, first: bytes = b""
+    ) -> None:
+        """Send ``first`` (a new stream's headers), then ``payload`` as DATA frames, as
+        much as both windows have room for; when they have none, what is ready goes
+        out and the rest waits for the server's WINDOW_UPDATE."""
         stream = self.streams[stream_id]
-        while min(self.send_window, stream.window) < len(payload):
-            self._read_frame(deadline)  # a WINDOW_UPDATE will give room
-        self.send_window -= len(payload)
-        stream.window -= len(payload)
-        frames = bytearray()
-        for at in range(0, max(len(payload), 1), _MAX_FRAME):
-            piece = payload[at : at + _MAX_FRAME]
-            last = at + _MAX_FRAME >= len(payload)
-            frames += self._frame(_DATA, _END_STREAM if end and last else 0, stream_id, piece)
-        return bytes(frames)
+        ready = bytearray(first)
+        at = 0
+        while True:
+            room = min(self.send_window, stream.window, _MAX_FRAME, len(payload) - at)
+            if room <= 0 and at < len(payload):
+                if stream.reset is not None:
+                    raise GrpcError(-1, f"the server reset the stream (code {stream.reset})")
+                self.sock.sendall(ready)
+                ready.clear()
+                self._read_frame(deadline)  # a WINDOW_UPDATE will give room
+                continue
+            piece = payload[at : at + max(room, 0)]
+            at += len(piece)
+            self.send_window -= len(piece)
+            stream.window -= len(piece)
+            last = at >= len(payload)
+            ready += self._frame(_DATA, _END_STREAM if end and last else 0, stream_id, piece)
+            if last:
+                break
+        self.sock.sendall(ready)
 
     @staticmethod
     def _frame(kind: int, flags: int, stream_id: int, payload: bytes) -> bytes:

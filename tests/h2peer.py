@@ -38,10 +38,17 @@ def frames_in(data: bytes) -> list[tuple[int, int, int, bytes]]:
 class ScriptedPeer:
     """Serves one connection: once the client's first stream has ended (a DATA frame
     with END_STREAM), it sends ``script`` and goes on reading until the client closes.
-    ``received``: every byte the client sent after the preface."""
+    ``received``: every byte the client sent after the preface.
 
-    def __init__(self, script: bytes) -> None:
+    ``more``: further steps, in order, each sent once the client has sent that many
+    bytes of DATA in all (the first may come before the client's first stream ends,
+    as a server gives back window for what it has read). ``read_before``: for each
+    step, how many bytes the client had sent when it went out."""
+
+    def __init__(self, script: bytes, more: list[tuple[int, bytes]] | None = None) -> None:
         self.script = script
+        self.more = list(more or [])
+        self.read_before: list[int] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.received = b""
@@ -63,10 +70,15 @@ class ScriptedPeer:
                     break
                 data += chunk
                 body = data[len(PREFACE) :]
-                ended = any(k == 0 and f & 1 for k, f, _, _ in frames_in(body))
+                frames = frames_in(body)
+                ended = any(k == 0 and f & 1 for k, f, _, _ in frames)
                 if ended and not sent:
                     connection.sendall(self.script)
                     sent = True
+                data_sent = sum(len(payload) for kind, _, _, payload in frames if kind == 0)
+                while self.more and data_sent >= self.more[0][0]:
+                    self.read_before.append(len(body))
+                    connection.sendall(self.more.pop(0)[1])
         self.received = data[len(PREFACE) :]
         self.listener.close()
 

@@ -19,7 +19,7 @@ from h2grpc import (  # bench/h2grpc.py: conftest.py puts bench/ on the path
     read_varint,
     varint,
 )
-from h2peer import ScriptedPeer, frame, literal
+from h2peer import ScriptedPeer, frame, frames_in, literal
 
 # --- HPACK: RFC 7541, Appendix C ----------------------------------------------------
 
@@ -261,3 +261,49 @@ def test_a_reset_stream_and_a_goaway_end_the_call() -> None:
     assert isinstance(reset, GrpcError) and "reset the stream (code 2)" in str(reset)
     away, _ = _call_scripted(frame(7, 0, 0, struct.pack(">II", 1, 0)))
     assert isinstance(away, OSError) and "going away" in str(away)
+
+
+def _data_of(sent: list[tuple[int, int, int, bytes]], stream_id: int) -> bytes:
+    """The DATA the client sent on ``stream_id``, joined."""
+    return b"".join(payload for kind, _, got, payload in sent if kind == 0 and got == stream_id)
+
+
+def test_a_message_larger_than_the_window_is_sent_as_window_updates_give_room() -> None:
+    message = bytes(70_000)  # and 5 bytes of gRPC's prefix: more than 65,535
+    room = frame(8, 0, 0, struct.pack(">I", 10_000)) + frame(8, 0, 1, struct.pack(">I", 10_000))
+    answer = frame(1, 4, 1, b"\x88") + frame(0, 0, 1, b"\0\0\0\0\x02ok")
+    answer += frame(1, 5, 1, OK_TRAILERS)
+    peer = ScriptedPeer(b"", more=[(65_535, room + answer)])
+    channel = Channel("127.0.0.1", peer.port)
+    try:
+        assert channel.call("/test.Service/Call", message, timeout=5.0) == b"ok"
+    finally:
+        channel.close()
+    sent = peer.stop()
+    # Until the server gave room, the client sent all its windows allowed and no more.
+    before = frames_in(peer.received[: peer.read_before[0]])
+    assert len(_data_of(before, 1)) == 65_535
+    assert not any(kind == 0 and flags & 1 for kind, flags, _, _ in before)
+    assert _data_of(sent, 1) == b"\0\0\x01\x11\x70" + message
+
+
+def test_a_servers_smaller_stream_window_holds_back_the_next_calls_data() -> None:
+    # The first call's answer comes after SETTINGS that make each stream's window 100.
+    settings = frame(4, 0, 0, struct.pack(">HI", 0x4, 100))
+    first = frame(1, 4, 1, b"\x88") + frame(0, 0, 1, b"\0\0\0\0\x01a")
+    first += frame(1, 5, 1, OK_TRAILERS)
+    asked = len(b"\0\0\0\0\x03ask")
+    room = frame(8, 0, 3, struct.pack(">I", 1_000))
+    second = frame(1, 4, 3, b"\x88") + frame(0, 0, 3, b"\0\0\0\0\x01b")
+    second += frame(1, 5, 3, OK_TRAILERS)
+    peer = ScriptedPeer(settings + first, more=[(asked + 100, room + second)])
+    channel = Channel("127.0.0.1", peer.port)
+    try:
+        assert channel.call("/test.Service/Call", b"ask", timeout=5.0) == b"a"
+        assert channel.call("/test.Service/Call", bytes(300), timeout=5.0) == b"b"
+    finally:
+        channel.close()
+    sent = peer.stop()
+    before = frames_in(peer.received[: peer.read_before[0]])
+    assert len(_data_of(before, 3)) == 100
+    assert len(_data_of(sent, 3)) == 305
