@@ -58,7 +58,7 @@ from typing import Any
 
 from h2grpc import Channel, message_fields, pb_field
 
-__all__ = ["BareBusy", "BareSemaphore"]
+__all__ = ["BareBusy", "BareSemaphore", "checked_kind"]
 
 # What gRPC's bare semaphore can add of the lock's rules (see the docstring).
 _FLAGS = {"record", "call", "values", "place"}
@@ -75,6 +75,16 @@ _NOPUT = 0
 
 class BareBusy(Exception):
     """The wait ran out (the name the bench catches is ``LockBusy``)."""
+
+
+def checked_kind(kind: str) -> tuple[str, set[str]]:
+    """The transport and the flags ``kind`` names; ValueError if it names none."""
+    transport, *flags = kind.split("+")
+    if transport not in ("gateway", "grpc") or not set(flags) <= _FLAGS:
+        raise ValueError(f"not a bare semaphore: {kind}")
+    if transport == "gateway" and flags:
+        raise ValueError("the gateway's bare semaphore takes no flags")
+    return transport, set(flags)
 
 
 def _b64(data: bytes) -> str:
@@ -271,10 +281,15 @@ class _Grpc:
         finally:
             self.channel.cancel(stream)
 
+    def close(self) -> None:
+        self.channel.close()
+
 
 class _Gateway:
     """The semaphore's requests through etcd's JSON gateway, by the built file's
     HTTP/1.1 client: one connection for requests, one more for each watch."""
+
+    record_key = None  # it keeps no record
 
     def __init__(self, skf: Any, address: str, prefix: bytes) -> None:
         skf._compile_carried("etcd_store")
@@ -312,6 +327,15 @@ class _Gateway:
     @staticmethod
     def _keys(ranged: dict[str, Any]) -> list[bytes]:
         return [base64.b64decode(kv["key"]) for kv in ranged.get("kvs", [])]
+
+    def keep_alive(self, lease: int) -> None:
+        self._post("/v3/lease/keepalive", {"ID": str(lease)})
+
+    def end_watch(self) -> None:
+        """Nothing: each of its watches ends with its wait."""
+
+    def close(self) -> None:
+        self.store.close()
 
     def touch(self, key: bytes, value: bytes, lease: int) -> None:
         self._post("/v3/kv/put", {"key": _b64(key), "value": _b64(value), "lease": str(lease)})
@@ -353,12 +377,7 @@ class BareSemaphore:
 
     def __init__(self, skf: Any, kind: str) -> None:
         self.skf = skf
-        self.transport, *flags = kind.split("+")
-        self.flags = set(flags)
-        if self.transport not in ("gateway", "grpc") or not self.flags <= _FLAGS:
-            raise ValueError(f"not a bare semaphore: {kind}")
-        if self.transport == "gateway" and self.flags:
-            raise ValueError("the gateway's bare semaphore takes no flags")
+        self.transport, self.flags = checked_kind(kind)
         self.transports: dict[str, _Grpc | _Gateway] = {}
         self.leases: dict[str, tuple[_Grpc | _Gateway, int]] = {}
 
@@ -380,8 +399,8 @@ class BareSemaphore:
 
     def _done(self, line: _Grpc | _Gateway) -> None:
         """A call's end: its connection closed, with ``call``."""
-        if "call" in self.flags and isinstance(line, _Grpc):
-            line.channel.close()
+        if "call" in self.flags:
+            line.close()
 
     def acquire_within(
         self, lock: str, owner: str, stale_after: float, wait: float, *, slots: int = 1
@@ -405,8 +424,7 @@ class BareSemaphore:
     ) -> dict[str, Any]:
         until = time.monotonic() + wait
         lease = line.grant(math.ceil(stale_after))
-        beating = isinstance(line, _Grpc) and "place" in self.flags
-        place = line.grant(_PLACE_TTL) if beating else None
+        place = line.grant(_PLACE_TTL) if "place" in self.flags else None
         mine = line.prefix + b"%016x" % lease
         value = json.dumps({"owner": owner, "since": time.time(), "stale_after": stale_after})
         seen, keys = line.join(mine, value.encode(), lease)
@@ -415,8 +433,7 @@ class BareSemaphore:
         while mine in keys:
             at = keys.index(mine)
             if at < slots:
-                if isinstance(line, _Grpc):
-                    line.end_watch()
+                line.end_watch()
                 if isinstance(line, _Grpc) and line.record_key is not None:
                     line.swap(lambda names: names + name)
                 if waited:
@@ -431,13 +448,12 @@ class BareSemaphore:
                     woken = line.wait(line.prefix, line.prefix[:-1] + b"0", True, seen, beat)
                 else:
                     woken = line.wait(keys[at - 1], None, False, seen, beat)
-                if not woken and place is not None and isinstance(line, _Grpc):
+                if not woken and place is not None:
                     line.keep_alive(place)
             if not woken:
                 break
             seen, keys = line.keys()
-        if isinstance(line, _Grpc):
-            line.end_watch()
+        line.end_watch()
         line.revoke(lease)
         if place is not None:
             line.revoke(place)

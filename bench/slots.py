@@ -586,6 +586,14 @@ def main() -> int:
     )
     options = parser.parse_args()
     if options.bare:
+        from bare import checked_kind  # bench/bare.py, beside this file
+
+        try:
+            checked_kind(options.bare)
+        except ValueError as exc:
+            parser.error(str(exc))
+        if options.stores != "etcd":
+            parser.error("--bare runs on etcd only: give --stores etcd")
         os.environ["SKF_BENCH_BARE"] = options.bare  # each process inherits it
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
     servers: list[tuple[str, Any]] = []
