@@ -28,6 +28,19 @@ def record_names(channel: Channel, lock: str) -> list[bytes]:
     return []
 
 
+def wait_for_line(channel: Channel, lock: str, length: int) -> None:
+    """Until ``length`` keys stand in the bare line of ``lock`` (holders and waiters)."""
+    key = lock.split("://", 1)[1].partition("/")[2].encode()
+    count_only = pb_field(1, key + b"/") + pb_field(2, key + b"0") + pb_field(9, 1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        answer = channel.call("/etcdserverpb.KV/Range", count_only)
+        if dict(message_fields(answer)).get(4, 0) == length:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"the line never had {length} keys")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_lets_in_n_and_refuses_the_next_until_one_leaves(
     kind: str, skf: ModuleType, etcd_lock: str
@@ -43,7 +56,7 @@ def test_lets_in_n_and_refuses_the_next_until_one_leaves(
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_waiters_get_freed_slots_in_the_order_they_came(
-    kind: str, skf: ModuleType, etcd_lock: str
+    kind: str, skf: ModuleType, etcd_lock: str, grpc_channel: Channel
 ) -> None:
     holder = BareSemaphore(skf, kind)
     holder.acquire_within(etcd_lock, "w:s:holder", 30, 1, slots=1)
@@ -57,10 +70,10 @@ def test_waiters_get_freed_slots_in_the_order_they_came(
         semaphore.release(etcd_lock, name)
 
     waiters = []
-    for name in ("w:s:first", "w:s:second"):
+    for length, name in enumerate(("w:s:first", "w:s:second"), start=2):
         waiters.append(threading.Thread(target=wait, args=(name,)))
         waiters[-1].start()
-        time.sleep(0.3)  # the first is in line before the second comes
+        wait_for_line(grpc_channel, etcd_lock, length)  # in line before the next comes
     assert got == []
     holder.release(etcd_lock, "w:s:holder")
     for waiter in waiters:
@@ -98,7 +111,7 @@ def test_most_held_counts_the_holds_that_overlap(
 
 
 def test_a_waiter_that_beats_keeps_its_watch_and_wakes_when_the_slot_frees(
-    skf: ModuleType, etcd_lock: str
+    skf: ModuleType, etcd_lock: str, grpc_channel: Channel
 ) -> None:
     kind = "grpc+record+call+values+place"
     holder = BareSemaphore(skf, kind)
@@ -111,6 +124,7 @@ def test_a_waiter_that_beats_keeps_its_watch_and_wakes_when_the_slot_frees(
 
     waiter = threading.Thread(target=wait)
     waiter.start()
+    wait_for_line(grpc_channel, etcd_lock, 2)
     time.sleep(2.5)  # two beats, each ending a wait on the same watch
     holder.release(etcd_lock, "w:s:holder")
     waiter.join(10)
