@@ -28,8 +28,8 @@ Two transports send it: etcd's JSON gateway, through the built file's own HTTP/1
 client (``gateway``), and gRPC through ``bench/h2grpc.py`` (``grpc``), a watch being a
 stream on the process's one connection there.
 
-By gRPC, what the lock's rules add can be added one at a time, joined with ``+``
-(``grpc+record+call+values``):
+What the lock's rules add can be added back to either, one at a time, joined with
+``+`` (``grpc+record+call+values+place``):
 
 - ``record``: the one record the lock keeps, so that older versions see it held:
   the holders' names at ``KEY``, which every take and release changes by a
@@ -82,8 +82,6 @@ def checked_kind(kind: str) -> tuple[str, set[str]]:
     transport, *flags = kind.split("+")
     if transport not in ("gateway", "grpc") or not set(flags) <= _FLAGS:
         raise ValueError(f"not a bare semaphore: {kind}")
-    if transport == "gateway" and flags:
-        raise ValueError("the gateway's bare semaphore takes no flags")
     return transport, set(flags)
 
 
@@ -146,21 +144,48 @@ def _ranges_of(txn_answer: bytes) -> list[bytes]:
 _PLACES: dict[bytes, Any] = {}
 
 
-class _Grpc:
-    """The semaphore's requests by gRPC, on one connection; with ``record`` the
-    record key is read with the line and changed by :meth:`swap`; with ``values``
-    the line's reads bring the places' values, taken apart."""
+def _take_apart(value: bytes) -> None:
+    """A place's value taken apart, once for each value, as the lock's looks do."""
+    if value not in _PLACES:
+        _PLACES[value] = json.loads(value)
+
+
+class _Line:
+    """What both transports share: the line's keys, its flags, the record as the
+    last read found it, and the loop that changes the record."""
+
+    def __init__(self, prefix: bytes, flags: set[str]) -> None:
+        self.prefix = prefix
+        self.end = prefix[:-1] + b"0"  # the end of the range of the line's keys
+        self.values = "values" in flags
+        self.record_key = prefix[:-1] if "record" in flags else None
+        self.record: _Record = (0, b"")
+
+    def swap(self, change: Callable[[bytes], bytes]) -> None:
+        """Put ``change(value)`` as the record if it is still as last read; else read
+        it again (the failed transaction's read) and try again."""
+        for _ in range(100):
+            revision, value = self.record
+            changed, self.record = self._swap_once(revision, change(value))
+            if changed:
+                return
+        raise OSError("the record kept changing")
+
+    def _swap_once(self, revision: int, value: bytes) -> tuple[bool, _Record]:
+        """One compared transaction: whether it put ``value``, and the record now."""
+        raise NotImplementedError
+
+
+class _Grpc(_Line):
+    """The semaphore's requests by gRPC, on one connection."""
 
     def __init__(self, host: str, port: int, prefix: bytes, flags: set[str]) -> None:
+        super().__init__(prefix, flags)
         self.channel = Channel(host, port)
-        self.prefix = prefix
-        self.line = pb_field(1, prefix) + pb_field(2, prefix[:-1] + b"0")
+        self.line = pb_field(1, prefix) + pb_field(2, self.end)
         self.line += pb_field(5, _ASCEND) + pb_field(6, _BY_CREATION)
-        self.values = "values" in flags
         if not self.values:
             self.line += pb_field(8, 1)  # keys_only
-        self.record_key = prefix[:-1] if "record" in flags else None
-        self.record: _Record = (0, b"")  # as the last read found it
         self.watch: tuple[bytes, int] | None = None  # the open watch: its request, stream
 
     def _keys(self, range_answer: bytes) -> list[bytes]:
@@ -173,8 +198,7 @@ class _Grpc:
                 fields = dict(message_fields(kv))
                 key, value = fields.get(1, b""), fields.get(5, b"")
                 assert isinstance(key, bytes) and isinstance(value, bytes)
-                if value not in _PLACES:
-                    _PLACES[value] = json.loads(value)
+                _take_apart(value)
                 keys.append(key)
         return keys
 
@@ -192,23 +216,17 @@ class _Grpc:
             self.record = _record_of(ranges[-1])
         return _revision_of(answer), self._keys(ranges[0])
 
-    def swap(self, change: Callable[[bytes], bytes]) -> None:
-        """Put ``change(value)`` as the record if it is still as last read; else read
-        it again (the failed transaction's read) and try again."""
+    def _swap_once(self, revision: int, value: bytes) -> tuple[bool, _Record]:
         assert self.record_key is not None
-        for _ in range(100):
-            revision, value = self.record
-            compare = pb_field(1, 0) + pb_field(2, 2) + pb_field(3, self.record_key)
-            compare += pb_field(6, revision)  # EQUAL, MOD
-            put = pb_field(1, self.record_key) + pb_field(2, change(value))
-            txn = pb_field(1, compare) + pb_field(2, pb_field(2, put))
-            txn += pb_field(3, pb_field(1, pb_field(1, self.record_key)))
-            answer = self.channel.call("/etcdserverpb.KV/Txn", txn)
-            if _field(answer, 2):
-                self.record = (_revision_of(answer), change(value))
-                return
-            self.record = _record_of(_ranges_of(answer)[0])
-        raise OSError("the record kept changing")
+        compare = pb_field(1, 0) + pb_field(2, 2) + pb_field(3, self.record_key)
+        compare += pb_field(6, revision)  # EQUAL, MOD
+        put = pb_field(1, self.record_key) + pb_field(2, value)
+        txn = pb_field(1, compare) + pb_field(2, pb_field(2, put))
+        txn += pb_field(3, pb_field(1, pb_field(1, self.record_key)))
+        answer = self.channel.call("/etcdserverpb.KV/Txn", txn)
+        if _field(answer, 2):
+            return True, (_revision_of(answer), value)
+        return False, _record_of(_ranges_of(answer)[0])
 
     def read_record(self) -> None:
         assert self.record_key is not None
@@ -285,27 +303,73 @@ class _Grpc:
         self.channel.close()
 
 
-class _Gateway:
+class _Gateway(_Line):
     """The semaphore's requests through etcd's JSON gateway, by the built file's
     HTTP/1.1 client: one connection for requests, one more for each watch."""
 
-    record_key = None  # it keeps no record
-
-    def __init__(self, skf: Any, address: str, prefix: bytes) -> None:
+    def __init__(self, skf: Any, address: str, prefix: bytes, flags: set[str]) -> None:
+        super().__init__(prefix, flags)
         skf._compile_carried("etcd_store")
         self.store = skf._EtcdStore(address)
-        self.prefix = prefix
-        self.line = {
+        self.line: dict[str, Any] = {
             "key": _b64(prefix),
-            "range_end": _b64(prefix[:-1] + b"0"),
+            "range_end": _b64(self.end),
             "sort_order": "ASCEND",
             "sort_target": "CREATE",
-            "keys_only": True,
+            "keys_only": not self.values,
         }
+        self.watch: tuple[dict[str, Any], Any] | None = None  # the open watch: request, stream
 
     def _post(self, path: str, body: dict[str, Any]) -> Any:
         self.store.next_step()
         return self.store.post(path, body)
+
+    def _keys(self, ranged: dict[str, Any]) -> list[bytes]:
+        """The line's keys; with ``values``, each value taken apart too."""
+        kvs = ranged.get("kvs", [])
+        if self.values:
+            for kv in kvs:
+                _take_apart(base64.b64decode(kv.get("value", "")))
+        return [base64.b64decode(kv["key"]) for kv in kvs]
+
+    def _reads(self) -> list[dict[str, Any]]:
+        """The operations that read the line (and the record)."""
+        ops = [{"request_range": self.line}]
+        if self.record_key is not None:
+            ops.append({"request_range": {"key": _b64(self.record_key)}})
+        return ops
+
+    def _read(self, answer: dict[str, Any]) -> tuple[int, list[bytes]]:
+        """The line of a transaction's reads (and the record, kept)."""
+        ranges = [op["response_range"] for op in answer["responses"] if "response_range" in op]
+        if self.record_key is not None:
+            self.record = self._record_of(ranges[-1])
+        return int(answer["header"]["revision"]), self._keys(ranges[0])
+
+    @staticmethod
+    def _record_of(ranged: dict[str, Any]) -> _Record:
+        kvs = ranged.get("kvs") or []
+        if not kvs:
+            return 0, b""
+        return int(kvs[0]["mod_revision"]), base64.b64decode(kvs[0].get("value", ""))
+
+    def _swap_once(self, revision: int, value: bytes) -> tuple[bool, _Record]:
+        assert self.record_key is not None
+        key = _b64(self.record_key)
+        compare = {"key": key, "target": "MOD", "result": "EQUAL", "mod_revision": str(revision)}
+        txn = {
+            "compare": [compare],
+            "success": [{"request_put": {"key": key, "value": _b64(value)}}],
+            "failure": [{"request_range": {"key": key}}],
+        }
+        answer = self._post("/v3/kv/txn", txn)
+        if answer.get("succeeded"):
+            return True, (int(answer["header"]["revision"]), value)
+        return False, self._record_of(answer["responses"][0]["response_range"])
+
+    def read_record(self) -> None:
+        assert self.record_key is not None
+        self.record = self._record_of(self._post("/v3/kv/range", {"key": _b64(self.record_key)}))
 
     def grant(self, ttl: int) -> int:
         return int(self._post("/v3/lease/grant", {"TTL": str(ttl)})["ID"])
@@ -315,57 +379,61 @@ class _Gateway:
 
     def join(self, key: bytes, value: bytes, lease: int) -> tuple[int, list[bytes]]:
         put = {"key": _b64(key), "value": _b64(value), "lease": str(lease)}
-        ops = [{"request_put": put}, {"request_range": self.line}]
-        answer = self._post("/v3/kv/txn", {"success": ops})
-        ranged = answer["responses"][1]["response_range"]
-        return int(answer["header"]["revision"]), self._keys(ranged)
+        answer = self._post("/v3/kv/txn", {"success": [{"request_put": put}, *self._reads()]})
+        return self._read(answer)
 
     def keys(self) -> tuple[int, list[bytes]]:
+        if self.record_key is not None:
+            return self._read(self._post("/v3/kv/txn", {"success": self._reads()}))
         answer = self._post("/v3/kv/range", self.line)
         return int(answer["header"]["revision"]), self._keys(answer)
-
-    @staticmethod
-    def _keys(ranged: dict[str, Any]) -> list[bytes]:
-        return [base64.b64decode(kv["key"]) for kv in ranged.get("kvs", [])]
-
-    def keep_alive(self, lease: int) -> None:
-        self._post("/v3/lease/keepalive", {"ID": str(lease)})
-
-    def end_watch(self) -> None:
-        """Nothing: each of its watches ends with its wait."""
-
-    def close(self) -> None:
-        self.store.close()
 
     def touch(self, key: bytes, value: bytes, lease: int) -> None:
         self._post("/v3/kv/put", {"key": _b64(key), "value": _b64(value), "lease": str(lease)})
 
     def wait(self, key: bytes, end: bytes | None, deletes: bool, seen: int, until: float) -> bool:
-        """As _Grpc.wait, on a connection of its own."""
+        """As _Grpc.wait, on a connection of its own, kept across a beat as there."""
         create: dict[str, Any] = {"key": _b64(key)}
         if end is not None:
             create["range_end"] = _b64(end)
         if deletes:
             create["filters"] = ["NOPUT"]
         store = self.store
-        store.next_step()
-        watcher = store._open(store.endpoints[0])
         try:
-            payload = json.dumps({"create_request": create}).encode()
-            watcher.send("/v3/watch", payload, store.headers, until)
-            if watcher.start_answer(until) != 200:
-                raise OSError("the watch was refused")
-            created = json.loads(watcher.readline(until))["result"]
-            if int(created["header"]["revision"]) > seen:
-                return True
+            if self.watch is not None and self.watch[0] == create:
+                watcher = self.watch[1]
+            else:
+                self.end_watch()
+                store.next_step()
+                watcher = store._open(store.endpoints[0])
+                self.watch = (create, watcher)
+                payload = json.dumps({"create_request": create}).encode()
+                watcher.send("/v3/watch", payload, store.headers, until)
+                if watcher.start_answer(until) != 200:
+                    raise OSError("the watch was refused")
+                created = json.loads(watcher.readline(until))["result"]
+                if int(created["header"]["revision"]) > seen:
+                    self.end_watch()
+                    return True
             while until - time.monotonic() > 0:
                 if json.loads(watcher.readline(until))["result"].get("events"):
+                    self.end_watch()
                     return True
             return False
         except TimeoutError:
             return False
-        finally:
-            watcher.close()
+
+    def keep_alive(self, lease: int) -> None:
+        self._post("/v3/lease/keepalive", {"ID": str(lease)})
+
+    def end_watch(self) -> None:
+        if self.watch is not None:
+            self.watch[1].close()
+            self.watch = None
+
+    def close(self) -> None:
+        self.end_watch()
+        self.store.close()
 
 
 class BareSemaphore:
@@ -393,7 +461,7 @@ class BareSemaphore:
         if self.transport == "grpc":
             line = _Grpc(host, int(port), prefix, self.flags)
         else:
-            line = _Gateway(self.skf, lock, prefix)
+            line = _Gateway(self.skf, lock, prefix, self.flags)
         self.transports[lock] = line
         return line
 
@@ -434,7 +502,7 @@ class BareSemaphore:
             at = keys.index(mine)
             if at < slots:
                 line.end_watch()
-                if isinstance(line, _Grpc) and line.record_key is not None:
+                if line.record_key is not None:
                     line.swap(lambda names: names + name)
                 if waited:
                     line.touch(mine, value.encode(), lease)  # wakes the waiter just behind
@@ -445,7 +513,7 @@ class BareSemaphore:
             while not woken and time.monotonic() < until:
                 beat = min(until, time.monotonic() + _BEAT) if place is not None else until
                 if at == slots:
-                    woken = line.wait(line.prefix, line.prefix[:-1] + b"0", True, seen, beat)
+                    woken = line.wait(line.prefix, line.end, True, seen, beat)
                 else:
                     woken = line.wait(keys[at - 1], None, False, seen, beat)
                 if not woken and place is not None:
@@ -465,7 +533,7 @@ class BareSemaphore:
         if "call" in self.flags:
             line = self._line(lock)
         try:
-            if isinstance(line, _Grpc) and line.record_key is not None:
+            if line.record_key is not None:
                 line.read_record()
                 name = owner.encode() + b"\n"
                 line.swap(lambda names: names.replace(name, b"", 1))

@@ -13,7 +13,8 @@ from bare import BareBusy, BareSemaphore  # bench/bare.py: conftest.py puts benc
 from h2grpc import Channel, message_fields, pb_field
 from slots import most_held
 
-KINDS = ["gateway", "grpc", "grpc+record+call+values+place"]
+KINDS = ["gateway", "grpc"]
+EVERY_RULE = [f"{transport}+record+call+values+place" for transport in KINDS]
 
 
 def record_names(channel: Channel, lock: str) -> list[bytes]:
@@ -41,7 +42,7 @@ def wait_for_line(channel: Channel, lock: str, length: int) -> None:
     raise AssertionError(f"the line never had {length} keys")
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + EVERY_RULE)
 def test_lets_in_n_and_refuses_the_next_until_one_leaves(
     kind: str, skf: ModuleType, etcd_lock: str
 ) -> None:
@@ -54,7 +55,7 @@ def test_lets_in_n_and_refuses_the_next_until_one_leaves(
     assert holders[2].acquire_within(etcd_lock, "w:s:2", 30, 1, slots=2)["held_by"] == "w:s:2"
 
 
-@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("kind", KINDS + EVERY_RULE)
 def test_waiters_get_freed_slots_in_the_order_they_came(
     kind: str, skf: ModuleType, etcd_lock: str, grpc_channel: Channel
 ) -> None:
@@ -81,10 +82,11 @@ def test_waiters_get_freed_slots_in_the_order_they_came(
     assert got == ["w:s:first", "w:s:second"]
 
 
+@pytest.mark.parametrize("kind", [f"{transport}+record" for transport in KINDS])
 def test_the_record_names_the_holders_and_empties_when_they_leave(
-    skf: ModuleType, etcd_lock: str, grpc_channel: Channel
+    kind: str, skf: ModuleType, etcd_lock: str, grpc_channel: Channel
 ) -> None:
-    semaphores = [BareSemaphore(skf, "grpc+record") for _ in range(2)]
+    semaphores = [BareSemaphore(skf, kind) for _ in range(2)]
     for n, semaphore in enumerate(semaphores):
         semaphore.acquire_within(etcd_lock, f"w:s:{n}", 30, 1, slots=3)
     assert sorted(record_names(grpc_channel, etcd_lock)) == [b"w:s:0", b"w:s:1"]
@@ -110,10 +112,10 @@ def test_most_held_counts_the_holds_that_overlap(
     assert most_held(takes) == most
 
 
+@pytest.mark.parametrize("kind", EVERY_RULE)
 def test_a_waiter_that_beats_keeps_its_watch_and_wakes_when_the_slot_frees(
-    skf: ModuleType, etcd_lock: str, grpc_channel: Channel
+    kind: str, skf: ModuleType, etcd_lock: str, grpc_channel: Channel
 ) -> None:
-    kind = "grpc+record+call+values+place"
     holder = BareSemaphore(skf, kind)
     holder.acquire_within(etcd_lock, "w:s:holder", 30, 1, slots=1)
     got: list[str] = []
@@ -130,3 +132,15 @@ def test_a_waiter_that_beats_keeps_its_watch_and_wakes_when_the_slot_frees(
     waiter.join(10)
     # A beat reads nothing again: only the kept watch can wake the waiter in time.
     assert got == ["w:s:waiter"]
+
+
+@pytest.mark.parametrize("kind", [f"{transport}+record" for transport in KINDS])
+def test_a_record_change_that_lost_its_race_keeps_the_change_that_won(
+    kind: str, skf: ModuleType, etcd_lock: str, grpc_channel: Channel
+) -> None:
+    first, second = (BareSemaphore(skf, kind)._line(etcd_lock) for _ in range(2))
+    first.read_record()
+    second.read_record()
+    second.swap(lambda names: names + b"w:s:second\n")
+    first.swap(lambda names: names + b"w:s:first\n")  # read before the second's change
+    assert record_names(grpc_channel, etcd_lock) == [b"w:s:second", b"w:s:first"]
