@@ -42,8 +42,9 @@ weight on small calls.
 With ``--bare gateway`` or ``--bare grpc`` (etcd only), the processes run
 ``bench/bare.py``'s bare semaphore instead of the lock: a line that sends only what
 any first-come line on etcd must, through the gateway or by gRPC: how busy any
-design could keep the slots here. By gRPC the lock's rules can be added to it one
-at a time (``grpc+record``, ``+call``, ``+values``; bench/bare.py says what each is).
+design could keep the slots here. The lock's rules can be added to either, one at
+a time (``grpc+record``, ``+call``, ``+values``, ``+place``; bench/bare.py says what
+each is).
 
 Usage::
 
@@ -581,8 +582,8 @@ def main() -> int:
     )
     parser.add_argument(
         "--bare",
-        help="etcd only: run bench/bare.py's bare semaphore instead of the lock (gateway,"
-        " grpc, or grpc with the lock's rules added: grpc+record+call+values)",
+        help="etcd only: run bench/bare.py's bare semaphore instead of the lock (gateway"
+        " or grpc, with any of the lock's rules added: grpc+record+call+values+place)",
     )
     options = parser.parse_args()
     if options.bare:
