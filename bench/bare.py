@@ -58,9 +58,9 @@ from typing import Any
 
 from h2grpc import Channel, message_fields, pb_field
 
-__all__ = ["BareBusy", "BareSemaphore", "checked_kind"]
+__all__ = ["BareBusy", "BareSemaphore", "checked_kind", "line_range", "parts_of"]
 
-# What gRPC's bare semaphore can add of the lock's rules (see the docstring).
+# What the bare semaphore can add of the lock's rules (see the docstring).
 _FLAGS = {"record", "call", "values", "place"}
 
 # A place's lease and its beat (``place``), as the lock's.
@@ -83,6 +83,19 @@ def checked_kind(kind: str) -> tuple[str, set[str]]:
     if transport not in ("gateway", "grpc") or not set(flags) <= _FLAGS:
         raise ValueError(f"not a bare semaphore: {kind}")
     return transport, set(flags)
+
+
+def parts_of(lock: str) -> tuple[str, int, bytes]:
+    """The host, port and key of an address ``etcd://HOST:PORT/KEY``."""
+    where, _, key = lock.split("://", 1)[1].partition("/")
+    host, _, port = where.rpartition(":")
+    return host, int(port), key.encode()
+
+
+def line_range(key: bytes) -> tuple[bytes, bytes]:
+    """Where the line of the lock at ``key`` lies: its keys' prefix (``KEY/``), and
+    the end of their range. The record, when kept, is at ``key`` itself."""
+    return key + b"/", key + b"0"
 
 
 def _b64(data: bytes) -> str:
@@ -154,11 +167,10 @@ class _Line:
     """What both transports share: the line's keys, its flags, the record as the
     last read found it, and the loop that changes the record."""
 
-    def __init__(self, prefix: bytes, flags: set[str]) -> None:
-        self.prefix = prefix
-        self.end = prefix[:-1] + b"0"  # the end of the range of the line's keys
+    def __init__(self, key: bytes, flags: set[str]) -> None:
+        self.prefix, self.end = line_range(key)
         self.values = "values" in flags
-        self.record_key = prefix[:-1] if "record" in flags else None
+        self.record_key = key if "record" in flags else None
         self.record: _Record = (0, b"")
 
     def swap(self, change: Callable[[bytes], bytes]) -> None:
@@ -179,10 +191,10 @@ class _Line:
 class _Grpc(_Line):
     """The semaphore's requests by gRPC, on one connection."""
 
-    def __init__(self, host: str, port: int, prefix: bytes, flags: set[str]) -> None:
-        super().__init__(prefix, flags)
+    def __init__(self, host: str, port: int, key: bytes, flags: set[str]) -> None:
+        super().__init__(key, flags)
         self.channel = Channel(host, port)
-        self.line = pb_field(1, prefix) + pb_field(2, self.end)
+        self.line = pb_field(1, self.prefix) + pb_field(2, self.end)
         self.line += pb_field(5, _ASCEND) + pb_field(6, _BY_CREATION)
         if not self.values:
             self.line += pb_field(8, 1)  # keys_only
@@ -307,12 +319,12 @@ class _Gateway(_Line):
     """The semaphore's requests through etcd's JSON gateway, by the built file's
     HTTP/1.1 client: one connection for requests, one more for each watch."""
 
-    def __init__(self, skf: Any, address: str, prefix: bytes, flags: set[str]) -> None:
-        super().__init__(prefix, flags)
+    def __init__(self, skf: Any, address: str, key: bytes, flags: set[str]) -> None:
+        super().__init__(key, flags)
         skf._compile_carried("etcd_store")
         self.store = skf._EtcdStore(address)
         self.line: dict[str, Any] = {
-            "key": _b64(prefix),
+            "key": _b64(self.prefix),
             "range_end": _b64(self.end),
             "sort_order": "ASCEND",
             "sort_target": "CREATE",
@@ -450,19 +462,18 @@ class BareSemaphore:
         self.leases: dict[str, tuple[_Grpc | _Gateway, int]] = {}
 
     def _line(self, lock: str) -> _Grpc | _Gateway:
-        """The connection a call on ``lock`` sends by: the process's (a new one each
-        call with ``call``)."""
-        if lock in self.transports and "call" not in self.flags:
+        """The connection a call on ``lock`` sends by: the process's, kept for its
+        next calls (a new one each call with ``call``)."""
+        if lock in self.transports:
             return self.transports[lock]
-        where, _, key = lock.split("://", 1)[1].partition("/")
-        host, _, port = where.rpartition(":")
-        prefix = key.encode() + b"/"
+        host, port, key = parts_of(lock)
         line: _Grpc | _Gateway
         if self.transport == "grpc":
-            line = _Grpc(host, int(port), prefix, self.flags)
+            line = _Grpc(host, port, key, self.flags)
         else:
-            line = _Gateway(self.skf, lock, prefix, self.flags)
-        self.transports[lock] = line
+            line = _Gateway(self.skf, lock, key, self.flags)
+        if "call" not in self.flags:
+            self.transports[lock] = line
         return line
 
     def _done(self, line: _Grpc | _Gateway) -> None:

@@ -1,6 +1,7 @@
 """A scripted HTTP/2 peer for the tests of bench/h2grpc.py: it accepts one connection
-on loopback, reads what the client sends until the client's first stream ends, then
-sends the frames a test gives it, as a server would, and keeps what it read."""
+on loopback, reads what the client sends until the client's first stream ends (or,
+for further steps, until the client has sent so much DATA), then sends the frames a
+test gives it, as a server would, and keeps what it read."""
 
 from __future__ import annotations
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 import threading
 import time
 from types import ModuleType
+from typing import Any
 
+import bare
 import pytest
-from bare import BareBusy, BareSemaphore  # bench/bare.py: conftest.py puts bench/ on the path
+from bare import BareBusy, BareSemaphore, line_range, parts_of  # conftest puts bench/ on the path
 from h2grpc import Channel, message_fields, pb_field
 from slots import most_held
 
@@ -19,20 +21,14 @@ EVERY_RULE = [f"{transport}+record+call+values+place" for transport in KINDS]
 
 def record_names(channel: Channel, lock: str) -> list[bytes]:
     """The holders' names the record of ``lock`` (at its key) lists."""
-    key = lock.split("://", 1)[1].partition("/")[2].encode()
-    answer = channel.call("/etcdserverpb.KV/Range", pb_field(1, key))
-    for number, kv in message_fields(answer):
-        if number == 2 and isinstance(kv, bytes):
-            value = dict(message_fields(kv)).get(5, b"")
-            assert isinstance(value, bytes)
-            return value.split(b"\n")[:-1]
-    return []
+    answer = channel.call("/etcdserverpb.KV/Range", pb_field(1, parts_of(lock)[2]))
+    return bare._record_of(answer)[1].split(b"\n")[:-1]
 
 
 def wait_for_line(channel: Channel, lock: str, length: int) -> None:
     """Until ``length`` keys stand in the bare line of ``lock`` (holders and waiters)."""
-    key = lock.split("://", 1)[1].partition("/")[2].encode()
-    count_only = pb_field(1, key + b"/") + pb_field(2, key + b"0") + pb_field(9, 1)
+    prefix, end = line_range(parts_of(lock)[2])
+    count_only = pb_field(1, prefix) + pb_field(2, end) + pb_field(9, 1)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         answer = channel.call("/etcdserverpb.KV/Range", count_only)
@@ -40,6 +36,13 @@ def wait_for_line(channel: Channel, lock: str, length: int) -> None:
             return
         time.sleep(0.01)
     raise AssertionError(f"the line never had {length} keys")
+
+
+def holding(skf: ModuleType, kind: str, lock: str) -> BareSemaphore:
+    """A bare semaphore of ``kind`` holding the one slot of ``lock``."""
+    holder = BareSemaphore(skf, kind)
+    holder.acquire_within(lock, "w:s:holder", 30, 1, slots=1)
+    return holder
 
 
 @pytest.mark.parametrize("kind", KINDS + EVERY_RULE)
@@ -59,8 +62,7 @@ def test_lets_in_n_and_refuses_the_next_until_one_leaves(
 def test_waiters_get_freed_slots_in_the_order_they_came(
     kind: str, skf: ModuleType, etcd_lock: str, grpc_channel: Channel
 ) -> None:
-    holder = BareSemaphore(skf, kind)
-    holder.acquire_within(etcd_lock, "w:s:holder", 30, 1, slots=1)
+    holder = holding(skf, kind, etcd_lock)
     got: list[str] = []
 
     def wait(name: str) -> None:
@@ -114,10 +116,22 @@ def test_most_held_counts_the_holds_that_overlap(
 
 @pytest.mark.parametrize("kind", EVERY_RULE)
 def test_a_waiter_that_beats_keeps_its_watch_and_wakes_when_the_slot_frees(
-    kind: str, skf: ModuleType, etcd_lock: str, grpc_channel: Channel
+    kind: str,
+    skf: ModuleType,
+    etcd_lock: str,
+    grpc_channel: Channel,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    holder = BareSemaphore(skf, kind)
-    holder.acquire_within(etcd_lock, "w:s:holder", 30, 1, slots=1)
+    beats: list[int] = []
+    for transport in (bare._Grpc, bare._Gateway):
+        kept_alive = transport.keep_alive
+
+        def counted(line: Any, lease: int, kept_alive: Any = kept_alive) -> None:
+            beats.append(lease)
+            kept_alive(line, lease)
+
+        monkeypatch.setattr(transport, "keep_alive", counted)
+    holder = holding(skf, kind, etcd_lock)
     got: list[str] = []
 
     def wait() -> None:
@@ -130,6 +144,7 @@ def test_a_waiter_that_beats_keeps_its_watch_and_wakes_when_the_slot_frees(
     time.sleep(2.5)  # two beats, each ending a wait on the same watch
     holder.release(etcd_lock, "w:s:holder")
     waiter.join(10)
+    assert len(beats) >= 2  # the waits did end at beats, so the watch was kept across them
     # A beat reads nothing again: only the kept watch can wake the waiter in time.
     assert got == ["w:s:waiter"]
 
