@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, AnyStr
 
 import pytest
 
@@ -20,6 +20,12 @@ WORKER = Path(__file__).resolve().parent / "worker.py"
 def posix_only(needs: str) -> pytest.MarkDecorator:
     """Skip a test on Windows, naming the POSIX feature it needs; nothing else is skipped."""
     return pytest.mark.skipif(sys.platform == "win32", reason=f"POSIX only: {needs}")
+
+
+def pipe(stream: IO[AnyStr] | None) -> IO[AnyStr]:
+    """A pipe of a process the test started with that pipe (``stdout=subprocess.PIPE``)."""
+    assert stream is not None, "the process was started without this pipe"
+    return stream
 
 
 @dataclass

@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from calls import WORKER, Run, reaped
@@ -101,7 +102,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tool or server, so the run fails instead of passing with less proven."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = reporter.stats.get("skipped", []) if reporter is not None else []
-    if sys.platform == "linux" and os.geteuid() == 0 and skipped:
+    if sys.platform == "linux" and os.geteuid() == 0 and skipped and reporter is not None:
         reporter.write_line(f"{len(skipped)} test(s) skipped on Linux, where none may be", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -214,7 +215,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 
 @pytest.fixture
-def armed(skf: ModuleType) -> Iterator[type]:
+def armed(skf: ModuleType) -> Iterator[Any]:
     """The CLI's interrupt state, armed as `python3 skf-run-lock.py` arms it (no handlers:
     the tests deliver a signal by calling the handler where a real one would land)."""
     state = skf._Interrupts
@@ -227,27 +228,28 @@ def armed(skf: ModuleType) -> Iterator[type]:
 
 
 @pytest.fixture
-def watching(skf: ModuleType, monkeypatch) -> threading.Event:
+def watching(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Set once a waiter sits reading its watch."""
     waiting = threading.Event()
     real = skf._EtcdStore._deleted
 
     def deleted(self: object, until: float, *kept: object) -> set[bytes]:
         waiting.set()
-        return real(self, until, *kept)
+        gone: set[bytes] = real(self, until, *kept)
+        return gone
 
     monkeypatch.setattr(skf._EtcdStore, "_deleted", deleted)
     return waiting
 
 
 @pytest.fixture
-def counted_tries(skf: ModuleType, monkeypatch) -> list[bool]:
+def counted_tries(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Each try a waiter (an owner "wf:waiter:...") makes, as whether it took the lock."""
     tries: list[bool] = []
     real = skf._take_in
 
-    def counting(store: object, owner: str, *args: object, **kwargs: object) -> dict:
-        result = real(store, owner, *args, **kwargs)
+    def counting(store: object, owner: str, *args: object, **kwargs: object) -> dict[str, Any]:
+        result: dict[str, Any] = real(store, owner, *args, **kwargs)
         if owner.startswith("wf:waiter:"):
             tries.append(result["acquired"])
         return result
@@ -257,7 +259,7 @@ def counted_tries(skf: ModuleType, monkeypatch) -> list[bool]:
 
 
 @pytest.fixture
-def no_beats(skf: ModuleType, monkeypatch) -> None:
+def no_beats(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     """Places in line that need no keeping alive: a waiter wakes only for what it watches."""
     monkeypatch.setattr(skf, "_PLACE_TTL_SEC", 3600.0)
     monkeypatch.setattr(skf, "_BEAT_SEC", 3600.0)

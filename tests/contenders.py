@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,11 @@ from calls import WORKER
 
 
 def assert_exclusive_counter(
-    lock: str | Path, folder: Path, worker, processes: int, rounds: int
+    lock: str | Path,
+    folder: Path,
+    worker: Callable[..., subprocess.Popen[str]],
+    processes: int,
+    rounds: int,
 ) -> None:
     """``processes`` real processes each do ``rounds`` of acquire_within -> read, increment,
     write a counter -> release: the count is exact and no two holds overlap."""
@@ -61,7 +66,7 @@ def assert_one_winner_of_a_race(
         assert time.monotonic() < deadline
         time.sleep(0.01)
     go.touch()
-    results = []
+    results: list[tuple[int, Any]] = []
     for proc in procs:
         out, err = proc.communicate(timeout=120)
         results.append((proc.returncode, json.loads(out) if out else err))
@@ -70,5 +75,6 @@ def assert_one_winner_of_a_race(
     assert winners[0]["stale_replaced"]["held_by"] == stale_holder
     losers = [r for code, r in results if code == 3]
     assert len(losers) == 11
-    assert all(r["held_by"] == winners[0]["owner"] and not r["acquired"] for r in losers)
-    return winners[0]
+    winner: dict[str, Any] = winners[0]
+    assert all(r["held_by"] == winner["owner"] and not r["acquired"] for r in losers)
+    return winner

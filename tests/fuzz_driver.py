@@ -27,16 +27,16 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import ClassVar
+    from typing import Any, ClassVar
 
 SCRIPT, MODE, CASES = sys.argv[1:4]
 DEADLINE_SLACK = 3.0  # seconds past ETCDCTL_COMMAND_TIMEOUT (or --wait) that a call may take
 
 
-def load(path: str) -> dict[str, object]:
+def load(path: str) -> dict[str, Any]:
     with open(path, encoding="utf-8") as source:
         code = compile(source.read(), path, "exec")
-    namespace: dict[str, object] = {"__name__": "skf_fuzz", "__file__": path}
+    namespace: dict[str, Any] = {"__name__": "skf_fuzz", "__file__": path}
     exec(code, namespace)
     return namespace
 
@@ -139,7 +139,9 @@ def run_etcd_cases(names: list[str]) -> str | None:
         (["status", "--lock", lock], (0, 2, 3), limit),
         (["release", "--lock", lock, "--owner", holder], (0, 2), limit),
     ]
-    waiting = [  # the only call that joins the line, watches and beats; then it gives up
+    waiting: list[
+        tuple[list[str], tuple[int, ...], float]
+    ] = [  # the only call that joins the line, watches and beats; then it gives up
         (["acquire", "--lock", lock, "--owner", "fz:me", "--wait", "0.2"], (0, 2, 3), limit + 0.2),
     ]
     waiters_only = (b"/v3/watch", b"/v3/lease/keepalive", b"/v3/kv/put")

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
+import pytest
 from calls import Run
 
 
-def deliver(state: type, signum: int) -> None:
+def deliver(state: Any, signum: int) -> None:
     """What the OS and Python do when signal ``signum`` arrives at this point."""
     state._on_signal(signum, None)
 
@@ -25,7 +27,13 @@ def assert_signal_outcome(run: Run, code: int) -> None:
 
 
 def a_wait_ended_by_sigint(  # noqa: PLR0917
-    skf: ModuleType, main, monkeypatch, armed: type, lock: str, store: type, blocking: str
+    skf: ModuleType,
+    main: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    armed: Any,
+    lock: str,
+    store: type,
+    blocking: str,
 ) -> dict[str, Any]:
     """ "wf:holder:1" holds ``lock``; a CLI ``acquire --wait`` gets SIGINT each time it
     blocks in ``store.blocking``: it ends with 130 naming SIGINT, the holder keeps the

@@ -10,6 +10,7 @@ from types import ModuleType
 
 import pytest
 from lockfiles import NOW, ago, beside, read_json, write_record
+from stores import StoreUnderTest
 
 ACQUIRE_KEYS = [
     "acquired",
@@ -116,7 +117,9 @@ def test_stale_lock_naming_no_owner_is_replaced(skf: ModuleType, lock: Path) -> 
     assert result["stale_replaced"] == {"held_by": None, "held_since": "2026-09-30T08:00:00Z"}
 
 
-def test_fresh_lock_naming_no_owner_is_refused_with_held_by_null(skf, lock: Path) -> None:
+def test_fresh_lock_naming_no_owner_is_refused_with_held_by_null(
+    skf: ModuleType, lock: Path
+) -> None:
     lock.parent.mkdir()
     lock.write_text("4242\n2026-09-30T10:00:00Z\n")
     result = skf.acquire(lock, "wf:sk:new", 3600.0, now=NOW)
@@ -145,7 +148,9 @@ def test_stale_at_rounds_a_fractional_timeout_up(skf: ModuleType, lock: Path) ->
 
 
 @pytest.mark.parametrize("empty_is_stale", [False, True])
-def test_empty_lock_file_is_stale_only_when_asked(skf, lock: Path, empty_is_stale: bool) -> None:
+def test_empty_lock_file_is_stale_only_when_asked(
+    skf: ModuleType, lock: Path, empty_is_stale: bool
+) -> None:
     lock.parent.mkdir()
     lock.touch()
     result = skf.acquire(lock, "wf:sk:r1", 60.0, empty_is_stale=empty_is_stale)
@@ -166,7 +171,9 @@ def test_bad_owner_or_folder_changes_nothing(skf: ModuleType, lock: Path) -> Non
     assert beside(lock) == ["run.lock"] and os.listdir(lock) == []
 
 
-def test_lock_path_expands_home_and_is_made_absolute(skf, tmp_path: Path, monkeypatch) -> None:
+def test_lock_path_expands_home_and_is_made_absolute(
+    skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.chdir(tmp_path)
     assert skf.acquire("~/a.lock", "wf:sk:r", 60.0)["lock"] == str(tmp_path / "a.lock")
@@ -179,7 +186,7 @@ def test_acquire_within_returns_at_once_when_free(skf: ModuleType, lock: Path) -
     assert result["acquired"] and skf.RUN_ID_RE.match(result["run_id"])
 
 
-def test_acquire_within_raises_lock_busy_with_the_last_answer(skf, lock: Path) -> None:
+def test_acquire_within_raises_lock_busy_with_the_last_answer(skf: ModuleType, lock: Path) -> None:
     skf.acquire(lock, "wf:sk:holder", 3600.0)
     with pytest.raises(skf.LockBusy) as busy:
         skf.acquire_within(lock, "wf:sk:waiter", 3600.0, 0.05)
@@ -189,12 +196,12 @@ def test_acquire_within_raises_lock_busy_with_the_last_answer(skf, lock: Path) -
     assert "stale" in str(busy.value)
 
 
-def takes_seen(skf: ModuleType, monkeypatch) -> list[str]:
+def takes_seen(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The owner of every try a waiter makes (one change of the lock each) from now on."""
     owners: list[str] = []
     real = skf._take_in
 
-    def spy(store, owner, *args, **kwargs):
+    def spy(store: StoreUnderTest, owner: str, *args: object, **kwargs: object) -> object:
         owners.append(owner)
         return real(store, owner, *args, **kwargs)
 
@@ -202,7 +209,9 @@ def takes_seen(skf: ModuleType, monkeypatch) -> list[str]:
     return owners
 
 
-def test_acquire_within_keeps_one_owner_across_retries(skf, lock: Path, monkeypatch) -> None:
+def test_acquire_within_keeps_one_owner_across_retries(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     skf.acquire(lock, "wf:sk:holder", 3600.0)
     owners = takes_seen(skf, monkeypatch)
     threading.Timer(0.3, skf.release, (lock, "wf:sk:holder")).start()
@@ -211,13 +220,17 @@ def test_acquire_within_keeps_one_owner_across_retries(skf, lock: Path, monkeypa
 
 
 @pytest.mark.parametrize("wait", [-1, -0.001, float("nan"), float("inf"), "5", None, True])
-def test_acquire_within_refuses_a_bad_wait_at_once(skf, lock: Path, wait) -> None:
+def test_acquire_within_refuses_a_bad_wait_at_once(
+    skf: ModuleType, lock: Path, wait: float | str | bool | None
+) -> None:
     with pytest.raises(ValueError, match="wait"):
         skf.acquire_within(lock, "wf:sk:r", 60.0, wait)
     assert not lock.parent.exists()
 
 
-def test_acquire_within_zero_wait_tries_once(skf: ModuleType, lock: Path, monkeypatch) -> None:
+def test_acquire_within_zero_wait_tries_once(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     skf.acquire(lock, "wf:sk:holder", 3600.0)
     tries = takes_seen(skf, monkeypatch)
     monkeypatch.setattr(skf.time, "sleep", lambda s: pytest.fail("a zero wait must not pause"))
@@ -227,17 +240,29 @@ def test_acquire_within_zero_wait_tries_once(skf: ModuleType, lock: Path, monkey
     assert beside(lock) == ["run.lock"]  # it never stood in line
 
 
-def test_a_waiter_takes_the_guard_only_to_keep_its_place(skf, lock: Path, monkeypatch) -> None:
+def test_a_waiter_takes_the_guard_only_to_keep_its_place(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Waiting 2.5 s behind a held lock: the guard is taken to join the line, to show
     the waiter alive about once a second, and to leave; every other look is made
     without it, so a waiter frozen mid-look holds up nobody."""
     skf.acquire(lock, "wf:sk:holder", 3600.0)
     guards: list[str] = []
     real = skf._take_guard
-    monkeypatch.setattr(skf, "_take_guard", lambda *a: guards.append(a[0]) or real(*a))
+
+    def take_guard(guard: str, make_parents: bool) -> object:
+        guards.append(guard)
+        return real(guard, make_parents)
+
+    monkeypatch.setattr(skf, "_take_guard", take_guard)
     looks: list[str] = []
     real_signature = skf._signature
-    monkeypatch.setattr(skf, "_signature", lambda path: looks.append(path) or real_signature(path))
+
+    def signature(path: str) -> object:
+        looks.append(path)
+        return real_signature(path)
+
+    monkeypatch.setattr(skf, "_signature", signature)
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(lock, "wf:sk:w", 3600.0, 2.5)
     # join, two beats, the last try, leave (a beat may fall on the deadline)

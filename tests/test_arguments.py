@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from calls import Run
 from lockfiles import NOW, ago, beside, write_record
 
 COMMANDS = {
@@ -29,7 +31,9 @@ COMMANDS = {
         ".skf-guard",
     ],
 )
-def test_a_reserved_lock_name_is_a_bad_argument(main, tmp_path: Path, command, name) -> None:
+def test_a_reserved_lock_name_is_a_bad_argument(
+    main: Callable[..., Run], tmp_path: Path, command: str, name: str
+) -> None:
     """Such a lock would share its files with another lock's guard or temp file."""
     folder = tmp_path / "locks"
     folder.mkdir()
@@ -42,19 +46,23 @@ def test_a_reserved_lock_name_is_a_bad_argument(main, tmp_path: Path, command, n
     "name",
     ["run.lock.skf-0123ABCD-tmp", "run.lock.skf-guard.x", "a.skf-1-tmp", "run.lock.skf-line.x"],
 )
-def test_names_that_only_look_reserved_are_fine(skf: ModuleType, tmp_path: Path, name) -> None:
+def test_names_that_only_look_reserved_are_fine(skf: ModuleType, tmp_path: Path, name: str) -> None:
     assert skf.acquire(tmp_path / name, "wf:sk:r", 60.0)["acquired"]
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_a_lock_path_ending_with_a_separator_is_a_bad_argument(main, tmp_path, command) -> None:
+def test_a_lock_path_ending_with_a_separator_is_a_bad_argument(
+    main: Callable[..., Run], tmp_path: Path, command: str
+) -> None:
     run = main(command, "--lock", f"{tmp_path}/newdir/", *COMMANDS[command])
     assert run.code == 1 and "separator" in run.error
     assert os.listdir(tmp_path) == []
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_an_empty_lock_path_is_a_bad_argument(main, tmp_path, monkeypatch, command) -> None:
+def test_an_empty_lock_path_is_a_bad_argument(
+    main: Callable[..., Run], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str
+) -> None:
     monkeypatch.chdir(tmp_path)
     run = main(command, "--lock", "", *COMMANDS[command])
     assert run.code == 1 and run.error.startswith("usage error: ") and "--lock" in run.error
@@ -70,15 +78,19 @@ def test_an_empty_lock_path_is_a_bad_argument(main, tmp_path, monkeypatch, comma
     ],
 )
 def test_an_empty_lock_path_is_a_value_error_in_the_library(
-    skf, tmp_path, monkeypatch, call, message
-):
+    skf: ModuleType,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    call: Callable[..., object],
+    message: str,
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match=message):
         call(skf, "")
     assert os.listdir(tmp_path) == []
 
 
-def test_a_parent_that_is_a_file_says_so(main, tmp_path: Path) -> None:
+def test_a_parent_that_is_a_file_says_so(main: Callable[..., Run], tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     run = main("acquire", "--lock", blocker / "sub" / "x.lock", "--owner", "wf:sk:r")
@@ -104,7 +116,13 @@ def test_a_parent_that_is_a_file_says_so(main, tmp_path: Path) -> None:
         (["release", "--lock", "A", "--owner", "wf:sk:r", "--empty-is-stale"], "does not take"),
     ],
 )
-def test_command_line_mistakes_are_usage_errors(main, tmp_path, monkeypatch, argv, words) -> None:
+def test_command_line_mistakes_are_usage_errors(
+    main: Callable[..., Run],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    words: str,
+) -> None:
     monkeypatch.chdir(tmp_path)
     run = main(*argv)
     assert run.code == 1 and run.error.startswith("usage error: ") and words in run.error
@@ -115,7 +133,9 @@ def test_command_line_mistakes_are_usage_errors(main, tmp_path, monkeypatch, arg
     "text", ["1_0", " 5", "5 ", "0x10", "1e3", "nan", "inf", "\u0665", "5.0.0", "+"]
 )
 @pytest.mark.parametrize("option", ["--stale-after", "--wait"])
-def test_numbers_are_plain_decimals_only(main, lock: Path, option, text) -> None:
+def test_numbers_are_plain_decimals_only(
+    main: Callable[..., Run], lock: Path, option: str, text: str
+) -> None:
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)
     assert run.code == 1 and run.error.startswith("usage error: ")
     assert f"{option} must be a plain decimal number" in run.error
@@ -123,12 +143,14 @@ def test_numbers_are_plain_decimals_only(main, lock: Path, option, text) -> None
 
 
 @pytest.mark.parametrize("text", ["5", "5.", ".5", "+5", "0.25", "007"])
-def test_plain_decimals_are_numbers(main, lock: Path, text) -> None:
+def test_plain_decimals_are_numbers(main: Callable[..., Run], lock: Path, text: str) -> None:
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", text)
     assert run.code == 0 and run.json["stale_after_minutes"] == float(text)
 
 
-def test_the_smallest_stale_after_in_the_message_is_accepted(main, lock: Path) -> None:
+def test_the_smallest_stale_after_in_the_message_is_accepted(
+    main: Callable[..., Run], lock: Path
+) -> None:
     refused = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", "0.00009")
     assert refused.code == 1 and "minutes" in refused.error
     smallest = refused.error.split("at least ", 1)[1].rstrip(")")
@@ -149,7 +171,7 @@ def test_a_library_callers_timeout_is_reported_in_seconds(skf: ModuleType, lock:
     assert skf.acquire(lock, "wf:sk:r", 0.006)["stale_after_minutes"] == 0.0001
 
 
-def test_a_cli_callers_timeout_is_reported_in_minutes(main, lock: Path) -> None:
+def test_a_cli_callers_timeout_is_reported_in_minutes(main: Callable[..., Run], lock: Path) -> None:
     run = main("status", "--lock", lock, "--stale-after", "525601")
     assert run.code == 1
     assert (
@@ -161,7 +183,9 @@ def test_a_cli_callers_timeout_is_reported_in_minutes(main, lock: Path) -> None:
 # --- Empty lock files on the command line -----------------------------------------
 
 
-def test_acquire_empty_is_stale_takes_an_empty_file_at_once(cli, lock: Path) -> None:
+def test_acquire_empty_is_stale_takes_an_empty_file_at_once(
+    cli: Callable[..., Run], lock: Path
+) -> None:
     lock.parent.mkdir()
     lock.touch()
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r").code == 3
@@ -170,7 +194,9 @@ def test_acquire_empty_is_stale_takes_an_empty_file_at_once(cli, lock: Path) -> 
     assert beside(lock) == ["run.lock"]
 
 
-def test_status_empty_is_stale_calls_an_empty_file_stale(cli, skf, lock: Path) -> None:
+def test_status_empty_is_stale_calls_an_empty_file_stale(
+    cli: Callable[..., Run], skf: ModuleType, lock: Path
+) -> None:
     lock.parent.mkdir()
     lock.touch()
     held = cli("status", "--lock", lock)
@@ -182,7 +208,9 @@ def test_status_empty_is_stale_calls_an_empty_file_stale(cli, skf, lock: Path) -
     assert lock.read_bytes() == b""
 
 
-def test_empty_is_stale_leaves_a_non_empty_record_alone(cli, lock: Path) -> None:
+def test_empty_is_stale_leaves_a_non_empty_record_alone(
+    cli: Callable[..., Run], lock: Path
+) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=5))
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r", "--empty-is-stale").code == 3
     assert cli("status", "--lock", lock, "--empty-is-stale").json["state"] == "held"
@@ -191,7 +219,9 @@ def test_empty_is_stale_leaves_a_non_empty_record_alone(cli, lock: Path) -> None
 # --- Upstream compatibility ---------------------------------------------------------
 
 
-def test_upstreams_guard_context_manager_holds_the_guard(skf, lock: Path, monkeypatch) -> None:
+def test_upstreams_guard_context_manager_holds_the_guard(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The upstream suite holds the guard with _Guard(lock), lock a pathlib.Path."""
     monkeypatch.setattr(skf, "GUARD_WAIT_SEC", 0.05)
     with skf._Guard(lock):
@@ -204,7 +234,7 @@ def test_upstreams_guard_context_manager_holds_the_guard(skf, lock: Path, monkey
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="the message names a POSIX path")
-def test_a_refusal_says_how_old_the_lock_is(skf, lock: Path) -> None:
+def test_a_refusal_says_how_old_the_lock_is(skf: ModuleType, lock: Path) -> None:
     write_record(lock, "wf:sk:holder", NOW)
     for later, age in [
         (5, "5 s"),
@@ -219,7 +249,9 @@ def test_a_refusal_says_how_old_the_lock_is(skf, lock: Path) -> None:
 @pytest.mark.parametrize(
     "holder", ["wf:sk", "wf:sk:", "wf:sk:run id", "w f:sk:r", ":sk:r", "x" * 201]
 )
-def test_a_holder_that_no_release_can_name_gets_no_clearing_command(skf, lock, holder) -> None:
+def test_a_holder_that_no_release_can_name_gets_no_clearing_command(
+    skf: ModuleType, lock: Path, holder: str
+) -> None:
     lock.parent.mkdir()
     lock.write_text(f'{{"owner": "{holder}", "acquired_at": "2026-09-30T10:15:00Z"}}\n')
     result = skf.acquire(lock, "wf:sk:r", 3600.0, now=NOW + timedelta(seconds=5))

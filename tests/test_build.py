@@ -71,7 +71,7 @@ def bundle_tool() -> ModuleType:
 # --- What a call compiles ----------------------------------------------------------------
 
 
-def test_a_file_lock_call_compiles_nothing_but_the_script(skf, tmp_path: Path) -> None:
+def test_a_file_lock_call_compiles_nothing_but_the_script(skf: ModuleType, tmp_path: Path) -> None:
     """An acquire or a release compiles nothing more; status its report alone (carried
     with the outputs a lock call seldom needs), an acquire that waits the waiting
     alone, never server code."""
@@ -93,7 +93,9 @@ def test_a_file_lock_call_compiles_nothing_but_the_script(skf, tmp_path: Path) -
 @pytest.mark.parametrize(
     ("address", "store"), [("etcd://no-port/x", "etcd_store"), ("redis://h:99999/x", "redis_store")]
 )
-def test_a_server_lock_call_compiles_only_its_own_store(skf, address: str, store: str) -> None:
+def test_a_server_lock_call_compiles_only_its_own_store(
+    skf: ModuleType, address: str, store: str
+) -> None:
     # A malformed address is refused by the store itself, so it compiles its module (the
     # servers' shared one first), and needs no server.
     code, compiled, error = compiled_by_cli("status", "--lock", address)
@@ -313,7 +315,7 @@ def in_package(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_package_and_the_built_file_are_one_version_and_one_surface(skf) -> None:
+def test_the_package_and_the_built_file_are_one_version_and_one_surface(skf: ModuleType) -> None:
     done = in_package("-c", "import json, skf_run_lock as s; print(json.dumps(s.__all__))")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == list(skf.__all__)

@@ -7,6 +7,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
@@ -19,7 +20,7 @@ from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
 
 
-def test_acquire_renew_refuse_release_through_the_cli(cli, lock: Path) -> None:
+def test_acquire_renew_refuse_release_through_the_cli(cli: Callable[..., Run], lock: Path) -> None:
     first = cli("acquire", "--lock", lock, "--owner", "wf:sk")
     assert first.code == 0
     taken = first.json
@@ -40,7 +41,7 @@ def test_acquire_renew_refuse_release_through_the_cli(cli, lock: Path) -> None:
     assert beside(lock) == []
 
 
-def test_stale_after_is_in_minutes(main, lock: Path) -> None:
+def test_stale_after_is_in_minutes(main: Callable[..., Run], lock: Path) -> None:
     write_record(lock, "wf:sk:old", ago(minutes=3))
     assert main("acquire", "--lock", lock, "--owner", "wf:sk:new", "--stale-after", "5").code == 3
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:new", "--stale-after", "2.5")
@@ -49,19 +50,21 @@ def test_stale_after_is_in_minutes(main, lock: Path) -> None:
     assert run.json["stale_after_minutes"] == 2.5
 
 
-def test_run_id_prints_one_run_id(cli, skf: ModuleType) -> None:
+def test_run_id_prints_one_run_id(cli: Callable[..., Run], skf: ModuleType) -> None:
     run = cli("run-id")
     assert run.code == 0 and list(run.json) == ["run_id"]
     assert skf.RUN_ID_RE.match(run.json["run_id"])
 
 
-def test_version_prints_the_version(cli, main, skf: ModuleType) -> None:
+def test_version_prints_the_version(
+    cli: Callable[..., Run], main: Callable[..., Run], skf: ModuleType
+) -> None:
     run = cli("--version")
     assert run.code == 0 and run.json == {"version": skf.__version__}
     assert main("--version").code == 0
 
 
-def test_status_through_the_cli(cli, lock: Path) -> None:
+def test_status_through_the_cli(cli: Callable[..., Run], lock: Path) -> None:
     free = cli("status", "--lock", lock)
     assert free.code == 0 and list(free.json) == STATUS_KEYS and free.json["state"] == "free"
     write_record(lock, "wf:sk:r1", ago(minutes=2))
@@ -92,7 +95,9 @@ def test_status_through_the_cli(cli, lock: Path) -> None:
         ["--lock", "L"],
     ],
 )
-def test_usage_error_is_json_exit_1(main, argv: list[str], tmp_path: Path, monkeypatch) -> None:
+def test_usage_error_is_json_exit_1(
+    main: Callable[..., Run], argv: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     run = main(*argv)
     assert run.code == 1
@@ -100,7 +105,7 @@ def test_usage_error_is_json_exit_1(main, argv: list[str], tmp_path: Path, monke
     assert list(tmp_path.iterdir()) == []
 
 
-def test_usage_error_through_a_real_process(cli) -> None:
+def test_usage_error_through_a_real_process(cli: Callable[..., Run]) -> None:
     run = cli("acquire", "--lock", "x")
     assert run.code == 1 and run.error.startswith("usage error: ") and "--owner" in run.error
 
@@ -120,31 +125,35 @@ def test_usage_error_through_a_real_process(cli) -> None:
         (["--wait", "86400.5"], "wait"),
     ],
 )
-def test_bad_numbers_are_exit_1_and_touch_nothing(main, lock: Path, extra, word) -> None:
+def test_bad_numbers_are_exit_1_and_touch_nothing(
+    main: Callable[..., Run], lock: Path, extra: list[str], word: str
+) -> None:
     run = main("acquire", "--lock", lock, "--owner", "wf:sk", *extra)
     assert run.code == 1 and word in run.error
     assert not lock.parent.exists()
 
 
-def test_largest_stale_after_is_accepted(main, lock: Path) -> None:
+def test_largest_stale_after_is_accepted(main: Callable[..., Run], lock: Path) -> None:
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", "525600")
     assert run.code == 0 and run.json["stale_after_minutes"] == 525600
 
 
 @pytest.mark.parametrize("owner", ["nocolon", "wf::r", "wf:sk:a b", ""])
-def test_bad_owner_is_exit_1(main, lock: Path, owner: str) -> None:
+def test_bad_owner_is_exit_1(main: Callable[..., Run], lock: Path, owner: str) -> None:
     run = main("acquire", "--lock", lock, "--owner", owner)
     assert run.code == 1 and "owner" in run.error
     assert not lock.parent.exists()
 
 
-def test_release_without_run_id_is_exit_1(main, lock: Path) -> None:
+def test_release_without_run_id_is_exit_1(main: Callable[..., Run], lock: Path) -> None:
     run = main("release", "--lock", lock, "--owner", "wf:sk")
     assert run.code == 1 and "run id" in run.error
 
 
 @pytest.mark.parametrize("command", ["acquire", "release", "status"])
-def test_folder_as_lock_is_exit_1_and_says_folder(main, tmp_path: Path, command: str) -> None:
+def test_folder_as_lock_is_exit_1_and_says_folder(
+    main: Callable[..., Run], tmp_path: Path, command: str
+) -> None:
     argv = [command, "--lock", tmp_path]
     if command != "status":
         argv += ["--owner", "wf:sk:r"]
@@ -153,7 +162,7 @@ def test_folder_as_lock_is_exit_1_and_says_folder(main, tmp_path: Path, command:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_unwritable_folder_is_exit_2(main, tmp_path: Path) -> None:
+def test_unwritable_folder_is_exit_2(main: Callable[..., Run], tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     run = main("acquire", "--lock", blocker / "sub" / "x.lock", "--owner", "wf:sk:r")
@@ -161,20 +170,24 @@ def test_unwritable_folder_is_exit_2(main, tmp_path: Path) -> None:
     assert blocker.read_text() == "x"
 
 
-def test_help_still_works(cli) -> None:
+def test_help_still_works(cli: Callable[..., Run]) -> None:
     run = cli("--help")
     assert run.code == 0 and "acquire" in run.out and "release" in run.out
     sub = cli("acquire", "--help")
     assert sub.code == 0 and "--stale-after" in sub.out and "--wait" in sub.out
 
 
-def test_main_returns_instead_of_raising_system_exit(skf: ModuleType, capsys) -> None:
+def test_main_returns_instead_of_raising_system_exit(
+    skf: ModuleType, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert skf.main(["nope"]) == 1
     assert skf.main(["acquire", "--help"]) == 0
     capsys.readouterr()
 
 
-def test_output_is_one_ascii_line_for_a_non_ascii_lock_path(cli, tmp_path: Path) -> None:
+def test_output_is_one_ascii_line_for_a_non_ascii_lock_path(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
     lock = tmp_path / "verrou-é" / "ロック.lock"
     run = cli("acquire", "--lock", lock, "--owner", "wf:skïll")
     assert run.code == 0 and run.json["lock"] == str(lock)
@@ -184,7 +197,9 @@ def test_output_is_one_ascii_line_for_a_non_ascii_lock_path(cli, tmp_path: Path)
     assert read_json(lock)["owner"] == run.json["owner"]
 
 
-def test_refusal_message_gives_the_release_command_to_clear_it(cli, lock: Path) -> None:
+def test_refusal_message_gives_the_release_command_to_clear_it(
+    cli: Callable[..., Run], lock: Path
+) -> None:
     write_record(lock, "wf:sk:holder", ago(minutes=1))
     run = cli("acquire", "--lock", lock, "--owner", "wf:sk:me")
     assert run.code == 3
@@ -194,7 +209,7 @@ def test_refusal_message_gives_the_release_command_to_clear_it(cli, lock: Path) 
     assert "delete" not in message
 
 
-def test_wait_takes_the_lock_once_it_goes_stale(cli, lock: Path) -> None:
+def test_wait_takes_the_lock_once_it_goes_stale(cli: Callable[..., Run], lock: Path) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=59))
     run = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--stale-after", "1", "--wait", "9")
     assert run.code == 0
@@ -202,7 +217,7 @@ def test_wait_takes_the_lock_once_it_goes_stale(cli, lock: Path) -> None:
     assert run.json["message"].startswith("after waiting ")
 
 
-def test_wait_gives_up_with_exit_3_and_says_how_long(cli, lock: Path) -> None:
+def test_wait_gives_up_with_exit_3_and_says_how_long(cli: Callable[..., Run], lock: Path) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=1))
     run = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--wait", "0.3")
     assert run.code == 3
@@ -211,11 +226,18 @@ def test_wait_gives_up_with_exit_3_and_says_how_long(cli, lock: Path) -> None:
     assert run.json["owner"] == "wf:sk:me"
 
 
-def test_wait_adds_one_run_id_for_all_tries(main, lock: Path, skf, monkeypatch) -> None:
+def test_wait_adds_one_run_id_for_all_tries(
+    main: Callable[..., Run], lock: Path, skf: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=1))
     owners: list[str] = []
     real = skf._take_in
-    monkeypatch.setattr(skf, "_take_in", lambda *a, **k: owners.append(a[1]) or real(*a, **k))
+
+    def take_in(*args: object, **named: object) -> object:
+        owners.append(str(args[1]))
+        return real(*args, **named)
+
+    monkeypatch.setattr(skf, "_take_in", take_in)
     run = main("acquire", "--lock", lock, "--owner", "wf:sk", "--wait", "0.2")
     assert run.code == 3 and skf.RUN_ID_RE.match(run.json["run_id"])
     assert len(owners) >= 2 and set(owners) == {run.json["owner"]}
@@ -259,7 +281,9 @@ def run_in_shell(command: str) -> Run:
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")
-def test_the_clearing_command_in_a_refusal_works_as_printed(cli, tmp_path: Path) -> None:
+def test_the_clearing_command_in_a_refusal_works_as_printed(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
     lock = tmp_path / "dir with space" / "it's $HOME" / "run.lock"
     write_record(lock, "wf:sk:gone-run", ago(minutes=1))
     message = cli("acquire", "--lock", lock, "--owner", "wf:sk:me").json["message"]
@@ -272,7 +296,9 @@ def test_the_clearing_command_in_a_refusal_works_as_printed(cli, tmp_path: Path)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")
-def test_the_clearing_command_never_removes_a_newer_runs_lock(cli, lock: Path) -> None:
+def test_the_clearing_command_never_removes_a_newer_runs_lock(
+    cli: Callable[..., Run], lock: Path
+) -> None:
     """Unlike rm, the printed command is safe even if another run took the lock meanwhile."""
     write_record(lock, "wf:sk:old-run", ago(minutes=61))
     message = cli("acquire", "--lock", lock, "--owner", "wf:sk:me", "--stale-after", "120")

@@ -11,15 +11,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from calls import Run
 from loader import SCRIPT
 from redis.crc import key_slot
-from servers import RedisCluster, start_redis_cluster
-from stores import planted_record, redis_keys, shown_time
+from servers import RedisCluster, redis_keys, start_redis_cluster
+from stores import planted_record, shown_time
 from waiters import held_with_a_waiter
 
 
@@ -50,14 +51,14 @@ def held_on_nodes(cluster: RedisCluster, key: str) -> list[int]:
     ]
 
 
-def run_printing_inside(cli, lock: str, *options: str) -> Run:
+def run_printing_inside(cli: Callable[..., Run], lock: str, *options: str) -> Run:
     """``run`` as wf:sk:runner, with ``options``, of a command that prints "inside"."""
     command = [sys.executable, "-c", "print('inside')"]
     return cli("run", "--lock", lock, "--owner", "wf:sk:runner", *options, "--", *command)
 
 
 def test_every_command_works_through_one_node_for_keys_on_every_node(
-    cli, redis_cluster: RedisCluster
+    cli: Callable[..., Run], redis_cluster: RedisCluster
 ) -> None:
     for node in range(3):
         key = key_on(redis_cluster, node, "every")
@@ -82,7 +83,7 @@ def test_every_command_works_through_one_node_for_keys_on_every_node(
 
 
 def test_the_clearing_command_follows_the_cluster_as_printed(
-    cli, redis_cluster: RedisCluster
+    cli: Callable[..., Run], redis_cluster: RedisCluster
 ) -> None:
     assert shutil.which("redis-cli"), "redis-cli comes with redis-server (Debian: redis-tools)"
     key = key_on(redis_cluster, 2, "clearing")
@@ -103,7 +104,7 @@ def test_the_clearing_command_follows_the_cluster_as_printed(
 
 
 def test_a_waiter_is_served_when_its_lock_moves_to_another_node_mid_wait(
-    cli, own_cluster: RedisCluster
+    cli: Callable[..., Run], own_cluster: RedisCluster
 ) -> None:
     """The holder and a waiter (blocked on its bell) on node 1; the slot is resharded
     to node 2, half-moved for a while; the holder releases through node 0's address:
@@ -130,7 +131,7 @@ def test_a_waiter_is_served_when_its_lock_moves_to_another_node_mid_wait(
 
 
 def test_a_lock_whose_keys_were_moved_but_not_its_slot_is_served_by_ask(
-    cli, own_cluster: RedisCluster
+    cli: Callable[..., Run], own_cluster: RedisCluster
 ) -> None:
     """Mid-migration, the keys already on the importing node: each command follows
     the ASK there (with ASKING) and works. A new take there writes keys that node
@@ -161,7 +162,7 @@ def test_a_lock_whose_keys_were_moved_but_not_its_slot_is_served_by_ask(
 
 
 def test_a_change_over_keys_split_mid_migration_is_tried_again_until_it_can_run(
-    skf, own_cluster: RedisCluster
+    skf: ModuleType, own_cluster: RedisCluster
 ) -> None:
     """The record moved, the last holder's key not yet: the transaction over both is
     TRYAGAIN on the importing node, never run without its WATCH; once the move
@@ -189,7 +190,9 @@ def test_a_change_over_keys_split_mid_migration_is_tried_again_until_it_can_run(
     assert held_on_nodes(own_cluster, "{" + key + "}\0last") == [1]
 
 
-def test_redirects_without_end_are_cut_short_with_exit_2(cli, own_cluster: RedisCluster) -> None:
+def test_redirects_without_end_are_cut_short_with_exit_2(
+    cli: Callable[..., Run], own_cluster: RedisCluster
+) -> None:
     """A slot marked migrating on its node but not importing on the other: they send
     the call back and forth; it gives up after a few redirects, well within its
     deadline, saying why."""
@@ -223,7 +226,9 @@ def test_redirects_without_end_are_cut_short_with_exit_2(cli, own_cluster: Redis
     assert held_on_nodes(own_cluster, key) == []
 
 
-def test_list_by_any_node_shows_the_locks_of_every_node(cli, redis_cluster) -> None:
+def test_list_by_any_node_shows_the_locks_of_every_node(
+    cli: Callable[..., Run], redis_cluster: RedisCluster
+) -> None:
     root = f"skf-cluster/list/{os.urandom(4).hex()}/"
     keys = []
     for node in range(3):
@@ -239,7 +244,7 @@ def test_list_by_any_node_shows_the_locks_of_every_node(cli, redis_cluster) -> N
 
 
 def test_a_change_redirected_after_its_read_is_never_sent_on_without_its_watch(
-    skf, own_cluster: RedisCluster, monkeypatch
+    skf: ModuleType, own_cluster: RedisCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Right after a take reads a stale lock, its slot moves to another node and a
     contender takes the lock there: the take's transaction, redirected, must not run

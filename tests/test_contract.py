@@ -17,10 +17,12 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
+from calls import Run
 from contenders import assert_exclusive_counter, assert_one_winner_of_a_race
 from stores import StoreUnderTest, planted_record, shown_time
 from test_acquire import ACQUIRE_KEYS
@@ -28,7 +30,7 @@ from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
 
 
-def test_take_renew_refuse_with_every_key_in_order(main, any_lock: str) -> None:
+def test_take_renew_refuse_with_every_key_in_order(main: Callable[..., Run], any_lock: str) -> None:
     taken = main("acquire", "--lock", any_lock, "--owner", "wf:sk:r1", "--stale-after", "30")
     assert taken.code == 0 and list(taken.json) == ACQUIRE_KEYS
     out = taken.json
@@ -55,13 +57,17 @@ def test_take_renew_refuse_with_every_key_in_order(main, any_lock: str) -> None:
     assert any_lock in message and "wf:sk:r1" in message and "stale" in message
 
 
-def test_a_missing_run_id_is_added_and_printed(main, skf: ModuleType, any_lock: str) -> None:
+def test_a_missing_run_id_is_added_and_printed(
+    main: Callable[..., Run], skf: ModuleType, any_lock: str
+) -> None:
     run = main("acquire", "--lock", any_lock, "--owner", "wf:sk")
     assert run.code == 0 and skf.RUN_ID_RE.match(run.json["run_id"])
     assert run.json["owner"] == "wf:sk:" + run.json["run_id"] == run.json["held_by"]
 
 
-def test_release_answers_released_not_owner_and_absent(main, any_lock: str) -> None:
+def test_release_answers_released_not_owner_and_absent(
+    main: Callable[..., Run], any_lock: str
+) -> None:
     main("acquire", "--lock", any_lock, "--owner", "wf:sk:r1")
     other = main("release", "--lock", any_lock, "--owner", "wf:sk:r2")
     assert other.code == 0 and list(other.json) == RELEASE_KEYS
@@ -77,7 +83,7 @@ def test_release_answers_released_not_owner_and_absent(main, any_lock: str) -> N
     assert (absent.json["released"], absent.json["reason"]) == (False, "absent")
 
 
-def test_status_says_free_then_held(main, any_lock: str) -> None:
+def test_status_says_free_then_held(main: Callable[..., Run], any_lock: str) -> None:
     free = main("status", "--lock", any_lock)
     assert free.code == 0 and list(free.json) == STATUS_KEYS
     assert (free.json["state"], free.json["held_by"], free.json["age_seconds"]) == (
@@ -98,25 +104,25 @@ def test_acquire_within_gives_up_with_lock_busy(skf: ModuleType, any_lock: str) 
     assert busy.value.result["acquired"] is False
 
 
-def test_wait_on_the_cli_gives_up_with_exit_3(main, any_lock: str) -> None:
+def test_wait_on_the_cli_gives_up_with_exit_3(main: Callable[..., Run], any_lock: str) -> None:
     main("acquire", "--lock", any_lock, "--owner", "wf:sk:holder")
     run = main("acquire", "--lock", any_lock, "--owner", "wf:sk:me", "--wait", "0.3")
     assert run.code == 3 and run.json["message"].startswith("gave up after waiting ")
 
 
 @pytest.mark.parametrize("owner", ["nocolon", "wf::r", "wf:sk:a b"])
-def test_a_bad_owner_changes_nothing(main, any_lock: str, owner: str) -> None:
+def test_a_bad_owner_changes_nothing(main: Callable[..., Run], any_lock: str, owner: str) -> None:
     assert main("acquire", "--lock", any_lock, "--owner", owner).code == 1
     assert main("status", "--lock", any_lock).json["state"] == "free"
 
 
-def test_release_needs_the_run_id(main, any_lock: str) -> None:
+def test_release_needs_the_run_id(main: Callable[..., Run], any_lock: str) -> None:
     run = main("release", "--lock", any_lock, "--owner", "wf:sk")
     assert run.code == 1 and "run id" in run.error
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")
-def test_the_clearing_command_works_as_printed(main, any_lock: str) -> None:
+def test_the_clearing_command_works_as_printed(main: Callable[..., Run], any_lock: str) -> None:
     main("acquire", "--lock", any_lock, "--owner", "wf:sk:gone")
     message = main("acquire", "--lock", any_lock, "--owner", "wf:sk:me").json["message"]
     command = message.split("clear it with: ", 1)[1]
@@ -150,7 +156,9 @@ def test_a_stale_record_is_replaced_and_reported(skf: ModuleType, store: StoreUn
     assert record_of(store)["owner"] == "wf:sk:new"
 
 
-def test_a_live_record_is_refused_and_left_byte_for_byte(skf, store: StoreUnderTest) -> None:
+def test_a_live_record_is_refused_and_left_byte_for_byte(
+    skf: ModuleType, store: StoreUnderTest
+) -> None:
     since = shown_time(30)
     planted = planted_record("wf:sk:r1", since, stale_after_seconds=3600, tool="skf-run-lock")
     store.plant(planted)
@@ -162,7 +170,7 @@ def test_a_live_record_is_refused_and_left_byte_for_byte(skf, store: StoreUnderT
     assert store.value() == planted
 
 
-def test_a_record_dated_in_the_future_is_held(skf, store: StoreUnderTest) -> None:
+def test_a_record_dated_in_the_future_is_held(skf: ModuleType, store: StoreUnderTest) -> None:
     planted = planted_record("wf:sk:r1", shown_time(-3 * 86400), stale_after_seconds=60)
     store.plant(planted)
     assert skf.acquire(store.lock, "wf:sk:r2", 60.0)["acquired"] is False
@@ -185,7 +193,9 @@ def test_a_value_that_is_no_record_names_no_owner_and_is_never_released(
 
 
 @pytest.mark.parametrize("planted", [b"4242\n", b'{"owner": ""}\n'])
-def test_a_record_naming_no_owner_goes_stale_by_its_time(skf, store, planted: bytes) -> None:
+def test_a_record_naming_no_owner_goes_stale_by_its_time(
+    skf: ModuleType, store: StoreUnderTest, planted: bytes
+) -> None:
     """An older helper's "PID, time" lines, or a record whose owner is empty."""
     old = planted.replace(b"\n", f"\n{shown_time(7200)}\n".encode(), 1)
     if planted.startswith(b"{"):
@@ -197,14 +207,18 @@ def test_a_record_naming_no_owner_goes_stale_by_its_time(skf, store, planted: by
     assert taken["acquired"] and taken["stale_replaced"]["held_by"] is None
 
 
-def test_release_of_a_stale_own_record_still_releases(skf, store: StoreUnderTest) -> None:
+def test_release_of_a_stale_own_record_still_releases(
+    skf: ModuleType, store: StoreUnderTest
+) -> None:
     store.plant(planted_record("wf:sk:r1", shown_time(7200), stale_after_seconds=60))
     released = skf.release(store.lock, "wf:sk:r1")
     assert list(released) == RELEASE_KEYS and released["released"] is True
     assert store.value() is None
 
 
-def test_only_the_owner_releases_and_a_release_leaves_nothing(skf, store: StoreUnderTest) -> None:
+def test_only_the_owner_releases_and_a_release_leaves_nothing(
+    skf: ModuleType, store: StoreUnderTest
+) -> None:
     skf.acquire(store.lock, "wf:sk:r1", 600.0)
     held = store.value()
     kept = skf.release(store.lock, "wf:sk:r2")
@@ -217,7 +231,9 @@ def test_only_the_owner_releases_and_a_release_leaves_nothing(skf, store: StoreU
     assert (absent["released"], absent["reason"]) == (False, "absent")
 
 
-def test_status_of_a_held_record_gives_its_age_and_writes_nothing(skf, store) -> None:
+def test_status_of_a_held_record_gives_its_age_and_writes_nothing(
+    skf: ModuleType, store: StoreUnderTest
+) -> None:
     since = shown_time(100)
     planted = planted_record("wf:sk:r1", since, stale_after_seconds=300, tool="skf-run-lock")
     store.plant(planted)
@@ -234,7 +250,7 @@ def test_status_of_a_held_record_gives_its_age_and_writes_nothing(skf, store) ->
     assert (store.value(), store.left_behind()) == (planted, before)
 
 
-def test_a_record_exactly_at_its_timeout_is_stale(skf, store: StoreUnderTest) -> None:
+def test_a_record_exactly_at_its_timeout_is_stale(skf: ModuleType, store: StoreUnderTest) -> None:
     store.plant(planted_record("wf:sk:old", shown_time(300), stale_after_seconds=300))
     assert skf.status(store.lock, 3600.0)["state"] == "stale"
 
@@ -242,7 +258,9 @@ def test_a_record_exactly_at_its_timeout_is_stale(skf, store: StoreUnderTest) ->
 # --- The holder's timeout decides ------------------------------------------------------------
 
 
-def test_a_tiny_caller_timeout_cannot_take_a_live_lock(cli, store: StoreUnderTest) -> None:
+def test_a_tiny_caller_timeout_cannot_take_a_live_lock(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     taken = cli("acquire", "--lock", store.lock, "--owner", "long:run", "--stale-after", "600")
     assert taken.code == 0 and taken.json["stale_after_minutes"] == 600
     assert record_of(store)["stale_after_seconds"] == 36000
@@ -257,7 +275,9 @@ def test_a_tiny_caller_timeout_cannot_take_a_live_lock(cli, store: StoreUnderTes
     assert store.value() == held
 
 
-def test_a_holders_short_timeout_decides_for_a_patient_caller(skf, store) -> None:
+def test_a_holders_short_timeout_decides_for_a_patient_caller(
+    skf: ModuleType, store: StoreUnderTest
+) -> None:
     store.plant(planted_record("quick:run:1", shown_time(30), stale_after_seconds=60))
     before = skf.acquire(store.lock, "patient:run:1", 3600.0)
     assert not before["acquired"] and before["stale_after_minutes"] == 1
@@ -268,7 +288,9 @@ def test_a_holders_short_timeout_decides_for_a_patient_caller(skf, store) -> Non
 
 
 @pytest.mark.parametrize("value", ["0", "-5", '"60"', "true", "null", "NaN", "1e999", "[60]"])
-def test_an_invalid_holder_timeout_falls_back_to_the_callers(skf, store, value: str) -> None:
+def test_an_invalid_holder_timeout_falls_back_to_the_callers(
+    skf: ModuleType, store: StoreUnderTest, value: str
+) -> None:
     def planted(seconds_ago: float) -> bytes:
         text = planted_record("wf:sk:old", shown_time(seconds_ago), stale_after_seconds=0).decode()
         return text.replace('"stale_after_seconds": 0', f'"stale_after_seconds": {value}').encode()
@@ -281,14 +303,18 @@ def test_an_invalid_holder_timeout_falls_back_to_the_callers(skf, store, value: 
     assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:sk:old"
 
 
-def test_a_record_from_an_older_helper_is_judged_by_the_callers_timeout(skf, store) -> None:
+def test_a_record_from_an_older_helper_is_judged_by_the_callers_timeout(
+    skf: ModuleType, store: StoreUnderTest
+) -> None:
     # Owner, acquired_at and tool: no timeout.
     store.plant(planted_record("wf:sk:old", shown_time(500)))
     assert not skf.acquire(store.lock, "wf:sk:new", 600.0)["acquired"]
     assert skf.acquire(store.lock, "wf:sk:new", 400.0)["acquired"]
 
 
-def test_cli_refusal_and_status_agree_on_the_holders_timeout(cli, store) -> None:
+def test_cli_refusal_and_status_agree_on_the_holders_timeout(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     store.plant(planted_record("wf:sk:r1", shown_time(30), stale_after_seconds=36000, tool="x"))
     refused = cli("acquire", "--lock", store.lock, "--owner", "wf:sk:r2", "--stale-after", "0.1")
     status = cli("status", "--lock", store.lock, "--stale-after", "0.1")
@@ -436,7 +462,7 @@ def test_a_waiters_look_holds_every_place_ahead_of_it_and_its_own(
 
 # Where each store writes a waiter's place when it joins the line: the class holding the
 # write (None: the module), its name, and which of its calls puts the place there.
-PLACE_WRITTEN_BY = {
+PLACE_WRITTEN_BY: dict[str, tuple[str | None, str, Callable[..., bool]]] = {
     "file": (None, "_write_record", lambda path, *rest, **named: path.endswith(".skf-line")),
     "etcd": ("_EtcdStore", "post", lambda self, path, *rest, **named: path == "/v3/kv/txn"),
     "redis": ("_RedisStore", "call", lambda *args, **named: True),
@@ -515,13 +541,17 @@ def test_a_dead_waiters_place_is_gone_after_the_next_call_that_reads_it(
 
 
 @pytest.mark.timeout(300)
-def test_mutual_exclusion_8_processes_25_rounds(store: StoreUnderTest, tmp_path, worker) -> None:
+def test_mutual_exclusion_8_processes_25_rounds(
+    store: StoreUnderTest, tmp_path: Path, worker: Callable[..., subprocess.Popen[str]]
+) -> None:
     assert_exclusive_counter(store.lock, tmp_path, worker, processes=8, rounds=25)
     assert store.left_behind() == []  # no record, guard, temp, line or place
 
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("attempt", range(2))
-def test_a_stale_lock_race_has_exactly_one_winner(store, tmp_path, attempt: int) -> None:
+def test_a_stale_lock_race_has_exactly_one_winner(
+    store: StoreUnderTest, tmp_path: Path, attempt: int
+) -> None:
     store.plant(planted_record("old:run:1", shown_time(7200), stale_after_seconds=60))
     assert_one_winner_of_a_race(store.lock, tmp_path, "old:run:1")

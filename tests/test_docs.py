@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from loader import ROOT, SCRIPT
@@ -119,14 +120,14 @@ def test_the_library_snippet_takes_and_releases(tmp_path: Path) -> None:
     assert os.listdir(tmp_path / ".skf" / "locks") == []  # released in the finally
 
 
-def test_the_readme_lists_every_address_form_the_registry_knows(skf) -> None:
+def test_the_readme_lists_every_address_form_the_registry_knows(skf: ModuleType) -> None:
     """A new store is one registry entry: its address form must reach the README."""
     readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
     missing = [kind.form for kind in skf._SERVER_STORES if f"`{kind.form}`" not in readme]
     assert missing == []
 
 
-def test_the_changelog_names_this_version_first(skf) -> None:
+def test_the_changelog_names_this_version_first(skf: ModuleType) -> None:
     changelog = (ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
     versions = [line.split()[1] for line in changelog.splitlines() if line.startswith("## ")]
     assert versions[0] == skf.__version__

@@ -20,9 +20,10 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
-from calls import posix_only
+from calls import Run, pipe, posix_only
 from contenders import assert_one_winner_of_a_race
 from servers import Etcd, etcd_post, free_port, free_ports, start_cluster, start_etcd
 from signals import a_wait_ended_by_sigint
@@ -49,19 +50,23 @@ def key_of(address: str) -> str:
     return address.split("/", 3)[3]
 
 
-def wait_until_stale(skf: ModuleType, lock: str) -> dict:
+def wait_until_stale(skf: ModuleType, lock: str) -> dict[str, Any]:
     """Poll status until the holder's lease has run out on the server (bounded)."""
     deadline = time.monotonic() + 30
-    while (result := skf.status(lock, 60.0))["state"] != "stale":
+    result: dict[str, Any] = skf.status(lock, 60.0)
+    while result["state"] != "stale":
         assert time.monotonic() < deadline, f"the lease never ran out: {result}"
         time.sleep(0.1)
+        result = skf.status(lock, 60.0)
     return result
 
 
 # --- What etcd keeps of a lock --------------------------------------------------------
 
 
-def test_the_record_lives_on_a_lease_of_the_holders_timeout(skf, etcd: Etcd, etcd_lock) -> None:
+def test_the_record_lives_on_a_lease_of_the_holders_timeout(
+    skf: ModuleType, etcd: Etcd, etcd_lock: str
+) -> None:
     skf.acquire(etcd_lock, "wf:sk:r", 600.0)
     key = base64.b64encode(key_of(etcd_lock).encode()).decode()
     (kv,) = etcd_post(etcd.client, "/v3/kv/range", {"key": key})["kvs"]
@@ -89,7 +94,9 @@ def test_the_servers_clock_decides_not_the_callers(skf: ModuleType, etcd_lock: s
     assert skf.status(etcd_lock, 600.0)["state"] == "held"
 
 
-def test_an_expired_lease_is_stale_and_reported_as_replaced(skf, etcd_lock: str) -> None:
+def test_an_expired_lease_is_stale_and_reported_as_replaced(
+    skf: ModuleType, etcd_lock: str
+) -> None:
     held = skf.acquire(etcd_lock, "gone:run:1", 1.0)
     stale = wait_until_stale(skf, etcd_lock)
     assert (stale["held_by"], stale["held_since"]) == ("gone:run:1", held["held_since"])
@@ -100,7 +107,9 @@ def test_an_expired_lease_is_stale_and_reported_as_replaced(skf, etcd_lock: str)
     assert skf.status(etcd_lock, 60.0)["state"] == "free"  # the release forgot the last holder
 
 
-def test_a_renewal_from_new_processes_knowing_only_the_owner(cli, etcd_lock: str) -> None:
+def test_a_renewal_from_new_processes_knowing_only_the_owner(
+    cli: Callable[..., Run], etcd_lock: str
+) -> None:
     owner = cli("acquire", "--lock", etcd_lock, "--owner", "long:run").json["owner"]
     for _ in range(3):
         renewed = cli("acquire", "--lock", etcd_lock, "--owner", owner, "--stale-after", "5")
@@ -142,7 +151,7 @@ def test_the_readme_workflow_runs_unchanged_on_etcd(etcd_lock: str, tmp_path: Pa
         ("etcd://127.0.0.1:2379,127.0.0.1:0/k", "not from 1 to 65535"),
     ],
 )
-def test_a_bad_address_is_exit_1(main, address: str, words: str) -> None:
+def test_a_bad_address_is_exit_1(main: Callable[..., Run], address: str, words: str) -> None:
     run = main("acquire", "--lock", address, "--owner", "wf:sk:r")
     assert run.code == 1 and words in run.error
 
@@ -160,7 +169,13 @@ def test_a_bad_address_is_exit_1(main, address: str, words: str) -> None:
 )
 @pytest.mark.parametrize("command", ["acquire", "status", "release"])
 def test_an_address_of_an_unknown_scheme_is_exit_1_and_never_a_file(
-    skf, cli, tmp_path: Path, monkeypatch, *, address: str, command: str
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    address: str,
+    command: str,
 ) -> None:
     """It once became a file lock in a folder named after the scheme (``redis:``)."""
     monkeypatch.chdir(tmp_path)
@@ -173,13 +188,17 @@ def test_an_address_of_an_unknown_scheme_is_exit_1_and_never_a_file(
     assert os.listdir(tmp_path) == []
 
 
-def test_a_one_letter_scheme_is_a_windows_drive_not_an_address(skf, tmp_path: Path) -> None:
+def test_a_one_letter_scheme_is_a_windows_drive_not_an_address(
+    skf: ModuleType, tmp_path: Path
+) -> None:
     assert isinstance(skf._store_for("C://locks/x.lock"), skf._FileStore)
     assert isinstance(skf._store_for(tmp_path / "x://y"), skf._FileStore)  # a path object
 
 
 @pytest.mark.parametrize("text", ["5", "5 s", "-1s", "0s", "1d", "s"])
-def test_a_bad_command_timeout_is_exit_1(main, monkeypatch, etcd_lock: str, text: str) -> None:
+def test_a_bad_command_timeout_is_exit_1(
+    main: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, etcd_lock: str, text: str
+) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", text)
     run = main("status", "--lock", etcd_lock)
     assert run.code == 1 and "ETCDCTL_COMMAND_TIMEOUT" in run.error
@@ -192,7 +211,7 @@ def test_command_timeout_takes_etcdctls_format(skf: ModuleType) -> None:
     assert skf._etcd_duration("1.5h") == 5400.0
 
 
-def test_the_next_endpoint_is_tried_when_one_refuses(skf, etcd: Etcd) -> None:
+def test_the_next_endpoint_is_tried_when_one_refuses(skf: ModuleType, etcd: Etcd) -> None:
     dead = f"127.0.0.1:{free_port()}"
     lock = f"etcd://{dead},{etcd.client}/skf-tests/failover"
     assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
@@ -202,7 +221,9 @@ def test_the_next_endpoint_is_tried_when_one_refuses(skf, etcd: Etcd) -> None:
 # --- Failures are explicit -------------------------------------------------------------
 
 
-def test_unreachable_etcd_is_exit_2_naming_every_endpoint(cli, monkeypatch) -> None:
+def test_unreachable_etcd_is_exit_2_naming_every_endpoint(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")
     ends = [f"127.0.0.1:{port}" for port in free_ports(2)]
     run = cli("acquire", "--lock", f"etcd://{','.join(ends)}/k", "--owner", "wf:sk:r", timeout=30)
@@ -245,7 +266,9 @@ def silent_server() -> Iterator[tuple[str, list[bytes]]]:
     server.close()
 
 
-def test_a_hung_server_never_holds_a_call_past_its_deadline(cli, monkeypatch, silent_server):
+def test_a_hung_server_never_holds_a_call_past_its_deadline(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, silent_server: tuple[str, list[bytes]]
+) -> None:
     endpoint, seen = silent_server
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
     run = cli("acquire", "--lock", f"etcd://{endpoint}/k", "--owner", "wf:sk:r", timeout=20)
@@ -300,7 +323,9 @@ def txn_black_hole() -> Iterator[str]:
         yield endpoint
 
 
-def test_a_write_whose_answer_is_lost_says_who_may_hold_the_lock(cli, monkeypatch, txn_black_hole):
+def test_a_write_whose_answer_is_lost_says_who_may_hold_the_lock(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, txn_black_hole: str
+) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
     run = cli("acquire", "--lock", f"etcd://{txn_black_hole}/k", "--owner", "wf:sk:maybe")
     assert run.code == 2
@@ -308,7 +333,9 @@ def test_a_write_whose_answer_is_lost_says_who_may_hold_the_lock(cli, monkeypatc
     assert "acquire again to renew it" in run.error
 
 
-def test_etcd_stopped_mid_run_is_exit_2_and_nothing_hangs(cli, monkeypatch, tmp_path) -> None:
+def test_etcd_stopped_mid_run_is_exit_2_and_nothing_hangs(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     server = start_etcd(tmp_path / "data")
     try:
         lock = server.url("skf-tests/stopped")
@@ -332,7 +359,9 @@ def test_etcd_stopped_mid_run_is_exit_2_and_nothing_hangs(cli, monkeypatch, tmp_
 
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("attempt", range(2))
-def test_an_expired_lease_race_has_exactly_one_winner(skf, etcd_lock, tmp_path, attempt) -> None:
+def test_an_expired_lease_race_has_exactly_one_winner(
+    skf: ModuleType, etcd_lock: str, tmp_path: Path, attempt: int
+) -> None:
     skf.acquire(etcd_lock, "old:run:1", 1.0)
     wait_until_stale(skf, etcd_lock)
     assert_one_winner_of_a_race(etcd_lock, tmp_path, "old:run:1")
@@ -421,7 +450,9 @@ def leader_of(servers: list[Etcd]) -> Etcd:
 
 
 @pytest.mark.timeout(240)
-def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, monkeypatch):
+def test_a_cluster_losing_its_leader_mid_run_never_admits_two(
+    tmp_path: Path, worker: Callable[..., subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """6 processes contend through all three endpoints; the leader is SIGKILLed mid-run.
     No two ever hold the lock; every call ends 0, 3 or 2, none past its deadline."""
     servers = start_cluster(tmp_path / "cluster")
@@ -432,7 +463,7 @@ def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, 
         monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")  # the workers inherit it
         procs = [worker("contend", lock, f"cl:w{i}", marker, stop, out) for i in range(6)]
         for proc in procs:
-            assert proc.stdout.readline() == "ready\n"
+            assert pipe(proc.stdout).readline() == "ready\n"
         time.sleep(1.5)
         before_kill = len(out.read_text().splitlines())
         leader = leader_of(servers)
@@ -453,7 +484,7 @@ def test_a_cluster_losing_its_leader_mid_run_never_admits_two(tmp_path, worker, 
         time.sleep(1)
         stop.touch()
         codes = [proc.wait(timeout=60) for proc in procs]
-        assert codes == [0] * 6, [proc.stderr.read() for proc in procs]  # 3: a double hold
+        assert codes == [0] * 6, [pipe(proc.stderr).read() for proc in procs]  # 3: a double hold
         calls = [line.split() for line in out.read_text().splitlines()]
         assert {outcome for _, outcome, _ in calls} <= {"0", "3", "2"}
         # acquire_within waits up to 2 s, each try's requests up to the 2 s deadline
@@ -486,7 +517,9 @@ def electing(etcd: Etcd) -> Iterator[str]:
         yield endpoint
 
 
-def test_a_call_rides_out_an_election_within_its_deadline(cli, monkeypatch, electing) -> None:
+def test_a_call_rides_out_an_election_within_its_deadline(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, electing: str
+) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "5s")
     lock = f"etcd://{electing}/skf-tests/election"
     taken = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", timeout=30)
@@ -498,7 +531,7 @@ def test_a_call_rides_out_an_election_within_its_deadline(cli, monkeypatch, elec
 
 
 def test_a_release_just_before_the_watch_begins_is_not_missed(
-    skf, etcd_lock, no_beats, counted_tries
+    skf: ModuleType, etcd_lock: str, no_beats: None, counted_tries: list[bool]
 ) -> None:
     """The release lands between the waiter's look and its watch: the watch starts
     after the release, at a revision past the look's, so the waiter tries again at
@@ -508,7 +541,8 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
 
     def release_then_watch(self: object, until: float, keys: tuple[bytes, bytes | None]) -> bool:
         skf.release(etcd_lock, "wf:holder:1")
-        return real_watch(self, until, keys)
+        woken: bool = real_watch(self, until, keys)
+        return woken
 
     monkeypatch_watch = pytest.MonkeyPatch()
     monkeypatch_watch.setattr(skf._EtcdStore, "_watch", release_then_watch)
@@ -520,7 +554,9 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     assert counted_tries == [False, True]
 
 
-def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(skf, etcd_lock) -> None:
+def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(
+    skf: ModuleType, etcd_lock: str
+) -> None:
     """A wait that ended before its watch brought a release leaves the watch open; the
     look after it already sees that release, so the next wait on the same watch does
     not wake for it: it waits for a change the look did not see."""
@@ -544,11 +580,15 @@ def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(skf, et
         store.close()
 
 
+# Requests sent to etcd, each as (the sending thread's name, path, JSON body).
+Sent = list[tuple[str, str, dict[str, Any]]]
+
+
 @pytest.fixture
-def sent(skf: ModuleType, monkeypatch) -> list[tuple[str, str, dict]]:
+def sent(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Sent:
     """Every request sent to etcd, as (the sending thread's name, path, JSON body)."""
     skf._compile_carried("etcd_store")
-    requests: list[tuple[str, str, dict]] = []
+    requests: Sent = []
     real = skf._HttpConnection.send
 
     def send(self: object, path: str, payload: bytes, *args: object) -> None:
@@ -559,7 +599,7 @@ def sent(skf: ModuleType, monkeypatch) -> list[tuple[str, str, dict]]:
     return requests
 
 
-def waiting_at_its_turn(sent: list[tuple[str, str, dict]], waiter: threading.Thread) -> int:
+def waiting_at_its_turn(sent: Sent, waiter: threading.Thread) -> int:
     """Once ``waiter`` watches the record (its turn): how many requests were sent by then."""
     deadline = time.monotonic() + 30
     while not any(
@@ -571,15 +611,16 @@ def waiting_at_its_turn(sent: list[tuple[str, str, dict]], waiter: threading.Thr
     return len(sent)
 
 
-def lease_of_record(etcd: Etcd, lock: str) -> dict:
+def lease_of_record(etcd: Etcd, lock: str) -> dict[str, Any]:
     key = base64.b64encode(key_of(lock).encode()).decode()
     (kv,) = etcd_post(etcd.client, "/v3/kv/range", {"key": key})["kvs"]
-    return etcd_post(etcd.client, "/v3/lease/timetolive", {"ID": kv["lease"]})
+    lease: dict[str, Any] = etcd_post(etcd.client, "/v3/lease/timetolive", {"ID": kv["lease"]})
+    return lease
 
 
 def handed_over(
-    skf: ModuleType, etcd: Etcd, lock: str, sent: list, seconds: float
-) -> tuple[list[str], dict]:
+    skf: ModuleType, etcd: Etcd, lock: str, sent: Sent, seconds: float
+) -> tuple[list[str], dict[str, Any]]:
     """A holder releases to a waiter that waited ``seconds`` first in line: the requests
     the waiter sent once the release was on its way, and the lease it took the lock on."""
     skf.acquire(lock, "wf:holder:1", 600.0)
@@ -592,7 +633,9 @@ def handed_over(
     return after, lease_of_record(etcd, lock)
 
 
-def test_a_watch_starts_from_the_moment_it_is_made(skf, etcd_lock, sent, no_beats) -> None:
+def test_a_watch_starts_from_the_moment_it_is_made(
+    skf: ModuleType, etcd_lock: str, sent: Sent, no_beats: None
+) -> None:
     """etcd holds back the news of a watch that starts at a past revision until its
     next sweep (every 100 ms): no watch asks for one, and a waiter whose watch began
     after something changed looks again (test_a_release_just_before_the_watch_...)."""
@@ -606,7 +649,7 @@ def test_a_watch_starts_from_the_moment_it_is_made(skf, etcd_lock, sent, no_beat
 
 
 def test_the_first_in_line_takes_with_one_transaction_after_its_wake(
-    skf, etcd: Etcd, etcd_lock, sent, no_beats
+    skf: ModuleType, etcd: Etcd, etcd_lock: str, sent: Sent, no_beats: None
 ) -> None:
     """Its watch streamed the release, so its take reads nothing more; the lease it
     takes on was granted ahead, while it waited: the hand-over is one request."""
@@ -616,7 +659,7 @@ def test_the_first_in_line_takes_with_one_transaction_after_its_wake(
 
 
 def test_a_lease_granted_ahead_serves_only_while_a_whole_timeout_is_left_of_it(
-    skf, etcd: Etcd, etcd_lock, sent, no_beats
+    skf: ModuleType, etcd: Etcd, etcd_lock: str, sent: Sent, no_beats: None
 ) -> None:
     """Granted a second longer than the timeout, it serves a take within that second;
     a take later than that, with no beat to keep it alive, is on a lease granted
@@ -635,7 +678,9 @@ def test_a_lease_granted_ahead_serves_only_while_a_whole_timeout_is_left_of_it(
     assert skf.release(etcd_lock, "wf:waiter:1")["released"]
 
 
-def test_a_waiter_looks_at_the_line_its_join_read(skf, etcd_lock, sent, no_beats) -> None:
+def test_a_waiter_looks_at_the_line_its_join_read(
+    skf: ModuleType, etcd_lock: str, sent: Sent, no_beats: None
+) -> None:
     """The transaction that puts a waiter's place reads the lock as it then stands: its
     first look in line asks etcd for nothing, and it watches from what that read."""
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
@@ -651,7 +696,7 @@ def test_a_waiter_looks_at_the_line_its_join_read(skf, etcd_lock, sent, no_beats
     assert joined(thread, outcome)["owner"] == "wf:waiter:1"
 
 
-def lost_release(skf, lock: str) -> tuple[object, object]:
+def lost_release(skf: ModuleType, lock: str) -> tuple[Any, Any]:
     """A store whose release of ``lock`` (held by wf:holder:1, read without the line)
     lost its race to the holder's renewal to 300 s; and what that release had read."""
     skf.acquire(lock, "wf:holder:1", 600.0)
@@ -663,7 +708,7 @@ def lost_release(skf, lock: str) -> tuple[object, object]:
 
 
 def test_a_change_that_lost_its_race_reads_the_lock_in_its_transaction(
-    skf, etcd: Etcd, etcd_lock, sent
+    skf: ModuleType, etcd: Etcd, etcd_lock: str, sent: Sent
 ) -> None:
     """A transaction that finds the lock changed reads it instead of changing it: the
     next try's read asks etcd for nothing and finds the change that came first; a look,
@@ -685,7 +730,9 @@ def test_a_change_that_lost_its_race_reads_the_lock_in_its_transaction(
     assert "kvs" not in etcd_post(etcd.client, "/v3/kv/range", {"key": key})
 
 
-def test_a_look_after_a_release_lost_its_race_reads_the_line(skf, etcd_lock, sent) -> None:
+def test_a_look_after_a_release_lost_its_race_reads_the_line(
+    skf: ModuleType, etcd_lock: str, sent: Sent
+) -> None:
     """What a release's lost transaction read has no line: a look reads etcd again."""
     store, _ = lost_release(skf, etcd_lock)
     try:
@@ -698,7 +745,7 @@ def test_a_look_after_a_release_lost_its_race_reads_the_line(skf, etcd_lock, sen
 
 
 def test_beats_keep_a_lease_granted_ahead_of_use(
-    skf, etcd: Etcd, etcd_lock, sent, monkeypatch
+    skf: ModuleType, etcd: Etcd, etcd_lock: str, sent: Sent, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A waiter at its turn for longer than a second still takes on the lease granted
     ahead: each beat keeps it alive with the place."""
@@ -708,7 +755,9 @@ def test_beats_keep_a_lease_granted_ahead_of_use(
     assert "/v3/lease/grant" not in after
 
 
-def test_a_waiter_takes_a_record_stale_by_its_time_alone(skf, etcd: Etcd, etcd_lock) -> None:
+def test_a_waiter_takes_a_record_stale_by_its_time_alone(
+    skf: ModuleType, etcd: Etcd, etcd_lock: str
+) -> None:
     """A record put without a lease (by hand, or another tool) goes stale by its own
     time: no event comes, so the first in line wakes at that time to try."""
     record = {
@@ -724,17 +773,22 @@ def test_a_waiter_takes_a_record_stale_by_its_time_alone(skf, etcd: Etcd, etcd_l
 
 
 @pytest.fixture
-def counted_looks(skf: ModuleType, monkeypatch) -> list[int]:
+def counted_looks(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """One entry per look a waiter takes at its lock on etcd."""
     looks: list[int] = []
     real = skf._EtcdStore.look
-    monkeypatch.setattr(
-        skf._EtcdStore, "look", lambda self, upto=None: looks.append(1) or real(self, upto)
-    )
+
+    def counted(self: object, upto: object = None) -> object:
+        looks.append(1)
+        return real(self, upto)
+
+    monkeypatch.setattr(skf._EtcdStore, "look", counted)
     return looks
 
 
-def test_a_waiter_polls_when_etcd_will_not_watch(skf, etcd: Etcd, counted_looks) -> None:
+def test_a_waiter_polls_when_etcd_will_not_watch(
+    skf: ModuleType, etcd: Etcd, counted_looks: list[int]
+) -> None:
     """An endpoint that refuses /v3/watch (a proxy, say) still hands the lock over."""
 
     def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -753,14 +807,21 @@ def test_a_waiter_polls_when_etcd_will_not_watch(skf, etcd: Etcd, counted_looks)
         skf.release(lock, "wf:waiter:1")
 
 
-def test_a_waiter_without_a_watch_pauses_growing_and_jittered(skf, monkeypatch) -> None:
+def test_a_waiter_without_a_watch_pauses_growing_and_jittered(
+    skf: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Without a watch a waiter looks again after a pause growing from 5 ms by 1.5x up
     to 100 ms, each scaled by a random factor in [0.5, 1] so that waiters do not poll
     in lockstep; the last pause is cut to what is left."""
     import random
 
     factors: list[tuple[float, float]] = []
-    monkeypatch.setattr(random, "uniform", lambda a, b: factors.append((a, b)) or 0.75)
+
+    def uniform(a: float, b: float) -> float:
+        factors.append((a, b))
+        return 0.75
+
+    monkeypatch.setattr(random, "uniform", uniform)
     pauses: list[float] = []
     monkeypatch.setattr(skf.time, "sleep", pauses.append)
     pause = skf._Pause()
@@ -772,7 +833,9 @@ def test_a_waiter_without_a_watch_pauses_growing_and_jittered(skf, monkeypatch) 
     assert set(factors) == {(0.5, 1.0)} and len(factors) == 13
 
 
-def test_a_watch_that_keeps_ending_is_not_a_busy_loop(skf, etcd: Etcd, counted_looks) -> None:
+def test_a_watch_that_keeps_ending_is_not_a_busy_loop(
+    skf: ModuleType, etcd: Etcd, counted_looks: list[int]
+) -> None:
     """A stream that ends at once sends the waiter to its growing pause, not round again."""
 
     def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
@@ -793,7 +856,7 @@ def test_a_watch_that_keeps_ending_is_not_a_busy_loop(skf, etcd: Etcd, counted_l
 # --- The HTTP client: real answers, odd framings, broken servers ------------------------
 
 
-def first_arguments(monkeypatch, cls: type, method: str) -> list[object]:
+def first_arguments(monkeypatch: pytest.MonkeyPatch, cls: type, method: str) -> list[object]:
     """The first argument (after self) of every call of ``cls.method`` from now on."""
     seen: list[object] = []
     real = getattr(cls, method)
@@ -806,7 +869,9 @@ def first_arguments(monkeypatch, cls: type, method: str) -> list[object]:
     return seen
 
 
-def test_one_connection_serves_every_request_of_a_call(skf, etcd_lock, monkeypatch) -> None:
+def test_one_connection_serves_every_request_of_a_call(
+    skf: ModuleType, etcd_lock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Keep-alive against the real server: a take is three requests on one connection."""
     opened = first_arguments(monkeypatch, skf._HttpConnection, "__init__")
     sent = first_arguments(monkeypatch, skf._HttpConnection, "send")
@@ -883,7 +948,7 @@ def chunked(body: bytes, size: int, extension: bytes = b"", trailer: bytes = b""
 
 OK_FIXED = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n"
 OK_CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-FRAMINGS = {
+FRAMINGS: dict[str, Callable[[bytes], list[bytes]]] = {
     "fixed length": lambda body: [OK_FIXED % len(body) + body],
     "chunked": lambda body: [OK_CHUNKED + chunked(body, 7)],
     "chunked, extensions and a trailer": lambda body: [
@@ -896,7 +961,9 @@ FRAMINGS = {
 
 
 @pytest.mark.parametrize("framing", FRAMINGS)
-def test_every_framing_of_an_answer_reads_the_same(skf, monkeypatch, framing: str) -> None:
+def test_every_framing_of_an_answer_reads_the_same(
+    skf: ModuleType, monkeypatch: pytest.MonkeyPatch, framing: str
+) -> None:
     """Two answers in one call (log in, then read), on one connection where it stays open."""
     requests: list[bytes] = []
 
@@ -942,7 +1009,9 @@ BROKEN = {
 
 
 @pytest.mark.parametrize("case", BROKEN)
-def test_a_broken_answer_is_exit_2_saying_what_was_wrong(cli, monkeypatch, case: str) -> None:
+def test_a_broken_answer_is_exit_2_saying_what_was_wrong(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
     pieces, words = BROKEN[case]
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
     with canned_server(lambda request: pieces) as endpoint:
@@ -951,7 +1020,9 @@ def test_a_broken_answer_is_exit_2_saying_what_was_wrong(cli, monkeypatch, case:
     assert words in run.error
 
 
-def test_an_answer_that_stalls_midway_ends_at_the_deadline(cli, monkeypatch) -> None:
+def test_an_answer_that_stalls_midway_ends_at_the_deadline(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
     stalled = [b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"kvs":']  # and no more
     with canned_server(lambda request: stalled) as endpoint:
@@ -959,7 +1030,9 @@ def test_an_answer_that_stalls_midway_ends_at_the_deadline(cli, monkeypatch) -> 
     assert run.code == 2 and "within 1 s" in run.error and "timed out" in run.error
 
 
-def test_a_token_with_a_line_break_never_reaches_a_request(cli, monkeypatch) -> None:
+def test_a_token_with_a_line_break_never_reaches_a_request(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A server that hands out a token that would split the request's head."""
 
     def reply(request: bytes) -> list[bytes]:
@@ -977,6 +1050,10 @@ def test_a_token_with_a_line_break_never_reaches_a_request(cli, monkeypatch) -> 
 
 
 def test_a_signal_while_waiting_on_a_watch_ends_the_wait(
-    skf, main, monkeypatch, armed, etcd_lock
+    skf: ModuleType,
+    main: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    armed: Any,
+    etcd_lock: str,
 ) -> None:
     a_wait_ended_by_sigint(skf, main, monkeypatch, armed, etcd_lock, skf._EtcdStore, "_deleted")

@@ -9,9 +9,12 @@ from __future__ import annotations
 import base64
 import re
 import ssl
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import pytest
+from calls import Run
 from pki import Pki
 from servers import Etcd, etcd_post, free_port, start_etcd
 from waiters import joined, served_after_a_release, waiter_thread
@@ -35,7 +38,9 @@ def tls_etcd(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etc
     server.stop()
 
 
-def test_tls_with_a_ca_and_a_client_certificate(cli, monkeypatch, pki: Pki, tls_etcd) -> None:
+def test_tls_with_a_ca_and_a_client_certificate(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, pki: Pki, tls_etcd: Etcd
+) -> None:
     monkeypatch.setenv("ETCDCTL_CACERT", pki.path("ca.pem"))
     monkeypatch.setenv("ETCDCTL_CERT", pki.path("client.pem"))
     monkeypatch.setenv("ETCDCTL_KEY", pki.path("client.key"))
@@ -48,7 +53,13 @@ def test_tls_with_a_ca_and_a_client_certificate(cli, monkeypatch, pki: Pki, tls_
 
 
 @pytest.mark.usefixtures("no_beats")
-def test_a_waiter_over_tls_wakes_on_the_release(skf, monkeypatch, pki, tls_etcd, watching):
+def test_a_waiter_over_tls_wakes_on_the_release(
+    skf: ModuleType,
+    monkeypatch: pytest.MonkeyPatch,
+    pki: Pki,
+    tls_etcd: Etcd,
+    watching: threading.Event,
+) -> None:
     """The watch stream, read through TLS with timeouts, carries the release."""
     monkeypatch.setenv("ETCDCTL_CACERT", pki.path("ca.pem"))
     monkeypatch.setenv("ETCDCTL_CERT", pki.path("client.pem"))
@@ -69,7 +80,14 @@ def test_a_waiter_over_tls_wakes_on_the_release(skf, monkeypatch, pki, tls_etcd,
         ({"ETCDCTL_CACERT": "ca.pem"}, "TLS failure"),  # no client certificate
     ],
 )
-def test_a_tls_failure_is_exit_2_saying_so(cli, monkeypatch, pki, tls_etcd, settings, words):  # noqa: PLR0917
+def test_a_tls_failure_is_exit_2_saying_so(  # noqa: PLR0917
+    cli: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    pki: Pki,
+    tls_etcd: Etcd,
+    settings: dict[str, str],
+    words: str,
+) -> None:
     for name in ("ETCDCTL_CACERT", "ETCDCTL_CERT", "ETCDCTL_KEY"):
         monkeypatch.delenv(name, raising=False)
     for name, file in settings.items():
@@ -103,7 +121,9 @@ def auth_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
 
 
 @pytest.mark.parametrize("how", ["name:password", "separate password"])
-def test_a_user_limited_to_a_prefix_takes_and_releases(cli, monkeypatch, auth_etcd, how) -> None:
+def test_a_user_limited_to_a_prefix_takes_and_releases(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd, how: str
+) -> None:
     if how == "name:password":
         monkeypatch.setenv("ETCDCTL_USER", "agent:agent-pw")
     else:
@@ -116,7 +136,9 @@ def test_a_user_limited_to_a_prefix_takes_and_releases(cli, monkeypatch, auth_et
     assert cli("release", "--lock", lock, "--owner", taken.json["owner"]).json["released"]
 
 
-def test_a_user_limited_to_a_prefix_waits_in_line(cli, monkeypatch, auth_etcd) -> None:
+def test_a_user_limited_to_a_prefix_waits_in_line(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd
+) -> None:
     """A waiter's place (a key beside the record, on a lease it keeps alive) and its
     watch need nothing beyond the lock's prefix."""
     monkeypatch.setenv("ETCDCTL_USER", "agent:agent-pw")
@@ -125,7 +147,9 @@ def test_a_user_limited_to_a_prefix_waits_in_line(cli, monkeypatch, auth_etcd) -
     assert cli("release", "--lock", lock, "--owner", "wf:waiter:1").json["released"]
 
 
-def test_a_key_outside_the_users_prefix_is_permission_denied(cli, monkeypatch, auth_etcd) -> None:
+def test_a_key_outside_the_users_prefix_is_permission_denied(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd
+) -> None:
     monkeypatch.setenv("ETCDCTL_USER", "agent:agent-pw")
     run = cli("acquire", "--lock", auth_etcd.url("elsewhere/x"), "--owner", "wf:sk:r")
     assert run.code == 2
@@ -133,13 +157,17 @@ def test_a_key_outside_the_users_prefix_is_permission_denied(cli, monkeypatch, a
 
 
 @pytest.mark.parametrize("user", ["agent:wrong", "nobody:agent-pw"])
-def test_refused_credentials_are_exit_2_saying_so(cli, monkeypatch, auth_etcd, user) -> None:
+def test_refused_credentials_are_exit_2_saying_so(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd, user: str
+) -> None:
     monkeypatch.setenv("ETCDCTL_USER", user)
     run = cli("acquire", "--lock", auth_etcd.url("locks/x"), "--owner", "wf:sk:r")
     assert run.code == 2 and "etcd refused authentication" in run.error
 
 
-def test_no_credentials_on_a_server_that_wants_them_is_exit_2(cli, monkeypatch, auth_etcd) -> None:
+def test_no_credentials_on_a_server_that_wants_them_is_exit_2(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd
+) -> None:
     monkeypatch.delenv("ETCDCTL_USER", raising=False)
     run = cli("acquire", "--lock", auth_etcd.url("locks/x"), "--owner", "wf:sk:r")
     assert run.code == 2
@@ -169,7 +197,9 @@ def _failing_calls(auth_etcd: Etcd, tls_etcd: Etcd) -> Iterator[tuple[str, dict[
     )
 
 
-def test_no_failing_call_shows_a_secret(cli, monkeypatch, auth_etcd, tls_etcd) -> None:
+def test_no_failing_call_shows_a_secret(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd, tls_etcd: Etcd
+) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")
     for what, settings, lock in _failing_calls(auth_etcd, tls_etcd):
         for name in ("ETCDCTL_USER", "ETCDCTL_PASSWORD", "ETCDCTL_CACERT"):
@@ -185,7 +215,7 @@ def test_no_failing_call_shows_a_secret(cli, monkeypatch, auth_etcd, tls_etcd) -
 
 
 def test_a_call_denied_after_authenticating_shows_neither_password_nor_token(
-    cli, monkeypatch, auth_etcd
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd
 ) -> None:
     monkeypatch.setenv("ETCDCTL_USER", "agent:agent-pw")
     for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):

@@ -9,6 +9,8 @@ import inspect
 import sys
 from types import ModuleType
 
+import pytest
+
 API = {
     "acquire",
     "acquire_within",
@@ -48,7 +50,7 @@ def test_every_public_name_is_in_all(skf: ModuleType) -> None:
     assert public == set(skf.__all__), public ^ set(skf.__all__)
 
 
-def test_star_import_gives_exactly_all(skf: ModuleType, monkeypatch) -> None:
+def test_star_import_gives_exactly_all(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "skf_run_lock", skf)
     namespace: dict[str, object] = {}
     exec("from skf_run_lock import *", {"__builtins__": __builtins__}, namespace)

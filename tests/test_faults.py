@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import posix_only
+from calls import Run, posix_only
 from lockfiles import ago, beside, write_record
 
 
@@ -76,7 +76,13 @@ def _argv(scenario: str, lock: Path) -> list[str]:
     [(scenario, step) for scenario, steps in SCENARIOS.items() for step in steps],
 )
 def test_fault_leaves_the_old_lock_and_no_litter(  # noqa: PLR0917
-    skf: ModuleType, main, lock: Path, monkeypatch, scenario: str, step: str, code: int
+    skf: ModuleType,
+    main: Callable[..., Run],
+    lock: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    scenario: str,
+    step: str,
+    code: int,
 ) -> None:
     write_record(lock, "wf:sk:old", ago(hours=2))
     before = (lock.read_bytes(), os.stat(lock).st_mtime_ns)
@@ -92,7 +98,9 @@ def test_fault_leaves_the_old_lock_and_no_litter(  # noqa: PLR0917
     assert beside(lock) == ["run.lock"]
 
 
-def test_fault_creating_the_folder_is_exit_2(skf, main, lock: Path, monkeypatch) -> None:
+def test_fault_creating_the_folder_is_exit_2(
+    skf: ModuleType, main: Callable[..., Run], lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(skf, "os", FailingOs("makedirs", _always, errno.EACCES))
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
     assert run.code == 2 and "Permission denied" in run.error
@@ -100,7 +108,9 @@ def test_fault_creating_the_folder_is_exit_2(skf, main, lock: Path, monkeypatch)
 
 
 @pytest.mark.parametrize("call", ["take", "renew", "release"])
-def test_failing_clean_up_listing_does_not_fail_the_call(skf, lock: Path, monkeypatch, call):
+def test_failing_clean_up_listing_does_not_fail_the_call(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
     write_record(lock, "wf:sk:r", ago(seconds=5))
     if call == "take":
         lock.unlink()
@@ -114,7 +124,9 @@ def test_failing_clean_up_listing_does_not_fail_the_call(skf, lock: Path, monkey
     assert failing.failed == 1  # the listing was reached, failed, and did not matter
 
 
-def test_interrupt_during_the_write_removes_the_temp(skf, lock: Path, monkeypatch) -> None:
+def test_interrupt_during_the_write_removes_the_temp(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_record(lock, "wf:sk:old", ago(hours=2))
     before = lock.read_bytes()
 
@@ -175,7 +187,9 @@ def sharing_refusal() -> PermissionError:
     return refusal
 
 
-def refusing(real: Callable[..., None], lock: Path, times: int, calls: list[tuple[Any, ...]]):
+def refusing(
+    real: Callable[..., None], lock: Path, times: int, calls: list[tuple[Any, ...]]
+) -> Callable[..., None]:
     """``real``, but refused as Windows refuses it for its first ``times`` calls on
     ``lock`` (replaced or deleted) while a reader has the lock file open."""
 
@@ -190,7 +204,9 @@ def refusing(real: Callable[..., None], lock: Path, times: int, calls: list[tupl
 
 
 @pytest.mark.parametrize("name", ["replace", "unlink"])
-def test_a_sharing_refusal_is_waited_out(skf, lock: Path, monkeypatch, name: str) -> None:
+def test_a_sharing_refusal_is_waited_out(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
     monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
     write_record(lock, "wf:sk:r", ago(seconds=5))
     calls: list[tuple[Any, ...]] = []
@@ -206,7 +222,13 @@ def test_a_sharing_refusal_is_waited_out(skf, lock: Path, monkeypatch, name: str
 
 
 @pytest.mark.parametrize("name", ["replace", "unlink"])
-def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(skf, main, lock, monkeypatch, name):
+def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(
+    skf: ModuleType,
+    main: Callable[..., Run],
+    lock: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+) -> None:
     monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
     monkeypatch.setattr(skf, "_SHARING_RETRY_SEC", 0.2)
     write_record(lock, "wf:sk:r", ago(seconds=5))
@@ -221,7 +243,9 @@ def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(skf, main, lock, m
     assert beside(lock) == ["run.lock"]
 
 
-def test_a_refusal_that_is_not_about_sharing_is_not_retried(skf, lock: Path, monkeypatch) -> None:
+def test_a_refusal_that_is_not_about_sharing_is_not_retried(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
     write_record(lock, "wf:sk:r", ago(seconds=5))
     calls: list[tuple[Any, ...]] = []

@@ -6,10 +6,12 @@ import json
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
-from calls import posix_only
+from calls import Run, posix_only
 from lockfiles import NOW, beside
 
 MTIME = 1_700_000_000  # 2023-11-14T22:13:20Z
@@ -54,7 +56,9 @@ MTIME_TEXT = "2023-11-14T22:13:20Z"
     ],
     ids=lambda v: repr(v)[:40],
 )
-def test_lock_file_content_names_holder_and_time(skf, lock: Path, content, owner, since) -> None:
+def test_lock_file_content_names_holder_and_time(
+    skf: ModuleType, lock: Path, content: bytes, owner: str | None, since: str
+) -> None:
     lock.parent.mkdir()
     lock.write_bytes(content)
     os.utime(lock, (MTIME, MTIME))
@@ -64,7 +68,9 @@ def test_lock_file_content_names_holder_and_time(skf, lock: Path, content, owner
     assert record.owner == owner and record.empty is (content == b"")
 
 
-def test_record_written_is_one_json_line_with_four_keys_in_order(skf, lock: Path) -> None:
+def test_record_written_is_one_json_line_with_four_keys_in_order(
+    skf: ModuleType, lock: Path
+) -> None:
     skf.acquire(lock, "wf:sk:é", 60.0, now=NOW)
     raw = lock.read_bytes()
     assert raw == (
@@ -74,7 +80,9 @@ def test_record_written_is_one_json_line_with_four_keys_in_order(skf, lock: Path
     assert list(json.loads(raw)) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
 
 
-def test_oversized_lock_file_names_no_owner_and_is_not_read_whole(skf, lock, monkeypatch) -> None:
+def test_oversized_lock_file_names_no_owner_and_is_not_read_whole(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lock.parent.mkdir()
     with open(lock, "wb") as f:
         f.write(b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z", "pad": "')
@@ -93,13 +101,13 @@ def test_oversized_lock_file_names_no_owner_and_is_not_read_whole(skf, lock, mon
     assert sum(reads) <= 64 * 1024 + 1
 
 
-def test_valid_record_padded_past_64_kib_names_no_owner(skf, lock: Path) -> None:
+def test_valid_record_padded_past_64_kib_names_no_owner(skf: ModuleType, lock: Path) -> None:
     lock.parent.mkdir()
     lock.write_bytes(b'{"owner": "wf:sk:r"}' + b" " * (64 * 1024))
     assert skf._read_record(str(lock)).owner is None
 
 
-def test_record_of_exactly_64_kib_is_still_read(skf, lock: Path) -> None:
+def test_record_of_exactly_64_kib_is_still_read(skf: ModuleType, lock: Path) -> None:
     lock.parent.mkdir()
     head = b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z", "pad": "'
     lock.write_bytes(head + b"x" * (64 * 1024 - len(head) - 2) + b'"}')
@@ -108,7 +116,9 @@ def test_record_of_exactly_64_kib_is_still_read(skf, lock: Path) -> None:
 
 
 @posix_only("symbolic links and O_NOFOLLOW")
-def test_symlinked_lock_names_no_owner_and_is_replaced_not_written_through(skf, lock) -> None:
+def test_symlinked_lock_names_no_owner_and_is_replaced_not_written_through(
+    skf: ModuleType, lock: Path
+) -> None:
     lock.parent.mkdir()
     target = lock.parent / "target"
     target.write_text('{"owner": "wf:sk:r1", "acquired_at": "2026-09-30T10:15:00Z"}')
@@ -124,14 +134,16 @@ def test_symlinked_lock_names_no_owner_and_is_replaced_not_written_through(skf, 
 
 
 @posix_only("/dev/zero and symbolic links")
-def test_link_to_dev_zero_costs_nothing(skf, lock: Path) -> None:
+def test_link_to_dev_zero_costs_nothing(skf: ModuleType, lock: Path) -> None:
     lock.parent.mkdir()
     lock.symlink_to("/dev/zero")
     assert skf._read_record(str(lock)).owner is None
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="FIFOs are POSIX")
-def test_fifo_at_lock_path_is_an_os_error_without_blocking(skf, lock: Path, cli) -> None:
+def test_fifo_at_lock_path_is_an_os_error_without_blocking(
+    skf: ModuleType, lock: Path, cli: Callable[..., Run]
+) -> None:
     """In a real process with a short limit: a read that blocks fails this test in 10 s."""
     lock.parent.mkdir()
     os.mkfifo(lock)
@@ -146,7 +158,9 @@ def test_fifo_at_lock_path_is_an_os_error_without_blocking(skf, lock: Path, cli)
 
 
 @posix_only("AF_UNIX sockets")
-def test_socket_at_lock_path_is_an_os_error(skf, tmp_path: Path, main) -> None:
+def test_socket_at_lock_path_is_an_os_error(
+    skf: ModuleType, tmp_path: Path, main: Callable[..., Run]
+) -> None:
     short = Path("/tmp") / f"skf-sock-{os.getpid()}"  # AF_UNIX paths are short
     short.mkdir(exist_ok=True)
     path = short / "s.lock"
@@ -162,14 +176,14 @@ def test_socket_at_lock_path_is_an_os_error(skf, tmp_path: Path, main) -> None:
         short.rmdir()
 
 
-def test_parse_record_never_raises_for_odd_json(skf) -> None:
+def test_parse_record_never_raises_for_odd_json(skf: ModuleType) -> None:
     for data in (b"1" * 5000, b'{"owner": "\\ud800"}', b"\xef\xbb\xbf{}", b"NaN", b"1e999999"):
         record = skf._parse_record(data, 5)
         assert isinstance(record.since, int)
 
 
 @posix_only("/dev/null")
-def test_device_at_lock_path_is_an_os_error(main) -> None:
+def test_device_at_lock_path_is_an_os_error(main: Callable[..., Run]) -> None:
     """status never writes, so it can safely look at a real device node."""
     run = main("status", "--lock", "/dev/null")
     assert run.code == 2 and "a device" in run.error and "regular file" in run.error

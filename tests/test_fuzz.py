@@ -19,7 +19,9 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from calls import Run
 from loader import SCRIPT
+from servers import Redis
 
 DRIVER = Path(__file__).resolve().parent / "fuzz_driver.py"
 RECORD = b'{"owner": "wf:sk:20261201T000000Z-0123abcd", "acquired_at": "2026-12-01T00:00:00Z"'
@@ -107,7 +109,9 @@ def test_no_line_file_content_crashes_a_call(tmp_path: Path, fuzz_long: bool) ->
     run_driver("line", cases, timeout=None if fuzz_long else 580)
 
 
-def test_a_record_cut_off_mid_string_is_a_foreign_lock_in_a_fresh_cli(cli, lock: Path) -> None:
+def test_a_record_cut_off_mid_string_is_a_foreign_lock_in_a_fresh_cli(
+    cli: Callable[..., Run], lock: Path
+) -> None:
     """Python 3.11's C scanner failed with SystemError on this when json.decoder had not
     been imported, which was every CLI call: no in-process test could see it."""
     lock.parent.mkdir()
@@ -201,7 +205,7 @@ RESP_SHAPES = {
 }
 
 
-def test_no_resp_answer_crashes_the_reader(skf, fuzz_long: bool) -> None:
+def test_no_resp_answer_crashes_the_reader(skf: ModuleType, fuzz_long: bool) -> None:
     """Every prefix and change of every answer, and random bytes: the reader returns an
     answer, wants more bytes, or says the answer is not RESP; nothing else."""
     count = 0
@@ -263,7 +267,9 @@ def _read_one_by_one(skf: ModuleType, data: bytes, count: int, at: int) -> objec
     return _outcome(read)
 
 
-def test_an_arrays_items_read_in_its_loop_are_read_as_one_by_one(skf, fuzz_long) -> None:
+def test_an_arrays_items_read_in_its_loop_are_read_as_one_by_one(
+    skf: ModuleType, fuzz_long: bool
+) -> None:
     """The array's own loop reads a bulk string itself, for speed: for every prefix and
     change of each array, what it gives (the items and where they end, or the failure:
     more bytes wanted, or not RESP) is what reading its items one by one gives."""
@@ -289,7 +295,9 @@ def test_an_arrays_items_read_in_its_loop_are_read_as_one_by_one(skf, fuzz_long)
         (b"$5\r\nab", "the connection closed mid-answer"),
     ],
 )
-def test_a_broken_answer_is_exit_2_saying_what_was_wrong(cli, monkeypatch, answer, words) -> None:
+def test_a_broken_answer_is_exit_2_saying_what_was_wrong(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, answer: bytes, words: str
+) -> None:
     """A server that answers every request with ``answer`` and hangs up."""
     import socket
     import threading
@@ -325,7 +333,7 @@ def test_a_broken_answer_is_exit_2_saying_what_was_wrong(cli, monkeypatch, answe
         server.close()
 
 
-def test_no_value_stored_on_redis_crashes_a_call(redis, tmp_path: Path) -> None:
+def test_no_value_stored_on_redis_crashes_a_call(redis: Redis, tmp_path: Path) -> None:
     """Any bytes at the lock's key, its last holder, its line and places in it: every
     command, in a fresh interpreter, ends 0, 2 or 3 with one JSON line."""
     client = redis.client()

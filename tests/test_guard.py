@@ -8,38 +8,44 @@ import sys
 import types
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 if sys.platform != "win32":
     import fcntl
-from calls import posix_only
+import subprocess
+from collections.abc import Callable
+
+from calls import Run, pipe, posix_only
 from loader import load_script
 from lockfiles import NOW, ago, beside, write_record
 
 
 @posix_only("removing a file that is open and locked")
-def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypatch) -> None:
+def test_guard_is_removed_while_still_held(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     events: list[str] = []
     real_unlink, real_close = os.unlink, os.close
     guard = str(lock) + ".skf-guard"
     fds: dict[int, str] = {}
     real_take = skf._take_guard
 
-    def take(guard, make_parents):
+    def take(guard: str, make_parents: bool) -> tuple[int, bool]:
         fd, created = real_take(guard, make_parents)
         fds[fd] = "guard"
         return fd, created
 
-    def unlink(path, *a, **k):
+    def unlink(path: str, *a: Any, **k: Any) -> None:
         if path == guard:
             events.append("unlink guard")
-        return real_unlink(path, *a, **k)
+        real_unlink(path, *a, **k)
 
-    def close(fd):
+    def close(fd: int) -> None:
         if fds.pop(fd, None):
             events.append("close guard")
-        return real_close(fd)
+        real_close(fd)
 
     monkeypatch.setattr(skf, "_take_guard", take)
     monkeypatch.setattr(os, "unlink", unlink)
@@ -49,24 +55,28 @@ def test_guard_is_removed_while_still_held(skf: ModuleType, lock: Path, monkeypa
 
 
 @pytest.mark.timeout(120)
-def test_guard_admits_one_process_at_a_time_8_processes_2000_rounds(lock: Path, worker) -> None:
+def test_guard_admits_one_process_at_a_time_8_processes_2000_rounds(
+    lock: Path, worker: Callable[..., subprocess.Popen[str]]
+) -> None:
     """Take guard -> create a marker with O_EXCL -> remove it -> drop guard, in 8 real
     processes at once: a second process inside the guard finds the marker."""
     lock.parent.mkdir()
     marker = lock.parent / "inside"
     procs = [worker("guard-stress", lock, marker, 2000) for _ in range(8)]
     for proc in procs:
-        assert proc.stdout.readline() == "ready\n"
+        assert pipe(proc.stdout).readline() == "ready\n"
     for proc in procs:
-        proc.stdin.write("go\n")
-        proc.stdin.flush()
+        pipe(proc.stdin).write("go\n")
+        pipe(proc.stdin).flush()
     codes = [proc.wait(timeout=110) for proc in procs]
-    assert codes == [0] * 8, [proc.stderr.read() for proc in procs]
+    assert codes == [0] * 8, [pipe(proc.stderr).read() for proc in procs]
     assert beside(lock) == []
 
 
 @posix_only("symbolic links and O_NOFOLLOW")
-def test_guard_replaced_by_a_link_to_itself_is_not_taken(skf, lock: Path, monkeypatch) -> None:
+def test_guard_replaced_by_a_link_to_itself_is_not_taken(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The identity check must not follow links: a link at the guard path to the very file
     this call locked does not make it the guard (lstat, not stat)."""
     lock.parent.mkdir()
@@ -77,7 +87,8 @@ def test_guard_replaced_by_a_link_to_itself_is_not_taken(skf, lock: Path, monkey
         if not os.path.islink(guard):
             os.rename(guard, guard + ".moved")
             os.symlink(guard + ".moved", guard)
-        return real_try_lock(fd)
+        locked: bool = real_try_lock(fd)
+        return locked
 
     monkeypatch.setattr(skf, "_try_lock", swap_then_lock)
     with pytest.raises(OSError, match="symbolic link"):
@@ -88,7 +99,9 @@ def test_guard_replaced_by_a_link_to_itself_is_not_taken(skf, lock: Path, monkey
 OWN_TEMP = "run.lock.skf-00000000-tmp"  # the one temp name this version writes through
 
 
-def test_the_temp_file_is_created_exclusively_under_one_name(skf, lock: Path, monkeypatch) -> None:
+def test_the_temp_file_is_created_exclusively_under_one_name(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The record goes through <lock>.skf-00000000-tmp, opened with O_EXCL."""
     opened: list[tuple[str, int]] = []
     real_open = os.open
@@ -105,7 +118,9 @@ def test_the_temp_file_is_created_exclusively_under_one_name(skf, lock: Path, mo
     assert beside(lock) == ["run.lock"]
 
 
-def test_an_orphan_at_the_temp_name_is_replaced_without_a_listing(skf, lock, monkeypatch):
+def test_an_orphan_at_the_temp_name_is_replaced_without_a_listing(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A call of this version killed mid-write left its temp and no guard (another call,
     of an older version, took and removed the guard): the next write takes the name."""
     lock.parent.mkdir()
@@ -117,7 +132,9 @@ def test_an_orphan_at_the_temp_name_is_replaced_without_a_listing(skf, lock, mon
     assert beside(lock) == ["run.lock"]
 
 
-def test_a_temp_name_that_cannot_be_freed_gives_way_to_random_ones(skf, lock, monkeypatch):
+def test_a_temp_name_that_cannot_be_freed_gives_way_to_random_ones(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lock.parent.mkdir()
     (lock.parent / OWN_TEMP).write_text("someone has me open")
     draws = iter([b"\x01" * 4, b"\x02" * 4])
@@ -135,7 +152,9 @@ def test_a_temp_name_that_cannot_be_freed_gives_way_to_random_ones(skf, lock, mo
     assert beside(lock) == sorted(["run.lock", OWN_TEMP, "run.lock.skf-01010101-tmp"])
 
 
-def test_temp_name_search_is_bounded(skf, lock: Path, monkeypatch) -> None:
+def test_temp_name_search_is_bounded(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     lock.parent.mkdir()
     (lock.parent / OWN_TEMP).write_text("x")
     (lock.parent / "run.lock.skf-00000001-tmp").write_text("x")
@@ -160,7 +179,9 @@ def _no_listing(path: object = None) -> list[str]:
 
 
 @posix_only("removing a file that is open")
-def test_guard_replaced_after_opening_is_retried(skf: ModuleType, lock: Path, monkeypatch) -> None:
+def test_guard_replaced_after_opening_is_retried(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A waiter that locks a guard file its holder already removed must not go on."""
     lock.parent.mkdir()
     guard = str(lock) + ".skf-guard"
@@ -180,7 +201,9 @@ def test_guard_replaced_after_opening_is_retried(skf: ModuleType, lock: Path, mo
 
 
 @posix_only("symbolic links and O_NOFOLLOW")
-def test_symlink_planted_at_the_guard_is_refused(main, lock: Path, tmp_path: Path) -> None:
+def test_symlink_planted_at_the_guard_is_refused(
+    main: Callable[..., Run], lock: Path, tmp_path: Path
+) -> None:
     lock.parent.mkdir()
     target = tmp_path / "precious"
     target.write_text("keep me")
@@ -193,7 +216,9 @@ def test_symlink_planted_at_the_guard_is_refused(main, lock: Path, tmp_path: Pat
 
 
 @posix_only("symbolic links and O_NOFOLLOW")
-def test_dangling_symlink_at_the_guard_creates_nothing(main, lock: Path, tmp_path: Path) -> None:
+def test_dangling_symlink_at_the_guard_creates_nothing(
+    main: Callable[..., Run], lock: Path, tmp_path: Path
+) -> None:
     lock.parent.mkdir()
     target = tmp_path / "would-be-created"
     os.symlink(target, str(lock) + ".skf-guard")
@@ -202,7 +227,9 @@ def test_dangling_symlink_at_the_guard_creates_nothing(main, lock: Path, tmp_pat
 
 
 @posix_only("symbolic links")
-def test_a_folder_that_loops_is_named_as_a_loop_not_as_a_link_at_the_guard(main, lock) -> None:
+def test_a_folder_that_loops_is_named_as_a_loop_not_as_a_link_at_the_guard(
+    main: Callable[..., Run], lock: Path
+) -> None:
     """The lock's folder is a link to itself: the guard is no link, so the error must
     not tell an agent to remove one; it names the loop and the path."""
     os.symlink(lock.parent.name, lock.parent)
@@ -217,7 +244,13 @@ def test_a_folder_that_loops_is_named_as_a_loop_not_as_a_link_at_the_guard(main,
 
 @pytest.mark.parametrize("code", [errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOLCK])
 @posix_only("fcntl.flock")
-def test_filesystem_without_locks_is_exit_2_naming_the_folder(skf, main, lock, monkeypatch, code):
+def test_filesystem_without_locks_is_exit_2_naming_the_folder(
+    skf: ModuleType,
+    main: Callable[..., Run],
+    lock: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    code: int,
+) -> None:
     def no_flock(fd: int, op: int) -> None:
         raise OSError(code, os.strerror(code))
 
@@ -229,7 +262,9 @@ def test_filesystem_without_locks_is_exit_2_naming_the_folder(skf, main, lock, m
 
 
 @pytest.mark.parametrize("call", ["take", "refusal", "release", "absent-release"])
-def test_a_guard_left_behind_has_its_orphans_removed_by_any_call(skf, lock: Path, call) -> None:
+def test_a_guard_left_behind_has_its_orphans_removed_by_any_call(
+    skf: ModuleType, lock: Path, call: str
+) -> None:
     """A call that died mid-write leaves the guard it held and its temp file (of any
     version, under any random name): whichever call takes that guard next lists the
     folder once and removes them, whether it then writes or not."""
@@ -260,7 +295,9 @@ def test_a_guard_left_behind_has_its_orphans_removed_by_any_call(skf, lock: Path
     assert beside(lock) == sorted([*kept, *lock_left])
 
 
-def test_no_call_lists_the_folder_on_the_common_path(skf, lock, monkeypatch) -> None:
+def test_no_call_lists_the_folder_on_the_common_path(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Taking a free lock, renewing, being refused, releasing, status: none lists the
     lock's folder, so a crowded folder costs a call nothing."""
     monkeypatch.setattr(os, "listdir", _no_listing)
@@ -278,10 +315,17 @@ def test_no_call_lists_the_folder_on_the_common_path(skf, lock, monkeypatch) -> 
     assert beside(lock) == ["run.lock"]
 
 
-def test_the_listing_comes_only_with_a_guard_left_behind(skf, lock, monkeypatch) -> None:
+def test_the_listing_comes_only_with_a_guard_left_behind(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     listed: list[str] = []
     real_listdir = os.listdir
-    monkeypatch.setattr(os, "listdir", lambda path: listed.append(path) or real_listdir(path))
+
+    def listdir(path: str) -> list[str]:
+        listed.append(path)
+        return real_listdir(path)
+
+    monkeypatch.setattr(os, "listdir", listdir)
     assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
     assert listed == []
     (lock.parent / "run.lock.skf-guard").touch()
@@ -291,7 +335,9 @@ def test_the_listing_comes_only_with_a_guard_left_behind(skf, lock, monkeypatch)
 
 
 @posix_only("SIGKILL")
-def test_call_killed_mid_write_leaves_guard_and_temp_for_the_next_call(cli, lock, worker):
+def test_call_killed_mid_write_leaves_guard_and_temp_for_the_next_call(
+    cli: Callable[..., Run], lock: Path, worker: Callable[..., subprocess.Popen[str]]
+) -> None:
     holder = worker("die-mid-write", lock)
     holder.wait(timeout=60)
     assert holder.returncode == -9
@@ -303,7 +349,7 @@ def test_call_killed_mid_write_leaves_guard_and_temp_for_the_next_call(cli, lock
     assert beside(lock) == ["run.lock"]
 
 
-def test_status_leaves_orphans_alone(skf, lock: Path) -> None:
+def test_status_leaves_orphans_alone(skf: ModuleType, lock: Path) -> None:
     """status takes no guard, so it cannot know that a temp file is an orphan."""
     lock.parent.mkdir()
     (lock.parent / "run.lock.skf-0123abcd-tmp").write_text("maybe in flight")
@@ -344,8 +390,12 @@ class FakeMsvcrt(types.ModuleType):
             raise AssertionError(f"unexpected mode {mode}")
 
 
+# The script loaded as on Windows, and the fake msvcrt it locks through.
+Windows = tuple[ModuleType, FakeMsvcrt]
+
+
 @pytest.fixture
-def windows(monkeypatch) -> tuple[ModuleType, FakeMsvcrt]:
+def windows(monkeypatch: pytest.MonkeyPatch) -> Windows:
     fake = FakeMsvcrt()
     monkeypatch.setitem(sys.modules, "msvcrt", fake)
     monkeypatch.setattr(sys, "platform", "win32")
@@ -355,22 +405,24 @@ def windows(monkeypatch) -> tuple[ModuleType, FakeMsvcrt]:
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_branch_is_the_one_loaded(windows) -> None:
+def test_windows_branch_is_the_one_loaded(windows: Windows) -> None:
     module, fake = windows
     assert module._REMOVE_GUARD_WHILE_HELD is False
     assert module.msvcrt is fake
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_unlocks_then_removes_the_guard(windows, lock: Path, monkeypatch) -> None:
+def test_windows_unlocks_then_removes_the_guard(
+    windows: Windows, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module, fake = windows
     guard = str(lock) + ".skf-guard"
     real_unlink = os.unlink
 
-    def unlink(path, *a, **k):
+    def unlink(path: str, *a: Any, **k: Any) -> None:
         if path == guard:
             fake.calls.append("remove guard")
-        return real_unlink(path, *a, **k)
+        real_unlink(path, *a, **k)
 
     monkeypatch.setattr(os, "unlink", unlink)
     result = module.acquire(lock, "wf:sk:r", 60.0, now=NOW)
@@ -383,7 +435,9 @@ def test_windows_unlocks_then_removes_the_guard(windows, lock: Path, monkeypatch
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_retries_while_another_process_holds_the_byte(windows, lock, monkeypatch) -> None:
+def test_windows_retries_while_another_process_holds_the_byte(
+    windows: Windows, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module, fake = windows
     fake.busy_times = 3
     monkeypatch.setattr(module.time, "sleep", lambda s: None)
@@ -393,14 +447,16 @@ def test_windows_retries_while_another_process_holds_the_byte(windows, lock, mon
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_retries_while_the_guard_is_being_deleted(windows, lock, monkeypatch) -> None:
+def test_windows_retries_while_the_guard_is_being_deleted(
+    windows: Windows, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module, fake = windows
     lock.parent.mkdir()
     guard = str(lock) + ".skf-guard"
     denied = [2]
     real_open = os.open
 
-    def open_(path, flags, mode=0o777, *a, **k):
+    def open_(path: str, flags: int, mode: int = 0o777, *a: Any, **k: Any) -> int:
         if path == guard and denied[0]:
             denied[0] -= 1
             raise PermissionError(errno.EACCES, "delete pending", path)
@@ -413,15 +469,17 @@ def test_windows_retries_while_the_guard_is_being_deleted(windows, lock, monkeyp
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_guard_still_open_elsewhere_is_left_to_its_opener(windows, lock, monkeypatch):
+def test_windows_guard_still_open_elsewhere_is_left_to_its_opener(
+    windows: Windows, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module, fake = windows
     guard = str(lock) + ".skf-guard"
     real_unlink = os.unlink
 
-    def unlink(path, *a, **k):
+    def unlink(path: str, *a: Any, **k: Any) -> None:
         if path == guard:
             raise PermissionError(errno.EACCES, "in use by another process", path)
-        return real_unlink(path, *a, **k)
+        real_unlink(path, *a, **k)
 
     monkeypatch.setattr(os, "unlink", unlink)
     assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
@@ -432,7 +490,9 @@ def test_windows_guard_still_open_elsewhere_is_left_to_its_opener(windows, lock,
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_guard_wait_times_out_with_an_os_error(windows, lock, monkeypatch) -> None:
+def test_windows_guard_wait_times_out_with_an_os_error(
+    windows: Windows, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module, fake = windows
     fake.busy_times = 10**6
     monkeypatch.setattr(module, "GUARD_WAIT_SEC", 0.05)
@@ -442,7 +502,9 @@ def test_windows_guard_wait_times_out_with_an_os_error(windows, lock, monkeypatc
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_unexpected_locking_error_is_raised(windows, lock, monkeypatch) -> None:
+def test_windows_unexpected_locking_error_is_raised(
+    windows: Windows, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     module, fake = windows
 
     def broken(fd: int, mode: int, nbytes: int) -> None:
@@ -455,7 +517,7 @@ def test_windows_unexpected_locking_error_is_raised(windows, lock, monkeypatch) 
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_branch_passes_the_record_tests(windows, lock: Path) -> None:
+def test_windows_branch_passes_the_record_tests(windows: Windows, lock: Path) -> None:
     module, _ = windows
     write_record(lock, "wf:sk:old", NOW)
     result = module.acquire(lock, "wf:sk:new", 60.0, now=NOW)

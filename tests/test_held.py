@@ -12,6 +12,7 @@ from types import ModuleType
 
 import pytest
 from lockfiles import beside, write_record
+from servers import Etcd
 from stores import StoreUnderTest
 from test_run import contend, revoke_lease, time_now
 
@@ -27,7 +28,7 @@ def holder(skf: ModuleType, lock: str) -> str | None:
 
 @pytest.mark.timeout(60)
 def test_a_block_outliving_several_timeouts_keeps_the_lock(
-    skf, tmp_path, etcd_lock, redis_lock
+    skf: ModuleType, tmp_path: Path, etcd_lock: str, redis_lock: str
 ) -> None:
     """On every store at once: blocks of 8 s with a 3 s timeout, each against a process
     that tries to take its lock several times a second."""
@@ -61,14 +62,14 @@ def test_a_block_outliving_several_timeouts_keeps_the_lock(
         assert holder(skf, lock) is None  # released when the block ended
 
 
-def test_an_exception_in_the_block_releases_and_propagates(skf, any_lock: str) -> None:
+def test_an_exception_in_the_block_releases_and_propagates(skf: ModuleType, any_lock: str) -> None:
     with pytest.raises(ZeroDivisionError), skf.held(any_lock, "wf:held", SHORT):
         assert holder(skf, any_lock) is not None
         _ = 1 / 0
     assert holder(skf, any_lock) is None
 
 
-def test_a_keyboard_interrupt_in_the_block_releases(skf, any_lock: str) -> None:
+def test_a_keyboard_interrupt_in_the_block_releases(skf: ModuleType, any_lock: str) -> None:
     # Python's own Ctrl-C handler, as in a terminal, even where pytest started with
     # SIGINT ignored (a shell's background job, as CI runs it, does that).
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -82,7 +83,9 @@ def test_a_keyboard_interrupt_in_the_block_releases(skf, any_lock: str) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_lock_taken_over_raises_lock_lost_from_check_and_on_exit(skf, tmp_path: Path) -> None:
+def test_a_lock_taken_over_raises_lock_lost_from_check_and_on_exit(
+    skf: ModuleType, tmp_path: Path
+) -> None:
     lock = tmp_path / "held.lock"
     with pytest.raises(skf.LockLost) as lost, skf.held(lock, "wf:held", SHORT) as lease:
         write_record(lock, "wf:intruder:1", time_now())
@@ -98,7 +101,7 @@ def test_a_lock_taken_over_raises_lock_lost_from_check_and_on_exit(skf, tmp_path
 
 
 @pytest.mark.timeout(60)
-def test_a_revoked_etcd_lease_is_a_lost_lock(skf, etcd, etcd_lock: str) -> None:
+def test_a_revoked_etcd_lease_is_a_lost_lock(skf: ModuleType, etcd: Etcd, etcd_lock: str) -> None:
     with pytest.raises(skf.LockLost) as lost, skf.held(etcd_lock, "wf:held", SHORT) as lease:
         revoke_lease(etcd, etcd_lock)
         deadline = time.monotonic() + 10
@@ -110,7 +113,9 @@ def test_a_revoked_etcd_lease_is_a_lost_lock(skf, etcd, etcd_lock: str) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_a_record_deleted_under_a_block_is_a_lost_lock(skf, store: StoreUnderTest) -> None:
+def test_a_record_deleted_under_a_block_is_a_lost_lock(
+    skf: ModuleType, store: StoreUnderTest
+) -> None:
     with pytest.raises(skf.LockLost) as lost, skf.held(store.lock, "wf:held", SHORT) as lease:
         store.remove()
         deadline = time.monotonic() + 10
@@ -122,7 +127,7 @@ def test_a_record_deleted_under_a_block_is_a_lost_lock(skf, store: StoreUnderTes
     assert store.value() is None
 
 
-def test_a_busy_lock_raises_lock_busy_on_entering(skf, tmp_path: Path) -> None:
+def test_a_busy_lock_raises_lock_busy_on_entering(skf: ModuleType, tmp_path: Path) -> None:
     lock = tmp_path / "held.lock"
     write_record(lock, "wf:other:1", time_now())
     with pytest.raises(skf.LockBusy) as busy, skf.held(lock, "wf:held", SHORT, wait=0.2):
@@ -132,13 +137,13 @@ def test_a_busy_lock_raises_lock_busy_on_entering(skf, tmp_path: Path) -> None:
 
 @pytest.mark.timeout(60)
 def test_passing_renewal_failures_are_retried_until_the_lock_would_go_stale(
-    skf, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lock = tmp_path / "held.lock"
     real_take = skf._take
     failures = {"left": 2}
 
-    def flaky(*args, renew_only: bool = False, **kwargs):
+    def flaky(*args: object, renew_only: bool = False, **kwargs: object) -> object:
         if renew_only and failures["left"]:
             failures["left"] -= 1
             raise OSError(5, "Input/output error")
@@ -159,13 +164,15 @@ def test_passing_renewal_failures_are_retried_until_the_lock_would_go_stale(
 
 
 @pytest.mark.parametrize("bad", [2.9, 0.5, float("nan"), -1])
-def test_a_timeout_too_short_to_renew_is_a_value_error(skf, tmp_path: Path, bad: float) -> None:
+def test_a_timeout_too_short_to_renew_is_a_value_error(
+    skf: ModuleType, tmp_path: Path, bad: float
+) -> None:
     with pytest.raises(ValueError, match="stale_after"):
         skf.held(tmp_path / "held.lock", "wf:held", bad)
     assert beside(tmp_path / "held.lock") == []
 
 
-def test_held_installs_no_signal_handlers(skf, tmp_path: Path) -> None:
+def test_held_installs_no_signal_handlers(skf: ModuleType, tmp_path: Path) -> None:
     before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     with skf.held(tmp_path / "held.lock", "wf:held", SHORT):
         assert {s: signal.getsignal(s) for s in before} == before

@@ -21,9 +21,10 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
-from calls import WORKER, Run
+from calls import WORKER, Run, pipe
 from loader import SCRIPT
 from lockfiles import ago, beside, read_json, write_record
 from servers import redis_keys
@@ -37,7 +38,13 @@ pytestmark = pytest.mark.skipif(
 SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
 
 
-def test_signal_while_the_guard_is_held_lets_a_take_finish(skf, main, lock, armed, monkeypatch):
+def test_signal_while_the_guard_is_held_lets_a_take_finish(
+    skf: ModuleType,
+    main: Callable[..., Run],
+    lock: Path,
+    armed: Any,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     real_fsync = os.fsync
 
     def fsync_then_signal(fd: int) -> None:
@@ -51,49 +58,55 @@ def test_signal_while_the_guard_is_held_lets_a_take_finish(skf, main, lock, arme
     assert beside(lock) == ["run.lock"]
 
 
-def test_signal_while_the_guard_is_held_ends_a_refusal_at_the_drop(skf, main, lock, armed):
+def test_signal_while_the_guard_is_held_ends_a_refusal_at_the_drop(
+    skf: ModuleType, main: Callable[..., Run], lock: Path, armed: Any
+) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=5))
     before = lock.read_bytes()
     real_read = skf._read_record
     dropped: list[bool] = []
 
-    def read_then_signal(path: str):
+    def read_then_signal(path: str) -> object:
         record = real_read(path)
         deliver(armed, signal.SIGHUP)
         dropped.append(os.path.exists(path + ".skf-guard"))  # still held: deferred
         return record
 
-    skf._read_record = read_then_signal
-    try:
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(skf, "_read_record", read_then_signal)
         run = main("acquire", "--lock", lock, "--owner", "wf:sk:me")
-    finally:
-        skf._read_record = real_read
     assert dropped == [True]
     assert run.code == 129 and "SIGHUP" in run.error and "before it changed anything" in run.error
     assert lock.read_bytes() == before and beside(lock) == ["run.lock"]
 
 
-def test_signal_during_a_release_that_deleted_the_lock_finishes_it(skf, main, lock, armed):
+def test_signal_during_a_release_that_deleted_the_lock_finishes_it(
+    skf: ModuleType, main: Callable[..., Run], lock: Path, armed: Any
+) -> None:
     write_record(lock, "wf:sk:r", ago(seconds=5))
     real_unlink = os.unlink
 
-    def unlink_then_signal(path: str, *args, **kwargs) -> None:
+    def unlink_then_signal(path: str, *args: Any, **kwargs: Any) -> None:
         real_unlink(path, *args, **kwargs)
         if path == str(lock):
             deliver(armed, signal.SIGINT)
 
-    os.unlink = unlink_then_signal
-    try:
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(os, "unlink", unlink_then_signal)
         run = main("release", "--lock", lock, "--owner", "wf:sk:r")
-    finally:
-        os.unlink = real_unlink
     assert run.code == 0 and run.json["released"] is True and list(run.json) == RELEASE_KEYS
     assert beside(lock) == []
 
 
-def test_signal_while_waiting_for_the_guard_ends_the_call_at_once(skf, main, lock, armed, worker):
+def test_signal_while_waiting_for_the_guard_ends_the_call_at_once(
+    skf: ModuleType,
+    main: Callable[..., Run],
+    lock: Path,
+    armed: Any,
+    worker: Callable[..., subprocess.Popen[str]],
+) -> None:
     holder = worker("hold-guard", lock)
-    assert holder.stdout.readline() == "held\n"
+    assert pipe(holder.stdout).readline() == "held\n"
     real_sleep = time.sleep
     sleeps: list[float] = []
 
@@ -102,38 +115,37 @@ def test_signal_while_waiting_for_the_guard_ends_the_call_at_once(skf, main, loc
         deliver(armed, signal.SIGTERM)  # shielded while taking the guard: remembered
         real_sleep(seconds)
 
-    time.sleep = sleep
-    try:
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(time, "sleep", sleep)
         run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
-    finally:
-        time.sleep = real_sleep
     assert len(sleeps) == 1  # acted on at the next try, not after GUARD_WAIT_SEC
     assert run.code == 143 and "SIGTERM" in run.error
     assert beside(lock) == ["run.lock.skf-guard"]  # the live holder's, not this call's
-    holder.stdin.close()
+    pipe(holder.stdin).close()
     assert holder.wait(timeout=30) == 0
     assert beside(lock) == []
 
 
-def test_signal_while_waiting_with_wait_ends_the_call_at_once(skf, main, lock, armed):
+def test_signal_while_waiting_with_wait_ends_the_call_at_once(
+    skf: ModuleType, main: Callable[..., Run], lock: Path, armed: Any
+) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=5))
-    real_sleep = time.sleep
 
     def sleep(seconds: float) -> None:
         deliver(armed, signal.SIGINT)  # nothing is held while --wait sleeps: raised now
         raise AssertionError("the signal should have ended the wait")
 
-    time.sleep = sleep
-    try:
+    with pytest.MonkeyPatch.context() as patched:
+        patched.setattr(time, "sleep", sleep)
         run = main("acquire", "--lock", lock, "--owner", "wf:sk:me", "--wait", "3600")
-    finally:
-        time.sleep = real_sleep
     assert run.code == 130 and "SIGINT" in run.error
     assert beside(lock) == ["run.lock"] and read_json(lock)["owner"] == "wf:sk:holder"
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-def test_a_signal_whose_raise_python_swallowed_still_ends_the_call(skf, main, lock, armed):
+def test_a_signal_whose_raise_python_swallowed_still_ends_the_call(
+    skf: ModuleType, main: Callable[..., Run], lock: Path, armed: Any
+) -> None:
     """Python drops an exception raised by a handler that runs inside a weakref callback
     (the import system has some); the signal must stay pending and end the call."""
     write_record(lock, "wf:sk:holder", ago(seconds=5))
@@ -259,20 +271,20 @@ def test_keyboard_interrupt_in_library_calls_leaves_nothing_behind(lock: Path) -
     )
     try:
         for n in range(120):
-            assert proc.stdout.readline() == "ready\n", proc.stderr.read()
+            assert pipe(proc.stdout).readline() == "ready\n", pipe(proc.stderr).read()
             time.sleep(rng.uniform(0, 0.01))
             proc.send_signal(signal.SIGINT)
-            assert proc.stdout.readline() == "interrupted\n", proc.stderr.read()
+            assert pipe(proc.stdout).readline() == "interrupted\n", pipe(proc.stderr).read()
             left = beside(lock)
             assert left in ([], ["run.lock"]), f"interrupt {n} left {left}"
             if left:
                 record = read_json(lock)
                 assert record["owner"].startswith("lib:loop:"), record
             if n < 119:
-                proc.stdin.write("\n")  # go on looping
-                proc.stdin.flush()
+                pipe(proc.stdin).write("\n")  # go on looping
+                pipe(proc.stdin).flush()
     finally:
-        proc.stdin.close()  # the worker, waiting for a line, ends
+        pipe(proc.stdin).close()  # the worker, waiting for a line, ends
         proc.wait(timeout=30)
     assert proc.returncode == 0
 
@@ -294,7 +306,9 @@ def test_the_cli_reports_the_signal_by_name(cli: Callable[..., Run], lock: Path)
     assert beside(lock) == ["run.lock"]
 
 
-def test_the_cli_keeps_a_dropped_interrupt_out_of_stderr(skf, monkeypatch, capsys) -> None:
+def test_the_cli_keeps_a_dropped_interrupt_out_of_stderr(
+    skf: ModuleType, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Python reports a dropped exception through sys.unraisablehook; the CLI's hook keeps
     quiet about its own _Interrupted (still pending) and passes anything else on."""
     passed_on: list[object] = []
@@ -408,7 +422,7 @@ def test_a_wrapper_running_the_script_keeps_its_finally_and_atexit(lock: Path) -
 # Per server: the connection class whose send() carries a request; the request that
 # carries an acquire's change and one that only reads; what a sent request is named by
 # (etcd: its HTTP path; Redis: the first command of its batch).
-SERVER_REQUESTS = {
+SERVER_REQUESTS: dict[str, tuple[str, str, str, Callable[[Any], object]]] = {
     "etcd": ("_HttpConnection", "/v3/kv/txn", "/v3/kv/range", lambda request: request),
     "redis": ("_RespConnection", "MULTI", "WATCH", lambda batch: batch[0][0]),
 }
@@ -420,7 +434,15 @@ SERVER_REQUESTS = {
     [("change", signal.SIGTERM, 0), ("read", signal.SIGHUP, 128 + signal.SIGHUP)],
 )
 def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa: PLR0917
-    skf, main, monkeypatch, armed, request, server: str, sent: str, signum: int, code: int
+    skf: ModuleType,
+    main: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    armed: Any,
+    request: pytest.FixtureRequest,
+    server: str,
+    sent: str,
+    signum: int,
+    code: int,
 ) -> None:
     """A signal delivered right after a request is sent, as a real one landing there
     would: after the change, the call finishes and answers (exit 0, the lock taken);
@@ -447,7 +469,7 @@ def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa:
 
 
 def test_an_etcd_request_cut_short_never_leaves_its_answer_for_the_next(
-    skf: ModuleType, etcd_lock: str, monkeypatch
+    skf: ModuleType, etcd_lock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """An interrupt between a request and its answer once left the answer waiting on the
     connection, to be read as the answer to the next request (a waiter leaving the line
@@ -467,7 +489,7 @@ def test_an_etcd_request_cut_short_never_leaves_its_answer_for_the_next(
 
 
 def test_a_redis_call_cut_short_never_leaves_its_answers_for_the_next(
-    skf: ModuleType, redis_lock: str, monkeypatch
+    skf: ModuleType, redis_lock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = skf._store_for(redis_lock)
     try:

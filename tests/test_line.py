@@ -13,12 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
-from calls import WORKER, posix_only, reaped
+from calls import WORKER, Run, posix_only, reaped
 from loader import ROOT, SCRIPT
 from stores import left_behind
 from test_acquire import ACQUIRE_KEYS
@@ -32,7 +33,9 @@ def procs() -> Iterator[Callable[..., subprocess.Popen[str]]]:
     """Start a process (the CLI with ``cli``, else the worker); all are killed at the end."""
     with reaped() as started:
 
-        def start(*argv: str | os.PathLike[str], cli: bool = True, env: dict | None = None):
+        def start(
+            *argv: str | os.PathLike[str], cli: bool = True, env: dict[str, str] | None = None
+        ) -> subprocess.Popen[str]:
             program = SCRIPT if cli else WORKER
             proc = subprocess.Popen(
                 [sys.executable, str(program), *map(str, argv)],
@@ -57,6 +60,11 @@ def wait_for(what: str, check: Callable[[], bool], seconds: float = 30.0) -> Non
 
 def in_line(skf: ModuleType, lock: str) -> list[str]:
     return [waiter["owner"] for waiter in skf.status(lock, 60.0)["waiting"]]
+
+
+def standing(skf: ModuleType, lock: str, count: int) -> Callable[[], bool]:
+    """A check that ``count`` waiters stand in ``lock``'s line."""
+    return lambda: len(in_line(skf, lock)) == count
 
 
 def finished(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
@@ -89,14 +97,14 @@ def run_appending(lock: str, owner: str, log: Path, name: str) -> list[str]:
 
 
 def test_five_waiters_of_every_kind_are_served_in_the_order_they_came(
-    skf: ModuleType, any_lock: str, tmp_path: Path, procs
+    skf: ModuleType, any_lock: str, tmp_path: Path, procs: Callable[..., subprocess.Popen[str]]
 ) -> None:
     """run --wait, held(wait=...), acquire_within and acquire --wait, each arriving once
     the one before is in line: status lists them in that order, and they hold the
     lock in that order. Renewing the lock is never held up by the line."""
     log = tmp_path / "order"
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
-    arrivals = [
+    arrivals: list[tuple[str, Sequence[str | Path], bool]] = [
         ("run", run_appending(any_lock, "wf:run:1", log, "run"), True),
         ("held", ["held-append", any_lock, "wf:held:1", log, "held"], False),
         ("within", ["within-append", any_lock, "wf:within:1", log, "within"], False),
@@ -106,7 +114,7 @@ def test_five_waiters_of_every_kind_are_served_in_the_order_they_came(
     started = []
     for count, (name, argv, cli) in enumerate(arrivals, 1):
         started.append(procs(*argv, cli=cli))
-        wait_for(f"{name} in line", lambda n=count: len(in_line(skf, any_lock)) == n)
+        wait_for(f"{name} in line", standing(skf, any_lock, count))
     waiting = skf.status(any_lock, 60.0)["waiting"]
     assert [w["owner"] for w in waiting] == [
         "wf:run:1",
@@ -125,7 +133,9 @@ def test_five_waiters_of_every_kind_are_served_in_the_order_they_came(
     assert left_behind(any_lock) == []
 
 
-def test_a_stale_lock_goes_to_the_first_in_line(skf: ModuleType, any_lock: str, procs) -> None:
+def test_a_stale_lock_goes_to_the_first_in_line(
+    skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]]
+) -> None:
     assert skf.acquire(any_lock, "wf:crashed:1", 2.0)["acquired"]  # never released
     first = procs("acquire", "--lock", any_lock, "--owner", "wf:first:1", "--wait", "120")
     wait_for("first in line", lambda: in_line(skf, any_lock) == ["wf:first:1"])
@@ -143,7 +153,7 @@ def test_a_stale_lock_goes_to_the_first_in_line(skf: ModuleType, any_lock: str, 
 
 
 def test_a_waiter_keeps_its_place_through_a_long_wait(
-    skf: ModuleType, any_lock: str, procs
+    skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]]
 ) -> None:
     """Past several lapse times, the first waiter is still first with its first place
     (it shows it is alive as it waits)."""
@@ -162,7 +172,7 @@ def test_a_waiter_keeps_its_place_through_a_long_wait(
 
 @posix_only("a pseudo-terminal")
 def test_a_waiter_on_a_terminal_says_its_place_in_line(
-    skf: ModuleType, any_lock: str, procs
+    skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]]
 ) -> None:
     import pty
 
@@ -215,10 +225,17 @@ def test_a_beat_costs_a_waiter_no_look_of_its_own(
     beats: list[int] = []
     real_look = store.look
     real_beat = store.beat
-    monkeypatch.setattr(
-        store, "look", lambda self, upto=None: looks.append(1) or real_look(self, upto)
-    )
-    monkeypatch.setattr(store, "beat", lambda self, p: beats.append(1) or real_beat(self, p))
+
+    def look(self: object, upto: object = None) -> object:
+        looks.append(1)
+        return real_look(self, upto)
+
+    def beat(self: object, place: object) -> object:
+        beats.append(1)
+        return real_beat(self, place)
+
+    monkeypatch.setattr(store, "look", look)
+    monkeypatch.setattr(store, "beat", beat)
     skf.acquire(any_lock, "wf:holder:1", 600.0)
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(any_lock, "wf:waiter:1", 600.0, 4.5)
@@ -227,12 +244,15 @@ def test_a_beat_costs_a_waiter_no_look_of_its_own(
 
 
 def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
-    skf: ModuleType, any_lock: str, procs, cli
+    skf: ModuleType,
+    any_lock: str,
+    procs: Callable[..., subprocess.Popen[str]],
+    cli: Callable[..., Run],
 ) -> None:
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
     for n in (1, 2):
         procs("acquire", "--lock", any_lock, "--owner", f"wf:w{n}:1", "--wait", "120")
-        wait_for(f"waiter {n} in line", lambda n=n: len(in_line(skf, any_lock)) == n)
+        wait_for(f"waiter {n} in line", standing(skf, any_lock, n))
     refused = cli("acquire", "--lock", any_lock, "--owner", "wf:late:1")
     assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
     assert refused.json["held_by"] == "wf:holder:1"
@@ -262,7 +282,10 @@ def freeze_outside_the_guard(pid: int, lock: str) -> None:
 
 @posix_only("SIGSTOP")
 def test_a_frozen_waiter_keeps_its_place_until_it_lapses(
-    skf: ModuleType, any_lock: str, procs, cli
+    skf: ModuleType,
+    any_lock: str,
+    procs: Callable[..., subprocess.Popen[str]],
+    cli: Callable[..., Run],
 ) -> None:
     """A call that does not wait is refused, naming the first in line, while that
     waiter is frozen; within 5 s its place lapses and the call is granted. Woken, the
@@ -293,14 +316,14 @@ def test_a_frozen_waiter_keeps_its_place_until_it_lapses(
 
 
 def test_killed_waiters_are_skipped_and_leave_nothing_behind(
-    skf: ModuleType, any_lock: str, tmp_path: Path, procs
+    skf: ModuleType, any_lock: str, tmp_path: Path, procs: Callable[..., subprocess.Popen[str]]
 ) -> None:
     log = tmp_path / "order"
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
     waiters = []
     for n, name in enumerate(["a", "b", "c", "d"], 1):
         waiters.append(procs(*run_appending(any_lock, f"wf:{name}:1", log, name)))
-        wait_for(f"{name} in line", lambda n=n: len(in_line(skf, any_lock)) == n)
+        wait_for(f"{name} in line", standing(skf, any_lock, n))
     for killed in (waiters[0], waiters[2]):
         killed.kill()
         killed.wait()
@@ -318,7 +341,7 @@ def test_killed_waiters_are_skipped_and_leave_nothing_behind(
 @posix_only("SIGTERM and SIGHUP")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_to_a_waiting_call_takes_it_out_of_the_line(
-    skf: ModuleType, any_lock: str, procs, signum: int
+    skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]], signum: int
 ) -> None:
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
     before = left_behind(any_lock)
@@ -331,7 +354,9 @@ def test_a_signal_to_a_waiting_call_takes_it_out_of_the_line(
     assert in_line(skf, any_lock) == [] and left_behind(any_lock) == before
 
 
-def test_a_wait_that_runs_out_leaves_the_line_at_once(skf: ModuleType, any_lock: str, cli) -> None:
+def test_a_wait_that_runs_out_leaves_the_line_at_once(
+    skf: ModuleType, any_lock: str, cli: Callable[..., Run]
+) -> None:
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
     before = left_behind(any_lock)
     run = cli("acquire", "--lock", any_lock, "--owner", "wf:w:1", "--wait", "1.5")
@@ -363,7 +388,7 @@ def leave_file_line(skf: ModuleType, lock: str, place: object) -> None:
         opened.close()
 
 
-def place_lines(line: Path) -> list[dict]:
+def place_lines(line: Path) -> list[dict[str, Any]]:
     """The line file's text lines, each as the JSON object it holds (fails on any other)."""
     data = line.read_bytes()
     assert data.endswith(b"\n"), data
@@ -422,7 +447,7 @@ def test_a_file_line_holding_more_than_places_is_written_anew_at_the_next_join(
 
 @posix_only("FIFOs")
 def test_a_fifo_in_the_line_files_stead_is_written_over_without_blocking(
-    tmp_path: Path, cli
+    tmp_path: Path, cli: Callable[..., Run]
 ) -> None:
     """In a real process with a short limit: opening a FIFO to append to it would block
     until someone read it, and fail this test in 20 s. The join writes the line anew,
@@ -473,7 +498,7 @@ OLD_SCRIPT = ROOT / "tests" / "fixtures" / "skf-run-lock-1.2.0.py"
 @pytest.mark.slow
 @pytest.mark.parametrize("store", ["file", "etcd"], indirect=True)  # 1.2.0 knows no Redis
 def test_older_versions_barging_in_never_make_two_holders(
-    any_lock: str, tmp_path: Path, procs
+    any_lock: str, tmp_path: Path, procs: Callable[..., subprocess.Popen[str]]
 ) -> None:
     """Three waiters of this version and two of 1.2.0 (which knows no line and takes a
     free lock ahead of it) contend for 6 s; a double hold would make a worker exit 3."""

@@ -12,10 +12,12 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from calls import Run, posix_only
 from loader import SCRIPT
+from servers import Redis
 from stores import PlaceUnderTest, left_behind, planted_record, shown_time
 from test_status import STATUS_KEYS
 from waiters import held_with_a_waiter
@@ -23,7 +25,7 @@ from waiters import held_with_a_waiter
 LISTED_KEYS = [key for key in STATUS_KEYS if key != "message"]
 
 
-def listed(cli: Callable[..., Run], under: str, *more: str) -> dict[str, object]:
+def listed(cli: Callable[..., Run], under: str | Path, *more: str) -> dict[str, Any]:
     """The JSON answer of ``list --under under``, which must be exit 0."""
     run = cli("list", "--under", under, *more)
     assert run.code == 0, run.err
@@ -36,7 +38,7 @@ def listed(cli: Callable[..., Run], under: str, *more: str) -> dict[str, object]
 
 
 def test_held_stale_waited_for_and_free_locks_are_listed_as_status_judges_them(
-    cli, place: PlaceUnderTest
+    cli: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     place.store("held").plant(planted_record("wf:sk:held", shown_time(30), stale_after_seconds=600))
     place.store("stale").plant(planted_record("wf:sk:old", shown_time(7200)))
@@ -80,13 +82,17 @@ def test_held_stale_waited_for_and_free_locks_are_listed_as_status_judges_them(
     assert answer["message"].startswith(f"4 locks under {answer['under']}: 2 held, 1 stale,")
 
 
-def test_an_empty_place_is_an_empty_list_and_exit_0(cli, place: PlaceUnderTest) -> None:
+def test_an_empty_place_is_an_empty_list_and_exit_0(
+    cli: Callable[..., Run], place: PlaceUnderTest
+) -> None:
     answer = listed(cli, place.under)
     assert answer["locks"] == []
     assert answer["message"] == f"no locks under {answer['under']}"
 
 
-def test_a_released_lock_is_no_longer_listed(cli, place: PlaceUnderTest) -> None:
+def test_a_released_lock_is_no_longer_listed(
+    cli: Callable[..., Run], place: PlaceUnderTest
+) -> None:
     lock = place.lock("done")
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r1").code == 0
     assert [e["lock"] for e in listed(cli, place.under)["locks"]] == [lock]
@@ -94,7 +100,9 @@ def test_a_released_lock_is_no_longer_listed(cli, place: PlaceUnderTest) -> None
     assert listed(cli, place.under)["locks"] == []
 
 
-def test_listing_changes_nothing_on_the_store(cli, place: PlaceUnderTest) -> None:
+def test_listing_changes_nothing_on_the_store(
+    cli: Callable[..., Run], place: PlaceUnderTest
+) -> None:
     lock = place.lock("kept")
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r1").code == 0
     place.store("waited").plant_waiter("wf:sk:w")
@@ -107,7 +115,7 @@ def test_listing_changes_nothing_on_the_store(cli, place: PlaceUnderTest) -> Non
 
 
 def test_the_caller_timeout_judges_records_without_one_of_their_own(
-    cli, place: PlaceUnderTest
+    cli: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     place.store("old").plant(planted_record("wf:sk:old", shown_time(600)))
     assert listed(cli, place.under)["locks"][0]["state"] == "held"  # 60 minutes
@@ -115,7 +123,7 @@ def test_the_caller_timeout_judges_records_without_one_of_their_own(
     assert (entry["state"], entry["stale_after_minutes"]) == ("stale", 5)
 
 
-def test_the_table_is_aligned_for_a_person(cli, place: PlaceUnderTest) -> None:
+def test_the_table_is_aligned_for_a_person(cli: Callable[..., Run], place: PlaceUnderTest) -> None:
     place.store("a").plant(planted_record("wf:sk:first", shown_time(90), stale_after_seconds=600))
     place.store("bb/long-name").plant(planted_record("wf:sk:old", shown_time(7200)))
     place.store("c").plant_waiter("wf:sk:w")
@@ -135,7 +143,9 @@ def test_the_table_is_aligned_for_a_person(cli, place: PlaceUnderTest) -> None:
     assert message.startswith("3 locks under ")
 
 
-def test_the_library_gives_what_the_cli_prints(skf: ModuleType, cli, place) -> None:
+def test_the_library_gives_what_the_cli_prints(
+    skf: ModuleType, cli: Callable[..., Run], place: PlaceUnderTest
+) -> None:
     place.store("x").plant(planted_record("wf:sk:x", shown_time(5), stale_after_seconds=600))
     result = skf.list_locks(place.under, stale_after=600.0)
     printed = listed(cli, place.under, "--stale-after", "10")
@@ -158,20 +168,24 @@ def test_the_library_gives_what_the_cli_prints(skf: ModuleType, cli, place) -> N
         (("--under", "etcd://127.0.0.1/locks/"), "must be etcd://HOST:PORT"),
     ],
 )
-def test_a_bad_argument_is_exit_1_with_one_json_line(cli, args, says: str) -> None:
+def test_a_bad_argument_is_exit_1_with_one_json_line(
+    cli: Callable[..., Run], args: tuple[str, ...], says: str
+) -> None:
     run = cli("list", *args)
     assert run.code == 1
     assert says in run.error
 
 
-def test_a_place_that_is_a_file_is_exit_1(cli, tmp_path: Path) -> None:
+def test_a_place_that_is_a_file_is_exit_1(cli: Callable[..., Run], tmp_path: Path) -> None:
     (tmp_path / "a-file").write_text("x")
     run = cli("list", "--under", tmp_path / "a-file")
     assert run.code == 1
     assert "is not a folder" in run.error
 
 
-def test_a_server_out_of_reach_is_exit_2(cli, monkeypatch) -> None:
+def test_a_server_out_of_reach_is_exit_2(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
     for under in ("etcd://127.0.0.1:9/locks/", "redis://127.0.0.1:9/locks/"):
         run = subprocess.run(
             [sys.executable, str(SCRIPT), "list", "--under", under],
@@ -188,7 +202,9 @@ def test_a_server_out_of_reach_is_exit_2(cli, monkeypatch) -> None:
 # --- A folder: what counts as a lock, and what must not hang or be followed -------------
 
 
-def test_only_records_and_lines_count_as_locks_in_a_folder(cli, tmp_path: Path) -> None:
+def test_only_records_and_lines_count_as_locks_in_a_folder(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
     folder = tmp_path / "locks"
     assert cli("acquire", "--lock", folder / "real.lock", "--owner", "wf:sk:r1").code == 0
     (folder / "notes.txt").write_text("hello\n")
@@ -205,7 +221,9 @@ def test_only_records_and_lines_count_as_locks_in_a_folder(cli, tmp_path: Path) 
 
 
 @posix_only("FIFOs, devices and symbolic links")
-def test_fifos_devices_and_links_are_neither_read_nor_followed(cli, tmp_path: Path) -> None:
+def test_fifos_devices_and_links_are_neither_read_nor_followed(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
     folder = tmp_path / "locks"
     assert cli("acquire", "--lock", folder / "mine.lock", "--owner", "wf:sk:r1").code == 0
     os.mkfifo(folder / "a-fifo")  # opened for reading, it would block forever
@@ -263,13 +281,17 @@ def test_another_users_unreadable_files_and_folders_are_passed_over(tmp_path: Pa
         shutil.rmtree(shared)
 
 
-def test_a_folder_that_does_not_exist_holds_no_locks(cli, tmp_path: Path) -> None:
+def test_a_folder_that_does_not_exist_holds_no_locks(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
     answer = listed(cli, tmp_path / "not" / "yet")
     assert answer["locks"] == []
     assert not (tmp_path / "not").exists()
 
 
-def test_names_that_need_escaping_are_listed_exactly_and_shown_quoted(cli, tmp_path: Path) -> None:
+def test_names_that_need_escaping_are_listed_exactly_and_shown_quoted(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
     folder = tmp_path / "locks"
     odd = folder / "two\nlines \x1b[31m.lock"
     assert cli("acquire", "--lock", odd, "--owner", "wf:sk:r1").code == 0
@@ -283,7 +305,9 @@ def test_names_that_need_escaping_are_listed_exactly_and_shown_quoted(cli, tmp_p
 
 
 @pytest.mark.parametrize("server", ["etcd", "redis", "redis_cluster"])
-def test_a_prefix_is_taken_literally(cli, request, server: str) -> None:
+def test_a_prefix_is_taken_literally(
+    cli: Callable[..., Run], request: pytest.FixtureRequest, server: str
+) -> None:
     """Glob characters in a Redis prefix match only themselves, and no key outside the
     prefix is listed (a sibling that shares its first characters)."""
     store = request.getfixturevalue(server)
@@ -295,7 +319,9 @@ def test_a_prefix_is_taken_literally(cli, request, server: str) -> None:
         assert [e["lock"] for e in answer["locks"]] == [store.url(root + k) for k in keys]
 
 
-def test_a_redis_key_of_another_type_under_the_prefix_is_no_lock(cli, redis) -> None:
+def test_a_redis_key_of_another_type_under_the_prefix_is_no_lock(
+    cli: Callable[..., Run], redis: Redis
+) -> None:
     root = f"skf-list/{os.urandom(4).hex()}/"
     redis.client().hset(root + "a-hash", "field", "value")
     redis.client().rpush(root + "a-list", "item")
@@ -303,7 +329,9 @@ def test_a_redis_key_of_another_type_under_the_prefix_is_no_lock(cli, redis) -> 
     assert [e["lock"] for e in listed(cli, redis.url(root))["locks"]] == [redis.url(root + "lock")]
 
 
-def test_pages_and_batches_never_split_or_repeat_a_lock(skf: ModuleType, request, monkeypatch):
+def test_pages_and_batches_never_split_or_repeat_a_lock(
+    skf: ModuleType, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Tiny pages on etcd and tiny batches and scans on Redis: a lock's keys may fall in
     two pages, and still every lock is listed once, with its line."""
     monkeypatch.setattr(skf, "_SURVEY_PAGE", 3)
@@ -326,7 +354,7 @@ def test_pages_and_batches_never_split_or_repeat_a_lock(skf: ModuleType, request
 
 
 def test_listing_during_heavy_churn_never_fails_or_repeats_a_lock(
-    cli, place: PlaceUnderTest
+    cli: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     """Four processes take and release twelve locks as fast as they can while the
     place is listed again and again: every listing is exit 0, names each lock once,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -23,7 +24,9 @@ from lockfiles import NOW
         ("wf:skïll:é", ("wf", "skïll", "é")),
     ],
 )
-def test_owner_splits_on_the_first_two_colons(skf: ModuleType, owner: str, parts: tuple) -> None:
+def test_owner_splits_on_the_first_two_colons(
+    skf: ModuleType, owner: str, parts: tuple[str, str, str | None]
+) -> None:
     assert skf._split_owner(owner) == parts
 
 
@@ -60,7 +63,7 @@ def test_owner_that_is_not_a_string_is_refused(skf: ModuleType) -> None:
         skf._split_owner(42)
 
 
-def test_added_run_id_counts_toward_the_length_limit(skf: ModuleType, lock) -> None:
+def test_added_run_id_counts_toward_the_length_limit(skf: ModuleType, lock: Path) -> None:
     fits = "w:" + "s" * (200 - 25 - 3) + ":"  # 25 characters of run id are added
     assert len(skf.acquire(lock, fits, 60.0)["owner"]) == 200
     lock.unlink()
@@ -103,7 +106,7 @@ def test_constants_have_their_contract_values(skf: ModuleType) -> None:
     assert skf.GUARD_WAIT_SEC == 10.0
 
 
-def test_naive_now_is_refused(skf: ModuleType, lock) -> None:
+def test_naive_now_is_refused(skf: ModuleType, lock: Path) -> None:
     with pytest.raises(ValueError, match="aware"):
         skf.acquire(lock, "wf:sk:r", 60.0, now=datetime(2026, 1, 1))
     assert not lock.parent.exists()
@@ -152,7 +155,9 @@ def test_format_time_rounds_down_and_clamps(skf: ModuleType) -> None:
     "seconds",
     [0, -1, math.nan, math.inf, -math.inf, 31_536_000.5, 10**9, 0.002, True, "60", None],
 )
-def test_bad_stale_after_is_refused_before_touching_disk(skf: ModuleType, lock, seconds) -> None:
+def test_bad_stale_after_is_refused_before_touching_disk(
+    skf: ModuleType, lock: Path, seconds: object
+) -> None:
     with pytest.raises(ValueError):
         skf.acquire(lock, "wf:sk:r", seconds)
     with pytest.raises(ValueError):
@@ -164,7 +169,9 @@ def test_bad_stale_after_is_refused_before_touching_disk(skf: ModuleType, lock, 
     ("seconds", "minutes"),
     [(3600, 60), (3600.0, 60), (15.0, 0.25), (31_536_000, 525600), (20, 0.3333), (0.006, 0.0001)],
 )
-def test_stale_after_minutes_is_an_integer_when_whole(skf, lock, seconds, minutes) -> None:
+def test_stale_after_minutes_is_an_integer_when_whole(
+    skf: ModuleType, lock: Path, seconds: float, minutes: float
+) -> None:
     result = skf.acquire(lock, "wf:sk:r", seconds, now=NOW)
     assert result["stale_after_minutes"] == minutes
     assert type(result["stale_after_minutes"]) is type(minutes)
@@ -197,7 +204,9 @@ def test_time_format_agrees_with_datetime(skf: ModuleType, when: datetime) -> No
 
 
 @given(st.integers(1, 9999), st.integers(1, 12), st.integers(0, 32))
-def test_parse_time_accepts_exactly_the_real_dates(skf, year: int, month: int, day: int) -> None:
+def test_parse_time_accepts_exactly_the_real_dates(
+    skf: ModuleType, year: int, month: int, day: int
+) -> None:
     text = f"{year:04d}-{month:02d}-{day:02d}T00:00:00Z"
     try:
         datetime(year, month, day)

@@ -5,12 +5,14 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import posix_only
+from calls import Run, pipe, posix_only
 from contenders import assert_one_winner_of_a_race
 from lockfiles import ago, beside, read_json, write_record
 
@@ -24,9 +26,11 @@ def test_stale_lock_race_has_exactly_one_winner(lock: Path, tmp_path: Path, atte
 
 
 @posix_only("SIGKILL")
-def test_guard_left_by_a_killed_call_does_not_block(cli, lock: Path, worker) -> None:
+def test_guard_left_by_a_killed_call_does_not_block(
+    cli: Callable[..., Run], lock: Path, worker: Callable[..., subprocess.Popen[str]]
+) -> None:
     holder = worker("hold-guard", lock)
-    assert holder.stdout.readline() == "held\n"
+    assert pipe(holder.stdout).readline() == "held\n"
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     assert beside(lock) == ["run.lock.skf-guard"]
@@ -35,17 +39,22 @@ def test_guard_left_by_a_killed_call_does_not_block(cli, lock: Path, worker) -> 
     assert beside(lock) == ["run.lock"]
 
 
-def test_guard_held_by_a_live_process_makes_a_call_wait(skf, lock: Path, worker, monkeypatch):
+def test_guard_held_by_a_live_process_makes_a_call_wait(
+    skf: ModuleType,
+    lock: Path,
+    worker: Callable[..., subprocess.Popen[str]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     holder = worker("hold-guard", lock)
-    assert holder.stdout.readline() == "held\n"
+    assert pipe(holder.stdout).readline() == "held\n"
     pauses: list[float] = []
     real_sleep = time.sleep
 
     def sleep_then_let_go(seconds: float) -> None:
-        if pauses or holder.stdin.closed:  # also subprocess's own waiting below
+        if pauses or pipe(holder.stdin).closed:  # also subprocess's own waiting below
             return real_sleep(seconds)
         pauses.append(seconds)
-        holder.stdin.close()  # the holder drops the guard and exits
+        pipe(holder.stdin).close()  # the holder drops the guard and exits
         holder.wait(timeout=30)
         return None
 
@@ -56,9 +65,15 @@ def test_guard_held_by_a_live_process_makes_a_call_wait(skf, lock: Path, worker,
     assert beside(lock) == ["run.lock"]
 
 
-def test_guard_held_past_the_wait_is_exit_2(skf, lock: Path, worker, main, monkeypatch) -> None:
+def test_guard_held_past_the_wait_is_exit_2(
+    skf: ModuleType,
+    lock: Path,
+    worker: Callable[..., subprocess.Popen[str]],
+    main: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     holder = worker("hold-guard", lock)
-    assert holder.stdout.readline() == "held\n"
+    assert pipe(holder.stdout).readline() == "held\n"
     monkeypatch.setattr(skf, "GUARD_WAIT_SEC", 0.2)
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
     assert run.code == 2 and "guard" in run.error and "0.2 s" in run.error
@@ -68,10 +83,12 @@ def test_guard_held_past_the_wait_is_exit_2(skf, lock: Path, worker, main, monke
 
 
 @posix_only("fcntl.flock")
-def test_flock_on_the_lock_path_never_blocks(cli, lock: Path, worker) -> None:
+def test_flock_on_the_lock_path_never_blocks(
+    cli: Callable[..., Run], lock: Path, worker: Callable[..., subprocess.Popen[str]]
+) -> None:
     lock.parent.mkdir()
     holder = worker("flock", lock)
-    assert holder.stdout.readline() == "held\n"
+    assert pipe(holder.stdout).readline() == "held\n"
     assert lock.read_bytes() == b""
     taken = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", timeout=8)
     # the flock holder left an empty file: a lock naming no owner, fresh by its mtime
@@ -85,10 +102,12 @@ def test_flock_on_the_lock_path_never_blocks(cli, lock: Path, worker) -> None:
 
 
 @posix_only("fcntl.flock")
-def test_flock_on_the_lock_path_never_blocks_the_library(skf, lock: Path, worker) -> None:
+def test_flock_on_the_lock_path_never_blocks_the_library(
+    skf: ModuleType, lock: Path, worker: Callable[..., subprocess.Popen[str]]
+) -> None:
     lock.parent.mkdir()
     holder = worker("flock", lock)
-    assert holder.stdout.readline() == "held\n"
+    assert pipe(holder.stdout).readline() == "held\n"
     result = skf.acquire(lock, "wf:sk:r", 15.0, empty_is_stale=True)
     assert result["acquired"] and result["stale_replaced"]["held_by"] is None
     assert skf.release(lock, "wf:sk:r")["released"]
@@ -108,7 +127,9 @@ def test_flock_on_the_lock_path_never_blocks_the_library(skf, lock: Path, worker
         (["acquire", "--owner", "other:sk:r", "--wait", "0.2"], 3, ["run.lock"]),
     ],
 )
-def test_only_the_lock_file_is_left_after_any_call(cli, lock: Path, argv, code, left) -> None:
+def test_only_the_lock_file_is_left_after_any_call(
+    cli: Callable[..., Run], lock: Path, argv: list[str], code: int, left: list[str]
+) -> None:
     write_record(lock, "old:sk:r", ago(minutes=1))
     run = cli(argv[0], "--lock", lock, *argv[1:])
     assert run.code == code
@@ -121,7 +142,7 @@ def test_only_the_lock_file_is_left_after_any_call(cli, lock: Path, argv, code, 
 
 @posix_only("SIGKILL")
 def test_killing_calls_at_random_moments_never_corrupts_the_lock(
-    lock: Path, skf: ModuleType, worker
+    lock: Path, skf: ModuleType, worker: Callable[..., subprocess.Popen[str]]
 ) -> None:
     """At least 200 SIGKILLs of processes looping over acquire and release (each
     forked, with the file loaded, from one helper process)."""
@@ -131,17 +152,17 @@ def test_killing_calls_at_random_moments_never_corrupts_the_lock(
     owners = [f"torture:w{i}" for i in range(3)]
     lock.parent.mkdir()
     forker = worker("churn-forks", lock, *owners)
-    assert forker.stdout.readline() == "ready\n"
+    assert pipe(forker.stdout).readline() == "ready\n"
     while kills < 210:
-        forker.stdin.write("go\n")
-        forker.stdin.flush()
-        children = [int(pid) for pid in forker.stdout.readline().split()]
+        pipe(forker.stdin).write("go\n")
+        pipe(forker.stdin).flush()
+        children = [int(pid) for pid in pipe(forker.stdout).readline().split()]
         time.sleep(rng.uniform(0, 0.05))
         for child in children:
             os.kill(child, signal.SIGKILL)
-        forker.stdin.write("reap\n")
-        forker.stdin.flush()
-        assert forker.stdout.readline() == "SIGKILL SIGKILL SIGKILL\n"
+        pipe(forker.stdin).write("reap\n")
+        pipe(forker.stdin).flush()
+        assert pipe(forker.stdout).readline() == "SIGKILL SIGKILL SIGKILL\n"
         kills += len(children)
         names = beside(lock)
         orphans = [name for name in names if name.endswith("-tmp")]

@@ -38,7 +38,9 @@ PART = st.text(
     skill=PART,
     run_id=st.none() | st.text(alphabet=st.sampled_from("a1:Z-"), max_size=30),
 )
-def test_every_owner_within_the_rules_splits_into_its_parts(skf, workflow, skill, run_id) -> None:
+def test_every_owner_within_the_rules_splits_into_its_parts(
+    skf: ModuleType, workflow: str, skill: str, run_id: str | None
+) -> None:
     owner = ":".join(p for p in (workflow, skill, run_id) if p is not None)
     if len(owner) > 200:
         with pytest.raises(ValueError, match="at most 200"):

@@ -15,9 +15,10 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from calls import Run
@@ -33,7 +34,8 @@ def key_of(address: str) -> str:
 
 
 def record_of(skf: ModuleType, owner: str, since: float, stale_after: float) -> bytes:
-    return skf._record_bytes(owner, int(since), stale_after)
+    record: bytes = skf._record_bytes(owner, int(since), stale_after)
+    return record
 
 
 # --- Where the lock lives, and when it ends ----------------------------------------------
@@ -86,7 +88,9 @@ def test_an_expired_record_is_stale_and_reported_as_replaced(
     assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:crashed:1"
 
 
-def test_a_key_of_another_type_is_exit_2_and_left_alone(cli, redis: Redis, redis_lock: str) -> None:
+def test_a_key_of_another_type_is_exit_2_and_left_alone(
+    cli: Callable[..., Run], redis: Redis, redis_lock: str
+) -> None:
     redis.client().rpush(key_of(redis_lock), b"someone's list")
     for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
         run = cli(argv[0], "--lock", redis_lock, *argv[1:])
@@ -97,7 +101,7 @@ def test_a_key_of_another_type_is_exit_2_and_left_alone(cli, redis: Redis, redis
 
 @pytest.mark.parametrize("key", ["locks/plain", "locks/{team}/x", "a{b", "{a}{b}"])
 def test_every_key_of_a_lock_shares_its_hash_slot(
-    skf: ModuleType, redis: Redis, cli, key: str
+    skf: ModuleType, redis: Redis, cli: Callable[..., Run], key: str
 ) -> None:
     """On a Redis Cluster a transaction must stay in one slot: the record at KEY, and
     the last holder, the line and every place in it, by KEY's hash tag or ``{KEY}``."""
@@ -147,7 +151,12 @@ def test_every_key_of_a_lock_shares_its_hash_slot(
 )
 @pytest.mark.parametrize("command", ["acquire", "status", "release"])
 def test_a_bad_address_is_exit_1_and_touches_nothing(  # noqa: PLR0917
-    cli, tmp_path: Path, monkeypatch, address: str, words: str, command: str
+    cli: Callable[..., Run],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    address: str,
+    words: str,
+    command: str,
 ) -> None:
     monkeypatch.chdir(tmp_path)
     owner = ["--owner", "wf:sk:r"] if command != "status" else []
@@ -180,13 +189,17 @@ def test_an_address_names_host_port_user_and_key(
 
 
 @pytest.mark.parametrize("text", ["5 s", "-1", "0", "1e3", "inf", "nan", "86401", "s"])
-def test_a_bad_timeout_setting_is_exit_1(main, monkeypatch, redis_lock: str, text: str) -> None:
+def test_a_bad_timeout_setting_is_exit_1(
+    main: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, redis_lock: str, text: str
+) -> None:
     monkeypatch.setenv("SKF_REDIS_TIMEOUT", text)
     run = main("status", "--lock", redis_lock)
     assert run.code == 1 and "SKF_REDIS_TIMEOUT must be a number of seconds" in run.error
 
 
-def test_unreachable_redis_is_exit_2_within_the_timeout(cli, monkeypatch) -> None:
+def test_unreachable_redis_is_exit_2_within_the_timeout(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SKF_REDIS_TIMEOUT", "0.5")
     started = time.monotonic()
     run = cli("acquire", "--lock", f"redis://127.0.0.1:{free_port()}/k", "--owner", "wf:sk")
@@ -196,7 +209,7 @@ def test_unreachable_redis_is_exit_2_within_the_timeout(cli, monkeypatch) -> Non
 
 
 @pytest.fixture
-def silent_server() -> tuple[socket.socket, int]:
+def silent_server() -> Iterator[tuple[socket.socket, int]]:
     """A port that accepts connections and never answers."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
@@ -205,7 +218,11 @@ def silent_server() -> tuple[socket.socket, int]:
     server.close()
 
 
-def test_a_hung_server_never_holds_a_call_past_its_deadline(cli, monkeypatch, silent_server):
+def test_a_hung_server_never_holds_a_call_past_its_deadline(
+    cli: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    silent_server: tuple[socket.socket, int],
+) -> None:
     monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")
     _, port = silent_server
     for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
@@ -237,7 +254,9 @@ def test_a_restart_within_the_deadline_is_ridden_out(skf: ModuleType, tmp_path: 
             each.stop()
 
 
-def test_redis_stopped_mid_wait_is_exit_2_and_nothing_hangs(cli, tmp_path: Path, monkeypatch):
+def test_redis_stopped_mid_wait_is_exit_2_and_nothing_hangs(
+    cli: Callable[..., Run], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")  # the waiter's too
     server = start_redis(tmp_path)
     lock = server.url("locks/stopped")
@@ -296,21 +315,26 @@ def test_an_expired_record_race_has_exactly_one_winner(
 
 
 @pytest.fixture
-def blocked(skf: ModuleType, monkeypatch) -> threading.Event:
+def blocked(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Set once a waiter sits blocked on its bell."""
     event = threading.Event()
     real = skf._RedisStore._rung
 
     def rung(self: object, bell: object, ticket: str, until: float) -> bool:
         event.set()
-        return real(self, bell, ticket, until)
+        rang: bool = real(self, bell, ticket, until)
+        return rang
 
     monkeypatch.setattr(skf._RedisStore, "_rung", rung)
     return event
 
 
 def test_a_ring_before_the_wait_begins_is_not_missed(
-    skf, redis_lock, no_beats, counted_tries, monkeypatch
+    skf: ModuleType,
+    redis_lock: str,
+    no_beats: None,
+    counted_tries: list[bool],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The release lands between the waiter's look and its wait: the ring waits in the
     bell's list, and the wait pops it at once."""
@@ -332,7 +356,7 @@ def test_a_ring_before_the_wait_begins_is_not_missed(
 
 @pytest.mark.usefixtures("no_beats")
 def test_a_waiter_that_gives_up_rings_the_next_in_line(
-    skf, redis_lock, counted_tries, blocked
+    skf: ModuleType, redis_lock: str, counted_tries: list[bool], blocked: threading.Event
 ) -> None:
     """The first in line leaves with the lock free (its budget ran out just as the
     holder released): the next one is rung, and takes it, without waiting for a poll."""
@@ -357,7 +381,11 @@ def test_a_waiter_that_gives_up_rings_the_next_in_line(
 
 
 def test_a_signal_while_blocked_on_the_bell_ends_the_wait_and_leaves_the_line(
-    skf, main, monkeypatch, armed, redis_lock
+    skf: ModuleType,
+    main: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    armed: Any,
+    redis_lock: str,
 ) -> None:
     a_wait_ended_by_sigint(skf, main, monkeypatch, armed, redis_lock, skf._RedisStore, "_rung")
     assert redis_keys(redis_lock) == ["", "\0last"]  # no place, bell or line left
@@ -402,7 +430,9 @@ def auth_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
     server.stop()
 
 
-def test_the_default_users_password_comes_from_rediscli_auth(cli, monkeypatch, auth_redis):
+def test_the_default_users_password_comes_from_rediscli_auth(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_redis: Redis
+) -> None:
     monkeypatch.setenv("REDISCLI_AUTH", "root-pw")
     lock = auth_redis.url("anywhere/x")
     taken = cli("acquire", "--lock", lock, "--owner", "wf:sk")
@@ -411,7 +441,7 @@ def test_the_default_users_password_comes_from_rediscli_auth(cli, monkeypatch, a
 
 
 def test_a_user_limited_to_the_locks_keys_takes_waits_in_line_and_releases(
-    cli, monkeypatch, auth_redis
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_redis: Redis
 ) -> None:
     """The line and the bells are keys beside the record: nothing beyond them is needed."""
     monkeypatch.setenv("REDISCLI_AUTH", "agent-pw")
@@ -428,7 +458,9 @@ def test_a_user_limited_to_the_locks_keys_takes_waits_in_line_and_releases(
     assert auth_redis.client(password="root-pw").keys("*") == []
 
 
-def test_a_key_outside_the_users_patterns_is_permission_denied(cli, monkeypatch, auth_redis):
+def test_a_key_outside_the_users_patterns_is_permission_denied(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_redis: Redis
+) -> None:
     monkeypatch.setenv("REDISCLI_AUTH", "agent-pw")
     run = cli("acquire", "--lock", auth_redis.url("elsewhere/x", "agent"), "--owner", "wf:sk")
     assert run.code == 2 and "Redis denied user 'agent' access to the lock's keys" in run.error
@@ -436,14 +468,22 @@ def test_a_key_outside_the_users_patterns_is_permission_denied(cli, monkeypatch,
 
 
 @pytest.mark.parametrize(("user", "password"), [("agent", "wrong"), ("nobody", "agent-pw")])
-def test_refused_credentials_are_exit_2_saying_so(cli, monkeypatch, auth_redis, user, password):
+def test_refused_credentials_are_exit_2_saying_so(
+    cli: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    auth_redis: Redis,
+    user: str,
+    password: str,
+) -> None:
     monkeypatch.setenv("REDISCLI_AUTH", password)
     run = cli("status", "--lock", auth_redis.url("locks/x", user))
     assert run.code == 2 and f"Redis refused user '{user}'" in run.error
     assert "REDISCLI_AUTH" in run.error and password not in run.error
 
 
-def test_no_password_on_a_server_that_wants_one_is_exit_2(cli, monkeypatch, auth_redis) -> None:
+def test_no_password_on_a_server_that_wants_one_is_exit_2(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_redis: Redis
+) -> None:
     monkeypatch.delenv("REDISCLI_AUTH", raising=False)
     run = cli("status", "--lock", auth_redis.url("locks/x"))
     assert run.code == 2 and "Redis wants a password" in run.error
@@ -468,14 +508,16 @@ def tls_redis(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Re
     server.stop()
 
 
-def tls_settings(monkeypatch, pki: Pki, **files: str) -> None:
+def tls_settings(monkeypatch: pytest.MonkeyPatch, pki: Pki, **files: str) -> None:
     for name in ("SKF_REDIS_CACERT", "SKF_REDIS_CERT", "SKF_REDIS_KEY"):
         monkeypatch.delenv(name, raising=False)
     for name, file in files.items():
         monkeypatch.setenv(f"SKF_REDIS_{name.upper()}", pki.path(file))
 
 
-def test_tls_with_a_ca_and_a_client_certificate(cli, monkeypatch, pki: Pki, tls_redis) -> None:
+def test_tls_with_a_ca_and_a_client_certificate(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, pki: Pki, tls_redis: Redis
+) -> None:
     tls_settings(monkeypatch, pki, cacert="ca.pem", cert="client.pem", key="client.key")
     lock = tls_redis.url("locks/tls")
     taken = cli("acquire", "--lock", lock, "--owner", "wf:sk")
@@ -484,7 +526,9 @@ def test_tls_with_a_ca_and_a_client_certificate(cli, monkeypatch, pki: Pki, tls_
     assert cli("release", "--lock", lock, "--owner", taken.json["owner"]).json["released"]
 
 
-def test_a_waiter_over_tls_is_rung_by_the_release(skf, monkeypatch, pki, tls_redis, no_beats):
+def test_a_waiter_over_tls_is_rung_by_the_release(
+    skf: ModuleType, monkeypatch: pytest.MonkeyPatch, pki: Pki, tls_redis: Redis, no_beats: None
+) -> None:
     tls_settings(monkeypatch, pki, cacert="ca.pem", cert="client.pem", key="client.key")
     lock = tls_redis.url("locks/tls-waiter")
     assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
@@ -505,7 +549,14 @@ def test_a_waiter_over_tls_is_rung_by_the_release(skf, monkeypatch, pki, tls_red
         ({}, "certificate verify failed"),  # the system's CAs do not know the test CA
     ],
 )
-def test_a_tls_failure_is_exit_2_saying_so(cli, monkeypatch, pki, tls_redis, files, words):  # noqa: PLR0917
+def test_a_tls_failure_is_exit_2_saying_so(  # noqa: PLR0917
+    cli: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    pki: Pki,
+    tls_redis: Redis,
+    files: dict[str, str],
+    words: str,
+) -> None:
     tls_settings(monkeypatch, pki, **files)
     monkeypatch.setenv("SKF_REDIS_TIMEOUT", "3")
     started = time.monotonic()
@@ -515,7 +566,9 @@ def test_a_tls_failure_is_exit_2_saying_so(cli, monkeypatch, pki, tls_redis, fil
     assert time.monotonic() - started < 3  # a TLS failure is not tried again
 
 
-def test_no_failing_call_shows_a_secret(cli, monkeypatch, auth_redis, tls_redis) -> None:
+def test_no_failing_call_shows_a_secret(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_redis: Redis, tls_redis: Redis
+) -> None:
     host = f"127.0.0.1:{auth_redis.port}"
     calls = [
         ({}, f"redis://agent:{SECRET}@{host}/locks/x"),

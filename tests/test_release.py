@@ -58,7 +58,9 @@ def test_lock_of_another_owner_is_left_in_place(skf: ModuleType, lock: Path) -> 
 
 
 @pytest.mark.parametrize("content", [b"", b"1234\n2026-09-30T10:00:00Z\n", b'{"owner": ""}'])
-def test_lock_naming_no_owner_is_never_released(skf, lock: Path, content: bytes) -> None:
+def test_lock_naming_no_owner_is_never_released(
+    skf: ModuleType, lock: Path, content: bytes
+) -> None:
     lock.parent.mkdir()
     lock.write_bytes(content)
     result = skf.release(lock, "wf:sk:r1")
@@ -73,7 +75,7 @@ def test_stale_own_lock_is_still_released(skf: ModuleType, lock: Path) -> None:
 
 
 @pytest.mark.parametrize("owner", ["wf:sk", "wf:sk:", "bad", "wf:sk:a b"])
-def test_owner_without_run_id_is_a_bad_argument(skf, lock: Path, owner: str) -> None:
+def test_owner_without_run_id_is_a_bad_argument(skf: ModuleType, lock: Path, owner: str) -> None:
     skf.acquire(lock, "wf:sk:r1", 60.0)
     with pytest.raises(ValueError):
         skf.release(lock, owner)

@@ -17,8 +17,10 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from calls import Run, posix_only
@@ -36,9 +38,9 @@ def start_run(
     lock: str, *command: str, owner: str = "wf:run", extra: tuple[str, ...] = (), **popen: object
 ) -> subprocess.Popen[bytes]:
     argv = [PY, str(SCRIPT), "run", "--lock", lock, "--owner", owner, *extra, "--", *command]
-    kwargs: dict[str, object] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
+    kwargs: dict[str, Any] = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
     kwargs.update(popen)
-    return subprocess.Popen(argv, **kwargs)  # type: ignore[call-overload]
+    return subprocess.Popen(argv, **kwargs)
 
 
 def finished(proc: subprocess.Popen[bytes], timeout: float = 60) -> Run:
@@ -106,7 +108,7 @@ def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
         "etcd, 2 s tokens": (short_token_etcd.url("locks/token"), token_env),
         "redis": (redis_lock, None),
     }
-    runs = {}
+    runs: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
     for name, (lock, env) in stores.items():
         ready = tmp_path / f"ready-{len(runs)}"
         command = f"open({str(ready)!r}, 'w').write('x'); import time; time.sleep(8)"
@@ -183,7 +185,9 @@ def test_the_environment_names_the_lock_and_owner(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
-def test_a_signal_to_run_reaches_the_command_and_the_lock_goes_after(tmp_path, sig) -> None:
+def test_a_signal_to_run_reaches_the_command_and_the_lock_goes_after(
+    tmp_path: Path, sig: signal.Signals
+) -> None:
     lock, got = tmp_path / "run.lock", tmp_path / "got"
     command = textwrap.dedent(f"""
         import signal, sys, time
@@ -309,9 +313,7 @@ def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path: P
     assert time.monotonic() - started >= 4  # SIGTERM, the grace period, then SIGKILL
 
 
-def time_now():  # a datetime of now, for write_record
-    from datetime import UTC, datetime
-
+def time_now() -> datetime:  # a datetime of now, for write_record
     return datetime.now(UTC)
 
 
@@ -345,7 +347,9 @@ def short_token_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]
         (["--lock", "L", "--owner", "wf:bad owner", "--", "true"], "whitespace"),
     ],
 )
-def test_bad_run_arguments_are_exit_1_and_start_nothing(cli, tmp_path, argv, words) -> None:
+def test_bad_run_arguments_are_exit_1_and_start_nothing(
+    cli: Callable[..., Run], tmp_path: Path, argv: list[str], words: str
+) -> None:
     argv = [str(tmp_path / "locks" / "x.lock") if a == "L" else a for a in argv]
     run = cli("run", *argv)
     assert run.code == 1 and words in run.error, run
@@ -384,7 +388,7 @@ def read_terminal(master: int) -> bytes:
 
 
 @pytest.mark.parametrize("command", ["acquire", "run"])
-def test_waiting_on_a_terminal_shows_one_line_and_clears_it(tmp_path, command) -> None:
+def test_waiting_on_a_terminal_shows_one_line_and_clears_it(tmp_path: Path, command: str) -> None:
     import pty
 
     lock = tmp_path / "run.lock"
@@ -411,7 +415,9 @@ def test_waiting_on_a_terminal_shows_one_line_and_clears_it(tmp_path, command) -
         assert json.loads(after)["held_by"] == "wf:other:1" and out == ""
 
 
-def test_waiting_with_stderr_not_a_terminal_writes_nothing_extra(cli, tmp_path: Path) -> None:
+def test_waiting_with_stderr_not_a_terminal_writes_nothing_extra(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
     lock = tmp_path / "run.lock"
     write_record(lock, "wf:other:1", time_now())
     run = cli("acquire", "--lock", lock, "--owner", "wf:me", "--wait", "0.5")

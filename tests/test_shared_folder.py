@@ -25,6 +25,11 @@ from lockfiles import beside, read_json
 NOBODY = 65534
 NOGROUP = 65534
 
+# What a forked child runs: fn(say, wait_for_go), its return value sent back as JSON.
+Say = Callable[[str], None]
+Go = Callable[[], None]
+Child = Callable[[Say, Go], Any]
+
 pytestmark = [
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX users, groups and fork"),
     pytest.mark.skipif(
@@ -41,7 +46,7 @@ class User:
         self.pid = -1
         self.go_write = self.out_read = -1
 
-    def run(self, fn: Callable[[Callable[[str], None], Callable[[], None]], Any]) -> User:
+    def run(self, fn: Child) -> User:
         """Fork; in the child, switch user, then ``fn(say, wait_for_go)``; its return value
         (JSON) is the child's last message."""
         go_read, self.go_write = os.pipe()
@@ -107,27 +112,29 @@ def shared() -> Iterator[Path]:
         shutil.rmtree(top)
 
 
-def test_a_guard_made_by_another_user_makes_a_call_wait_not_fail(skf: ModuleType, shared):
+def test_a_guard_made_by_another_user_makes_a_call_wait_not_fail(
+    skf: ModuleType, shared: Path
+) -> None:
     """Root holds the guard it created (mode 0644); nobody waits for it, then takes the lock."""
     lock = shared / "run.lock"
 
-    def hold_guard(say, wait_for_go):
+    def hold_guard(say: Say, wait_for_go: Go) -> object:
         os.umask(0o022)  # the first user's guard is not writable by others
         with skf._Guard(lock):
             say("held")
             wait_for_go()
         return "dropped"
 
-    def take(say, wait_for_go):
+    def take(say: Say, wait_for_go: Go) -> object:
         real_try_lock = skf._try_lock
 
         def try_lock(fd: int) -> bool:
-            locked = real_try_lock(fd)
+            locked: bool = real_try_lock(fd)
             if not locked:
                 say("blocked")  # it opened root's guard and found it held: it waits
             return locked
 
-        skf._try_lock = try_lock  # in this child only
+        pytest.MonkeyPatch().setattr(skf, "_try_lock", try_lock)  # in this child, never undone
         return skf.acquire(lock, "user:nobody:1", 60.0)
 
     root = User(0, 0).run(hold_guard)
@@ -144,11 +151,11 @@ def test_a_guard_made_by_another_user_makes_a_call_wait_not_fail(skf: ModuleType
     assert beside(lock) == ["run.lock"]
 
 
-def test_a_lock_is_handed_over_between_two_users_both_ways(skf: ModuleType, shared) -> None:
+def test_a_lock_is_handed_over_between_two_users_both_ways(skf: ModuleType, shared: Path) -> None:
     lock = shared / "run.lock"
 
-    def hold_then_release(owner: str):
-        def run(say, wait_for_go):
+    def hold_then_release(owner: str) -> Child:
+        def run(say: Say, wait_for_go: Go) -> object:
             taken = skf.acquire(lock, owner, 600.0)
             say("held" if taken["acquired"] else "refused")
             wait_for_go()
@@ -156,18 +163,24 @@ def test_a_lock_is_handed_over_between_two_users_both_ways(skf: ModuleType, shar
 
         return run
 
-    def wait_for_it(owner: str):
-        def run(say, wait_for_go):
+    def wait_for_it(owner: str) -> Child:
+        def run(say: Say, wait_for_go: Go) -> object:
             real_take = skf._take_in
 
-            def take(*args, **kwargs):
+            def take(*args: object, **kwargs: object) -> object:
                 result = real_take(*args, **kwargs)
                 if not result["acquired"]:
                     say("refused")  # the other user's lock was read and kept: it waits
                 return result
 
-            skf._take_in = take  # in this child only
+            pytest.MonkeyPatch().setattr(skf, "_take_in", take)  # in this child, never undone
             return skf.acquire_within(lock, owner, 600.0, 60.0)
+
+        return run
+
+    def release_as(owner: str) -> Child:
+        def run(say: Say, wait_for_go: Go) -> object:
+            return skf.release(lock, owner)
 
         return run
 
@@ -184,19 +197,19 @@ def test_a_lock_is_handed_over_between_two_users_both_ways(skf: ModuleType, shar
         assert taken["acquired"] is True and taken["owner"] == waiter_owner
         assert read_json(lock)["owner"] == waiter_owner
         assert os.stat(lock).st_uid == second[0]
-        released = User(*second).run(lambda say, go, o=waiter_owner: skf.release(lock, o))
+        released = User(*second).run(release_as(waiter_owner))
         assert released.result()["released"] is True
         assert beside(lock) == []
 
 
-def test_a_folder_the_user_cannot_write_is_exit_2_naming_it(skf: ModuleType, shared) -> None:
+def test_a_folder_the_user_cannot_write_is_exit_2_naming_it(skf: ModuleType, shared: Path) -> None:
     folder = shared / "root-only"
     folder.mkdir()
     folder.chmod(0o755)
     os.chown(folder, 0, 0)
     lock = folder / "run.lock"
 
-    def call(say, wait_for_go):
+    def call(say: Say, wait_for_go: Go) -> object:
         import io
         from contextlib import redirect_stderr, redirect_stdout
 

@@ -12,10 +12,13 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
+from calls import Run, pipe
 from loader import SCRIPT
 from servers import etcd_post
 from stores import StoreUnderTest
@@ -27,29 +30,38 @@ OLDER = {"1.2.0": FIXTURES / "skf-run-lock-1.2.0.py", "1.4.0": FIXTURES / "skf-r
 SHORT = "0.05"  # minutes: a 3 s timeout, for slots that must go stale within a test
 
 
-def take(cli, lock: str, owner: str, slots: int | None = 3, *extra: str):
+def take(cli: Callable[..., Run], lock: str, owner: str, slots: int | None = 3, *extra: str) -> Run:
     args = ["acquire", "--lock", lock, "--owner", owner, *extra]
     return cli(*args, *(["--slots", str(slots)] if slots is not None else []))
 
 
-def record_of(store: StoreUnderTest) -> dict:
+def record_of(store: StoreUnderTest) -> dict[str, Any]:
     value = store.value()
     assert value is not None
-    return json.loads(value)
+    record: dict[str, Any] = json.loads(value)
+    return record
 
 
 def holders_of(store: StoreUnderTest) -> list[str]:
     return [holder["owner"] for holder in record_of(store)["holders"]]
 
 
-def status_now(skf: ModuleType, store: StoreUnderTest) -> dict:
+def status_now(skf: ModuleType, store: StoreUnderTest) -> dict[str, Any]:
     """The lock's status, read in this process: the cheap way to wait for a state, where
     a poll through the CLI would start a process each time. What a test asserts it
     still asks the CLI."""
-    return skf.status(store.lock, 60.0)
+    status: dict[str, Any] = skf.status(store.lock, 60.0)
+    return status
 
 
-def wait_until(check, seconds: float = 30.0, what: str = "the condition") -> None:
+def waiting_are(skf: ModuleType, store: StoreUnderTest, count: int) -> Callable[[], bool]:
+    """A check that ``count`` waiters stand in ``store``'s line."""
+    return lambda: len(status_now(skf, store)["waiting"]) == count
+
+
+def wait_until(
+    check: Callable[[], object], seconds: float = 30.0, what: str = "the condition"
+) -> None:
     deadline = time.monotonic() + seconds
     while not check():
         if time.monotonic() > deadline:
@@ -60,7 +72,9 @@ def wait_until(check, seconds: float = 30.0, what: str = "the condition") -> Non
 # --- Taking, renewing and releasing slots --------------------------------------------------
 
 
-def test_n_runs_hold_a_lock_of_n_slots_and_the_next_is_refused(cli, store) -> None:
+def test_n_runs_hold_a_lock_of_n_slots_and_the_next_is_refused(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     lock = store.lock
     for owner in ("wf:a:1", "wf:b:1", "wf:c:1"):
         taken = take(cli, lock, owner)
@@ -78,14 +92,18 @@ def test_n_runs_hold_a_lock_of_n_slots_and_the_next_is_refused(cli, store) -> No
     assert holders_of(store) == ["wf:a:1", "wf:b:1", "wf:c:1"]  # refused: nothing changed
 
 
-def test_a_refusal_names_a_few_holders_then_a_count(cli, store) -> None:
+def test_a_refusal_names_a_few_holders_then_a_count(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     for n in range(5):
         assert take(cli, store.lock, f"wf:h{n}:1", 5).code == 0
     message = take(cli, store.lock, "wf:late:1", 5).json["message"]
     assert "by wf:h0:1, wf:h1:1, wf:h2:1 and 2 more;" in message
 
 
-def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(skf, cli, store) -> None:
+def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     for slots in (None, 1):
         taken = take(cli, store.lock, "wf:a:1", slots)
         since = skf._parse_time(taken.json["held_since"])
@@ -101,7 +119,9 @@ def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(skf, cli, s
     assert store.left_behind() == []
 
 
-def test_renewing_a_slot_keeps_every_other_slot_as_it_was(cli, store) -> None:
+def test_renewing_a_slot_keeps_every_other_slot_as_it_was(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     for owner in ("wf:a:1", "wf:b:1"):
         assert take(cli, store.lock, owner).code == 0
     before = record_of(store)["holders"]
@@ -122,7 +142,9 @@ def etcd_leases(store: StoreUnderTest) -> set[str]:
     return {lease["ID"] for lease in etcd_post(client, "/v3/lease/leases", {}).get("leases", [])}
 
 
-def test_release_frees_only_the_callers_slot_and_the_last_leaves_nothing(cli, store) -> None:
+def test_release_frees_only_the_callers_slot_and_the_last_leaves_nothing(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     leases = etcd_leases(store)
     for owner in ("wf:a:1", "wf:b:1", "wf:c:1"):
         assert take(cli, store.lock, owner).code == 0
@@ -149,7 +171,11 @@ LOST_IN_A_ROW = 50  # races a change loses to other writers, one after another
 @pytest.mark.parametrize("kind", ["etcd", "redis", "cluster"])
 @pytest.mark.parametrize("call", ["release", "renewal"])
 def test_a_change_that_keeps_losing_its_race_to_another_holder_still_lands(
-    skf, request, monkeypatch, kind: str, call: str
+    skf: ModuleType,
+    request: pytest.FixtureRequest,
+    monkeypatch: pytest.MonkeyPatch,
+    kind: str,
+    call: str,
 ) -> None:
     """Between each read of a release (or a renewal) and its change, another holder
     renews its own slot, fifty times in a row: each change loses its race to a real
@@ -160,7 +186,7 @@ def test_a_change_that_keeps_losing_its_race_to_another_holder_still_lands(
     skf.acquire(lock, "wf:other:1", 600.0, slots=3)
     store_class = type(skf._store_for(lock))
     real_read = store_class.read
-    renewals: list[dict] = []
+    renewals: list[dict[str, Any]] = []
     renewing = False  # while the other holder renews, its own reads are not beaten
 
     def read_then_beaten(self: object, line: bool = True) -> object:
@@ -190,7 +216,9 @@ def test_a_change_that_keeps_losing_its_race_to_another_holder_still_lands(
     assert holders == (["wf:mine:1", "wf:other:1"] if call == "renewal" else ["wf:other:1"])
 
 
-def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(skf, cli, store) -> None:
+def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     assert take(cli, store.lock, "wf:gone:1", 3, "--stale-after", SHORT).code == 0
     for owner in ("wf:b:1", "wf:c:1"):
         assert take(cli, store.lock, owner).code == 0
@@ -207,7 +235,9 @@ def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(skf, cli, store) ->
 # --- The count in force ---------------------------------------------------------------------
 
 
-def test_another_count_is_refused_at_once_while_a_slot_is_held(cli, store) -> None:
+def test_another_count_is_refused_at_once_while_a_slot_is_held(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     assert take(cli, store.lock, "wf:a:1").code == 0
     held = store.value()
     for slots in (2, None, 1):
@@ -224,7 +254,9 @@ def test_another_count_is_refused_at_once_while_a_slot_is_held(cli, store) -> No
     assert take(cli, store.lock, "wf:c:1", 3).code == 1
 
 
-def test_a_plain_lock_held_refuses_a_count_of_several(cli, store) -> None:
+def test_a_plain_lock_held_refuses_a_count_of_several(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     assert take(cli, store.lock, "wf:a:1", None).code == 0
     refused = take(cli, store.lock, "wf:b:1", 2)
     assert refused.code == 1 and "has 1 slot while any is held" in refused.error
@@ -235,7 +267,9 @@ BAD_COUNTS = ["0", "1001", "-1", "1.5", "3e0", "abc", "", " 3", "٣", "99999999"
 
 
 @pytest.mark.parametrize("text", BAD_COUNTS)
-def test_a_bad_count_of_slots_is_exit_1_and_creates_nothing(cli, lock, text) -> None:
+def test_a_bad_count_of_slots_is_exit_1_and_creates_nothing(
+    cli: Callable[..., Run], lock: Path, text: str
+) -> None:
     for command in ("acquire", "status"):
         owner = ["--owner", "wf:a:1"] if command == "acquire" else []
         run = cli(command, "--lock", lock, *owner, "--slots", text)
@@ -246,7 +280,9 @@ def test_a_bad_count_of_slots_is_exit_1_and_creates_nothing(cli, lock, text) -> 
 
 
 @pytest.mark.parametrize("slots", [0, 1001, True, 2.0, "3", None])
-def test_a_bad_count_of_slots_is_a_value_error_in_the_library(skf, lock, slots) -> None:
+def test_a_bad_count_of_slots_is_a_value_error_in_the_library(
+    skf: ModuleType, lock: Path, slots: bool | float | str | None
+) -> None:
     with pytest.raises(ValueError, match="slots must be a whole number of slots from 1 to 1000"):
         skf.acquire(lock, "wf:a:1", 60.0, slots=slots)
     with pytest.raises(ValueError, match="slots"):
@@ -260,7 +296,7 @@ def test_a_bad_count_of_slots_is_a_value_error_in_the_library(skf, lock, slots) 
 
 
 def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(
-    skf, cli, store
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     free = cli("status", "--lock", store.lock, "--slots", "2")
     assert free.code == 0 and free.json["state"] == "free"
@@ -282,7 +318,12 @@ def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(
     assert store.left_behind() == []
 
 
-def test_status_shows_the_waiters_of_a_lock_with_slots(skf, cli, store, worker) -> None:
+def test_status_shows_the_waiters_of_a_lock_with_slots(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    store: StoreUnderTest,
+    worker: Callable[..., subprocess.Popen[str]],
+) -> None:
     for owner in ("wf:a:1", "wf:b:1"):
         assert take(cli, store.lock, owner, 2).code == 0
     waiter = worker("slot-append", store.lock, "wf:waiter:1", "2", os.devnull, "w")
@@ -298,17 +339,20 @@ def test_status_shows_the_waiters_of_a_lock_with_slots(skf, cli, store, worker) 
 # --- The line across slots ------------------------------------------------------------------
 
 
-def test_the_line_is_served_in_order_across_slots(skf, cli, store, worker, tmp_path) -> None:
+def test_the_line_is_served_in_order_across_slots(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    store: StoreUnderTest,
+    worker: Callable[..., subprocess.Popen[str]],
+    tmp_path: Path,
+) -> None:
     for owner in ("wf:h1:1", "wf:h2:1"):
         assert take(cli, store.lock, owner, 2).code == 0
     log = tmp_path / "log"
     waiters = []
     for n in range(1, 5):
         waiters.append(worker("slot-append", store.lock, f"wf:w{n}:1", "2", log, f"w{n}"))
-        wait_until(
-            lambda n=n: len(status_now(skf, store)["waiting"]) == n,
-            what=f"waiter {n} in line",
-        )
+        wait_until(waiting_are(skf, store, n), what=f"waiter {n} in line")
     # A call that does not wait never takes a slot ahead of those in line.
     assert cli("release", "--lock", store.lock, "--owner", "wf:h1:1").json["released"]
     assert cli("release", "--lock", store.lock, "--owner", "wf:h2:1").json["released"]
@@ -318,7 +362,9 @@ def test_the_line_is_served_in_order_across_slots(skf, cli, store, worker, tmp_p
     assert store.left_behind() == []
 
 
-def test_a_call_that_does_not_wait_leaves_a_free_slot_to_the_line(cli, store) -> None:
+def test_a_call_that_does_not_wait_leaves_a_free_slot_to_the_line(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     for owner in ("wf:a:1", "wf:b:1"):
         assert take(cli, store.lock, owner, 2).code == 0
     assert cli("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
@@ -342,7 +388,9 @@ THREE_STORES = pytest.mark.parametrize("store", ["file", "etcd", "redis"], indir
 
 @THREE_STORES
 @pytest.mark.timeout(120)
-def test_twelve_processes_share_three_slots_never_more_inside(store, worker, tmp_path) -> None:
+def test_twelve_processes_share_three_slots_never_more_inside(
+    store: StoreUnderTest, worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
     """12 real processes take turns on 3 slots for 20 s, each counting who is inside:
     never more than 3, every process served, none gives up on its 5 s budget, and the
     slots are in use most of the time."""
@@ -368,10 +416,13 @@ def test_twelve_processes_share_three_slots_never_more_inside(store, worker, tmp
 
 @pytest.mark.timeout(120)
 def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(
-    skf, cli, store, worker
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    store: StoreUnderTest,
+    worker: Callable[..., subprocess.Popen[str]],
 ) -> None:
     holder = worker("hold-slot", store.lock, "wf:killed:1", "2", "4")
-    assert holder.stdout.readline() == "held\n"
+    assert pipe(holder.stdout).readline() == "held\n"
     assert take(cli, store.lock, "wf:keeps:1", 2).code == 0
     holder.send_signal(signal.SIGKILL)
     holder.wait(timeout=30)
@@ -385,7 +436,9 @@ def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(
 
 @THREE_STORES
 @pytest.mark.timeout(120)
-def test_run_and_held_keep_their_slots_past_several_timeouts(skf, cli, store, tmp_path) -> None:
+def test_run_and_held_keep_their_slots_past_several_timeouts(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, tmp_path: Path
+) -> None:
     """``run``'s command and ``held()``'s block last until the test has looked three
     times, 3 s apart (a timeout each): every look finds their slots still held."""
     done = tmp_path / "done"  # the command and the block end once it exists
@@ -460,7 +513,9 @@ def older(version: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_older_versions_see_a_lock_with_a_live_slot_as_held(cli, store) -> None:
+def test_older_versions_see_a_lock_with_a_live_slot_as_held(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     assert take(cli, store.lock, "wf:a:1", 3).code == 0
     value = store.value()
     for version in older_versions(store):
@@ -476,7 +531,9 @@ def test_older_versions_see_a_lock_with_a_live_slot_as_held(cli, store) -> None:
     assert holders_of(store) == ["wf:a:1"]
 
 
-def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(skf, cli, store):
+def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
     assert take(cli, store.lock, "wf:a:1", 2, "--stale-after", SHORT).code == 0
     last = take(cli, store.lock, "wf:b:1", 2, "--stale-after", "0.1").json  # 6 s
     version = older_versions(store)[0]

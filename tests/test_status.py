@@ -25,7 +25,9 @@ STATUS_KEYS = [
 ]
 
 
-def test_free_when_there_is_no_lock_file_and_nothing_is_created(skf: ModuleType, lock) -> None:
+def test_free_when_there_is_no_lock_file_and_nothing_is_created(
+    skf: ModuleType, lock: Path
+) -> None:
     result = skf.status(lock, 3600.0, now=NOW)
     assert list(result) == STATUS_KEYS
     assert result == result | {
@@ -71,7 +73,7 @@ def test_future_record_has_a_negative_age(skf: ModuleType, lock: Path) -> None:
     assert (result["state"], result["age_seconds"]) == ("held", -90)
 
 
-def test_lock_naming_no_owner_is_held_or_stale_by_its_time(skf, lock: Path) -> None:
+def test_lock_naming_no_owner_is_held_or_stale_by_its_time(skf: ModuleType, lock: Path) -> None:
     lock.parent.mkdir()
     lock.write_text("99\n2026-09-30T10:00:00Z\n")
     assert skf.status(lock, 3600.0, now=NOW)["state"] == "held"
@@ -79,7 +81,9 @@ def test_lock_naming_no_owner_is_held_or_stale_by_its_time(skf, lock: Path) -> N
     assert (result["state"], result["held_by"]) == ("stale", None)
 
 
-def test_status_never_writes_or_takes_the_guard(skf, lock: Path, monkeypatch) -> None:
+def test_status_never_writes_or_takes_the_guard(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write_record(lock, "wf:sk:r1", NOW)
     before = (lock.read_bytes(), os.stat(lock).st_mtime_ns)
     monkeypatch.setattr(skf, "_take_guard", None)  # calling it would raise TypeError
@@ -88,7 +92,7 @@ def test_status_never_writes_or_takes_the_guard(skf, lock: Path, monkeypatch) ->
     assert beside(lock) == ["run.lock"]
 
 
-def test_status_of_a_folder_is_a_bad_argument(skf, lock: Path) -> None:
+def test_status_of_a_folder_is_a_bad_argument(skf: ModuleType, lock: Path) -> None:
     lock.mkdir(parents=True)
     with pytest.raises(ValueError, match="folder"):
         skf.status(lock, 60.0)

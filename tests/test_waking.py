@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 import time
 from types import ModuleType
+from typing import Any
 
 import pytest
 from waiters import joined, waiter_thread
@@ -101,7 +102,7 @@ def test_two_slots_freed_in_a_row_wake_two_waiters(
     real = skf._take_in
     tries: dict[str, int] = {}
 
-    def slow_first(store: object, owner: str, *args: object, **kwargs: object) -> dict:
+    def slow_first(store: object, owner: str, *args: object, **kwargs: object) -> object:
         tries[owner] = tries.get(owner, 0) + 1
         if owner == "wf:waiter:1" and tries[owner] == 2:
             time.sleep(0.5)
@@ -110,14 +111,14 @@ def test_two_slots_freed_in_a_row_wake_two_waiters(
     monkeypatch.setattr(skf, "_take_in", slow_first)
     for owner in ("wf:h1:1", "wf:h2:1"):
         skf.acquire(server_lock, owner, 600.0, slots=2)
-    outcomes: dict[str, list] = {}
+    outcomes: dict[str, list[dict[str, Any]]] = {}
     served: list[str] = []
     threads = []
     for n in (1, 2):
-        outcome: list = []
+        outcome: list[dict[str, Any]] = []
         owner = f"wf:waiter:{n}"
 
-        def wait(owner: str = owner, outcome: list = outcome) -> None:
+        def wait(owner: str = owner, outcome: list[dict[str, Any]] = outcome) -> None:
             outcome.append(skf.acquire_within(server_lock, owner, 60.0, 3600.0, slots=2))
             served.append(owner)
 
@@ -217,4 +218,5 @@ def test_an_etcd_waiter_whose_watch_went_silent_still_looks_every_few_beats(
     thread.join(timeout=5)
     assert not thread.is_alive(), "the waiter trusted a silent watch: it never looked again"
     (result,) = outcome
+    assert isinstance(result, dict), result
     assert result["acquired"] and result["owner"] == "wf:waiter:1"

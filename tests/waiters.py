@@ -61,9 +61,11 @@ def served_after_a_release(cli: Callable[..., Run], lock: str) -> dict[str, Any]
     return answer
 
 
-def waiter_thread(skf: ModuleType, lock: str, owner: str) -> tuple[threading.Thread, list]:
+def waiter_thread(
+    skf: ModuleType, lock: str, owner: str
+) -> tuple[threading.Thread, list[dict[str, Any] | BaseException]]:
     """``owner`` waits for ``lock`` in acquire_within, in a thread: (thread, its outcome)."""
-    outcome: list = []
+    outcome: list[dict[str, Any] | BaseException] = []
 
     def run() -> None:
         try:
@@ -76,7 +78,9 @@ def waiter_thread(skf: ModuleType, lock: str, owner: str) -> tuple[threading.Thr
     return thread, outcome
 
 
-def joined(thread: threading.Thread, outcome: list) -> dict:
+def joined(
+    thread: threading.Thread, outcome: list[dict[str, Any] | BaseException]
+) -> dict[str, Any]:
     """The waiter's result; a failure if it is still waiting after 30 s (it missed a wake-up)."""
     thread.join(timeout=30)
     assert not thread.is_alive(), "the waiter never woke: it missed the change"

@@ -37,6 +37,11 @@ from types import ModuleType
 
 from loader import load_script as load
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # the annotations only: a helper process imports no more than it runs
+    from collections.abc import Callable
+    from typing import Any
+
 
 def say(word: str) -> None:
     sys.stdout.write(word + "\n")
@@ -46,7 +51,7 @@ def say(word: str) -> None:
 def counter(lock: str, counter_path: str, log: str, rounds: str, owner: str) -> int:
     skf = load()
     for n in range(int(rounds)):
-        result = skf.acquire_within(lock, f"{owner}:{n}", 60.0, 120.0)  # type: ignore[attr-defined]
+        result = skf.acquire_within(lock, f"{owner}:{n}", 60.0, 120.0)
         assert result["acquired"]
         with open(log, "a") as f:
             f.write(f"enter {owner}\n")
@@ -55,7 +60,7 @@ def counter(lock: str, counter_path: str, log: str, rounds: str, owner: str) -> 
         Path(counter_path).write_text(str(value + 1))
         with open(log, "a") as f:
             f.write(f"exit {owner}\n")
-        released = skf.release(lock, f"{owner}:{n}")  # type: ignore[attr-defined]
+        released = skf.release(lock, f"{owner}:{n}")
         assert released["released"], released
     return 0
 
@@ -65,12 +70,12 @@ def race(ready: str, go: str, *argv: str) -> int:
     Path(ready).touch()
     while not os.path.exists(go):
         time.sleep(0.0005)
-    return int(skf.main(list(argv)))  # type: ignore[attr-defined]
+    return int(skf.main(list(argv)))
 
 
 def hold_guard(lock: str) -> int:
     skf = load()
-    with skf._Guard(Path(lock)):  # type: ignore[attr-defined]
+    with skf._Guard(Path(lock)):
         say("held")
         sys.stdin.read()
     return 0
@@ -116,8 +121,8 @@ def _forked_churn(skf: ModuleType, lock: str, owner: str) -> int:
     while os.getppid() == parent:  # an orphan (its test failed) stops at once
         n += 1
         run_owner = f"{owner}:{n}"
-        skf.main(["acquire", "--lock", lock, "--owner", run_owner, "--stale-after", "0.01"])  # type: ignore[attr-defined]
-        skf.main(["release", "--lock", lock, "--owner", run_owner])  # type: ignore[attr-defined]
+        skf.main(["acquire", "--lock", lock, "--owner", run_owner, "--stale-after", "0.01"])
+        skf.main(["release", "--lock", lock, "--owner", run_owner])
     os._exit(0)
 
 
@@ -132,7 +137,7 @@ def guard_stress(lock: str, marker: str, rounds: str) -> int:
     say("ready")
     sys.stdin.readline()  # start together
     for _ in range(int(rounds)):
-        with skf._Guard(lock):  # type: ignore[attr-defined]
+        with skf._Guard(lock):
             try:
                 fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
             except FileExistsError:
@@ -153,7 +158,7 @@ def contend(lock: str, owner: str, marker: str, stop: str, out: str) -> int:
             try:
                 result = action()  # type: ignore[operator]
                 outcome = "0"
-            except skf.LockBusy:  # type: ignore[attr-defined]
+            except skf.LockBusy:
                 result, outcome = None, "3"
             except OSError:
                 result, outcome = None, "2"
@@ -164,7 +169,7 @@ def contend(lock: str, owner: str, marker: str, stop: str, out: str) -> int:
         while not os.path.exists(stop):
             n += 1
             run_owner = f"{owner}:{n}"
-            taken = timed("acquire", lambda o=run_owner: skf.acquire_within(lock, o, 3.0, 2.0))  # type: ignore[attr-defined]
+            taken = timed("acquire", lambda o=run_owner: skf.acquire_within(lock, o, 3.0, 2.0))
             if taken is None:
                 continue
             try:
@@ -174,7 +179,7 @@ def contend(lock: str, owner: str, marker: str, stop: str, out: str) -> int:
             os.close(fd)
             time.sleep(0.002)
             os.unlink(marker)
-            timed("release", lambda o=run_owner: skf.release(lock, o))  # type: ignore[attr-defined]
+            timed("release", lambda o=run_owner: skf.release(lock, o))
     return 0
 
 
@@ -187,25 +192,25 @@ def lib_loop(lock: str, owner: str) -> int:
             say("ready")
             while True:
                 n += 1
-                skf.acquire(lock, f"{owner}:{n}", 60.0)  # type: ignore[attr-defined]
-                skf.release(lock, f"{owner}:{n}")  # type: ignore[attr-defined]
+                skf.acquire(lock, f"{owner}:{n}", 60.0)
+                skf.release(lock, f"{owner}:{n}")
         except KeyboardInterrupt:
             say("interrupted")
             if not sys.stdin.readline():
                 return 0
-            skf.release(lock, f"{owner}:{n}")  # type: ignore[attr-defined]
+            skf.release(lock, f"{owner}:{n}")
 
 
 def die_mid_write(lock: str) -> int:
     skf = load()
     real_fsync = os.fsync
 
-    def fsync_then_die(fd: int) -> None:
+    def fsync_then_die(fd: Any) -> None:  # what os.fsync takes: a descriptor or a file
         real_fsync(fd)
         os.kill(os.getpid(), signal.SIGKILL)
 
     os.fsync = fsync_then_die
-    skf.acquire(lock, "wf:sk:dies", 60.0)  # type: ignore[attr-defined]
+    skf.acquire(lock, "wf:sk:dies", 60.0)
     return 0
 
 
@@ -216,16 +221,16 @@ def append(log: str, name: str) -> None:
 
 def held_append(lock: str, owner: str, log: str, name: str) -> int:
     skf = load()
-    with skf.held(lock, owner, 60.0, wait=120.0):  # type: ignore[attr-defined]
+    with skf.held(lock, owner, 60.0, wait=120.0):
         append(log, name)
     return 0
 
 
 def within_append(lock: str, owner: str, log: str, name: str) -> int:
     skf = load()
-    taken = skf.acquire_within(lock, owner, 60.0, 120.0)  # type: ignore[attr-defined]
+    taken = skf.acquire_within(lock, owner, 60.0, 120.0)
     append(log, name)
-    assert skf.release(lock, taken["owner"])["released"]  # type: ignore[attr-defined]
+    assert skf.release(lock, taken["owner"])["released"]
     return 0
 
 
@@ -262,8 +267,8 @@ def share_slots(lock: str, owner: str, slots: str, folder: str, out: str) -> int
             run_owner = f"{owner}:{n}"
             asked = time.time()
             try:
-                skf.acquire_within(lock, run_owner, 30.0, 5.0, slots=count)  # type: ignore[attr-defined]
-            except skf.LockBusy:  # type: ignore[attr-defined]
+                skf.acquire_within(lock, run_owner, 30.0, 5.0, slots=count)
+            except skf.LockBusy:
                 log.write(f"gave-up {time.time() - asked:.3f}\n")
                 log.flush()
                 continue
@@ -274,7 +279,7 @@ def share_slots(lock: str, owner: str, slots: str, folder: str, out: str) -> int
             time.sleep(random.uniform(0.04, 0.12))
             mine.unlink()
             end = time.time()
-            assert skf.release(lock, run_owner)["released"]  # type: ignore[attr-defined]
+            assert skf.release(lock, run_owner)["released"]
             log.write(f"took {start - asked:.3f} {start:.3f} {end:.3f}\n")
             log.flush()
             time.sleep(random.uniform(0, 0.04))
@@ -283,7 +288,7 @@ def share_slots(lock: str, owner: str, slots: str, folder: str, out: str) -> int
 
 def hold_slot(lock: str, owner: str, slots: str, seconds: str) -> int:
     skf = load()
-    skf.acquire(lock, owner, float(seconds), slots=int(slots))  # type: ignore[attr-defined]
+    skf.acquire(lock, owner, float(seconds), slots=int(slots))
     say("held")
     sys.stdin.readline()
     return 0
@@ -291,9 +296,9 @@ def hold_slot(lock: str, owner: str, slots: str, seconds: str) -> int:
 
 def slot_append(lock: str, owner: str, slots: str, log: str, name: str) -> int:
     skf = load()
-    taken = skf.acquire_within(lock, owner, 60.0, 120.0, slots=int(slots))  # type: ignore[attr-defined]
+    taken = skf.acquire_within(lock, owner, 60.0, 120.0, slots=int(slots))
     append(log, name)
-    assert skf.release(lock, taken["owner"])["released"]  # type: ignore[attr-defined]
+    assert skf.release(lock, taken["owner"])["released"]
     return 0
 
 
@@ -301,7 +306,7 @@ if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "race":
         sys.exit(race(rest[0], rest[1], *rest[3:]))
-    modes = {
+    modes: dict[str, Callable[..., int]] = {
         "counter": counter,
         "hold-guard": hold_guard,
         "flock": hold_flock,
