@@ -101,8 +101,10 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """On Linux as root (as CI runs here) every test runs: a skip there means a missing
     tool or server, so the run fails instead of passing with less proven."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    skipped = reporter.stats.get("skipped", []) if reporter is not None else []
-    if sys.platform == "linux" and os.geteuid() == 0 and skipped and reporter is not None:
+    if reporter is None:
+        return
+    skipped = reporter.stats.get("skipped", [])
+    if sys.platform == "linux" and os.geteuid() == 0 and skipped:
         reporter.write_line(f"{len(skipped)} test(s) skipped on Linux, where none may be", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -29,6 +29,9 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, ClassVar
 
+    # A call to make: its arguments, the exit codes it may end with, its most seconds.
+    Call = tuple[list[str], tuple[int, ...], float]
+
 SCRIPT, MODE, CASES = sys.argv[1:4]
 DEADLINE_SLACK = 3.0  # seconds past ETCDCTL_COMMAND_TIMEOUT (or --wait) that a call may take
 
@@ -134,14 +137,13 @@ def run_etcd_cases(names: list[str]) -> str | None:
     lock = "etcd://127.0.0.1:2379/fz/lock"
     limit = 0.05 + DEADLINE_SLACK
     holder = "fz:other:r1"  # the scripted record's owner: it renews and releases
-    calls = [
+    calls: list[Call] = [
         (["acquire", "--lock", lock, "--owner", holder], (0, 2, 3), limit),
         (["status", "--lock", lock], (0, 2, 3), limit),
         (["release", "--lock", lock, "--owner", holder], (0, 2), limit),
     ]
-    waiting: list[
-        tuple[list[str], tuple[int, ...], float]
-    ] = [  # the only call that joins the line, watches and beats; then it gives up
+    # The only call that joins the line, watches and beats; then it gives up.
+    waiting: list[Call] = [
         (["acquire", "--lock", lock, "--owner", "fz:me", "--wait", "0.2"], (0, 2, 3), limit + 0.2),
     ]
     waiters_only = (b"/v3/watch", b"/v3/lease/keepalive", b"/v3/kv/put")
