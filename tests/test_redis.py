@@ -10,6 +10,7 @@ expire, addresses and settings, failures of the server, and waking without polli
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -231,6 +232,90 @@ def test_a_hung_server_never_holds_a_call_past_its_deadline(
 
 
 # --- Failures of the server ----------------------------------------------------------------
+
+
+@pytest.fixture
+def exec_answers_lost(redis: Redis) -> Iterator[int]:
+    """A port in front of the session's Redis that passes everything on both ways,
+    except that once a client has sent EXEC, that client hears nothing more: its
+    change reaches Redis and is applied, and the answer never comes back."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.2)
+    stop = threading.Event()
+    relays: list[threading.Thread] = []
+
+    def relay(client: socket.socket) -> None:
+        upstream = socket.create_connection(("127.0.0.1", redis.port))
+        deaf = threading.Event()  # set once the client sent EXEC
+
+        def downstream() -> None:
+            with contextlib.suppress(OSError):
+                while data := upstream.recv(65536):
+                    if not deaf.is_set():
+                        client.sendall(data)
+
+        answers = threading.Thread(target=downstream, daemon=True)
+        answers.start()
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                if b"$4\r\nEXEC\r\n" in data:
+                    deaf.set()
+                upstream.sendall(data)
+        with contextlib.suppress(OSError):
+            upstream.shutdown(socket.SHUT_RDWR)  # wakes the other direction's recv
+        answers.join(timeout=10)
+        upstream.close()
+        client.close()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                continue
+            thread = threading.Thread(target=relay, args=(client,), daemon=True)
+            relays.append(thread)
+            thread.start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        stop.set()
+        acceptor.join(timeout=10)
+        listener.close()
+        for thread in relays:
+            thread.join(timeout=10)
+
+
+def test_a_change_whose_answer_is_lost_says_who_may_hold_the_lock(
+    cli: Callable[..., Run],
+    monkeypatch: pytest.MonkeyPatch,
+    redis: Redis,
+    redis_lock: str,
+    exec_answers_lost: int,
+) -> None:
+    """The change was applied, so the message's advice is what to do: acquiring again
+    renews the lock the lost answer took, and releasing again finds it gone."""
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "1")
+    key = key_of(redis_lock)
+    lost = f"redis://127.0.0.1:{exec_answers_lost}/{key}"
+    taken = cli("acquire", "--lock", lost, "--owner", "wf:sk:maybe")
+    assert taken.code == 2
+    assert "Redis at 127.0.0.1:" in taken.error and "after the change was sent" in taken.error
+    assert "the lock may have been taken by wf:sk:maybe: acquire again to renew it" in taken.error
+    assert json.loads(redis.client().get(key))["owner"] == "wf:sk:maybe"
+    renewed = cli("acquire", "--lock", redis_lock, "--owner", "wf:sk:maybe")
+    assert renewed.code == 0 and renewed.json["refreshed"] is True
+    released = cli("release", "--lock", lost, "--owner", "wf:sk:maybe")
+    assert released.code == 2
+    assert "the lock of wf:sk:maybe may have been released: release again to be sure" in (
+        released.error
+    )
+    assert redis_keys(redis_lock) == []
+    again = cli("release", "--lock", redis_lock, "--owner", "wf:sk:maybe")
+    assert again.code == 0 and again.json["reason"] == "absent"
 
 
 def test_a_restart_within_the_deadline_is_ridden_out(skf: ModuleType, tmp_path: Path) -> None:

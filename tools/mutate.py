@@ -282,8 +282,13 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-unknown-outcome-silent": (
         "a write whose answer is lost says who may hold the lock",
-        "            if sent and outcome is not None:",
+        "            if sent and outcome is not None and isinstance(exc, OSError | ValueError):",
         "            if False:",
+    ),
+    "redis-unknown-outcome-silent": (
+        "a change whose answer is lost says who may hold the lock (Redis)",
+        "                if sent and outcome is not None:",
+        "                if False:",
     ),
     "etcd-user-in-url": (
         "credentials never go in the address",
