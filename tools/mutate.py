@@ -3,6 +3,7 @@
     uv run python tools/mutate.py            # every mutant, 2 at a time (about 2 hours on 2 cores)
     uv run python tools/mutate.py --list     # the mutants and the rule each breaks
     uv run python tools/mutate.py NAME ...   # only these
+    uv run python tools/mutate.py NAME --tests tests/test_etcd.py::test_x   # against one test
 
 Each verdict is printed on stderr as it lands; the table comes once all are done.
 
@@ -686,7 +687,7 @@ def _applied(old: str, new: str, package: Path) -> str | None:
     return None
 
 
-def _run(name: str, timeout: float) -> tuple[str, str, float]:
+def _run(name: str, timeout: float, tests: list[str]) -> tuple[str, str, float]:
     _, old, new = MUTANTS[name]
     with tempfile.TemporaryDirectory(prefix=f"skf-mutant-{name}-") as folder:
         package = Path(folder) / "skf_run_lock"
@@ -709,7 +710,7 @@ def _run(name: str, timeout: float) -> tuple[str, str, float]:
             "SKF_RUN_LOCK_UNDER_TEST": str(mutant),
             "SKF_RUN_LOCK_PACKAGE_UNDER_TEST": str(package),
         }
-        argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *_ordered()]
+        argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
         try:
             proc = subprocess.run(
                 argv,
@@ -736,6 +737,11 @@ def main() -> int:
     # runs all of it, and must be let finish to be told from a kill.
     parser.add_argument("--timeout", type=float, default=1800, help="seconds per suite run")
     parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    # A new test is checked against its mutant in seconds, not the suite's minutes; only
+    # the whole suite's verdict counts for the score.
+    parser.add_argument(
+        "--tests", nargs="+", metavar="TEST", help="run only these tests (default: the suite)"
+    )
     args = parser.parse_args()
     if args.list:
         for name, (rule, _, _) in MUTANTS.items():
@@ -747,7 +753,8 @@ def main() -> int:
         parser.error(f"unknown mutants: {', '.join(unknown)}")
     # Each verdict is told as it lands, so that a run stopped early keeps what it found.
     with ThreadPoolExecutor(args.jobs) as pool:
-        running = [pool.submit(_run, name, args.timeout) for name in names]
+        tests = args.tests or _ordered()
+        running = [pool.submit(_run, name, args.timeout, tests) for name in names]
         for done, future in enumerate(as_completed(running), 1):
             name, verdict, seconds = future.result()
             print(f"{done}/{len(names)} {name}: {verdict} ({seconds:.0f} s)", file=sys.stderr)
