@@ -477,7 +477,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     "beat-looks-again": (
         "a beat changes nothing a look saw: a waiter does not look again for it",
         "            last_shown = 0  # shown again after a beat\n",
-        "            last_shown = 0  # shown again after a beat\n            continue\n",
+        # Since a wait goes on from one look (1.5.7), a bare ``continue`` here changed
+        # nothing: the look is dropped too, so the waiter reads the lock again at once.
+        "            last_shown = 0  # shown again after a beat\n"
+        "            found = None\n"
+        "            continue\n",
     ),
     "look-stops-before-own-place": (
         "a waiter's look at a file lock reads the line up to its own place, included",
