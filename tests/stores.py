@@ -77,6 +77,24 @@ class StoreUnderTest:
         keys of a server's lock (its record, last holder, line and places in line)."""
         return left_behind(self.lock)
 
+    def line_tickets(self) -> list[str]:
+        """The tickets the store keeps in the lock's line, lapsed places included, in
+        the line's order (etcd: in the order of their keys)."""
+        if self.kind == "file":
+            try:
+                text = Path(self.lock + ".skf-line").read_text(encoding="utf-8")
+            except FileNotFoundError:
+                return []
+            return [json.loads(line)["ticket"] for line in text.splitlines()]
+        if self.kind == "etcd":
+            client, key = self._server_key()
+            prefix = key.encode() + b"\0wait\0"
+            ends = {"key": _b64(prefix), "range_end": _b64(prefix[:-1] + b"\1")}
+            kvs = etcd_post(client, "/v3/kv/range", ends).get("kvs", [])
+            return [base64.b64decode(kv["key"])[len(prefix) :].decode() for kv in kvs]
+        line = redis_client(self.lock).lrange("{" + self._server_key()[1] + "}\0line", 0, -1)
+        return [ticket.decode() for ticket in line]
+
     def plant_waiter(self, owner: str, ticket: str = "7") -> None:
         """Put a live place in the lock's line for ``owner`` (alive for a minute on a
         server; on a file, as if it had just beaten), as a waiter would keep it."""

@@ -26,8 +26,10 @@ from calls import Run
 from contenders import assert_exclusive_counter, assert_one_winner_of_a_race
 from stores import StoreUnderTest, planted_record, shown_time
 from test_acquire import ACQUIRE_KEYS
+from test_line import wait_for
 from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
+from waiters import joined, waiter_thread
 
 
 def test_take_renew_refuse_with_every_key_in_order(main: Callable[..., Run], any_lock: str) -> None:
@@ -535,6 +537,38 @@ def test_a_dead_waiters_place_is_gone_after_the_next_call_that_reads_it(
         assert time.monotonic() < deadline, "the dead waiter's place never lapsed"
         time.sleep(0.1)
     assert store.left_behind() == held_alone
+
+
+def test_a_dead_waiters_place_leaves_a_line_that_lives_on(
+    skf: ModuleType, store: StoreUnderTest
+) -> None:
+    """A live waiter behind it keeps the line itself alive (on Redis its beats keep the
+    line's key from expiring), so nothing but the call that reads the lapsed place
+    takes it out of the line: it must, or the line fills with the dead."""
+    assert skf.acquire(store.lock, "wf:holder:1", 600.0)["acquired"]
+    opened = skf._store_for(store.lock)
+    dead = skf._Place("dead0001", "wf:dead:1", 0, 60.0, None)
+    try:
+        with opened.change(create=False) as change:
+            change.join(change.read(), dead, time.time())
+    finally:
+        opened.close()
+    thread, outcome = waiter_thread(skf, store.lock, "wf:alive:1")
+    wait_for("the live waiter behind it", lambda: len(store.line_tickets()) == 2)
+    (alive,) = [ticket for ticket in store.line_tickets() if ticket != dead.ticket]
+    time.sleep(skf._PLACE_TTL_SEC + 0.2)
+    deadline = time.monotonic() + 10
+    while dead.ticket in store.line_tickets():
+        refused = skf.acquire(store.lock, "wf:other:1", 600.0)
+        assert (refused["acquired"], refused["held_by"]) == (False, "wf:holder:1")
+        assert time.monotonic() < deadline, "the dead waiter's place stayed in the line"
+        time.sleep(0.1)
+    assert store.line_tickets() == [alive]
+    assert [w["owner"] for w in skf.status(store.lock, 60.0)["waiting"]] == ["wf:alive:1"]
+    skf.release(store.lock, "wf:holder:1")
+    assert joined(thread, outcome)["owner"] == "wf:alive:1"
+    skf.release(store.lock, "wf:alive:1")
+    assert store.left_behind() == []
 
 
 # --- Real processes ---------------------------------------------------------------------------
