@@ -226,6 +226,24 @@ def test_a_mutant_runs_the_tests_its_name_names_first_then_all_the_rest() -> Non
     assert plain.index("test_acquire") < plain.index("test_etcd")
 
 
+def test_a_kill_names_the_first_test_that_failed() -> None:
+    sys.path.insert(0, str(ROOT / "tools"))
+    import mutate
+
+    summary = "\n".join(
+        [
+            "..F",
+            "=== short test summary info ===",
+            f"FAILED {ROOT / 'tests' / 'test_slots.py'}::test_n[file] - assert 4 == 3",
+            "FAILED tests/test_line.py::test_other - boom",
+        ]
+    )
+    failed = subprocess.CompletedProcess(["pytest"], 1, summary, "")
+    assert mutate._killed_by(failed) == "killed by tests/test_slots.py::test_n[file]"
+    crashed = subprocess.CompletedProcess(["pytest"], 3, "INTERNALERROR> x", "")
+    assert mutate._killed_by(crashed) == "killed (pytest exit 3)"
+
+
 def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Path) -> None:
     decisions = tree / "src" / "skf_run_lock" / "decisions.py"
     edit(decisions, "_PLACE_TTL_SEC = 3.0", "_PLACE_TTL_SEC = 4.0")

@@ -701,6 +701,17 @@ def _applied(old: str, new: str, package: Path) -> str | None:
     return None
 
 
+def _killed_by(proc: subprocess.CompletedProcess[str]) -> str:
+    """The verdict "killed by" the first test that failed, as pytest's summary names it:
+    which test proves the rule tells whether the mutant still tests what its name says."""
+    for line in proc.stdout.splitlines():
+        word, _, rest = line.partition(" ")
+        if word in ("FAILED", "ERROR") and rest:
+            test = rest.split(" - ", 1)[0]
+            return f"killed by {test.removeprefix(str(ROOT) + os.sep)}"
+    return f"killed (pytest exit {proc.returncode})"
+
+
 def _run(name: str, timeout: float, tests: list[str] | None) -> tuple[str, str, float]:
     _, old, new = MUTANTS[name]
     with tempfile.TemporaryDirectory(prefix=f"skf-mutant-{name}-") as folder:
@@ -744,7 +755,7 @@ def _run(name: str, timeout: float, tests: list[str] | None) -> tuple[str, str, 
                 timeout=timeout,
                 check=False,
             )
-            verdict = "survived" if proc.returncode == 0 else "killed"
+            verdict = "survived" if proc.returncode == 0 else _killed_by(proc)
         except subprocess.TimeoutExpired:
             # A mutant that makes a test hang is killed by that test's own time limit
             # (pytest-timeout); a suite cut off as a whole proved nothing either way.
