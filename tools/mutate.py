@@ -1,6 +1,6 @@
 """Mutation testing: plant named bugs in the modules, one at a time; the suite must fail.
 
-    uv run python tools/mutate.py            # every mutant, 2 at a time (about 2 hours on 2 cores)
+    uv run python tools/mutate.py            # every mutant, 2 at a time (2 h 15 min, 2 cores)
     uv run python tools/mutate.py --list     # the mutants and the rule each breaks
     uv run python tools/mutate.py NAME ...   # only these
     uv run python tools/mutate.py NAME --tests tests/test_etcd.py::test_x   # against one test
