@@ -668,7 +668,7 @@ EQUIVALENT: dict[str, str] = {}
 _SHOWS_IN = {"http": "etcd", "resp": "redis", "signals": "interrupts"}
 
 
-def _ordered(name: str = "") -> list[str]:
+def _ordered(name: str) -> list[str]:
     """The test files, the slow ones (real processes, servers) last, so that -x stops
     sooner; first of all, those the mutant's name names (``etcd-...``: test_etcd.py),
     where its bug is likeliest to show: an etcd mutant took 7 to 9 minutes when its
