@@ -20,14 +20,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
 from calls import Run
 from contenders import assert_exclusive_counter, assert_one_winner_of_a_race
 from stores import StoreUnderTest, planted_record, shown_time
 from test_acquire import ACQUIRE_KEYS
-from test_line import wait_for
+from test_line import place_in_line, wait_for
 from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
 from waiters import joined, waiter_thread
@@ -510,19 +509,6 @@ def test_a_place_the_store_wrote_is_left_however_the_join_is_cut_short(
     assert store.left_behind() == before
 
 
-def dead_waiter_joins(skf: ModuleType, lock: str, ticket: str) -> Any:
-    """A place for wf:dead:1 put in line as a waiter's join puts it, whose waiter then
-    never beats (as if killed): the place, with the ticket the store gave it."""
-    opened = skf._store_for(lock)
-    dead = skf._Place(ticket, "wf:dead:1", 0, 60.0, None)
-    try:
-        with opened.change(create=False) as change:
-            change.join(change.read(), dead, time.time())
-    finally:
-        opened.close()
-    return dead
-
-
 def test_a_dead_waiters_place_is_gone_after_the_next_call_that_reads_it(
     skf: ModuleType, store: StoreUnderTest
 ) -> None:
@@ -530,7 +516,7 @@ def test_a_dead_waiters_place_is_gone_after_the_next_call_that_reads_it(
     call that reads the lock drops it, while the lock is still held."""
     assert skf.acquire(store.lock, "wf:holder:1", 600.0)["acquired"]
     held_alone = store.left_behind()
-    dead_waiter_joins(skf, store.lock, "")
+    place_in_line(skf, store.lock, "wf:dead:1")
     assert store.left_behind() != held_alone  # its place is kept on the store
     assert [w["owner"] for w in skf.status(store.lock, 60.0)["waiting"]] == ["wf:dead:1"]
     time.sleep(skf._PLACE_TTL_SEC + 0.2)
@@ -554,7 +540,7 @@ def test_a_dead_waiters_place_leaves_a_line_that_lives_on(
     line's key from expiring), so nothing but the call that reads the lapsed place
     takes it out of the line: it must, or the line fills with the dead."""
     assert skf.acquire(store.lock, "wf:holder:1", 600.0)["acquired"]
-    dead = dead_waiter_joins(skf, store.lock, "dead0001")
+    dead = place_in_line(skf, store.lock, "wf:dead:1")
     thread, outcome = waiter_thread(skf, store.lock, "wf:alive:1")
     wait_for("the live waiter behind it", lambda: len(store.line_tickets()) == 2)
     (alive,) = [ticket for ticket in store.line_tickets() if ticket != dead.ticket]

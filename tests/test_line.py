@@ -367,9 +367,10 @@ def test_a_wait_that_runs_out_leaves_the_line_at_once(
 # --- A file's line: a join appends its place, a torn line is written anew ---------------
 
 
-def place_in_file_line(skf: ModuleType, lock: str, owner: str) -> object:
-    """A place for ``owner`` put in the file lock's line through its store, as a waiter
-    of another process would: it stays there (with ``no_beats``) until left."""
+def place_in_line(skf: ModuleType, lock: str, owner: str) -> Any:
+    """A place for ``owner`` put in the lock's line through its store, as a waiter of
+    another process would, on any store: nobody beats for it, so it stays (on a file,
+    with ``no_beats``) until left or until it lapses as a dead waiter's does."""
     opened = skf._store_for(lock)
     place = skf._Place(os.urandom(4).hex(), owner, 0, 60.0, None)
     try:
@@ -404,7 +405,7 @@ def test_a_file_waiter_joins_by_appending_its_place_to_the_line(
     lock = str(tmp_path / "run.lock")
     line = Path(lock + ".skf-line")
     assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
-    first = place_in_file_line(skf, lock, "wf:other:1")
+    first = place_in_line(skf, lock, "wf:other:1")
     before, inode = line.read_bytes(), line.stat().st_ino
     thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
     wait_for("the waiter in line", lambda: len(in_line(skf, lock)) == 2)
@@ -433,7 +434,7 @@ def test_a_file_line_holding_more_than_places_is_written_anew_at_the_next_join(
     lock = str(tmp_path / "run.lock")
     line = Path(lock + ".skf-line")
     assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
-    first = place_in_file_line(skf, lock, "wf:other:1")
+    first = place_in_line(skf, lock, "wf:other:1")
     with line.open("ab") as written:
         written.write(junk)
     assert in_line(skf, lock) == ["wf:other:1"]  # the junk is no place
@@ -470,7 +471,7 @@ def test_a_place_appended_is_left_however_the_join_is_cut_short(
     lock = str(tmp_path / "run.lock")
     line = Path(lock + ".skf-line")
     assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
-    place_in_file_line(skf, lock, "wf:other:1")
+    place_in_line(skf, lock, "wf:other:1")
     before = line.read_bytes()
     real = skf._appended
     appended = []
