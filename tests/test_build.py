@@ -218,10 +218,15 @@ def test_a_mutant_runs_the_tests_its_name_names_first_then_all_the_rest() -> Non
         ("etcd-ended-watch-no-pause", ["test_etcd.py"]),
         ("http-no-keep-alive", ["test_etcd.py"]),
         ("slots-redis-clock-ignored", ["test_redis.py", "test_slots.py"]),
+        ("no-read-only-guard", ["test_guard.py", "test_shared_folder.py"]),
+        ("lost-guard-kept", ["test_guard.py", "test_interrupts.py"]),
     ]:
         order = mutate._ordered(name)
         assert sorted(order) == every
         assert [Path(p).name for p in order[: len(first)]] == first
+    for name, stem in mutate._KILLED_IN.items():
+        assert name in mutate.MUTANTS
+        assert (ROOT / "tests" / f"{stem}.py").is_file()
     plain = [Path(p).stem for p in mutate._ordered("fifo-ignored")]
     assert plain.index("test_acquire") < plain.index("test_etcd")
 
