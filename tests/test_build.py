@@ -209,7 +209,8 @@ def test_no_mutant_named_for_one_store_plants_its_bug_in_the_other() -> None:
 
 def test_a_mutant_runs_the_tests_its_name_names_first_then_all_the_rest() -> None:
     """An etcd mutant's verdict came after 7 to 9 minutes when test_etcd.py ran near
-    the end; the files its name names run first, and every file still runs."""
+    the end; the files its name names run first, with the file ``_KILLED_IN`` says
+    killed it before, and every file still runs."""
     sys.path.insert(0, str(ROOT / "tools"))
     import mutate
 
