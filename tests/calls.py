@@ -22,6 +22,22 @@ def posix_only(needs: str) -> pytest.MarkDecorator:
     return pytest.mark.skipif(sys.platform == "win32", reason=f"POSIX only: {needs}")
 
 
+# The words of a skip for a system tool that no PyPI package ships; the only skip a
+# machine that is not CI may have (conftest.py's pytest_sessionfinish).
+SYSTEM_TOOL = "needs a system tool no PyPI package ships"
+
+
+def needs_system_tool(name: str, install: str) -> str:
+    """The path of the command ``name``; skip the test where it is missing, saying how
+    to ``install`` it."""
+    import shutil
+
+    found = shutil.which(name)
+    if found is None:
+        pytest.skip(f"{SYSTEM_TOOL}: {name} ({install})")
+    return found
+
+
 def pipe(stream: IO[AnyStr] | None) -> IO[AnyStr]:
     """A pipe of a process the test started with that pipe (``stdout=subprocess.PIPE``)."""
     assert stream is not None, "the process was started without this pipe"

