@@ -776,6 +776,15 @@ def _still_holds(
     return any(holder.owner == owner for holder in live)
 
 
+def _kept_timeout(record: _Record | None, owner: str, stale_after: float) -> float:
+    """The timeout of a take that keeps ``owner``'s hold no shorter than it was (run and
+    held() on a lock their owner held before they started): the longer of
+    ``stale_after`` and the hold's own. A renewal starts its time now, so the lock goes
+    stale no sooner than before; an owner that holds nothing takes ``stale_after``."""
+    own = [_deciding_timeout(h, stale_after) for h in _holders(record) if h.owner == owner]
+    return max([stale_after, *own])
+
+
 def _taken(
     record: _Record | None,
     last: _Record | None,
@@ -2128,7 +2137,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2131, (), r'''
+_CARRIED['reports'] = (2140, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2233,7 +2242,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2236, (), r'''
+_CARRIED['usage'] = (2245, (), r'''
 import os
 import sys
 
@@ -2319,7 +2328,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2322, (), r'''
+_CARRIED['server_store'] = (2331, (), r'''
 import errno
 import json
 import os
@@ -2551,7 +2560,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2554, ('server_store',), r'''
+_CARRIED['http1'] = (2563, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2678,7 +2687,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2681, ('server_store',), r'''
+_CARRIED['resp'] = (2690, ('server_store',), r'''
 import re
 
 
@@ -2813,7 +2822,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2816, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2825, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3000,7 +3009,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3003, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3012, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3558,7 +3567,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3561, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3570, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3620,7 +3629,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3623, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3632, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4172,7 +4181,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4175, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4184, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4304,7 +4313,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4307, ('reports',), r'''
+_CARRIED['survey'] = (4316, ('reports',), r'''
 import json
 import os
 import stat
@@ -4515,9 +4524,11 @@ def _take(
     fixed_now: float | None = None,
     empty_is_stale: bool = False,
     renew_only: bool = False,
+    keep_longer: bool = False,
     slots: int = 1,
 ) -> AcquireResult:
-    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock."""
+    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock;
+    ``keep_longer``: a renewal never shortens the hold (_kept_timeout)."""
     store = _store_for(lock)
     try:
         return _take_in(
@@ -4528,6 +4539,7 @@ def _take(
             fixed_now=fixed_now,
             empty_is_stale=empty_is_stale,
             renew_only=renew_only,
+            keep_longer=keep_longer,
             slots=slots,
         )
     finally:
@@ -4543,6 +4555,7 @@ def _take_in(
     fixed_now: float | None = None,
     empty_is_stale: bool = False,
     renew_only: bool = False,
+    keep_longer: bool = False,
     place: _Place | None = None,
     slots: int = 1,
 ) -> AcquireResult:
@@ -4589,7 +4602,8 @@ def _take_in(
                     line=[p for p in line if p.ticket != ticket],
                 )
             since = int(now // 1)
-            new = _Record(owner, since, stale_after)
+            timeout = _kept_timeout(record, owner, stale_after) if keep_longer else stale_after
+            new = _Record(owner, since, timeout)
             after, before = _taken(
                 record, look.last, new, slots, caller_timeout=stale_after, now=now
             )
@@ -4599,7 +4613,7 @@ def _take_in(
                     store.lock,
                     owner,
                     run_id,
-                    stale_after=stale_after,
+                    stale_after=timeout,
                     since=since,
                     before=before,
                     after=after,
@@ -4878,13 +4892,26 @@ def _is_terminal(stream: object) -> bool:
         return False
 
 
-def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResult, int]:
+def _cli_take(
+    options: dict[str, str], stale_after: float, *, keep_longer: bool = False
+) -> tuple[AcquireResult, int]:
+    """acquire's take (``keep_longer``: run's, which never shortens a hold its owner
+    already has) and its exit code."""
     wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
-    lock, owner = options["--lock"], options["--owner"]
+    lock = options["--lock"]
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
     if not wait:
-        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale, slots=slots)
+        owner, run_id = _owner_with_run_id(options["--owner"])
+        result = _take(
+            lock,
+            owner,
+            run_id,
+            stale_after,
+            empty_is_stale=empty_is_stale,
+            keep_longer=keep_longer,
+            slots=slots,
+        )
     else:
         started = time.monotonic()
         line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None
@@ -4892,12 +4919,13 @@ def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResul
         try:
             result = wait_for(
                 lock,
-                owner,
+                options["--owner"],
                 stale_after,
                 wait,
                 empty_is_stale=empty_is_stale,
                 refused=line,
                 slots=slots,
+                keep_longer=keep_longer,
             )
         except LockBusy as busy:
             result = busy.result
@@ -4916,7 +4944,7 @@ def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResul
 
 def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
     stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
-    result, code = _cli_take(options, stale_after)
+    result, code = _cli_take(options, stale_after, keep_longer=True)
     if code != _EXIT_OK:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code
@@ -5039,7 +5067,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5042, (), r'''
+_CARRIED['waiting'] = (5070, (), r'''
 import os
 import time
 
@@ -5062,8 +5090,10 @@ def _wait_for(
     empty_is_stale: bool,
     refused: Callable[[AcquireResult, float, int], None] | None,
     slots: int = 1,
+    keep_longer: bool = False,
 ) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
+    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits;
+    ``keep_longer``: a hold the owner has is never shortened (run, held())."""
     wait = _checked_wait(wait)
     owner, run_id = _owner_with_run_id(owner)
     stale_after = _checked_stale_after(stale_after)
@@ -5079,6 +5109,7 @@ def _wait_for(
                 run_id,
                 stale_after,
                 empty_is_stale=empty_is_stale,
+                keep_longer=keep_longer,
                 place=place,
                 slots=slots,
             )
@@ -5196,11 +5227,13 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # src/skf_run_lock/renewing.py, carried as text: compiled only for a lock of its store
 # Holding a lock while work runs: the renewer (every third of the timeout, sooner on
 # failure), the lease a ``held()`` block holds, and ``run``'s child process. Both take the
-# lock as acquire does and release it however the work ends; a lock lost meanwhile is
-# reported. Carried as text: compiled only for a call that holds a lock while it works.
+# lock as acquire does and release it however the work ends, unless their owner held it
+# before they started: that hold is theirs to renew, never to end, and is left no shorter
+# than it was. A lock lost meanwhile is reported. Carried as text: compiled only for a
+# call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5203, (), r'''
+_CARRIED['renewing'] = (5236, ('waiting',), r'''
 import os
 import time
 
@@ -5246,6 +5279,7 @@ class _Renewer:
                 self.stale_after,
                 empty_is_stale=self.empty_is_stale,
                 renew_only=True,
+                keep_longer=True,
                 slots=self.slots,
             )
         except LockLost as lost:
@@ -5283,6 +5317,7 @@ class _Lease:
         self.wait = wait
         self.empty_is_stale = empty_is_stale
         self.result: AcquireResult | None = None
+        self.kept = False  # the owner held the lock before the block: left held after
         self.renewer: _Renewer | None = None
         self.stop: threading.Event | None = None
         self.thread: threading.Thread | None = None
@@ -5300,22 +5335,26 @@ class _Lease:
     def __enter__(self) -> _Lease:
         import threading
 
-        self.result = acquire_within(
+        self.result = _wait_for(
             self.lock,
             self.owner,
             self.stale_after,
             self.wait,
             empty_is_stale=self.empty_is_stale,
+            refused=None,
             slots=self.slots,
+            keep_longer=True,
         )
         self.owner = self.result["owner"]
+        self.kept = self.result["refreshed"]
         self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
             self.thread.start()
         except BaseException:
-            release(self.lock, self.owner)
+            if not self.kept:
+                release(self.lock, self.owner)
             raise
         return self
 
@@ -5334,7 +5373,8 @@ class _Lease:
             self.thread.join()
         finally:
             try:
-                release(self.lock, self.owner)  # a lost lock is left alone
+                if not self.kept:  # a hold the owner had before is left as it is
+                    release(self.lock, self.owner)  # a lost lock is left alone
             except (OSError, ValueError) as failure:
                 if exc is None:
                     raise
@@ -5375,16 +5415,19 @@ def _run_holding(
     import threading
 
     owner = taken["owner"]
+    # A hold the owner had before run started (a workflow's lock, a run step inside it)
+    # is left held when run ends, however it ends.
+    kept = taken["refreshed"]
 
     if _Interrupts.pending is not None:  # came while the lock was taken
-        _release_for_run(lock, owner)
+        _release_for_run(lock, owner, kept)
         _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
         return 128 + _Interrupts.pending
     env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
-        _release_for_run(lock, owner)
+        _release_for_run(lock, owner, kept)
         _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
         return 127 if isinstance(exc, FileNotFoundError) else 126
     _Interrupts.handle(lambda signum, _: _signal_child(child, signum))
@@ -5402,7 +5445,7 @@ def _run_holding(
         if lost is not None:
             _stop_command(child, waiter)
             break
-    _release_for_run(lock, owner)
+    _release_for_run(lock, owner, kept)
     if lost is not None:
         _fail(f"{lost}; the command {command[0]!r} was stopped")
         return _EXIT_HELD
@@ -5410,8 +5453,11 @@ def _run_holding(
     return 128 - code if code < 0 else code
 
 
-def _release_for_run(lock: str, owner: str) -> None:
-    """Release after run; a failure is reported, and changes no exit code."""
+def _release_for_run(lock: str, owner: str, kept: bool) -> None:
+    """Release after run, unless the hold is ``kept`` (its owner's from before run); a
+    failure is reported, and changes no exit code."""
+    if kept:
+        return
     try:
         release(lock, owner)
     except OSError as exc:

@@ -82,6 +82,41 @@ def test_a_keyboard_interrupt_in_the_block_releases(skf: ModuleType, any_lock: s
     assert holder(skf, any_lock) is None
 
 
+def stale_at_of(skf: ModuleType, lock: str, owner: str, slots: int = 1) -> str | None:
+    """When ``owner``'s live hold of ``lock`` goes stale (None: it holds nothing live)."""
+    seen = skf.status(lock, 60.0, slots=slots)
+    holds = seen["holders"] if seen["holders"] else [seen] if seen["state"] == "held" else []
+    found: str | None = next(
+        (h["stale_at"] for h in holds if h.get("owner", h.get("held_by")) == owner), None
+    )
+    return found
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_a_block_inside_its_owners_hold_leaves_it_held_and_no_shorter(
+    skf: ModuleType, any_lock: str, slots: int
+) -> None:
+    """The owner holds the lock (or a slot) for an hour; a block under the same owner
+    with a 3 s timeout ends in an exception: the hold stays, going stale no sooner."""
+    taken = skf.acquire(any_lock, "wf:flow", 3600.0, slots=slots)
+    with pytest.raises(ZeroDivisionError), skf.held(any_lock, taken["owner"], SHORT, slots=slots):
+        _ = 1 / 0
+    after = stale_at_of(skf, any_lock, taken["owner"], slots)
+    assert after is not None and after >= taken["stale_at"], (after, taken)
+
+
+@pytest.mark.timeout(60)
+def test_a_block_renews_its_owners_hold_past_its_timeout(skf: ModuleType, any_lock: str) -> None:
+    taken = skf.acquire(any_lock, "wf:flow", SHORT)
+    with skf.held(any_lock, taken["owner"], SHORT) as lease:
+        assert lease.result["refreshed"]
+        time.sleep(4.5)
+        lease.check()
+    after = stale_at_of(skf, any_lock, taken["owner"])
+    assert after is not None and after > taken["stale_at"], (after, taken)
+    assert skf.release(any_lock, taken["owner"])["released"]
+
+
 @pytest.mark.timeout(60)
 def test_a_lock_taken_over_raises_lock_lost_from_check_and_on_exit(
     skf: ModuleType, tmp_path: Path

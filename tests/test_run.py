@@ -150,6 +150,76 @@ def test_status_during_a_run_names_the_runs_owner(any_lock: str, tmp_path: Path)
     assert status["lock"] == (any_lock if "://" in any_lock else str(Path(any_lock)))
 
 
+# --- A hold the owner had before run started ---------------------------------------------
+
+
+def answer(*argv: str) -> Any:
+    """The JSON a call of the script in a fresh process prints."""
+    done = subprocess.run([PY, str(SCRIPT), *argv], capture_output=True, timeout=60, check=False)
+    return json.loads(done.stdout)
+
+
+def hold_of(lock: str, owner: str, slots: int = 1) -> str | None:
+    """When ``owner``'s live hold of ``lock`` goes stale, by status in a fresh process
+    (None: it holds nothing live)."""
+    seen = answer("status", "--lock", lock, "--slots", str(slots))
+    holds = seen["holders"] if seen["holders"] else [seen] if seen["state"] == "held" else []
+    return next((h["stale_at"] for h in holds if h.get("owner", h.get("held_by")) == owner), None)
+
+
+def workflow_hold(lock: str, minutes: str, slots: int = 1) -> tuple[str, str]:
+    """A workflow's own hold, taken by acquire in a fresh process: its owner and when it
+    goes stale."""
+    taken = answer(
+        "acquire",
+        "--lock",
+        lock,
+        "--owner",
+        "wf:flow",
+        "--stale-after",
+        minutes,
+        "--slots",
+        str(slots),
+    )
+    assert taken["acquired"], taken
+    return taken["owner"], taken["stale_at"]
+
+
+@pytest.mark.parametrize("slots", [1, 3])
+def test_a_run_step_leaves_its_workflows_hold_held_and_no_shorter(
+    any_lock: str, slots: int
+) -> None:
+    """The workflow holds the lock (or a slot of it) for an hour; a step runs under the
+    same owner with a 3 s timeout and fails: the hold stays, going stale no sooner."""
+    owner, stale_at = workflow_hold(any_lock, "60", slots)
+    extra = ("--stale-after", SHORT, "--slots", str(slots))
+    run = finished(start_run(any_lock, "sh", "-c", "exit 7", owner=owner, extra=extra))
+    assert run.code == 7 and run.err == "", run
+    after = hold_of(any_lock, owner, slots)
+    assert after is not None and after >= stale_at, (after, stale_at)
+
+
+@pytest.mark.timeout(60)
+def test_a_run_step_renews_its_workflows_hold_past_its_timeout(any_lock: str) -> None:
+    """The workflow's hold has a 3 s timeout; a step of 4.5 s under the same owner keeps
+    it live, and leaves it held (no release) when the step ends."""
+    owner, stale_at = workflow_hold(any_lock, SHORT)
+    extra = ("--stale-after", SHORT)
+    run = finished(start_run(any_lock, "sleep", "4.5", owner=owner, extra=extra))
+    assert run.code == 0 and run.err == "", run
+    after = hold_of(any_lock, owner)
+    assert after is not None and after > stale_at, (after, stale_at)
+    assert answer("release", "--lock", any_lock, "--owner", owner)["released"]
+
+
+def test_a_run_step_that_cannot_start_leaves_its_workflows_hold(tmp_path: Path) -> None:
+    lock = str(tmp_path / "run.lock")
+    owner, stale_at = workflow_hold(lock, "60")
+    run = finished(start_run(lock, str(tmp_path / "no-such-command"), owner=owner))
+    assert run.code == 127 and "could not start" in run.error
+    assert hold_of(lock, owner) == stale_at
+
+
 # --- What the command sees and gives back ---------------------------------------------
 
 

@@ -11,6 +11,7 @@ import time
 
 from .decisions import (
     _ahead_of,
+    _kept_timeout,
     _live,
     _released,
     _still_holds,
@@ -100,9 +101,11 @@ def _take(
     fixed_now: float | None = None,
     empty_is_stale: bool = False,
     renew_only: bool = False,
+    keep_longer: bool = False,
     slots: int = 1,
 ) -> AcquireResult:
-    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock."""
+    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock;
+    ``keep_longer``: a renewal never shortens the hold (_kept_timeout)."""
     store = _store_for(lock)
     try:
         return _take_in(
@@ -113,6 +116,7 @@ def _take(
             fixed_now=fixed_now,
             empty_is_stale=empty_is_stale,
             renew_only=renew_only,
+            keep_longer=keep_longer,
             slots=slots,
         )
     finally:
@@ -128,6 +132,7 @@ def _take_in(
     fixed_now: float | None = None,
     empty_is_stale: bool = False,
     renew_only: bool = False,
+    keep_longer: bool = False,
     place: _Place | None = None,
     slots: int = 1,
 ) -> AcquireResult:
@@ -174,7 +179,8 @@ def _take_in(
                     line=[p for p in line if p.ticket != ticket],
                 )
             since = int(now // 1)
-            new = _Record(owner, since, stale_after)
+            timeout = _kept_timeout(record, owner, stale_after) if keep_longer else stale_after
+            new = _Record(owner, since, timeout)
             after, before = _taken(
                 record, look.last, new, slots, caller_timeout=stale_after, now=now
             )
@@ -184,7 +190,7 @@ def _take_in(
                     store.lock,
                     owner,
                     run_id,
-                    stale_after=stale_after,
+                    stale_after=timeout,
                     since=since,
                     before=before,
                     after=after,

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from .algorithm import acquire, release, status
+from .algorithm import _take, release, status
 from .contract import (
     _EXIT_BAD_ARGS,
     _EXIT_HELD,
@@ -27,6 +27,7 @@ from .inputs import (
     _checked_slots,
     _checked_stale_after,
     _checked_wait,
+    _owner_with_run_id,
     new_run_id,
 )
 from .interrupts import _Interrupted, _interrupted, _Interrupts
@@ -156,13 +157,26 @@ def _is_terminal(stream: object) -> bool:
         return False
 
 
-def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResult, int]:
+def _cli_take(
+    options: dict[str, str], stale_after: float, *, keep_longer: bool = False
+) -> tuple[AcquireResult, int]:
+    """acquire's take (``keep_longer``: run's, which never shortens a hold its owner
+    already has) and its exit code."""
     wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
-    lock, owner = options["--lock"], options["--owner"]
+    lock = options["--lock"]
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
     if not wait:
-        result = acquire(lock, owner, stale_after, empty_is_stale=empty_is_stale, slots=slots)
+        owner, run_id = _owner_with_run_id(options["--owner"])
+        result = _take(
+            lock,
+            owner,
+            run_id,
+            stale_after,
+            empty_is_stale=empty_is_stale,
+            keep_longer=keep_longer,
+            slots=slots,
+        )
     else:
         started = time.monotonic()
         line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None
@@ -170,12 +184,13 @@ def _cli_take(options: dict[str, str], stale_after: float) -> tuple[AcquireResul
         try:
             result = wait_for(
                 lock,
-                owner,
+                options["--owner"],
                 stale_after,
                 wait,
                 empty_is_stale=empty_is_stale,
                 refused=line,
                 slots=slots,
+                keep_longer=keep_longer,
             )
         except LockBusy as busy:
             result = busy.result
@@ -194,7 +209,7 @@ def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResul
 
 def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
     stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
-    result, code = _cli_take(options, stale_after)
+    result, code = _cli_take(options, stale_after, keep_longer=True)
     if code != _EXIT_OK:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code

@@ -84,6 +84,15 @@ def _still_holds(
     return any(holder.owner == owner for holder in live)
 
 
+def _kept_timeout(record: _Record | None, owner: str, stale_after: float) -> float:
+    """The timeout of a take that keeps ``owner``'s hold no shorter than it was (run and
+    held() on a lock their owner held before they started): the longer of
+    ``stale_after`` and the hold's own. A renewal starts its time now, so the lock goes
+    stale no sooner than before; an owner that holds nothing takes ``stale_after``."""
+    own = [_deciding_timeout(h, stale_after) for h in _holders(record) if h.owner == owner]
+    return max([stale_after, *own])
+
+
 def _taken(
     record: _Record | None,
     last: _Record | None,

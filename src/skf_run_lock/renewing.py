@@ -1,18 +1,21 @@
 """Holding a lock while work runs: the renewer (every third of the timeout, sooner on
 failure), the lease a ``held()`` block holds, and ``run``'s child process. Both take the
-lock as acquire does and release it however the work ends; a lock lost meanwhile is
-reported. Carried as text: compiled only for a call that holds a lock while it works."""
+lock as acquire does and release it however the work ends, unless their owner held it
+before they started: that hold is theirs to renew, never to end, and is left no shorter
+than it was. A lock lost meanwhile is reported. Carried as text: compiled only for a
+call that holds a lock while it works."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from .algorithm import _take, acquire_within, release
+from .algorithm import _take, release
 from .contract import _EXIT_HELD, LockLost
 from .inputs import _duration_text
 from .interrupts import _Interrupts, _signal_name
 from .outputs import _describe_os_error, _fail
+from .waiting import _wait_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -57,6 +60,7 @@ class _Renewer:
                 self.stale_after,
                 empty_is_stale=self.empty_is_stale,
                 renew_only=True,
+                keep_longer=True,
                 slots=self.slots,
             )
         except LockLost as lost:
@@ -94,6 +98,7 @@ class _Lease:
         self.wait = wait
         self.empty_is_stale = empty_is_stale
         self.result: AcquireResult | None = None
+        self.kept = False  # the owner held the lock before the block: left held after
         self.renewer: _Renewer | None = None
         self.stop: threading.Event | None = None
         self.thread: threading.Thread | None = None
@@ -111,22 +116,26 @@ class _Lease:
     def __enter__(self) -> _Lease:
         import threading
 
-        self.result = acquire_within(
+        self.result = _wait_for(
             self.lock,
             self.owner,
             self.stale_after,
             self.wait,
             empty_is_stale=self.empty_is_stale,
+            refused=None,
             slots=self.slots,
+            keep_longer=True,
         )
         self.owner = self.result["owner"]
+        self.kept = self.result["refreshed"]
         self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
             self.thread.start()
         except BaseException:
-            release(self.lock, self.owner)
+            if not self.kept:
+                release(self.lock, self.owner)
             raise
         return self
 
@@ -145,7 +154,8 @@ class _Lease:
             self.thread.join()
         finally:
             try:
-                release(self.lock, self.owner)  # a lost lock is left alone
+                if not self.kept:  # a hold the owner had before is left as it is
+                    release(self.lock, self.owner)  # a lost lock is left alone
             except (OSError, ValueError) as failure:
                 if exc is None:
                     raise
@@ -186,16 +196,19 @@ def _run_holding(
     import threading
 
     owner = taken["owner"]
+    # A hold the owner had before run started (a workflow's lock, a run step inside it)
+    # is left held when run ends, however it ends.
+    kept = taken["refreshed"]
 
     if _Interrupts.pending is not None:  # came while the lock was taken
-        _release_for_run(lock, owner)
+        _release_for_run(lock, owner, kept)
         _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
         return 128 + _Interrupts.pending
     env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
     try:
         child = subprocess.Popen(command, env=env)
     except OSError as exc:
-        _release_for_run(lock, owner)
+        _release_for_run(lock, owner, kept)
         _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
         return 127 if isinstance(exc, FileNotFoundError) else 126
     _Interrupts.handle(lambda signum, _: _signal_child(child, signum))
@@ -213,7 +226,7 @@ def _run_holding(
         if lost is not None:
             _stop_command(child, waiter)
             break
-    _release_for_run(lock, owner)
+    _release_for_run(lock, owner, kept)
     if lost is not None:
         _fail(f"{lost}; the command {command[0]!r} was stopped")
         return _EXIT_HELD
@@ -221,8 +234,11 @@ def _run_holding(
     return 128 - code if code < 0 else code
 
 
-def _release_for_run(lock: str, owner: str) -> None:
-    """Release after run; a failure is reported, and changes no exit code."""
+def _release_for_run(lock: str, owner: str, kept: bool) -> None:
+    """Release after run, unless the hold is ``kept`` (its owner's from before run); a
+    failure is reported, and changes no exit code."""
+    if kept:
+        return
     try:
         release(lock, owner)
     except OSError as exc:

@@ -39,8 +39,10 @@ def _wait_for(
     empty_is_stale: bool,
     refused: Callable[[AcquireResult, float, int], None] | None,
     slots: int = 1,
+    keep_longer: bool = False,
 ) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits."""
+    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits;
+    ``keep_longer``: a hold the owner has is never shortened (run, held())."""
     wait = _checked_wait(wait)
     owner, run_id = _owner_with_run_id(owner)
     stale_after = _checked_stale_after(stale_after)
@@ -56,6 +58,7 @@ def _wait_for(
                 run_id,
                 stale_after,
                 empty_is_stale=empty_is_stale,
+                keep_longer=keep_longer,
                 place=place,
                 slots=slots,
             )
