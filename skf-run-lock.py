@@ -131,6 +131,40 @@ _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
 _UNIT_SECONDS = {"seconds": 1, "minutes": 60}
 
+# The keys each command's JSON object has, in order (the TypedDicts above spell their
+# types); --get takes one of them, checked before the command runs.
+_OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
+    "acquire": (
+        "acquired",
+        "refreshed",
+        "lock",
+        "owner",
+        "run_id",
+        "held_by",
+        "held_since",
+        "stale_at",
+        "stale_after_minutes",
+        "stale_replaced",
+        "message",
+    ),
+    "release": ("released", "reason", "lock", "owner", "held_by", "held_since", "message"),
+    "status": (
+        "state",
+        "lock",
+        "held_by",
+        "held_since",
+        "stale_at",
+        "age_seconds",
+        "stale_after_minutes",
+        "waiting",
+        "slots",
+        "holders",
+        "message",
+    ),
+    "list": ("under", "locks", "message"),
+    "run-id": ("run_id",),
+}
+
 _EXIT_OK = 0
 _EXIT_BAD_ARGS = 1
 _EXIT_OS_ERROR = 2
@@ -2137,7 +2171,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2140, (), r'''
+_CARRIED['reports'] = (2174, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2242,7 +2276,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2245, (), r'''
+_CARRIED['usage'] = (2279, (), r'''
 import os
 import sys
 
@@ -2328,7 +2362,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2331, (), r'''
+_CARRIED['server_store'] = (2365, (), r'''
 import errno
 import json
 import os
@@ -2560,7 +2594,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2563, ('server_store',), r'''
+_CARRIED['http1'] = (2597, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2687,7 +2721,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2690, ('server_store',), r'''
+_CARRIED['resp'] = (2724, ('server_store',), r'''
 import re
 
 
@@ -2822,7 +2856,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2825, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2859, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3009,7 +3043,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3012, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3046, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3567,7 +3601,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3570, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3604, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3629,7 +3663,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3632, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3666, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4181,7 +4215,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4184, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4218, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4313,7 +4347,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4316, ('reports',), r'''
+_CARRIED['survey'] = (4350, ('reports',), r'''
 import json
 import os
 import stat
@@ -4788,18 +4822,21 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--wait": False,
         "--slots": False,
         "--empty-is-stale": None,
+        "--get": False,
     },
-    "release": {"--lock": True, "--owner": True},
+    "release": {"--lock": True, "--owner": True, "--get": False},
     "status": {
         "--lock": True,
         "--stale-after": False,
         "--slots": False,
         "--empty-is-stale": None,
+        "--get": False,
     },
-    "list": {"--under": True, "--stale-after": False, "--table": None},
-    "run-id": {},
+    "list": {"--under": True, "--stale-after": False, "--table": None, "--get": False},
+    "run-id": {"--get": False},
 }
-_OPTIONS["run"] = _OPTIONS["acquire"]
+# run takes acquire's options but --get: it prints nothing of its own on stdout.
+_OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
 _COMMAND_NAMES = "acquire, release, status, run, list or run-id"
 
 
@@ -4831,7 +4868,26 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
     if command == "run" and not tail:
         raise _UsageError("run needs a command after --")
+    if "--get" in options:
+        _check_get(command, options)
     return command, options, tail
+
+
+def _check_get(command: str, options: dict[str, str]) -> None:
+    """``--get KEY``: a key the command prints, checked before it runs."""
+    keys = _OUTPUT_KEYS[command]
+    if "--table" in options:
+        raise _UsageError("--get prints one key of the JSON, which --table does not print")
+    if options["--get"] not in keys:
+        raise _UsageError(
+            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}"
+        )
+
+
+def _value_text(value: object) -> str:
+    """One value of an output as --get prints it: a string as it is, anything else as
+    JSON writes it (as ``jq -r`` does)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _parse_options(
@@ -5030,7 +5086,9 @@ def main(argv: list[str] | None = None) -> int:
         code = _EXIT_OS_ERROR
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
-        if result is not None:  # run leaves stdout to its command
+        if isinstance(result, dict) and "--get" in options:
+            sys.stdout.write(_value_text(dict(result)[options["--get"]]) + "\n")
+        elif result is not None:  # run leaves stdout to its command
             sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
         return code
     _fail(error)
@@ -5067,7 +5125,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5070, (), r'''
+_CARRIED['waiting'] = (5128, (), r'''
 import os
 import time
 
@@ -5233,7 +5291,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5236, ('waiting',), r'''
+_CARRIED['renewing'] = (5294, ('waiting',), r'''
 import os
 import time
 

@@ -15,6 +15,7 @@ from .contract import (
     _EXIT_OK,
     _EXIT_OS_ERROR,
     _MAX_WAIT_SEC,
+    _OUTPUT_KEYS,
     DEFAULT_STALE_AFTER_MIN,
     MAX_SLOTS,
     LockBusy,
@@ -53,18 +54,21 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--wait": False,
         "--slots": False,
         "--empty-is-stale": None,
+        "--get": False,
     },
-    "release": {"--lock": True, "--owner": True},
+    "release": {"--lock": True, "--owner": True, "--get": False},
     "status": {
         "--lock": True,
         "--stale-after": False,
         "--slots": False,
         "--empty-is-stale": None,
+        "--get": False,
     },
-    "list": {"--under": True, "--stale-after": False, "--table": None},
-    "run-id": {},
+    "list": {"--under": True, "--stale-after": False, "--table": None, "--get": False},
+    "run-id": {"--get": False},
 }
-_OPTIONS["run"] = _OPTIONS["acquire"]
+# run takes acquire's options but --get: it prints nothing of its own on stdout.
+_OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
 _COMMAND_NAMES = "acquire, release, status, run, list or run-id"
 
 
@@ -96,7 +100,26 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
     if command == "run" and not tail:
         raise _UsageError("run needs a command after --")
+    if "--get" in options:
+        _check_get(command, options)
     return command, options, tail
+
+
+def _check_get(command: str, options: dict[str, str]) -> None:
+    """``--get KEY``: a key the command prints, checked before it runs."""
+    keys = _OUTPUT_KEYS[command]
+    if "--table" in options:
+        raise _UsageError("--get prints one key of the JSON, which --table does not print")
+    if options["--get"] not in keys:
+        raise _UsageError(
+            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}"
+        )
+
+
+def _value_text(value: object) -> str:
+    """One value of an output as --get prints it: a string as it is, anything else as
+    JSON writes it (as ``jq -r`` does)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def _parse_options(
@@ -295,7 +318,9 @@ def main(argv: list[str] | None = None) -> int:
         code = _EXIT_OS_ERROR
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
-        if result is not None:  # run leaves stdout to its command
+        if isinstance(result, dict) and "--get" in options:
+            sys.stdout.write(_value_text(dict(result)[options["--get"]]) + "\n")
+        elif result is not None:  # run leaves stdout to its command
             sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
         return code
     _fail(error)

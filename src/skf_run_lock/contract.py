@@ -97,6 +97,40 @@ _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
 _UNIT_SECONDS = {"seconds": 1, "minutes": 60}
 
+# The keys each command's JSON object has, in order (the TypedDicts above spell their
+# types); --get takes one of them, checked before the command runs.
+_OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
+    "acquire": (
+        "acquired",
+        "refreshed",
+        "lock",
+        "owner",
+        "run_id",
+        "held_by",
+        "held_since",
+        "stale_at",
+        "stale_after_minutes",
+        "stale_replaced",
+        "message",
+    ),
+    "release": ("released", "reason", "lock", "owner", "held_by", "held_since", "message"),
+    "status": (
+        "state",
+        "lock",
+        "held_by",
+        "held_since",
+        "stale_at",
+        "age_seconds",
+        "stale_after_minutes",
+        "waiting",
+        "slots",
+        "holders",
+        "message",
+    ),
+    "list": ("under", "locks", "message"),
+    "run-id": ("run_id",),
+}
+
 _EXIT_OK = 0
 _EXIT_BAD_ARGS = 1
 _EXIT_OS_ERROR = 2
