@@ -344,19 +344,24 @@ def new_run_id(now: datetime | None = None) -> str:
 
 def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "seconds") -> float:
     """The timeout ``value`` (in ``unit``) in seconds; ValueError in the caller's unit."""
-    scale = _UNIT_SECONDS[unit]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of {unit}, not {value!r}")
-    seconds = value * scale
+    return _stale_after_within(value * _UNIT_SECONDS[unit], name, unit, repr(value))
+
+
+def _stale_after_within(seconds: float, name: str, unit: str, shown: str) -> float:
+    """``seconds`` if a timeout may be that long; ValueError in ``unit``, quoting what
+    the caller gave as ``shown``."""
+    scale = _UNIT_SECONDS[unit]
     if not 0 < seconds <= _MAX_STALE_AFTER_SEC:  # also false for NaN
         raise ValueError(
             f"{name} must be a finite number of {unit} > 0 and"
-            f" <= {_MAX_STALE_AFTER_SEC // scale}, not {value!r}"
+            f" <= {_MAX_STALE_AFTER_SEC // scale}, not {shown}"
         )
     if seconds < _MIN_STALE_AFTER_SEC:
         # It would print as 0 minutes, and be stale at once.
         raise ValueError(
-            f"{name} of {value!r} {unit} is too small (at least {_MIN_STALE_AFTER_SEC / scale:g})"
+            f"{name} of {shown} is too small: at least {_MIN_STALE_AFTER_SEC / scale:g} {unit}"
         )
     return float(seconds)
 
@@ -364,10 +369,37 @@ def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "
 def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of seconds, not {value!r}")
-    if not 0 <= value <= limit or value == float("inf"):  # also false for NaN
+    return _wait_within(value, name, limit, repr(value))
+
+
+def _wait_within(seconds: float, name: str, limit: float, shown: str) -> float:
+    """``seconds`` if a call may wait that long; ValueError quoting ``shown``."""
+    if not 0 <= seconds <= limit or seconds == float("inf"):  # also false for NaN
         most = "" if limit == float("inf") else f" and <= {limit:g}"
-        raise ValueError(f"{name} must be a finite number of seconds >= 0{most}, not {value!r}")
-    return float(value)
+        raise ValueError(f"{name} must be a finite number of seconds >= 0{most}, not {shown}")
+    return float(seconds)
+
+
+# --- Durations on the command line: a number and a unit, or a bare number in the
+# option's own unit (minutes for --stale-after, seconds for --wait)
+
+_CLI_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smh])")
+_SUFFIX_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _duration_seconds(text: str, name: str, unit: str) -> float:
+    """The seconds of a duration given on the command line: ``90s``, ``10m``, ``2h``,
+    ``1.5h``, or a bare decimal number of ``unit``; _UsageError for anything else."""
+    with_unit = _CLI_DURATION.fullmatch(text)
+    if with_unit is not None:
+        number, suffix = with_unit.groups()
+        return float(number) * _SUFFIX_SECONDS[suffix]
+    if _PLAIN_DECIMAL.fullmatch(text):
+        return float(text) * _UNIT_SECONDS[unit]
+    raise _UsageError(
+        f"{name} must be a number of {unit} or a duration such as 90s, 10m, 2h or 1.5h,"
+        f" not {text!r}"
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -2171,7 +2203,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2174, (), r'''
+_CARRIED['reports'] = (2206, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2276,7 +2308,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2279, (), r'''
+_CARRIED['usage'] = (2311, (), r'''
 import os
 import sys
 
@@ -2362,7 +2394,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2365, (), r'''
+_CARRIED['server_store'] = (2397, (), r'''
 import errno
 import json
 import os
@@ -2594,7 +2626,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2597, ('server_store',), r'''
+_CARRIED['http1'] = (2629, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2721,7 +2753,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2724, ('server_store',), r'''
+_CARRIED['resp'] = (2756, ('server_store',), r'''
 import re
 
 
@@ -2856,7 +2888,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2859, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (2891, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3043,7 +3075,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3046, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3078, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3601,7 +3633,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3604, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3636, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3663,7 +3695,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3666, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3698, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4215,7 +4247,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4218, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4250, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4347,7 +4379,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4350, ('reports',), r'''
+_CARRIED['survey'] = (4382, ('reports',), r'''
 import json
 import os
 import stat
@@ -4914,18 +4946,18 @@ def _parse_options(
     return options
 
 
-def _number(options: dict[str, str], name: str, default: float) -> float:
-    text = options.get(name)
-    if text is None:
-        return default
-    if not _PLAIN_DECIMAL.fullmatch(text):
-        raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
-    return float(text)
-
-
 def _stale_after_seconds(options: dict[str, str]) -> float:
-    minutes = _number(options, "--stale-after", DEFAULT_STALE_AFTER_MIN)
-    return _checked_stale_after(minutes, "--stale-after", "minutes")
+    """--stale-after: a duration (a bare number is minutes), checked."""
+    text = options.get("--stale-after", str(DEFAULT_STALE_AFTER_MIN))
+    seconds = _duration_seconds(text, "--stale-after", "minutes")
+    return _stale_after_within(seconds, "--stale-after", "minutes", repr(text))
+
+
+def _wait_seconds(options: dict[str, str]) -> float:
+    """--wait: a duration (a bare number is seconds), checked."""
+    text = options.get("--wait", "0")
+    seconds = _duration_seconds(text, "--wait", "seconds")
+    return _wait_within(seconds, "--wait", _MAX_WAIT_SEC, repr(text))
 
 
 def _slots(options: dict[str, str]) -> int:
@@ -4953,7 +4985,7 @@ def _cli_take(
 ) -> tuple[AcquireResult, int]:
     """acquire's take (``keep_longer``: run's, which never shortens a hold its owner
     already has) and its exit code."""
-    wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
+    wait = _wait_seconds(options)
     lock = options["--lock"]
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
@@ -5125,7 +5157,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5128, (), r'''
+_CARRIED['waiting'] = (5160, (), r'''
 import os
 import time
 
@@ -5291,7 +5323,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5294, ('waiting',), r'''
+_CARRIED['renewing'] = (5326, ('waiting',), r'''
 import os
 import time
 

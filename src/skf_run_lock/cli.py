@@ -24,11 +24,11 @@ from .contract import (
 )
 from .holding import _checked_renewable
 from .inputs import (
-    _PLAIN_DECIMAL,
     _checked_slots,
-    _checked_stale_after,
-    _checked_wait,
+    _duration_seconds,
     _owner_with_run_id,
+    _stale_after_within,
+    _wait_within,
     new_run_id,
 )
 from .interrupts import _Interrupted, _interrupted, _Interrupts
@@ -146,18 +146,18 @@ def _parse_options(
     return options
 
 
-def _number(options: dict[str, str], name: str, default: float) -> float:
-    text = options.get(name)
-    if text is None:
-        return default
-    if not _PLAIN_DECIMAL.fullmatch(text):
-        raise _UsageError(f"{name} must be a plain decimal number, not {text!r}")
-    return float(text)
-
-
 def _stale_after_seconds(options: dict[str, str]) -> float:
-    minutes = _number(options, "--stale-after", DEFAULT_STALE_AFTER_MIN)
-    return _checked_stale_after(minutes, "--stale-after", "minutes")
+    """--stale-after: a duration (a bare number is minutes), checked."""
+    text = options.get("--stale-after", str(DEFAULT_STALE_AFTER_MIN))
+    seconds = _duration_seconds(text, "--stale-after", "minutes")
+    return _stale_after_within(seconds, "--stale-after", "minutes", repr(text))
+
+
+def _wait_seconds(options: dict[str, str]) -> float:
+    """--wait: a duration (a bare number is seconds), checked."""
+    text = options.get("--wait", "0")
+    seconds = _duration_seconds(text, "--wait", "seconds")
+    return _wait_within(seconds, "--wait", _MAX_WAIT_SEC, repr(text))
 
 
 def _slots(options: dict[str, str]) -> int:
@@ -185,7 +185,7 @@ def _cli_take(
 ) -> tuple[AcquireResult, int]:
     """acquire's take (``keep_longer``: run's, which never shortens a hold its owner
     already has) and its exit code."""
-    wait = _checked_wait(_number(options, "--wait", 0), "--wait", _MAX_WAIT_SEC)
+    wait = _wait_seconds(options)
     lock = options["--lock"]
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)

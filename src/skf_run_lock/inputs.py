@@ -16,6 +16,7 @@ from .contract import (
     _MIN_STALE_AFTER_SEC,
     _UNIT_SECONDS,
     OWNER_MAX_LEN,
+    _UsageError,
 )
 
 TYPE_CHECKING = False
@@ -148,19 +149,24 @@ def new_run_id(now: datetime | None = None) -> str:
 
 def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "seconds") -> float:
     """The timeout ``value`` (in ``unit``) in seconds; ValueError in the caller's unit."""
-    scale = _UNIT_SECONDS[unit]
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of {unit}, not {value!r}")
-    seconds = value * scale
+    return _stale_after_within(value * _UNIT_SECONDS[unit], name, unit, repr(value))
+
+
+def _stale_after_within(seconds: float, name: str, unit: str, shown: str) -> float:
+    """``seconds`` if a timeout may be that long; ValueError in ``unit``, quoting what
+    the caller gave as ``shown``."""
+    scale = _UNIT_SECONDS[unit]
     if not 0 < seconds <= _MAX_STALE_AFTER_SEC:  # also false for NaN
         raise ValueError(
             f"{name} must be a finite number of {unit} > 0 and"
-            f" <= {_MAX_STALE_AFTER_SEC // scale}, not {value!r}"
+            f" <= {_MAX_STALE_AFTER_SEC // scale}, not {shown}"
         )
     if seconds < _MIN_STALE_AFTER_SEC:
         # It would print as 0 minutes, and be stale at once.
         raise ValueError(
-            f"{name} of {value!r} {unit} is too small (at least {_MIN_STALE_AFTER_SEC / scale:g})"
+            f"{name} of {shown} is too small: at least {_MIN_STALE_AFTER_SEC / scale:g} {unit}"
         )
     return float(seconds)
 
@@ -168,7 +174,34 @@ def _checked_stale_after(value: object, name: str = "stale_after", unit: str = "
 def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of seconds, not {value!r}")
-    if not 0 <= value <= limit or value == float("inf"):  # also false for NaN
+    return _wait_within(value, name, limit, repr(value))
+
+
+def _wait_within(seconds: float, name: str, limit: float, shown: str) -> float:
+    """``seconds`` if a call may wait that long; ValueError quoting ``shown``."""
+    if not 0 <= seconds <= limit or seconds == float("inf"):  # also false for NaN
         most = "" if limit == float("inf") else f" and <= {limit:g}"
-        raise ValueError(f"{name} must be a finite number of seconds >= 0{most}, not {value!r}")
-    return float(value)
+        raise ValueError(f"{name} must be a finite number of seconds >= 0{most}, not {shown}")
+    return float(seconds)
+
+
+# --- Durations on the command line: a number and a unit, or a bare number in the
+# option's own unit (minutes for --stale-after, seconds for --wait)
+
+_CLI_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smh])")
+_SUFFIX_SECONDS = {"s": 1, "m": 60, "h": 3600}
+
+
+def _duration_seconds(text: str, name: str, unit: str) -> float:
+    """The seconds of a duration given on the command line: ``90s``, ``10m``, ``2h``,
+    ``1.5h``, or a bare decimal number of ``unit``; _UsageError for anything else."""
+    with_unit = _CLI_DURATION.fullmatch(text)
+    if with_unit is not None:
+        number, suffix = with_unit.groups()
+        return float(number) * _SUFFIX_SECONDS[suffix]
+    if _PLAIN_DECIMAL.fullmatch(text):
+        return float(text) * _UNIT_SECONDS[unit]
+    raise _UsageError(
+        f"{name} must be a number of {unit} or a duration such as 90s, 10m, 2h or 1.5h,"
+        f" not {text!r}"
+    )
