@@ -2305,57 +2305,166 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/usage.py, carried as text: compiled only for a lock of its store
 # What the command line shows a person, carried as text (a lock call never compiles
-# it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal.
+# it): the text of ``--help``, the whole tool's and each command's, and the line a waiting
+# call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2311, (), r'''
+_CARRIED['usage'] = (2312, (), r'''
 import os
 import sys
+import textwrap
+
+
+# Each command: what it does, in a line, and an example that runs as shown.
+_COMMAND_HELP = {
+    "acquire": (
+        "take the lock, or renew this owner's hold; a missing run id is added",
+        "{name} acquire --lock ~/.locks/demo.lock --owner demo:build --stale-after 30m",
+    ),
+    "release": (
+        "end this owner's hold; a lock it does not hold is left alone",
+        "owner=$({name} acquire --lock ~/.locks/demo.lock --owner demo:build --get owner)\n"
+        '  {name} release --lock ~/.locks/demo.lock --owner "$owner"',
+    ),
+    "status": (
+        "say who holds the lock, changing nothing",
+        "{name} status --lock ~/.locks/demo.lock --get state",
+    ),
+    "run": (
+        "hold the lock while COMMAND runs, renewing it; exit with its code",
+        "{name} run --lock ~/.locks/demo.lock --owner demo:test --wait 5m -- make test",
+    ),
+    "list": (
+        "every lock under PLACE, as status sees each one",
+        "{name} list --under ~/.locks --table",
+    ),
+    "run-id": (
+        "print a new run id",
+        'owner="demo:build:$({name} run-id --get run_id)"',
+    ),
+}
+
+# What each command's exit codes mean.
+_EXITS = {
+    "acquire": "0 taken or renewed, 1 bad arguments, 2 the lock could not be read or"
+    " written, 3 held by another run (the JSON names it)",
+    "release": "0 answered (released, or reason says absent or not-owner), 1 bad arguments,"
+    " 2 the lock could not be read or written",
+    "status": "0 free or stale, 3 held, 1 bad arguments, 2 the lock could not be read",
+    "run": "COMMAND's own; before it starts 1, 2 or 3 as acquire (JSON on stderr), 126 or"
+    " 127 if it cannot start; 3 if the lock is lost while it runs (COMMAND is stopped)",
+    "list": "0 listed, 1 bad arguments, 2 the place could not be read",
+    "run-id": "0",
+}
+
+
+def _option_lines(command: str) -> dict[str, tuple[str, str]]:
+    """Each option a command may take: its form, and what it means (wrapped where it is
+    shown; a line of its own after a newline)."""
+    forms = "".join(f"\n{kind.form}" for kind in _SERVER_STORES)
+    keys = ", ".join(_OUTPUT_KEYS.get(command, ()))
+    owner = (
+        "workflow:skill:run_id, as acquire printed it"
+        if command == "release"
+        else "workflow:skill[:run_id]; a missing run id is added"
+    )
+    return {
+        "--lock": ("--lock LOCK", f"a file (~ expanded, made absolute), or an address:{forms}"),
+        "--owner": ("--owner OWNER", owner),
+        "--under": ("--under PLACE", "a folder, or a server's address whose KEY is a prefix"),
+        "--stale-after": (
+            "--stale-after DURATION",
+            "the holder's timeout: a hold not renewed for this long is abandoned,"
+            " and the next acquire takes it; 90s, 10m, 2h or 1.5h (a bare number is"
+            f" minutes; default {DEFAULT_STALE_AFTER_MIN}m, at most {MAX_STALE_AFTER_MIN}m)."
+            " A hold is judged by its holder's own timeout; this one judges only"
+            " records that carry none",
+        ),
+        "--wait": (
+            "--wait DURATION",
+            "wait in line this long for the lock, first come, first served;"
+            " 30s, 5m or 1h (a bare number is seconds; default 0, at most 24h)",
+        ),
+        "--slots": (
+            "--slots N",
+            f"up to N runs hold the lock at once, one slot each (default 1, at most"
+            f" {_MAX_SLOTS}); while any slot is held, every call names the same N",
+        ),
+        "--empty-is-stale": (
+            "--empty-is-stale",
+            "an empty lock file (flock(1) leaves one) is stale at once",
+        ),
+        "--table": ("--table", "a table for a person instead of JSON"),
+        "--get": ("--get KEY", f"print only KEY's value, alone on one line; KEY is one of {keys}"),
+    }
+
+
+def _command_help(command: str, options: dict[str, bool | None]) -> str:
+    """The text of ``COMMAND --help``: its usage, its own options, an example and what
+    its exit codes mean."""
+    name = _program_name()
+    summary, example = _COMMAND_HELP[command]
+    described = _option_lines(command)
+    shown = [
+        f"{described[option][0]}" if required else f"[{described[option][0]}]"
+        for option, required in options.items()
+    ]
+    if command == "run":
+        shown.append("-- COMMAND [ARG...]")
+    usage = _wrapped(f"usage: {name} {command}", shown)
+    lines = [usage, "", f"{summary[0].upper()}{summary[1:]}.", "", "options:"]
+    for option in options:
+        form, meaning = described[option]
+        text, *own_lines = meaning.split("\n")
+        first, *rest = [*textwrap.wrap(text, 88 - 24), *own_lines]
+        lines.append(f"  {form:<22}{first}" if len(form) < 22 else f"  {form}\n{'':24}{first}")
+        lines.extend(f"{'':24}{more}" for more in rest)
+    lines.append(f"  {'-h, --help':<22}show this help")
+    lines += ["", "example:", "  " + example.format(name=name), ""]
+    lines.append(
+        textwrap.fill(_EXITS[command], 88, initial_indent="exit: ", subsequent_indent="      ")
+    )
+    if command != "run":
+        lines.append("Prints one line of JSON on stdout; an error is one JSON line on stderr.")
+    return "\n".join(lines) + "\n"
+
+
+def _wrapped(head: str, parts: list[str]) -> str:
+    """``head`` and ``parts`` in lines of at most 88 columns, a part never split, the
+    later lines indented under the first part."""
+    pad = " " * (len(head) + 1)
+    lines = [head]
+    for part in parts:
+        if len(lines[-1]) + 1 + len(part) > 88 and lines[-1] != head:
+            lines.append(pad + part)
+        else:
+            lines[-1] += " " + part
+    return "\n".join(lines)
+
+
+def _program_name() -> str:
+    return "skf-run-lock" if __name__ == "skf_run_lock.usage" else "skf-run-lock.py"
 
 
 def _help() -> str:
-    """The text of ``--help``; the lock's forms come from the registry of stores."""
-    name = "skf-run-lock" if __name__ == "skf_run_lock.usage" else "skf-run-lock.py"
-    pad = " " * len(name)
-    forms = "".join(f"\n{'':28}{kind.form}" for kind in _SERVER_STORES)
+    """The text of ``--help``: every command in a line; each has a help of its own."""
+    name = _program_name()
+    commands = "".join(
+        f"  {command:<10}{summary}\n" for command, (summary, _) in _COMMAND_HELP.items()
+    )
     return f"""\
-usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
-       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--slots N] [--empty-is-stale]
-       {name} release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
-       {name} status --lock LOCK [--stale-after MINUTES] [--slots N] [--empty-is-stale]
-       {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
-       {pad}     [--wait SECONDS] [--slots N] [--empty-is-stale] -- COMMAND [ARG...]
-       {name} list --under PLACE [--stale-after MINUTES] [--table]
-       {name} run-id | --version
+usage: {name} COMMAND [OPTIONS]   ({name} COMMAND --help: its options)
+       {name} --version
 
-A run lock kept in a file, etcd or Redis, for workflows made of many processes.
+A run lock kept in a file, etcd or Redis, for workflows made of many separate
+processes: one run holds it at a time (or N, with --slots), a crashed run's hold
+expires after its timeout, and waiters are served first come, first served.
 
 commands:
-  acquire   take the lock, or renew this owner's; a missing run id is added
-  release   delete the lock if this owner holds it
-  status    say who holds the lock, without taking it
-  run       hold the lock while COMMAND runs, renewing it; exit with its code
-  list      every lock under PLACE, as status sees each one (--table: for a person)
-  run-id    print a new run id
-
-options:
-  --lock LOCK             a file (~ expanded, made absolute), or a server's address:{forms}
-  --owner OWNER           workflow:skill[:run_id]; release needs the run id
-  --under PLACE           a folder, or a server's address whose KEY is a prefix
-  --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
-                          (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
-                          a lock is judged by its holder's own timeout
-  --wait SECONDS          acquire, run: wait in line this long, first come, first
-                          served (default 0, at most {_MAX_WAIT_SEC})
-  --slots N               up to N runs hold the lock at once, each its own slot
-                          (default 1, at most {_MAX_SLOTS}); while any slot is held,
-                          every call must name the count its holders did
-  --empty-is-stale        an empty lock file (an flock user leaves one) is stale
-  -h, --help, --version   show this help, or the version
-
-Prints one line of JSON (run: nothing on stdout but COMMAND's). Exit 0 done,
-1 bad arguments, 2 the lock could not be read or written, 3 held by another run
-(run: or lost while COMMAND ran), 128+n interrupted by signal n.
+{commands}
+Prints one line of JSON (run: nothing on stdout but COMMAND's; --get KEY: that value
+alone). Exit 0 done, 1 bad arguments, 2 the lock could not be read or written, 3 held
+by another run, 128+n interrupted by signal n.
 """
 
 
@@ -2394,7 +2503,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2397, (), r'''
+_CARRIED['server_store'] = (2506, (), r'''
 import errno
 import json
 import os
@@ -2626,7 +2735,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2629, ('server_store',), r'''
+_CARRIED['http1'] = (2738, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2753,7 +2862,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2756, ('server_store',), r'''
+_CARRIED['resp'] = (2865, ('server_store',), r'''
 import re
 
 
@@ -2888,7 +2997,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (2891, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (3000, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3075,7 +3184,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3078, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3187, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3633,7 +3742,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3636, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3745, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3695,7 +3804,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3698, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3807, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4247,7 +4356,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4250, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4359, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4379,7 +4488,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4382, ('reports',), r'''
+_CARRIED['survey'] = (4491, ('reports',), r'''
 import json
 import os
 import stat
@@ -4870,21 +4979,25 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
 # run takes acquire's options but --get: it prints nothing of its own on stdout.
 _OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
 _COMMAND_NAMES = "acquire, release, status, run, list or run-id"
+_HELP_HINT = "--help shows how to use each"
 
 
 def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
     """The command, its ``{option: value}`` and run's COMMAND."""
     if not argv:
-        raise _UsageError(f"a command is required: {_COMMAND_NAMES}")
+        raise _UsageError(f"a command is required: {_COMMAND_NAMES}; {_HELP_HINT}")
     command, *rest = argv
+    if command in ("-h", "--help"):
+        return "help", {}, []
+    # run's own options stand before --; what follows is COMMAND's, --help included.
+    own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
+    if command in _OPTIONS and ("-h" in own or "--help" in own):
+        return "help", {"command": command}, []
     tail: list[str] = []
     if command == "run":
         if "--" not in rest:
             raise _UsageError("run needs -- and the command to run after its options")
-        split = rest.index("--")
-        rest, tail = rest[:split], rest[split + 1 :]
-    if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
-        return "help", {}, []
+        rest, tail = own, rest[len(own) + 1 :]
     if command == "--version":
         if rest:
             raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
@@ -4893,7 +5006,7 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
         raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
     allowed = _OPTIONS.get(command)
     if allowed is None:
-        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}")
+        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}; {_HELP_HINT}")
     options = _parse_options(command, allowed, rest)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
@@ -5068,8 +5181,13 @@ def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | st
 
 
 def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
-    text: Callable[[], str] = _loaded("usage", "_help")
-    return text(), _EXIT_OK
+    """--help: the whole tool's, or (``COMMAND --help``) that command's."""
+    command = options.get("command")
+    if command is None:
+        text: Callable[[], str] = _loaded("usage", "_help")
+        return text(), _EXIT_OK
+    command_help: Callable[[str, dict[str, bool | None]], str] = _loaded("usage", "_command_help")
+    return command_help(command, _OPTIONS[command]), _EXIT_OK
 
 
 def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
@@ -5157,7 +5275,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5160, (), r'''
+_CARRIED['waiting'] = (5278, (), r'''
 import os
 import time
 
@@ -5323,7 +5441,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5326, ('waiting',), r'''
+_CARRIED['renewing'] = (5444, ('waiting',), r'''
 import os
 import time
 

@@ -170,13 +170,6 @@ def test_unwritable_folder_is_exit_2(main: Callable[..., Run], tmp_path: Path) -
     assert blocker.read_text() == "x"
 
 
-def test_help_still_works(cli: Callable[..., Run]) -> None:
-    run = cli("--help")
-    assert run.code == 0 and "acquire" in run.out and "release" in run.out
-    sub = cli("acquire", "--help")
-    assert sub.code == 0 and "--stale-after" in sub.out and "--wait" in sub.out
-
-
 def test_main_returns_instead_of_raising_system_exit(
     skf: ModuleType, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -70,21 +70,25 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
 # run takes acquire's options but --get: it prints nothing of its own on stdout.
 _OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
 _COMMAND_NAMES = "acquire, release, status, run, list or run-id"
+_HELP_HINT = "--help shows how to use each"
 
 
 def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
     """The command, its ``{option: value}`` and run's COMMAND."""
     if not argv:
-        raise _UsageError(f"a command is required: {_COMMAND_NAMES}")
+        raise _UsageError(f"a command is required: {_COMMAND_NAMES}; {_HELP_HINT}")
     command, *rest = argv
+    if command in ("-h", "--help"):
+        return "help", {}, []
+    # run's own options stand before --; what follows is COMMAND's, --help included.
+    own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
+    if command in _OPTIONS and ("-h" in own or "--help" in own):
+        return "help", {"command": command}, []
     tail: list[str] = []
     if command == "run":
         if "--" not in rest:
             raise _UsageError("run needs -- and the command to run after its options")
-        split = rest.index("--")
-        rest, tail = rest[:split], rest[split + 1 :]
-    if command in ("-h", "--help") or "-h" in rest or "--help" in rest:
-        return "help", {}, []
+        rest, tail = own, rest[len(own) + 1 :]
     if command == "--version":
         if rest:
             raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
@@ -93,7 +97,7 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
         raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
     allowed = _OPTIONS.get(command)
     if allowed is None:
-        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}")
+        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}; {_HELP_HINT}")
     options = _parse_options(command, allowed, rest)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
@@ -268,8 +272,13 @@ def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | st
 
 
 def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
-    text: Callable[[], str] = _loaded("usage", "_help")
-    return text(), _EXIT_OK
+    """--help: the whole tool's, or (``COMMAND --help``) that command's."""
+    command = options.get("command")
+    if command is None:
+        text: Callable[[], str] = _loaded("usage", "_help")
+        return text(), _EXIT_OK
+    command_help: Callable[[str, dict[str, bool | None]], str] = _loaded("usage", "_command_help")
+    return command_help(command, _OPTIONS[command]), _EXIT_OK
 
 
 def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:

@@ -1,12 +1,19 @@
 """What the command line shows a person, carried as text (a lock call never compiles
-it): the text of ``--help``, and the line a waiting call keeps rewriting on a terminal."""
+it): the text of ``--help``, the whole tool's and each command's, and the line a waiting
+call keeps rewriting on a terminal."""
 
 from __future__ import annotations
 
 import os
 import sys
+import textwrap
 
-from .contract import _MAX_SLOTS, _MAX_WAIT_SEC, DEFAULT_STALE_AFTER_MIN, MAX_STALE_AFTER_MIN
+from .contract import (
+    _MAX_SLOTS,
+    _OUTPUT_KEYS,
+    DEFAULT_STALE_AFTER_MIN,
+    MAX_STALE_AFTER_MIN,
+)
 from .inputs import _duration_text
 from .outputs import _holder_text, _ordinal
 from .registry import _SERVER_STORES
@@ -15,50 +22,156 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .contract import AcquireResult
 
+# Each command: what it does, in a line, and an example that runs as shown.
+_COMMAND_HELP = {
+    "acquire": (
+        "take the lock, or renew this owner's hold; a missing run id is added",
+        "{name} acquire --lock ~/.locks/demo.lock --owner demo:build --stale-after 30m",
+    ),
+    "release": (
+        "end this owner's hold; a lock it does not hold is left alone",
+        "owner=$({name} acquire --lock ~/.locks/demo.lock --owner demo:build --get owner)\n"
+        '  {name} release --lock ~/.locks/demo.lock --owner "$owner"',
+    ),
+    "status": (
+        "say who holds the lock, changing nothing",
+        "{name} status --lock ~/.locks/demo.lock --get state",
+    ),
+    "run": (
+        "hold the lock while COMMAND runs, renewing it; exit with its code",
+        "{name} run --lock ~/.locks/demo.lock --owner demo:test --wait 5m -- make test",
+    ),
+    "list": (
+        "every lock under PLACE, as status sees each one",
+        "{name} list --under ~/.locks --table",
+    ),
+    "run-id": (
+        "print a new run id",
+        'owner="demo:build:$({name} run-id --get run_id)"',
+    ),
+}
+
+# What each command's exit codes mean.
+_EXITS = {
+    "acquire": "0 taken or renewed, 1 bad arguments, 2 the lock could not be read or"
+    " written, 3 held by another run (the JSON names it)",
+    "release": "0 answered (released, or reason says absent or not-owner), 1 bad arguments,"
+    " 2 the lock could not be read or written",
+    "status": "0 free or stale, 3 held, 1 bad arguments, 2 the lock could not be read",
+    "run": "COMMAND's own; before it starts 1, 2 or 3 as acquire (JSON on stderr), 126 or"
+    " 127 if it cannot start; 3 if the lock is lost while it runs (COMMAND is stopped)",
+    "list": "0 listed, 1 bad arguments, 2 the place could not be read",
+    "run-id": "0",
+}
+
+
+def _option_lines(command: str) -> dict[str, tuple[str, str]]:
+    """Each option a command may take: its form, and what it means (wrapped where it is
+    shown; a line of its own after a newline)."""
+    forms = "".join(f"\n{kind.form}" for kind in _SERVER_STORES)
+    keys = ", ".join(_OUTPUT_KEYS.get(command, ()))
+    owner = (
+        "workflow:skill:run_id, as acquire printed it"
+        if command == "release"
+        else "workflow:skill[:run_id]; a missing run id is added"
+    )
+    return {
+        "--lock": ("--lock LOCK", f"a file (~ expanded, made absolute), or an address:{forms}"),
+        "--owner": ("--owner OWNER", owner),
+        "--under": ("--under PLACE", "a folder, or a server's address whose KEY is a prefix"),
+        "--stale-after": (
+            "--stale-after DURATION",
+            "the holder's timeout: a hold not renewed for this long is abandoned,"
+            " and the next acquire takes it; 90s, 10m, 2h or 1.5h (a bare number is"
+            f" minutes; default {DEFAULT_STALE_AFTER_MIN}m, at most {MAX_STALE_AFTER_MIN}m)."
+            " A hold is judged by its holder's own timeout; this one judges only"
+            " records that carry none",
+        ),
+        "--wait": (
+            "--wait DURATION",
+            "wait in line this long for the lock, first come, first served;"
+            " 30s, 5m or 1h (a bare number is seconds; default 0, at most 24h)",
+        ),
+        "--slots": (
+            "--slots N",
+            f"up to N runs hold the lock at once, one slot each (default 1, at most"
+            f" {_MAX_SLOTS}); while any slot is held, every call names the same N",
+        ),
+        "--empty-is-stale": (
+            "--empty-is-stale",
+            "an empty lock file (flock(1) leaves one) is stale at once",
+        ),
+        "--table": ("--table", "a table for a person instead of JSON"),
+        "--get": ("--get KEY", f"print only KEY's value, alone on one line; KEY is one of {keys}"),
+    }
+
+
+def _command_help(command: str, options: dict[str, bool | None]) -> str:
+    """The text of ``COMMAND --help``: its usage, its own options, an example and what
+    its exit codes mean."""
+    name = _program_name()
+    summary, example = _COMMAND_HELP[command]
+    described = _option_lines(command)
+    shown = [
+        f"{described[option][0]}" if required else f"[{described[option][0]}]"
+        for option, required in options.items()
+    ]
+    if command == "run":
+        shown.append("-- COMMAND [ARG...]")
+    usage = _wrapped(f"usage: {name} {command}", shown)
+    lines = [usage, "", f"{summary[0].upper()}{summary[1:]}.", "", "options:"]
+    for option in options:
+        form, meaning = described[option]
+        text, *own_lines = meaning.split("\n")
+        first, *rest = [*textwrap.wrap(text, 88 - 24), *own_lines]
+        lines.append(f"  {form:<22}{first}" if len(form) < 22 else f"  {form}\n{'':24}{first}")
+        lines.extend(f"{'':24}{more}" for more in rest)
+    lines.append(f"  {'-h, --help':<22}show this help")
+    lines += ["", "example:", "  " + example.format(name=name), ""]
+    lines.append(
+        textwrap.fill(_EXITS[command], 88, initial_indent="exit: ", subsequent_indent="      ")
+    )
+    if command != "run":
+        lines.append("Prints one line of JSON on stdout; an error is one JSON line on stderr.")
+    return "\n".join(lines) + "\n"
+
+
+def _wrapped(head: str, parts: list[str]) -> str:
+    """``head`` and ``parts`` in lines of at most 88 columns, a part never split, the
+    later lines indented under the first part."""
+    pad = " " * (len(head) + 1)
+    lines = [head]
+    for part in parts:
+        if len(lines[-1]) + 1 + len(part) > 88 and lines[-1] != head:
+            lines.append(pad + part)
+        else:
+            lines[-1] += " " + part
+    return "\n".join(lines)
+
+
+def _program_name() -> str:
+    return "skf-run-lock" if __name__ == "skf_run_lock.usage" else "skf-run-lock.py"
+
 
 def _help() -> str:
-    """The text of ``--help``; the lock's forms come from the registry of stores."""
-    name = "skf-run-lock" if __name__ == "skf_run_lock.usage" else "skf-run-lock.py"
-    pad = " " * len(name)
-    forms = "".join(f"\n{'':28}{kind.form}" for kind in _SERVER_STORES)
+    """The text of ``--help``: every command in a line; each has a help of its own."""
+    name = _program_name()
+    commands = "".join(
+        f"  {command:<10}{summary}\n" for command, (summary, _) in _COMMAND_HELP.items()
+    )
     return f"""\
-usage: {name} acquire --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID]
-       {pad}         [--stale-after MINUTES] [--wait SECONDS] [--slots N] [--empty-is-stale]
-       {name} release --lock LOCK --owner WORKFLOW:SKILL:RUN_ID
-       {name} status --lock LOCK [--stale-after MINUTES] [--slots N] [--empty-is-stale]
-       {name} run --lock LOCK --owner WORKFLOW:SKILL[:RUN_ID] [--stale-after MINUTES]
-       {pad}     [--wait SECONDS] [--slots N] [--empty-is-stale] -- COMMAND [ARG...]
-       {name} list --under PLACE [--stale-after MINUTES] [--table]
-       {name} run-id | --version
+usage: {name} COMMAND [OPTIONS]   ({name} COMMAND --help: its options)
+       {name} --version
 
-A run lock kept in a file, etcd or Redis, for workflows made of many processes.
+A run lock kept in a file, etcd or Redis, for workflows made of many separate
+processes: one run holds it at a time (or N, with --slots), a crashed run's hold
+expires after its timeout, and waiters are served first come, first served.
 
 commands:
-  acquire   take the lock, or renew this owner's; a missing run id is added
-  release   delete the lock if this owner holds it
-  status    say who holds the lock, without taking it
-  run       hold the lock while COMMAND runs, renewing it; exit with its code
-  list      every lock under PLACE, as status sees each one (--table: for a person)
-  run-id    print a new run id
-
-options:
-  --lock LOCK             a file (~ expanded, made absolute), or a server's address:{forms}
-  --owner OWNER           workflow:skill[:run_id]; release needs the run id
-  --under PLACE           a folder, or a server's address whose KEY is a prefix
-  --stale-after MINUTES   this run's timeout: its lock is abandoned once this old
-                          (default {DEFAULT_STALE_AFTER_MIN}, from 0.0001 to {MAX_STALE_AFTER_MIN});
-                          a lock is judged by its holder's own timeout
-  --wait SECONDS          acquire, run: wait in line this long, first come, first
-                          served (default 0, at most {_MAX_WAIT_SEC})
-  --slots N               up to N runs hold the lock at once, each its own slot
-                          (default 1, at most {_MAX_SLOTS}); while any slot is held,
-                          every call must name the count its holders did
-  --empty-is-stale        an empty lock file (an flock user leaves one) is stale
-  -h, --help, --version   show this help, or the version
-
-Prints one line of JSON (run: nothing on stdout but COMMAND's). Exit 0 done,
-1 bad arguments, 2 the lock could not be read or written, 3 held by another run
-(run: or lost while COMMAND ran), 128+n interrupted by signal n.
+{commands}
+Prints one line of JSON (run: nothing on stdout but COMMAND's; --get KEY: that value
+alone). Exit 0 done, 1 bad arguments, 2 the lock could not be read or written, 3 held
+by another run, 128+n interrupted by signal n.
 """
 
 
