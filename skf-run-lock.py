@@ -1255,6 +1255,9 @@ if TYPE_CHECKING:
         """One lock in one store, for one call."""
 
         lock: str
+        # Set by a call that waits in line: a server that refuses connections is tried
+        # again until the step's deadline, not given up after a moment.
+        patient: bool
 
         def look(self, upto: str | None = None) -> _Look:
             """The lock as it is now, with its line, outside any change. ``upto``, a
@@ -1425,7 +1428,22 @@ def _names_same_file(fd: int, path: str) -> bool:
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
+class _NothingCanBeMade(OSError):
+    """The filesystem makes no file or folder where the lock would be (/proc, /sys): an
+    OSError, but not a FileNotFoundError, which a call tries again."""
+
+
+def _nearest_folder(path: str) -> str:
+    """``path``'s nearest folder that exists: itself, or a parent."""
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
 def _not_writable_error(folder: str, exc: OSError) -> OSError:
+    """The folder that refused to have a file or folder made in it: ``folder``, or, where
+    ``folder`` was still to be made, the nearest one that exists."""
+    folder = _nearest_folder(folder)
     return OSError(
         exc.errno,
         f"the folder {folder} is not writable by this user ({exc.strerror}); a lock's folder"
@@ -1446,6 +1464,13 @@ def _file_in_the_way(folder: str) -> str | None:
 def _make_folders(folder: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
+    except FileNotFoundError as exc:
+        # Every missing parent was made but one: the filesystem makes none there.
+        raise _NothingCanBeMade(
+            exc.errno,
+            f"the lock's folder {folder} cannot be made in {_nearest_folder(folder)}"
+            f" ({exc.strerror})",
+        ) from None
     except (FileExistsError, NotADirectoryError) as exc:
         blocker = _file_in_the_way(folder)
         if blocker is None:
@@ -1466,13 +1491,23 @@ def _open_existing_guard(guard: str) -> int:
 
 
 def _create_guard(guard: str, make_parents: bool) -> int:
+    folder = os.path.dirname(guard)
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
     except (FileNotFoundError, NotADirectoryError):
         if not make_parents:
-            raise _NoFolder(os.path.dirname(guard)) from None
-    _make_folders(os.path.dirname(guard))
-    return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+            raise _NoFolder(folder) from None
+    _make_folders(folder)
+    try:
+        return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileNotFoundError as exc:
+        if not os.path.isdir(folder):
+            raise  # removed since it was made: try again
+        # The folder is there, yet no file can be made in it (/proc, /sys): trying
+        # again would only wait for the guard's deadline to say less.
+        raise _NothingCanBeMade(
+            exc.errno, f"no file can be made in the folder {folder} ({exc.strerror})"
+        ) from None
 
 
 def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
@@ -1912,6 +1947,8 @@ def _signature(path: str) -> str:
 class _FileStore:
     """A lock kept in a file, changed under its guard; its line of waiters beside it."""
 
+    patient = False  # a file has no server to refuse a call: waiting or not, the same
+
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
         self.line = self.lock + _LINE_SUFFIX
@@ -2203,7 +2240,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2206, (), r'''
+_CARRIED['reports'] = (2243, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2309,7 +2346,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2312, (), r'''
+_CARRIED['usage'] = (2349, (), r'''
 import os
 import sys
 import textwrap
@@ -2503,7 +2540,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2506, (), r'''
+_CARRIED['server_store'] = (2543, (), r'''
 import errno
 import json
 import os
@@ -2568,8 +2605,16 @@ def _value_fields(value: bytes) -> tuple[str, int, float] | None:
     return owner, since, timeout
 
 
+# A call that does not wait gives up on a server that refuses every connection after
+# this long: nothing listens there, and the step's whole deadline (5 s by default)
+# would only put off saying so. A server restarting in place is back well within it.
+_REFUSED_GRACE_SEC = 1.5
+
+
 class _ServerStore:
     """What the server stores share: addresses, no guard, a deadline per step, TLS."""
+
+    patient = False  # a call that waits in line: a refusing server is tried until the deadline
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
@@ -2641,6 +2686,24 @@ class _ServerStore:
             errno.EHOSTUNREACH,
             f"{self.name} could not be reached within {self.timeout:g} s ({self.timeout_var})"
             f" at {where}: {why or 'no time left'}",
+        )
+
+    def refused_for_good(self, since: float) -> bool:
+        """True once a call that does not wait has seen its server refuse connections
+        since ``since`` for the grace period."""
+        return not self.patient and time.monotonic() - since >= _REFUSED_GRACE_SEC
+
+    def give_up_if_refused(self, exc: Exception, since: float, where: str, why: str) -> None:
+        """Raise the refusal once ``exc`` is a refused connection and a call that does
+        not wait has seen them since ``since`` for the grace period."""
+        if isinstance(exc, ConnectionRefusedError) and self.refused_for_good(since):
+            raise self.refused(where, why) from None
+
+    def refused(self, where: str, why: str) -> OSError:
+        return OSError(
+            errno.ECONNREFUSED,
+            f"{self.name} at {where} refused the connection for {_REFUSED_GRACE_SEC:g} s"
+            f" ({why}): is {self.name} running there, listening on that port?",
         )
 
     def lost_answer(self, where: str, exc: Exception, outcome: str) -> _OutcomeUnknown:
@@ -2735,7 +2798,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2738, ('server_store',), r'''
+_CARRIED['http1'] = (2801, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2862,7 +2925,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2865, ('server_store',), r'''
+_CARRIED['resp'] = (2928, ('server_store',), r'''
 import re
 
 
@@ -2997,7 +3060,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (3000, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (3063, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3088,6 +3151,8 @@ class _EtcdGateway(_ServerStore):
         # Each endpoint's first reason (later ones are often the deadline).
         failures: dict[str, str] = {}
         broken: set[str] = set()  # TLS failed: trying again cannot help
+        refusing: dict[str, bool] = {}  # nothing listened there, as last tried
+        started = time.monotonic()
         while True:
             for endpoint in self.endpoints:
                 left = self.deadline - time.monotonic()
@@ -3103,7 +3168,9 @@ class _EtcdGateway(_ServerStore):
                     reason = failures.setdefault(endpoint, self.describe(exc))
                     if reason.startswith(_TLS_FAILURE):
                         broken.add(endpoint)
+                    refusing[endpoint] = isinstance(exc, ConnectionRefusedError)
                     continue
+                refusing[endpoint] = False
                 if status == 200:
                     return answer
                 code = answer.get("code")
@@ -3113,6 +3180,9 @@ class _EtcdGateway(_ServerStore):
                     continue
                 raise self._refusal(code, message or f"HTTP status {status}")
             # No member answered (down, electing): nothing applied.
+            every_one_refused = all(refusing.get(each) for each in self.endpoints)
+            if every_one_refused and self.refused_for_good(started):
+                raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
             left = self.deadline - time.monotonic()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break
@@ -3184,7 +3254,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3187, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3257, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3742,7 +3812,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3745, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3815, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3804,7 +3874,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3807, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3877, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -3970,6 +4040,7 @@ class _RedisStore(_ServerStore):
         as they came, error answers among them (nothing redirected)."""
         failure = None
         redirects = 0
+        started = time.monotonic()
         while True:
             sending = _with_asking(commands) if self.asking else list(commands)
             sent = False
@@ -3990,6 +4061,7 @@ class _RedisStore(_ServerStore):
                     raise  # trying again cannot help
                 if reason.startswith(_TLS_FAILURE):
                     raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
+                self.give_up_if_refused(exc, started, self.endpoint, reason)
                 failure = failure or reason
             except BaseException:
                 self._drop()  # an interrupt: never read its answers out of step
@@ -4356,7 +4428,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4359, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4431, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4488,7 +4560,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4491, ('reports',), r'''
+_CARRIED['survey'] = (4563, ('reports',), r'''
 import json
 import os
 import stat
@@ -5275,7 +5347,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5278, (), r'''
+_CARRIED['waiting'] = (5350, (), r'''
 import os
 import time
 
@@ -5308,6 +5380,7 @@ def _wait_for(
     slots = _checked_slots(slots)
     deadline = time.monotonic() + wait
     store = _store_for(lock)
+    store.patient = bool(wait)
     place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
     try:
         while True:
@@ -5441,7 +5514,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5444, ('waiting',), r'''
+_CARRIED['renewing'] = (5517, ('waiting',), r'''
 import os
 import time
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 from calls import Run, posix_only
+from loader import SCRIPT
 from lockfiles import ago, beside, write_record
 
 
@@ -147,6 +150,28 @@ def test_interrupt_during_the_write_removes_the_temp(
     assert lock.read_bytes() == before and beside(lock) == ["run.lock"]
 
 
+def main_as_nobody(skf: ModuleType, *argv: str) -> Run:
+    """``skf.main(argv)`` in a forked child, as nobody when this is root, so that a
+    permission failure is real: its exit code, and what it wrote."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        pid = os.fork()
+        if pid == 0:  # child: report the exit code of main() as its own
+            code = 99
+            try:
+                if os.geteuid() == 0:
+                    os.setuid(65534)
+                sys.stdout, sys.stderr = out, err
+                code = skf.main(list(argv))
+                out.flush()
+                err.flush()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        out.seek(0)
+        err.seek(0)
+        return Run(os.waitstatus_to_exitcode(status), out.read(), err.read())
+
+
 @posix_only("fork and setuid")
 def test_read_only_folder_for_real_is_exit_2(skf: ModuleType) -> None:
     """A real permission failure (as root, the call runs as nobody in a forked child)."""
@@ -157,23 +182,76 @@ def test_read_only_folder_for_real_is_exit_2(skf: ModuleType) -> None:
         write_record(lock, "wf:sk:old", ago(hours=2))
         before = lock.read_bytes()
         lock.parent.chmod(0o555)
-        pid = os.fork()
-        if pid == 0:  # child: report the exit code of main() as its own
-            code = 99
-            try:
-                if os.geteuid() == 0:
-                    os.setuid(65534)
-                with open(os.devnull, "w") as sink:
-                    os.dup2(sink.fileno(), 1)
-                    os.dup2(sink.fileno(), 2)
-                code = skf.main(["acquire", "--lock", str(lock), "--owner", "wf:sk:new"])
-            finally:
-                os._exit(code)
-        _, status = os.waitpid(pid, 0)
-        assert os.waitstatus_to_exitcode(status) == 2
+        run = main_as_nobody(skf, "acquire", "--lock", str(lock), "--owner", "wf:sk:new")
+        assert run.code == 2, run
         assert lock.read_bytes() == before and beside(lock) == ["run.lock"]
     finally:
         (top / "locks").chmod(0o755)
+        shutil.rmtree(top)
+
+
+# --- Errors that name their cause, at once ----------------------------------------------
+
+
+def run_cli(*argv: str) -> Run:
+    """The script in a fresh process."""
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux only: /proc makes no files")
+@pytest.mark.parametrize(
+    ("lock", "words"),
+    [
+        ("/proc/skf-x.lock", "no file can be made in the folder /proc"),
+        ("/proc/skf-sub/x.lock", "the lock's folder /proc/skf-sub cannot be made in /proc"),
+    ],
+)
+def test_a_folder_where_no_file_can_be_made_is_exit_2_with_the_systems_reason(
+    lock: str, words: str
+) -> None:
+    """Not the guard's 10 s wait, then blaming another call."""
+    run = run_cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    assert run.code == 2 and words in run.error and "No such file or directory" in run.error
+    assert "guard" not in run.error and "another call" not in run.error
+
+
+@pytest.mark.skipif(
+    sys.platform != "linux" or os.geteuid() != 0, reason="root on Linux: mounts a filesystem"
+)
+def test_a_read_only_filesystem_is_exit_2_saying_so(tmp_path: Path) -> None:
+    mounted = tmp_path / "ro"
+    mounted.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mounted)], check=True)
+    try:
+        for lock in (mounted / "x.lock", mounted / "sub" / "x.lock"):
+            run = run_cli("acquire", "--lock", str(lock), "--owner", "wf:sk")
+            assert run.code == 2 and "Read-only file system" in run.error, run
+        assert list(mounted.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(mounted)], check=True)
+
+
+@posix_only("fork and setuid")
+def test_a_folder_that_cannot_be_made_names_the_one_that_is_not_writable(skf: ModuleType) -> None:
+    """ro/ is not writable: the lock ro/sub/deeper/x.lock names ro, which exists, not
+    ro/sub, which does not (as root, the call runs as nobody)."""
+    top = Path(tempfile.mkdtemp(prefix="skf-ro-"))
+    try:
+        top.chmod(0o755)
+        (top / "ro").mkdir(mode=0o555)
+        for lock in (top / "ro" / "sub" / "x.lock", top / "ro" / "sub" / "deeper" / "x.lock"):
+            run = main_as_nobody(skf, "acquire", "--lock", str(lock), "--owner", "wf:sk")
+            assert run.code == 2, run
+            assert f"the folder {top / 'ro'} is not writable by this user" in run.error
+        assert list((top / "ro").iterdir()) == []
+    finally:
         shutil.rmtree(top)
 
 

@@ -210,6 +210,22 @@ def test_unreachable_redis_is_exit_2_within_the_timeout(
     assert time.monotonic() - started < 10
 
 
+def test_a_server_refusing_connections_is_exit_2_at_once_naming_it(
+    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No --wait: nothing listens there, so the call says so after a moment instead of
+    trying for the whole deadline; with --wait it tries until the deadline."""
+    monkeypatch.delenv("SKF_REDIS_TIMEOUT", raising=False)
+    where = f"127.0.0.1:{free_port()}"
+    run = cli("acquire", "--lock", f"redis://{where}/k", "--owner", "wf:sk")
+    assert run.code == 2 and run.out == ""
+    assert f"Redis at {where} refused the connection for 1.5 s (Connection refused)" in run.error
+    assert "is Redis running there, listening on that port?" in run.error
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "2")
+    waited = cli("acquire", "--lock", f"redis://{where}/k", "--owner", "wf:sk", "--wait", "3")
+    assert waited.code == 2 and "Redis could not be reached within 2 s" in waited.error
+
+
 @pytest.fixture
 def silent_server() -> Iterator[tuple[socket.socket, int]]:
     """A port that accepts connections and never answers."""
@@ -320,7 +336,8 @@ def test_a_change_whose_answer_is_lost_says_who_may_hold_the_lock(
 
 
 def test_a_restart_within_the_deadline_is_ridden_out(skf: ModuleType, tmp_path: Path) -> None:
-    """A call made while the server restarts retries until it answers, within 5 s."""
+    """A call made while the server restarts retries until it answers: a refused
+    connection is tried again for 1.5 s, and the server is back within 1."""
     server = start_redis(tmp_path)
     lock = server.url("locks/restart")
     try:

@@ -98,6 +98,8 @@ class _EtcdGateway(_ServerStore):
         # Each endpoint's first reason (later ones are often the deadline).
         failures: dict[str, str] = {}
         broken: set[str] = set()  # TLS failed: trying again cannot help
+        refusing: dict[str, bool] = {}  # nothing listened there, as last tried
+        started = time.monotonic()
         while True:
             for endpoint in self.endpoints:
                 left = self.deadline - time.monotonic()
@@ -113,7 +115,9 @@ class _EtcdGateway(_ServerStore):
                     reason = failures.setdefault(endpoint, self.describe(exc))
                     if reason.startswith(_TLS_FAILURE):
                         broken.add(endpoint)
+                    refusing[endpoint] = isinstance(exc, ConnectionRefusedError)
                     continue
+                refusing[endpoint] = False
                 if status == 200:
                     return answer
                 code = answer.get("code")
@@ -123,6 +127,9 @@ class _EtcdGateway(_ServerStore):
                     continue
                 raise self._refusal(code, message or f"HTTP status {status}")
             # No member answered (down, electing): nothing applied.
+            every_one_refused = all(refusing.get(each) for each in self.endpoints)
+            if every_one_refused and self.refused_for_good(started):
+                raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
             left = self.deadline - time.monotonic()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break

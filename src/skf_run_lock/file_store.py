@@ -312,6 +312,8 @@ def _signature(path: str) -> str:
 class _FileStore:
     """A lock kept in a file, changed under its guard; its line of waiters beside it."""
 
+    patient = False  # a file has no server to refuse a call: waiting or not, the same
+
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
         self.line = self.lock + _LINE_SUFFIX

@@ -113,7 +113,22 @@ def _names_same_file(fd: int, path: str) -> bool:
     return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
+class _NothingCanBeMade(OSError):
+    """The filesystem makes no file or folder where the lock would be (/proc, /sys): an
+    OSError, but not a FileNotFoundError, which a call tries again."""
+
+
+def _nearest_folder(path: str) -> str:
+    """``path``'s nearest folder that exists: itself, or a parent."""
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
+
+
 def _not_writable_error(folder: str, exc: OSError) -> OSError:
+    """The folder that refused to have a file or folder made in it: ``folder``, or, where
+    ``folder`` was still to be made, the nearest one that exists."""
+    folder = _nearest_folder(folder)
     return OSError(
         exc.errno,
         f"the folder {folder} is not writable by this user ({exc.strerror}); a lock's folder"
@@ -134,6 +149,13 @@ def _file_in_the_way(folder: str) -> str | None:
 def _make_folders(folder: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
+    except FileNotFoundError as exc:
+        # Every missing parent was made but one: the filesystem makes none there.
+        raise _NothingCanBeMade(
+            exc.errno,
+            f"the lock's folder {folder} cannot be made in {_nearest_folder(folder)}"
+            f" ({exc.strerror})",
+        ) from None
     except (FileExistsError, NotADirectoryError) as exc:
         blocker = _file_in_the_way(folder)
         if blocker is None:
@@ -154,13 +176,23 @@ def _open_existing_guard(guard: str) -> int:
 
 
 def _create_guard(guard: str, make_parents: bool) -> int:
+    folder = os.path.dirname(guard)
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
     except (FileNotFoundError, NotADirectoryError):
         if not make_parents:
-            raise _NoFolder(os.path.dirname(guard)) from None
-    _make_folders(os.path.dirname(guard))
-    return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+            raise _NoFolder(folder) from None
+    _make_folders(folder)
+    try:
+        return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
+    except FileNotFoundError as exc:
+        if not os.path.isdir(folder):
+            raise  # removed since it was made: try again
+        # The folder is there, yet no file can be made in it (/proc, /sys): trying
+        # again would only wait for the guard's deadline to say less.
+        raise _NothingCanBeMade(
+            exc.errno, f"no file can be made in the folder {folder} ({exc.strerror})"
+        ) from None
 
 
 def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:

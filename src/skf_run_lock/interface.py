@@ -21,6 +21,9 @@ if TYPE_CHECKING:
         """One lock in one store, for one call."""
 
         lock: str
+        # Set by a call that waits in line: a server that refuses connections is tried
+        # again until the step's deadline, not given up after a moment.
+        patient: bool
 
         def look(self, upto: str | None = None) -> _Look:
             """The lock as it is now, with its line, outside any change. ``upto``, a

@@ -187,6 +187,7 @@ class _RedisStore(_ServerStore):
         as they came, error answers among them (nothing redirected)."""
         failure = None
         redirects = 0
+        started = time.monotonic()
         while True:
             sending = _with_asking(commands) if self.asking else list(commands)
             sent = False
@@ -207,6 +208,7 @@ class _RedisStore(_ServerStore):
                     raise  # trying again cannot help
                 if reason.startswith(_TLS_FAILURE):
                     raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
+                self.give_up_if_refused(exc, started, self.endpoint, reason)
                 failure = failure or reason
             except BaseException:
                 self._drop()  # an interrupt: never read its answers out of step

@@ -73,8 +73,16 @@ def _value_fields(value: bytes) -> tuple[str, int, float] | None:
     return owner, since, timeout
 
 
+# A call that does not wait gives up on a server that refuses every connection after
+# this long: nothing listens there, and the step's whole deadline (5 s by default)
+# would only put off saying so. A server restarting in place is back well within it.
+_REFUSED_GRACE_SEC = 1.5
+
+
 class _ServerStore:
     """What the server stores share: addresses, no guard, a deadline per step, TLS."""
+
+    patient = False  # a call that waits in line: a refusing server is tried until the deadline
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
@@ -146,6 +154,24 @@ class _ServerStore:
             errno.EHOSTUNREACH,
             f"{self.name} could not be reached within {self.timeout:g} s ({self.timeout_var})"
             f" at {where}: {why or 'no time left'}",
+        )
+
+    def refused_for_good(self, since: float) -> bool:
+        """True once a call that does not wait has seen its server refuse connections
+        since ``since`` for the grace period."""
+        return not self.patient and time.monotonic() - since >= _REFUSED_GRACE_SEC
+
+    def give_up_if_refused(self, exc: Exception, since: float, where: str, why: str) -> None:
+        """Raise the refusal once ``exc`` is a refused connection and a call that does
+        not wait has seen them since ``since`` for the grace period."""
+        if isinstance(exc, ConnectionRefusedError) and self.refused_for_good(since):
+            raise self.refused(where, why) from None
+
+    def refused(self, where: str, why: str) -> OSError:
+        return OSError(
+            errno.ECONNREFUSED,
+            f"{self.name} at {where} refused the connection for {_REFUSED_GRACE_SEC:g} s"
+            f" ({why}): is {self.name} running there, listening on that port?",
         )
 
     def lost_answer(self, where: str, exc: Exception, outcome: str) -> _OutcomeUnknown:

@@ -49,6 +49,7 @@ def _wait_for(
     slots = _checked_slots(slots)
     deadline = time.monotonic() + wait
     store = _store_for(lock)
+    store.patient = bool(wait)
     place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
     try:
         while True:
