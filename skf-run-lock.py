@@ -12,6 +12,18 @@ it names its holder, and is abandoned once older than the holder's timeout. CLI:
 
 from __future__ import annotations
 
+import sys as _sys
+
+if _sys.version_info < (3, 11):  # told what to use, in the contract's one JSON line
+    _NEEDED = (
+        "skf-run-lock needs Python 3.11 or later; this is Python %d.%d.%d:"
+        " run it with python3.11 or newer, or with uv run" % _sys.version_info[:3]
+    )
+    if __name__ != "__main__":
+        raise ImportError(_NEEDED)
+    _sys.stderr.write('{"status": "error", "message": "%s"}\n' % _NEEDED)
+    raise SystemExit(1)
+
 import errno
 import json
 import os
@@ -2240,7 +2252,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2243, (), r'''
+_CARRIED['reports'] = (2255, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2346,7 +2358,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2349, (), r'''
+_CARRIED['usage'] = (2361, (), r'''
 import os
 import sys
 import textwrap
@@ -2540,7 +2552,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2543, (), r'''
+_CARRIED['server_store'] = (2555, (), r'''
 import errno
 import json
 import os
@@ -2798,7 +2810,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2801, ('server_store',), r'''
+_CARRIED['http1'] = (2813, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2925,7 +2937,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2928, ('server_store',), r'''
+_CARRIED['resp'] = (2940, ('server_store',), r'''
 import re
 
 
@@ -3060,7 +3072,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (3063, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (3075, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3254,7 +3266,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3257, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3269, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3812,7 +3824,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3815, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3827, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3874,7 +3886,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3877, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3889, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4428,7 +4440,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4431, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4443, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4560,7 +4572,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4563, ('reports',), r'''
+_CARRIED['survey'] = (4575, ('reports',), r'''
 import json
 import os
 import stat
@@ -5347,7 +5359,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5350, (), r'''
+_CARRIED['waiting'] = (5362, (), r'''
 import os
 import time
 
@@ -5514,7 +5526,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5517, ('waiting',), r'''
+_CARRIED['renewing'] = (5529, ('waiting',), r'''
 import os
 import time
 

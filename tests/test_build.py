@@ -22,6 +22,7 @@ from pathlib import Path
 from types import FunctionType, ModuleType
 
 import pytest
+from calls import needs_system_tool
 from loader import PACKAGE, ROOT, SCRIPT, load_script
 
 # The modules alone: CI's other suites may be writing bytecode beside them meanwhile.
@@ -462,3 +463,62 @@ def test_mypy_fails_a_store_whose_method_does_not_match_the_interface(
     assert done.returncode == 1, done.stdout
     store = STORE_CLASSES[module]
     assert f'Incompatible return value type (got "{store}", expected "_Store")' in done.stdout
+
+
+# --- Older Pythons are told what to use -----------------------------------------------
+
+
+def older_python(version: str) -> str:
+    """An interpreter of ``version`` (3.8, 3.9, 3.10): pyenv's, else one on PATH; the
+    test is skipped where there is none, saying how to get one."""
+    pyenv_root = (
+        subprocess.run(
+            ["pyenv", "root"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        if shutil.which("pyenv")
+        else ""
+    )
+    found = (
+        sorted(Path(pyenv_root, "versions").glob(f"{version}.*/bin/python")) if pyenv_root else []
+    )
+    if found:
+        return str(found[-1])
+    return needs_system_tool(f"python{version}", f"pyenv install {version}")
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.9", "3.10"])
+def test_an_older_python_gets_one_json_line_naming_the_python_it_needs(
+    version: str, tmp_path: Path
+) -> None:
+    """The file copied alone, run by an older Python: one JSON error line, exit 1, no
+    traceback, nothing made; loaded as a module, an ImportError saying the same."""
+    python = older_python(version)
+    alone = tmp_path / "skf-run-lock.py"
+    shutil.copyfile(SCRIPT, alone)
+    lock = tmp_path / "locks" / "x.lock"
+    run = subprocess.run(
+        [python, str(alone), "acquire", "--lock", str(lock), "--owner", "wf:sk"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (run.returncode, run.stdout) == (1, ""), run
+    error = json.loads(run.stderr)
+    assert run.stderr.count("\n") == 1 and list(error) == ["status", "message"]
+    assert error["message"].startswith(
+        f"skf-run-lock needs Python 3.11 or later; this is Python {version}."
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["skf-run-lock.py"]
+    load = (
+        "import importlib.util as u, sys\n"
+        f"s = u.spec_from_file_location('skf', {str(alone)!r})\n"
+        "try:\n    s.loader.exec_module(u.module_from_spec(s))\n"
+        "except ImportError as e:\n    print(e)\n"
+    )
+    loaded = subprocess.run(
+        [python, "-c", load], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (loaded.returncode, loaded.stderr) == (0, "") and loaded.stdout == error[
+        "message"
+    ] + "\n"

@@ -98,6 +98,24 @@ HEADER = """\
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """
 
+# The first code the built file runs. Python parses the whole file before it runs any of
+# it, so everything outside the carried texts must stay parseable by the Pythons this
+# turns away (3.8 to 3.10; the tests run them), and this runs before the standard
+# library's imports, some of which they lack.
+OLDER_PYTHONS = """\
+import sys as _sys
+
+if _sys.version_info < (3, 11):  # told what to use, in the contract's one JSON line
+    _NEEDED = (
+        "skf-run-lock needs Python 3.11 or later; this is Python %d.%d.%d:"
+        " run it with python3.11 or newer, or with uv run" % _sys.version_info[:3]
+    )
+    if __name__ != "__main__":
+        raise ImportError(_NEEDED)
+    _sys.stderr.write('{"status": "error", "message": "%s"}\\n' % _NEEDED)
+    raise SystemExit(1)
+"""
+
 
 @dataclass
 class Line:
@@ -295,6 +313,7 @@ def build(package: Path = PACKAGE) -> list[Line]:
     out.append(Line(""))
     out.append(Line("from __future__ import annotations"))
     out.append(Line(""))
+    out += [Line(text) for text in OLDER_PYTHONS.split("\n")]
     imports = sorted({i for c in chapters for i in c.imports if i.startswith("import ")})
     imports += sorted({i for c in chapters for i in c.imports if i.startswith("from ")})
     out += [Line(text) for text in imports]
