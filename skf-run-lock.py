@@ -975,11 +975,19 @@ def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> floa
     return min((end for end in ends if end > 0), default=float("inf"))
 
 
-def _listed(record: _Record | None, line: list[_Place]) -> bool:
-    """True if a listing shows a lock whose record (or last holder's) is ``record`` and
-    whose live line is ``line``: a record this tool wrote (a JSON object naming an
-    owner), or, with none, waiters in line. A store's other values are no locks."""
-    return (record is not None and record.owner is not None) or bool(line)
+# A name that says it is a lock: what stands there blocks acquire, whatever it holds.
+_LOCK_NAME_SUFFIX = ".lock"
+
+
+def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
+    """True if a listing shows the lock ``lock`` whose record (or last holder's) is
+    ``record`` and whose live line is ``line``: a record this tool wrote (a JSON object
+    naming an owner); anything else at a name ending in ``.lock``, which acquire would
+    refuse or replace (an empty file, foreign bytes, an older version's PID and time);
+    or, with none, waiters in line. A store's other values are no locks."""
+    if record is not None and (record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX)):
+        return True
+    return bool(line)
 
 
 # --------------------------------------------------------------------------------------
@@ -1258,10 +1266,11 @@ if TYPE_CHECKING:
     from typing import Protocol
 
 
-    # What a store's survey of a place gives a listing: the place as shown, and each
-    # lock found there (its name as a lock's address, and a look at it, as ``look``
-    # would give). A survey only reads: no guard, no change, no waiting.
-    _Survey = tuple[str, list[tuple[str, _Look]]]
+    # What a store's survey of a place gives a listing: the place as shown, each lock
+    # found there (its name as a lock's address, and a look at it, as ``look`` would
+    # give), and a note on the place for the listing's message ("": none; a folder that
+    # does not exist says so). A survey only reads: no guard, no change, no waiting.
+    _Survey = tuple[str, list[tuple[str, _Look]], str]
 
     class _Store(Protocol):
         """One lock in one store, for one call."""
@@ -2252,7 +2261,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2255, (), r'''
+_CARRIED['reports'] = (2264, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2358,7 +2367,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2361, (), r'''
+_CARRIED['usage'] = (2370, (), r'''
 import os
 import sys
 import textwrap
@@ -2552,7 +2561,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2555, (), r'''
+_CARRIED['server_store'] = (2564, (), r'''
 import errno
 import json
 import os
@@ -2810,7 +2819,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2813, ('server_store',), r'''
+_CARRIED['http1'] = (2822, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2937,7 +2946,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2940, ('server_store',), r'''
+_CARRIED['resp'] = (2949, ('server_store',), r'''
 import re
 
 
@@ -3072,7 +3081,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (3075, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (3084, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3266,7 +3275,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3269, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3278, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3824,7 +3833,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3827, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3836, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3866,7 +3875,8 @@ def _survey_etcd(address: str) -> _Survey:
         looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _not_etcd("range", "kvs") from None
-    return address, [(store.address_of(key, "replace"), look) for key, look in looks.items()]
+    found = [(store.address_of(key, "replace"), look) for key, look in looks.items()]
+    return address, found, ""
 
 
 def _prefix_end(prefix: bytes) -> bytes:
@@ -3886,7 +3896,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3889, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3899, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4440,7 +4450,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4443, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4453, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4560,7 +4570,7 @@ def _survey_redis(address: str) -> _Survey:
                 looks += store.looks(keys[at : at + _SURVEY_BATCH])
     finally:
         store.close()
-    return address, [(store.address_of(key), look) for key, look in looks]
+    return address, [(store.address_of(key), look) for key, look in looks], ""
 ''')
 
 
@@ -4572,7 +4582,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4575, ('reports',), r'''
+_CARRIED['survey'] = (4585, ('reports',), r'''
 import json
 import os
 import stat
@@ -4582,18 +4592,18 @@ import time
 def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
     """list_locks's work: survey ``under``, keep the locks, judge each."""
     stale_after = _checked_stale_after(stale_after)
-    shown, found = _survey_for(under)
+    shown, found, note = _survey_for(under)
     now = time.time()
     statuses: list[StatusResult] = []
     for lock, look in found:
         record = look.record or look.last
         line = _live(look.line, now)
-        if _listed(record, line):
+        if _listed(lock, record, line):
             statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
-    return _list_result(shown, statuses)
+    return _list_result(shown, statuses, note)
 
 
-def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, _Look]]]:
+def _survey_folder(under: str | os.PathLike[str]) -> _Survey:
     """Every lock file under the folder ``under`` (searched recursively, no link
     followed), and every line whose lock file is missing, each looked at as ``status``
     looks: bounded, non-blocking reads, no guard, nothing created. A subfolder or a
@@ -4605,7 +4615,7 @@ def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, 
     try:
         mode = os.stat(folder).st_mode
     except (FileNotFoundError, NotADirectoryError):
-        return folder, []  # no folder, so no lock: as status finds no lock file
+        return folder, [], "there is no such folder"  # so no lock, as status finds none
     if not stat.S_ISDIR(mode):
         raise ValueError(f"the place {folder} is not a folder; give a folder to list")
     found: list[tuple[str, _Look]] = []
@@ -4628,7 +4638,7 @@ def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, 
                     found += _looks_of_file(entry, names)
             except (OSError, ValueError):
                 continue  # gone, or turned into something else, since it was listed
-    return folder, found
+    return folder, found, ""
 
 
 def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, _Look]]:
@@ -4663,14 +4673,15 @@ def _listed_lock(status: StatusResult) -> ListedLock:
     }
 
 
-def _list_result(under: str, statuses: list[StatusResult]) -> ListResult:
-    """The listing of ``under``: its locks sorted by name, and a count of each state."""
+def _list_result(under: str, statuses: list[StatusResult], note: str = "") -> ListResult:
+    """The listing of ``under``: its locks sorted by name, and a count of each state
+    (``note``: the survey's word on the place)."""
     locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
     states = [entry["state"] for entry in locks]
     counts = [f"{states.count(s)} {s}" for s in ("held", "stale", "free") if s in states]
     waiting = sum(len(entry["waiting"]) for entry in locks)
     if not locks:
-        message = f"no locks under {under}"
+        message = f"no locks under {under}" + (f": {note}" if note else "")
     else:
         noun = "lock" if len(locks) == 1 else "locks"
         message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
@@ -4689,28 +4700,44 @@ def _shown_name(text: str) -> str:
 def _list_table(result: ListResult, now: float) -> str:
     """The listing as an aligned table for a person: one row a lock, then its message."""
     rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
-    for entry in result["locks"]:
-        age = entry["age_seconds"]
-        stale_in = "-"
-        if entry["state"] == "held" and entry["stale_at"] is not None:
-            left = _parse_time(entry["stale_at"])
-            stale_in = "-" if left is None else _duration_text(max(0, left - now))
-        holder = entry["held_by"]
-        rows.append(
-            [
-                _shown_name(entry["lock"]),
-                entry["state"],
-                "-" if entry["held_since"] is None else _shown_name(_holder_text(holder)),
-                "-" if age is None else _duration_text(age),
-                stale_in,
-                str(len(entry["waiting"])),
-            ]
-        )
+    rows += [_table_row(entry, now) for entry in result["locks"]]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     ]
     return "\n".join([*lines, result["message"]]) + "\n"
+
+
+def _table_row(entry: ListedLock, now: float) -> list[str]:
+    """One lock's row. A lock of several slots that anyone holds shows how many of its
+    slots are held, and by whom: the longest holder (its age, when it goes stale) and a
+    count of the rest; a status of it may say "free" while a slot is."""
+    state: str = entry["state"]
+    holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
+    age = entry["age_seconds"]
+    stale_at = entry["stale_at"] if state == "held" else None
+    live = [h for h in entry["holders"] if (_parse_time(h["stale_at"]) or 0) > now]
+    if entry["slots"] > 1 and live:
+        longest = live[0]  # holders come longest held first
+        state = f"{len(live)}/{entry['slots']} held"
+        holder = _shown_name(_holder_text(longest["owner"]))
+        if len(live) > 1:
+            holder += f" and {len(live) - 1} more"
+        since = _parse_time(longest["since"])
+        age = None if since is None else max(0, int(now - since))
+        stale_at = longest["stale_at"]
+    stale_in = "-"
+    if stale_at is not None:
+        left = _parse_time(stale_at)
+        stale_in = "-" if left is None else _duration_text(max(0, left - now))
+    return [
+        _shown_name(entry["lock"]),
+        state,
+        holder,
+        "-" if age is None else _duration_text(age),
+        stale_in,
+        str(len(entry["waiting"])),
+    ]
 ''')
 
 
@@ -5359,7 +5386,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5362, (), r'''
+_CARRIED['waiting'] = (5389, (), r'''
 import os
 import time
 
@@ -5526,7 +5553,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5529, ('waiting',), r'''
+_CARRIED['renewing'] = (5556, ('waiting',), r'''
 import os
 import time
 

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -85,6 +86,8 @@ def test_held_stale_waited_for_and_free_locks_are_listed_as_status_judges_them(
 def test_an_empty_place_is_an_empty_list_and_exit_0(
     cli: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
+    if place.kind == "file":
+        os.makedirs(place.under)  # a folder that exists, with nothing in it
     answer = listed(cli, place.under)
     assert answer["locks"] == []
     assert answer["message"] == f"no locks under {answer['under']}"
@@ -202,7 +205,7 @@ def test_a_server_out_of_reach_is_exit_2(
 # --- A folder: what counts as a lock, and what must not hang or be followed -------------
 
 
-def test_only_records_and_lines_count_as_locks_in_a_folder(
+def test_only_records_lines_and_lock_files_count_as_locks_in_a_folder(
     cli: Callable[..., Run], tmp_path: Path
 ) -> None:
     folder = tmp_path / "locks"
@@ -281,12 +284,60 @@ def test_another_users_unreadable_files_and_folders_are_passed_over(tmp_path: Pa
         shutil.rmtree(shared)
 
 
-def test_a_folder_that_does_not_exist_holds_no_locks(
+def test_a_folder_that_does_not_exist_holds_no_locks_and_says_so(
     cli: Callable[..., Run], tmp_path: Path
 ) -> None:
     answer = listed(cli, tmp_path / "not" / "yet")
     assert answer["locks"] == []
+    assert (
+        answer["message"] == f"no locks under {tmp_path / 'not' / 'yet'}: there is no such folder"
+    )
+    assert listed(cli, tmp_path)["message"] == f"no locks under {tmp_path}"
     assert not (tmp_path / "not").exists()
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", bytes(range(256)), b"12345\n2026-01-01T00:00:00Z\n", b'["json", "not an object"]'],
+    ids=["empty", "foreign bytes", "an older version's PID and time", "JSON not an object"],
+)
+def test_a_lock_file_acquire_would_refuse_or_replace_is_listed_as_status_sees_it(
+    cli: Callable[..., Run], tmp_path: Path, content: bytes
+) -> None:
+    """Named *.lock and blocking acquire, it is listed with no holder's name: the entry
+    is status's output but its message."""
+    lock = tmp_path / "locks" / "x.lock"
+    lock.parent.mkdir()
+    lock.write_bytes(content)
+    status = cli("status", "--lock", lock)
+    (entry,) = listed(cli, lock.parent)["locks"]
+    assert entry["held_by"] is None and entry["state"] in ("held", "stale")
+    assert {k: v for k, v in status.json.items() if k not in ("message", "age_seconds")} == {
+        k: v for k, v in entry.items() if k != "age_seconds"
+    }
+    refused = cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    assert refused.code == (3 if entry["state"] == "held" else 0)
+    assert lock.read_bytes() == content or refused.code == 0
+
+
+def test_the_table_shows_how_many_slots_are_held_and_by_whom(
+    cli: Callable[..., Run], place: PlaceUnderTest
+) -> None:
+    """2 of 3 slots held: never "free -"; the longest holder and a count of the rest."""
+    lock = place.lock("slots")
+    for owner in ("wf:sk:first", "wf:sk:second"):
+        assert cli("acquire", "--lock", lock, "--owner", owner, "--slots", "3").code == 0
+        time.sleep(1.1)  # the first holds longest, by a whole second
+    one = place.lock("one")
+    assert cli("acquire", "--lock", one, "--owner", "wf:sk:only", "--slots", "3").code == 0
+    run = cli("list", "--under", place.under, "--table")
+    _, *rows, _ = run.out.splitlines()
+    by_lock = {row.split()[0]: row.split("  ") for row in rows}
+    cells = [c.strip() for c in by_lock[one][1:] if c.strip()]
+    assert cells[:2] == ["1/3 held", "wf:sk:only"], rows
+    cells = [c.strip() for c in by_lock[lock][1:] if c.strip()]
+    assert cells[:2] == ["2/3 held", "wf:sk:first and 1 more"], rows
+    assert cells[2] != "-" and cells[3] != "-" and cells[4] == "0"
 
 
 def test_names_that_need_escaping_are_listed_exactly_and_shown_quoted(

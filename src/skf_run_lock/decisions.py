@@ -205,8 +205,16 @@ def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> floa
     return min((end for end in ends if end > 0), default=float("inf"))
 
 
-def _listed(record: _Record | None, line: list[_Place]) -> bool:
-    """True if a listing shows a lock whose record (or last holder's) is ``record`` and
-    whose live line is ``line``: a record this tool wrote (a JSON object naming an
-    owner), or, with none, waiters in line. A store's other values are no locks."""
-    return (record is not None and record.owner is not None) or bool(line)
+# A name that says it is a lock: what stands there blocks acquire, whatever it holds.
+_LOCK_NAME_SUFFIX = ".lock"
+
+
+def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
+    """True if a listing shows the lock ``lock`` whose record (or last holder's) is
+    ``record`` and whose live line is ``line``: a record this tool wrote (a JSON object
+    naming an owner); anything else at a name ending in ``.lock``, which acquire would
+    refuse or replace (an empty file, foreign bytes, an older version's PID and time);
+    or, with none, waiters in line. A store's other values are no locks."""
+    if record is not None and (record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX)):
+        return True
+    return bool(line)

@@ -49,7 +49,8 @@ def _survey_etcd(address: str) -> _Survey:
         looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _not_etcd("range", "kvs") from None
-    return address, [(store.address_of(key, "replace"), look) for key, look in looks.items()]
+    found = [(store.address_of(key, "replace"), look) for key, look in looks.items()]
+    return address, found, ""
 
 
 def _prefix_end(prefix: bytes) -> bytes:

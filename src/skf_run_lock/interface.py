@@ -12,10 +12,11 @@ if TYPE_CHECKING:
 
     from .records import _Look, _Place, _Record
 
-    # What a store's survey of a place gives a listing: the place as shown, and each
-    # lock found there (its name as a lock's address, and a look at it, as ``look``
-    # would give). A survey only reads: no guard, no change, no waiting.
-    _Survey = tuple[str, list[tuple[str, _Look]]]
+    # What a store's survey of a place gives a listing: the place as shown, each lock
+    # found there (its name as a lock's address, and a look at it, as ``look`` would
+    # give), and a note on the place for the listing's message ("": none; a folder that
+    # does not exist says so). A survey only reads: no guard, no change, no waiting.
+    _Survey = tuple[str, list[tuple[str, _Look]], str]
 
     class _Store(Protocol):
         """One lock in one store, for one call."""

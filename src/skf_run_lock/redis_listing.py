@@ -131,4 +131,4 @@ def _survey_redis(address: str) -> _Survey:
                 looks += store.looks(keys[at : at + _SURVEY_BATCH])
     finally:
         store.close()
-    return address, [(store.address_of(key), look) for key, look in looks]
+    return address, [(store.address_of(key), look) for key, look in looks], ""

@@ -22,23 +22,24 @@ from .reports import _status_result
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .contract import ListedLock, ListResult, StatusResult
+    from .interface import _Survey
 
 
 def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
     """list_locks's work: survey ``under``, keep the locks, judge each."""
     stale_after = _checked_stale_after(stale_after)
-    shown, found = _survey_for(under)
+    shown, found, note = _survey_for(under)
     now = time.time()
     statuses: list[StatusResult] = []
     for lock, look in found:
         record = look.record or look.last
         line = _live(look.line, now)
-        if _listed(record, line):
+        if _listed(lock, record, line):
             statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
-    return _list_result(shown, statuses)
+    return _list_result(shown, statuses, note)
 
 
-def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, _Look]]]:
+def _survey_folder(under: str | os.PathLike[str]) -> _Survey:
     """Every lock file under the folder ``under`` (searched recursively, no link
     followed), and every line whose lock file is missing, each looked at as ``status``
     looks: bounded, non-blocking reads, no guard, nothing created. A subfolder or a
@@ -50,7 +51,7 @@ def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, 
     try:
         mode = os.stat(folder).st_mode
     except (FileNotFoundError, NotADirectoryError):
-        return folder, []  # no folder, so no lock: as status finds no lock file
+        return folder, [], "there is no such folder"  # so no lock, as status finds none
     if not stat.S_ISDIR(mode):
         raise ValueError(f"the place {folder} is not a folder; give a folder to list")
     found: list[tuple[str, _Look]] = []
@@ -73,7 +74,7 @@ def _survey_folder(under: str | os.PathLike[str]) -> tuple[str, list[tuple[str, 
                     found += _looks_of_file(entry, names)
             except (OSError, ValueError):
                 continue  # gone, or turned into something else, since it was listed
-    return folder, found
+    return folder, found, ""
 
 
 def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, _Look]]:
@@ -108,14 +109,15 @@ def _listed_lock(status: StatusResult) -> ListedLock:
     }
 
 
-def _list_result(under: str, statuses: list[StatusResult]) -> ListResult:
-    """The listing of ``under``: its locks sorted by name, and a count of each state."""
+def _list_result(under: str, statuses: list[StatusResult], note: str = "") -> ListResult:
+    """The listing of ``under``: its locks sorted by name, and a count of each state
+    (``note``: the survey's word on the place)."""
     locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
     states = [entry["state"] for entry in locks]
     counts = [f"{states.count(s)} {s}" for s in ("held", "stale", "free") if s in states]
     waiting = sum(len(entry["waiting"]) for entry in locks)
     if not locks:
-        message = f"no locks under {under}"
+        message = f"no locks under {under}" + (f": {note}" if note else "")
     else:
         noun = "lock" if len(locks) == 1 else "locks"
         message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
@@ -134,25 +136,41 @@ def _shown_name(text: str) -> str:
 def _list_table(result: ListResult, now: float) -> str:
     """The listing as an aligned table for a person: one row a lock, then its message."""
     rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
-    for entry in result["locks"]:
-        age = entry["age_seconds"]
-        stale_in = "-"
-        if entry["state"] == "held" and entry["stale_at"] is not None:
-            left = _parse_time(entry["stale_at"])
-            stale_in = "-" if left is None else _duration_text(max(0, left - now))
-        holder = entry["held_by"]
-        rows.append(
-            [
-                _shown_name(entry["lock"]),
-                entry["state"],
-                "-" if entry["held_since"] is None else _shown_name(_holder_text(holder)),
-                "-" if age is None else _duration_text(age),
-                stale_in,
-                str(len(entry["waiting"])),
-            ]
-        )
+    rows += [_table_row(entry, now) for entry in result["locks"]]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = [
         "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
     ]
     return "\n".join([*lines, result["message"]]) + "\n"
+
+
+def _table_row(entry: ListedLock, now: float) -> list[str]:
+    """One lock's row. A lock of several slots that anyone holds shows how many of its
+    slots are held, and by whom: the longest holder (its age, when it goes stale) and a
+    count of the rest; a status of it may say "free" while a slot is."""
+    state: str = entry["state"]
+    holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
+    age = entry["age_seconds"]
+    stale_at = entry["stale_at"] if state == "held" else None
+    live = [h for h in entry["holders"] if (_parse_time(h["stale_at"]) or 0) > now]
+    if entry["slots"] > 1 and live:
+        longest = live[0]  # holders come longest held first
+        state = f"{len(live)}/{entry['slots']} held"
+        holder = _shown_name(_holder_text(longest["owner"]))
+        if len(live) > 1:
+            holder += f" and {len(live) - 1} more"
+        since = _parse_time(longest["since"])
+        age = None if since is None else max(0, int(now - since))
+        stale_at = longest["stale_at"]
+    stale_in = "-"
+    if stale_at is not None:
+        left = _parse_time(stale_at)
+        stale_in = "-" if left is None else _duration_text(max(0, left - now))
+    return [
+        _shown_name(entry["lock"]),
+        state,
+        holder,
+        "-" if age is None else _duration_text(age),
+        stale_in,
+        str(len(entry["waiting"])),
+    ]
