@@ -213,8 +213,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "numbers-any-float": (
         "numbers are plain decimals",
-        "    if not _PLAIN_DECIMAL.fullmatch(text):",
-        "    if False:",
+        "    if _PLAIN_DECIMAL.fullmatch(text):\n        return float(text) * _UNIT_SECONDS[unit]",
+        "    if True:\n        return float(text) * _UNIT_SECONDS[unit]",
     ),
     "signals-not-deferred": (
         "a signal waits while the guard is held",
@@ -273,8 +273,10 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-no-failover": (
         "a call moves to the next endpoint",
-        "                        broken.add(endpoint)\n                    continue",
-        "                        broken.add(endpoint)\n                    raise",
+        "                    refusing[endpoint] = isinstance(exc, ConnectionRefusedError)\n"
+        "                    continue",
+        "                    refusing[endpoint] = isinstance(exc, ConnectionRefusedError)\n"
+        "                    raise",
     ),
     "etcd-no-second-round": (
         "a call goes round the endpoints again until its deadline",
@@ -593,8 +595,9 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "list-foreign-values": (
         "a listing shows only locks: records naming an owner, or a line",
-        "    return (record is not None and record.owner is not None) or bool(line)",
-        "    return True",
+        "    if record is not None and (record.owner is not None"
+        " or lock.endswith(_LOCK_NAME_SUFFIX)):",
+        "    if True:",
     ),
     "list-follows-links": (
         "a listing never follows a link to a folder",
@@ -657,6 +660,31 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "a change rings every waiter it leaves a slot for (Redis)",
         "        for waiter in line[: _free_after(look.record, record, clock or 0)]:",
         "        for waiter in line[: min(1, _free_after(look.record, record, clock or 0))]:",
+    ),
+    "run-releases-a-kept-hold": (
+        "run never releases a hold its owner had before it started",
+        '    kept = taken["refreshed"]',
+        "    kept = False",
+    ),
+    "held-shortens-a-kept-hold": (
+        "held() and run never shorten a hold their owner had",
+        "    return max([stale_after, *own])",
+        "    return stale_after",
+    ),
+    "get-key-unchecked": (
+        "--get refuses a key the command does not print, before it runs",
+        '    if "--get" in options:\n        _check_get(command, options)',
+        "    pass",
+    ),
+    "duration-unit-ignored": (
+        "a duration's unit says what its number counts",
+        "        return float(number) * _SUFFIX_SECONDS[suffix]",
+        "        return float(number) * _UNIT_SECONDS[unit]",
+    ),
+    "faults-proc-retried": (
+        "a folder where no file can be made is exit 2 at once",
+        "        if not os.path.isdir(folder):\n            raise  # removed since it was made",
+        "        if True:\n            raise  # removed since it was made",
     ),
 }
 
