@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.5.9. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.6.0. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -126,7 +126,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.5.9"
+__version__ = "1.6.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -4600,7 +4600,7 @@ def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult
         line = _live(look.line, now)
         if _listed(lock, record, line):
             statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
-    return _list_result(shown, statuses, note)
+    return _list_result(shown, statuses, note, now)
 
 
 def _survey_folder(under: str | os.PathLike[str]) -> _Survey:
@@ -4673,12 +4673,16 @@ def _listed_lock(status: StatusResult) -> ListedLock:
     }
 
 
-def _list_result(under: str, statuses: list[StatusResult], note: str = "") -> ListResult:
-    """The listing of ``under``: its locks sorted by name, and a count of each state
-    (``note``: the survey's word on the place)."""
+def _list_result(
+    under: str, statuses: list[StatusResult], note: str = "", now: float = 0.0
+) -> ListResult:
+    """The listing of ``under``: its locks sorted by name, and a count of each state,
+    a lock with slots both held and free counted as partly held (``note``: the
+    survey's word on the place)."""
     locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
-    states = [entry["state"] for entry in locks]
-    counts = [f"{states.count(s)} {s}" for s in ("held", "stale", "free") if s in states]
+    states = [_shown_state(entry, now) for entry in locks]
+    kinds = ("held", "partly held", "stale", "free")
+    counts = [f"{states.count(s)} {s}" for s in kinds if s in states]
     waiting = sum(len(entry["waiting"]) for entry in locks)
     if not locks:
         message = f"no locks under {under}" + (f": {note}" if note else "")
@@ -4688,6 +4692,19 @@ def _list_result(under: str, statuses: list[StatusResult], note: str = "") -> Li
         if waiting:
             message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
     return {"under": under, "locks": locks, "message": message}
+
+
+def _live_holders_at(entry: ListedLock, now: float) -> list[Holder]:
+    """The holders of a listed lock whose slots are live at ``now``."""
+    return [h for h in entry["holders"] if (_parse_time(h["stale_at"]) or 0) > now]
+
+
+def _shown_state(entry: ListedLock, now: float) -> str:
+    """A lock's state as a listing counts it: a status's, but a lock of several slots
+    that some hold while others are free is "partly held" (a status calls it free)."""
+    if entry["state"] == "free" and entry["slots"] > 1 and _live_holders_at(entry, now):
+        return "partly held"
+    return entry["state"]
 
 
 def _shown_name(text: str) -> str:
@@ -4716,7 +4733,7 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
     holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
     age = entry["age_seconds"]
     stale_at = entry["stale_at"] if state == "held" else None
-    live = [h for h in entry["holders"] if (_parse_time(h["stale_at"]) or 0) > now]
+    live = _live_holders_at(entry, now)
     if entry["slots"] > 1 and live:
         longest = live[0]  # holders come longest held first
         state = f"{len(live)}/{entry['slots']} held"
@@ -5386,7 +5403,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5389, (), r'''
+_CARRIED['waiting'] = (5406, (), r'''
 import os
 import time
 
@@ -5553,7 +5570,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5556, ('waiting',), r'''
+_CARRIED['renewing'] = (5573, ('waiting',), r'''
 import os
 import time
 

@@ -1,11 +1,16 @@
-"""The README's workflow snippet, run as written (uv run stands for python3 here)."""
+"""The README's examples, run as written: the workflow snippet and run's and held()'s
+(uv run stands for python3 here), and every console example, whose output must be what
+the tool prints today but for times, run ids and the home folder."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -47,7 +52,7 @@ def test_the_snippet_stops_without_the_lock_when_another_run_holds_it(tmp_path: 
     write_record(lock, "update-skill:other:run", ago(seconds=5))
     done = run_snippet(tmp_path)
     assert done.returncode == 3 and "steps-ran" not in done.stdout
-    assert json.loads(done.stderr)["held_by"] == "update-skill:other:run"
+    assert done.stderr == "held by update-skill:other:run\n"
     assert json.loads(lock.read_text())["owner"] == "update-skill:other:run"
 
 
@@ -99,3 +104,77 @@ def test_the_held_example_holds_the_lock_for_its_block(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == "read\nmodify\nwrite\n[]\n"
+
+
+# --- Console examples: `$ command` lines, each followed by what it prints --------------
+
+RUN_ID = re.compile(r"[0-9]{8}T[0-9]{6}Z-[0-9a-f]{8}")
+TIME = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z")
+DURATION = re.compile(r"\b[0-9]+ (?:d|h|min|s)(?: [0-9]+ (?:h|min|s))?\b")
+HOME = "/home/you"
+
+
+def console_examples() -> list[list[tuple[str, str]]]:
+    """Each console block of the README: its commands, each with what it prints."""
+    text = (ROOT / "README.md").read_text()
+    blocks = [part.split("```", 1)[0] for part in text.split("```console\n")[1:]]
+    examples = []
+    for block in blocks:
+        pairs: list[tuple[str, str]] = []
+        for line in block.splitlines():
+            if line.startswith("$ "):
+                pairs.append((line[2:], ""))
+            else:
+                command, printed = pairs[-1]
+                pairs[-1] = (command, printed + line + "\n")
+        examples.append(pairs)
+    return examples
+
+
+def alike(text: str) -> str:
+    """``text`` without what differs from run to run: times, run ids, durations, and
+    the width of a table's columns."""
+    for pattern, word in ((RUN_ID, "<run id>"), (TIME, "<time>"), (DURATION, "<duration>")):
+        text = pattern.sub(word, text)
+    return "\n".join(" ".join(line.split()) for line in text.splitlines())
+
+
+def test_there_are_console_examples_to_check() -> None:
+    assert len(console_examples()) >= 2
+
+
+@pytest.mark.parametrize("at", range(len(console_examples())))
+def test_each_console_example_prints_what_the_tool_prints(tmp_path: Path, at: int) -> None:
+    """Run in a home of its own holding a copy of the file, with what the list example
+    shows there: a lock of three slots held by two runs, and an older helper's file.
+    A run id the README shows stands for the one the tool printed in its place."""
+    home = tmp_path / "you"
+    (home / ".locks").mkdir(parents=True)
+    shutil.copy(ROOT / "skf-run-lock.py", home)
+    env = {**os.environ, "HOME": str(home)}
+    seen: dict[str, str] = {}
+
+    def call(command: str) -> str:
+        for shown, real in seen.items():
+            command = command.replace(shown, real)
+        done = subprocess.run(
+            ["bash", "-c", command + " 2>&1"],
+            cwd=home,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        return done.stdout.replace(str(home), HOME)
+
+    if "list" in console_examples()[at][0][0]:
+        for owner in ("train:gpu", "train:eval"):
+            lock = "~/.locks/gpu.lock"
+            call(f"python3 skf-run-lock.py acquire --lock {lock} --owner {owner} --slots 3")
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        (home / ".locks" / "old.lock").write_text(f"12345\n{now}\n")
+    for command, shown in console_examples()[at]:
+        printed = call(command)
+        assert alike(printed) == alike(shown), (command, printed)
+        seen.update(zip(RUN_ID.findall(shown), RUN_ID.findall(printed), strict=True))

@@ -80,7 +80,7 @@ __all__ = [
     "__version__",
 ]
 
-__version__ = "1.5.9"
+__version__ = "1.6.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
