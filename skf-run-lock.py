@@ -5159,8 +5159,15 @@ def _check_get(command: str, options: dict[str, str]) -> None:
 
 def _value_text(value: object) -> str:
     """One value of an output as --get prints it: a string as it is, anything else as
-    JSON writes it (as ``jq -r`` does)."""
-    return value if isinstance(value, str) else json.dumps(value)
+    JSON writes it (as ``jq -r`` does). A string stdout cannot encode (a console of a
+    narrower code page) is written as JSON too, escaped, never a traceback."""
+    if isinstance(value, str):
+        try:
+            value.encode(sys.stdout.encoding or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            return json.dumps(value)
+        return value
+    return json.dumps(value)
 
 
 def _parse_options(
@@ -5403,7 +5410,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5406, (), r'''
+_CARRIED['waiting'] = (5413, (), r'''
 import os
 import time
 
@@ -5570,7 +5577,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5573, ('waiting',), r'''
+_CARRIED['renewing'] = (5580, ('waiting',), r'''
 import os
 import time
 

@@ -4,12 +4,16 @@ JSON parser; every call in a fresh process."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from calls import Run
+from loader import SCRIPT
 
 
 def value_line(value: object) -> str:
@@ -115,3 +119,27 @@ def test_get_is_refused_where_nothing_is_printed_as_json(
     assert run.code == 1 and run.error == "usage error: run does not take '--get'"
     assert cli("run-id", "--get").code == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_string_stdout_cannot_encode_is_printed_escaped_never_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """On a console of a narrower code page (here ASCII), a non-ASCII owner comes out as
+    JSON writes it; on UTF-8, as it is."""
+    lock = tmp_path / "x.lock"
+    argv = [
+        sys.executable,
+        str(SCRIPT),
+        "acquire",
+        "--lock",
+        str(lock),
+        "--owner",
+        "wf:sk\u00efll:1",
+    ]
+    for encoding, printed in (("ascii", '"wf:sk\\u00efll:1"\n'), ("utf-8", "wf:sk\u00efll:1\n")):
+        env = {**os.environ, "PYTHONIOENCODING": encoding}
+        done = subprocess.run(
+            [*argv, "--get", "owner"], capture_output=True, env=env, timeout=60, check=False
+        )
+        assert (done.returncode, done.stderr) == (0, b""), done
+        assert done.stdout.decode(encoding) == printed

@@ -122,8 +122,15 @@ def _check_get(command: str, options: dict[str, str]) -> None:
 
 def _value_text(value: object) -> str:
     """One value of an output as --get prints it: a string as it is, anything else as
-    JSON writes it (as ``jq -r`` does)."""
-    return value if isinstance(value, str) else json.dumps(value)
+    JSON writes it (as ``jq -r`` does). A string stdout cannot encode (a console of a
+    narrower code page) is written as JSON too, escaped, never a traceback."""
+    if isinstance(value, str):
+        try:
+            value.encode(sys.stdout.encoding or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            return json.dumps(value)
+        return value
+    return json.dumps(value)
 
 
 def _parse_options(
