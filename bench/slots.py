@@ -39,13 +39,6 @@ functions that the most samples passed through are printed, as shares of all the
 processes' samples: where waiting costs CPU, measured without a profiler's own
 weight on small calls.
 
-With ``--bare gateway`` or ``--bare grpc`` (etcd only), the processes run
-``bench/bare.py``'s bare semaphore instead of the lock: a line that sends only what
-any first-come line on etcd must, through the gateway or by gRPC: how busy any
-design could keep the slots here. The lock's rules can be added to either, one at
-a time (``grpc+record``, ``+call``, ``+values``, ``+place``; bench/bare.py says what
-each is).
-
 Usage::
 
     uv run --group bench python bench/slots.py                     # 16 processes, 1 and 4 slots
@@ -55,7 +48,6 @@ Usage::
     uv run --group bench python bench/slots.py --procs 64 --count
     uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores file --sample
     uv run --group bench python bench/slots.py --procs 64 --stores file,file:/dev/shm --count
-    uv run --group bench python bench/slots.py --procs 64 --slots 4 --stores etcd --bare grpc
     SKF_RUN_LOCK_UNDER_TEST=OLD.py uv run --group bench python bench/slots.py  # another build
 
 The store ``file:DIR`` puts the file lock in a folder made in DIR (and removed after):
@@ -135,11 +127,6 @@ def worker(args: list[str]) -> int:
     counts: dict[str, int] = {}
     if os.environ.get("SKF_BENCH_COUNT"):
         count_store_calls(skf, counts)
-    bare = os.environ.get("SKF_BENCH_BARE")
-    if bare:
-        from bare import BareSemaphore  # bench/bare.py, beside this file
-
-        skf = BareSemaphore(skf, bare)
     hold_low, _, hold_high = hold.partition("-")
     work_low, _, work_high = work.partition("-")
     n = 0
@@ -580,22 +567,7 @@ def main() -> int:
     parser.add_argument(
         "--sample", action="store_true", help="sample where the processes' CPU goes"
     )
-    parser.add_argument(
-        "--bare",
-        help="etcd only: run bench/bare.py's bare semaphore instead of the lock (gateway"
-        " or grpc, with any of the lock's rules added: grpc+record+call+values+place)",
-    )
     options = parser.parse_args()
-    if options.bare:
-        from bare import checked_kind  # bench/bare.py, beside this file
-
-        try:
-            checked_kind(options.bare)
-        except ValueError as exc:
-            parser.error(str(exc))
-        if options.stores != "etcd":
-            parser.error("--bare runs on etcd only: give --stores etcd")
-        os.environ["SKF_BENCH_BARE"] = options.bare  # each process inherits it
     folder = Path(tempfile.mkdtemp(prefix="skf-slots-servers-"))
     servers: list[tuple[str, Any]] = []
     made: list[Path] = []
@@ -632,9 +604,8 @@ def main() -> int:
                     )
                     server_cpu = run["server_cpu_per_s"]
                     server_text = "-" if server_cpu is None else f"{server_cpu:.2f}"
-                    shown = store if options.bare is None else f"{store} (bare, {options.bare})"
                     row = (
-                        f"| {shown} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
+                        f"| {store} | {procs} | {slots} | {run['takes_per_s']:.1f} |"
                         f" {run['busy']:.0%} | {run['gave_up']} | {run['longest']:.2f} s |"
                         f" {run['p99']:.2f} s | {run['jain']:.3f} | {run['cpu_per_s']:.2f} |"
                         f" {server_text} |"

@@ -19,14 +19,10 @@ from typing import Any
 
 import pytest
 from calls import SYSTEM_TOOL, WORKER, Run, reaped
-from loader import ROOT, SCRIPT, load_script
+from loader import SCRIPT, load_script
 from pki import Pki, make_pki
 from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
 from stores import PlaceUnderTest, StoreUnderTest
-
-# The bench's gRPC client (bench/h2grpc.py) is tested here too (test_h2grpc.py).
-sys.path.insert(0, str(ROOT / "bench"))
-from h2grpc import Channel  # bench/, put on the path just above
 
 
 @pytest.fixture(scope="session")
@@ -123,16 +119,6 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
     server = start_etcd(tmp_path_factory.mktemp("etcd"))
     yield server
     server.stop()
-
-
-@pytest.fixture
-def grpc_channel(etcd: Etcd) -> Iterator[Channel]:
-    """A connection to the session's etcd by bench/h2grpc.py's gRPC client, closed
-    after the test."""
-    host, port = etcd.client.rsplit(":", 1)
-    channel = Channel(host, int(port))
-    yield channel
-    channel.close()
 
 
 @pytest.fixture

