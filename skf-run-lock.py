@@ -223,6 +223,42 @@ class _OutcomeUnknown(OSError):
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/carrying.py
+# The carried modules of the one file users copy. Python compiles a script run as
+# ``__main__`` whole on every call, so the build (tools/bundle.py) puts the modules a
+# file-lock call never runs into that file as text: each server store, the listing, the
+# words of --help, waiting in line, holding a lock while work runs. A function that needs
+# one imports it where it is used (``from .waiting import _wait_for``); the build turns
+# that import into ``_compile_carried("waiting")``, which compiles the text once, in the
+# file's one namespace. In the package, nothing is carried and this is never called.
+# --------------------------------------------------------------------------------------
+
+# Filled by the build in the file users copy: a carried module's name -> the line of
+# that file its text starts at, the carried modules it needs compiled first, and the
+# text. Empty in the package.
+_CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
+_COMPILED: set[str] = set()
+
+
+def _compile_carried(module: str) -> None:
+    """Compile and run a carried module's text in this namespace (once), numbered as its
+    lines stand in this file, so that tracebacks and coverage point at them."""
+    if module in _COMPILED:
+        return
+    first, needs, source = _CARRIED[module]
+    for need in needs:
+        _compile_carried(need)
+    import __future__
+
+    where = globals().get("__file__", "<skf-run-lock>")
+    # Its own future flags, not a caller's.
+    flags = __future__.annotations.compiler_flag
+    code = compile("\n" * (first - 1) + source, where, "exec", flags, dont_inherit=True)
+    exec(code, globals())
+    _COMPILED.add(module)
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/inputs.py
 # What a caller gives, checked in one place each: owners and run ids, times, the timeout
 # and the wait, each refused in the caller's own unit.
@@ -269,6 +305,14 @@ def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
             f" at most {OWNER_MAX_LEN} allowed"
         )
     return full, run_id
+
+
+def _shown_address(address: str) -> str:
+    """``address`` as a message may show it: what stands before an ``@`` is left out."""
+    scheme, sep, rest = address.partition("://")
+    if "@" not in rest:
+        return address
+    return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
 
 
 def _checked_slots(slots: object, name: str = "slots", given: object = None) -> int:
@@ -2110,40 +2154,63 @@ class _FileStore:
 # The registry of stores: which store keeps a lock, by the form of its name. A file
 # path is the file store; an address names a server store by its scheme. A server store's
 # module is loaded only by a call that names such a lock, so that a file-lock call never
-# pays for it. A new store is one module and one entry in ``_SERVER_STORES``: the address
-# check, ``--help``, the README's list of forms and the tests all read it.
+# pays for it. A new store is its modules, two functions that import them, and one entry
+# in ``_SERVER_STORES``: the address check, ``--help``, the README's list of forms and the
+# tests all read it.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import Any
+
+
+# Each server store's module is imported by the function that needs it, so that a call
+# that names no such lock never loads it (the file users copy carries it as text).
+
+
+def _open_etcd_lock(address: str) -> _Store:
+    _compile_carried('etcd_store')
+
+    return _open_etcd(address)
+
+
+def _survey_etcd_prefix(address: str) -> _Survey:
+    _compile_carried('etcd_listing')
+
+    return _survey_etcd(address)
+
+
+def _open_redis_lock(address: str) -> _Store:
+    _compile_carried('redis_store')
+
+    return _open_redis(address)
+
+
+def _survey_redis_prefix(address: str) -> _Survey:
+    _compile_carried('redis_listing')
+
+    return _survey_redis(address)
 
 
 class _ServerKind:
-    """One server store: its schemes, the address form it takes, its module and the
-    function there that opens a lock (``address -> _Store``), and its listing's module
-    and the function there that surveys the locks under a prefix (``address ->
-    _Survey``)."""
+    """One server store: its schemes, the address form it takes, the function that
+    opens a lock (``address -> _Store``), and the one that surveys the locks under a
+    prefix (``address -> _Survey``)."""
 
-    __slots__ = ("form", "listing", "module", "name", "opener", "schemes", "surveyor")
+    __slots__ = ("form", "name", "opener", "schemes", "surveyor")
 
     def __init__(
         self,
         name: str,
         schemes: tuple[str, ...],
         form: str,
-        module: str,
         *,
-        opener: str,
-        listing: str,
-        surveyor: str,
+        opener: Callable[[str], _Store],
+        surveyor: Callable[[str], _Survey],
     ) -> None:
         self.name = name
         self.schemes = schemes
         self.form = form
-        self.module = module
         self.opener = opener
-        self.listing = listing
         self.surveyor = surveyor
 
 
@@ -2152,19 +2219,15 @@ _SERVER_STORES = (
         "etcd",
         ("etcd", "etcd+https"),
         "etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY",
-        "etcd_store",
-        opener="_open_etcd",
-        listing="etcd_listing",
-        surveyor="_survey_etcd",
+        opener=_open_etcd_lock,
+        surveyor=_survey_etcd_prefix,
     ),
     _ServerKind(
         "redis",
         ("redis", "rediss"),
         "redis[s]://[USER@]HOST[:PORT]/KEY",
-        "redis_store",
-        opener="_open_redis",
-        listing="redis_listing",
-        surveyor="_survey_redis",
+        opener=_open_redis_lock,
+        surveyor=_survey_redis_prefix,
     ),
 )
 
@@ -2172,21 +2235,6 @@ _SERVER_STORES = (
 _ADDRESS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]+://")
 _ADDRESS_FORMS = ", ".join(kind.form for kind in _SERVER_STORES[:-1])
 _ADDRESS_FORMS += f" or {_SERVER_STORES[-1].form}"
-
-# Filled by the build (tools/bundle.py) in the one file users copy, where each server
-# store's module is carried as text: its name -> the line of that file its text starts
-# at, the modules it needs compiled first, and the text. In the package it stays empty,
-# and the modules are imported as any others.
-_CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
-_COMPILED: set[str] = set()
-
-
-def _shown_address(address: str) -> str:
-    """``address`` as a message may show it: what stands before an ``@`` is left out."""
-    scheme, sep, rest = address.partition("://")
-    if "@" not in rest:
-        return address
-    return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
 
 
 def _server_kind(address: str) -> _ServerKind:
@@ -2201,45 +2249,10 @@ def _server_kind(address: str) -> _ServerKind:
     )
 
 
-def _compile_carried(module: str) -> None:
-    """Compile and run a carried module's text in this namespace (once), numbered as its
-    lines stand in this file, so that tracebacks and coverage point at them."""
-    if module in _COMPILED:
-        return
-    first, needs, source = _CARRIED[module]
-    for need in needs:
-        _compile_carried(need)
-    import __future__
-
-    where = globals().get("__file__", "<skf-run-lock>")
-    # Its own future flags, not a caller's.
-    flags = __future__.annotations.compiler_flag
-    code = compile("\n" * (first - 1) + source, where, "exec", flags, dont_inherit=True)
-    exec(code, globals())
-    _COMPILED.add(module)
-
-
-def _loaded(module: str, function: str) -> Any:
-    """The function named ``function`` of a carried ``module`` (a store, or work a call
-    seldom needs), loaded first."""
-    if _CARRIED:
-        _compile_carried(module)
-        return globals()[function]
-    import importlib
-
-    return getattr(importlib.import_module(f"{__package__}.{module}"), function)
-
-
-def _opener(kind: _ServerKind) -> Callable[[str], _Store]:
-    """The function that opens a lock of ``kind``."""
-    opener: Callable[[str], _Store] = _loaded(kind.module, kind.opener)
-    return opener
-
-
 def _store_for(lock: str | os.PathLike[str]) -> _Store:
     """The store of a lock; ValueError for an unknown scheme (never a folder)."""
     if isinstance(lock, str) and _ADDRESS.match(lock):
-        return _opener(_server_kind(lock))(lock)
+        return _server_kind(lock).opener(lock)
     return _FileStore(lock)
 
 
@@ -2247,11 +2260,10 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
     """The locks under a place: a folder, or a server's address whose KEY is a prefix;
     ValueError for an unknown scheme or a place that is a file."""
     if isinstance(under, str) and _ADDRESS.match(under):
-        kind = _server_kind(under)
-        surveyor: Callable[[str], _Survey] = _loaded(kind.listing, kind.surveyor)
-        return surveyor(under)
-    folder: Callable[[str | os.PathLike[str]], _Survey] = _loaded("survey", "_survey_folder")
-    return folder(under)
+        return _server_kind(under).surveyor(under)
+    _compile_carried('survey')
+
+    return _survey_folder(under)
 
 
 # --------------------------------------------------------------------------------------
@@ -2261,7 +2273,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # refusal of a count of slots other than the one in force.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2264, (), r'''
+_CARRIED['reports'] = (2276, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2367,7 +2379,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # call keeps rewriting on a terminal.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2370, (), r'''
+_CARRIED['usage'] = (2382, (), r'''
 import os
 import sys
 import textwrap
@@ -2561,7 +2573,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2564, (), r'''
+_CARRIED['server_store'] = (2576, (), r'''
 import errno
 import json
 import os
@@ -2819,7 +2831,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2822, ('server_store',), r'''
+_CARRIED['http1'] = (2834, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2946,7 +2958,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2949, ('server_store',), r'''
+_CARRIED['resp'] = (2961, ('server_store',), r'''
 import re
 
 
@@ -3081,7 +3093,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (3084, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (3096, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3275,7 +3287,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3278, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3290, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3833,7 +3845,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3836, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3848, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3896,7 +3908,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3899, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3911, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4450,7 +4462,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4453, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4465, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4582,7 +4594,7 @@ def _survey_redis(address: str) -> _Survey:
 # (``_listed``). Carried as text in the built file: compiled only by a listing.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4585, ('reports',), r'''
+_CARRIED['survey'] = (4597, ('reports',), r'''
 import json
 import os
 import stat
@@ -4767,7 +4779,6 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from datetime import datetime
 
 
@@ -4886,8 +4897,9 @@ def _take_in(
             )
             if verdict == "count":
                 assert record is not None
-                refusal: Callable[..., str] = _loaded("reports", "_count_refusal")
-                raise ValueError(refusal(store.lock, record, slots, stale_after))
+                _compile_carried('reports')
+
+                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -4936,8 +4948,9 @@ def acquire_within(
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free); :class:`LockBusy` if the
     wait runs out."""
-    wait_for: Callable[..., AcquireResult] = _loaded("waiting", "_wait_for")
-    return wait_for(
+    _compile_carried('waiting')
+
+    return _wait_for(
         lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
     )
 
@@ -4987,8 +5000,11 @@ def status(
         store.close()
     record = look.record or look.last
     line = _live(look.line, time.time())
-    report: Callable[..., StatusResult] = _loaded("reports", "_status_result")
-    return report(store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots)
+    _compile_carried('reports')
+
+    return _status_result(
+        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -4998,10 +5014,6 @@ def status(
 # in ``survey``, which the built file carries as text and compiles only for a listing,
 # so that a lock call never pays for it.
 # --------------------------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
 
 def list_locks(
     under: str | os.PathLike[str], stale_after: float = DEFAULT_STALE_AFTER_MIN * 60
@@ -5016,9 +5028,9 @@ def list_locks(
     :raises ValueError: a place that is a file, or an unknown scheme.
     :raises OSError: the place could not be read.
     """
-    lister: Callable[[str | os.PathLike[str], float], ListResult]
-    lister = _loaded("survey", "_list_locks")
-    return lister(under, stale_after)
+    _compile_carried('survey')
+
+    return _list_locks(under, stale_after)
 
 
 # --------------------------------------------------------------------------------------
@@ -5065,10 +5077,9 @@ def held(
     _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
     _checked_wait(wait)
     _checked_slots(slots)
-    lease: _Lease = _loaded("renewing", "_Lease")(
-        lock, owner, stale_after, wait, empty_is_stale, slots=slots
-    )
-    return lease
+    _compile_carried('renewing')
+
+    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
 
 
 # --------------------------------------------------------------------------------------
@@ -5250,10 +5261,15 @@ def _cli_take(
         )
     else:
         started = time.monotonic()
-        line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None
-        wait_for: Callable[..., AcquireResult] = _loaded("waiting", "_wait_for")
+        _compile_carried('waiting')
+
+        line = None
+        if _is_terminal(sys.stderr):  # the line a person sees, on a terminal only
+            _compile_carried('usage')
+
+            line = _WaitLine()
         try:
-            result = wait_for(
+            result = _wait_for(
                 lock,
                 options["--owner"],
                 stale_after,
@@ -5286,8 +5302,9 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
         return None, code
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
-    run_holding: Callable[..., int] = _loaded("renewing", "_run_holding")
-    return None, run_holding(
+    _compile_carried('renewing')
+
+    return None, _run_holding(
         options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
     )
 
@@ -5310,19 +5327,20 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
 def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
     result = list_locks(options["--under"], _stale_after_seconds(options))
     if "--table" in options:
-        table: Callable[[ListResult, float], str] = _loaded("survey", "_list_table")
-        return table(result, time.time()), _EXIT_OK
+        _compile_carried('survey')
+
+        return _list_table(result, time.time()), _EXIT_OK
     return result, _EXIT_OK
 
 
 def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
     """--help: the whole tool's, or (``COMMAND --help``) that command's."""
     command = options.get("command")
+    _compile_carried('usage')
+
     if command is None:
-        text: Callable[[], str] = _loaded("usage", "_help")
-        return text(), _EXIT_OK
-    command_help: Callable[[str, dict[str, bool | None]], str] = _loaded("usage", "_command_help")
-    return command_help(command, _OPTIONS[command]), _EXIT_OK
+        return _help(), _EXIT_OK
+    return _command_help(command, _OPTIONS[command]), _EXIT_OK
 
 
 def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
@@ -5410,7 +5428,7 @@ def _entry() -> None:
 # ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5413, (), r'''
+_CARRIED['waiting'] = (5431, (), r'''
 import os
 import time
 
@@ -5577,7 +5595,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # call that holds a lock while it works.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5580, ('waiting',), r'''
+_CARRIED['renewing'] = (5598, ('waiting',), r'''
 import os
 import time
 

@@ -75,10 +75,11 @@ def _bulk(data: bytes) -> bytes:
 
 def redis_cost(skf: Any, places: list[Any], repeat: int) -> float:
     """A Redis look's answers read off the connection, in microseconds per look."""
-    connection_class = skf._loaded("resp", "_RespConnection")
+    skf._compile_carried("redis_store")  # and the modules it needs: resp, server_store
+    connection_class = skf._RespConnection
     record = _bulk(skf._bytes_of(four_slots(skf)))
     tickets = b"".join(_bulk(place.ticket.encode()) for place in places)
-    place_value = skf._loaded("server_store", "_place_value")
+    place_value = skf._place_value
     values = b"".join(_bulk(place_value(place)) for place in places)
     reads = record + b":59000\r\n" + record + b"*%d\r\n%b" % (len(places), tickets)
     reads += b"*2\r\n" + _bulk(b"1764878400") + _bulk(b"123456")
@@ -105,8 +106,9 @@ def four_slots(skf: Any) -> Any:
 
 def etcd_cost(skf: Any, places: list[Any], repeat: int) -> float:
     """A range of a whole etcd lock taken apart into a look, in microseconds."""
-    looked = skf._loaded("etcd_store", "_looked")
-    place_value = skf._loaded("server_store", "_place_value")
+    skf._compile_carried("etcd_store")
+    looked = skf._looked
+    place_value = skf._place_value
     key = b"locks/bench"
     record = four_slots(skf)
     for n, holder in enumerate(record.holders):

@@ -11,6 +11,7 @@ line of its module, and that mypy checks each store against the store interface.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import inspect
 import json
@@ -362,6 +363,53 @@ def test_a_traceback_from_a_carried_store_shows_its_line(skf: ModuleType) -> Non
 def test_every_module_reads_in_one_sitting() -> None:
     lengths = {path.name: len(path.read_text().splitlines()) for path in PACKAGE.glob("*.py")}
     assert {name: n for name, n in lengths.items() if n > 600} == {}
+
+
+def imports_when_imported() -> dict[str, set[str]]:
+    """Each module's package imports that run when it is imported (not a function's)."""
+    bundle = bundle_tool()
+    graph = {}
+    for path in PACKAGE.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        needs = set()
+        for node in tree.body:
+            if not bundle._is_type_checking(node):
+                needs |= set(bundle._package_imports(node))
+        graph[path.stem] = needs
+    return graph
+
+
+def test_the_imports_a_module_runs_when_imported_form_no_cycle() -> None:
+    graph = imports_when_imported()
+    done: set[str] = set()
+
+    def visit(module: str, path: list[str]) -> None:
+        assert module not in path, " -> ".join([*path, module])
+        if module in done:
+            return
+        for need in sorted(graph[module]):
+            visit(need, [*path, module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+
+
+def test_no_module_is_loaded_by_a_name_in_a_string() -> None:
+    """Every module is reached by an import that mypy, editors and import graphs follow;
+    only the build's carrying compiles text, and only text the build put there."""
+    for path in PACKAGE.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                assert "importlib" not in [alias.name for alias in node.names], path.name
+            if isinstance(node, ast.ImportFrom):
+                assert node.module != "importlib", path.name
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                called = node.func.id
+                assert called not in ("exec", "__import__", "compile") or (
+                    path.name == "carrying.py"
+                ), (path.name, node.lineno)
 
 
 # --- The package is the source ------------------------------------------------------------

@@ -8,10 +8,14 @@ As SQLite's amalgamation does, the build puts the modules one after another into
 namespace, in the order of ``FLAT``, each as its own chapter: the imports between them
 are dropped (the names they bring are already defined there), the standard library's
 are hoisted to the top once, and each module's docstring becomes a comment that heads
-its chapter. A script run as ``__main__`` is compiled whole on every call, so the server
-stores' modules (``CARRIED``) go in as text instead, which costs a call next to nothing
-to read: a call that names a server's lock compiles them (registry._compile_carried),
-numbered as they stand in the built file, so a traceback shows the line that failed.
+its chapter. A script run as ``__main__`` is compiled whole on every call, so the modules
+a file-lock call never runs (``CARRIED``: the server stores, the listing, --help,
+waiting, holding) go in as text instead, which costs a call next to nothing to read. A
+module imports one where it is used, inside a function (``from .waiting import
+_wait_for``): the build turns that import into ``_compile_carried("waiting")``
+(carrying.py), which compiles the text on first use, numbered as it stands in the built
+file, so a traceback shows the line that failed. An import of a flat module inside a
+function is dropped: its names are already there.
 
 Any python3 >= 3.11 runs this; it needs nothing but the standard library. The build
 refuses a name defined by two modules (one namespace holds them all), a flat module
@@ -37,6 +41,7 @@ OUTPUT = ROOT / "skf-run-lock.py"
 FLAT = (
     "__init__",
     "contract",
+    "carrying",
     "inputs",
     "interrupts",
     "records",
@@ -47,22 +52,6 @@ FLAT = (
     "file_store",
     "registry",
 )
-
-
-def _registered_stores(package: Path) -> tuple[str, ...]:
-    """The server stores' modules, as the registry of stores names them (the module
-    argument of each ``_ServerKind`` in registry.py, then its ``listing`` module): a new
-    store is its modules and its registry entry, and the build carries them without
-    being told."""
-    tree = ast.parse((package / "registry.py").read_text(encoding="utf-8"))
-    modules = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "_ServerKind":
-            named = {keyword.arg: keyword.value for keyword in node.keywords}
-            for module in (node.args[3], named["listing"]):
-                assert isinstance(module, ast.Constant) and isinstance(module.value, str)
-                modules.append(module.value)
-    return tuple(modules)
 
 
 # What both server stores share, then each server store and its listing; then the
@@ -76,7 +65,10 @@ CARRIED = (
     "http1",
     "resp",
     "etcd_gateway",
-    *_registered_stores(PACKAGE),
+    "etcd_store",
+    "etcd_listing",
+    "redis_store",
+    "redis_listing",
     "survey",
     "waiting",
     "renewing",
@@ -135,6 +127,7 @@ class Chapter:
     imports: list[str] = field(default_factory=list)  # the standard library's, top level
     body: list[Line] = field(default_factory=list)
     needs: list[str] = field(default_factory=list)  # modules of the package it imports
+    uses: list[str] = field(default_factory=list)  # those its functions import as they run
     defines: set[str] = field(default_factory=set)
 
 
@@ -174,14 +167,32 @@ def _bound_names(node: ast.stmt) -> set[str]:
 
 
 def _package_imports(node: ast.AST) -> list[str]:
-    """The package's modules that ``node`` imports (``from .x import ...``)."""
+    """The package's modules that ``node`` imports when its module is imported (``from
+    .x import ...``), not those a function imports when it runs."""
     found = []
-    for child in ast.walk(node):
+    pending = [node]
+    while pending:
+        child = pending.pop()
+        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            continue
         if isinstance(child, ast.ImportFrom) and child.level > 0:
             if child.module is None:
-                found += [alias.name for alias in child.names]
-            else:
-                found.append(child.module)
+                raise BuildError("import what a module defines (from .x import y), not the module")
+            found.append(child.module)
+        pending.extend(ast.iter_child_nodes(child))
+    return found
+
+
+def _imports_in_functions(tree: ast.Module) -> list[ast.ImportFrom]:
+    """The package's imports inside functions: each runs when its function does."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            found += [
+                child
+                for child in ast.walk(node)
+                if isinstance(child, ast.ImportFrom) and child.level > 0
+            ]
     return found
 
 
@@ -241,7 +252,21 @@ def read_chapter(package: Path, name: str, *, first: bool = False, hoist: bool =
         body = body[1:]
     for node in body:
         _sort_out(chapter, node, keep, first, hoist)
-    kept = [Line(text, name, n) for n, text in enumerate(lines, start=1) if keep[n]]
+    # An import inside a function: a carried module's compiled there; a flat one's
+    # names are in the one namespace already.
+    replaced: dict[int, str] = {}
+    for node in _imports_in_functions(tree):
+        if node.module is None:
+            raise BuildError(f"{name}.py: import what a module defines, not the module")
+        _drop(keep, node)
+        chapter.uses.append(node.module)
+        if node.module in CARRIED:
+            replaced[node.lineno] = " " * node.col_offset + f"_compile_carried({node.module!r})"
+    kept = [
+        Line(replaced.get(n, text), name, n)
+        for n, text in enumerate(lines, start=1)
+        if keep[n] or n in replaced
+    ]
     chapter.body = _squeezed(kept)
     return chapter
 

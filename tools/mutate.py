@@ -569,8 +569,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "wait-line-on-any-stderr": (
         "the waiting line is written only to a terminal",
-        '        line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None',
-        '        line = _loaded("usage", "_WaitLine")()',
+        "        if _is_terminal(sys.stderr):  # the line a person sees",
+        "        if True:  # the line a person sees",
     ),
     "redis-change-unwatched": (
         "every Redis change applies only if the lock is as the call read it",

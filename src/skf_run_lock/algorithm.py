@@ -33,11 +33,10 @@ from .outputs import (
     _slots_text,
 )
 from .records import _Place, _Record
-from .registry import _loaded, _store_for
+from .registry import _store_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
     from datetime import datetime
 
     from .contract import AcquireResult, ReleaseResult, StatusResult
@@ -160,8 +159,9 @@ def _take_in(
             )
             if verdict == "count":
                 assert record is not None
-                refusal: Callable[..., str] = _loaded("reports", "_count_refusal")
-                raise ValueError(refusal(store.lock, record, slots, stale_after))
+                from .reports import _count_refusal
+
+                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -210,8 +210,9 @@ def acquire_within(
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free); :class:`LockBusy` if the
     wait runs out."""
-    wait_for: Callable[..., AcquireResult] = _loaded("waiting", "_wait_for")
-    return wait_for(
+    from .waiting import _wait_for
+
+    return _wait_for(
         lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
     )
 
@@ -261,5 +262,8 @@ def status(
         store.close()
     record = look.record or look.last
     line = _live(look.line, time.time())
-    report: Callable[..., StatusResult] = _loaded("reports", "_status_result")
-    return report(store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots)
+    from .reports import _status_result
+
+    return _status_result(
+        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
+    )

@@ -34,7 +34,6 @@ from .inputs import (
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import list_locks
 from .outputs import _describe_os_error, _fail
-from .registry import _loaded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -213,10 +212,15 @@ def _cli_take(
         )
     else:
         started = time.monotonic()
-        line = _loaded("usage", "_WaitLine")() if _is_terminal(sys.stderr) else None
-        wait_for: Callable[..., AcquireResult] = _loaded("waiting", "_wait_for")
+        from .waiting import _wait_for
+
+        line = None
+        if _is_terminal(sys.stderr):  # the line a person sees, on a terminal only
+            from .usage import _WaitLine
+
+            line = _WaitLine()
         try:
-            result = wait_for(
+            result = _wait_for(
                 lock,
                 options["--owner"],
                 stale_after,
@@ -249,8 +253,9 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
         return None, code
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
-    run_holding: Callable[..., int] = _loaded("renewing", "_run_holding")
-    return None, run_holding(
+    from .renewing import _run_holding
+
+    return None, _run_holding(
         options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
     )
 
@@ -273,19 +278,20 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
 def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
     result = list_locks(options["--under"], _stale_after_seconds(options))
     if "--table" in options:
-        table: Callable[[ListResult, float], str] = _loaded("survey", "_list_table")
-        return table(result, time.time()), _EXIT_OK
+        from .survey import _list_table
+
+        return _list_table(result, time.time()), _EXIT_OK
     return result, _EXIT_OK
 
 
 def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
     """--help: the whole tool's, or (``COMMAND --help``) that command's."""
     command = options.get("command")
+    from .usage import _command_help, _help
+
     if command is None:
-        text: Callable[[], str] = _loaded("usage", "_help")
-        return text(), _EXIT_OK
-    command_help: Callable[[str, dict[str, bool | None]], str] = _loaded("usage", "_command_help")
-    return command_help(command, _OPTIONS[command]), _EXIT_OK
+        return _help(), _EXIT_OK
+    return _command_help(command, _OPTIONS[command]), _EXIT_OK
 
 
 def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:

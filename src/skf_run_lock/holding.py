@@ -9,7 +9,6 @@ import os
 
 from .contract import _UNIT_SECONDS
 from .inputs import _checked_slots, _checked_stale_after, _checked_wait, _owner_with_run_id
-from .registry import _loaded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -53,7 +52,6 @@ def held(
     _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
     _checked_wait(wait)
     _checked_slots(slots)
-    lease: _Lease = _loaded("renewing", "_Lease")(
-        lock, owner, stale_after, wait, empty_is_stale, slots=slots
-    )
-    return lease
+    from .renewing import _Lease
+
+    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)

@@ -64,6 +64,14 @@ def _owner_with_run_id(owner: str, now: float | None = None) -> tuple[str, str]:
     return full, run_id
 
 
+def _shown_address(address: str) -> str:
+    """``address`` as a message may show it: what stands before an ``@`` is left out."""
+    scheme, sep, rest = address.partition("://")
+    if "@" not in rest:
+        return address
+    return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
+
+
 def _checked_slots(slots: object, name: str = "slots", given: object = None) -> int:
     """``slots``, a plain integer from 1 to MAX_SLOTS; ValueError for anything else.
     ``given``: what the caller wrote, if not ``slots`` itself (a flag's text), which

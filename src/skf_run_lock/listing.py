@@ -8,12 +8,9 @@ from __future__ import annotations
 import os
 
 from .contract import DEFAULT_STALE_AFTER_MIN
-from .registry import _loaded
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from .contract import ListResult
 
 __all__ = ["list_locks"]
@@ -32,6 +29,6 @@ def list_locks(
     :raises ValueError: a place that is a file, or an unknown scheme.
     :raises OSError: the place could not be read.
     """
-    lister: Callable[[str | os.PathLike[str], float], ListResult]
-    lister = _loaded("survey", "_list_locks")
-    return lister(under, stale_after)
+    from .survey import _list_locks
+
+    return _list_locks(under, stale_after)

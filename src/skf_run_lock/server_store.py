@@ -12,9 +12,8 @@ import sys
 import time
 
 from .contract import _OutcomeUnknown
-from .inputs import _format_time
+from .inputs import _format_time, _shown_address
 from .records import _holder_timeout, _Place, _remembered, _time_of
-from .registry import _shown_address
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
