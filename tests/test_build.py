@@ -395,6 +395,47 @@ def test_the_imports_a_module_runs_when_imported_form_no_cycle() -> None:
         visit(module, [])
 
 
+# The stores, and what stands above them: a store reads, applies a change and waits; it
+# knows nothing of who asks, nor of the words a call prints.
+STORES = (
+    "guard",
+    "file_store",
+    "file_listing",
+    "server_store",
+    "http1",
+    "resp",
+    "etcd_gateway",
+    "etcd_store",
+    "etcd_listing",
+    "redis_store",
+    "redis_listing",
+)
+ABOVE_THE_STORES = (
+    "registry",
+    "algorithm",
+    "waiting",
+    "holding",
+    "renewing",
+    "listing",
+    "survey",
+    "outputs",
+    "reports",
+    "usage",
+    "cli",
+)
+
+
+def test_the_stores_import_nothing_from_the_layers_above_them() -> None:
+    for store in STORES:
+        tree = ast.parse((PACKAGE / f"{store}.py").read_text(encoding="utf-8"))
+        imported = {
+            node.module
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module
+        }
+        assert imported.isdisjoint(ABOVE_THE_STORES), (store, imported & set(ABOVE_THE_STORES))
+
+
 def test_no_module_is_loaded_by_a_name_in_a_string() -> None:
     """Every module is reached by an import that mypy, editors and import graphs follow;
     only the build's carrying compiles text, and only text the build put there."""

@@ -14,7 +14,7 @@ from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
 from .etcd_gateway import _answer_field, _b64, _EtcdGateway, _not_etcd, _unb64
 from .http1 import _HttpConnection
 from .interrupts import _SIGNALS_HELD, _Interrupts
-from .outputs import _quoted
+from .quoting import _quoted
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
 from .server_store import _Pause, _place_of, _place_value, _unknown_outcome
 

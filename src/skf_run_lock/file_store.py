@@ -23,9 +23,8 @@ from .guard import (
     _not_writable_error,
     _remove_quietly,
 )
-from .inputs import _format_time
 from .interrupts import _Interrupts
-from .outputs import _quoted
+from .quoting import _quoted
 from .records import (
     _RECORD_MAX_BYTES,
     _bytes_of,
@@ -38,6 +37,7 @@ from .records import (
     _remembered,
     _time_of,
 )
+from .times import _format_time
 
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
 _TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")

@@ -9,8 +9,10 @@ import sys
 
 from .contract import LockLost
 from .decisions import _deciding_timeout, _first_to_go, _holders, _is_stale, _live_holders
-from .inputs import _duration_text, _format_time, _releasable
+from .inputs import _releasable
+from .quoting import _quoted
 from .records import _Record
+from .times import _duration_text, _format_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,13 +20,6 @@ if TYPE_CHECKING:
 
     from .contract import AcquireResult, ReleaseResult
     from .records import _Place
-
-
-def _quoted(text: str) -> str:
-    """``text`` as a POSIX shell takes it literally."""
-    from shlex import quote
-
-    return quote(text)
 
 
 def _this_command() -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from .contract import _MAX_SLOTS, _MAX_STALE_AFTER_SEC, _TOOL
-from .inputs import _format_time, _parse_time
+from .times import _format_time, _parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

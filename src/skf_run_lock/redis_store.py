@@ -14,7 +14,7 @@ from .contract import _MAX_WAIT_SEC
 from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
 from .inputs import _PLAIN_DECIMAL
 from .interrupts import _SIGNALS_HELD, _Interrupts
-from .outputs import _quoted
+from .quoting import _quoted
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
 from .resp import _errors_in, _RedisError, _RespConnection
 from .server_store import (

@@ -11,7 +11,7 @@ import os
 import re
 
 from .file_store import _FileStore
-from .inputs import _shown_address
+from .quoting import _shown_address
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -118,6 +118,6 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
     ValueError for an unknown scheme or a place that is a file."""
     if isinstance(under, str) and _ADDRESS.match(under):
         return _server_kind(under).surveyor(under)
-    from .survey import _survey_folder
+    from .file_listing import _survey_folder
 
     return _survey_folder(under)

