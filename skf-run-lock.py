@@ -707,14 +707,16 @@ class _Look:
         lease: str | None = None,
         *,
         line: list[_Place] | None = None,
-        seen: str = "0",
+        seen: object = None,
     ) -> None:
         self.record = record
         self.last = last  # on a server: the last holder's record, once its own expired
         self.revision = revision  # what a server's change compares
         self.lease = lease
         self.line = line or []
-        self.seen = seen  # what shows the lock changed
+        # What the store saw, to tell later whether the lock changed since: a value of
+        # that store's own type (_FileSeen, _EtcdSeen, _RedisSeen), read by it alone.
+        self.seen = seen
         self.clock: int | None = None  # the server's time at the read, in ms (Redis)
 
 
@@ -2014,14 +2016,30 @@ def _appended(path: str, text: bytes, size: int) -> bool:
         os.close(fd)
 
 
-def _signature(path: str) -> str:
-    """What changes whenever the file at ``path`` changes."""
-
+def _signature(path: str) -> tuple[int, int, int] | None:
+    """What changes whenever the file at ``path`` changes: its inode, time and size
+    (None: no such file)."""
     try:
         info = os.lstat(path)
     except OSError:
-        return ""
-    return f"{info.st_ino}:{info.st_mtime_ns}:{info.st_size}"
+        return None
+    return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+
+class _FileSeen:
+    """What a look at a file lock saw: the lock file's signature and the line file's."""
+
+    __slots__ = ("line", "lock")
+
+    def __init__(self, lock: str, line: str) -> None:
+        self.lock = _signature(lock)
+        self.line = _signature(line)
+
+
+def _file_seen(look: _Look) -> _FileSeen:
+    """What ``look``, a file store's, saw."""
+    assert isinstance(look.seen, _FileSeen), "a look of another store"
+    return look.seen
 
 
 class _FileStore:
@@ -2042,7 +2060,7 @@ class _FileStore:
             self.guard.drop()
 
     def look(self, upto: str | None = None) -> _Look:
-        seen = f"{_signature(self.lock)}|{_signature(self.line)}"
+        seen = _FileSeen(self.lock, self.line)
         return _Look(_read_record(self.lock), line=_read_line(self.line, upto), seen=seen)
 
     def _read_in_change(self) -> _Look:
@@ -2146,13 +2164,13 @@ class _FileStore:
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the lock file changes: polled the more often the nearer its turn."""
         every = _FILE_POLL_SEC[min(away, 2) + (away >= _FAR_BACK)]
-        lock_seen, line_seen = look.seen.split("|")
+        seen = _file_seen(look)
         # A take and a release can leave no lock file again: the line shows it.
-        line = self.line if ahead and not lock_seen else None
+        line = self.line if ahead and seen.lock is None else None
         until = time.monotonic() + left
         while (pause := min(every, until - time.monotonic())) > 0:
             time.sleep(pause)
-            if _signature(self.lock) != lock_seen or (line and _signature(line) != line_seen):
+            if _signature(self.lock) != seen.lock or (line and _signature(line) != seen.line):
                 return True
         return False
 
@@ -2290,7 +2308,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 # module, best of 50, CPython 3.11 on 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2293, (), r'''
+_CARRIED['reports'] = (2311, (), r'''
 if TYPE_CHECKING:
     from typing import Literal
 
@@ -2398,7 +2416,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2401, (), r'''
+_CARRIED['usage'] = (2419, (), r'''
 import os
 import sys
 import textwrap
@@ -2592,7 +2610,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2595, (), r'''
+_CARRIED['server_store'] = (2613, (), r'''
 import errno
 import json
 import os
@@ -2850,7 +2868,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2853, ('server_store',), r'''
+_CARRIED['http1'] = (2871, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2977,7 +2995,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2980, ('server_store',), r'''
+_CARRIED['resp'] = (2998, ('server_store',), r'''
 import re
 
 
@@ -3112,7 +3130,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (3115, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (3133, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3306,7 +3324,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3309, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (3327, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3326,9 +3344,19 @@ def _whole_seconds(seconds: float) -> int:
     return int(max(1, -(-seconds // 1)))
 
 
+class _EtcdSeen:
+    """What a look at an etcd lock saw: the revision at which it was read (0: none)."""
+
+    __slots__ = ("revision",)
+
+    def __init__(self, revision: int) -> None:
+        self.revision = revision
+
+
 def _revision_seen(look: _Look) -> int:
-    """The revision at which ``look`` was read (0 if it gives none)."""
-    return int(look.seen) if look.seen.isdigit() else 0
+    """The revision at which ``look``, an etcd store's, was read (0 if it gives none)."""
+    assert isinstance(look.seen, _EtcdSeen), "a look of another store"
+    return look.seen.revision
 
 
 def _wait_place(value: bytes, lease: object) -> _Place | None:
@@ -3372,7 +3400,7 @@ class _EtcdStore(_EtcdGateway):
         # Leases granted and not yet used: of tries that lost their race, and the one
         # granted ahead for a take to come (see _grant_ahead).
         self.spares: list[_Spare] = []
-        self.ranged: tuple[str, list[Any]] = ("", [])  # the last range: its revision, keys
+        self.ranged: tuple[int, list[Any]] = (-1, [])  # the last range: its revision, keys
         self.told: _Look | None = None  # what the first in line's watch told, for its read
         # The lock as the last join or lost change found it, for the next read or look
         # (with the line or not), and whether the last read asked for the line.
@@ -3431,7 +3459,8 @@ class _EtcdStore(_EtcdGateway):
         if ranged is None:
             ranged = answer
         try:
-            seen = str(answer.get("header", {}).get("revision", "0"))
+            header = str(answer.get("header", {}).get("revision", "0"))
+            seen = int(header) if header.isdigit() else 0
             kvs = ranged.get("kvs", [])
             look = _looked(self.key, kvs, seen)
         except (AttributeError, KeyError, TypeError, ValueError):
@@ -3574,7 +3603,7 @@ class _EtcdStore(_EtcdGateway):
         """The record's keys of ``look``, by key (None: ``look`` was not this store's
         last range), to keep up to date as the watch streams their changes."""
         seen, kvs = self.ranged
-        if seen != look.seen:
+        if seen != _revision_seen(look):
             return None
         return {
             key: kv for kv in kvs if not (key := _unb64(kv["key"])).startswith(self.wait_prefix)
@@ -3585,7 +3614,7 @@ class _EtcdStore(_EtcdGateway):
         seen, kvs = self.ranged
         line = [kv for kv in kvs if _unb64(kv["key"]).startswith(self.wait_prefix)]
         revisions = [int(kv.get("mod_revision", 0)) for kv in kept.values()]
-        return _looked(self.key, [*kept.values(), *line], str(max([int(seen), *revisions])))
+        return _looked(self.key, [*kept.values(), *line], max([seen, *revisions]))
 
     def _stop_watch(self) -> None:
         if self.watcher is not None:
@@ -3809,7 +3838,7 @@ class _EtcdStore(_EtcdGateway):
         return self.slot_prefix + lease.encode()
 
 
-def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
+def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
     record (on a lease: live), the last holder's, and the line in the order joined. Of
     several slots, a holder's is live while the key on its lease is."""
@@ -3849,7 +3878,7 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     for holder in last.holders or [] if last is not None else []:
         holder.lease = "expired"
     line.sort(key=lambda entry: entry[0])
-    return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
+    return _Look(record, last, revision, lease, line=[p for _, p in line], seen=_EtcdSeen(seen))
 
 
 def _open_etcd(address: str) -> _Store:
@@ -3864,7 +3893,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3867, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (3896, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3903,7 +3932,7 @@ def _survey_etcd(address: str) -> _Survey:
     finally:
         store.close()
     try:
-        looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
+        looks = {key: _looked(key, found, revision) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _not_etcd("range", "kvs") from None
     found = [(store.address_of(key, "replace"), look) for key, look in looks.items()]
@@ -3927,7 +3956,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3930, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (3959, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4013,6 +4042,16 @@ def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
 
 class _NotApplied(Exception):
     """A transaction under WATCH did not run (redirected, or the node was busy)."""
+
+
+class _RedisSeen:
+    """What a look at a Redis lock saw: the milliseconds until its next slot ends by the
+    server's clock (-1: none ends by time)."""
+
+    __slots__ = ("ttl_ms",)
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = ttl_ms
 
 
 class _RedisStore(_ServerStore):
@@ -4278,7 +4317,7 @@ class _RedisStore(_ServerStore):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
             # A place whose key is gone: _live drops it.
             line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
-        look = _Look(record, last, line=line, seen=str(ttl))
+        look = _Look(record, last, line=line, seen=_RedisSeen(ttl))
         look.clock = server_ms
         return look
 
@@ -4396,7 +4435,8 @@ class _RedisStore(_ServerStore):
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until ``place``'s bell rings (an expiry rings none: the next waits its TTL)."""
-        ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
+        assert isinstance(look.seen, _RedisSeen), "a look of another store"
+        ttl = look.seen.ttl_ms
         if away == 0 and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
         until = time.monotonic() + left
@@ -4481,7 +4521,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4484, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (4524, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4612,7 +4652,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (4615, (), r'''
+_CARRIED['file_listing'] = (4655, (), r'''
 import os
 import stat
 
@@ -4683,7 +4723,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['survey'] = (4686, ('reports',), r'''
+_CARRIED['survey'] = (4726, ('reports',), r'''
 import json
 import os
 import time
@@ -5466,7 +5506,7 @@ def _entry() -> None:
 # it only inside ``acquire_within``, as that runs.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['waiting'] = (5469, (), r'''
+_CARRIED['waiting'] = (5509, (), r'''
 import os
 import time
 
@@ -5635,7 +5675,7 @@ def _leave_line(store: _Store, place: _Place) -> None:
 # CPython 3.11 on 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['renewing'] = (5638, ('waiting',), r'''
+_CARRIED['renewing'] = (5678, ('waiting',), r'''
 import os
 import time
 

@@ -46,7 +46,7 @@ def _survey_etcd(address: str) -> _Survey:
     finally:
         store.close()
     try:
-        looks = {key: _looked(key, found, str(revision)) for key, found in groups.items()}
+        looks = {key: _looked(key, found, revision) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _not_etcd("range", "kvs") from None
     found = [(store.address_of(key, "replace"), look) for key, look in looks.items()]

@@ -34,9 +34,19 @@ def _whole_seconds(seconds: float) -> int:
     return int(max(1, -(-seconds // 1)))
 
 
+class _EtcdSeen:
+    """What a look at an etcd lock saw: the revision at which it was read (0: none)."""
+
+    __slots__ = ("revision",)
+
+    def __init__(self, revision: int) -> None:
+        self.revision = revision
+
+
 def _revision_seen(look: _Look) -> int:
-    """The revision at which ``look`` was read (0 if it gives none)."""
-    return int(look.seen) if look.seen.isdigit() else 0
+    """The revision at which ``look``, an etcd store's, was read (0 if it gives none)."""
+    assert isinstance(look.seen, _EtcdSeen), "a look of another store"
+    return look.seen.revision
 
 
 def _wait_place(value: bytes, lease: object) -> _Place | None:
@@ -80,7 +90,7 @@ class _EtcdStore(_EtcdGateway):
         # Leases granted and not yet used: of tries that lost their race, and the one
         # granted ahead for a take to come (see _grant_ahead).
         self.spares: list[_Spare] = []
-        self.ranged: tuple[str, list[Any]] = ("", [])  # the last range: its revision, keys
+        self.ranged: tuple[int, list[Any]] = (-1, [])  # the last range: its revision, keys
         self.told: _Look | None = None  # what the first in line's watch told, for its read
         # The lock as the last join or lost change found it, for the next read or look
         # (with the line or not), and whether the last read asked for the line.
@@ -139,7 +149,8 @@ class _EtcdStore(_EtcdGateway):
         if ranged is None:
             ranged = answer
         try:
-            seen = str(answer.get("header", {}).get("revision", "0"))
+            header = str(answer.get("header", {}).get("revision", "0"))
+            seen = int(header) if header.isdigit() else 0
             kvs = ranged.get("kvs", [])
             look = _looked(self.key, kvs, seen)
         except (AttributeError, KeyError, TypeError, ValueError):
@@ -282,7 +293,7 @@ class _EtcdStore(_EtcdGateway):
         """The record's keys of ``look``, by key (None: ``look`` was not this store's
         last range), to keep up to date as the watch streams their changes."""
         seen, kvs = self.ranged
-        if seen != look.seen:
+        if seen != _revision_seen(look):
             return None
         return {
             key: kv for kv in kvs if not (key := _unb64(kv["key"])).startswith(self.wait_prefix)
@@ -293,7 +304,7 @@ class _EtcdStore(_EtcdGateway):
         seen, kvs = self.ranged
         line = [kv for kv in kvs if _unb64(kv["key"]).startswith(self.wait_prefix)]
         revisions = [int(kv.get("mod_revision", 0)) for kv in kept.values()]
-        return _looked(self.key, [*kept.values(), *line], str(max([int(seen), *revisions])))
+        return _looked(self.key, [*kept.values(), *line], max([seen, *revisions]))
 
     def _stop_watch(self) -> None:
         if self.watcher is not None:
@@ -517,7 +528,7 @@ class _EtcdStore(_EtcdGateway):
         return self.slot_prefix + lease.encode()
 
 
-def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
+def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
     record (on a lease: live), the last holder's, and the line in the order joined. Of
     several slots, a holder's is live while the key on its lease is."""
@@ -557,7 +568,7 @@ def _looked(key: bytes, kvs: list[Any], seen: str) -> _Look:
     for holder in last.holders or [] if last is not None else []:
         holder.lease = "expired"
     line.sort(key=lambda entry: entry[0])
-    return _Look(record, last, revision, lease, line=[p for _, p in line], seen=seen)
+    return _Look(record, last, revision, lease, line=[p for _, p in line], seen=_EtcdSeen(seen))
 
 
 def _open_etcd(address: str) -> _Store:

@@ -299,14 +299,30 @@ def _appended(path: str, text: bytes, size: int) -> bool:
         os.close(fd)
 
 
-def _signature(path: str) -> str:
-    """What changes whenever the file at ``path`` changes."""
-
+def _signature(path: str) -> tuple[int, int, int] | None:
+    """What changes whenever the file at ``path`` changes: its inode, time and size
+    (None: no such file)."""
     try:
         info = os.lstat(path)
     except OSError:
-        return ""
-    return f"{info.st_ino}:{info.st_mtime_ns}:{info.st_size}"
+        return None
+    return (info.st_ino, info.st_mtime_ns, info.st_size)
+
+
+class _FileSeen:
+    """What a look at a file lock saw: the lock file's signature and the line file's."""
+
+    __slots__ = ("line", "lock")
+
+    def __init__(self, lock: str, line: str) -> None:
+        self.lock = _signature(lock)
+        self.line = _signature(line)
+
+
+def _file_seen(look: _Look) -> _FileSeen:
+    """What ``look``, a file store's, saw."""
+    assert isinstance(look.seen, _FileSeen), "a look of another store"
+    return look.seen
 
 
 class _FileStore:
@@ -327,7 +343,7 @@ class _FileStore:
             self.guard.drop()
 
     def look(self, upto: str | None = None) -> _Look:
-        seen = f"{_signature(self.lock)}|{_signature(self.line)}"
+        seen = _FileSeen(self.lock, self.line)
         return _Look(_read_record(self.lock), line=_read_line(self.line, upto), seen=seen)
 
     def _read_in_change(self) -> _Look:
@@ -431,13 +447,13 @@ class _FileStore:
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the lock file changes: polled the more often the nearer its turn."""
         every = _FILE_POLL_SEC[min(away, 2) + (away >= _FAR_BACK)]
-        lock_seen, line_seen = look.seen.split("|")
+        seen = _file_seen(look)
         # A take and a release can leave no lock file again: the line shows it.
-        line = self.line if ahead and not lock_seen else None
+        line = self.line if ahead and seen.lock is None else None
         until = time.monotonic() + left
         while (pause := min(every, until - time.monotonic())) > 0:
             time.sleep(pause)
-            if _signature(self.lock) != lock_seen or (line and _signature(line) != line_seen):
+            if _signature(self.lock) != seen.lock or (line and _signature(line) != seen.line):
                 return True
         return False
 

@@ -117,14 +117,16 @@ class _Look:
         lease: str | None = None,
         *,
         line: list[_Place] | None = None,
-        seen: str = "0",
+        seen: object = None,
     ) -> None:
         self.record = record
         self.last = last  # on a server: the last holder's record, once its own expired
         self.revision = revision  # what a server's change compares
         self.lease = lease
         self.line = line or []
-        self.seen = seen  # what shows the lock changed
+        # What the store saw, to tell later whether the lock changed since: a value of
+        # that store's own type (_FileSeen, _EtcdSeen, _RedisSeen), read by it alone.
+        self.seen = seen
         self.clock: int | None = None  # the server's time at the read, in ms (Redis)
 
 

@@ -109,6 +109,16 @@ class _NotApplied(Exception):
     """A transaction under WATCH did not run (redirected, or the node was busy)."""
 
 
+class _RedisSeen:
+    """What a look at a Redis lock saw: the milliseconds until its next slot ends by the
+    server's clock (-1: none ends by time)."""
+
+    __slots__ = ("ttl_ms",)
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = ttl_ms
+
+
 class _RedisStore(_ServerStore):
     """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``. The record is
     at KEY, expiring; the other keys share its Cluster slot: ``{KEY}``, a NUL, then
@@ -372,7 +382,7 @@ class _RedisStore(_ServerStore):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
             # A place whose key is gone: _live drops it.
             line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
-        look = _Look(record, last, line=line, seen=str(ttl))
+        look = _Look(record, last, line=line, seen=_RedisSeen(ttl))
         look.clock = server_ms
         return look
 
@@ -490,7 +500,8 @@ class _RedisStore(_ServerStore):
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until ``place``'s bell rings (an expiry rings none: the next waits its TTL)."""
-        ttl = int(look.seen) if look.seen.lstrip("-").isdigit() else -1
+        assert isinstance(look.seen, _RedisSeen), "a look of another store"
+        ttl = look.seen.ttl_ms
         if away == 0 and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
         until = time.monotonic() + left
