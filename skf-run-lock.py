@@ -26,6 +26,7 @@ if _sys.version_info < (3, 11):  # told what to use, in the contract's one JSON 
 
 import errno
 import json
+import marshal
 import os
 import re
 import stat
@@ -34,7 +35,173 @@ import time
 from datetime import UTC as _UTC
 from datetime import datetime as _datetime
 from datetime import timedelta as _timedelta
+from types import CodeType as _CodeType
 
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/carrying.py
+# The code of the one file users copy, carried as text and compiled once. Python
+# compiles a script run as ``python3 FILE`` whole on every call and caches bytecode only
+# for imported modules, so the build (tools/bundle.py) puts every module into that file
+# as text, compiled here: the modules every call runs at once, the rest (each server
+# store, the listing, --help, waiting, holding) only when a function imports one where it
+# runs (``from .waiting import _wait_for`` becomes ``_compile_carried("waiting")``).
+#
+# What is compiled is kept, as Python keeps an imported module's bytecode, in a cache of
+# this user's own (``$XDG_CACHE_HOME/skf-run-lock``, else ``~/.cache/skf-run-lock``; on
+# Windows under ``%LOCALAPPDATA%``), so that the next call loads it instead. A cache entry
+# is used only when it names this very build, this Python and this file as it stands (its
+# size and time), and only from a folder and a file that this user owns and nobody else
+# may write: another user's files are never run. Any failure of the cache falls back to
+# compiling. ``SKF_RUN_LOCK_NO_CACHE=1`` turns the cache off. In the package nothing is
+# carried, and none of this runs.
+# --------------------------------------------------------------------------------------
+
+# Filled by the build in the file users copy: a carried text's name -> the line of that
+# file its text starts at, the carried texts it needs compiled first, and the text; and
+# the build's own name for its texts, which a cache entry must carry. Empty in the package.
+_CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
+_COMPILED: set[str] = set()
+_BUILD = ""
+
+_CACHE_ENTRIES_KEPT = 64  # a cache holds this many entries at most: the newest
+_NOT_OTHERS_WRITABLE = stat.S_IWGRP | stat.S_IWOTH
+
+
+def _compile_carried(module: str) -> None:
+    """Run a carried module's text in this namespace (once): its code from this user's
+    cache, or compiled, numbered as its lines stand in this file so that tracebacks,
+    coverage and ``inspect`` point at them."""
+    if module in _COMPILED:
+        return
+    first, needs, source = _CARRIED[module]
+    for need in needs:
+        _compile_carried(need)
+    where = globals().get("__file__", "<skf-run-lock>")
+    entry = _cache_entry(module, where)
+    code = _cached_code(entry) if entry is not None else None
+    if code is None:
+        import __future__
+
+        # Its own future flags, not a caller's.
+        flags = __future__.annotations.compiler_flag
+        code = compile("\n" * (first - 1) + source, where, "exec", flags, dont_inherit=True)
+        if entry is not None:
+            _keep_code(entry, code)
+    exec(code, globals())
+    _COMPILED.add(module)
+
+
+def _cache_folder() -> str | None:
+    """This user's cache folder for this tool (made if missing), or None where there is
+    no such folder this user alone may write."""
+    if os.name == "nt":
+        base = os.environ.get("LOCALAPPDATA")
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not base or not os.path.isabs(base):
+        return None
+    folder = os.path.join(base, "skf-run-lock")
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        info = os.lstat(folder)
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or not _own_and_private(info):
+        return None
+    return folder
+
+
+def _own_and_private(info: os.stat_result) -> bool:
+    """True for a file or folder of this user's that no one else may write."""
+    if os.name == "nt":
+        return True  # %LOCALAPPDATA% is the user's own
+    return info.st_uid == os.geteuid() and not info.st_mode & _NOT_OTHERS_WRITABLE
+
+
+def _cache_entry(module: str, where: str) -> tuple[str, bytes] | None:
+    """Where ``module``'s code is kept, and the header that names what it was compiled
+    from (this build, this Python, this file's size and time); None: no cache."""
+    if not _BUILD or os.environ.get("SKF_RUN_LOCK_NO_CACHE") == "1":
+        return None
+    try:
+        script = os.stat(where)
+    except OSError:
+        return None
+    folder = _cache_folder()
+    if folder is None:
+        return None
+    name = f"{_BUILD[:16]}-{module}-{sys.implementation.cache_tag}.code"
+    header = f"{_BUILD} {sys.hexversion} {script.st_size} {script.st_mtime_ns}\n".encode()
+    return os.path.join(folder, name), header
+
+
+def _cached_code(entry: tuple[str, bytes]) -> _CodeType | None:
+    """The code kept at ``entry``, if it is this user's own and names what it must;
+    else None."""
+    path, header = entry
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or not _own_and_private(info):
+            return None
+        with os.fdopen(fd, "rb") as kept:
+            fd = -1
+            data = kept.read()
+    except OSError:
+        return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    if not data.startswith(header):
+        return None
+    try:
+        code = marshal.loads(data[len(header) :])
+    except (EOFError, ValueError, TypeError):
+        return None
+    return code if isinstance(code, _CodeType) else None
+
+
+def _keep_code(entry: tuple[str, bytes], code: _CodeType) -> None:
+    """Keep ``code`` at ``entry``: written whole to a file of its own, then renamed into
+    place, so that no call reads half of it; the oldest entries beyond the kept number
+    go. A failure keeps nothing."""
+    path, header = entry
+    temporary = f"{path}.{os.getpid()}.tmp"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(temporary, flags | getattr(os, "O_BINARY", 0), 0o600)
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as kept:
+            kept.write(header + marshal.dumps(code))
+        os.replace(temporary, path)
+    except (OSError, ValueError):
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        return
+    _prune(os.path.dirname(path))
+
+
+def _prune(folder: str) -> None:
+    """Remove the oldest entries beyond the number kept (other builds' and Pythons')."""
+    try:
+        with os.scandir(folder) as listing:
+            entries = [entry for entry in listing if entry.name.endswith(".code")]
+        entries.sort(key=lambda entry: entry.stat(follow_symlinks=False).st_mtime_ns)
+        for entry in entries[:-_CACHE_ENTRIES_KEPT]:
+            os.unlink(entry.path)
+    except OSError:
+        pass
+
+_CARRIED['core'] = (203, (), r'''
+TYPE_CHECKING = False  # typing is imported by type checkers alone
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
     "GUARD_WAIT_SEC",
@@ -53,8 +220,6 @@ __all__ = [
     "release",
     "status",
 ]
-
-TYPE_CHECKING = False  # typing is imported by type checkers alone
 
 
 # --------------------------------------------------------------------------------------
@@ -220,42 +385,6 @@ class _UsageError(Exception):
 
 class _OutcomeUnknown(OSError):
     """A server write failed after it was sent: whether it happened is unknown."""
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/carrying.py
-# The carried modules of the one file users copy. Python compiles a script run as
-# ``__main__`` whole on every call, so the build (tools/bundle.py) puts the modules a
-# file-lock call never runs into that file as text: each server store, the listing, the
-# words of --help, waiting in line, holding a lock while work runs. A function that needs
-# one imports it where it is used (``from .waiting import _wait_for``); the build turns
-# that import into ``_compile_carried("waiting")``, which compiles the text once, in the
-# file's one namespace. In the package, nothing is carried and this is never called.
-# --------------------------------------------------------------------------------------
-
-# Filled by the build in the file users copy: a carried module's name -> the line of
-# that file its text starts at, the carried modules it needs compiled first, and the
-# text. Empty in the package.
-_CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
-_COMPILED: set[str] = set()
-
-
-def _compile_carried(module: str) -> None:
-    """Compile and run a carried module's text in this namespace (once), numbered as its
-    lines stand in this file, so that tracebacks and coverage point at them."""
-    if module in _COMPILED:
-        return
-    first, needs, source = _CARRIED[module]
-    for need in needs:
-        _compile_carried(need)
-    import __future__
-
-    where = globals().get("__file__", "<skf-run-lock>")
-    # Its own future flags, not a caller's.
-    flags = __future__.annotations.compiler_flag
-    code = compile("\n" * (first - 1) + source, where, "exec", flags, dont_inherit=True)
-    exec(code, globals())
-    _COMPILED.add(module)
 
 
 # --------------------------------------------------------------------------------------
@@ -1060,8 +1189,9 @@ def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
 
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/outputs.py
-# The outputs: each shape built once, with its message. Every message names the lock
-# and says what to do, in words safe to follow literally.
+# The outputs: each shape built once, with its message, status's report (which a listing
+# gives for each lock too) among them. Every message names the lock and says what to do,
+# in words safe to follow literally.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
@@ -1312,6 +1442,99 @@ def _fail(message: str) -> None:
     """Write the one JSON error line on stderr."""
     line = json.dumps({"status": "error", "message": " ".join(message.split())})
     sys.stderr.write(line + "\n")
+
+
+def _status_result(
+    lock: str,
+    record: _Record | None,
+    caller_timeout: float,
+    now: float,
+    empty_is_stale: bool,
+    *,
+    line: list[_Place],
+    slots: int = 1,
+) -> StatusResult:
+    """Who holds the lock, by the count in force (else ``slots``, the caller's)."""
+    live = _live_holders(record, caller_timeout, now, empty_is_stale)
+    if record is not None and live:
+        slots = record.slots
+    several = slots > 1 or (record is not None and record.slots > 1)
+    holders = _holders(record)
+    state: Literal["free", "held", "stale"] = "free"
+    timeout = caller_timeout
+    shown: _Record | None = None
+    message = f"no lock at {lock}; it is free"
+    if not several and record is not None:
+        shown = record
+        timeout = _deciding_timeout(record, caller_timeout)
+        stale_at = _stale_at(record.since, timeout)
+        stale = _is_stale(record, caller_timeout, now, empty_is_stale)
+        state = "stale" if stale else "held"
+        then = (
+            f"went stale at {stale_at}, so the next acquire takes it"
+            if stale
+            else f"goes stale at {stale_at}"
+        )
+        since = _format_time(record.since)
+        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
+    elif len(live) >= slots:
+        state = "held"
+        shown = _first_to_go(live, caller_timeout)
+        timeout = _deciding_timeout(shown, caller_timeout)
+        message = (
+            f"{lock} is held in all {slots} of its slots, by"
+            f" {_names_text(sorted(live, key=lambda h: h.since))}; the first to go stale is"
+            f" {_holder_text(shown.owner)}'s, at {_stale_at(shown.since, timeout)}"
+        )
+    elif record is not None and record.slots == slots and len(holders) >= slots:
+        state = "stale"
+        gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
+        message = (
+            f"{lock} has no free slot of its {slots}, but {_holder_text(gone.owner)}'s went"
+            f" stale at {_stale_at(gone.since, _deciding_timeout(gone, caller_timeout))},"
+            " so the next acquire takes it"
+        )
+    elif live:
+        message = (
+            f"{lock} has {slots - len(live)} of its {slots} slots free; held by"
+            f" {_names_text(sorted(live, key=lambda h: h.since))}"
+        )
+    elif several:
+        message = f"no slot of {lock} is held; it is free (slots: {slots})"
+    return {
+        "state": state,
+        "lock": lock,
+        "held_by": None if shown is None else shown.owner,
+        "held_since": None if shown is None else _format_time(shown.since),
+        "stale_at": None if shown is None else _stale_at(shown.since, timeout),
+        "age_seconds": None if shown is None else int((now - shown.since) // 1),
+        "stale_after_minutes": _minutes_for_output(timeout),
+        "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
+        "slots": slots,
+        "holders": [
+            {
+                "owner": holder.owner,
+                "since": _format_time(holder.since),
+                "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
+            }
+            for holder in sorted(holders, key=lambda h: h.since)
+        ],
+        "message": message + _in_line_text(line),
+    }
+
+
+def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float) -> str:
+    """Why a call naming ``slots`` is refused while ``record``'s count is in force."""
+    in_force = record.slots
+    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+    ask = "no --slots (or --slots 1; slots=1)" if in_force == 1 else f"--slots {in_force}"
+    if in_force > 1:
+        ask += f" (slots={in_force})"
+    return (
+        f"lock {lock} has {in_force} slot{'s' if in_force > 1 else ''} while any is held"
+        f" (by {names}), not {slots}: ask for it with {ask}; the count changes only once no"
+        " slot is held"
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -2300,110 +2523,1130 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/reports.py, carried as text: compiled only for a lock of its store
-# The outputs a lock call seldom needs, carried as text (an acquire or a release never
-# compiles them): status's report, which a listing gives for each lock too, and the
-# refusal of a count of slots other than the one in force. Kept apart from outputs.py for
-# that: compiling it would cost every acquire and release 0.6 ms (``compile()`` of this
-# module, best of 50, CPython 3.11 on 2 cores; a call takes about 60 ms).
+# src/skf_run_lock/algorithm.py
+# The algorithm: acquire, release and status, one algorithm over any store, and waiting
+# in line. Each call reads the lock, decides by the pure functions of the decisions, and
+# applies its change atomically against what it read, trying again when another writer
+# came first. A waiter joins the line, keeps its place alive, waits for what may make it
+# its turn, tries again, and leaves the line however the wait ends.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['reports'] = (2311, (), r'''
 if TYPE_CHECKING:
-    from typing import Literal
+    from collections.abc import Callable
+    from datetime import datetime
 
 
-def _status_result(
-    lock: str,
-    record: _Record | None,
-    caller_timeout: float,
-    now: float,
-    empty_is_stale: bool,
+# Changes lost to other writers, in a row, before a call gives up ("kept changing").
+# A lost change is tried again at once, and a busy lock of several slots has many
+# writers: eight processes taking and releasing slots of one lock as fast as they
+# could made a call lose twenty in a row about every two seconds, and a release that
+# gives up keeps its slot held until its timeout; at a hundred, none did
+# (bench/churn.py).
+_CHANGE_TRIES = 100
+
+
+def _kept_changing(lock: str) -> OSError:
+    return OSError(errno.EAGAIN, f"the lock {lock} kept changing; try again")
+
+
+def acquire(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    now: datetime | None = None,
     *,
-    line: list[_Place],
+    empty_is_stale: bool = False,
+    slots: int = 1,
+) -> AcquireResult:
+    """Take the lock (a file path or a server address) for ``owner``
+    (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
+    ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
+    ``slots`` N, up to N owners hold it at once, each its own slot.
+
+    :returns: the acquire output.
+    :raises ValueError: a bad owner, timeout, count or lock; or a count of slots
+        other than the one in force while a slot is held.
+    :raises OSError: the lock could not be read or written.
+    """
+    fixed_now = None if now is None else _seconds_of(now)
+    owner, run_id = _owner_with_run_id(owner, fixed_now)
+    stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
+    return _take(
+        lock,
+        owner,
+        run_id,
+        stale_after,
+        fixed_now=fixed_now,
+        empty_is_stale=empty_is_stale,
+        slots=slots,
+    )
+
+
+def _take(
+    lock: str | os.PathLike[str],
+    owner: str,
+    run_id: str,
+    stale_after: float,
+    *,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    renew_only: bool = False,
+    keep_longer: bool = False,
+    slots: int = 1,
+) -> AcquireResult:
+    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock;
+    ``keep_longer``: a renewal never shortens the hold (_kept_timeout)."""
+    store = _store_for(lock)
+    try:
+        return _take_in(
+            store,
+            owner,
+            run_id,
+            stale_after,
+            fixed_now=fixed_now,
+            empty_is_stale=empty_is_stale,
+            renew_only=renew_only,
+            keep_longer=keep_longer,
+            slots=slots,
+        )
+    finally:
+        store.close()
+
+
+def _take_in(
+    store: _Store,
+    owner: str,
+    run_id: str,
+    stale_after: float,
+    *,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    renew_only: bool = False,
+    keep_longer: bool = False,
+    place: _Place | None = None,
+    slots: int = 1,
+) -> AcquireResult:
+    """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+    for _ in range(_CHANGE_TRIES):
+        with store.change(create=not renew_only) as change:
+            look = change.read()
+            now = time.time() if fixed_now is None else fixed_now
+            record = look.record
+            if renew_only and not _still_holds(record, owner, stale_after, now, empty_is_stale):
+                raise _lost(store.lock, record, stale_after, now, empty_is_stale)
+            line = _live(look.line, now)
+            ticket = None if place is None else place.ticket
+            if place is not None and _ahead_of(line, place.ticket) is None:
+                place.joined = False  # a new place if refused
+            verdict = _verdict(
+                record,
+                line,
+                owner,
+                ticket,
+                slots=slots,
+                caller_timeout=stale_after,
+                now=now,
+                empty_is_stale=empty_is_stale,
+            )
+            if verdict == "count":
+                assert record is not None
+
+                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
+            if verdict != "take":
+                if place is None:
+                    change.prune(look, now)
+                else:
+                    change.join(look, place, time.time())
+                return _refused_result(
+                    store.lock,
+                    owner,
+                    run_id,
+                    caller_timeout=stale_after,
+                    record=record,
+                    now=now,
+                    by_hand=store.by_hand(),
+                    held=verdict == "held",
+                    line=[p for p in line if p.ticket != ticket],
+                )
+            since = int(now // 1)
+            timeout = _kept_timeout(record, owner, stale_after) if keep_longer else stale_after
+            new = _Record(owner, since, timeout)
+            after, before = _taken(
+                record, look.last, new, slots, caller_timeout=stale_after, now=now
+            )
+            leaving = place if place is not None and place.joined else None
+            if change.apply(look, after, owner, leaving):
+                return _acquired_result(
+                    store.lock,
+                    owner,
+                    run_id,
+                    stale_after=timeout,
+                    since=since,
+                    before=before,
+                    after=after,
+                )
+    raise _kept_changing(store.lock)
+
+
+def acquire_within(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    wait: float,
+    *,
+    empty_is_stale: bool = False,
+    slots: int = 1,
+) -> AcquireResult:
+    """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
+    served (the first k in line take the k slots that free); :class:`LockBusy` if the
+    wait runs out."""
+    return _wait_for(
+        lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
+    )
+
+
+def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
+    """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
+    several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
+    ValueError, OSError as :func:`acquire`."""
+    owner = _owner_for_release(owner)
+    store = _store_for(lock)
+    try:
+        for _ in range(_CHANGE_TRIES):
+            with store.change(create=False) as change:
+                look = change.read(line=False)
+                record = look.record
+                now = time.time()
+                after, freed = (None, None) if record is None else _released(record, owner, now)
+                if freed is None:
+                    change.prune(look, now)
+                    return _release_result(store.lock, owner, record)
+                if change.apply(look, after, owner):
+                    left = "" if after is None else _slots_text(after)
+                    return _release_result(store.lock, owner, freed, freed=True, left=left)
+        raise _kept_changing(store.lock)
+    finally:
+        store.close()
+
+
+def status(
+    lock: str | os.PathLike[str],
+    stale_after: float,
+    now: datetime | None = None,
+    *,
+    empty_is_stale: bool = False,
     slots: int = 1,
 ) -> StatusResult:
-    """Who holds the lock, by the count in force (else ``slots``, the caller's)."""
-    live = _live_holders(record, caller_timeout, now, empty_is_stale)
-    if record is not None and live:
-        slots = record.slots
-    several = slots > 1 or (record is not None and record.slots > 1)
-    holders = _holders(record)
-    state: Literal["free", "held", "stale"] = "free"
-    timeout = caller_timeout
-    shown: _Record | None = None
-    message = f"no lock at {lock}; it is free"
-    if not several and record is not None:
-        shown = record
-        timeout = _deciding_timeout(record, caller_timeout)
-        stale_at = _stale_at(record.since, timeout)
-        stale = _is_stale(record, caller_timeout, now, empty_is_stale)
-        state = "stale" if stale else "held"
-        then = (
-            f"went stale at {stale_at}, so the next acquire takes it"
-            if stale
-            else f"goes stale at {stale_at}"
-        )
-        since = _format_time(record.since)
-        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
-    elif len(live) >= slots:
-        state = "held"
-        shown = _first_to_go(live, caller_timeout)
-        timeout = _deciding_timeout(shown, caller_timeout)
-        message = (
-            f"{lock} is held in all {slots} of its slots, by"
-            f" {_names_text(sorted(live, key=lambda h: h.since))}; the first to go stale is"
-            f" {_holder_text(shown.owner)}'s, at {_stale_at(shown.since, timeout)}"
-        )
-    elif record is not None and record.slots == slots and len(holders) >= slots:
-        state = "stale"
-        gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
-        message = (
-            f"{lock} has no free slot of its {slots}, but {_holder_text(gone.owner)}'s went"
-            f" stale at {_stale_at(gone.since, _deciding_timeout(gone, caller_timeout))},"
-            " so the next acquire takes it"
-        )
-    elif live:
-        message = (
-            f"{lock} has {slots - len(live)} of its {slots} slots free; held by"
-            f" {_names_text(sorted(live, key=lambda h: h.since))}"
-        )
-    elif several:
-        message = f"no slot of {lock} is held; it is free (slots: {slots})"
+    """Say who holds the lock ("free", "held" or "stale"), changing nothing;
+    ``stale_after`` (seconds) judges a record without a timeout of its own; ``slots``
+    is the count shown while no slot is held (else the count in force is)."""
+    seconds = _seconds_of(now)
+    stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
+    store = _store_for(lock)
+    try:
+        look = store.look()
+    finally:
+        store.close()
+    record = look.record or look.last
+    line = _live(look.line, time.time())
+    return _status_result(
+        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
+    )
+
+
+# At most this many waits in a row go on from one look, each ended by a beat (a
+# look at least every _VOUCHED_WAITS + 1 beats).
+_VOUCHED_WAITS = 4
+
+
+def _wait_for(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    wait: float,
+    *,
+    empty_is_stale: bool,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+    slots: int = 1,
+    keep_longer: bool = False,
+) -> AcquireResult:
+    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits;
+    ``keep_longer``: a hold the owner has is never shortened (run, held())."""
+    wait = _checked_wait(wait)
+    owner, run_id = _owner_with_run_id(owner)
+    stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
+    deadline = time.monotonic() + wait
+    store = _store_for(lock)
+    store.patient = bool(wait)
+    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
+    try:
+        while True:
+            result = _take_in(
+                store,
+                owner,
+                run_id,
+                stale_after,
+                empty_is_stale=empty_is_stale,
+                keep_longer=keep_longer,
+                place=place,
+                slots=slots,
+            )
+            if result["acquired"]:
+                return result
+            if place is None or time.monotonic() >= deadline:
+                raise LockBusy(result)
+            _wait_turn(
+                store,
+                place,
+                deadline,
+                stale_after,
+                empty_is_stale,
+                slots=slots,
+                result=result,
+                shown=refused,
+            )
+    finally:
+        if place is not None and place.joined:
+            _leave_line(store, place)
+        store.close()
+
+
+def _wait_turn(
+    store: _Store,
+    place: _Place,
+    deadline: float,
+    caller_timeout: float,
+    empty_is_stale: bool,
+    *,
+    slots: int = 1,
+    result: AcquireResult,
+    shown: Callable[[AcquireResult, float, int], None] | None,
+) -> None:
+    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
+    ``shown(result, seconds left, place)`` is told each new place in line. A waiter
+    among the first N in line (N slots) watches the slots: one that frees may be its."""
+    beat_at = time.monotonic() + _BEAT_SEC
+    last_shown = 0
+    found = None  # what the last look found, while the wait goes on from it
+    vouched = 0  # waits in a row that went on from one look
+    while (left := deadline - time.monotonic()) > 0:
+        if found is None:
+            found = _found_in_line(
+                store, place, caller_timeout, empty_is_stale, slots=slots, left=left
+            )
+            if found is None:
+                return
+        look, ahead, away, stale_at = found
+        if time.monotonic() >= beat_at:
+            # A beat changes nothing a look sees: the wait goes on from this look.
+            if not store.beat(place):
+                return
+            beat_at = time.monotonic() + _BEAT_SEC
+            last_shown = 0  # shown again after a beat
+        if shown is not None and last_shown != len(ahead) + 1:
+            last_shown = len(ahead) + 1
+            shown(result, left, last_shown)
+        pause = min(left, beat_at - time.monotonic(), stale_at - time.monotonic())
+        woken = store.wait(pause, look, ahead, place, away)
+        if woken and not ahead:
+            return  # a slot that frees is the first's: the try reads the lock anyway
+        # A wait that ended unwoken, for its beat, goes on from the same look where the
+        # store vouches that nothing it waits on changed since. A look every few beats
+        # all the same catches a watch whose connection died unseen.
+        trusted = not woken and vouched < _VOUCHED_WAITS and time.monotonic() < stale_at
+        if trusted and store.vouches(look):
+            vouched += 1
+        else:
+            found = None
+            vouched = 0
+
+
+def _found_in_line(
+    store: _Store,
+    place: _Place,
+    caller_timeout: float,
+    empty_is_stale: bool,
+    *,
+    slots: int,
+    left: float,
+) -> tuple[_Look, list[_Place], int, float] | None:
+    """A look for a waiter: the look, the places ahead of ``place``, how many must
+    leave before it is among the first N (N ``slots``), and when (by the monotonic
+    clock) to wake for a slot going stale by its time. None: its turn may have come,
+    or its place lapsed, and it tries again."""
+    look = store.look(upto=place.ticket)  # only the places ahead of it matter
+    now = time.time()
+    ahead = _ahead_of(_live(look.line, now), place.ticket)
+    if ahead is None:
+        return None
+    if len(ahead) < _free_slots(look.record, slots, caller_timeout, now, empty_is_stale):
+        return None
+    # Among the first N in line, a slot that frees may be its own: it watches them.
+    away = max(0, len(ahead) - slots + 1)
+    # The next to take a slot also wakes when one goes stale.
+    until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
+    return look, ahead, away, time.monotonic() + until_stale
+
+
+def _leave_line(store: _Store, place: _Place) -> None:
+    """Leave the line on the way out, before an interrupt; a place left behind lapses."""
+    armed = _Interrupts.armed
+    _Interrupts.armed = False
+    try:
+        store.leave(place)
+    except (OSError, ValueError):
+        pass
+    finally:
+        _Interrupts.armed = armed
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/listing.py
+# The listing: every lock under a place at once (a folder, an etcd prefix, a Redis
+# keyspace or a whole Redis Cluster), as its store's survey found them, each judged as
+# ``status`` judges it, and the list output with its table. A survey only reads; which of
+# what it found are locks is a decision (``_listed``).
+# --------------------------------------------------------------------------------------
+
+def list_locks(
+    under: str | os.PathLike[str], stale_after: float = DEFAULT_STALE_AFTER_MIN * 60
+) -> ListResult:
+    """List every lock under ``under``: a folder (searched recursively, links not
+    followed), or an ``etcd://``/``redis://`` address whose KEY is a prefix (a Redis
+    Cluster: every primary). Read only, like :func:`status`.
+
+    :param under: the folder or the address of the locks to list.
+    :param stale_after: seconds; judges a record without a timeout of its own.
+    :returns: the list output, its locks sorted by name.
+    :raises ValueError: a place that is a file, or an unknown scheme.
+    :raises OSError: the place could not be read.
+    """
+    return _list_locks(under, stale_after)
+
+
+def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
+    """list_locks's work: survey ``under``, keep the locks, judge each."""
+    stale_after = _checked_stale_after(stale_after)
+    shown, found, note = _survey_for(under)
+    now = time.time()
+    statuses: list[StatusResult] = []
+    for lock, look in found:
+        record = look.record or look.last
+        line = _live(look.line, now)
+        if _listed(lock, record, line):
+            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
+    return _list_result(shown, statuses, note, now)
+
+
+def _listed_lock(status: StatusResult) -> ListedLock:
+    """A lock as a listing shows it: its status output's keys but ``message``."""
     return {
-        "state": state,
-        "lock": lock,
-        "held_by": None if shown is None else shown.owner,
-        "held_since": None if shown is None else _format_time(shown.since),
-        "stale_at": None if shown is None else _stale_at(shown.since, timeout),
-        "age_seconds": None if shown is None else int((now - shown.since) // 1),
-        "stale_after_minutes": _minutes_for_output(timeout),
-        "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
-        "slots": slots,
-        "holders": [
-            {
-                "owner": holder.owner,
-                "since": _format_time(holder.since),
-                "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
-            }
-            for holder in sorted(holders, key=lambda h: h.since)
-        ],
-        "message": message + _in_line_text(line),
+        "state": status["state"],
+        "lock": status["lock"],
+        "held_by": status["held_by"],
+        "held_since": status["held_since"],
+        "stale_at": status["stale_at"],
+        "age_seconds": status["age_seconds"],
+        "stale_after_minutes": status["stale_after_minutes"],
+        "waiting": status["waiting"],
+        "slots": status["slots"],
+        "holders": status["holders"],
     }
 
 
-def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float) -> str:
-    """Why a call naming ``slots`` is refused while ``record``'s count is in force."""
-    in_force = record.slots
-    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
-    ask = "no --slots (or --slots 1; slots=1)" if in_force == 1 else f"--slots {in_force}"
-    if in_force > 1:
-        ask += f" (slots={in_force})"
-    return (
-        f"lock {lock} has {in_force} slot{'s' if in_force > 1 else ''} while any is held"
-        f" (by {names}), not {slots}: ask for it with {ask}; the count changes only once no"
-        " slot is held"
+def _list_result(
+    under: str, statuses: list[StatusResult], note: str = "", now: float = 0.0
+) -> ListResult:
+    """The listing of ``under``: its locks sorted by name, and a count of each state,
+    a lock with slots both held and free counted as partly held (``note``: the
+    survey's word on the place)."""
+    locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
+    states = [_shown_state(entry, now) for entry in locks]
+    kinds = ("held", "partly held", "stale", "free")
+    counts = [f"{states.count(s)} {s}" for s in kinds if s in states]
+    waiting = sum(len(entry["waiting"]) for entry in locks)
+    if not locks:
+        message = f"no locks under {under}" + (f": {note}" if note else "")
+    else:
+        noun = "lock" if len(locks) == 1 else "locks"
+        message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
+        if waiting:
+            message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
+    return {"under": under, "locks": locks, "message": message}
+
+
+def _live_holders_at(entry: ListedLock, now: float) -> list[Holder]:
+    """The holders of a listed lock whose slots are live at ``now``."""
+    return [h for h in entry["holders"] if (_parse_time(h["stale_at"]) or 0) > now]
+
+
+def _shown_state(entry: ListedLock, now: float) -> str:
+    """A lock's state as a listing counts it: a status's, but a lock of several slots
+    that some hold while others are free is "partly held" (a status calls it free)."""
+    if entry["state"] == "free" and entry["slots"] > 1 and _live_holders_at(entry, now):
+        return "partly held"
+    return entry["state"]
+
+
+def _shown_name(text: str) -> str:
+    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
+    (a name may hold a newline, or a terminal's control characters)."""
+    plain = text.isascii() and text.isprintable() and text.strip() == text
+    return text if plain else json.dumps(text)
+
+
+def _list_table(result: ListResult, now: float) -> str:
+    """The listing as an aligned table for a person: one row a lock, then its message."""
+    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
+    rows += [_table_row(entry, now) for entry in result["locks"]]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join([*lines, result["message"]]) + "\n"
+
+
+def _table_row(entry: ListedLock, now: float) -> list[str]:
+    """One lock's row. A lock of several slots that anyone holds shows how many of its
+    slots are held, and by whom: the longest holder (its age, when it goes stale) and a
+    count of the rest; a status of it may say "free" while a slot is."""
+    state: str = entry["state"]
+    holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
+    age = entry["age_seconds"]
+    stale_at = entry["stale_at"] if state == "held" else None
+    live = _live_holders_at(entry, now)
+    if entry["slots"] > 1 and live:
+        longest = live[0]  # holders come longest held first
+        state = f"{len(live)}/{entry['slots']} held"
+        holder = _shown_name(_holder_text(longest["owner"]))
+        if len(live) > 1:
+            holder += f" and {len(live) - 1} more"
+        since = _parse_time(longest["since"])
+        age = None if since is None else max(0, int(now - since))
+        stale_at = longest["stale_at"]
+    stale_in = "-"
+    if stale_at is not None:
+        left = _parse_time(stale_at)
+        stale_in = "-" if left is None else _duration_text(max(0, left - now))
+    return [
+        _shown_name(entry["lock"]),
+        state,
+        holder,
+        "-" if age is None else _duration_text(age),
+        stale_in,
+        str(len(entry["waiting"])),
+    ]
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/holding.py
+# Holding a lock while work runs: ``held()`` for a ``with`` block, ``run``'s command,
+# and the renewer they share (every third of the timeout, sooner on failure). Both take
+# the lock as acquire does and release it however the work ends, unless their owner held
+# it before they started: that hold is theirs to renew, never to end, and is left no
+# shorter than it was. A lock lost meanwhile is reported.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    import subprocess
+    import threading
+
+
+_MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
+
+
+def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
+    if stale_after < _MIN_RENEWABLE_SEC:
+        scale = _UNIT_SECONDS[unit]
+        raise ValueError(
+            f"{name} of {stale_after / scale:g} {unit} is too short to renew the lock safely"
+            f" while work runs; give at least {_MIN_RENEWABLE_SEC / scale:g}"
+        )
+    return stale_after
+
+
+def held(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float = 3600.0,
+    wait: float = 0.0,
+    *,
+    empty_is_stale: bool = False,
+    slots: int = 1,
+) -> _Lease:
+    """Hold the lock for a ``with`` block::
+
+        with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
+            ...  # lease.check() raises LockLost if the lock was lost
+
+
+    Taken as by :func:`acquire_within` (``slots``: one of that many), renewed from a
+    thread every third of ``stale_after`` (seconds, at least 3), released however the
+    block ends; :class:`LockLost` at the end of a block that ended normally without it.
+    """
+    _owner_with_run_id(owner)
+    _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
+    _checked_wait(wait)
+    _checked_slots(slots)
+    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
+
+
+_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
+
+
+class _Renewer:
+    """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
+
+    def __init__(
+        self, taken: AcquireResult, stale_after: float, empty_is_stale: bool, slots: int = 1
+    ) -> None:
+        self.lock = taken["lock"]
+        self.slots = slots
+        self.owner = taken["owner"]
+        self.run_id = taken["run_id"]
+        self.stale_after = stale_after
+        self.empty_is_stale = empty_is_stale
+        self.every = stale_after / 3
+        self.renewed = time.monotonic()  # last known renewed
+        self.next = self.renewed + self.every
+        self.lost: LockLost | None = None
+
+    def due_in(self) -> float:
+        return max(0.0, self.next - time.monotonic())
+
+    def renew(self) -> LockLost | None:
+        """Renew the lock now: None while held, its LockLost once not."""
+        if self.lost is not None:
+            return self.lost
+        started = time.monotonic()
+        try:
+            _take(
+                self.lock,
+                self.owner,
+                self.run_id,
+                self.stale_after,
+                empty_is_stale=self.empty_is_stale,
+                renew_only=True,
+                keep_longer=True,
+                slots=self.slots,
+            )
+        except LockLost as lost:
+            self.lost = lost
+        except (OSError, ValueError) as exc:
+            failing = started - self.renewed
+            retry = min(1.0, self.every / 3)
+            if failing + retry >= self.stale_after:
+                why = f"renewals failed for {_duration_text(failing)}, until it went stale"
+                self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
+            self.next = started + retry
+        else:
+            self.renewed = started
+            self.next = started + self.every
+        return self.lost
+
+
+class _Lease:
+    """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
+
+    def __init__(
+        self,
+        lock: str | os.PathLike[str],
+        owner: str,
+        stale_after: float,
+        wait: float,
+        empty_is_stale: bool,
+        *,
+        slots: int = 1,
+    ) -> None:
+        self.lock = lock
+        self.slots = slots
+        self.owner = owner
+        self.stale_after = stale_after
+        self.wait = wait
+        self.empty_is_stale = empty_is_stale
+        self.result: AcquireResult | None = None
+        self.kept = False  # the owner held the lock before the block: left held after
+        self.renewer: _Renewer | None = None
+        self.stop: threading.Event | None = None
+        self.thread: threading.Thread | None = None
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock was found lost."""
+        return self.renewer is not None and self.renewer.lost is not None
+
+    def check(self) -> None:
+        """Raise :class:`LockLost` if the lock was lost."""
+        if self.renewer is not None and self.renewer.lost is not None:
+            raise self.renewer.lost
+
+    def __enter__(self) -> _Lease:
+        import threading
+
+        self.result = _wait_for(
+            self.lock,
+            self.owner,
+            self.stale_after,
+            self.wait,
+            empty_is_stale=self.empty_is_stale,
+            refused=None,
+            slots=self.slots,
+            keep_longer=True,
+        )
+        self.owner = self.result["owner"]
+        self.kept = self.result["refreshed"]
+        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
+        try:
+            self.thread.start()
+        except BaseException:
+            if not self.kept:
+                release(self.lock, self.owner)
+            raise
+        return self
+
+    def _keep(self) -> None:
+        assert self.renewer is not None and self.stop is not None
+        while not self.stop.wait(self.renewer.due_in()):
+            if self.renewer.renew() is not None:
+                return
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        assert self.stop is not None and self.thread is not None and self.renewer is not None
+        try:
+            self.stop.set()
+            self.thread.join()
+        finally:
+            try:
+                if not self.kept:  # a hold the owner had before is left as it is
+                    release(self.lock, self.owner)  # a lost lock is left alone
+            except (OSError, ValueError) as failure:
+                if exc is None:
+                    raise
+                exc.add_note(f"and the lock could not be released: {failure}")
+        if self.renewer.lost is not None and exc_type is None:
+            raise self.renewer.lost
+
+
+def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        child.send_signal(signum)
+    except (OSError, ValueError):
+        pass  # it has ended (or Windows)
+
+
+def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> None:
+    """SIGTERM, then SIGKILL after the grace period."""
+    import signal
+
+    _signal_child(child, signal.SIGTERM)
+    waiter.join(_RUN_GRACE_SEC)
+    if waiter.is_alive():
+        child.kill()
+        waiter.join()
+
+
+def _run_holding(
+    lock: str,
+    taken: AcquireResult,
+    stale_after: float,
+    empty_is_stale: bool,
+    command: list[str],
+    *,
+    slots: int = 1,
+) -> int:
+    """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
+    import subprocess
+    import threading
+
+    owner = taken["owner"]
+    # A hold the owner had before run started (a workflow's lock, a run step inside it)
+    # is left held when run ends, however it ends.
+    kept = taken["refreshed"]
+
+    if _Interrupts.pending is not None:  # came while the lock was taken
+        _release_for_run(lock, owner, kept)
+        _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
+        return 128 + _Interrupts.pending
+    env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        _release_for_run(lock, owner, kept)
+        _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    _Interrupts.handle(lambda signum, _: _signal_child(child, signum))
+    if _Interrupts.pending is not None:  # came while the command started
+        _signal_child(child, _Interrupts.pending)
+    waiter = threading.Thread(target=child.wait, daemon=True)
+    waiter.start()
+    renewer = _Renewer(taken, stale_after, empty_is_stale, slots)
+    lost = None
+    while True:
+        waiter.join(renewer.due_in())
+        if not waiter.is_alive():
+            break
+        lost = renewer.renew()
+        if lost is not None:
+            _stop_command(child, waiter)
+            break
+    _release_for_run(lock, owner, kept)
+    if lost is not None:
+        _fail(f"{lost}; the command {command[0]!r} was stopped")
+        return _EXIT_HELD
+    code = child.returncode
+    return 128 - code if code < 0 else code
+
+
+def _release_for_run(lock: str, owner: str, kept: bool) -> None:
+    """Release after run, unless the hold is ``kept`` (its owner's from before run); a
+    failure is reported, and changes no exit code."""
+    if kept:
+        return
+    try:
+        release(lock, owner)
+    except OSError as exc:
+        _fail(f"the lock could not be released: {_describe_os_error(exc)}")
+    except ValueError as exc:
+        _fail(f"the lock could not be released: {exc}")
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/cli.py
+# The command line: each command parsed by hand (argparse would print plain-text usage
+# and exit 2, where the contract wants one JSON line and exit 1), run, and answered with
+# one JSON line on stdout, or one JSON error line on stderr, and the contract's exit code.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+# Each command's options: True a required value, False an optional one, None a flag.
+_OPTIONS: dict[str, dict[str, bool | None]] = {
+    "acquire": {
+        "--lock": True,
+        "--owner": True,
+        "--stale-after": False,
+        "--wait": False,
+        "--slots": False,
+        "--empty-is-stale": None,
+        "--get": False,
+    },
+    "release": {"--lock": True, "--owner": True, "--get": False},
+    "status": {
+        "--lock": True,
+        "--stale-after": False,
+        "--slots": False,
+        "--empty-is-stale": None,
+        "--get": False,
+    },
+    "list": {"--under": True, "--stale-after": False, "--table": None, "--get": False},
+    "run-id": {"--get": False},
+}
+# run takes acquire's options but --get: it prints nothing of its own on stdout.
+_OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
+_COMMAND_NAMES = "acquire, release, status, run, list or run-id"
+_HELP_HINT = "--help shows how to use each"
+
+
+def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
+    """The command, its ``{option: value}`` and run's COMMAND."""
+    if not argv:
+        raise _UsageError(f"a command is required: {_COMMAND_NAMES}; {_HELP_HINT}")
+    command, *rest = argv
+    if command in ("-h", "--help"):
+        return "help", {}, []
+    # run's own options stand before --; what follows is COMMAND's, --help included.
+    own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
+    if command in _OPTIONS and ("-h" in own or "--help" in own):
+        return "help", {"command": command}, []
+    tail: list[str] = []
+    if command == "run":
+        if "--" not in rest:
+            raise _UsageError("run needs -- and the command to run after its options")
+        rest, tail = own, rest[len(own) + 1 :]
+    if command == "--version":
+        if rest:
+            raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
+        return "version", {}, []
+    if command.startswith("-"):
+        raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
+    allowed = _OPTIONS.get(command)
+    if allowed is None:
+        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}; {_HELP_HINT}")
+    options = _parse_options(command, allowed, rest)
+    missing = [name for name, required in allowed.items() if required and name not in options]
+    if missing:
+        raise _UsageError(f"{command} needs {' and '.join(missing)}")
+    if command == "run" and not tail:
+        raise _UsageError("run needs a command after --")
+    if "--get" in options:
+        _check_get(command, options)
+    return command, options, tail
+
+
+def _check_get(command: str, options: dict[str, str]) -> None:
+    """``--get KEY``: a key the command prints, checked before it runs."""
+    keys = _OUTPUT_KEYS[command]
+    if "--table" in options:
+        raise _UsageError("--get prints one key of the JSON, which --table does not print")
+    if options["--get"] not in keys:
+        raise _UsageError(
+            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}"
+        )
+
+
+def _value_text(value: object) -> str:
+    """One value of an output as --get prints it: a string as it is, anything else as
+    JSON writes it (as ``jq -r`` does). A string stdout cannot encode (a console of a
+    narrower code page) is written as JSON too, escaped, never a traceback."""
+    if isinstance(value, str):
+        try:
+            value.encode(sys.stdout.encoding or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            return json.dumps(value)
+        return value
+    return json.dumps(value)
+
+
+def _parse_options(
+    command: str, allowed: dict[str, bool | None], rest: list[str]
+) -> dict[str, str]:
+    options: dict[str, str] = {}
+    args = iter(rest)
+    for arg in args:
+        name, has_value, value = arg.partition("=")
+        if name not in allowed:
+            raise _UsageError(f"{command} does not take {arg!r}")
+        if name in options:
+            raise _UsageError(f"{name} is given more than once")
+        if allowed[name] is None:
+            if has_value:
+                raise _UsageError(f"{name} takes no value")
+            options[name] = ""
+            continue
+        if not has_value:
+            value = next(args, "")
+        if not value or value.startswith("--"):
+            raise _UsageError(f"{name} needs a value")
+        options[name] = value
+    return options
+
+
+def _stale_after_seconds(options: dict[str, str]) -> float:
+    """--stale-after: a duration (a bare number is minutes), checked."""
+    text = options.get("--stale-after", str(DEFAULT_STALE_AFTER_MIN))
+    seconds = _duration_seconds(text, "--stale-after", "minutes")
+    return _stale_after_within(seconds, "--stale-after", "minutes", repr(text))
+
+
+def _wait_seconds(options: dict[str, str]) -> float:
+    """--wait: a duration (a bare number is seconds), checked."""
+    text = options.get("--wait", "0")
+    seconds = _duration_seconds(text, "--wait", "seconds")
+    return _wait_within(seconds, "--wait", _MAX_WAIT_SEC, repr(text))
+
+
+def _slots(options: dict[str, str]) -> int:
+    """--slots N: digits only (no sign, point or exponent), from 1 to MAX_SLOTS."""
+    text = options.get("--slots", "1")
+    if not (text.isascii() and text.isdigit()):
+        raise _UsageError(
+            f"--slots must be a whole number of slots from 1 to {MAX_SLOTS}, not {text!r}"
+        )
+    # Digits past five make a count out of range whatever they say (and int() refuses
+    # thousands of them); the message quotes the text as given, never a stand-in.
+    count = int(text) if len(text) <= 5 else 0
+    return _checked_slots(count, "--slots", given=text)
+
+
+def _is_terminal(stream: object) -> bool:
+    try:
+        return bool(stream.isatty())  # type: ignore[attr-defined]
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
+def _cli_take(
+    options: dict[str, str], stale_after: float, *, keep_longer: bool = False
+) -> tuple[AcquireResult, int]:
+    """acquire's take (``keep_longer``: run's, which never shortens a hold its owner
+    already has) and its exit code."""
+    wait = _wait_seconds(options)
+    lock = options["--lock"]
+    empty_is_stale = "--empty-is-stale" in options
+    slots = _slots(options)
+    if not wait:
+        owner, run_id = _owner_with_run_id(options["--owner"])
+        result = _take(
+            lock,
+            owner,
+            run_id,
+            stale_after,
+            empty_is_stale=empty_is_stale,
+            keep_longer=keep_longer,
+            slots=slots,
+        )
+    else:
+        started = time.monotonic()
+        line = None
+        if _is_terminal(sys.stderr):  # the line a person sees, on a terminal only
+            _compile_carried('usage')
+
+            line = _WaitLine()
+        try:
+            result = _wait_for(
+                lock,
+                options["--owner"],
+                stale_after,
+                wait,
+                empty_is_stale=empty_is_stale,
+                refused=line,
+                slots=slots,
+                keep_longer=keep_longer,
+            )
+        except LockBusy as busy:
+            result = busy.result
+        finally:
+            if line is not None:
+                line.clear()
+        waited = time.monotonic() - started
+        outcome = "after waiting" if result["acquired"] else "gave up after waiting"
+        result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
+    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
+
+
+def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
+    return _cli_take(options, _stale_after_seconds(options))
+
+
+def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
+    stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
+    result, code = _cli_take(options, stale_after, keep_longer=True)
+    if code != _EXIT_OK:
+        sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
+        return None, code
+    empty_is_stale = "--empty-is-stale" in options
+    slots = _slots(options)
+    return None, _run_holding(
+        options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
     )
+
+
+def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
+    return release(options["--lock"], options["--owner"]), _EXIT_OK
+
+
+def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult, int]:
+    empty_is_stale = "--empty-is-stale" in options
+    result = status(
+        options["--lock"],
+        _stale_after_seconds(options),
+        empty_is_stale=empty_is_stale,
+        slots=_slots(options),
+    )
+    return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
+
+
+def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
+    result = list_locks(options["--under"], _stale_after_seconds(options))
+    if "--table" in options:
+        return _list_table(result, time.time()), _EXIT_OK
+    return result, _EXIT_OK
+
+
+def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
+    """--help: the whole tool's, or (``COMMAND --help``) that command's."""
+    command = options.get("command")
+    _compile_carried('usage')
+
+    if command is None:
+        return _help(), _EXIT_OK
+    return _command_help(command, _OPTIONS[command]), _EXIT_OK
+
+
+def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
+    return {"run_id": new_run_id()}, _EXIT_OK
+
+
+def _cli_version(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
+    return {"version": __version__}, _EXIT_OK
+
+
+_COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | None, int]]] = {
+    "help": _cli_help,
+    "acquire": _cli_acquire,
+    "run": _cli_run,
+    "release": _cli_release,
+    "status": _cli_status,
+    "list": _cli_list,
+    "run-id": _cli_run_id,
+    "version": _cli_version,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line ``argv`` (default ``sys.argv[1:]``): print one JSON line and
+    return the exit code (never SystemExit).
+
+    :param argv: the arguments after the program's name.
+    :returns: the exit code of the contract.
+    """
+    try:
+        try:
+            command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
+            result, code = _COMMANDS[command](options, tail)
+        finally:
+            _Interrupts.disarm()  # the call answers, whatever arrives
+    except _Interrupted as stop:
+        code = 128 + stop.signum
+        error = _interrupted(stop.signum)
+    except _UsageError as exc:
+        code = _EXIT_BAD_ARGS
+        error = f"usage error: {exc}"
+    except ValueError as exc:
+        code = _EXIT_BAD_ARGS
+        error = str(exc)
+    except OSError as exc:
+        code = _EXIT_OS_ERROR
+        error = f"the lock could not be read or written: {_describe_os_error(exc)}"
+    else:
+        if isinstance(result, dict) and "--get" in options:
+            sys.stdout.write(_value_text(dict(result)[options["--get"]]) + "\n")
+        elif result is not None:  # run leaves stdout to its command
+            sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
+        return code
+    _fail(error)
+    return code
+
+
+def _entry() -> None:
+    """The program: the copied file run as a script, or the installed command. Signals
+    end it cleanly; it exits with main()'s code once its output is out."""
+    try:
+        try:
+            _Interrupts.install()
+            exit_code = main()
+        finally:
+            _Interrupts.disarm()
+    except _Interrupted as stop:  # it came as main() began, before its own try
+        exit_code = 128 + stop.signum
+        _fail(_interrupted(stop.signum))
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe: teardown must not try again
+        exit_code = exit_code or _EXIT_OS_ERROR
+        sys.stdout = sys.stderr = None
+    _Interrupts.ignore()
+    sys.exit(exit_code)
 ''')
 
 
@@ -2416,7 +3659,7 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (2419, (), r'''
+_CARRIED['usage'] = (3662, (), r'''
 import os
 import sys
 import textwrap
@@ -2610,7 +3853,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (2613, (), r'''
+_CARRIED['server_store'] = (3856, (), r'''
 import errno
 import json
 import os
@@ -2868,7 +4111,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (2871, ('server_store',), r'''
+_CARRIED['http1'] = (4114, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -2995,7 +4238,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (2998, ('server_store',), r'''
+_CARRIED['resp'] = (4241, ('server_store',), r'''
 import re
 
 
@@ -3130,7 +4373,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (3133, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4376, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -3324,7 +4567,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (3327, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (4570, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -3893,7 +5136,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (3896, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5139, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -3956,7 +5199,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (3959, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5202, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -4521,7 +5764,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (4524, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (5767, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -4652,7 +5895,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (4655, (), r'''
+_CARRIED['file_listing'] = (5898, (), r'''
 import os
 import stat
 
@@ -4711,1209 +5954,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/survey.py, carried as text: compiled only for a lock of its store
-# The listing's work: the locks under a place, as its store's survey found them (a
-# folder's, an etcd prefix's, a Redis keyspace's), each judged as ``status`` judges it,
-# and the list output with its table. A survey only reads; which of what it found are
-# locks is a decision (``_listed``). Carried as text in the built file: compiled only by
-# a listing. Kept apart from listing.py for that: compiling it would cost every file-lock
-# call 0.9 ms (``compile()`` of this module, best of 50, CPython 3.11 on 2 cores; a call
-# takes about 60 ms).
-# --------------------------------------------------------------------------------------
-
-_CARRIED['survey'] = (4726, ('reports',), r'''
-import json
-import os
-import time
-
-
-def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
-    """list_locks's work: survey ``under``, keep the locks, judge each."""
-    stale_after = _checked_stale_after(stale_after)
-    shown, found, note = _survey_for(under)
-    now = time.time()
-    statuses: list[StatusResult] = []
-    for lock, look in found:
-        record = look.record or look.last
-        line = _live(look.line, now)
-        if _listed(lock, record, line):
-            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
-    return _list_result(shown, statuses, note, now)
-
-
-def _listed_lock(status: StatusResult) -> ListedLock:
-    """A lock as a listing shows it: its status output's keys but ``message``."""
-    return {
-        "state": status["state"],
-        "lock": status["lock"],
-        "held_by": status["held_by"],
-        "held_since": status["held_since"],
-        "stale_at": status["stale_at"],
-        "age_seconds": status["age_seconds"],
-        "stale_after_minutes": status["stale_after_minutes"],
-        "waiting": status["waiting"],
-        "slots": status["slots"],
-        "holders": status["holders"],
-    }
-
-
-def _list_result(
-    under: str, statuses: list[StatusResult], note: str = "", now: float = 0.0
-) -> ListResult:
-    """The listing of ``under``: its locks sorted by name, and a count of each state,
-    a lock with slots both held and free counted as partly held (``note``: the
-    survey's word on the place)."""
-    locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
-    states = [_shown_state(entry, now) for entry in locks]
-    kinds = ("held", "partly held", "stale", "free")
-    counts = [f"{states.count(s)} {s}" for s in kinds if s in states]
-    waiting = sum(len(entry["waiting"]) for entry in locks)
-    if not locks:
-        message = f"no locks under {under}" + (f": {note}" if note else "")
-    else:
-        noun = "lock" if len(locks) == 1 else "locks"
-        message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
-        if waiting:
-            message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
-    return {"under": under, "locks": locks, "message": message}
-
-
-def _live_holders_at(entry: ListedLock, now: float) -> list[Holder]:
-    """The holders of a listed lock whose slots are live at ``now``."""
-    return [h for h in entry["holders"] if (_parse_time(h["stale_at"]) or 0) > now]
-
-
-def _shown_state(entry: ListedLock, now: float) -> str:
-    """A lock's state as a listing counts it: a status's, but a lock of several slots
-    that some hold while others are free is "partly held" (a status calls it free)."""
-    if entry["state"] == "free" and entry["slots"] > 1 and _live_holders_at(entry, now):
-        return "partly held"
-    return entry["state"]
-
-
-def _shown_name(text: str) -> str:
-    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
-    (a name may hold a newline, or a terminal's control characters)."""
-    plain = text.isascii() and text.isprintable() and text.strip() == text
-    return text if plain else json.dumps(text)
-
-
-def _list_table(result: ListResult, now: float) -> str:
-    """The listing as an aligned table for a person: one row a lock, then its message."""
-    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
-    rows += [_table_row(entry, now) for entry in result["locks"]]
-    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    lines = [
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
-    ]
-    return "\n".join([*lines, result["message"]]) + "\n"
-
-
-def _table_row(entry: ListedLock, now: float) -> list[str]:
-    """One lock's row. A lock of several slots that anyone holds shows how many of its
-    slots are held, and by whom: the longest holder (its age, when it goes stale) and a
-    count of the rest; a status of it may say "free" while a slot is."""
-    state: str = entry["state"]
-    holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
-    age = entry["age_seconds"]
-    stale_at = entry["stale_at"] if state == "held" else None
-    live = _live_holders_at(entry, now)
-    if entry["slots"] > 1 and live:
-        longest = live[0]  # holders come longest held first
-        state = f"{len(live)}/{entry['slots']} held"
-        holder = _shown_name(_holder_text(longest["owner"]))
-        if len(live) > 1:
-            holder += f" and {len(live) - 1} more"
-        since = _parse_time(longest["since"])
-        age = None if since is None else max(0, int(now - since))
-        stale_at = longest["stale_at"]
-    stale_in = "-"
-    if stale_at is not None:
-        left = _parse_time(stale_at)
-        stale_in = "-" if left is None else _duration_text(max(0, left - now))
-    return [
-        _shown_name(entry["lock"]),
-        state,
-        holder,
-        "-" if age is None else _duration_text(age),
-        stale_in,
-        str(len(entry["waiting"])),
-    ]
-''')
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/algorithm.py
-# The algorithm: acquire, release and status, one algorithm over any store. Each call
-# reads the lock, decides by the pure functions of the decisions, and applies its change
-# atomically against what it read, trying again when another writer came first. How a
-# waiter keeps its place in the line and waits for its turn is waiting.py's.
-# --------------------------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    from datetime import datetime
-
-
-# Changes lost to other writers, in a row, before a call gives up ("kept changing").
-# A lost change is tried again at once, and a busy lock of several slots has many
-# writers: eight processes taking and releasing slots of one lock as fast as they
-# could made a call lose twenty in a row about every two seconds, and a release that
-# gives up keeps its slot held until its timeout; at a hundred, none did
-# (bench/churn.py).
-_CHANGE_TRIES = 100
-
-
-def _kept_changing(lock: str) -> OSError:
-    return OSError(errno.EAGAIN, f"the lock {lock} kept changing; try again")
-
-
-def acquire(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    now: datetime | None = None,
-    *,
-    empty_is_stale: bool = False,
-    slots: int = 1,
-) -> AcquireResult:
-    """Take the lock (a file path or a server address) for ``owner``
-    (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
-    ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
-    ``slots`` N, up to N owners hold it at once, each its own slot.
-
-    :returns: the acquire output.
-    :raises ValueError: a bad owner, timeout, count or lock; or a count of slots
-        other than the one in force while a slot is held.
-    :raises OSError: the lock could not be read or written.
-    """
-    fixed_now = None if now is None else _seconds_of(now)
-    owner, run_id = _owner_with_run_id(owner, fixed_now)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    return _take(
-        lock,
-        owner,
-        run_id,
-        stale_after,
-        fixed_now=fixed_now,
-        empty_is_stale=empty_is_stale,
-        slots=slots,
-    )
-
-
-def _take(
-    lock: str | os.PathLike[str],
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    renew_only: bool = False,
-    keep_longer: bool = False,
-    slots: int = 1,
-) -> AcquireResult:
-    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock;
-    ``keep_longer``: a renewal never shortens the hold (_kept_timeout)."""
-    store = _store_for(lock)
-    try:
-        return _take_in(
-            store,
-            owner,
-            run_id,
-            stale_after,
-            fixed_now=fixed_now,
-            empty_is_stale=empty_is_stale,
-            renew_only=renew_only,
-            keep_longer=keep_longer,
-            slots=slots,
-        )
-    finally:
-        store.close()
-
-
-def _take_in(
-    store: _Store,
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    renew_only: bool = False,
-    keep_longer: bool = False,
-    place: _Place | None = None,
-    slots: int = 1,
-) -> AcquireResult:
-    """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
-    for _ in range(_CHANGE_TRIES):
-        with store.change(create=not renew_only) as change:
-            look = change.read()
-            now = time.time() if fixed_now is None else fixed_now
-            record = look.record
-            if renew_only and not _still_holds(record, owner, stale_after, now, empty_is_stale):
-                raise _lost(store.lock, record, stale_after, now, empty_is_stale)
-            line = _live(look.line, now)
-            ticket = None if place is None else place.ticket
-            if place is not None and _ahead_of(line, place.ticket) is None:
-                place.joined = False  # a new place if refused
-            verdict = _verdict(
-                record,
-                line,
-                owner,
-                ticket,
-                slots=slots,
-                caller_timeout=stale_after,
-                now=now,
-                empty_is_stale=empty_is_stale,
-            )
-            if verdict == "count":
-                assert record is not None
-                _compile_carried('reports')
-
-                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
-            if verdict != "take":
-                if place is None:
-                    change.prune(look, now)
-                else:
-                    change.join(look, place, time.time())
-                return _refused_result(
-                    store.lock,
-                    owner,
-                    run_id,
-                    caller_timeout=stale_after,
-                    record=record,
-                    now=now,
-                    by_hand=store.by_hand(),
-                    held=verdict == "held",
-                    line=[p for p in line if p.ticket != ticket],
-                )
-            since = int(now // 1)
-            timeout = _kept_timeout(record, owner, stale_after) if keep_longer else stale_after
-            new = _Record(owner, since, timeout)
-            after, before = _taken(
-                record, look.last, new, slots, caller_timeout=stale_after, now=now
-            )
-            leaving = place if place is not None and place.joined else None
-            if change.apply(look, after, owner, leaving):
-                return _acquired_result(
-                    store.lock,
-                    owner,
-                    run_id,
-                    stale_after=timeout,
-                    since=since,
-                    before=before,
-                    after=after,
-                )
-    raise _kept_changing(store.lock)
-
-
-def acquire_within(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    wait: float,
-    *,
-    empty_is_stale: bool = False,
-    slots: int = 1,
-) -> AcquireResult:
-    """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
-    served (the first k in line take the k slots that free); :class:`LockBusy` if the
-    wait runs out."""
-    _compile_carried('waiting')
-
-    return _wait_for(
-        lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
-    )
-
-
-def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
-    """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
-    several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
-    ValueError, OSError as :func:`acquire`."""
-    owner = _owner_for_release(owner)
-    store = _store_for(lock)
-    try:
-        for _ in range(_CHANGE_TRIES):
-            with store.change(create=False) as change:
-                look = change.read(line=False)
-                record = look.record
-                now = time.time()
-                after, freed = (None, None) if record is None else _released(record, owner, now)
-                if freed is None:
-                    change.prune(look, now)
-                    return _release_result(store.lock, owner, record)
-                if change.apply(look, after, owner):
-                    left = "" if after is None else _slots_text(after)
-                    return _release_result(store.lock, owner, freed, freed=True, left=left)
-        raise _kept_changing(store.lock)
-    finally:
-        store.close()
-
-
-def status(
-    lock: str | os.PathLike[str],
-    stale_after: float,
-    now: datetime | None = None,
-    *,
-    empty_is_stale: bool = False,
-    slots: int = 1,
-) -> StatusResult:
-    """Say who holds the lock ("free", "held" or "stale"), changing nothing;
-    ``stale_after`` (seconds) judges a record without a timeout of its own; ``slots``
-    is the count shown while no slot is held (else the count in force is)."""
-    seconds = _seconds_of(now)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    store = _store_for(lock)
-    try:
-        look = store.look()
-    finally:
-        store.close()
-    record = look.record or look.last
-    line = _live(look.line, time.time())
-    _compile_carried('reports')
-
-    return _status_result(
-        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
-    )
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/listing.py
-# The listing: every lock under a place at once (a folder, an etcd prefix, a Redis
-# keyspace or a whole Redis Cluster), each judged as ``status`` judges it. Its work is
-# in ``survey``, which the built file carries as text and compiles only for a listing,
-# so that a lock call never pays for it.
-# --------------------------------------------------------------------------------------
-
-def list_locks(
-    under: str | os.PathLike[str], stale_after: float = DEFAULT_STALE_AFTER_MIN * 60
-) -> ListResult:
-    """List every lock under ``under``: a folder (searched recursively, links not
-    followed), or an ``etcd://``/``redis://`` address whose KEY is a prefix (a Redis
-    Cluster: every primary). Read only, like :func:`status`.
-
-    :param under: the folder or the address of the locks to list.
-    :param stale_after: seconds; judges a record without a timeout of its own.
-    :returns: the list output, its locks sorted by name.
-    :raises ValueError: a place that is a file, or an unknown scheme.
-    :raises OSError: the place could not be read.
-    """
-    _compile_carried('survey')
-
-    return _list_locks(under, stale_after)
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/holding.py
-# Holding a lock while work runs: ``held()`` for a ``with`` block, and the checks
-# ``run`` makes before it starts. The work itself (renewing every third of the timeout,
-# releasing however the work ends, the child process of ``run``) is in renewing.py,
-# carried as text: a call that holds nothing never compiles it.
-# --------------------------------------------------------------------------------------
-
-_MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
-
-
-def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
-    if stale_after < _MIN_RENEWABLE_SEC:
-        scale = _UNIT_SECONDS[unit]
-        raise ValueError(
-            f"{name} of {stale_after / scale:g} {unit} is too short to renew the lock safely"
-            f" while work runs; give at least {_MIN_RENEWABLE_SEC / scale:g}"
-        )
-    return stale_after
-
-
-def held(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float = 3600.0,
-    wait: float = 0.0,
-    *,
-    empty_is_stale: bool = False,
-    slots: int = 1,
-) -> _Lease:
-    """Hold the lock for a ``with`` block::
-
-        with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
-            ...  # lease.check() raises LockLost if the lock was lost
-
-
-    Taken as by :func:`acquire_within` (``slots``: one of that many), renewed from a
-    thread every third of ``stale_after`` (seconds, at least 3), released however the
-    block ends; :class:`LockLost` at the end of a block that ended normally without it.
-    """
-    _owner_with_run_id(owner)
-    _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
-    _checked_wait(wait)
-    _checked_slots(slots)
-    _compile_carried('renewing')
-
-    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/cli.py
-# The command line: each command parsed by hand (argparse would print plain-text usage
-# and exit 2, where the contract wants one JSON line and exit 1), run, and answered with
-# one JSON line on stdout, or one JSON error line on stderr, and the contract's exit code.
-# --------------------------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-
-# Each command's options: True a required value, False an optional one, None a flag.
-_OPTIONS: dict[str, dict[str, bool | None]] = {
-    "acquire": {
-        "--lock": True,
-        "--owner": True,
-        "--stale-after": False,
-        "--wait": False,
-        "--slots": False,
-        "--empty-is-stale": None,
-        "--get": False,
-    },
-    "release": {"--lock": True, "--owner": True, "--get": False},
-    "status": {
-        "--lock": True,
-        "--stale-after": False,
-        "--slots": False,
-        "--empty-is-stale": None,
-        "--get": False,
-    },
-    "list": {"--under": True, "--stale-after": False, "--table": None, "--get": False},
-    "run-id": {"--get": False},
-}
-# run takes acquire's options but --get: it prints nothing of its own on stdout.
-_OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
-_COMMAND_NAMES = "acquire, release, status, run, list or run-id"
-_HELP_HINT = "--help shows how to use each"
-
-
-def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
-    """The command, its ``{option: value}`` and run's COMMAND."""
-    if not argv:
-        raise _UsageError(f"a command is required: {_COMMAND_NAMES}; {_HELP_HINT}")
-    command, *rest = argv
-    if command in ("-h", "--help"):
-        return "help", {}, []
-    # run's own options stand before --; what follows is COMMAND's, --help included.
-    own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
-    if command in _OPTIONS and ("-h" in own or "--help" in own):
-        return "help", {"command": command}, []
-    tail: list[str] = []
-    if command == "run":
-        if "--" not in rest:
-            raise _UsageError("run needs -- and the command to run after its options")
-        rest, tail = own, rest[len(own) + 1 :]
-    if command == "--version":
-        if rest:
-            raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
-        return "version", {}, []
-    if command.startswith("-"):
-        raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
-    allowed = _OPTIONS.get(command)
-    if allowed is None:
-        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}; {_HELP_HINT}")
-    options = _parse_options(command, allowed, rest)
-    missing = [name for name, required in allowed.items() if required and name not in options]
-    if missing:
-        raise _UsageError(f"{command} needs {' and '.join(missing)}")
-    if command == "run" and not tail:
-        raise _UsageError("run needs a command after --")
-    if "--get" in options:
-        _check_get(command, options)
-    return command, options, tail
-
-
-def _check_get(command: str, options: dict[str, str]) -> None:
-    """``--get KEY``: a key the command prints, checked before it runs."""
-    keys = _OUTPUT_KEYS[command]
-    if "--table" in options:
-        raise _UsageError("--get prints one key of the JSON, which --table does not print")
-    if options["--get"] not in keys:
-        raise _UsageError(
-            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}"
-        )
-
-
-def _value_text(value: object) -> str:
-    """One value of an output as --get prints it: a string as it is, anything else as
-    JSON writes it (as ``jq -r`` does). A string stdout cannot encode (a console of a
-    narrower code page) is written as JSON too, escaped, never a traceback."""
-    if isinstance(value, str):
-        try:
-            value.encode(sys.stdout.encoding or "utf-8")
-        except (UnicodeEncodeError, LookupError):
-            return json.dumps(value)
-        return value
-    return json.dumps(value)
-
-
-def _parse_options(
-    command: str, allowed: dict[str, bool | None], rest: list[str]
-) -> dict[str, str]:
-    options: dict[str, str] = {}
-    args = iter(rest)
-    for arg in args:
-        name, has_value, value = arg.partition("=")
-        if name not in allowed:
-            raise _UsageError(f"{command} does not take {arg!r}")
-        if name in options:
-            raise _UsageError(f"{name} is given more than once")
-        if allowed[name] is None:
-            if has_value:
-                raise _UsageError(f"{name} takes no value")
-            options[name] = ""
-            continue
-        if not has_value:
-            value = next(args, "")
-        if not value or value.startswith("--"):
-            raise _UsageError(f"{name} needs a value")
-        options[name] = value
-    return options
-
-
-def _stale_after_seconds(options: dict[str, str]) -> float:
-    """--stale-after: a duration (a bare number is minutes), checked."""
-    text = options.get("--stale-after", str(DEFAULT_STALE_AFTER_MIN))
-    seconds = _duration_seconds(text, "--stale-after", "minutes")
-    return _stale_after_within(seconds, "--stale-after", "minutes", repr(text))
-
-
-def _wait_seconds(options: dict[str, str]) -> float:
-    """--wait: a duration (a bare number is seconds), checked."""
-    text = options.get("--wait", "0")
-    seconds = _duration_seconds(text, "--wait", "seconds")
-    return _wait_within(seconds, "--wait", _MAX_WAIT_SEC, repr(text))
-
-
-def _slots(options: dict[str, str]) -> int:
-    """--slots N: digits only (no sign, point or exponent), from 1 to MAX_SLOTS."""
-    text = options.get("--slots", "1")
-    if not (text.isascii() and text.isdigit()):
-        raise _UsageError(
-            f"--slots must be a whole number of slots from 1 to {MAX_SLOTS}, not {text!r}"
-        )
-    # Digits past five make a count out of range whatever they say (and int() refuses
-    # thousands of them); the message quotes the text as given, never a stand-in.
-    count = int(text) if len(text) <= 5 else 0
-    return _checked_slots(count, "--slots", given=text)
-
-
-def _is_terminal(stream: object) -> bool:
-    try:
-        return bool(stream.isatty())  # type: ignore[attr-defined]
-    except (AttributeError, OSError, ValueError):
-        return False
-
-
-def _cli_take(
-    options: dict[str, str], stale_after: float, *, keep_longer: bool = False
-) -> tuple[AcquireResult, int]:
-    """acquire's take (``keep_longer``: run's, which never shortens a hold its owner
-    already has) and its exit code."""
-    wait = _wait_seconds(options)
-    lock = options["--lock"]
-    empty_is_stale = "--empty-is-stale" in options
-    slots = _slots(options)
-    if not wait:
-        owner, run_id = _owner_with_run_id(options["--owner"])
-        result = _take(
-            lock,
-            owner,
-            run_id,
-            stale_after,
-            empty_is_stale=empty_is_stale,
-            keep_longer=keep_longer,
-            slots=slots,
-        )
-    else:
-        started = time.monotonic()
-        _compile_carried('waiting')
-
-        line = None
-        if _is_terminal(sys.stderr):  # the line a person sees, on a terminal only
-            _compile_carried('usage')
-
-            line = _WaitLine()
-        try:
-            result = _wait_for(
-                lock,
-                options["--owner"],
-                stale_after,
-                wait,
-                empty_is_stale=empty_is_stale,
-                refused=line,
-                slots=slots,
-                keep_longer=keep_longer,
-            )
-        except LockBusy as busy:
-            result = busy.result
-        finally:
-            if line is not None:
-                line.clear()
-        waited = time.monotonic() - started
-        outcome = "after waiting" if result["acquired"] else "gave up after waiting"
-        result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
-    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
-
-
-def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
-    return _cli_take(options, _stale_after_seconds(options))
-
-
-def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
-    stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
-    result, code = _cli_take(options, stale_after, keep_longer=True)
-    if code != _EXIT_OK:
-        sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
-        return None, code
-    empty_is_stale = "--empty-is-stale" in options
-    slots = _slots(options)
-    _compile_carried('renewing')
-
-    return None, _run_holding(
-        options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
-    )
-
-
-def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
-    return release(options["--lock"], options["--owner"]), _EXIT_OK
-
-
-def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult, int]:
-    empty_is_stale = "--empty-is-stale" in options
-    result = status(
-        options["--lock"],
-        _stale_after_seconds(options),
-        empty_is_stale=empty_is_stale,
-        slots=_slots(options),
-    )
-    return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
-
-
-def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
-    result = list_locks(options["--under"], _stale_after_seconds(options))
-    if "--table" in options:
-        _compile_carried('survey')
-
-        return _list_table(result, time.time()), _EXIT_OK
-    return result, _EXIT_OK
-
-
-def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
-    """--help: the whole tool's, or (``COMMAND --help``) that command's."""
-    command = options.get("command")
-    _compile_carried('usage')
-
-    if command is None:
-        return _help(), _EXIT_OK
-    return _command_help(command, _OPTIONS[command]), _EXIT_OK
-
-
-def _cli_run_id(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
-    return {"run_id": new_run_id()}, _EXIT_OK
-
-
-def _cli_version(options: dict[str, str], tail: list[str]) -> tuple[dict[str, str], int]:
-    return {"version": __version__}, _EXIT_OK
-
-
-_COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | None, int]]] = {
-    "help": _cli_help,
-    "acquire": _cli_acquire,
-    "run": _cli_run,
-    "release": _cli_release,
-    "status": _cli_status,
-    "list": _cli_list,
-    "run-id": _cli_run_id,
-    "version": _cli_version,
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line ``argv`` (default ``sys.argv[1:]``): print one JSON line and
-    return the exit code (never SystemExit).
-
-    :param argv: the arguments after the program's name.
-    :returns: the exit code of the contract.
-    """
-    try:
-        try:
-            command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
-            result, code = _COMMANDS[command](options, tail)
-        finally:
-            _Interrupts.disarm()  # the call answers, whatever arrives
-    except _Interrupted as stop:
-        code = 128 + stop.signum
-        error = _interrupted(stop.signum)
-    except _UsageError as exc:
-        code = _EXIT_BAD_ARGS
-        error = f"usage error: {exc}"
-    except ValueError as exc:
-        code = _EXIT_BAD_ARGS
-        error = str(exc)
-    except OSError as exc:
-        code = _EXIT_OS_ERROR
-        error = f"the lock could not be read or written: {_describe_os_error(exc)}"
-    else:
-        if isinstance(result, dict) and "--get" in options:
-            sys.stdout.write(_value_text(dict(result)[options["--get"]]) + "\n")
-        elif result is not None:  # run leaves stdout to its command
-            sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
-        return code
-    _fail(error)
-    return code
-
-
-def _entry() -> None:
-    """The program: the copied file run as a script, or the installed command. Signals
-    end it cleanly; it exits with main()'s code once its output is out."""
-    try:
-        try:
-            _Interrupts.install()
-            exit_code = main()
-        finally:
-            _Interrupts.disarm()
-    except _Interrupted as stop:  # it came as main() began, before its own try
-        exit_code = 128 + stop.signum
-        _fail(_interrupted(stop.signum))
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # a closed pipe: teardown must not try again
-        exit_code = exit_code or _EXIT_OS_ERROR
-        sys.stdout = sys.stderr = None
-    _Interrupts.ignore()
-    sys.exit(exit_code)
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/waiting.py, carried as text: compiled only for a lock of its store
-# Waiting in line: a waiter joins the line, keeps its place alive, waits for what may
-# make it its turn, tries again, and leaves the line however the wait ends. Carried as
-# text: compiled only for a call that waits (``acquire --wait``, ``acquire_within``,
-# ``run --wait``, ``held(wait=...)``), so that a call that does not wait never pays for it.
-# Kept apart from the algorithm for that: compiling it would cost every file-lock call
-# 0.6 ms (``compile()`` of this module, best of 50, CPython 3.11 on 2 cores; a call takes
-# about 60 ms). It imports the algorithm's one try of a take, and the algorithm imports
-# it only inside ``acquire_within``, as that runs.
-# --------------------------------------------------------------------------------------
-
-_CARRIED['waiting'] = (5509, (), r'''
-import os
-import time
-
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-
-# At most this many waits in a row go on from one look, each ended by a beat (a
-# look at least every _VOUCHED_WAITS + 1 beats).
-_VOUCHED_WAITS = 4
-
-
-def _wait_for(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    wait: float,
-    *,
-    empty_is_stale: bool,
-    refused: Callable[[AcquireResult, float, int], None] | None,
-    slots: int = 1,
-    keep_longer: bool = False,
-) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits;
-    ``keep_longer``: a hold the owner has is never shortened (run, held())."""
-    wait = _checked_wait(wait)
-    owner, run_id = _owner_with_run_id(owner)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    deadline = time.monotonic() + wait
-    store = _store_for(lock)
-    store.patient = bool(wait)
-    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
-    try:
-        while True:
-            result = _take_in(
-                store,
-                owner,
-                run_id,
-                stale_after,
-                empty_is_stale=empty_is_stale,
-                keep_longer=keep_longer,
-                place=place,
-                slots=slots,
-            )
-            if result["acquired"]:
-                return result
-            if place is None or time.monotonic() >= deadline:
-                raise LockBusy(result)
-            _wait_turn(
-                store,
-                place,
-                deadline,
-                stale_after,
-                empty_is_stale,
-                slots=slots,
-                result=result,
-                shown=refused,
-            )
-    finally:
-        if place is not None and place.joined:
-            _leave_line(store, place)
-        store.close()
-
-
-def _wait_turn(
-    store: _Store,
-    place: _Place,
-    deadline: float,
-    caller_timeout: float,
-    empty_is_stale: bool,
-    *,
-    slots: int = 1,
-    result: AcquireResult,
-    shown: Callable[[AcquireResult, float, int], None] | None,
-) -> None:
-    """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
-    ``shown(result, seconds left, place)`` is told each new place in line. A waiter
-    among the first N in line (N slots) watches the slots: one that frees may be its."""
-    beat_at = time.monotonic() + _BEAT_SEC
-    last_shown = 0
-    found = None  # what the last look found, while the wait goes on from it
-    vouched = 0  # waits in a row that went on from one look
-    while (left := deadline - time.monotonic()) > 0:
-        if found is None:
-            found = _found_in_line(
-                store, place, caller_timeout, empty_is_stale, slots=slots, left=left
-            )
-            if found is None:
-                return
-        look, ahead, away, stale_at = found
-        if time.monotonic() >= beat_at:
-            # A beat changes nothing a look sees: the wait goes on from this look.
-            if not store.beat(place):
-                return
-            beat_at = time.monotonic() + _BEAT_SEC
-            last_shown = 0  # shown again after a beat
-        if shown is not None and last_shown != len(ahead) + 1:
-            last_shown = len(ahead) + 1
-            shown(result, left, last_shown)
-        pause = min(left, beat_at - time.monotonic(), stale_at - time.monotonic())
-        woken = store.wait(pause, look, ahead, place, away)
-        if woken and not ahead:
-            return  # a slot that frees is the first's: the try reads the lock anyway
-        # A wait that ended unwoken, for its beat, goes on from the same look where the
-        # store vouches that nothing it waits on changed since. A look every few beats
-        # all the same catches a watch whose connection died unseen.
-        trusted = not woken and vouched < _VOUCHED_WAITS and time.monotonic() < stale_at
-        if trusted and store.vouches(look):
-            vouched += 1
-        else:
-            found = None
-            vouched = 0
-
-
-def _found_in_line(
-    store: _Store,
-    place: _Place,
-    caller_timeout: float,
-    empty_is_stale: bool,
-    *,
-    slots: int,
-    left: float,
-) -> tuple[_Look, list[_Place], int, float] | None:
-    """A look for a waiter: the look, the places ahead of ``place``, how many must
-    leave before it is among the first N (N ``slots``), and when (by the monotonic
-    clock) to wake for a slot going stale by its time. None: its turn may have come,
-    or its place lapsed, and it tries again."""
-    look = store.look(upto=place.ticket)  # only the places ahead of it matter
-    now = time.time()
-    ahead = _ahead_of(_live(look.line, now), place.ticket)
-    if ahead is None:
-        return None
-    if len(ahead) < _free_slots(look.record, slots, caller_timeout, now, empty_is_stale):
-        return None
-    # Among the first N in line, a slot that frees may be its own: it watches them.
-    away = max(0, len(ahead) - slots + 1)
-    # The next to take a slot also wakes when one goes stale.
-    until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
-    return look, ahead, away, time.monotonic() + until_stale
-
-
-def _leave_line(store: _Store, place: _Place) -> None:
-    """Leave the line on the way out, before an interrupt; a place left behind lapses."""
-    armed = _Interrupts.armed
-    _Interrupts.armed = False
-    try:
-        store.leave(place)
-    except (OSError, ValueError):
-        pass
-    finally:
-        _Interrupts.armed = armed
-''')
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/renewing.py, carried as text: compiled only for a lock of its store
-# Holding a lock while work runs: the renewer (every third of the timeout, sooner on
-# failure), the lease a ``held()`` block holds, and ``run``'s child process. Both take the
-# lock as acquire does and release it however the work ends, unless their owner held it
-# before they started: that hold is theirs to renew, never to end, and is left no shorter
-# than it was. A lock lost meanwhile is reported. Carried as text: compiled only for a
-# call that holds a lock while it works. Kept apart from holding.py for that: compiling
-# it would cost every file-lock call 1.1 ms (``compile()`` of this module, best of 50,
-# CPython 3.11 on 2 cores; a call takes about 60 ms).
-# --------------------------------------------------------------------------------------
-
-_CARRIED['renewing'] = (5678, ('waiting',), r'''
-import os
-import time
-
-
-if TYPE_CHECKING:
-    import subprocess
-    import threading
-
-
-_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
-
-
-class _Renewer:
-    """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
-
-    def __init__(
-        self, taken: AcquireResult, stale_after: float, empty_is_stale: bool, slots: int = 1
-    ) -> None:
-        self.lock = taken["lock"]
-        self.slots = slots
-        self.owner = taken["owner"]
-        self.run_id = taken["run_id"]
-        self.stale_after = stale_after
-        self.empty_is_stale = empty_is_stale
-        self.every = stale_after / 3
-        self.renewed = time.monotonic()  # last known renewed
-        self.next = self.renewed + self.every
-        self.lost: LockLost | None = None
-
-    def due_in(self) -> float:
-        return max(0.0, self.next - time.monotonic())
-
-    def renew(self) -> LockLost | None:
-        """Renew the lock now: None while held, its LockLost once not."""
-        if self.lost is not None:
-            return self.lost
-        started = time.monotonic()
-        try:
-            _take(
-                self.lock,
-                self.owner,
-                self.run_id,
-                self.stale_after,
-                empty_is_stale=self.empty_is_stale,
-                renew_only=True,
-                keep_longer=True,
-                slots=self.slots,
-            )
-        except LockLost as lost:
-            self.lost = lost
-        except (OSError, ValueError) as exc:
-            failing = started - self.renewed
-            retry = min(1.0, self.every / 3)
-            if failing + retry >= self.stale_after:
-                why = f"renewals failed for {_duration_text(failing)}, until it went stale"
-                self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
-            self.next = started + retry
-        else:
-            self.renewed = started
-            self.next = started + self.every
-        return self.lost
-
-
-class _Lease:
-    """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
-
-    def __init__(
-        self,
-        lock: str | os.PathLike[str],
-        owner: str,
-        stale_after: float,
-        wait: float,
-        empty_is_stale: bool,
-        *,
-        slots: int = 1,
-    ) -> None:
-        self.lock = lock
-        self.slots = slots
-        self.owner = owner
-        self.stale_after = stale_after
-        self.wait = wait
-        self.empty_is_stale = empty_is_stale
-        self.result: AcquireResult | None = None
-        self.kept = False  # the owner held the lock before the block: left held after
-        self.renewer: _Renewer | None = None
-        self.stop: threading.Event | None = None
-        self.thread: threading.Thread | None = None
-
-    @property
-    def lost(self) -> bool:
-        """True once the lock was found lost."""
-        return self.renewer is not None and self.renewer.lost is not None
-
-    def check(self) -> None:
-        """Raise :class:`LockLost` if the lock was lost."""
-        if self.renewer is not None and self.renewer.lost is not None:
-            raise self.renewer.lost
-
-    def __enter__(self) -> _Lease:
-        import threading
-
-        self.result = _wait_for(
-            self.lock,
-            self.owner,
-            self.stale_after,
-            self.wait,
-            empty_is_stale=self.empty_is_stale,
-            refused=None,
-            slots=self.slots,
-            keep_longer=True,
-        )
-        self.owner = self.result["owner"]
-        self.kept = self.result["refreshed"]
-        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
-        try:
-            self.thread.start()
-        except BaseException:
-            if not self.kept:
-                release(self.lock, self.owner)
-            raise
-        return self
-
-    def _keep(self) -> None:
-        assert self.renewer is not None and self.stop is not None
-        while not self.stop.wait(self.renewer.due_in()):
-            if self.renewer.renew() is not None:
-                return
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
-    ) -> None:
-        assert self.stop is not None and self.thread is not None and self.renewer is not None
-        try:
-            self.stop.set()
-            self.thread.join()
-        finally:
-            try:
-                if not self.kept:  # a hold the owner had before is left as it is
-                    release(self.lock, self.owner)  # a lost lock is left alone
-            except (OSError, ValueError) as failure:
-                if exc is None:
-                    raise
-                exc.add_note(f"and the lock could not be released: {failure}")
-        if self.renewer.lost is not None and exc_type is None:
-            raise self.renewer.lost
-
-
-def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
-    try:
-        child.send_signal(signum)
-    except (OSError, ValueError):
-        pass  # it has ended (or Windows)
-
-
-def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> None:
-    """SIGTERM, then SIGKILL after the grace period."""
-    import signal
-
-    _signal_child(child, signal.SIGTERM)
-    waiter.join(_RUN_GRACE_SEC)
-    if waiter.is_alive():
-        child.kill()
-        waiter.join()
-
-
-def _run_holding(
-    lock: str,
-    taken: AcquireResult,
-    stale_after: float,
-    empty_is_stale: bool,
-    command: list[str],
-    *,
-    slots: int = 1,
-) -> int:
-    """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
-    import subprocess
-    import threading
-
-    owner = taken["owner"]
-    # A hold the owner had before run started (a workflow's lock, a run step inside it)
-    # is left held when run ends, however it ends.
-    kept = taken["refreshed"]
-
-    if _Interrupts.pending is not None:  # came while the lock was taken
-        _release_for_run(lock, owner, kept)
-        _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
-        return 128 + _Interrupts.pending
-    env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
-    try:
-        child = subprocess.Popen(command, env=env)
-    except OSError as exc:
-        _release_for_run(lock, owner, kept)
-        _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
-        return 127 if isinstance(exc, FileNotFoundError) else 126
-    _Interrupts.handle(lambda signum, _: _signal_child(child, signum))
-    if _Interrupts.pending is not None:  # came while the command started
-        _signal_child(child, _Interrupts.pending)
-    waiter = threading.Thread(target=child.wait, daemon=True)
-    waiter.start()
-    renewer = _Renewer(taken, stale_after, empty_is_stale, slots)
-    lost = None
-    while True:
-        waiter.join(renewer.due_in())
-        if not waiter.is_alive():
-            break
-        lost = renewer.renew()
-        if lost is not None:
-            _stop_command(child, waiter)
-            break
-    _release_for_run(lock, owner, kept)
-    if lost is not None:
-        _fail(f"{lost}; the command {command[0]!r} was stopped")
-        return _EXIT_HELD
-    code = child.returncode
-    return 128 - code if code < 0 else code
-
-
-def _release_for_run(lock: str, owner: str, kept: bool) -> None:
-    """Release after run, unless the hold is ``kept`` (its owner's from before run); a
-    failure is reported, and changes no exit code."""
-    if kept:
-        return
-    try:
-        release(lock, owner)
-    except OSError as exc:
-        _fail(f"the lock could not be released: {_describe_os_error(exc)}")
-    except ValueError as exc:
-        _fail(f"the lock could not be released: {exc}")
-''')
-
-
-# --------------------------------------------------------------------------------------
-# src/skf_run_lock/__main__.py
-# ``python -m skf_run_lock``, and the last lines of the one file users copy: run the
-# command line.
-# --------------------------------------------------------------------------------------
-
+_BUILD = '57d3d4d6af76dceadf1d51b872779ef146d26d680991a586c155af21e218e8bf'  # what a cache entry must name
+_compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

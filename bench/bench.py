@@ -85,7 +85,7 @@ def load_script() -> ModuleType:
     module._compile_carried("redis_store")
     module._compile_carried("etcd_listing")
     module._compile_carried("redis_listing")
-    module._compile_carried("survey")
+    module._compile_carried("file_listing")
     return module
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any, AnyStr
 
 import pytest
+from loader import SCRIPT
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 
@@ -86,3 +88,43 @@ def reaped() -> Iterator[list[subprocess.Popen[str]]]:
             for pipe in (proc.stdin, proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()  # a test may have closed one already: that is fine
+
+
+# --- What a call compiles ---------------------------------------------------------------
+
+# Runs the script as `python3 skf-run-lock.py ARGS` does, and prints on exit, for
+# everything compiled after the script itself, its file name and how many newlines
+# lead its source: a carried module is compiled behind as many as there are lines up to
+# its opening quotes, the line the build records for it in _CARRIED.
+RECORD_COMPILES = """
+import atexit, builtins, json, runpy, sys
+compiled, real = [], builtins.compile
+def recording(source, filename, *args, **kwargs):
+    text = source if isinstance(source, str) else ""
+    compiled.append([str(filename), len(text) - len(text.lstrip("\\n"))])
+    return real(source, filename, *args, **kwargs)
+builtins.compile = recording
+atexit.register(lambda: print(json.dumps(compiled[1:]), file=sys.stderr))
+script, sys.argv = sys.argv[1], sys.argv[1:]
+runpy.run_path(script, run_name="__main__")
+"""
+
+
+def compiled_by_cli(
+    *args: str, script: Path = SCRIPT, cache: Path | None = None
+) -> tuple[int, list[list[object]], str]:
+    """The exit code of a CLI call of ``script`` in a fresh process, what it compiled
+    beyond the script itself (file name, leading newlines), and the last line it wrote to
+    stderr before that. ``cache``: the folder its bytecode cache is kept under (none:
+    no cache, so it compiles what it runs)."""
+    settings = {"XDG_CACHE_HOME": str(cache)} if cache else {"SKF_RUN_LOCK_NO_CACHE": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", RECORD_COMPILES, str(script), *args],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+        env={**os.environ, **settings},
+    )
+    lines = done.stderr.strip().splitlines()
+    return done.returncode, json.loads(lines[-1]), lines[-2] if len(lines) > 1 else ""

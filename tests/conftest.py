@@ -34,7 +34,7 @@ def skf() -> ModuleType:
     module._compile_carried("redis_store")
     module._compile_carried("etcd_listing")
     module._compile_carried("redis_listing")
-    module._compile_carried("survey")
+    module._compile_carried("file_listing")
     return module
 
 

@@ -23,42 +23,11 @@ from pathlib import Path
 from types import FunctionType, ModuleType
 
 import pytest
-from calls import needs_system_tool
+from calls import compiled_by_cli, needs_system_tool
 from loader import PACKAGE, ROOT, SCRIPT, load_script
 
 # The modules alone: CI's other suites may be writing bytecode beside them meanwhile.
 NO_CACHE = shutil.ignore_patterns("__pycache__")
-
-# Runs the script as `python3 skf-run-lock.py ARGS` does, and prints on exit, for
-# everything compiled after the script itself, its file name and how many newlines
-# lead its source: a carried module is compiled behind as many as there are lines up to
-# its opening quotes, the line the build records for it in _CARRIED.
-RECORD_COMPILES = """
-import atexit, builtins, json, runpy, sys
-compiled, real = [], builtins.compile
-def recording(source, filename, *args, **kwargs):
-    text = source if isinstance(source, str) else ""
-    compiled.append([str(filename), len(text) - len(text.lstrip("\\n"))])
-    return real(source, filename, *args, **kwargs)
-builtins.compile = recording
-atexit.register(lambda: print(json.dumps(compiled[1:]), file=sys.stderr))
-script, sys.argv = sys.argv[1], sys.argv[1:]
-runpy.run_path(script, run_name="__main__")
-"""
-
-
-def compiled_by_cli(*args: str) -> tuple[int, list[list[object]], str]:
-    """The exit code of a CLI call in a fresh process, what it compiled beyond the script
-    itself (file name, leading newlines), and the last line it wrote to stderr before that."""
-    done = subprocess.run(
-        [sys.executable, "-c", RECORD_COMPILES, str(SCRIPT), *args],
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
-    lines = done.stderr.strip().splitlines()
-    return done.returncode, json.loads(lines[-1]), lines[-2] if len(lines) > 1 else ""
 
 
 def bundle_tool() -> ModuleType:
@@ -74,17 +43,16 @@ def bundle_tool() -> ModuleType:
 
 
 def test_a_file_lock_call_compiles_nothing_but_the_script(skf: ModuleType, tmp_path: Path) -> None:
-    """An acquire or a release compiles nothing more; status its report alone (carried
-    with the outputs a lock call seldom needs), an acquire that waits the waiting
-    alone, never server code."""
+    """Without its cache, a file-lock call compiles the text every call runs and nothing
+    more, never server code (with it, nothing: test_cache.py)."""
     lock = str(tmp_path / "demo.lock")
     owner = ["--owner", "wf:skill:1"]
     starts = {skf._CARRIED[name][0]: name for name in skf._CARRIED}
     for command, more, expected, carried in (
-        ("acquire", owner, 0, []),
-        ("status", [], 3, ["reports"]),
-        ("acquire", [*owner, "--wait", "5"], 0, ["waiting"]),
-        ("release", owner, 0, []),
+        ("acquire", owner, 0, ["core"]),
+        ("status", [], 3, ["core"]),
+        ("acquire", [*owner, "--wait", "5"], 0, ["core"]),
+        ("release", owner, 0, ["core"]),
     ):
         code, compiled, _ = compiled_by_cli(command, "--lock", lock, *more)
         modules = [starts.get(line) for name, line in compiled if name == str(SCRIPT)]
@@ -107,6 +75,7 @@ def test_a_server_lock_call_compiles_only_its_own_store(
     if store == "etcd_store":
         protocol = [(str(SCRIPT), "http1"), (str(SCRIPT), "etcd_gateway")]
     assert [(name, starts.get(line)) for name, line in compiled] == [
+        (str(SCRIPT), "core"),
         (str(SCRIPT), "server_store"),
         *protocol,
         (str(SCRIPT), store),
@@ -119,18 +88,18 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
     fresh.acquire(tmp_path / "a.lock", "wf:skill:1", 60)
     fresh.status(tmp_path / "a.lock", 60)
     fresh.release(tmp_path / "a.lock", "wf:skill:1")
-    assert sorted(fresh._COMPILED) == ["reports"]  # status's report; no server code
+    assert sorted(fresh._COMPILED) == ["core"]  # no server code
     with pytest.raises(ValueError, match="port"):
         fresh.status("redis://h:99999/x", 60)
-    assert sorted(fresh._COMPILED) == ["redis_store", "reports", "resp", "server_store"]
+    assert sorted(fresh._COMPILED) == ["core", "redis_store", "resp", "server_store"]
     with pytest.raises(ValueError, match="HOST:PORT"):
         fresh.status("etcd://no-port/x", 60)
     assert sorted(fresh._COMPILED) == [
+        "core",
         "etcd_gateway",
         "etcd_store",
         "http1",
         "redis_store",
-        "reports",
         "resp",
         "server_store",
     ]
@@ -410,19 +379,7 @@ STORES = (
     "redis_store",
     "redis_listing",
 )
-ABOVE_THE_STORES = (
-    "registry",
-    "algorithm",
-    "waiting",
-    "holding",
-    "renewing",
-    "listing",
-    "survey",
-    "outputs",
-    "reports",
-    "usage",
-    "cli",
-)
+ABOVE_THE_STORES = ("registry", "algorithm", "holding", "listing", "outputs", "usage", "cli")
 
 
 def test_the_stores_import_nothing_from_the_layers_above_them() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,8 +41,8 @@ OUTPUT = ROOT / "skf-run-lock.py"
 # CLI.
 FLAT = (
     "__init__",
-    "contract",
     "carrying",
+    "contract",
     "times",
     "quoting",
     "inputs",
@@ -56,12 +57,11 @@ FLAT = (
 )
 
 
-# What both server stores share, then each server store and its listing; then the
-# listing's own work (a lock call never compiles it).
-# The servers' protocols (etcd's HTTP/1.1, Redis's RESP) stand before the stores, as
-# server_store does.
+# The texts a call compiles (or loads from its cache) only when a function imports one:
+# the words of --help, then what both server stores share, the servers' protocols
+# (etcd's HTTP/1.1, Redis's RESP), each server store and its listing, and the folder's
+# listing. A server store's own imports (socket, ssl, ...) run only with it.
 CARRIED = (
-    "reports",
     "usage",
     "server_store",
     "http1",
@@ -72,15 +72,12 @@ CARRIED = (
     "redis_store",
     "redis_listing",
     "file_listing",
-    "survey",
-    "waiting",
-    "renewing",
 )
 AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
-# Carried modules that import the algorithm stand after it (before __main__, which
-# runs the file): waiting in line is compiled only for a call that waits, holding a
-# lock while work runs only for run and held().
-CARRIED_LAST = ("waiting", "renewing")
+# The chapter that runs as code and compiles the others (all text), and the name of the
+# text every call runs: the flat modules, one after another.
+BOOT = "carrying"
+CORE = "core"
 
 HEADER = """\
 #!/usr/bin/env python3
@@ -328,13 +325,12 @@ def build(package: Path = PACKAGE) -> list[Line]:
         raise BuildError(f"modules the build does not place: {', '.join(missing)}")
     chapters = [read_chapter(package, FLAT[0], first=True)]
     chapters += [read_chapter(package, name) for name in FLAT[1:]]
-    early = [name for name in CARRIED if name not in CARRIED_LAST]
-    chapters += [read_chapter(package, name, hoist=False) for name in early]
     chapters += [read_chapter(package, name) for name in AFTER[:-1]]
-    chapters += [read_chapter(package, name, hoist=False) for name in CARRIED_LAST]
-    chapters += [read_chapter(package, AFTER[-1])]  # __main__: the file runs, last
-    _check(chapters)
+    chapters += [read_chapter(package, name, hoist=False) for name in CARRIED]
+    main = read_chapter(package, AFTER[-1])  # __main__: the file runs, last
+    _check([*chapters, main])
     first, *rest = chapters
+    boot = next(chapter for chapter in rest if chapter.name == BOOT)
     out = [Line(text) for text in HEADER.format(version=_version(package)).split("\n")]
     out.pop()  # the header's last newline
     out += [Line(text, first.name, number) for number, text in enumerate(first.docstring, 1)]
@@ -345,26 +341,49 @@ def build(package: Path = PACKAGE) -> list[Line]:
     imports = sorted({i for c in chapters for i in c.imports if i.startswith("import ")})
     imports += sorted({i for c in chapters for i in c.imports if i.startswith("from ")})
     out += [Line(text) for text in imports]
+    # The carrying chapter runs as code: it compiles (or loads) the rest, all text.
+    out += _heading(boot, False)
+    out += boot.body
     out.append(Line(""))
-    out += first.body
-    out.append(Line(""))
-    out.append(Line("TYPE_CHECKING = False  # typing is imported by type checkers alone"))
+    texts: list[str] = []
+    core = [Line("TYPE_CHECKING = False  # typing is imported by type checkers alone")]
+    core += first.body
     for chapter in rest:
-        carried = chapter.name in CARRIED
-        out += _heading(chapter, carried)
-        if not carried:
-            out += chapter.body
+        if chapter.name in CARRIED or chapter is boot:
             continue
-        text = "\n".join(line.text for line in chapter.body)
-        if "'''" in text or "\r" in text:
-            raise BuildError(f"{chapter.name}.py holds ''' or a CR: a raw string cannot carry it")
+        core += _heading(chapter, False)
+        core += chapter.body
+    out += _carried(CORE, (), core, len(out), texts)
+    for chapter in rest:
+        if chapter.name not in CARRIED:
+            continue
+        out += _heading(chapter, True)
         needs = tuple(need for need in dict.fromkeys(chapter.needs) if need in CARRIED)
-        start = len(out) + 1  # the line of the opening quotes
-        out.append(Line(f"_CARRIED[{chapter.name!r}] = ({start}, {needs!r}, r'''"))
-        out += chapter.body
-        out.append(Line("''')"))
+        out += _carried(chapter.name, needs, chapter.body, len(out), texts)
+    digest = hashlib.sha256("\0".join(texts).encode()).hexdigest()
+    out.append(Line(""))
+    out.append(Line(f"_BUILD = {digest!r}  # what a cache entry must name"))
+    out.append(Line(f"_compile_carried({CORE!r})  # every call runs it"))
+    out += main.body
     out.append(Line(""))
     return out
+
+
+def _carried(
+    name: str, needs: tuple[str, ...], body: list[Line], before: int, texts: list[str]
+) -> list[Line]:
+    """``body`` as a carried text, its first line numbered as it will stand after the
+    ``before`` lines already built; the text is added to ``texts``."""
+    text = "\n".join(line.text for line in body)
+    if "'''" in text or "\r" in text:
+        raise BuildError(f"{name} holds ''' or a CR: a raw string cannot carry it")
+    texts.append(text)
+    start = before + 1  # the line of the opening quotes
+    return [
+        Line(f"_CARRIED[{name!r}] = ({start}, {needs!r}, r'''"),
+        *body,
+        Line("''')"),
+    ]
 
 
 def built_text(package: Path = PACKAGE) -> str:

@@ -8,7 +8,7 @@ import json
 import sys
 import time
 
-from .algorithm import _take, release, status
+from .algorithm import _take, _wait_for, release, status
 from .contract import (
     _EXIT_BAD_ARGS,
     _EXIT_HELD,
@@ -22,7 +22,7 @@ from .contract import (
     __version__,
     _UsageError,
 )
-from .holding import _checked_renewable
+from .holding import _checked_renewable, _run_holding
 from .inputs import (
     _checked_slots,
     _duration_seconds,
@@ -32,7 +32,7 @@ from .inputs import (
     new_run_id,
 )
 from .interrupts import _Interrupted, _interrupted, _Interrupts
-from .listing import list_locks
+from .listing import _list_table, list_locks
 from .outputs import _describe_os_error, _fail
 
 TYPE_CHECKING = False
@@ -212,8 +212,6 @@ def _cli_take(
         )
     else:
         started = time.monotonic()
-        from .waiting import _wait_for
-
         line = None
         if _is_terminal(sys.stderr):  # the line a person sees, on a terminal only
             from .usage import _WaitLine
@@ -253,8 +251,6 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
         return None, code
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
-    from .renewing import _run_holding
-
     return None, _run_holding(
         options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
     )
@@ -278,8 +274,6 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
 def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
     result = list_locks(options["--under"], _stale_after_seconds(options))
     if "--table" in options:
-        from .survey import _list_table
-
         return _list_table(result, time.time()), _EXIT_OK
     return result, _EXIT_OK
 

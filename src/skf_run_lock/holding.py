@@ -1,20 +1,30 @@
-"""Holding a lock while work runs: ``held()`` for a ``with`` block, and the checks
-``run`` makes before it starts. The work itself (renewing every third of the timeout,
-releasing however the work ends, the child process of ``run``) is in renewing.py,
-carried as text: a call that holds nothing never compiles it."""
+"""Holding a lock while work runs: ``held()`` for a ``with`` block, ``run``'s command,
+and the renewer they share (every third of the timeout, sooner on failure). Both take
+the lock as acquire does and release it however the work ends, unless their owner held
+it before they started: that hold is theirs to renew, never to end, and is left no
+shorter than it was. A lock lost meanwhile is reported."""
 
 from __future__ import annotations
 
 import os
+import time
 
-from .contract import _UNIT_SECONDS
+from .algorithm import _take, _wait_for, release
+from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost
 from .inputs import _checked_slots, _checked_stale_after, _checked_wait, _owner_with_run_id
+from .interrupts import _Interrupts, _signal_name
+from .outputs import _describe_os_error, _fail
+from .times import _duration_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .renewing import _Lease
+    import subprocess
+    import threading
+
+    from .contract import AcquireResult
 
 __all__ = ["held"]
+
 
 _MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
 
@@ -52,6 +62,227 @@ def held(
     _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
     _checked_wait(wait)
     _checked_slots(slots)
-    from .renewing import _Lease
-
     return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
+
+
+_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
+
+
+class _Renewer:
+    """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
+
+    def __init__(
+        self, taken: AcquireResult, stale_after: float, empty_is_stale: bool, slots: int = 1
+    ) -> None:
+        self.lock = taken["lock"]
+        self.slots = slots
+        self.owner = taken["owner"]
+        self.run_id = taken["run_id"]
+        self.stale_after = stale_after
+        self.empty_is_stale = empty_is_stale
+        self.every = stale_after / 3
+        self.renewed = time.monotonic()  # last known renewed
+        self.next = self.renewed + self.every
+        self.lost: LockLost | None = None
+
+    def due_in(self) -> float:
+        return max(0.0, self.next - time.monotonic())
+
+    def renew(self) -> LockLost | None:
+        """Renew the lock now: None while held, its LockLost once not."""
+        if self.lost is not None:
+            return self.lost
+        started = time.monotonic()
+        try:
+            _take(
+                self.lock,
+                self.owner,
+                self.run_id,
+                self.stale_after,
+                empty_is_stale=self.empty_is_stale,
+                renew_only=True,
+                keep_longer=True,
+                slots=self.slots,
+            )
+        except LockLost as lost:
+            self.lost = lost
+        except (OSError, ValueError) as exc:
+            failing = started - self.renewed
+            retry = min(1.0, self.every / 3)
+            if failing + retry >= self.stale_after:
+                why = f"renewals failed for {_duration_text(failing)}, until it went stale"
+                self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
+            self.next = started + retry
+        else:
+            self.renewed = started
+            self.next = started + self.every
+        return self.lost
+
+
+class _Lease:
+    """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
+
+    def __init__(
+        self,
+        lock: str | os.PathLike[str],
+        owner: str,
+        stale_after: float,
+        wait: float,
+        empty_is_stale: bool,
+        *,
+        slots: int = 1,
+    ) -> None:
+        self.lock = lock
+        self.slots = slots
+        self.owner = owner
+        self.stale_after = stale_after
+        self.wait = wait
+        self.empty_is_stale = empty_is_stale
+        self.result: AcquireResult | None = None
+        self.kept = False  # the owner held the lock before the block: left held after
+        self.renewer: _Renewer | None = None
+        self.stop: threading.Event | None = None
+        self.thread: threading.Thread | None = None
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock was found lost."""
+        return self.renewer is not None and self.renewer.lost is not None
+
+    def check(self) -> None:
+        """Raise :class:`LockLost` if the lock was lost."""
+        if self.renewer is not None and self.renewer.lost is not None:
+            raise self.renewer.lost
+
+    def __enter__(self) -> _Lease:
+        import threading
+
+        self.result = _wait_for(
+            self.lock,
+            self.owner,
+            self.stale_after,
+            self.wait,
+            empty_is_stale=self.empty_is_stale,
+            refused=None,
+            slots=self.slots,
+            keep_longer=True,
+        )
+        self.owner = self.result["owner"]
+        self.kept = self.result["refreshed"]
+        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
+        try:
+            self.thread.start()
+        except BaseException:
+            if not self.kept:
+                release(self.lock, self.owner)
+            raise
+        return self
+
+    def _keep(self) -> None:
+        assert self.renewer is not None and self.stop is not None
+        while not self.stop.wait(self.renewer.due_in()):
+            if self.renewer.renew() is not None:
+                return
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
+    ) -> None:
+        assert self.stop is not None and self.thread is not None and self.renewer is not None
+        try:
+            self.stop.set()
+            self.thread.join()
+        finally:
+            try:
+                if not self.kept:  # a hold the owner had before is left as it is
+                    release(self.lock, self.owner)  # a lost lock is left alone
+            except (OSError, ValueError) as failure:
+                if exc is None:
+                    raise
+                exc.add_note(f"and the lock could not be released: {failure}")
+        if self.renewer.lost is not None and exc_type is None:
+            raise self.renewer.lost
+
+
+def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
+    try:
+        child.send_signal(signum)
+    except (OSError, ValueError):
+        pass  # it has ended (or Windows)
+
+
+def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> None:
+    """SIGTERM, then SIGKILL after the grace period."""
+    import signal
+
+    _signal_child(child, signal.SIGTERM)
+    waiter.join(_RUN_GRACE_SEC)
+    if waiter.is_alive():
+        child.kill()
+        waiter.join()
+
+
+def _run_holding(
+    lock: str,
+    taken: AcquireResult,
+    stale_after: float,
+    empty_is_stale: bool,
+    command: list[str],
+    *,
+    slots: int = 1,
+) -> int:
+    """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
+    import subprocess
+    import threading
+
+    owner = taken["owner"]
+    # A hold the owner had before run started (a workflow's lock, a run step inside it)
+    # is left held when run ends, however it ends.
+    kept = taken["refreshed"]
+
+    if _Interrupts.pending is not None:  # came while the lock was taken
+        _release_for_run(lock, owner, kept)
+        _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
+        return 128 + _Interrupts.pending
+    env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        _release_for_run(lock, owner, kept)
+        _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
+        return 127 if isinstance(exc, FileNotFoundError) else 126
+    _Interrupts.handle(lambda signum, _: _signal_child(child, signum))
+    if _Interrupts.pending is not None:  # came while the command started
+        _signal_child(child, _Interrupts.pending)
+    waiter = threading.Thread(target=child.wait, daemon=True)
+    waiter.start()
+    renewer = _Renewer(taken, stale_after, empty_is_stale, slots)
+    lost = None
+    while True:
+        waiter.join(renewer.due_in())
+        if not waiter.is_alive():
+            break
+        lost = renewer.renew()
+        if lost is not None:
+            _stop_command(child, waiter)
+            break
+    _release_for_run(lock, owner, kept)
+    if lost is not None:
+        _fail(f"{lost}; the command {command[0]!r} was stopped")
+        return _EXIT_HELD
+    code = child.returncode
+    return 128 - code if code < 0 else code
+
+
+def _release_for_run(lock: str, owner: str, kept: bool) -> None:
+    """Release after run, unless the hold is ``kept`` (its owner's from before run); a
+    failure is reported, and changes no exit code."""
+    if kept:
+        return
+    try:
+        release(lock, owner)
+    except OSError as exc:
+        _fail(f"the lock could not be released: {_describe_os_error(exc)}")
+    except ValueError as exc:
+        _fail(f"the lock could not be released: {exc}")

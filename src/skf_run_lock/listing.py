@@ -1,17 +1,24 @@
 """The listing: every lock under a place at once (a folder, an etcd prefix, a Redis
-keyspace or a whole Redis Cluster), each judged as ``status`` judges it. Its work is
-in ``survey``, which the built file carries as text and compiles only for a listing,
-so that a lock call never pays for it."""
+keyspace or a whole Redis Cluster), as its store's survey found them, each judged as
+``status`` judges it, and the list output with its table. A survey only reads; which of
+what it found are locks is a decision (``_listed``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import time
 
 from .contract import DEFAULT_STALE_AFTER_MIN
+from .decisions import _listed, _live
+from .inputs import _checked_stale_after
+from .outputs import _holder_text, _status_result
+from .registry import _survey_for
+from .times import _duration_text, _parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .contract import ListResult
+    from .contract import Holder, ListedLock, ListResult, StatusResult
 
 __all__ = ["list_locks"]
 
@@ -29,6 +36,118 @@ def list_locks(
     :raises ValueError: a place that is a file, or an unknown scheme.
     :raises OSError: the place could not be read.
     """
-    from .survey import _list_locks
-
     return _list_locks(under, stale_after)
+
+
+def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
+    """list_locks's work: survey ``under``, keep the locks, judge each."""
+    stale_after = _checked_stale_after(stale_after)
+    shown, found, note = _survey_for(under)
+    now = time.time()
+    statuses: list[StatusResult] = []
+    for lock, look in found:
+        record = look.record or look.last
+        line = _live(look.line, now)
+        if _listed(lock, record, line):
+            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
+    return _list_result(shown, statuses, note, now)
+
+
+def _listed_lock(status: StatusResult) -> ListedLock:
+    """A lock as a listing shows it: its status output's keys but ``message``."""
+    return {
+        "state": status["state"],
+        "lock": status["lock"],
+        "held_by": status["held_by"],
+        "held_since": status["held_since"],
+        "stale_at": status["stale_at"],
+        "age_seconds": status["age_seconds"],
+        "stale_after_minutes": status["stale_after_minutes"],
+        "waiting": status["waiting"],
+        "slots": status["slots"],
+        "holders": status["holders"],
+    }
+
+
+def _list_result(
+    under: str, statuses: list[StatusResult], note: str = "", now: float = 0.0
+) -> ListResult:
+    """The listing of ``under``: its locks sorted by name, and a count of each state,
+    a lock with slots both held and free counted as partly held (``note``: the
+    survey's word on the place)."""
+    locks = sorted(map(_listed_lock, statuses), key=lambda entry: entry["lock"])
+    states = [_shown_state(entry, now) for entry in locks]
+    kinds = ("held", "partly held", "stale", "free")
+    counts = [f"{states.count(s)} {s}" for s in kinds if s in states]
+    waiting = sum(len(entry["waiting"]) for entry in locks)
+    if not locks:
+        message = f"no locks under {under}" + (f": {note}" if note else "")
+    else:
+        noun = "lock" if len(locks) == 1 else "locks"
+        message = f"{len(locks)} {noun} under {under}: {', '.join(counts)}"
+        if waiting:
+            message += f"; {waiting} {'run waits' if waiting == 1 else 'runs wait'} in line"
+    return {"under": under, "locks": locks, "message": message}
+
+
+def _live_holders_at(entry: ListedLock, now: float) -> list[Holder]:
+    """The holders of a listed lock whose slots are live at ``now``."""
+    return [h for h in entry["holders"] if (_parse_time(h["stale_at"]) or 0) > now]
+
+
+def _shown_state(entry: ListedLock, now: float) -> str:
+    """A lock's state as a listing counts it: a status's, but a lock of several slots
+    that some hold while others are free is "partly held" (a status calls it free)."""
+    if entry["state"] == "free" and entry["slots"] > 1 and _live_holders_at(entry, now):
+        return "partly held"
+    return entry["state"]
+
+
+def _shown_name(text: str) -> str:
+    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
+    (a name may hold a newline, or a terminal's control characters)."""
+    plain = text.isascii() and text.isprintable() and text.strip() == text
+    return text if plain else json.dumps(text)
+
+
+def _list_table(result: ListResult, now: float) -> str:
+    """The listing as an aligned table for a person: one row a lock, then its message."""
+    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
+    rows += [_table_row(entry, now) for entry in result["locks"]]
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
+    ]
+    return "\n".join([*lines, result["message"]]) + "\n"
+
+
+def _table_row(entry: ListedLock, now: float) -> list[str]:
+    """One lock's row. A lock of several slots that anyone holds shows how many of its
+    slots are held, and by whom: the longest holder (its age, when it goes stale) and a
+    count of the rest; a status of it may say "free" while a slot is."""
+    state: str = entry["state"]
+    holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
+    age = entry["age_seconds"]
+    stale_at = entry["stale_at"] if state == "held" else None
+    live = _live_holders_at(entry, now)
+    if entry["slots"] > 1 and live:
+        longest = live[0]  # holders come longest held first
+        state = f"{len(live)}/{entry['slots']} held"
+        holder = _shown_name(_holder_text(longest["owner"]))
+        if len(live) > 1:
+            holder += f" and {len(live) - 1} more"
+        since = _parse_time(longest["since"])
+        age = None if since is None else max(0, int(now - since))
+        stale_at = longest["stale_at"]
+    stale_in = "-"
+    if stale_at is not None:
+        left = _parse_time(stale_at)
+        stale_in = "-" if left is None else _duration_text(max(0, left - now))
+    return [
+        _shown_name(entry["lock"]),
+        state,
+        holder,
+        "-" if age is None else _duration_text(age),
+        stale_in,
+        str(len(entry["waiting"])),
+    ]
