@@ -1,21 +1,24 @@
-"""What one CLI call costs, by how it is got: the copied file or the installed command.
+"""What one file-lock CLI call costs, beside the 3.0.0 helper this project replaces.
 
-    uv run python bench/entry.py                  # 60 interleaved rounds
-    uv run python bench/entry.py --rounds 200 --against 4061bd4
+    uv run python bench/entry.py                       # 40 interleaved rounds
+    uv run python bench/entry.py --rounds 100 --against 4061bd4
 
-Builds the wheel (``uv build``) and installs it into a fresh environment, then runs,
-round after round and in turn, a ``status`` of a held file lock on tmpfs with: the
-installed command ``skf-run-lock``; this checkout's ``skf-run-lock.py`` under the same
-Python; each ``--against`` revision's file (default: 4061bd4, the last hand-edited one,
-and 1.2.0 as released). Fresh processes, site on, as users run them. It prints the
-median of each and its ratio to the file's, and the syntax nodes each file compiles
-on every call (a server store carried as text is one node: a string).
+Runs, round after round and in turn, each call with: the 3.0.0 helper
+(``../shared/reference/skf-run-lock-3.0.0.py``, beside the checkout); this checkout's
+``skf-run-lock.py`` as users run it (its cache warm); the same without its cache
+(``SKF_RUN_LOCK_NO_CACHE=1``: it compiles its code on every call); each ``--against``
+revision's file (default: 4061bd4, the last hand-edited one); and the installed
+command (the wheel, built and installed with its bytecode into a fresh environment).
+Fresh processes, site on, the lock on tmpfs. The calls: ``run-id``; ``acquire`` that
+renews its own lock; and ``status`` of a lock another run holds, beside the helper's
+``acquire`` refused by it (the helper has no ``status``: that is its read-only call).
+It prints the median of each and its ratio to the helper's.
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
+import os
 import shutil
 import statistics
 import subprocess
@@ -28,14 +31,8 @@ from versus import other_script  # bench/versus.py, beside this file
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "skf-run-lock.py"
-OLD = ROOT / "tests" / "fixtures" / "skf-run-lock-1.2.0.py"
+HELPER = ROOT.parent / "shared" / "reference" / "skf-run-lock-3.0.0.py"
 TMPFS = Path("/dev/shm") if Path("/dev/shm").is_dir() else Path(tempfile.gettempdir())
-
-
-def nodes(path: Path) -> int:
-    """The syntax nodes a call of ``path`` as a script compiles."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    return sum(1 for _ in ast.walk(tree))
 
 
 def installed(folder: Path) -> Path:
@@ -55,49 +52,68 @@ def installed(folder: Path) -> Path:
     return venv / "bin" / "skf-run-lock"
 
 
-def once(argv: list[str]) -> float:
+def once(argv: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run(argv, stdout=subprocess.DEVNULL, check=False)
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
     return time.perf_counter() - start
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--against", nargs="*", default=["4061bd4"])
     args = parser.parse_args()
+    if not HELPER.is_file():
+        raise SystemExit(f"the 3.0.0 helper is not at {HELPER}")
+    plain = dict(os.environ)
+    no_cache = {**plain, "SKF_RUN_LOCK_NO_CACHE": "1"}
     with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory(dir=TMPFS) as locks:
         folder = Path(scratch)
-        lock = str(Path(locks) / "bench.lock")
-        files = {"this file": SCRIPT}
-        files |= {f"file at {spec}": other_script(spec, folder) for spec in args.against}
-        files["1.2.0 file"] = OLD
-        calls = {"installed command": [str(installed(folder)), "status", "--lock", lock]}
-        calls |= {
-            name: [sys.executable, str(p), "status", "--lock", lock] for name, p in files.items()
+        own, held = str(Path(locks) / "own.lock"), str(Path(locks) / "held.lock")
+        python = [sys.executable]
+        takers: dict[str, tuple[list[str], dict[str, str]]] = {
+            "the 3.0.0 helper": ([*python, str(HELPER)], plain),
+            "this file": ([*python, str(SCRIPT)], plain),
+            "this file, no cache": ([*python, str(SCRIPT)], no_cache),
         }
-        subprocess.run(
-            [*calls["this file"][:2], "acquire", "--lock", lock, "--owner", "b:e:1"],
-            stdout=subprocess.DEVNULL,
-            check=True,
-        )
-        for argv in calls.values():  # warm the caches: the first calls are not counted
-            once(argv)
-            once(argv)
-        times: dict[str, list[float]] = {name: [] for name in calls}
+        for spec in args.against:
+            takers[f"the file at {spec}"] = ([*python, str(other_script(spec, folder))], plain)
+        takers["installed command"] = ([str(installed(folder))], plain)
+        take = [*python, str(SCRIPT), "acquire", "--lock", held, "--owner", "b:other:1"]
+        subprocess.run(take, stdout=subprocess.DEVNULL, check=True)
+        calls = {
+            "run-id": (["run-id"], ["run-id"]),
+            "acquire (renewing its own)": (
+                ["acquire", "--lock", own, "--owner", "b:e:1"],
+                ["acquire", "--lock", own, "--owner", "b:e:1"],
+            ),
+            "status of a held lock": (
+                ["acquire", "--lock", held, "--owner", "b:e:2"],  # the helper's read-only call
+                ["status", "--lock", held],
+            ),
+        }
+        times: dict[tuple[str, str], list[float]] = {}
+        for call, (helper_args, our_args) in calls.items():
+            for name, (head, env) in takers.items():
+                argv = [*head, *(helper_args if name == "the 3.0.0 helper" else our_args)]
+                once(argv, env)  # warm the caches: the first calls are not counted
+                once(argv, env)
+                times[(call, name)] = []
         for _ in range(args.rounds):
-            for name, argv in calls.items():
-                times[name].append(once(argv))
-        counts = {name: nodes(path) for name, path in files.items()}
-    base = statistics.median(times["this file"])
-    print(
-        f"Python {sys.version.split()[0]}, {args.rounds} interleaved rounds, status of a held lock"
-    )
-    for name, samples in times.items():
-        median = statistics.median(samples)
-        print(f"  {name:<22} {median * 1000:7.1f} ms  {median / base:5.2f}x the file")
-    for name, count in counts.items():
-        print(f"  {name:<22} compiles {count:,} syntax nodes per call")
+            for call, (helper_args, our_args) in calls.items():
+                for name, (head, env) in takers.items():
+                    argv = [*head, *(helper_args if name == "the 3.0.0 helper" else our_args)]
+                    times[(call, name)].append(once(argv, env))
+    print(f"Python {sys.version.split()[0]}, {args.rounds} interleaved rounds, medians\n")
+    print("| call | " + " | ".join(takers) + " |")
+    print("|---|" + "---|" * len(takers))
+    for call in calls:
+        base = statistics.median(times[(call, "the 3.0.0 helper")])
+        cells = []
+        for name in takers:
+            median = statistics.median(times[(call, name)])
+            cells.append(f"{median * 1000:.1f} ms ({median / base:.2f}x)")
+        print(f"| {call} | " + " | ".join(cells) + " |")
 
 
 if __name__ == "__main__":
