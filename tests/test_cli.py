@@ -15,6 +15,7 @@ import pytest
 from calls import Run
 from loader import SCRIPT
 from lockfiles import ago, beside, read_json, write_record
+from stores import StoreUnderTest, planted_record, shown_time
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
@@ -275,17 +276,21 @@ def run_in_shell(command: str) -> Run:
 
 @pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")
 def test_the_clearing_command_in_a_refusal_works_as_printed(
-    cli: Callable[..., Run], tmp_path: Path
+    cli: Callable[..., Run], store: StoreUnderTest, tmp_path: Path
 ) -> None:
-    lock = tmp_path / "dir with space" / "it's $HOME" / "run.lock"
-    write_record(lock, "wf:sk:gone-run", ago(minutes=1))
-    message = cli("acquire", "--lock", lock, "--owner", "wf:sk:me").json["message"]
+    """On every store, for a lock whose name a shell would split or expand."""
+    odd = "dir with space/it's $HOME/run.lock"
+    where = str(tmp_path / odd) if store.kind == "file" else f"{store.lock}/{odd}"
+    gone = StoreUnderTest(store.kind, where)
+    gone.plant(planted_record("wf:sk:gone-run", shown_time(60)))
+    message = cli("acquire", "--lock", where, "--owner", "wf:sk:me").json["message"]
     command = clearing_command(message)
     assert shlex.split(command)[:2] == ["python3", str(SCRIPT)]
+    assert shlex.split(command)[2:] == ["release", "--lock", where, "--owner", "wf:sk:gone-run"]
     cleared = run_in_shell(command)
     assert cleared.code == 0 and cleared.json["released"] is True
-    assert not lock.exists()
-    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:me").code == 0
+    assert gone.value() is None
+    assert cli("acquire", "--lock", where, "--owner", "wf:sk:me").code == 0
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")

@@ -13,16 +13,7 @@ from types import ModuleType
 
 import pytest
 from calls import Run, pipe, posix_only
-from contenders import assert_one_winner_of_a_race
 from lockfiles import ago, beside, read_json, write_record
-
-
-@pytest.mark.parametrize("attempt", range(4))
-def test_stale_lock_race_has_exactly_one_winner(lock: Path, tmp_path: Path, attempt: int) -> None:
-    write_record(lock, "old:run:1", ago(hours=2))
-    winner = assert_one_winner_of_a_race(lock, tmp_path, "old:run:1")
-    assert read_json(lock)["owner"] == winner["owner"]
-    assert beside(lock) == ["run.lock"]
 
 
 @posix_only("SIGKILL")
