@@ -12,10 +12,11 @@ import shutil
 import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from calls import compiled_by_cli, posix_only
+from calls import Run, compiled_by_cli, posix_only
 from loader import SCRIPT
 
 CALL = ("run-id",)
@@ -57,40 +58,36 @@ def planted(tmp_path: Path) -> Path:
     return entry
 
 
-def runs_planted_code(tmp_path: Path) -> bool:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *CALL],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path)},
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout == "planted\n"
+def runs_planted_code(cli: Callable[..., Run], tmp_path: Path) -> bool:
+    """Whether a call with its cache under ``tmp_path`` ran the planted code."""
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("XDG_CACHE_HOME", str(tmp_path))
+        done = cli(*CALL)
+    assert done.code == 0, done.err
+    return done.out == "planted\n"
 
 
 @posix_only("file modes and owners")
-def test_an_entry_others_may_write_is_never_run(tmp_path: Path) -> None:
+def test_an_entry_others_may_write_is_never_run(cli: Callable[..., Run], tmp_path: Path) -> None:
     entry = planted(tmp_path)
-    assert runs_planted_code(tmp_path)  # the cache is read: the test can bite
+    assert runs_planted_code(cli, tmp_path)  # the cache is read: the test can bite
     entry.chmod(0o620)  # its group may write it
-    assert not runs_planted_code(tmp_path)
+    assert not runs_planted_code(cli, tmp_path)
     planted(tmp_path).chmod(0o600)
     (tmp_path / "skf-run-lock").chmod(0o777)  # anyone may write the folder
-    assert not runs_planted_code(tmp_path)
+    assert not runs_planted_code(cli, tmp_path)
 
 
 @pytest.mark.skipif(
     not hasattr(os, "geteuid") or os.geteuid() != 0, reason="root: gives a file to another user"
 )
-def test_another_users_entry_is_never_run(tmp_path: Path) -> None:
+def test_another_users_entry_is_never_run(cli: Callable[..., Run], tmp_path: Path) -> None:
     entry = planted(tmp_path)
     os.chown(entry, 65534, -1)
-    assert not runs_planted_code(tmp_path)
+    assert not runs_planted_code(cli, tmp_path)
     os.chown(entry, 0, -1)
     os.chown(tmp_path / "skf-run-lock", 65534, -1)  # a folder another user owns
-    assert not runs_planted_code(tmp_path)
+    assert not runs_planted_code(cli, tmp_path)
 
 
 def test_an_entry_kept_for_the_file_before_it_changed_is_not_run(tmp_path: Path) -> None:
@@ -142,15 +139,12 @@ def test_a_cache_that_cannot_be_written_costs_time_not_the_answer(tmp_path: Path
     assert done.returncode == 0 and json.loads(done.stdout)["acquired"], done.stderr
 
 
-def test_no_cache_is_kept_when_turned_off(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *CALL],
-        capture_output=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path), "SKF_RUN_LOCK_NO_CACHE": "1"},
-    )
-    assert done.returncode == 0
+def test_no_cache_is_kept_when_turned_off(
+    cli: Callable[..., Run], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("SKF_RUN_LOCK_NO_CACHE", "1")
+    assert cli(*CALL).code == 0
     assert list(tmp_path.iterdir()) == []
 
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 from calls import Run, posix_only
-from loader import SCRIPT
 from lockfiles import ago, beside, write_record
 
 
@@ -193,18 +192,6 @@ def test_read_only_folder_for_real_is_exit_2(skf: ModuleType) -> None:
 # --- Errors that name their cause, at once ----------------------------------------------
 
 
-def run_cli(*argv: str) -> Run:
-    """The script in a fresh process."""
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), *argv],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return Run(done.returncode, done.stdout, done.stderr)
-
-
 @pytest.mark.skipif(sys.platform != "linux", reason="Linux only: /proc makes no files")
 @pytest.mark.parametrize(
     ("lock", "words"),
@@ -214,10 +201,10 @@ def run_cli(*argv: str) -> Run:
     ],
 )
 def test_a_folder_where_no_file_can_be_made_is_exit_2_with_the_systems_reason(
-    lock: str, words: str
+    cli: Callable[..., Run], lock: str, words: str
 ) -> None:
     """Not the guard's 10 s wait, then blaming another call."""
-    run = run_cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk")
     assert run.code == 2 and words in run.error and "No such file or directory" in run.error
     assert "guard" not in run.error and "another call" not in run.error
 
@@ -225,13 +212,15 @@ def test_a_folder_where_no_file_can_be_made_is_exit_2_with_the_systems_reason(
 @pytest.mark.skipif(
     sys.platform != "linux" or os.geteuid() != 0, reason="root on Linux: mounts a filesystem"
 )
-def test_a_read_only_filesystem_is_exit_2_saying_so(tmp_path: Path) -> None:
+def test_a_read_only_filesystem_is_exit_2_saying_so(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
     mounted = tmp_path / "ro"
     mounted.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mounted)], check=True)
     try:
         for lock in (mounted / "x.lock", mounted / "sub" / "x.lock"):
-            run = run_cli("acquire", "--lock", str(lock), "--owner", "wf:sk")
+            run = cli("acquire", "--lock", lock, "--owner", "wf:sk")
             assert run.code == 2 and "Read-only file system" in run.error, run
         assert list(mounted.iterdir()) == []
     finally:
