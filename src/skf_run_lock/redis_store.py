@@ -119,11 +119,11 @@ class _RedisSeen:
         self.ttl_ms = ttl_ms
 
 
-class _RedisStore(_ServerStore):
-    """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``. The record is
-    at KEY, expiring; the other keys share its Cluster slot: ``{KEY}``, a NUL, then
-    ``last``, ``line`` (tickets in order), and per waiter ``wait`` and ``wake`` with its
-    ticket: its place, and a list it blocks on until a release or a leaver pushes."""
+class _RedisServer(_ServerStore):
+    """The conversation with Redis or Valkey for one lock's address: a connection
+    (authenticated, TLS with ``rediss``), commands pipelined on it within the step's
+    deadline, a Redis Cluster's redirects followed to the node that serves the lock's
+    keys, and Redis's refusals as errors a person can act on."""
 
     name = "Redis"
     env = "SKF_REDIS_"
@@ -139,21 +139,9 @@ class _RedisStore(_ServerStore):
         """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
         env = os.environ
         super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"), prefix)
-        key = self.key_text
         (self.endpoint,) = self.endpoints
-        base = _slot_base(key)
-        if base is None and not prefix:
-            raise ValueError(
-                f"the lock key in {address} holds a '}}' but no hash tag, so its line cannot"
-                " share its hash slot; give a key without '}', or with a tag like {name}"
-            )
         # Bytes as given: an argument may hold any (surrogate-escaped).
-        self.key = key.encode("utf-8", "surrogateescape")
-        base_bytes = (base or key).encode("utf-8", "surrogateescape")
-        self.last_key = base_bytes + b"\0last"
-        self.line_key = base_bytes + b"\0line"
-        self.wait_prefix = base_bytes + b"\0wait\0"
-        self.bell_prefix = base_bytes + b"\0wake\0"
+        self.key = self.key_text.encode("utf-8", "surrogateescape")
         self.password = env.get("REDISCLI_AUTH")
         self.connection: _RespConnection | None = None
         self.watched: _RespConnection | None = None  # the one whose WATCH is on KEY
@@ -161,11 +149,6 @@ class _RedisStore(_ServerStore):
         # True once a Cluster's ASK sent the lock's keys to the node importing their
         # slot: each command there goes after an ASKING (harmless once it owns it).
         self.asking = False
-        # True once a look found a lock of several slots: each later look asks the
-        # server's TIME with its reads, not after them (a lock of one slot never does).
-        self.clocked = False
-
-    # -- Talking to the server
 
     def _open(self) -> _RespConnection:
         connection = _RespConnection(self.endpoint, self.tls_context(), self.deadline)
@@ -279,15 +262,16 @@ class _RedisStore(_ServerStore):
             self.endpoint = endpoint
         self.asking = asking
 
+    def _stop_listening(self) -> None:
+        if self.bell is not None:
+            self.bell.close()
+            self.bell = None
+
     def _drop(self) -> None:
         if self.connection is not None:
             self.connection.close()
         self.connection = None
         self.watched = None
-
-    def close(self) -> None:
-        self._drop()
-        self._stop_listening()
 
     def _refusal(self, error: _RedisError) -> OSError:
         code = error.code
@@ -315,13 +299,43 @@ class _RedisStore(_ServerStore):
         advice["ASK"] = advice["MOVED"]
         return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
 
-    # -- What the algorithm asks of a store
-
     def by_hand(self) -> str:
         # The address's own node; -c follows a Cluster's redirect, as this store does.
         host, _, port = self.endpoints[0].rpartition(":")
         key = self.key.decode("utf-8", "surrogateescape")
         return f"delete its key (redis-cli -c -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
+
+
+class _RedisStore(_RedisServer):
+    """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``. The record is
+    at KEY, expiring; the other keys share its Cluster slot: ``{KEY}``, a NUL, then
+    ``last``, ``line`` (tickets in order), and per waiter ``wait`` and ``wake`` with its
+    ticket: its place, and a list it blocks on until a release or a leaver pushes."""
+
+    def __init__(self, address: str, prefix: bool = False) -> None:
+        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
+        super().__init__(address, prefix)
+        key = self.key_text
+        base = _slot_base(key)
+        if base is None and not prefix:
+            raise ValueError(
+                f"the lock key in {address} holds a '}}' but no hash tag, so its line cannot"
+                " share its hash slot; give a key without '}', or with a tag like {name}"
+            )
+        base_bytes = (base or key).encode("utf-8", "surrogateescape")
+        self.last_key = base_bytes + b"\0last"
+        self.line_key = base_bytes + b"\0line"
+        self.wait_prefix = base_bytes + b"\0wait\0"
+        self.bell_prefix = base_bytes + b"\0wake\0"
+        # True once a look found a lock of several slots: each later look asks the
+        # server's TIME with its reads, not after them (a lock of one slot never does).
+        self.clocked = False
+
+    def close(self) -> None:
+        self._drop()
+        self._stop_listening()
+
+    # -- What the algorithm asks of a store
 
     def look(self, upto: str | None = None) -> _Look:
         """The record (its expiry live, or none), the last holder's, and the line (up to
@@ -535,11 +549,6 @@ class _RedisStore(_ServerStore):
         if isinstance(answer, _RedisError):
             raise self._refusal(answer)
         return answer is not None
-
-    def _stop_listening(self) -> None:
-        if self.bell is not None:
-            self.bell.close()
-            self.bell = None
 
 
 def _ms_of(stale_after: float) -> int:
