@@ -4609,10 +4609,12 @@ def _wait_place(value: bytes, lease: object) -> _Place | None:
     return _place_of(lease, value)
 
 
-class _EtcdStore(_EtcdGateway):
-    """One lock on etcd: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``. The record is
-    at KEY on a lease; beside it, after a NUL, the last holder's (``last``) and each
-    waiter's place (``wait``, a NUL, its lease), on a lease the waiter keeps alive."""
+class _EtcdReading(_EtcdGateway):
+    """One lock on etcd, read: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``. The
+    record is at KEY on a lease; beside it, after a NUL, the last holder's (``last``),
+    each waiter's place (``wait``, a NUL, its lease) and, of several slots, each holder's
+    key on its lease (``slot``, a NUL, the lease). Here: the keys, a look at them in one
+    range, and the leases a change puts them on."""
 
     name = "etcd"
     env = "ETCDCTL_"
@@ -4650,16 +4652,6 @@ class _EtcdStore(_EtcdGateway):
         self.fresh: tuple[_Look, bool] | None = None
         self.line_read = True
         self.record_on: str | None = None  # the lease the last change put the record on
-
-    def close(self) -> None:
-        while self.spares:
-            self.revoke(self.spares.pop()[1])
-        self.told = self.fresh = None
-        self._hang_up()
-        self._stop_watch()
-
-    def by_hand(self) -> str:
-        return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -4724,44 +4716,54 @@ class _EtcdStore(_EtcdGateway):
     def _place_key(self, place: _Place) -> bytes:
         return self.wait_prefix + place.ticket.encode()
 
-    def join(self, look: _Look, place: _Place, now: float) -> None:
-        """A key on a lease of its own, kept alive by the waiter; the transaction that
-        puts it reads the lock as it then stands, for the waiter's first look."""
-        if _ahead_of(_live(look.line, now), place.ticket) is not None:
-            return
-        answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
-        place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
-        place.since = int(now // 1)
-        place.joined = True
-        value = _place_value(place)
-        put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
-        ops = [{"request_put": put}, {"request_range": self._span(line=True)}]
-        self._found(self.post("/v3/kv/txn", {"success": ops}), 1, line=True)
+    def _grant_ahead(self, stale_after: float) -> None:
+        """A lease for the take to come, unless one is spare. It has a second more
+        than the timeout, kept alive by the waiter's beats, and a take uses it only
+        while a whole timeout is left of it: a slot never ends before its timeout,
+        and may end a second after it."""
+        ttl = _whole_seconds(stale_after) + 1
+        if not any(ahead for _, _, _, ahead in self.spares):
+            sent = time.monotonic()
+            answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
+            lease = _answer_field(answer, "ID", "lease/grant", digits=True)
+            self.spares.append((ttl, lease, sent, True))
 
-    def prune(self, look: _Look, now: float) -> None:
-        """Nothing to do: etcd ends the place of a waiter that stopped."""
+    def revoke(self, lease: str | None) -> None:
+        if lease:
+            try:
+                self.post("/v3/lease/revoke", {"ID": lease})
+            except OSError:
+                pass  # it runs out by itself
 
-    def beat(self, place: _Place) -> bool:
-        """Keep the place's lease alive, and any lease granted ahead with it."""
-        for spare in list(self.spares):
-            ttl, lease, _, ahead = spare
-            if ahead:
+    def _grant(self, seconds: float, granted: list[_Spare]) -> str:
+        """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
+        one serves, else a new one. A try's that lost its race serves a lease of its
+        TTL; one granted ahead, a second longer, while that TTL is left of it: a slot
+        on it ends no sooner than on a lease granted now, and at most a second later."""
+        ttl = _whole_seconds(seconds)
+        now = time.monotonic()
+        for spare in self.spares:
+            spare_ttl, lease, sent, ahead = spare
+            if (ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl) or (
+                not ahead and spare_ttl == ttl
+            ):
                 self.spares.remove(spare)
-                sent = time.monotonic()
-                if self._kept_alive(lease):  # else it ended: nothing to revoke
-                    self.spares.append((ttl, lease, sent, ahead))
-        return self._kept_alive(place.ticket)
+                granted.append(spare)
+                return lease
+        sent = time.monotonic()
+        answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
+        lease = _answer_field(answer, "ID", "lease/grant", digits=True)
+        granted.append((ttl, lease, sent, False))
+        return lease
 
-    def _kept_alive(self, lease: str) -> bool:
-        answer = self.post("/v3/lease/keepalive", {"ID": lease})
-        result = answer.get("result")
-        ttl = result.get("TTL") if isinstance(result, dict) else None
-        return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
+    def _slot_key(self, lease: str) -> bytes:
+        return self.slot_prefix + lease.encode()
 
-    def leave(self, place: _Place) -> None:
-        self.next_step()
-        place.joined = False
-        self.revoke(place.ticket)
+
+class _EtcdWatching(_EtcdReading):
+    """A waiter on one etcd lock: it watches only what it waits on (the place just ahead
+    of it, or at its turn the record and the slots' keys), never polls, and at its turn
+    keeps what its watch streams, so that its take needs neither a grant nor a read."""
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the place just ahead is deleted, or (its turn) the record or a slot's
@@ -4829,18 +4831,6 @@ class _EtcdStore(_EtcdGateway):
 
     def _slot_in(self, keys: set[bytes]) -> bool:
         return any(key.startswith(self.slot_prefix) for key in keys)
-
-    def _grant_ahead(self, stale_after: float) -> None:
-        """A lease for the take to come, unless one is spare. It has a second more
-        than the timeout, kept alive by the waiter's beats, and a take uses it only
-        while a whole timeout is left of it: a slot never ends before its timeout,
-        and may end a second after it."""
-        ttl = _whole_seconds(stale_after) + 1
-        if not any(ahead for _, _, _, ahead in self.spares):
-            sent = time.monotonic()
-            answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
-            lease = _answer_field(answer, "ID", "lease/grant", digits=True)
-            self.spares.append((ttl, lease, sent, True))
 
     def _kept(self, look: _Look) -> dict[bytes, Any] | None:
         """The record's keys of ``look``, by key (None: ``look`` was not this store's
@@ -4934,12 +4924,60 @@ class _EtcdStore(_EtcdGateway):
         assert self.watcher is not None
         return json.loads(self.watcher.readline(until).decode("utf-8"))["result"]
 
-    def revoke(self, lease: str | None) -> None:
-        if lease:
-            try:
-                self.post("/v3/lease/revoke", {"ID": lease})
-            except OSError:
-                pass  # it runs out by itself
+
+class _EtcdStore(_EtcdWatching):
+    """One lock on etcd, as the algorithm asks of a store: each change one transaction
+    that compares what the call read, the line kept by places on leases the waiters
+    keep alive."""
+
+    def close(self) -> None:
+        while self.spares:
+            self.revoke(self.spares.pop()[1])
+        self.told = self.fresh = None
+        self._hang_up()
+        self._stop_watch()
+
+    def by_hand(self) -> str:
+        return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
+
+    def join(self, look: _Look, place: _Place, now: float) -> None:
+        """A key on a lease of its own, kept alive by the waiter; the transaction that
+        puts it reads the lock as it then stands, for the waiter's first look."""
+        if _ahead_of(_live(look.line, now), place.ticket) is not None:
+            return
+        answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
+        place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
+        place.since = int(now // 1)
+        place.joined = True
+        value = _place_value(place)
+        put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
+        ops = [{"request_put": put}, {"request_range": self._span(line=True)}]
+        self._found(self.post("/v3/kv/txn", {"success": ops}), 1, line=True)
+
+    def prune(self, look: _Look, now: float) -> None:
+        """Nothing to do: etcd ends the place of a waiter that stopped."""
+
+    def beat(self, place: _Place) -> bool:
+        """Keep the place's lease alive, and any lease granted ahead with it."""
+        for spare in list(self.spares):
+            ttl, lease, _, ahead = spare
+            if ahead:
+                self.spares.remove(spare)
+                sent = time.monotonic()
+                if self._kept_alive(lease):  # else it ended: nothing to revoke
+                    self.spares.append((ttl, lease, sent, ahead))
+        return self._kept_alive(place.ticket)
+
+    def _kept_alive(self, lease: str) -> bool:
+        answer = self.post("/v3/lease/keepalive", {"ID": lease})
+        result = answer.get("result")
+        ttl = result.get("TTL") if isinstance(result, dict) else None
+        return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
+
+    def leave(self, place: _Place) -> None:
+        self.next_step()
+        place.joined = False
+        self.revoke(place.ticket)
 
     def apply(
         self,
@@ -4965,27 +5003,6 @@ class _EtcdStore(_EtcdGateway):
         if applied and place is not None:
             place.joined = False  # its lease runs out by itself
         return applied
-
-    def _grant(self, seconds: float, granted: list[_Spare]) -> str:
-        """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
-        one serves, else a new one. A try's that lost its race serves a lease of its
-        TTL; one granted ahead, a second longer, while that TTL is left of it: a slot
-        on it ends no sooner than on a lease granted now, and at most a second later."""
-        ttl = _whole_seconds(seconds)
-        now = time.monotonic()
-        for spare in self.spares:
-            spare_ttl, lease, sent, ahead = spare
-            if (ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl) or (
-                not ahead and spare_ttl == ttl
-            ):
-                self.spares.remove(spare)
-                granted.append(spare)
-                return lease
-        sent = time.monotonic()
-        answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
-        lease = _answer_field(answer, "ID", "lease/grant", digits=True)
-        granted.append((ttl, lease, sent, False))
-        return lease
 
     def _swap(
         self,
@@ -5077,9 +5094,6 @@ class _EtcdStore(_EtcdGateway):
         longest = max(h.stale_after or 0.0 for h in record.holders)
         return lease if newest >= longest else self._grant(longest, granted)
 
-    def _slot_key(self, lease: str) -> bytes:
-        return self.slot_prefix + lease.encode()
-
 
 def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
@@ -5136,7 +5150,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5139, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5153, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5199,7 +5213,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5202, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5216, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -5773,7 +5787,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (5776, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (5790, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -5904,7 +5918,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (5907, (), r'''
+_CARRIED['file_listing'] = (5921, (), r'''
 import os
 import stat
 
@@ -5963,7 +5977,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '46683154c4fa34df6eed18bafe87c6d5f400be3cf7c27f4c402826721790440c'  # what a cache entry must name
+_BUILD = '6d14b6fb76ade713c2ae8222c47361c0656c8dcd15b5bd963cd28f1c382c258a'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
