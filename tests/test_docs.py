@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from loader import ROOT, SCRIPT
+from loader import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -99,25 +98,6 @@ def test_the_docs_link_check_bites(tmp_path: Path) -> None:
     assert local_links(page) == ["#title", "missing.md", "#nowhere"]
     assert "title" in headings_slugs(page) and "nowhere" not in headings_slugs(page)
     assert not (tmp_path / "missing.md").exists()
-
-
-def library_snippet() -> str:
-    section = (ROOT / "README.md").read_text().split("## Library use", 1)[1]
-    return section.split("```python\n", 1)[1].split("```", 1)[0]
-
-
-def test_the_library_snippet_takes_and_releases(tmp_path: Path) -> None:
-    code = library_snippet().replace("/path/to/skf-run-lock.py", str(SCRIPT))
-    done = subprocess.run(
-        [sys.executable, "-c", code + "\nprint('wrote')\n"],
-        env={**os.environ, "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0 and done.stdout == "wrote\n", done.stderr
-    assert os.listdir(tmp_path / ".skf" / "locks") == []  # released in the finally
 
 
 def test_the_readme_lists_every_address_form_the_registry_knows(skf: ModuleType) -> None:

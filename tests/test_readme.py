@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from loader import ROOT
+from loader import ROOT, SCRIPT
 from lockfiles import ago, write_record
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="runs a POSIX shell snippet")
@@ -26,11 +26,11 @@ def workflow_snippet() -> str:
     return section.split("```sh\n", 1)[1].split("```", 1)[0]
 
 
-def run_snippet(home: Path) -> subprocess.CompletedProcess[str]:
-    """The snippet in bash, from a checkout, with `uv run X` meaning `python3 X`."""
-    script = 'uv() { shift; python3 "$@"; }\n' + workflow_snippet() + "echo steps-ran\n"
+def run_as_written(argv: list[str], home: Path) -> subprocess.CompletedProcess[str]:
+    """``argv`` (a shell or Python running an example), from a checkout, in a home of
+    its own."""
     return subprocess.run(
-        ["bash", "-c", script],
+        argv,
         cwd=ROOT,
         env={**os.environ, "HOME": str(home)},
         capture_output=True,
@@ -38,6 +38,21 @@ def run_snippet(home: Path) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
+
+
+def in_bash(script: str, home: Path) -> subprocess.CompletedProcess[str]:
+    """A README's shell example in bash, with `uv run X` meaning `python3 X`."""
+    return run_as_written(["bash", "-c", 'uv() { shift; python3 "$@"; }\n' + script], home)
+
+
+def python_block(after: str) -> str:
+    """The README's first Python block after the words ``after``."""
+    section = (ROOT / "README.md").read_text().split(after, 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def run_snippet(home: Path) -> subprocess.CompletedProcess[str]:
+    return in_bash(workflow_snippet() + "echo steps-ran\n", home)
 
 
 def test_the_snippet_takes_runs_and_releases(tmp_path: Path) -> None:
@@ -70,38 +85,29 @@ def run_example() -> str:
 
 
 def test_the_run_example_runs_the_command_under_the_lock(tmp_path: Path) -> None:
-    script = 'uv() { shift; python3 "$@"; }\n' + run_example()
-    done = subprocess.run(
-        ["bash", "-c", script],
-        cwd=ROOT,
-        env={**os.environ, "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = in_bash(run_example(), tmp_path)
     assert done.returncode == 0 and done.stderr == "", done.stderr
     assert done.stdout.startswith("publishing as publish:site:20")
     assert os.listdir(tmp_path / ".skf" / "locks") == []  # released when it ended
 
 
+def test_the_library_example_takes_and_releases(tmp_path: Path) -> None:
+    code = python_block("## Library use").replace("/path/to/skf-run-lock.py", str(SCRIPT))
+    done = run_as_written([sys.executable, "-c", code + "\nprint('wrote')\n"], tmp_path)
+    assert done.returncode == 0 and done.stdout == "wrote\n", done.stderr
+    assert os.listdir(tmp_path / ".skf" / "locks") == []  # released in the finally
+
+
 def test_the_held_example_holds_the_lock_for_its_block(tmp_path: Path) -> None:
-    section = (ROOT / "README.md").read_text().split("use `held()`:", 1)[1]
-    block = section.split("```python\n", 1)[1].split("```", 1)[0]
+    block = python_block("use `held()`:")
     load = (
         "import importlib.util\n"
         f"spec = importlib.util.spec_from_file_location('skf', {str(ROOT / 'skf-run-lock.py')!r})\n"
         "skf = importlib.util.module_from_spec(spec)\nspec.loader.exec_module(skf)\n"
     )
     check = "\nimport os\nprint(os.listdir(os.path.expanduser('~/.skf/locks')))\n"
-    done = subprocess.run(
-        [sys.executable, "-c", load + block.replace("...", "print(step)") + check],
-        env={**os.environ, "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    code = load + block.replace("...", "print(step)") + check
+    done = run_as_written([sys.executable, "-c", code], tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "read\nmodify\nwrite\n[]\n"
 
