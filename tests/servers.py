@@ -234,7 +234,7 @@ class Redis:
     def client(self, **settings: Any) -> Any:
         import redis
 
-        return redis.Redis(port=self.port, socket_timeout=10, **settings)
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=10, **settings)
 
     def stop(self) -> None:
         for proc in (self.front, self.proc):
@@ -350,7 +350,7 @@ def redis_client(lock: str) -> Any:
     import redis.cluster
 
     port = int(lock.split("/", 3)[2].rpartition(":")[2])
-    single = redis.Redis(port=port, socket_timeout=10)
+    single = redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
     if single.info("cluster").get("cluster_enabled"):
         single.close()
         return redis.cluster.RedisCluster(host="127.0.0.1", port=port, socket_timeout=10)
