@@ -1426,8 +1426,7 @@ def _release_result(
     }
 
 
-# --- The file store: a guard beside the lock, records renamed into place
-# The only platform branch: POSIX removes the guard while holding it; Windows cannot.
+# --- Errors
 
 
 def _describe_os_error(exc: OSError) -> str:
@@ -1442,6 +1441,9 @@ def _fail(message: str) -> None:
     """Write the one JSON error line on stderr."""
     line = json.dumps({"status": "error", "message": " ".join(message.split())})
     sys.stderr.write(line + "\n")
+
+
+# --- status's report, which a listing gives for each lock too
 
 
 def _status_result(
@@ -2761,6 +2763,9 @@ def status(
 _VOUCHED_WAITS = 4
 
 
+# --- Waiting in line: first come, first served
+
+
 def _wait_for(
     lock: str | os.PathLike[str],
     owner: str,
@@ -2998,6 +3003,9 @@ def _shown_name(text: str) -> str:
     return text if plain else json.dumps(text)
 
 
+# --- The table for a person
+
+
 def _list_table(result: ListResult, now: float) -> str:
     """The listing as an aligned table for a person: one row a lock, then its message."""
     rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
@@ -3095,6 +3103,9 @@ def held(
 
 
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
+
+
+# --- The renewer, held()'s lease, run's command
 
 
 class _Renewer:
@@ -3659,7 +3670,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (3662, (), r'''
+_CARRIED['usage'] = (3673, (), r'''
 import os
 import sys
 import textwrap
@@ -3853,7 +3864,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (3856, (), r'''
+_CARRIED['server_store'] = (3867, (), r'''
 import errno
 import json
 import os
@@ -4111,7 +4122,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4114, ('server_store',), r'''
+_CARRIED['http1'] = (4125, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4238,7 +4249,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4241, ('server_store',), r'''
+_CARRIED['resp'] = (4252, ('server_store',), r'''
 import re
 
 
@@ -4373,7 +4384,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4376, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4387, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -4567,7 +4578,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (4570, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (4581, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5150,7 +5161,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5153, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5164, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5213,7 +5224,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5216, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5227, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -5787,7 +5798,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (5790, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (5801, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -5918,7 +5929,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (5921, (), r'''
+_CARRIED['file_listing'] = (5932, (), r'''
 import os
 import stat
 
@@ -5977,7 +5988,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '6d14b6fb76ade713c2ae8222c47361c0656c8dcd15b5bd963cd28f1c382c258a'  # what a cache entry must name
+_BUILD = '8a9702a1e86abdf12c08ec6ea9f831d3329ae27842f6210201711be51f207844'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

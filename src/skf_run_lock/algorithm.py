@@ -281,6 +281,9 @@ def status(
 _VOUCHED_WAITS = 4
 
 
+# --- Waiting in line: first come, first served
+
+
 def _wait_for(
     lock: str | os.PathLike[str],
     owner: str,

@@ -68,6 +68,9 @@ def held(
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
 
 
+# --- The renewer, held()'s lease, run's command
+
+
 class _Renewer:
     """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 

@@ -110,6 +110,9 @@ def _shown_name(text: str) -> str:
     return text if plain else json.dumps(text)
 
 
+# --- The table for a person
+
+
 def _list_table(result: ListResult, now: float) -> str:
     """The listing as an aligned table for a person: one row a lock, then its message."""
     rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]

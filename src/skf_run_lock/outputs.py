@@ -251,8 +251,7 @@ def _release_result(
     }
 
 
-# --- The file store: a guard beside the lock, records renamed into place
-# The only platform branch: POSIX removes the guard while holding it; Windows cannot.
+# --- Errors
 
 
 def _describe_os_error(exc: OSError) -> str:
@@ -267,6 +266,9 @@ def _fail(message: str) -> None:
     """Write the one JSON error line on stderr."""
     line = json.dumps({"status": "error", "message": " ".join(message.split())})
     sys.stderr.write(line + "\n")
+
+
+# --- status's report, which a listing gives for each lock too
 
 
 def _status_result(
