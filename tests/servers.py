@@ -101,22 +101,18 @@ def start_etcd(
     raise RuntimeError("etcd exited at once three times: no ports it was given were free")
 
 
-def _try_etcd(
-    data: Path,
-    tls: list[str] | None,
-    context: ssl.SSLContext | None,
-    flags: list[str] | None,
-) -> Etcd | None:
-    """A single etcd on two free ports once healthy; None when it exited before that."""
-    scheme = "https" if tls else "http"
-    client, peer = (f"127.0.0.1:{port}" for port in free_ports(2))
-    proc = subprocess.Popen(
+def _etcd_member(
+    data: Path, name: str, client: str, peer: str, *, cluster: str, scheme: str, more: list[str]
+) -> subprocess.Popen[bytes]:
+    """An etcd member on loopback, serving ``client`` by ``scheme``, its peers over
+    ``peer``, of ``cluster`` (``name=url,...``), with quick elections."""
+    return subprocess.Popen(
         [
             etcd_binary(),
             "--data-dir",
             str(data),
             "--name",
-            "skf",
+            name,
             "--listen-client-urls",
             f"{scheme}://{client}",
             "--advertise-client-urls",
@@ -126,16 +122,30 @@ def _try_etcd(
             "--initial-advertise-peer-urls",
             f"http://{peer}",
             "--initial-cluster",
-            f"skf=http://{peer}",
+            cluster,
             "--heartbeat-interval",
             "20",
             "--election-timeout",
             "200",
-            *(tls or []),
-            *(flags or []),
+            *more,
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+    )
+
+
+def _try_etcd(
+    data: Path,
+    tls: list[str] | None,
+    context: ssl.SSLContext | None,
+    flags: list[str] | None,
+) -> Etcd | None:
+    """A single etcd on two free ports once healthy; None when it exited before that."""
+    scheme = "https" if tls else "http"
+    client, peer = (f"127.0.0.1:{port}" for port in free_ports(2))
+    more = [*(tls or []), *(flags or [])]
+    proc = _etcd_member(
+        data, "skf", client, peer, cluster=f"skf=http://{peer}", scheme=scheme, more=more
     )
     server = Etcd(proc, client)
     deadline = time.monotonic() + 30
@@ -158,34 +168,9 @@ def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
     cluster = ",".join(f"m{i}=http://{peer}" for i, peer in enumerate(peers))
     servers = []
     for i, (client, peer) in enumerate(zip(clients, peers, strict=True)):
-        proc = subprocess.Popen(
-            [
-                etcd_binary(),
-                "--data-dir",
-                str(data / f"m{i}"),
-                "--name",
-                f"m{i}",
-                "--listen-client-urls",
-                f"http://{client}",
-                "--advertise-client-urls",
-                f"http://{client}",
-                "--listen-peer-urls",
-                f"http://{peer}",
-                "--initial-advertise-peer-urls",
-                f"http://{peer}",
-                "--initial-cluster",
-                cluster,
-                "--initial-cluster-state",
-                "new",
-                "--initial-cluster-token",
-                "skf-tests",
-                "--heartbeat-interval",
-                "20",
-                "--election-timeout",
-                "200",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+        more = ["--initial-cluster-state", "new", "--initial-cluster-token", "skf-tests"]
+        proc = _etcd_member(
+            data / f"m{i}", f"m{i}", client, peer, cluster=cluster, scheme="http", more=more
         )
         servers.append(Etcd(proc, client))
     deadline = time.monotonic() + 60
