@@ -17,7 +17,7 @@ import pytest
 from calls import Run
 from pki import Pki
 from servers import Etcd, etcd_post, free_port, start_etcd
-from waiters import joined, served_after_a_release, waiter_thread
+from waiters import handed_over_to_a_waiter, served_after_a_release
 
 
 @pytest.fixture(scope="module")
@@ -65,12 +65,7 @@ def test_a_waiter_over_tls_wakes_on_the_release(
     monkeypatch.setenv("ETCDCTL_CERT", pki.path("client.pem"))
     monkeypatch.setenv("ETCDCTL_KEY", pki.path("client.key"))
     lock = f"etcd+https://{tls_etcd.client}/locks/tls-waiter"
-    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
-    thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
-    assert watching.wait(timeout=30)
-    assert skf.release(lock, "wf:holder:1")["released"]
-    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
-    assert skf.release(lock, "wf:waiter:1")["released"]
+    handed_over_to_a_waiter(skf, lock, watching.is_set)
 
 
 @pytest.mark.parametrize(

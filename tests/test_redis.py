@@ -28,7 +28,13 @@ from contenders import assert_one_winner_of_a_race
 from pki import Pki
 from servers import Redis, free_port, redis_keys, start_redis, start_tls_redis
 from signals import a_wait_ended_by_sigint
-from waiters import held_with_a_waiter, joined, served_after_a_release, waiter_thread
+from waiters import (
+    handed_over_to_a_waiter,
+    held_with_a_waiter,
+    joined,
+    served_after_a_release,
+    waiter_thread,
+)
 
 
 def key_of(address: str) -> str:
@@ -629,15 +635,7 @@ def test_a_waiter_over_tls_is_rung_by_the_release(
 ) -> None:
     tls_settings(monkeypatch, pki, cacert="ca.pem", cert="client.pem", key="client.key")
     lock = tls_redis.url("locks/tls-waiter")
-    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
-    thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
-    deadline = time.monotonic() + 30
-    while not skf.status(lock, 60.0)["waiting"]:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
-    assert skf.release(lock, "wf:holder:1")["released"]
-    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
-    assert skf.release(lock, "wf:waiter:1")["released"]
+    handed_over_to_a_waiter(skf, lock, lambda: bool(skf.status(lock, 60.0)["waiting"]))
 
 
 @pytest.mark.parametrize(

@@ -87,3 +87,17 @@ def joined(
     (result,) = outcome
     assert isinstance(result, dict), result
     return result
+
+
+def handed_over_to_a_waiter(skf: ModuleType, lock: str, waiting: Callable[[], bool]) -> None:
+    """A holder takes ``lock``, a waiter in a thread waits for it, and once ``waiting()``
+    says the waiter waits, the release hands the lock to it; both then release."""
+    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
+    thread, outcome = waiter_thread(skf, lock, "wf:waiter:1")
+    deadline = time.monotonic() + 30
+    while not waiting():
+        assert time.monotonic() < deadline, "the waiter never waited"
+        time.sleep(0.02)
+    assert skf.release(lock, "wf:holder:1")["released"]
+    assert joined(thread, outcome)["owner"] == "wf:waiter:1"
+    assert skf.release(lock, "wf:waiter:1")["released"]
