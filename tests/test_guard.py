@@ -99,6 +99,22 @@ def test_guard_replaced_by_a_link_to_itself_is_not_taken(
 OWN_TEMP = "run.lock.skf-00000000-tmp"  # the one temp name this version writes through
 
 
+def unlink_watched(monkeypatch: pytest.MonkeyPatch, first: Callable[[str], None]) -> None:
+    """``os.unlink`` calls ``first(path)`` before it unlinks: to note the call, or to
+    refuse it by raising as Windows does."""
+    real_unlink = os.unlink
+
+    def unlink(path: str, *args: Any, **kwargs: Any) -> None:
+        first(path)
+        real_unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+
+
+def refused(path: str, why: str) -> None:
+    raise PermissionError(errno.EACCES, why, path)
+
+
 def test_the_temp_file_is_created_exclusively_under_one_name(
     skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -140,14 +156,12 @@ def test_a_temp_name_that_cannot_be_freed_gives_way_to_random_ones(
     draws = iter([b"\x01" * 4, b"\x02" * 4])
     monkeypatch.setattr(skf.os, "urandom", lambda n: next(draws))
     (lock.parent / "run.lock.skf-01010101-tmp").write_text("taken too")
-    real_unlink = os.unlink
 
-    def refusing_unlink(path: str, *args: object, **kwargs: object) -> None:
+    def in_use(path: str) -> None:
         if path.endswith("-tmp") and os.path.basename(path) != "run.lock.skf-02020202-tmp":
-            raise PermissionError(errno.EACCES, "in use")
-        real_unlink(path)
+            refused(path, "in use")
 
-    monkeypatch.setattr(os, "unlink", refusing_unlink)
+    unlink_watched(monkeypatch, in_use)
     assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
     assert beside(lock) == sorted(["run.lock", OWN_TEMP, "run.lock.skf-01010101-tmp"])
 
@@ -159,15 +173,9 @@ def test_temp_name_search_is_bounded(
     (lock.parent / OWN_TEMP).write_text("x")
     (lock.parent / "run.lock.skf-00000001-tmp").write_text("x")
     monkeypatch.setattr(skf.os, "urandom", lambda n: b"\x00\x00\x00\x01")
-
-    real_unlink = os.unlink
-
-    def refusing_unlink(path: str, *args: object, **kwargs: object) -> None:
-        if path.endswith("-tmp"):
-            raise PermissionError(errno.EACCES, "in use")
-        real_unlink(path)
-
-    monkeypatch.setattr(os, "unlink", refusing_unlink)
+    unlink_watched(
+        monkeypatch, lambda path: refused(path, "in use") if path.endswith("-tmp") else None
+    )
     with pytest.raises(FileExistsError, match="no free temp file name"):
         skf.acquire(lock, "wf:sk:r", 60.0)
     monkeypatch.undo()
@@ -417,14 +425,9 @@ def test_windows_unlocks_then_removes_the_guard(
 ) -> None:
     module, fake = windows
     guard = str(lock) + ".skf-guard"
-    real_unlink = os.unlink
-
-    def unlink(path: str, *a: Any, **k: Any) -> None:
-        if path == guard:
-            fake.calls.append("remove guard")
-        real_unlink(path, *a, **k)
-
-    monkeypatch.setattr(os, "unlink", unlink)
+    unlink_watched(
+        monkeypatch, lambda path: fake.calls.append("remove guard") if path == guard else None
+    )
     result = module.acquire(lock, "wf:sk:r", 60.0, now=NOW)
     assert result["acquired"]
     assert fake.calls == ["lock", "unlock", "remove guard"]
@@ -474,17 +477,11 @@ def test_windows_guard_still_open_elsewhere_is_left_to_its_opener(
 ) -> None:
     module, fake = windows
     guard = str(lock) + ".skf-guard"
-    real_unlink = os.unlink
-
-    def unlink(path: str, *a: Any, **k: Any) -> None:
-        if path == guard:
-            raise PermissionError(errno.EACCES, "in use by another process", path)
-        real_unlink(path, *a, **k)
-
-    monkeypatch.setattr(os, "unlink", unlink)
-    assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
-    assert fake.calls == ["lock", "unlock"]
-    monkeypatch.setattr(os, "unlink", real_unlink)
+    with monkeypatch.context() as patched:
+        in_use = "in use by another process"
+        unlink_watched(patched, lambda path: refused(path, in_use) if path == guard else None)
+        assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+        assert fake.calls == ["lock", "unlock"]
     assert module.release(lock, "wf:sk:r")["released"]  # the next call cleans up
     assert beside(lock) == []
 
