@@ -58,7 +58,8 @@ def measure(pytest_args: list[str]) -> int:
     config = DATA / "coveragerc"
     config.write_text(CONFIG.format(data=DATA, script=SCRIPT), encoding="utf-8")
     env = {**os.environ, "COVERAGE_RCFILE": str(config)}
-    command = [sys.executable, "-m", "coverage", "run", "-m", "pytest", *pytest_args]
+    # One pytest process: coverage follows it and every process it starts.
+    command = [sys.executable, "-m", "coverage", "run", "-m", "pytest", "-n", "0", *pytest_args]
     return subprocess.run(command, cwd=ROOT, env=env, check=False).returncode
 
 

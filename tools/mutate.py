@@ -784,6 +784,8 @@ def _run(name: str, timeout: float, tests: list[str] | None) -> tuple[str, str, 
             "pytest",
             "-x",
             "-q",
+            "-n",
+            "0",  # one process, in the order given: the likely killer first
             "-p",
             "no:cacheprovider",
             *(tests or _ordered(name)),
