@@ -64,6 +64,7 @@ _CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
 _COMPILED: set[str] = set()
 _BUILD = ""
 
+_FOLDER: list[str | None] = []  # the cache folder, once looked for (a call compiles several)
 _CACHE_ENTRIES_KEPT = 64  # a cache holds this many entries at most: the newest
 _NOT_OTHERS_WRITABLE = stat.S_IWGRP | stat.S_IWOTH
 
@@ -94,7 +95,13 @@ def _compile_carried(module: str) -> None:
 
 def _cache_folder() -> str | None:
     """This user's cache folder for this tool (made if missing), or None where there is
-    no such folder this user alone may write."""
+    no such folder this user alone may write; looked for once a process."""
+    if not _FOLDER:
+        _FOLDER.append(_found_cache_folder())
+    return _FOLDER[0]
+
+
+def _found_cache_folder() -> str | None:
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA")
     else:
@@ -200,7 +207,7 @@ def _prune(folder: str) -> None:
     except OSError:
         pass
 
-_CARRIED['core'] = (203, (), r'''
+_CARRIED['core'] = (210, (), r'''
 TYPE_CHECKING = False  # typing is imported by type checkers alone
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -3670,7 +3677,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (3673, (), r'''
+_CARRIED['usage'] = (3680, (), r'''
 import os
 import sys
 import textwrap
@@ -3864,7 +3871,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (3867, (), r'''
+_CARRIED['server_store'] = (3874, (), r'''
 import errno
 import json
 import os
@@ -4122,7 +4129,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4125, ('server_store',), r'''
+_CARRIED['http1'] = (4132, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4249,7 +4256,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4252, ('server_store',), r'''
+_CARRIED['resp'] = (4259, ('server_store',), r'''
 import re
 
 
@@ -4384,7 +4391,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4387, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4394, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -4578,7 +4585,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (4581, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (4588, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5161,7 +5168,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5164, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5171, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5224,7 +5231,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5227, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5234, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -5798,7 +5805,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (5801, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (5808, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -5929,7 +5936,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (5932, (), r'''
+_CARRIED['file_listing'] = (5939, (), r'''
 import os
 import stat
 

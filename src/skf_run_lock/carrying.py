@@ -29,6 +29,7 @@ _CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
 _COMPILED: set[str] = set()
 _BUILD = ""
 
+_FOLDER: list[str | None] = []  # the cache folder, once looked for (a call compiles several)
 _CACHE_ENTRIES_KEPT = 64  # a cache holds this many entries at most: the newest
 _NOT_OTHERS_WRITABLE = stat.S_IWGRP | stat.S_IWOTH
 
@@ -59,7 +60,13 @@ def _compile_carried(module: str) -> None:
 
 def _cache_folder() -> str | None:
     """This user's cache folder for this tool (made if missing), or None where there is
-    no such folder this user alone may write."""
+    no such folder this user alone may write; looked for once a process."""
+    if not _FOLDER:
+        _FOLDER.append(_found_cache_folder())
+    return _FOLDER[0]
+
+
+def _found_cache_folder() -> str | None:
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA")
     else:
