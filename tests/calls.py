@@ -128,3 +128,17 @@ def compiled_by_cli(
     )
     lines = done.stderr.strip().splitlines()
     return done.returncode, json.loads(lines[-1]), lines[-2] if len(lines) > 1 else ""
+
+
+def first_arguments_of(monkeypatch: pytest.MonkeyPatch, owner: object, name: str) -> list[Any]:
+    """Watch calls of ``owner.name`` for the rest of a test: each call goes through as
+    before and its first argument is added to the list returned."""
+    real = getattr(owner, name)
+    seen: list[Any] = []
+
+    def watched(first: Any, *rest: Any) -> Any:
+        seen.append(first)
+        return real(first, *rest)
+
+    monkeypatch.setattr(owner, name, watched)
+    return seen

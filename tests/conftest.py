@@ -113,6 +113,11 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # --- A real etcd, started by the tests -------------------------------------------
 
 
+def key_of_its_own(request: pytest.FixtureRequest) -> str:
+    """A key on a session's server that no other test uses, named for the test."""
+    return f"skf-tests/{request.node.name}/{os.urandom(4).hex()}"
+
+
 @pytest.fixture(scope="session")
 def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
     """One etcd for the session; tests use keys of their own."""
@@ -124,7 +129,7 @@ def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
 @pytest.fixture
 def etcd_lock(etcd: Etcd, request: pytest.FixtureRequest) -> str:
     """A lock address on the session's etcd, with a key no other test uses."""
-    return etcd.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")
+    return etcd.url(key_of_its_own(request))
 
 
 @pytest.fixture(params=["file", "etcd", "redis", "cluster"])
@@ -170,7 +175,7 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
 @pytest.fixture
 def redis_lock(redis: Redis, request: pytest.FixtureRequest) -> str:
     """A lock address on the session's Redis, with a key no other test uses."""
-    return redis.url(f"skf-tests/{request.node.name}/{os.urandom(4).hex()}")
+    return redis.url(key_of_its_own(request))
 
 
 @pytest.fixture(scope="session")
@@ -190,7 +195,7 @@ def cluster_lock(redis_cluster: RedisCluster, request: pytest.FixtureRequest) ->
     served by each node in turn (two in three calls are redirected)."""
     node = next(_CLUSTER_LOCKS) % len(redis_cluster.nodes)
     while True:
-        key = f"skf-tests/{request.node.name}/{os.urandom(4).hex()}"
+        key = key_of_its_own(request)
         if redis_cluster.node_of("{" + key + "}") == node:
             return redis_cluster.url(key)
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,27 @@ class Etcd:
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
+
+
+def _ready(
+    proc: subprocess.Popen[bytes],
+    answers: Callable[[], bool],
+    stop: Callable[[], None],
+    late: str,
+) -> bool:
+    """Wait until a server just started answers: True once it does, False (stopped) if
+    it exited first, such as on a port another process took meanwhile; ``late`` is
+    raised (stopped) after 30 s."""
+    deadline = time.monotonic() + 30
+    while not answers():
+        if proc.poll() is not None:
+            stop()
+            return False
+        if time.monotonic() > deadline:
+            stop()
+            raise RuntimeError(late)
+        time.sleep(0.05)
+    return True
 
 
 def _healthy(url: str, context: ssl.SSLContext | None = None) -> bool:
@@ -148,17 +170,13 @@ def _try_etcd(
         data, "skf", client, peer, cluster=f"skf=http://{peer}", scheme=scheme, more=more
     )
     server = Etcd(proc, client)
-    deadline = time.monotonic() + 30
-    while True:
-        if _healthy(f"{scheme}://{client}/health", context):
-            return server
-        if proc.poll() is not None:
-            server.stop()
-            return None
-        if time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(f"etcd did not become healthy on {client} within 30 s")
-        time.sleep(0.05)
+    healthy = _ready(
+        proc,
+        lambda: _healthy(f"{scheme}://{client}/health", context),
+        server.stop,
+        f"etcd did not become healthy on {client} within 30 s",
+    )
+    return server if healthy else None
 
 
 def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
@@ -310,22 +328,23 @@ def _try_redis(folder: Path, flags: tuple[str, ...], port: int) -> Redis | None:
         stderr=subprocess.DEVNULL,
     )
     server = Redis(proc, port)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(64).startswith((b"+PONG", b"-NOAUTH")):
-                    return server
-        except OSError:
-            pass
-        if proc.poll() is not None:
-            server.stop()
-            return None
-        if time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(f"the Redis server did not answer on port {port} within 30 s")
-        time.sleep(0.05)
+    answered = _ready(
+        proc,
+        lambda: _answers_ping(port),
+        server.stop,
+        f"the Redis server did not answer on port {port} within 30 s",
+    )
+    return server if answered else None
+
+
+def _answers_ping(port: int) -> bool:
+    """Whether a Redis on ``port`` answers PING (or asks for a password first)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+    except OSError:
+        return False
 
 
 def redis_client(lock: str) -> Any:

@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from calls import first_arguments_of
 from lockfiles import NOW, ago, beside, read_json, write_record
 from stores import StoreUnderTest
 
@@ -247,22 +248,8 @@ def test_a_waiter_takes_the_guard_only_to_keep_its_place(
     the waiter alive about once a second, and to leave; every other look is made
     without it, so a waiter frozen mid-look holds up nobody."""
     skf.acquire(lock, "wf:sk:holder", 3600.0)
-    guards: list[str] = []
-    real = skf._take_guard
-
-    def take_guard(guard: str, make_parents: bool) -> object:
-        guards.append(guard)
-        return real(guard, make_parents)
-
-    monkeypatch.setattr(skf, "_take_guard", take_guard)
-    looks: list[str] = []
-    real_signature = skf._signature
-
-    def signature(path: str) -> object:
-        looks.append(path)
-        return real_signature(path)
-
-    monkeypatch.setattr(skf, "_signature", signature)
+    guards = first_arguments_of(monkeypatch, skf, "_take_guard")
+    looks = first_arguments_of(monkeypatch, skf, "_signature")
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(lock, "wf:sk:w", 3600.0, 2.5)
     # join, two beats, the last try, leave (a beat may fall on the deadline)

@@ -36,6 +36,7 @@ from servers import (
     start_etcd,
 )
 from signals import a_wait_ended_by_sigint
+from tcp_fakes import serving
 from waiters import joined, waiter_thread
 
 
@@ -922,17 +923,12 @@ def test_one_connection_serves_every_request_of_a_call(
 def canned_server(reply: Callable[[bytes], list[bytes]]) -> Iterator[str]:
     """A raw TCP server: each request (head and Content-Length body) is answered by the
     byte strings ``reply(request)`` gives, sent one by one; b"" closes the connection."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen()
-    server.settimeout(0.1)
-    stop = threading.Event()
 
     def talk(conn: socket.socket) -> None:
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         received = b""
         with conn:
-            while not stop.is_set():
+            while True:
                 while b"\r\n\r\n" not in received:
                     data = conn.recv(65536)
                     if not data:
@@ -949,22 +945,8 @@ def canned_server(reply: Callable[[bytes], list[bytes]]) -> Iterator[str]:
                     conn.sendall(piece)
                     time.sleep(0.001)
 
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except TimeoutError:
-                continue
-            threading.Thread(target=talk, args=(conn,), daemon=True).start()
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
-        yield f"127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        stop.set()
-        thread.join(timeout=10)
-        server.close()
+    with serving(talk) as port:
+        yield f"127.0.0.1:{port}"
 
 
 def held_by_answer(owner: str) -> bytes:

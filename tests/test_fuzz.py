@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import random
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,6 +23,7 @@ import pytest
 from calls import Run
 from loader import SCRIPT
 from servers import Redis
+from tcp_fakes import serving
 
 DRIVER = Path(__file__).resolve().parent / "fuzz_driver.py"
 RECORD = b'{"owner": "wf:sk:20261201T000000Z-0123abcd", "acquired_at": "2026-12-01T00:00:00Z"'
@@ -299,38 +301,19 @@ def test_a_broken_answer_is_exit_2_saying_what_was_wrong(
     cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, answer: bytes, words: str
 ) -> None:
     """A server that answers every request with ``answer`` and hangs up."""
-    import socket
-    import threading
 
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(16)
-    server.settimeout(0.2)
-    done = threading.Event()
+    def answer_and_hang_up(connection: socket.socket) -> None:
+        with connection:
+            connection.recv(65536)
+            connection.sendall(answer)
 
-    def serve() -> None:
-        while not done.is_set():
-            try:
-                connection, _ = server.accept()
-            except OSError:
-                continue
-            with connection:
-                connection.recv(65536)
-                connection.sendall(answer)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
     monkeypatch.setenv("SKF_REDIS_TIMEOUT", "0.5")
-    try:
-        lock = f"redis://127.0.0.1:{server.getsockname()[1]}/locks/x"
+    with serving(answer_and_hang_up) as port:
+        lock = f"redis://127.0.0.1:{port}/locks/x"
         for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
             run = cli(argv[0], "--lock", lock, *argv[1:])
             assert run.code == 2 and run.out == "" and words in run.error, (argv, run)
             assert "Redis could not be reached within 0.5 s" in run.error
-    finally:
-        done.set()
-        thread.join()
-        server.close()
 
 
 def test_no_value_stored_on_redis_crashes_a_call(redis: Redis, tmp_path: Path) -> None:

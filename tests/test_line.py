@@ -72,6 +72,14 @@ def finished(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str
     return proc.returncode, out, err
 
 
+def took_it_last(skf: ModuleType, waiter: subprocess.Popen[str], lock: str, owner: str) -> None:
+    """The waiter ``owner`` ends holding ``lock``; its release leaves nothing behind."""
+    code, out, _ = finished(waiter)
+    assert code == 0 and json.loads(out)["owner"] == owner
+    assert skf.release(lock, owner)["released"]
+    assert left_behind(lock) == []
+
+
 def run_appending(lock: str, owner: str, log: Path, name: str) -> list[str]:
     """The CLI's run --wait, holding the lock while it appends ``name`` to ``log``."""
     return [
@@ -146,10 +154,7 @@ def test_a_stale_lock_goes_to_the_first_in_line(
     assert code == 0 and taken["stale_replaced"]["held_by"] == "wf:crashed:1"
     assert second.poll() is None and in_line(skf, any_lock) == ["wf:second:1"]
     assert skf.release(any_lock, "wf:first:1")["released"]
-    code, out, _ = finished(second)
-    assert code == 0 and json.loads(out)["owner"] == "wf:second:1"
-    assert skf.release(any_lock, "wf:second:1")["released"]
-    assert left_behind(any_lock) == []
+    took_it_last(skf, second, any_lock, "wf:second:1")
 
 
 def test_a_waiter_keeps_its_place_through_a_long_wait(
@@ -309,10 +314,7 @@ def test_a_frozen_waiter_keeps_its_place_until_it_lapses(
     os.kill(frozen.pid, signal.SIGCONT)
     wait_for("the woken waiter back in line", lambda: in_line(skf, any_lock) == ["wf:frozen:1"])
     assert skf.release(any_lock, "wf:barger:1")["released"]
-    code, out, _ = finished(frozen)
-    assert code == 0 and json.loads(out)["owner"] == "wf:frozen:1"
-    assert skf.release(any_lock, "wf:frozen:1")["released"]
-    assert left_behind(any_lock) == []
+    took_it_last(skf, frozen, any_lock, "wf:frozen:1")
 
 
 def test_killed_waiters_are_skipped_and_leave_nothing_behind(

@@ -28,6 +28,7 @@ from contenders import assert_one_winner_of_a_race
 from pki import Pki
 from servers import Redis, free_port, redis_keys, start_redis, start_tls_redis
 from signals import a_wait_ended_by_sigint
+from tcp_fakes import serving
 from waiters import (
     handed_over_to_a_waiter,
     held_with_a_waiter,
@@ -262,10 +263,6 @@ def exec_answers_lost(redis: Redis) -> Iterator[int]:
     """A port in front of the session's Redis that passes everything on both ways,
     except that once a client has sent EXEC, that client hears nothing more: its
     change reaches Redis and is applied, and the answer never comes back."""
-    listener = socket.create_server(("127.0.0.1", 0))
-    listener.settimeout(0.2)
-    stop = threading.Event()
-    relays: list[threading.Thread] = []
 
     def relay(client: socket.socket) -> None:
         upstream = socket.create_connection(("127.0.0.1", redis.port))
@@ -290,26 +287,8 @@ def exec_answers_lost(redis: Redis) -> Iterator[int]:
         upstream.close()
         client.close()
 
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                client, _ = listener.accept()
-            except TimeoutError:
-                continue
-            thread = threading.Thread(target=relay, args=(client,), daemon=True)
-            relays.append(thread)
-            thread.start()
-
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
-    try:
-        yield listener.getsockname()[1]
-    finally:
-        stop.set()
-        acceptor.join(timeout=10)
-        listener.close()
-        for thread in relays:
-            thread.join(timeout=10)
+    with serving(relay) as port:
+        yield port
 
 
 def test_a_change_whose_answer_is_lost_says_who_may_hold_the_lock(
