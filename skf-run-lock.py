@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.6.0. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.7.0. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -286,6 +286,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         waiting: list[Waiter]
         slots: int
         holders: list[Holder]
+        mode: Literal["shared", "exclusive"] | None
 
     class StatusResult(ListedLock):
         message: str
@@ -298,7 +299,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.6.0"
+__version__ = "1.7.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -343,6 +344,7 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
         "waiting",
         "slots",
         "holders",
+        "mode",
         "message",
     ),
     "list": ("under", "locks", "message"),
@@ -519,6 +521,19 @@ def _checked_slots(slots: object, name: str = "slots", given: object = None) -> 
             f"{name} must be a whole number of slots from 1 to {_MAX_SLOTS}, not {shown!r}"
         )
     return slots
+
+
+def _checked_shared(shared: object, slots: int) -> bool:
+    """``shared``, True or False, and never with several slots: shared holds are any
+    number at once, so a count of slots means nothing to them."""
+    if not isinstance(shared, bool):
+        raise ValueError(f"shared must be True or False, not {shared!r}")
+    if shared and slots != 1:
+        raise ValueError(
+            f"a shared hold has no count of slots: give --shared or --slots {slots}, not"
+            " both (shared=True or slots=N)"
+        )
+    return shared
 
 
 def _owner_for_release(owner: str) -> str:
@@ -752,10 +767,21 @@ _REMEMBERED_LONGEST = 1024
 
 class _Record:
     """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
-    A lock of several ``slots`` lists its ``holders``, each a record of its own with a
-    ``mark``: how its server ends it (Redis: the server's time in ms; etcd: a lease)."""
+    A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
+    record of its own with a ``mark``: how its server ends it (Redis: the server's time
+    in ms; etcd: a lease)."""
 
-    __slots__ = ("empty", "holders", "lease", "mark", "owner", "since", "slots", "stale_after")
+    __slots__ = (
+        "empty",
+        "holders",
+        "lease",
+        "mark",
+        "owner",
+        "shared",
+        "since",
+        "slots",
+        "stale_after",
+    )
 
     def __init__(
         self, owner: str | None, since: int, stale_after: float | None = None, empty: bool = False
@@ -767,22 +793,32 @@ class _Record:
         self.lease: Literal["live", "expired"] | None = None
         self.slots = 1
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
+        self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
 
 
 class _Place:
-    """A waiter's place in the line (``beat`` None: the server's expiry keeps it)."""
+    """A waiter's place in the line (``beat`` None: the server's expiry keeps it);
+    ``shared``: it waits for a shared hold."""
 
-    __slots__ = ("beat", "joined", "owner", "since", "stale_after", "ticket")
+    __slots__ = ("beat", "joined", "owner", "shared", "since", "stale_after", "ticket")
 
     def __init__(
-        self, ticket: str, owner: str, since: int, stale_after: float, beat: float | None
+        self,
+        ticket: str,
+        owner: str,
+        since: int,
+        stale_after: float,
+        beat: float | None,
+        *,
+        shared: bool = False,
     ) -> None:
         self.ticket = ticket
         self.owner = owner
         self.since = since
         self.stale_after = stale_after
         self.beat = beat
+        self.shared = shared
         self.joined = False  # True while this is the caller's own place, in the line
 
 
@@ -876,10 +912,13 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         slots = content.get("slots")
         entries = content.get("holders")
         several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
-        if several and isinstance(slots, int) and isinstance(entries, list):
+        shared = content.get("mode") == _SHARED_MODE
+        if (several or shared) and isinstance(entries, list):
             holders = [_holder_of(entry) for entry in entries]
-            record.slots = slots
             record.holders = [holder for holder in holders if holder is not None]
+            record.shared = shared
+        if several and not shared and isinstance(slots, int):
+            record.slots = slots
         return record
     lines = data.split(b"\n", 2)
     since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
@@ -918,10 +957,17 @@ def _slot_count_valid(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_SLOTS
 
 
+# A record of shared holds says so with this "mode"; its top-level owner, which an
+# older version reads as the one holder, is never a valid owner (it has a space), so no
+# older version renews or releases it as its own.
+_SHARED_MODE = "shared"
+_SHARED_OWNER = "shared holds"
+
+
 def _bytes_of(record: _Record) -> bytes:
     """The bytes that keep ``record``: one slot's as ever, or a record of several slots
-    whose top level an older version reads as one holder it can never be or release,
-    going stale when the last of the slots does."""
+    or of shared holds whose top level an older version reads as one holder it can
+    never be or release, going stale when the last of the holds does."""
     if record.holders is None:
         assert record.owner is not None and record.stale_after is not None
         return _record_bytes(record.owner, record.since, record.stale_after)
@@ -939,14 +985,17 @@ def _bytes_of(record: _Record) -> bytes:
         if holder.mark is not None:
             entry["mark"] = holder.mark
         entries.append(entry)
-    content = {
-        "owner": _slots_owner(record.slots),
+    content: dict[str, object] = {
+        "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
         "acquired_at": _format_time(last.since),
         "stale_after_seconds": _json_seconds(last.stale_after),
         "tool": _TOOL,
-        "slots": record.slots,
-        "holders": entries,
     }
+    if record.shared:
+        content["mode"] = _SHARED_MODE
+    else:
+        content["slots"] = record.slots
+    content["holders"] = entries
     return (json.dumps(content) + "\n").encode("ascii")
 
 
@@ -978,9 +1027,9 @@ def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/decisions.py
 # The decisions, as pure functions of what a store read and the time: is a record
-# stale, may an owner take the lock (or one of its slots), who in the line is alive, who
-# goes first, what a take or a release leaves. No store decides anything; each only
-# reads, applies a change atomically, and waits.
+# stale, may an owner take the lock (one of its slots, or a shared hold), who in the line
+# is alive, who goes first, what a take or a release leaves. No store decides anything;
+# each only reads, applies a change atomically, and waits.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
@@ -1008,7 +1057,8 @@ def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale
 
 
 # --- Slots: a lock held by up to N runs at once, each under its own owner and timeout.
-# A lock of one slot is its record's own holder; one of several lists its holders.
+# A lock of one slot is its record's own holder; one of several lists its holders, as
+# does one held shared: any number of holders at once, none of them exclusive.
 
 
 def _holders(record: _Record | None) -> list[_Record]:
@@ -1031,11 +1081,12 @@ def _live_holders(
 
 def _in_force(
     record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
-) -> int | None:
-    """The count of slots that stands while any slot is held; None once none is."""
+) -> int | Literal["shared"] | None:
+    """What stands while any hold is live: the count of slots, or "shared" (shared
+    holds); None once no hold is live."""
     if record is None or not _live_holders(record, caller_timeout, now, empty_is_stale):
         return None
-    return record.slots
+    return "shared" if record.shared else record.slots
 
 
 def _first_to_go(holders: list[_Record], caller_timeout: float) -> _Record:
@@ -1073,16 +1124,21 @@ def _taken(
     new: _Record,
     slots: int,
     *,
+    shared: bool = False,
     caller_timeout: float,
     now: float,
 ) -> tuple[_Record, _Record | None]:
     """The record a take by ``new`` leaves, and the holder it renews or replaces (None:
-    a free slot). Its own slot is renewed, else the first stale one replaced, else a free
-    one taken; the other holders' slots are untouched. A count that changes (no slot
-    held) starts a new record; ``last`` is a server's record that expired whole."""
+    a free slot). Its own slot (or shared hold) is renewed, else the first stale one
+    replaced, else a free one taken; the other holders' are untouched. A count or kind
+    that changes (no hold live) starts a new record; ``last`` is a server's record that
+    expired whole."""
     gone = _holders(record) or _holders(last)
-    same_count = record is not None and record.slots == slots and slots > 1
-    kept = _holders(record) if same_count else []
+    if shared:
+        same_kind = record is not None and record.shared
+    else:
+        same_kind = record is not None and not record.shared and record.slots == slots > 1
+    kept = _holders(record) if same_kind else []
     at = next((i for i, h in enumerate(kept) if h.owner == new.owner), None)
     if at is None:
         stale = [h for h in kept if _is_stale(h, caller_timeout, now, False)]
@@ -1098,6 +1154,8 @@ def _taken(
         # A new record: a stale holder (or a server's expired one) is what it replaces.
         before = _first_to_go(gone, caller_timeout) if gone else None
         holders = [new]
+    if shared:
+        return _shared_record(holders), before
     if slots == 1:
         return new, before
     return _slots_record(slots, holders), before
@@ -1115,6 +1173,8 @@ def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, 
     # Every holder of several slots has a timeout of its own; no caller's is needed.
     if not any(not _is_stale(h, float("inf"), now, False) for h in rest):
         return None, mine
+    if record.shared:
+        return _shared_record(rest), mine
     return _slots_record(record.slots, rest), mine
 
 
@@ -1123,6 +1183,19 @@ def _slots_record(slots: int, holders: list[_Record]) -> _Record:
     record.slots = slots
     record.holders = holders
     return record
+
+
+def _shared_record(holders: list[_Record]) -> _Record:
+    record = _slots_record(1, holders)
+    record.shared = True
+    return record
+
+
+def _kind_of(record: _Record) -> str:
+    """``shared``, ``exclusive`` or ``N slots``: the kind of hold ``record`` keeps."""
+    if record.shared:
+        return "shared"
+    return "exclusive" if record.slots == 1 else f"{record.slots} slots"
 
 
 # --- The line of waiters: first come, first served
@@ -1148,24 +1221,74 @@ def _verdict(
     ticket: str | None,
     *,
     slots: int = 1,
+    shared: bool = False,
     caller_timeout: float,
     now: float,
     empty_is_stale: bool,
-) -> Literal["take", "held", "line", "count"]:
-    """May ``owner`` "take" a slot, are all "held", do the free ones go to those ahead in
-    ``line`` ("line"), or does it ask for another "count" than the one in force? The
-    first k in line take the k free slots; a call with no place comes after them all."""
+) -> Literal["take", "held", "line", "count", "kind"]:
+    """May ``owner`` "take" a slot (or a shared hold), are all "held", do the free ones
+    go to those ahead in ``line`` ("line"), does it ask for another "count" than the one
+    in force (of slots, or slots where holds are shared), or for the other "kind" than
+    the one it holds (exclusive or shared)? The first k in line take the k free slots; a
+    call with no place comes after them all. The shared waiters at the head of the line
+    go in together, but none passes an exclusive waiter ahead of it."""
     in_force = _in_force(record, caller_timeout, now, empty_is_stale)
-    if in_force is not None and in_force != slots:
+    if in_force is not None and _counts_clash(in_force, slots, shared):
         return "count"
-    if any(holder.owner == owner for holder in _holders(record)):
-        return "take"
+    mine = [holder for holder in _holders(record) if holder.owner == owner]
+    if mine:
+        return "kind" if record is not None and record.shared != shared else "take"
+    ahead = _ahead_of(line, ticket) if ticket is not None else None
+    before = line if ahead is None else ahead
+    if shared:
+        return _shared_verdict(in_force, before)
     free = _free_slots(record, slots, caller_timeout, now, empty_is_stale)
     if free <= 0:
         return "held"
-    ahead = _ahead_of(line, ticket) if ticket is not None else None
-    position = len(line) if ahead is None else len(ahead)
-    return "take" if position < free else "line"
+    return "take" if len(before) < free else "line"
+
+
+def _shared_verdict(
+    in_force: int | Literal["shared"] | None, before: list[_Place]
+) -> Literal["take", "held", "line"]:
+    """A shared call's verdict, with ``before`` the places ahead of it: "held" while an
+    exclusive hold is live, else "take" unless an exclusive waiter is ahead ("line")."""
+    if in_force is not None and in_force != "shared":
+        return "held"
+    return "take" if all(place.shared for place in before) else "line"
+
+
+def _counts_clash(in_force: int | Literal["shared"], slots: int, shared: bool) -> bool:
+    """True if a call for ``slots`` (or a shared hold) names another count of slots than
+    ``in_force``: slots where holds are shared, shared holds where there are slots, or
+    another count. Exclusive beside shared is no clash: it waits its turn."""
+    if in_force == "shared" or shared:
+        several = slots if in_force == "shared" else in_force
+        return several > 1
+    return in_force != slots
+
+
+def _away(ahead: list[_Place], slots: int, shared: bool) -> int:
+    """How many places must leave the line before a waiter with ``ahead`` of it is
+    among those whose turn a freed hold gives: the first N (N slots); for a shared
+    waiter, none once no exclusive waiter is ahead of it."""
+    if shared:
+        exclusive = [at for at, place in enumerate(ahead) if not place.shared]
+        return exclusive[-1] + 1 if exclusive else 0
+    return max(0, len(ahead) - slots + 1)
+
+
+def _turns(line: list[_Place], free: int, shared_may_go: bool) -> list[_Place]:
+    """The waiters at the head of the live ``line`` whose turn a change leaves: the
+    first ``free`` (the exclusive slots free after it), or the shared waiters at its
+    head, up to the first exclusive one, while ``shared_may_go`` (no exclusive hold is
+    live)."""
+    if line and line[0].shared:
+        if not shared_may_go:
+            return []
+        exclusive = [at for at, place in enumerate(line) if not place.shared]
+        return line[: exclusive[0]] if exclusive else line
+    return line[: max(0, free)]
 
 
 def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> float:
@@ -1259,12 +1382,19 @@ def _names_text(holders: list[_Record]) -> str:
     return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
 
 
-def _slots_text(record: _Record) -> str:
-    """``; 2 of its 3 slots are held`` for a lock of several slots, else nothing."""
+def _holds_text(record: _Record) -> str:
+    """``; 2 of its 3 slots are held`` for a lock of several slots, ``; 2 runs hold it
+    shared`` for one held shared, else nothing."""
+    held = len(_holders(record))
+    if record.shared:
+        return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} it shared"
     if record.slots == 1:
         return ""
-    held = len(_holders(record))
     return f"; {held} of its {record.slots} slots {'is' if held == 1 else 'are'} held"
+
+
+def _runs_text(count: int) -> str:
+    return f"{count} run{'' if count == 1 else 's'}"
 
 
 def _acquired_result(
@@ -1281,17 +1411,25 @@ def _acquired_result(
     renewed = before is not None and before.owner == owner
     replaced = before is not None and not renewed
     stale_at = _stale_at(since, stale_after)
-    what = lock if after is None or after.slots == 1 else f"a slot of {lock}"
+    what = lock
+    if after is not None and after.shared:
+        what = f"a shared hold on {lock}"
+    elif after is not None and after.slots > 1:
+        what = f"a slot of {lock}"
     if before is None:
         done = f"acquired {what} for {owner}"
     elif renewed:
         done = f"renewed {what} for {owner}"
     else:
         holder = f"of {before.owner}" if before.owner else "file that named no owner"
-        stale = "stale lock" if what == lock else "stale slot"
+        stale = "stale lock"
+        if after is not None and after.shared:
+            stale = "stale shared hold"
+        elif after is not None and after.slots > 1:
+            stale = "stale slot"
         done = f"acquired {what} for {owner}, replacing the {stale} {holder}"
     if after is not None:
-        done += _slots_text(after)
+        done += _holds_text(after)
     return {
         "acquired": True,
         "refreshed": renewed,
@@ -1320,17 +1458,21 @@ def _refused_result(
     by_hand: str,
     line: list[_Place],
     held: bool,
+    shared: bool = False,
 ) -> AcquireResult:
-    """The acquire output when ``record`` (or the first in ``line``) stands in the way:
-    of several slots held, the holder whose slot goes stale first is named."""
-    several = record is not None and record.slots > 1
+    """The acquire output when ``record`` (or a waiter in ``line``) stands in the way:
+    of several slots or shared holds, the holder whose hold goes stale first is named;
+    a ``shared`` call waits behind the first exclusive waiter, any other behind the
+    first waiter."""
+    several = record is not None and record.holders is not None
     if held and several:
         live = _live_holders(record, caller_timeout, now, False)
         holder: _Record | None = _first_to_go(live, caller_timeout)
     elif held:
         holder = record
     else:
-        holder = _Record(line[0].owner, line[0].since, line[0].stale_after)
+        waiter = next((p for p in line if not p.shared), line[0]) if shared else line[0]
+        holder = _Record(waiter.owner, waiter.since, waiter.stale_after)
     assert holder is not None
     timeout = _deciding_timeout(holder, caller_timeout)
     held_since = _format_time(holder.since)
@@ -1338,21 +1480,35 @@ def _refused_result(
     if held:
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+        clear = _clear_advice(lock, holder.owner, by_hand)
         if several:
             assert record is not None
-            by_whom = sorted(_holders(record), key=lambda h: h.since)
+            live = sorted(_live_holders(record, caller_timeout, now, False), key=lambda h: h.since)
+            how = (
+                f"held shared by {_runs_text(len(live))},"
+                if record.shared
+                else f"held in all {record.slots} of its slots, by"
+            )
             message = (
-                f"lock {lock} is held in all {record.slots} of its slots, by"
-                f" {_names_text(by_whom)}; the first to go stale is"
+                f"lock {lock} is {how} {_names_text(live)}; the first to go stale is"
                 f" {_holder_text(holder.owner)}'s (since {held_since}, {age_text}), at"
-                f" {stale_at}{_in_line_text(line)}. {_clear_advice(lock, holder.owner, by_hand)}"
+                f" {stale_at}{_in_line_text(line)}. {clear}"
             )
         else:
+            how = "held exclusively by" if shared else "held by"
             message = (
-                f"lock {lock} is held by {_holder_text(holder.owner)} since {held_since}"
-                f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}."
-                f" {_clear_advice(lock, holder.owner, by_hand)}"
+                f"lock {lock} is {how} {_holder_text(holder.owner)} since {held_since}"
+                f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}. {clear}"
             )
+    elif shared:
+        live = _live_holders(record, caller_timeout, now, False)
+        state = f"held shared by {_runs_text(len(live))}" if live else "free"
+        message = (
+            f"lock {lock} is {state}, but {holder.owner} waits in line ahead for an"
+            f" exclusive hold (waiting since {held_since}), and shared holds come after"
+            f" it{_in_line_text(line)}. Wait in line for your turn (acquire --shared"
+            " --wait); a place in line lapses within seconds of its waiter's end"
+        )
     else:
         state = "free" if record is None else "stale"
         if several:
@@ -1385,8 +1541,9 @@ def _lost(
     lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
 ) -> LockLost:
     if record is not None and record.holders is not None:
-        # Of several slots: the one this owner held is gone (cleared, or stale).
-        return LockLost(lock, None, None, "its slot was released or replaced, or went stale")
+        # Of several slots or shared holds: this owner's is gone (cleared, or stale).
+        hold = "shared hold" if record.shared else "slot"
+        return LockLost(lock, None, None, f"its {hold} was released or replaced, or went stale")
     if record is None:
         return LockLost(lock, None, None, "it was cleared, and no run holds it now")
     since = _format_time(record.since)
@@ -1416,12 +1573,10 @@ def _release_result(
         other = _first_to_go(holders, 0.0) if holders else record
         message = f"left {lock} in place: it is held by {_holder_text(other.owner)}, not {owner}"
         if record.holders is not None:
-            message = (
-                f"left {lock} in place: {owner} holds none of its {record.slots} slots"
-                f" (held by {_names_text(sorted(holders, key=lambda h: h.since))})"
-                if holders
-                else f"left {lock} in place: {owner} holds none of its {record.slots} slots"
-            )
+            holds = "shared holds" if record.shared else f"{record.slots} slots"
+            message = f"left {lock} in place: {owner} holds none of its {holds}"
+            if holders:
+                message += f" (held by {_names_text(sorted(holders, key=lambda h: h.since))})"
     return {
         "released": reason is None,
         "reason": reason,
@@ -1463,7 +1618,8 @@ def _status_result(
     line: list[_Place],
     slots: int = 1,
 ) -> StatusResult:
-    """Who holds the lock, by the count in force (else ``slots``, the caller's)."""
+    """Who holds the lock, by the count in force (else ``slots``, the caller's), and in
+    which ``mode``: shared or exclusive while any hold is live, else None."""
     live = _live_holders(record, caller_timeout, now, empty_is_stale)
     if record is not None and live:
         slots = record.slots
@@ -1473,7 +1629,31 @@ def _status_result(
     timeout = caller_timeout
     shown: _Record | None = None
     message = f"no lock at {lock}; it is free"
-    if not several and record is not None:
+    shared = record is not None and record.shared
+    if live and (shared or (several and len(live) >= slots)):
+        state = "held"
+        shown = _first_to_go(live, caller_timeout)
+        timeout = _deciding_timeout(shown, caller_timeout)
+        how = (
+            f"held shared by {_runs_text(len(live))},"
+            if shared
+            else f"held in all {slots} of its slots, by"
+        )
+        message = (
+            f"{lock} is {how} {_names_text(sorted(live, key=lambda h: h.since))}; the first"
+            f" to go stale is {_holder_text(shown.owner)}'s, at"
+            f" {_stale_at(shown.since, timeout)}"
+        )
+    elif shared and holders:
+        state = "stale"
+        shown = max(holders, key=lambda h: h.since + _deciding_timeout(h, caller_timeout))
+        timeout = _deciding_timeout(shown, caller_timeout)
+        message = (
+            f"{lock} was held shared, but every hold went stale, the last"
+            f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, timeout)}, so the"
+            " next acquire takes it"
+        )
+    elif not several and record is not None:
         shown = record
         timeout = _deciding_timeout(record, caller_timeout)
         stale_at = _stale_at(record.since, timeout)
@@ -1486,15 +1666,6 @@ def _status_result(
         )
         since = _format_time(record.since)
         message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
-    elif len(live) >= slots:
-        state = "held"
-        shown = _first_to_go(live, caller_timeout)
-        timeout = _deciding_timeout(shown, caller_timeout)
-        message = (
-            f"{lock} is held in all {slots} of its slots, by"
-            f" {_names_text(sorted(live, key=lambda h: h.since))}; the first to go stale is"
-            f" {_holder_text(shown.owner)}'s, at {_stale_at(shown.since, timeout)}"
-        )
     elif record is not None and record.slots == slots and len(holders) >= slots:
         state = "stale"
         gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
@@ -1528,14 +1699,32 @@ def _status_result(
             }
             for holder in sorted(holders, key=lambda h: h.since)
         ],
+        "mode": None if not live else _mode_of(record),
         "message": message + _in_line_text(line),
     }
 
 
-def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float) -> str:
-    """Why a call naming ``slots`` is refused while ``record``'s count is in force."""
-    in_force = record.slots
+def _mode_of(record: _Record | None) -> Literal["shared", "exclusive"]:
+    return "shared" if record is not None and record.shared else "exclusive"
+
+
+def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
+    """Why a call naming ``slots`` (or a ``shared`` hold) is refused while ``record``'s
+    count of slots, or its shared holds, are in force."""
     names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+    if record.shared:
+        return (
+            f"lock {lock} is held shared (by {names}), and shared holds have no slots: ask"
+            " for a shared hold with --shared (shared=True), or for the lock alone with no"
+            " --slots; slots can be asked for once no shared hold is live"
+        )
+    in_force = record.slots
+    if shared:
+        return (
+            f"lock {lock} has {in_force} slots while any is held (by {names}), and a slot"
+            f" is never shared: ask for one with --slots {in_force} (slots={in_force});"
+            " shared holds can be asked for once no slot is held"
+        )
     ask = "no --slots (or --slots 1; slots=1)" if in_force == 1 else f"--slots {in_force}"
     if in_force > 1:
         ask += f" (slots={in_force})"
@@ -1543,6 +1732,19 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
         f"lock {lock} has {in_force} slot{'s' if in_force > 1 else ''} while any is held"
         f" (by {names}), not {slots}: ask for it with {ask}; the count changes only once no"
         " slot is held"
+    )
+
+
+def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
+    """Why ``owner``, which holds ``record`` one way, may not hold it the other way:
+    a hold never changes kind (two shared holders that both waited to turn exclusive
+    would wait for each other forever)."""
+    has = "a shared hold on" if record.shared else "the lock"
+    asks = "a shared hold" if shared else "the lock exclusively"
+    release = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(owner)}"
+    return (
+        f"{owner} holds {has} {lock} and asked for {asks}: a hold never changes kind;"
+        f" release it first ({release}), then ask again"
     )
 
 
@@ -2138,12 +2340,16 @@ def _delete_record(lock: str) -> None:
         raise
 
 
+# A place's fields as a line file keeps them: ticket, owner, since, timeout, its last
+# beat, and whether it waits for a shared hold.
+_PlaceFields = tuple[str, str, int, float, float, bool]
+
 # What each text line of a line file gave (its place's fields, or None: not a place),
 # and the text that keeps each place's fields: a waiter reads the line (up to its own
 # place) at every look and writes it at every change, and a place read is written back
 # as the text it was read from.
-_PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
-_WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
+_PARSED: dict[bytes, _PlaceFields | None] = {}
+_WRITTEN: dict[_PlaceFields, bytes] = {}
 
 
 def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
@@ -2160,18 +2366,20 @@ def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
             if fields is not None:
                 _remember(_WRITTEN, fields, text + b"\n")
         if fields is not None:
-            places.append(_Place(*fields))
+            ticket, owner, since, stale_after, beat, shared = fields
+            places.append(_Place(ticket, owner, since, stale_after, beat, shared=shared))
             if fields[0] == upto:
                 break  # the places behind a waiter: most of the new ones in a busy line
     return places
 
 
-def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
+def _place_fields(text: bytes) -> _PlaceFields | None:
     """The fields of the place one text line of a line file gives; None if not one."""
     try:
         entry = json.loads(text)
         ticket, owner, since = entry["ticket"], entry["owner"], _time_of(entry["since"])
         timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
+        shared = entry.get("shared") is True
     except (ValueError, RecursionError, TypeError, KeyError):
         return None
     if (
@@ -2183,28 +2391,30 @@ def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
         and isinstance(beat, int | float)
         and abs(beat) < 1e12
     ):
-        return ticket, owner, since, timeout, float(beat)
+        return ticket, owner, since, timeout, float(beat), shared
     return None
 
 
 def _line_bytes(places: list[_Place]) -> bytes:
     texts = []
     for p in places:
-        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))
+        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3), p.shared)
         texts.append(_remembered(_WRITTEN, fields, _place_text))
     return b"".join(texts)
 
 
-def _place_text(fields: tuple[str, str, int, float, float]) -> bytes:
-    """One place as a text line of a line file."""
-    ticket, owner, since, stale_after, beat = fields
-    entry = {
+def _place_text(fields: _PlaceFields) -> bytes:
+    """One place as a text line of a line file (a shared waiter's says so)."""
+    ticket, owner, since, stale_after, beat, shared = fields
+    entry: dict[str, object] = {
         "ticket": ticket,
         "owner": owner,
         "since": _format_time(since),
         "stale_after_seconds": stale_after,
         "beat": beat,
     }
+    if shared:
+        entry["shared"] = True
     return (json.dumps(entry) + "\n").encode("ascii")
 
 
@@ -2566,21 +2776,26 @@ def acquire(
     *,
     empty_is_stale: bool = False,
     slots: int = 1,
+    shared: bool = False,
 ) -> AcquireResult:
     """Take the lock (a file path or a server address) for ``owner``
     (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
     ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
-    ``slots`` N, up to N owners hold it at once, each its own slot.
+    ``slots`` N, up to N owners hold it at once, each its own slot. With ``shared``,
+    a shared hold: any number of owners hold it shared at once, while nobody holds it
+    exclusively.
 
     :returns: the acquire output.
-    :raises ValueError: a bad owner, timeout, count or lock; or a count of slots
-        other than the one in force while a slot is held.
+    :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
+        than the one in force while a slot is held; or the other kind of hold than the
+        one ``owner`` holds.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
     slots = _checked_slots(slots)
+    shared = _checked_shared(shared, slots)
     return _take(
         lock,
         owner,
@@ -2589,6 +2804,7 @@ def acquire(
         fixed_now=fixed_now,
         empty_is_stale=empty_is_stale,
         slots=slots,
+        shared=shared,
     )
 
 
@@ -2603,6 +2819,7 @@ def _take(
     renew_only: bool = False,
     keep_longer: bool = False,
     slots: int = 1,
+    shared: bool = False,
 ) -> AcquireResult:
     """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock;
     ``keep_longer``: a renewal never shortens the hold (_kept_timeout)."""
@@ -2618,6 +2835,7 @@ def _take(
             renew_only=renew_only,
             keep_longer=keep_longer,
             slots=slots,
+            shared=shared,
         )
     finally:
         store.close()
@@ -2635,6 +2853,7 @@ def _take_in(
     keep_longer: bool = False,
     place: _Place | None = None,
     slots: int = 1,
+    shared: bool = False,
 ) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
     for _ in range(_CHANGE_TRIES):
@@ -2654,14 +2873,17 @@ def _take_in(
                 owner,
                 ticket,
                 slots=slots,
+                shared=shared,
                 caller_timeout=stale_after,
                 now=now,
                 empty_is_stale=empty_is_stale,
             )
-            if verdict == "count":
+            if verdict in ("count", "kind"):
                 assert record is not None
 
-                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
+                if verdict == "kind":
+                    raise ValueError(_kind_refusal(store.lock, record, owner, shared))
+                raise ValueError(_count_refusal(store.lock, record, slots, shared))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -2677,12 +2899,19 @@ def _take_in(
                     by_hand=store.by_hand(),
                     held=verdict == "held",
                     line=[p for p in line if p.ticket != ticket],
+                    shared=shared,
                 )
             since = int(now // 1)
             timeout = _kept_timeout(record, owner, stale_after) if keep_longer else stale_after
             new = _Record(owner, since, timeout)
             after, before = _taken(
-                record, look.last, new, slots, caller_timeout=stale_after, now=now
+                record,
+                look.last,
+                new,
+                slots,
+                shared=shared,
+                caller_timeout=stale_after,
+                now=now,
             )
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
@@ -2706,12 +2935,20 @@ def acquire_within(
     *,
     empty_is_stale: bool = False,
     slots: int = 1,
+    shared: bool = False,
 ) -> AcquireResult:
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
-    served (the first k in line take the k slots that free); :class:`LockBusy` if the
-    wait runs out."""
+    served (the first k in line take the k slots that free; the shared waiters at its
+    head go in together); :class:`LockBusy` if the wait runs out."""
     return _wait_for(
-        lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
+        lock,
+        owner,
+        stale_after,
+        wait,
+        empty_is_stale=empty_is_stale,
+        refused=None,
+        slots=slots,
+        shared=shared,
     )
 
 
@@ -2732,7 +2969,7 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
                     change.prune(look, now)
                     return _release_result(store.lock, owner, record)
                 if change.apply(look, after, owner):
-                    left = "" if after is None else _slots_text(after)
+                    left = "" if after is None else _holds_text(after)
                     return _release_result(store.lock, owner, freed, freed=True, left=left)
         raise _kept_changing(store.lock)
     finally:
@@ -2782,6 +3019,7 @@ def _wait_for(
     empty_is_stale: bool,
     refused: Callable[[AcquireResult, float, int], None] | None,
     slots: int = 1,
+    shared: bool = False,
     keep_longer: bool = False,
 ) -> AcquireResult:
     """acquire_within, calling ``refused(result, seconds left, place)`` as it waits;
@@ -2790,10 +3028,12 @@ def _wait_for(
     owner, run_id = _owner_with_run_id(owner)
     stale_after = _checked_stale_after(stale_after)
     slots = _checked_slots(slots)
+    shared = _checked_shared(shared, slots)
     deadline = time.monotonic() + wait
     store = _store_for(lock)
     store.patient = bool(wait)
-    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
+    ticket = os.urandom(4).hex()
+    place = _Place(ticket, owner, 0, stale_after, None, shared=shared) if wait else None
     try:
         while True:
             result = _take_in(
@@ -2805,6 +3045,7 @@ def _wait_for(
                 keep_longer=keep_longer,
                 place=place,
                 slots=slots,
+                shared=shared,
             )
             if result["acquired"]:
                 return result
@@ -2891,13 +3132,26 @@ def _found_in_line(
     or its place lapsed, and it tries again."""
     look = store.look(upto=place.ticket)  # only the places ahead of it matter
     now = time.time()
-    ahead = _ahead_of(_live(look.line, now), place.ticket)
+    line = _live(look.line, now)
+    ahead = _ahead_of(line, place.ticket)
     if ahead is None:
         return None
-    if len(ahead) < _free_slots(look.record, slots, caller_timeout, now, empty_is_stale):
+    verdict = _verdict(
+        look.record,
+        line,
+        place.owner,
+        place.ticket,
+        slots=slots,
+        shared=place.shared,
+        caller_timeout=caller_timeout,
+        now=now,
+        empty_is_stale=empty_is_stale,
+    )
+    if verdict not in ("held", "line"):
         return None
-    # Among the first N in line, a slot that frees may be its own: it watches them.
-    away = max(0, len(ahead) - slots + 1)
+    # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
+    # that frees may be its own: it watches them.
+    away = _away(ahead, slots, place.shared)
     # The next to take a slot also wakes when one goes stale.
     until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
     return look, ahead, away, time.monotonic() + until_stale
@@ -2966,6 +3220,7 @@ def _listed_lock(status: StatusResult) -> ListedLock:
         "waiting": status["waiting"],
         "slots": status["slots"],
         "holders": status["holders"],
+        "mode": status["mode"],
     }
 
 
@@ -3015,7 +3270,7 @@ def _shown_name(text: str) -> str:
 
 def _list_table(result: ListResult, now: float) -> str:
     """The listing as an aligned table for a person: one row a lock, then its message."""
-    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
+    rows = [["LOCK", "STATE", "MODE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
     rows += [_table_row(entry, now) for entry in result["locks"]]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = [
@@ -3025,17 +3280,20 @@ def _list_table(result: ListResult, now: float) -> str:
 
 
 def _table_row(entry: ListedLock, now: float) -> list[str]:
-    """One lock's row. A lock of several slots that anyone holds shows how many of its
-    slots are held, and by whom: the longest holder (its age, when it goes stale) and a
-    count of the rest; a status of it may say "free" while a slot is."""
+    """One lock's row, with its mode (shared or exclusive) while anyone holds it. A lock
+    of several slots that anyone holds shows how many of its slots are held, and one
+    held shared how many hold it, and by whom: the longest holder (its age, when it goes
+    stale) and a count of the rest; a status of a lock of slots may say "free" while a
+    slot is."""
     state: str = entry["state"]
     holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
     age = entry["age_seconds"]
     stale_at = entry["stale_at"] if state == "held" else None
     live = _live_holders_at(entry, now)
-    if entry["slots"] > 1 and live:
+    if (entry["slots"] > 1 or entry["mode"] == "shared") and live:
         longest = live[0]  # holders come longest held first
-        state = f"{len(live)}/{entry['slots']} held"
+        if entry["slots"] > 1:
+            state = f"{len(live)}/{entry['slots']} held"
         holder = _shown_name(_holder_text(longest["owner"]))
         if len(live) > 1:
             holder += f" and {len(live) - 1} more"
@@ -3049,6 +3307,7 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
     return [
         _shown_name(entry["lock"]),
         state,
+        entry["mode"] or "-",
         holder,
         "-" if age is None else _duration_text(age),
         stale_in,
@@ -3091,6 +3350,7 @@ def held(
     *,
     empty_is_stale: bool = False,
     slots: int = 1,
+    shared: bool = False,
 ) -> _Lease:
     """Hold the lock for a ``with`` block::
 
@@ -3098,15 +3358,16 @@ def held(
             ...  # lease.check() raises LockLost if the lock was lost
 
 
-    Taken as by :func:`acquire_within` (``slots``: one of that many), renewed from a
-    thread every third of ``stale_after`` (seconds, at least 3), released however the
-    block ends; :class:`LockLost` at the end of a block that ended normally without it.
+    Taken as by :func:`acquire_within` (``slots``: one of that many; ``shared``: a
+    shared hold), renewed from a thread every third of ``stale_after`` (seconds, at
+    least 3), released however the block ends; :class:`LockLost` at the end of a block
+    that ended normally without it.
     """
     _owner_with_run_id(owner)
     _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
     _checked_wait(wait)
-    _checked_slots(slots)
-    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
+    _checked_shared(shared, _checked_slots(slots))
+    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots, shared=shared)
 
 
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
@@ -3119,10 +3380,16 @@ class _Renewer:
     """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 
     def __init__(
-        self, taken: AcquireResult, stale_after: float, empty_is_stale: bool, slots: int = 1
+        self,
+        taken: AcquireResult,
+        stale_after: float,
+        empty_is_stale: bool,
+        slots: int = 1,
+        shared: bool = False,
     ) -> None:
         self.lock = taken["lock"]
         self.slots = slots
+        self.shared = shared
         self.owner = taken["owner"]
         self.run_id = taken["run_id"]
         self.stale_after = stale_after
@@ -3150,6 +3417,7 @@ class _Renewer:
                 renew_only=True,
                 keep_longer=True,
                 slots=self.slots,
+                shared=self.shared,
             )
         except LockLost as lost:
             self.lost = lost
@@ -3178,9 +3446,11 @@ class _Lease:
         empty_is_stale: bool,
         *,
         slots: int = 1,
+        shared: bool = False,
     ) -> None:
         self.lock = lock
         self.slots = slots
+        self.shared = shared
         self.owner = owner
         self.stale_after = stale_after
         self.wait = wait
@@ -3212,11 +3482,14 @@ class _Lease:
             empty_is_stale=self.empty_is_stale,
             refused=None,
             slots=self.slots,
+            shared=self.shared,
             keep_longer=True,
         )
         self.owner = self.result["owner"]
         self.kept = self.result["refreshed"]
-        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
+        self.renewer = _Renewer(
+            self.result, self.stale_after, self.empty_is_stale, self.slots, self.shared
+        )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -3278,6 +3551,7 @@ def _run_holding(
     command: list[str],
     *,
     slots: int = 1,
+    shared: bool = False,
 ) -> int:
     """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
     import subprocess
@@ -3304,7 +3578,7 @@ def _run_holding(
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(taken, stale_after, empty_is_stale, slots)
+    renewer = _Renewer(taken, stale_after, empty_is_stale, slots, shared)
     lost = None
     while True:
         waiter.join(renewer.due_in())
@@ -3354,6 +3628,7 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--stale-after": False,
         "--wait": False,
         "--slots": False,
+        "--shared": None,
         "--empty-is-stale": None,
         "--get": False,
     },
@@ -3485,6 +3760,16 @@ def _slots(options: dict[str, str]) -> int:
     return _checked_slots(count, "--slots", given=text)
 
 
+def _shared(options: dict[str, str]) -> bool:
+    """--shared: a shared hold, which has no count of slots to give."""
+    if "--shared" in options and "--slots" in options:
+        raise _UsageError(
+            "--shared and --slots cannot be given together: a shared hold is one of any"
+            " number, never a slot; give one or the other"
+        )
+    return "--shared" in options
+
+
 def _is_terminal(stream: object) -> bool:
     try:
         return bool(stream.isatty())  # type: ignore[attr-defined]
@@ -3501,6 +3786,7 @@ def _cli_take(
     lock = options["--lock"]
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
+    shared = _shared(options)
     if not wait:
         owner, run_id = _owner_with_run_id(options["--owner"])
         result = _take(
@@ -3511,6 +3797,7 @@ def _cli_take(
             empty_is_stale=empty_is_stale,
             keep_longer=keep_longer,
             slots=slots,
+            shared=shared,
         )
     else:
         started = time.monotonic()
@@ -3528,6 +3815,7 @@ def _cli_take(
                 empty_is_stale=empty_is_stale,
                 refused=line,
                 slots=slots,
+                shared=shared,
                 keep_longer=keep_longer,
             )
         except LockBusy as busy:
@@ -3552,9 +3840,14 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code
     empty_is_stale = "--empty-is-stale" in options
-    slots = _slots(options)
     return None, _run_holding(
-        options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
+        options["--lock"],
+        result,
+        stale_after,
+        empty_is_stale,
+        tail,
+        slots=_slots(options),
+        shared=_shared(options),
     )
 
 
@@ -3677,7 +3970,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (3680, (), r'''
+_CARRIED['usage'] = (3973, (), r'''
 import os
 import sys
 import textwrap
@@ -3758,6 +4051,11 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             f"up to N runs hold the lock at once, one slot each (default 1, at most"
             f" {_MAX_SLOTS}); while any slot is held, every call names the same N",
         ),
+        "--shared": (
+            "--shared",
+            "a shared hold: any number of runs hold it shared at once (readers), while"
+            " nobody holds it without --shared (a writer, alone); not with --slots",
+        ),
         "--empty-is-stale": (
             "--empty-is-stale",
             "an empty lock file (flock(1) leaves one) is stale at once",
@@ -3825,8 +4123,9 @@ usage: {name} COMMAND [OPTIONS]   ({name} COMMAND --help: its options)
        {name} --version
 
 A run lock kept in a file, etcd or Redis, for workflows made of many separate
-processes: one run holds it at a time (or N, with --slots), a crashed run's hold
-expires after its timeout, and waiters are served first come, first served.
+processes: one run holds it at a time (or N, with --slots; or any number at once,
+with --shared, while nobody holds it alone), a crashed run's hold expires after its
+timeout, and waiters are served first come, first served.
 
 commands:
 {commands}
@@ -3871,7 +4170,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (3874, (), r'''
+_CARRIED['server_store'] = (4173, (), r'''
 import errno
 import json
 import os
@@ -3904,36 +4203,42 @@ def _unknown_outcome(owner: str, taking: bool) -> str:
 
 
 def _place_value(place: _Place) -> bytes:
-    """A waiter's place as the value a server keeps."""
-    entry = {
+    """A waiter's place as the value a server keeps (a shared waiter's says so)."""
+    entry: dict[str, object] = {
         "owner": place.owner,
         "since": _format_time(place.since),
         "stale_after_seconds": place.stale_after,
     }
+    if place.shared:
+        entry["shared"] = True
     return json.dumps(entry).encode()
 
 
-# What each place's value gave (owner, since, timeout; None: not a place).
-_PLACES_READ: dict[bytes, tuple[str, int, float] | None] = {}
+# What each place's value gave (owner, since, timeout, shared; None: not a place).
+_PLACES_READ: dict[bytes, tuple[str, int, float, bool] | None] = {}
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
     """The place a server's value gives; None if it is not one."""
     fields = _remembered(_PLACES_READ, value, _value_fields)
-    return None if fields is None else _Place(ticket, *fields, None)
+    if fields is None:
+        return None
+    owner, since, timeout, shared = fields
+    return _Place(ticket, owner, since, timeout, None, shared=shared)
 
 
-def _value_fields(value: bytes) -> tuple[str, int, float] | None:
+def _value_fields(value: bytes) -> tuple[str, int, float, bool] | None:
     try:
         entry = json.loads(value)
         owner = entry["owner"]
         since = _time_of(entry["since"])
         timeout = _holder_timeout(entry["stale_after_seconds"])
+        shared = entry.get("shared") is True
     except (ValueError, RecursionError, TypeError, KeyError):
         return None
     if not (isinstance(owner, str) and owner) or since is None or timeout is None:
         return None
-    return owner, since, timeout
+    return owner, since, timeout, shared
 
 
 # A call that does not wait gives up on a server that refuses every connection after
@@ -4129,7 +4434,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4132, ('server_store',), r'''
+_CARRIED['http1'] = (4437, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4256,7 +4561,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4259, ('server_store',), r'''
+_CARRIED['resp'] = (4564, ('server_store',), r'''
 import re
 
 
@@ -4391,7 +4696,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4394, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4699, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -4585,7 +4890,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (4588, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (4893, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5168,7 +5473,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5171, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5476, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5231,7 +5536,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5234, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5539, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -5699,11 +6004,14 @@ class _RedisStore(_RedisServer):
         else:
             record = None  # a release, or no slot left that the server would keep
             ops += [("DEL", self.key, self.last_key)]
-        # Each waiter who may take a slot after the change is rung (the first in line, for
-        # one slot): two releases in a row must wake two, not the same one twice.
+        # Each waiter who may take a slot (or a shared hold) after the change is rung (the
+        # first in line, for one slot; the shared waiters at its head): two releases in
+        # a row must wake two, not the same one twice.
         leaving = None if place is None else place.ticket
         line = [p for p in _live(look.line, time.time()) if p.ticket != leaving]
-        for waiter in line[: _free_after(look.record, record, clock or 0)]:
+        free = _free_after(look.record, record, clock or 0)
+        shared_may_go = record is None or record.shared or free > 0
+        for waiter in _turns(line, free, shared_may_go):
             ops += self._ring(waiter.ticket)
         if place is not None:
             ops += self._leaving(place.ticket)
@@ -5805,7 +6113,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (5808, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6116, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -5936,7 +6244,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (5939, (), r'''
+_CARRIED['file_listing'] = (6247, (), r'''
 import os
 import stat
 
@@ -5995,7 +6303,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '8a9702a1e86abdf12c08ec6ea9f831d3329ae27842f6210201711be51f207844'  # what a cache entry must name
+_BUILD = '6de7b23f14900bc1d82bbf12f1d079438170be59b0c9797372a474bdcddaf661'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

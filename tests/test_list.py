@@ -133,16 +133,16 @@ def test_the_table_is_aligned_for_a_person(cli: Callable[..., Run], place: Place
     run = cli("list", "--under", place.under, "--table")
     assert run.code == 0 and run.err == ""
     header, *rows, message = run.out.splitlines()
-    assert header.split() == ["LOCK", "STATE", "HOLDER", "AGE", "STALE", "IN", "WAITING"]
+    assert header.split() == ["LOCK", "STATE", "MODE", "HOLDER", "AGE", "STALE", "IN", "WAITING"]
     assert len(rows) == 3
-    for title in ("STATE", "HOLDER", "AGE", "STALE IN", "WAITING"):
+    for title in ("STATE", "MODE", "HOLDER", "AGE", "STALE IN", "WAITING"):
         column = header.index(title)
         assert all(row[column - 2 : column] == "  " and row[column] != " " for row in rows)
     first, second, third = rows
-    assert first.startswith(place.lock("a") + " ") and " held " in first
+    assert first.startswith(place.lock("a") + " ") and first.split()[1:3] == ["held", "exclusive"]
     assert "wf:sk:first" in first and "1 min 3" in first and " 8 min " in first
     assert second.startswith(place.lock("bb/long-name")) and " stale " in second
-    assert third.split()[1:] == ["free", "-", "-", "-", "1"]
+    assert third.split()[1:] == ["free", "-", "-", "-", "-", "1"]
     assert message.startswith("3 locks under ")
 
 
@@ -334,10 +334,10 @@ def test_the_table_shows_how_many_slots_are_held_and_by_whom(
     _, *rows, _ = run.out.splitlines()
     by_lock = {row.split()[0]: row.split("  ") for row in rows}
     cells = [c.strip() for c in by_lock[one][1:] if c.strip()]
-    assert cells[:2] == ["1/3 held", "wf:sk:only"], rows
+    assert cells[:3] == ["1/3 held", "exclusive", "wf:sk:only"], rows
     cells = [c.strip() for c in by_lock[lock][1:] if c.strip()]
-    assert cells[:2] == ["2/3 held", "wf:sk:first and 1 more"], rows
-    assert cells[2] != "-" and cells[3] != "-" and cells[4] == "0"
+    assert cells[:3] == ["2/3 held", "exclusive", "wf:sk:first and 1 more"], rows
+    assert cells[3] != "-" and cells[4] != "-" and cells[5] == "0"
 
 
 def test_names_that_need_escaping_are_listed_exactly_and_shown_quoted(

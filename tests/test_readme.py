@@ -152,7 +152,8 @@ def test_there_are_console_examples_to_check() -> None:
 @pytest.mark.parametrize("at", range(len(console_examples())))
 def test_each_console_example_prints_what_the_tool_prints(tmp_path: Path, at: int) -> None:
     """Run in a home of its own holding a copy of the file, with what the list example
-    shows there: a lock of three slots held by two runs, and an older helper's file.
+    shows there: a lock of three slots held by two runs, one held shared by two, and an
+    older helper's file.
     A run id the README shows stands for the one the tool printed in its place."""
     home = tmp_path / "you"
     (home / ".locks").mkdir(parents=True)
@@ -178,6 +179,9 @@ def test_each_console_example_prints_what_the_tool_prints(tmp_path: Path, at: in
         for owner in ("train:gpu", "train:eval"):
             lock = "~/.locks/gpu.lock"
             call(f"python3 skf-run-lock.py acquire --lock {lock} --owner {owner} --slots 3")
+        for owner in ("review:cocoindex", "test:cocoindex"):
+            lock = "~/.locks/skill.lock"
+            call(f"python3 skf-run-lock.py acquire --lock {lock} --owner {owner} --shared")
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         (home / ".locks" / "old.lock").write_text(f"12345\n{now}\n")
     for command, shown in console_examples()[at]:

@@ -20,13 +20,12 @@ from typing import Any
 import pytest
 from calls import Run, pipe
 from loader import SCRIPT
+from older import assert_older_version_takes_it_only_once_past, assert_older_versions_see_it_held
 from servers import etcd_post
 from stores import StoreUnderTest
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 
-FIXTURES = Path(__file__).parent / "fixtures"
-OLDER = {"1.2.0": FIXTURES / "skf-run-lock-1.2.0.py", "1.4.0": FIXTURES / "skf-run-lock-1.4.0.py"}
 SHORT = "0.05"  # minutes: a 3 s timeout, for slots that must go stale within a test
 
 
@@ -409,7 +408,7 @@ def test_twelve_processes_share_three_slots_never_more_inside(
     entries = [log.read_text().split("\n")[:-1] for log in logs]
     assert all(lines for lines in entries)  # every process was served
     assert [line for lines in entries for line in lines if line.startswith("gave-up")] == []
-    held = sum(float(e) - float(s) for lines in entries for _, _, s, e in map(str.split, lines))
+    held = sum(float(e) - float(s) for lines in entries for _, _, s, e, _ in map(str.split, lines))
     assert held / (3 * (ended - started)) > 0.5  # slot-time held, of all slot-time
     assert store.left_behind() == []
 
@@ -498,36 +497,11 @@ def test_run_and_held_keep_their_slots_past_several_timeouts(
 # --- Older versions on the same lock --------------------------------------------------------
 
 
-def older_versions(store: StoreUnderTest) -> list[str]:
-    """The older versions that know this store (1.2.0 knows no Redis)."""
-    return ["1.4.0"] if store.kind in ("redis", "cluster") else ["1.2.0", "1.4.0"]
-
-
-def older(version: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(OLDER[version]), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
 def test_older_versions_see_a_lock_with_a_live_slot_as_held(
     cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     assert take(cli, store.lock, "wf:a:1", 3).code == 0
-    value = store.value()
-    for version in older_versions(store):
-        refused = older(version, "acquire", "--lock", store.lock, "--owner", "wf:old:1")
-        assert refused.returncode == 3, (version, refused.stderr)
-        assert json.loads(refused.stdout)["held_by"] == "3 slots"
-        # It cannot renew or release the slots: their owner is one no release can name.
-        mine = older(version, "release", "--lock", store.lock, "--owner", "wf:a:1")
-        assert json.loads(mine.stdout)["reason"] == "not-owner"
-        status = older(version, "status", "--lock", store.lock)
-        assert status.returncode == 3 and json.loads(status.stdout)["state"] == "held"
-        assert store.value() == value
+    assert_older_versions_see_it_held(store, "3 slots", "wf:a:1")
     assert holders_of(store) == ["wf:a:1"]
 
 
@@ -536,10 +510,5 @@ def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(
 ) -> None:
     assert take(cli, store.lock, "wf:a:1", 2, "--stale-after", SHORT).code == 0
     last = take(cli, store.lock, "wf:b:1", 2, "--stale-after", "0.1").json  # 6 s
-    version = older_versions(store)[0]
     wait_until(lambda: status_now(skf, store)["state"] != "held", 30, "wf:a:1's slot to go stale")
-    args = ["acquire", "--lock", store.lock, "--owner", "wf:old:1", "--stale-after", "60"]
-    assert older(version, *args).returncode == 3  # wf:b:1's slot is live
-    wait_until(lambda: older(version, *args).returncode == 0, 30, "every slot past")
-    assert time.time() >= skf._parse_time(last["stale_at"]) - 1  # its clock: whole seconds
-    assert json.loads(store.value() or b"{}")["owner"] == "wf:old:1"
+    assert_older_version_takes_it_only_once_past(skf, store, last["stale_at"])  # wf:b:1's

@@ -21,6 +21,7 @@ STATUS_KEYS = [
     "waiting",
     "slots",
     "holders",
+    "mode",
     "message",
 ]
 

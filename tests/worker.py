@@ -20,10 +20,22 @@ cli-append LOCK OWNER LOG NAME           the CLI's acquire --wait, append NAME, 
 share-slots LOCK OWNER SLOTS FOLDER OUT  until FOLDER/stop exists: wait in line (5 s) for one of
                                          SLOTS, put OWNER in FOLDER/inside and count it (exit 3
                                          if more than SLOTS are in it), hold 40-120 ms, leave,
-                                         release, work 0-40 ms; append "took W START END" (W the
-                                         wait) or "gave-up W" to OUT
+                                         release, work 0-40 ms; append "took W START END READERS"
+                                         (W the wait; READERS: readers' marks seen inside) or
+                                         "gave-up W" to OUT
 hold-slot LOCK OWNER SLOTS SECONDS       take one of SLOTS for SECONDS, say "held", wait for stdin
 slot-append LOCK OWNER SLOTS LOG NAME    wait in line for one of SLOTS, append NAME to LOG, release
+read-or-write LOCK OWNER KIND FOLDER OUT until FOLDER/stop exists: wait in line (5 s) for a
+                                         shared hold (KIND r) or the lock alone (KIND w), put
+                                         OWNER's mark in FOLDER/inside and look who else is
+                                         there (exit 3 if a writer is beside anyone), hold
+                                         40-120 ms, leave, release, work 0-40 ms; append "took W
+                                         START END READERS" (READERS: marks seen inside) or
+                                         "gave-up W" to OUT
+hold-shared LOCK OWNER SECONDS           take a shared hold for SECONDS, say "held", wait for stdin
+kind-append LOCK OWNER KIND LOG NAME     wait in line for a shared hold (KIND r) or the lock
+                                         alone (KIND w), append NAME to LOG, say "in", wait
+                                         for stdin, release
 """
 
 from __future__ import annotations
@@ -253,13 +265,31 @@ def cli_append(lock: str, owner: str, log: str, name: str) -> int:
 
 
 def share_slots(lock: str, owner: str, slots: str, folder: str, out: str) -> int:
+    count = int(slots)
+
+    def take(skf: ModuleType, run_owner: str) -> None:
+        skf.acquire_within(lock, run_owner, 30.0, 5.0, slots=count)
+
+    return take_turns(lock, owner, owner, folder, out, take, lambda inside: len(inside) > count)
+
+
+def take_turns(  # noqa: PLR0917
+    lock: str,
+    owner: str,
+    mark: str,
+    folder: str,
+    out: str,
+    take: Callable[[ModuleType, str], None],
+    crowded: Callable[[list[str]], bool],
+) -> int:
+    """share-slots' and read-or-write's loop: ``take`` waits in line for a hold, then
+    ``mark`` is put in FOLDER/inside; exit 3 if ``crowded`` finds too many there."""
     import random
 
     skf = load()
-    count = int(slots)
     inside = Path(folder) / "inside"
     stop = Path(folder) / "stop"
-    mine = inside / owner
+    mine = inside / mark
     n = 0
     with open(out, "a") as log:
         while not os.path.exists(stop):
@@ -267,20 +297,21 @@ def share_slots(lock: str, owner: str, slots: str, folder: str, out: str) -> int
             run_owner = f"{owner}:{n}"
             asked = time.time()
             try:
-                skf.acquire_within(lock, run_owner, 30.0, 5.0, slots=count)
+                take(skf, run_owner)
             except skf.LockBusy:
                 log.write(f"gave-up {time.time() - asked:.3f}\n")
                 log.flush()
                 continue
             start = time.time()
             mine.touch(exist_ok=False)
-            if len(os.listdir(inside)) > count:
-                return 3  # more holders than slots
+            if crowded(os.listdir(inside)):
+                return 3
             time.sleep(random.uniform(0.04, 0.12))
+            readers = len([name for name in os.listdir(inside) if name.startswith("r-")])
             mine.unlink()
             end = time.time()
             assert skf.release(lock, run_owner)["released"]
-            log.write(f"took {start - asked:.3f} {start:.3f} {end:.3f}\n")
+            log.write(f"took {start - asked:.3f} {start:.3f} {end:.3f} {readers}\n")
             log.flush()
             time.sleep(random.uniform(0, 0.04))
     return 0
@@ -298,6 +329,35 @@ def slot_append(lock: str, owner: str, slots: str, log: str, name: str) -> int:
     skf = load()
     taken = skf.acquire_within(lock, owner, 60.0, 120.0, slots=int(slots))
     append(log, name)
+    assert skf.release(lock, taken["owner"])["released"]
+    return 0
+
+
+def read_or_write(lock: str, owner: str, kind: str, folder: str, out: str) -> int:
+    def take(skf: ModuleType, run_owner: str) -> None:
+        skf.acquire_within(lock, run_owner, 30.0, 5.0, shared=kind == "r")
+
+    def crowded(inside: list[str]) -> bool:
+        """A writer beside anyone: a writer's mark ("w-...") and any other."""
+        return len(inside) > 1 and any(name.startswith("w-") for name in inside)
+
+    return take_turns(lock, owner, f"{kind}-{owner}", folder, out, take, crowded)
+
+
+def hold_shared(lock: str, owner: str, seconds: str) -> int:
+    skf = load()
+    skf.acquire(lock, owner, float(seconds), shared=True)
+    say("held")
+    sys.stdin.readline()
+    return 0
+
+
+def kind_append(lock: str, owner: str, kind: str, log: str, name: str) -> int:
+    skf = load()
+    taken = skf.acquire_within(lock, owner, 60.0, 120.0, shared=kind == "r")
+    append(log, name)
+    say("in")
+    sys.stdin.readline()
     assert skf.release(lock, taken["owner"])["released"]
     return 0
 
@@ -321,5 +381,8 @@ if __name__ == "__main__":
         "share-slots": share_slots,
         "hold-slot": hold_slot,
         "slot-append": slot_append,
+        "read-or-write": read_or_write,
+        "hold-shared": hold_shared,
+        "kind-append": kind_append,
     }
     sys.exit(modes[mode](*rest))

@@ -457,13 +457,13 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "line-ignored": (
         "a call that does not wait never jumps the line",
-        '    return "take" if position < free else "line"',
+        '    return "take" if len(before) < free else "line"',
         '    return "take"',
     ),
     "renewal-held-up-by-line": (
         "renewing one's own lock is never held up by the line",
-        "    if any(holder.owner == owner for holder in _holders(record)):\n"
-        '        return "take"\n',
+        "    if mine:\n"
+        '        return "kind" if record is not None and record.shared != shared else "take"\n',
         "",
     ),
     "place-never-lapses": (
@@ -487,10 +487,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "look-stops-before-own-place": (
         "a waiter's look at a file lock reads the line up to its own place, included",
-        "            places.append(_Place(*fields))\n"
-        "            if fields[0] == upto:\n                break",
+        "            places.append(_Place(ticket, owner, since, stale_after, beat,"
+        " shared=shared))\n            if fields[0] == upto:\n                break",
         "            if fields[0] == upto:\n                break\n"
-        "            places.append(_Place(*fields))",
+        "            places.append(_Place(ticket, owner, since, stale_after, beat,"
+        " shared=shared))",
     ),
     "look-reads-the-whole-line": (
         "a waiter's look at a file lock leaves out the places behind it",
@@ -509,8 +510,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "line-memo-ignores-beat": (
         "a place whose beat changed is written with its new beat (file)",
-        "        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))",
-        "        fields = (p.ticket, p.owner, p.since, p.stale_after, 0.0)",
+        "round(p.beat or 0.0, 3), p.shared)",
+        "0.0, p.shared)",
     ),
     "memo-keeps-long-texts": (
         "a memo of the line keeps no text longer than a place's",
@@ -643,8 +644,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "slots-count-not-in-force": (
         "while a slot is held, a call naming another count is refused",
-        "    if in_force is not None and in_force != slots:",
-        "    if False:",
+        "    return in_force != slots",
+        "    return False",
     ),
     "slots-redis-clock-ignored": (
         "on Redis each slot ends on the server's clock",
@@ -658,8 +659,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "slots-redis-rings-one": (
         "a change rings every waiter it leaves a slot for (Redis)",
-        "        for waiter in line[: _free_after(look.record, record, clock or 0)]:",
-        "        for waiter in line[: min(1, _free_after(look.record, record, clock or 0))]:",
+        "    return line[: max(0, free)]",
+        "    return line[: min(1, max(0, free))]",
     ),
     "run-releases-a-kept-hold": (
         "run never releases a hold its owner had before it started",
@@ -685,6 +686,32 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "a folder where no file can be made is exit 2 at once",
         "        if not os.path.isdir(folder):\n            raise  # removed since it was made",
         "        if True:\n            raise  # removed since it was made",
+    ),
+    "shared-writer-beside-readers": (
+        "an exclusive hold is never taken beside a live shared hold",
+        "    free = _free_slots(record, slots, caller_timeout, now, empty_is_stale)",
+        "    free = 1 if record is not None and record.shared"
+        " else _free_slots(record, slots, caller_timeout, now, empty_is_stale)",
+    ),
+    "shared-reader-beside-writer": (
+        "a shared hold is never taken beside a live exclusive hold",
+        '    if in_force is not None and in_force != "shared":\n        return "held"\n',
+        "",
+    ),
+    "shared-passes-a-waiting-writer": (
+        "a shared call never passes an exclusive waiter ahead of it in line",
+        '    return "take" if all(place.shared for place in before) else "line"',
+        '    return "take"',
+    ),
+    "shared-kinds-mix": (
+        "an owner holding one kind that asks for the other is refused",
+        '        return "kind" if record is not None and record.shared != shared else "take"',
+        '        return "take"',
+    ),
+    "shared-place-forgotten": (
+        "a server keeps a shared waiter's place as shared",
+        '    if place.shared:\n        entry["shared"] = True\n',
+        "",
     ),
 }
 

@@ -14,7 +14,7 @@ from .contract import LockBusy
 from .decisions import (
     _BEAT_SEC,
     _ahead_of,
-    _free_slots,
+    _away,
     _kept_timeout,
     _live,
     _released,
@@ -24,6 +24,7 @@ from .decisions import (
     _verdict,
 )
 from .inputs import (
+    _checked_shared,
     _checked_slots,
     _checked_stale_after,
     _checked_wait,
@@ -34,10 +35,10 @@ from .inputs import (
 from .interrupts import _Interrupts
 from .outputs import (
     _acquired_result,
+    _holds_text,
     _lost,
     _refused_result,
     _release_result,
-    _slots_text,
     _status_result,
 )
 from .records import _Place, _Record
@@ -76,21 +77,26 @@ def acquire(
     *,
     empty_is_stale: bool = False,
     slots: int = 1,
+    shared: bool = False,
 ) -> AcquireResult:
     """Take the lock (a file path or a server address) for ``owner``
     (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
     ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
-    ``slots`` N, up to N owners hold it at once, each its own slot.
+    ``slots`` N, up to N owners hold it at once, each its own slot. With ``shared``,
+    a shared hold: any number of owners hold it shared at once, while nobody holds it
+    exclusively.
 
     :returns: the acquire output.
-    :raises ValueError: a bad owner, timeout, count or lock; or a count of slots
-        other than the one in force while a slot is held.
+    :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
+        than the one in force while a slot is held; or the other kind of hold than the
+        one ``owner`` holds.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
     owner, run_id = _owner_with_run_id(owner, fixed_now)
     stale_after = _checked_stale_after(stale_after)
     slots = _checked_slots(slots)
+    shared = _checked_shared(shared, slots)
     return _take(
         lock,
         owner,
@@ -99,6 +105,7 @@ def acquire(
         fixed_now=fixed_now,
         empty_is_stale=empty_is_stale,
         slots=slots,
+        shared=shared,
     )
 
 
@@ -113,6 +120,7 @@ def _take(
     renew_only: bool = False,
     keep_longer: bool = False,
     slots: int = 1,
+    shared: bool = False,
 ) -> AcquireResult:
     """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock;
     ``keep_longer``: a renewal never shortens the hold (_kept_timeout)."""
@@ -128,6 +136,7 @@ def _take(
             renew_only=renew_only,
             keep_longer=keep_longer,
             slots=slots,
+            shared=shared,
         )
     finally:
         store.close()
@@ -145,6 +154,7 @@ def _take_in(
     keep_longer: bool = False,
     place: _Place | None = None,
     slots: int = 1,
+    shared: bool = False,
 ) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
     for _ in range(_CHANGE_TRIES):
@@ -164,15 +174,18 @@ def _take_in(
                 owner,
                 ticket,
                 slots=slots,
+                shared=shared,
                 caller_timeout=stale_after,
                 now=now,
                 empty_is_stale=empty_is_stale,
             )
-            if verdict == "count":
+            if verdict in ("count", "kind"):
                 assert record is not None
-                from .outputs import _count_refusal
+                from .outputs import _count_refusal, _kind_refusal
 
-                raise ValueError(_count_refusal(store.lock, record, slots, stale_after))
+                if verdict == "kind":
+                    raise ValueError(_kind_refusal(store.lock, record, owner, shared))
+                raise ValueError(_count_refusal(store.lock, record, slots, shared))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -188,12 +201,19 @@ def _take_in(
                     by_hand=store.by_hand(),
                     held=verdict == "held",
                     line=[p for p in line if p.ticket != ticket],
+                    shared=shared,
                 )
             since = int(now // 1)
             timeout = _kept_timeout(record, owner, stale_after) if keep_longer else stale_after
             new = _Record(owner, since, timeout)
             after, before = _taken(
-                record, look.last, new, slots, caller_timeout=stale_after, now=now
+                record,
+                look.last,
+                new,
+                slots,
+                shared=shared,
+                caller_timeout=stale_after,
+                now=now,
             )
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
@@ -217,12 +237,20 @@ def acquire_within(
     *,
     empty_is_stale: bool = False,
     slots: int = 1,
+    shared: bool = False,
 ) -> AcquireResult:
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
-    served (the first k in line take the k slots that free); :class:`LockBusy` if the
-    wait runs out."""
+    served (the first k in line take the k slots that free; the shared waiters at its
+    head go in together); :class:`LockBusy` if the wait runs out."""
     return _wait_for(
-        lock, owner, stale_after, wait, empty_is_stale=empty_is_stale, refused=None, slots=slots
+        lock,
+        owner,
+        stale_after,
+        wait,
+        empty_is_stale=empty_is_stale,
+        refused=None,
+        slots=slots,
+        shared=shared,
     )
 
 
@@ -243,7 +271,7 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
                     change.prune(look, now)
                     return _release_result(store.lock, owner, record)
                 if change.apply(look, after, owner):
-                    left = "" if after is None else _slots_text(after)
+                    left = "" if after is None else _holds_text(after)
                     return _release_result(store.lock, owner, freed, freed=True, left=left)
         raise _kept_changing(store.lock)
     finally:
@@ -293,6 +321,7 @@ def _wait_for(
     empty_is_stale: bool,
     refused: Callable[[AcquireResult, float, int], None] | None,
     slots: int = 1,
+    shared: bool = False,
     keep_longer: bool = False,
 ) -> AcquireResult:
     """acquire_within, calling ``refused(result, seconds left, place)`` as it waits;
@@ -301,10 +330,12 @@ def _wait_for(
     owner, run_id = _owner_with_run_id(owner)
     stale_after = _checked_stale_after(stale_after)
     slots = _checked_slots(slots)
+    shared = _checked_shared(shared, slots)
     deadline = time.monotonic() + wait
     store = _store_for(lock)
     store.patient = bool(wait)
-    place = _Place(os.urandom(4).hex(), owner, 0, stale_after, None) if wait else None
+    ticket = os.urandom(4).hex()
+    place = _Place(ticket, owner, 0, stale_after, None, shared=shared) if wait else None
     try:
         while True:
             result = _take_in(
@@ -316,6 +347,7 @@ def _wait_for(
                 keep_longer=keep_longer,
                 place=place,
                 slots=slots,
+                shared=shared,
             )
             if result["acquired"]:
                 return result
@@ -402,13 +434,26 @@ def _found_in_line(
     or its place lapsed, and it tries again."""
     look = store.look(upto=place.ticket)  # only the places ahead of it matter
     now = time.time()
-    ahead = _ahead_of(_live(look.line, now), place.ticket)
+    line = _live(look.line, now)
+    ahead = _ahead_of(line, place.ticket)
     if ahead is None:
         return None
-    if len(ahead) < _free_slots(look.record, slots, caller_timeout, now, empty_is_stale):
+    verdict = _verdict(
+        look.record,
+        line,
+        place.owner,
+        place.ticket,
+        slots=slots,
+        shared=place.shared,
+        caller_timeout=caller_timeout,
+        now=now,
+        empty_is_stale=empty_is_stale,
+    )
+    if verdict not in ("held", "line"):
         return None
-    # Among the first N in line, a slot that frees may be its own: it watches them.
-    away = max(0, len(ahead) - slots + 1)
+    # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
+    # that frees may be its own: it watches them.
+    away = _away(ahead, slots, place.shared)
     # The next to take a slot also wakes when one goes stale.
     until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
     return look, ahead, away, time.monotonic() + until_stale

@@ -52,6 +52,7 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--stale-after": False,
         "--wait": False,
         "--slots": False,
+        "--shared": None,
         "--empty-is-stale": None,
         "--get": False,
     },
@@ -183,6 +184,16 @@ def _slots(options: dict[str, str]) -> int:
     return _checked_slots(count, "--slots", given=text)
 
 
+def _shared(options: dict[str, str]) -> bool:
+    """--shared: a shared hold, which has no count of slots to give."""
+    if "--shared" in options and "--slots" in options:
+        raise _UsageError(
+            "--shared and --slots cannot be given together: a shared hold is one of any"
+            " number, never a slot; give one or the other"
+        )
+    return "--shared" in options
+
+
 def _is_terminal(stream: object) -> bool:
     try:
         return bool(stream.isatty())  # type: ignore[attr-defined]
@@ -199,6 +210,7 @@ def _cli_take(
     lock = options["--lock"]
     empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
+    shared = _shared(options)
     if not wait:
         owner, run_id = _owner_with_run_id(options["--owner"])
         result = _take(
@@ -209,6 +221,7 @@ def _cli_take(
             empty_is_stale=empty_is_stale,
             keep_longer=keep_longer,
             slots=slots,
+            shared=shared,
         )
     else:
         started = time.monotonic()
@@ -226,6 +239,7 @@ def _cli_take(
                 empty_is_stale=empty_is_stale,
                 refused=line,
                 slots=slots,
+                shared=shared,
                 keep_longer=keep_longer,
             )
         except LockBusy as busy:
@@ -250,9 +264,14 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code
     empty_is_stale = "--empty-is-stale" in options
-    slots = _slots(options)
     return None, _run_holding(
-        options["--lock"], result, stale_after, empty_is_stale, tail, slots=slots
+        options["--lock"],
+        result,
+        stale_after,
+        empty_is_stale,
+        tail,
+        slots=_slots(options),
+        shared=_shared(options),
     )
 
 

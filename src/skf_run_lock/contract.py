@@ -57,6 +57,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         waiting: list[Waiter]
         slots: int
         holders: list[Holder]
+        mode: Literal["shared", "exclusive"] | None
 
     class StatusResult(ListedLock):
         message: str
@@ -80,7 +81,7 @@ __all__ = [
     "__version__",
 ]
 
-__version__ = "1.6.0"
+__version__ = "1.7.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -125,6 +126,7 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
         "waiting",
         "slots",
         "holders",
+        "mode",
         "message",
     ),
     "list": ("under", "locks", "message"),

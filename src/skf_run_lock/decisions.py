@@ -1,7 +1,7 @@
 """The decisions, as pure functions of what a store read and the time: is a record
-stale, may an owner take the lock (or one of its slots), who in the line is alive, who
-goes first, what a take or a release leaves. No store decides anything; each only
-reads, applies a change atomically, and waits."""
+stale, may an owner take the lock (one of its slots, or a shared hold), who in the line
+is alive, who goes first, what a take or a release leaves. No store decides anything;
+each only reads, applies a change atomically, and waits."""
 
 from __future__ import annotations
 
@@ -34,7 +34,8 @@ def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale
 
 
 # --- Slots: a lock held by up to N runs at once, each under its own owner and timeout.
-# A lock of one slot is its record's own holder; one of several lists its holders.
+# A lock of one slot is its record's own holder; one of several lists its holders, as
+# does one held shared: any number of holders at once, none of them exclusive.
 
 
 def _holders(record: _Record | None) -> list[_Record]:
@@ -57,11 +58,12 @@ def _live_holders(
 
 def _in_force(
     record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
-) -> int | None:
-    """The count of slots that stands while any slot is held; None once none is."""
+) -> int | Literal["shared"] | None:
+    """What stands while any hold is live: the count of slots, or "shared" (shared
+    holds); None once no hold is live."""
     if record is None or not _live_holders(record, caller_timeout, now, empty_is_stale):
         return None
-    return record.slots
+    return "shared" if record.shared else record.slots
 
 
 def _first_to_go(holders: list[_Record], caller_timeout: float) -> _Record:
@@ -99,16 +101,21 @@ def _taken(
     new: _Record,
     slots: int,
     *,
+    shared: bool = False,
     caller_timeout: float,
     now: float,
 ) -> tuple[_Record, _Record | None]:
     """The record a take by ``new`` leaves, and the holder it renews or replaces (None:
-    a free slot). Its own slot is renewed, else the first stale one replaced, else a free
-    one taken; the other holders' slots are untouched. A count that changes (no slot
-    held) starts a new record; ``last`` is a server's record that expired whole."""
+    a free slot). Its own slot (or shared hold) is renewed, else the first stale one
+    replaced, else a free one taken; the other holders' are untouched. A count or kind
+    that changes (no hold live) starts a new record; ``last`` is a server's record that
+    expired whole."""
     gone = _holders(record) or _holders(last)
-    same_count = record is not None and record.slots == slots and slots > 1
-    kept = _holders(record) if same_count else []
+    if shared:
+        same_kind = record is not None and record.shared
+    else:
+        same_kind = record is not None and not record.shared and record.slots == slots > 1
+    kept = _holders(record) if same_kind else []
     at = next((i for i, h in enumerate(kept) if h.owner == new.owner), None)
     if at is None:
         stale = [h for h in kept if _is_stale(h, caller_timeout, now, False)]
@@ -124,6 +131,8 @@ def _taken(
         # A new record: a stale holder (or a server's expired one) is what it replaces.
         before = _first_to_go(gone, caller_timeout) if gone else None
         holders = [new]
+    if shared:
+        return _shared_record(holders), before
     if slots == 1:
         return new, before
     return _slots_record(slots, holders), before
@@ -141,6 +150,8 @@ def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, 
     # Every holder of several slots has a timeout of its own; no caller's is needed.
     if not any(not _is_stale(h, float("inf"), now, False) for h in rest):
         return None, mine
+    if record.shared:
+        return _shared_record(rest), mine
     return _slots_record(record.slots, rest), mine
 
 
@@ -149,6 +160,19 @@ def _slots_record(slots: int, holders: list[_Record]) -> _Record:
     record.slots = slots
     record.holders = holders
     return record
+
+
+def _shared_record(holders: list[_Record]) -> _Record:
+    record = _slots_record(1, holders)
+    record.shared = True
+    return record
+
+
+def _kind_of(record: _Record) -> str:
+    """``shared``, ``exclusive`` or ``N slots``: the kind of hold ``record`` keeps."""
+    if record.shared:
+        return "shared"
+    return "exclusive" if record.slots == 1 else f"{record.slots} slots"
 
 
 # --- The line of waiters: first come, first served
@@ -174,24 +198,74 @@ def _verdict(
     ticket: str | None,
     *,
     slots: int = 1,
+    shared: bool = False,
     caller_timeout: float,
     now: float,
     empty_is_stale: bool,
-) -> Literal["take", "held", "line", "count"]:
-    """May ``owner`` "take" a slot, are all "held", do the free ones go to those ahead in
-    ``line`` ("line"), or does it ask for another "count" than the one in force? The
-    first k in line take the k free slots; a call with no place comes after them all."""
+) -> Literal["take", "held", "line", "count", "kind"]:
+    """May ``owner`` "take" a slot (or a shared hold), are all "held", do the free ones
+    go to those ahead in ``line`` ("line"), does it ask for another "count" than the one
+    in force (of slots, or slots where holds are shared), or for the other "kind" than
+    the one it holds (exclusive or shared)? The first k in line take the k free slots; a
+    call with no place comes after them all. The shared waiters at the head of the line
+    go in together, but none passes an exclusive waiter ahead of it."""
     in_force = _in_force(record, caller_timeout, now, empty_is_stale)
-    if in_force is not None and in_force != slots:
+    if in_force is not None and _counts_clash(in_force, slots, shared):
         return "count"
-    if any(holder.owner == owner for holder in _holders(record)):
-        return "take"
+    mine = [holder for holder in _holders(record) if holder.owner == owner]
+    if mine:
+        return "kind" if record is not None and record.shared != shared else "take"
+    ahead = _ahead_of(line, ticket) if ticket is not None else None
+    before = line if ahead is None else ahead
+    if shared:
+        return _shared_verdict(in_force, before)
     free = _free_slots(record, slots, caller_timeout, now, empty_is_stale)
     if free <= 0:
         return "held"
-    ahead = _ahead_of(line, ticket) if ticket is not None else None
-    position = len(line) if ahead is None else len(ahead)
-    return "take" if position < free else "line"
+    return "take" if len(before) < free else "line"
+
+
+def _shared_verdict(
+    in_force: int | Literal["shared"] | None, before: list[_Place]
+) -> Literal["take", "held", "line"]:
+    """A shared call's verdict, with ``before`` the places ahead of it: "held" while an
+    exclusive hold is live, else "take" unless an exclusive waiter is ahead ("line")."""
+    if in_force is not None and in_force != "shared":
+        return "held"
+    return "take" if all(place.shared for place in before) else "line"
+
+
+def _counts_clash(in_force: int | Literal["shared"], slots: int, shared: bool) -> bool:
+    """True if a call for ``slots`` (or a shared hold) names another count of slots than
+    ``in_force``: slots where holds are shared, shared holds where there are slots, or
+    another count. Exclusive beside shared is no clash: it waits its turn."""
+    if in_force == "shared" or shared:
+        several = slots if in_force == "shared" else in_force
+        return several > 1
+    return in_force != slots
+
+
+def _away(ahead: list[_Place], slots: int, shared: bool) -> int:
+    """How many places must leave the line before a waiter with ``ahead`` of it is
+    among those whose turn a freed hold gives: the first N (N slots); for a shared
+    waiter, none once no exclusive waiter is ahead of it."""
+    if shared:
+        exclusive = [at for at, place in enumerate(ahead) if not place.shared]
+        return exclusive[-1] + 1 if exclusive else 0
+    return max(0, len(ahead) - slots + 1)
+
+
+def _turns(line: list[_Place], free: int, shared_may_go: bool) -> list[_Place]:
+    """The waiters at the head of the live ``line`` whose turn a change leaves: the
+    first ``free`` (the exclusive slots free after it), or the shared waiters at its
+    head, up to the first exclusive one, while ``shared_may_go`` (no exclusive hold is
+    live)."""
+    if line and line[0].shared:
+        if not shared_may_go:
+            return []
+        exclusive = [at for at, place in enumerate(line) if not place.shared]
+        return line[: exclusive[0]] if exclusive else line
+    return line[: max(0, free)]
 
 
 def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> float:

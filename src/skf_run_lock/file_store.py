@@ -189,12 +189,16 @@ def _delete_record(lock: str) -> None:
         raise
 
 
+# A place's fields as a line file keeps them: ticket, owner, since, timeout, its last
+# beat, and whether it waits for a shared hold.
+_PlaceFields = tuple[str, str, int, float, float, bool]
+
 # What each text line of a line file gave (its place's fields, or None: not a place),
 # and the text that keeps each place's fields: a waiter reads the line (up to its own
 # place) at every look and writes it at every change, and a place read is written back
 # as the text it was read from.
-_PARSED: dict[bytes, tuple[str, str, int, float, float] | None] = {}
-_WRITTEN: dict[tuple[str, str, int, float, float], bytes] = {}
+_PARSED: dict[bytes, _PlaceFields | None] = {}
+_WRITTEN: dict[_PlaceFields, bytes] = {}
 
 
 def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
@@ -211,18 +215,20 @@ def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
             if fields is not None:
                 _remember(_WRITTEN, fields, text + b"\n")
         if fields is not None:
-            places.append(_Place(*fields))
+            ticket, owner, since, stale_after, beat, shared = fields
+            places.append(_Place(ticket, owner, since, stale_after, beat, shared=shared))
             if fields[0] == upto:
                 break  # the places behind a waiter: most of the new ones in a busy line
     return places
 
 
-def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
+def _place_fields(text: bytes) -> _PlaceFields | None:
     """The fields of the place one text line of a line file gives; None if not one."""
     try:
         entry = json.loads(text)
         ticket, owner, since = entry["ticket"], entry["owner"], _time_of(entry["since"])
         timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
+        shared = entry.get("shared") is True
     except (ValueError, RecursionError, TypeError, KeyError):
         return None
     if (
@@ -234,28 +240,30 @@ def _place_fields(text: bytes) -> tuple[str, str, int, float, float] | None:
         and isinstance(beat, int | float)
         and abs(beat) < 1e12
     ):
-        return ticket, owner, since, timeout, float(beat)
+        return ticket, owner, since, timeout, float(beat), shared
     return None
 
 
 def _line_bytes(places: list[_Place]) -> bytes:
     texts = []
     for p in places:
-        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3))
+        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3), p.shared)
         texts.append(_remembered(_WRITTEN, fields, _place_text))
     return b"".join(texts)
 
 
-def _place_text(fields: tuple[str, str, int, float, float]) -> bytes:
-    """One place as a text line of a line file."""
-    ticket, owner, since, stale_after, beat = fields
-    entry = {
+def _place_text(fields: _PlaceFields) -> bytes:
+    """One place as a text line of a line file (a shared waiter's says so)."""
+    ticket, owner, since, stale_after, beat, shared = fields
+    entry: dict[str, object] = {
         "ticket": ticket,
         "owner": owner,
         "since": _format_time(since),
         "stale_after_seconds": stale_after,
         "beat": beat,
     }
+    if shared:
+        entry["shared"] = True
     return (json.dumps(entry) + "\n").encode("ascii")
 
 

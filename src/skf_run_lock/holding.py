@@ -11,7 +11,13 @@ import time
 
 from .algorithm import _take, _wait_for, release
 from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost
-from .inputs import _checked_slots, _checked_stale_after, _checked_wait, _owner_with_run_id
+from .inputs import (
+    _checked_shared,
+    _checked_slots,
+    _checked_stale_after,
+    _checked_wait,
+    _owner_with_run_id,
+)
 from .interrupts import _Interrupts, _signal_name
 from .outputs import _describe_os_error, _fail
 from .times import _duration_text
@@ -47,6 +53,7 @@ def held(
     *,
     empty_is_stale: bool = False,
     slots: int = 1,
+    shared: bool = False,
 ) -> _Lease:
     """Hold the lock for a ``with`` block::
 
@@ -54,15 +61,16 @@ def held(
             ...  # lease.check() raises LockLost if the lock was lost
 
 
-    Taken as by :func:`acquire_within` (``slots``: one of that many), renewed from a
-    thread every third of ``stale_after`` (seconds, at least 3), released however the
-    block ends; :class:`LockLost` at the end of a block that ended normally without it.
+    Taken as by :func:`acquire_within` (``slots``: one of that many; ``shared``: a
+    shared hold), renewed from a thread every third of ``stale_after`` (seconds, at
+    least 3), released however the block ends; :class:`LockLost` at the end of a block
+    that ended normally without it.
     """
     _owner_with_run_id(owner)
     _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
     _checked_wait(wait)
-    _checked_slots(slots)
-    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots)
+    _checked_shared(shared, _checked_slots(slots))
+    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots, shared=shared)
 
 
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
@@ -75,10 +83,16 @@ class _Renewer:
     """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 
     def __init__(
-        self, taken: AcquireResult, stale_after: float, empty_is_stale: bool, slots: int = 1
+        self,
+        taken: AcquireResult,
+        stale_after: float,
+        empty_is_stale: bool,
+        slots: int = 1,
+        shared: bool = False,
     ) -> None:
         self.lock = taken["lock"]
         self.slots = slots
+        self.shared = shared
         self.owner = taken["owner"]
         self.run_id = taken["run_id"]
         self.stale_after = stale_after
@@ -106,6 +120,7 @@ class _Renewer:
                 renew_only=True,
                 keep_longer=True,
                 slots=self.slots,
+                shared=self.shared,
             )
         except LockLost as lost:
             self.lost = lost
@@ -134,9 +149,11 @@ class _Lease:
         empty_is_stale: bool,
         *,
         slots: int = 1,
+        shared: bool = False,
     ) -> None:
         self.lock = lock
         self.slots = slots
+        self.shared = shared
         self.owner = owner
         self.stale_after = stale_after
         self.wait = wait
@@ -168,11 +185,14 @@ class _Lease:
             empty_is_stale=self.empty_is_stale,
             refused=None,
             slots=self.slots,
+            shared=self.shared,
             keep_longer=True,
         )
         self.owner = self.result["owner"]
         self.kept = self.result["refreshed"]
-        self.renewer = _Renewer(self.result, self.stale_after, self.empty_is_stale, self.slots)
+        self.renewer = _Renewer(
+            self.result, self.stale_after, self.empty_is_stale, self.slots, self.shared
+        )
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -234,6 +254,7 @@ def _run_holding(
     command: list[str],
     *,
     slots: int = 1,
+    shared: bool = False,
 ) -> int:
     """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
     import subprocess
@@ -260,7 +281,7 @@ def _run_holding(
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(taken, stale_after, empty_is_stale, slots)
+    renewer = _Renewer(taken, stale_after, empty_is_stale, slots, shared)
     lost = None
     while True:
         waiter.join(renewer.due_in())

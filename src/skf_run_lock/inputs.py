@@ -70,6 +70,19 @@ def _checked_slots(slots: object, name: str = "slots", given: object = None) -> 
     return slots
 
 
+def _checked_shared(shared: object, slots: int) -> bool:
+    """``shared``, True or False, and never with several slots: shared holds are any
+    number at once, so a count of slots means nothing to them."""
+    if not isinstance(shared, bool):
+        raise ValueError(f"shared must be True or False, not {shared!r}")
+    if shared and slots != 1:
+        raise ValueError(
+            f"a shared hold has no count of slots: give --shared or --slots {slots}, not"
+            " both (shared=True or slots=N)"
+        )
+    return shared
+
+
 def _owner_for_release(owner: str) -> str:
     if not _split_owner(owner)[2]:
         raise ValueError(f"release needs the whole owner with its run id, not {owner!r}")

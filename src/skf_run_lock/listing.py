@@ -66,6 +66,7 @@ def _listed_lock(status: StatusResult) -> ListedLock:
         "waiting": status["waiting"],
         "slots": status["slots"],
         "holders": status["holders"],
+        "mode": status["mode"],
     }
 
 
@@ -115,7 +116,7 @@ def _shown_name(text: str) -> str:
 
 def _list_table(result: ListResult, now: float) -> str:
     """The listing as an aligned table for a person: one row a lock, then its message."""
-    rows = [["LOCK", "STATE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
+    rows = [["LOCK", "STATE", "MODE", "HOLDER", "AGE", "STALE IN", "WAITING"]]
     rows += [_table_row(entry, now) for entry in result["locks"]]
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
     lines = [
@@ -125,17 +126,20 @@ def _list_table(result: ListResult, now: float) -> str:
 
 
 def _table_row(entry: ListedLock, now: float) -> list[str]:
-    """One lock's row. A lock of several slots that anyone holds shows how many of its
-    slots are held, and by whom: the longest holder (its age, when it goes stale) and a
-    count of the rest; a status of it may say "free" while a slot is."""
+    """One lock's row, with its mode (shared or exclusive) while anyone holds it. A lock
+    of several slots that anyone holds shows how many of its slots are held, and one
+    held shared how many hold it, and by whom: the longest holder (its age, when it goes
+    stale) and a count of the rest; a status of a lock of slots may say "free" while a
+    slot is."""
     state: str = entry["state"]
     holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
     age = entry["age_seconds"]
     stale_at = entry["stale_at"] if state == "held" else None
     live = _live_holders_at(entry, now)
-    if entry["slots"] > 1 and live:
+    if (entry["slots"] > 1 or entry["mode"] == "shared") and live:
         longest = live[0]  # holders come longest held first
-        state = f"{len(live)}/{entry['slots']} held"
+        if entry["slots"] > 1:
+            state = f"{len(live)}/{entry['slots']} held"
         holder = _shown_name(_holder_text(longest["owner"]))
         if len(live) > 1:
             holder += f" and {len(live) - 1} more"
@@ -149,6 +153,7 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
     return [
         _shown_name(entry["lock"]),
         state,
+        entry["mode"] or "-",
         holder,
         "-" if age is None else _duration_text(age),
         stale_in,

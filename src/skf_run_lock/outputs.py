@@ -77,12 +77,19 @@ def _names_text(holders: list[_Record]) -> str:
     return " and ".join([", ".join(names[:-1]), names[-1]]) if len(names) > 1 else names[0]
 
 
-def _slots_text(record: _Record) -> str:
-    """``; 2 of its 3 slots are held`` for a lock of several slots, else nothing."""
+def _holds_text(record: _Record) -> str:
+    """``; 2 of its 3 slots are held`` for a lock of several slots, ``; 2 runs hold it
+    shared`` for one held shared, else nothing."""
+    held = len(_holders(record))
+    if record.shared:
+        return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} it shared"
     if record.slots == 1:
         return ""
-    held = len(_holders(record))
     return f"; {held} of its {record.slots} slots {'is' if held == 1 else 'are'} held"
+
+
+def _runs_text(count: int) -> str:
+    return f"{count} run{'' if count == 1 else 's'}"
 
 
 def _acquired_result(
@@ -99,17 +106,25 @@ def _acquired_result(
     renewed = before is not None and before.owner == owner
     replaced = before is not None and not renewed
     stale_at = _stale_at(since, stale_after)
-    what = lock if after is None or after.slots == 1 else f"a slot of {lock}"
+    what = lock
+    if after is not None and after.shared:
+        what = f"a shared hold on {lock}"
+    elif after is not None and after.slots > 1:
+        what = f"a slot of {lock}"
     if before is None:
         done = f"acquired {what} for {owner}"
     elif renewed:
         done = f"renewed {what} for {owner}"
     else:
         holder = f"of {before.owner}" if before.owner else "file that named no owner"
-        stale = "stale lock" if what == lock else "stale slot"
+        stale = "stale lock"
+        if after is not None and after.shared:
+            stale = "stale shared hold"
+        elif after is not None and after.slots > 1:
+            stale = "stale slot"
         done = f"acquired {what} for {owner}, replacing the {stale} {holder}"
     if after is not None:
-        done += _slots_text(after)
+        done += _holds_text(after)
     return {
         "acquired": True,
         "refreshed": renewed,
@@ -138,17 +153,21 @@ def _refused_result(
     by_hand: str,
     line: list[_Place],
     held: bool,
+    shared: bool = False,
 ) -> AcquireResult:
-    """The acquire output when ``record`` (or the first in ``line``) stands in the way:
-    of several slots held, the holder whose slot goes stale first is named."""
-    several = record is not None and record.slots > 1
+    """The acquire output when ``record`` (or a waiter in ``line``) stands in the way:
+    of several slots or shared holds, the holder whose hold goes stale first is named;
+    a ``shared`` call waits behind the first exclusive waiter, any other behind the
+    first waiter."""
+    several = record is not None and record.holders is not None
     if held and several:
         live = _live_holders(record, caller_timeout, now, False)
         holder: _Record | None = _first_to_go(live, caller_timeout)
     elif held:
         holder = record
     else:
-        holder = _Record(line[0].owner, line[0].since, line[0].stale_after)
+        waiter = next((p for p in line if not p.shared), line[0]) if shared else line[0]
+        holder = _Record(waiter.owner, waiter.since, waiter.stale_after)
     assert holder is not None
     timeout = _deciding_timeout(holder, caller_timeout)
     held_since = _format_time(holder.since)
@@ -156,21 +175,35 @@ def _refused_result(
     if held:
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+        clear = _clear_advice(lock, holder.owner, by_hand)
         if several:
             assert record is not None
-            by_whom = sorted(_holders(record), key=lambda h: h.since)
+            live = sorted(_live_holders(record, caller_timeout, now, False), key=lambda h: h.since)
+            how = (
+                f"held shared by {_runs_text(len(live))},"
+                if record.shared
+                else f"held in all {record.slots} of its slots, by"
+            )
             message = (
-                f"lock {lock} is held in all {record.slots} of its slots, by"
-                f" {_names_text(by_whom)}; the first to go stale is"
+                f"lock {lock} is {how} {_names_text(live)}; the first to go stale is"
                 f" {_holder_text(holder.owner)}'s (since {held_since}, {age_text}), at"
-                f" {stale_at}{_in_line_text(line)}. {_clear_advice(lock, holder.owner, by_hand)}"
+                f" {stale_at}{_in_line_text(line)}. {clear}"
             )
         else:
+            how = "held exclusively by" if shared else "held by"
             message = (
-                f"lock {lock} is held by {_holder_text(holder.owner)} since {held_since}"
-                f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}."
-                f" {_clear_advice(lock, holder.owner, by_hand)}"
+                f"lock {lock} is {how} {_holder_text(holder.owner)} since {held_since}"
+                f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}. {clear}"
             )
+    elif shared:
+        live = _live_holders(record, caller_timeout, now, False)
+        state = f"held shared by {_runs_text(len(live))}" if live else "free"
+        message = (
+            f"lock {lock} is {state}, but {holder.owner} waits in line ahead for an"
+            f" exclusive hold (waiting since {held_since}), and shared holds come after"
+            f" it{_in_line_text(line)}. Wait in line for your turn (acquire --shared"
+            " --wait); a place in line lapses within seconds of its waiter's end"
+        )
     else:
         state = "free" if record is None else "stale"
         if several:
@@ -203,8 +236,9 @@ def _lost(
     lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
 ) -> LockLost:
     if record is not None and record.holders is not None:
-        # Of several slots: the one this owner held is gone (cleared, or stale).
-        return LockLost(lock, None, None, "its slot was released or replaced, or went stale")
+        # Of several slots or shared holds: this owner's is gone (cleared, or stale).
+        hold = "shared hold" if record.shared else "slot"
+        return LockLost(lock, None, None, f"its {hold} was released or replaced, or went stale")
     if record is None:
         return LockLost(lock, None, None, "it was cleared, and no run holds it now")
     since = _format_time(record.since)
@@ -234,12 +268,10 @@ def _release_result(
         other = _first_to_go(holders, 0.0) if holders else record
         message = f"left {lock} in place: it is held by {_holder_text(other.owner)}, not {owner}"
         if record.holders is not None:
-            message = (
-                f"left {lock} in place: {owner} holds none of its {record.slots} slots"
-                f" (held by {_names_text(sorted(holders, key=lambda h: h.since))})"
-                if holders
-                else f"left {lock} in place: {owner} holds none of its {record.slots} slots"
-            )
+            holds = "shared holds" if record.shared else f"{record.slots} slots"
+            message = f"left {lock} in place: {owner} holds none of its {holds}"
+            if holders:
+                message += f" (held by {_names_text(sorted(holders, key=lambda h: h.since))})"
     return {
         "released": reason is None,
         "reason": reason,
@@ -281,7 +313,8 @@ def _status_result(
     line: list[_Place],
     slots: int = 1,
 ) -> StatusResult:
-    """Who holds the lock, by the count in force (else ``slots``, the caller's)."""
+    """Who holds the lock, by the count in force (else ``slots``, the caller's), and in
+    which ``mode``: shared or exclusive while any hold is live, else None."""
     live = _live_holders(record, caller_timeout, now, empty_is_stale)
     if record is not None and live:
         slots = record.slots
@@ -291,7 +324,31 @@ def _status_result(
     timeout = caller_timeout
     shown: _Record | None = None
     message = f"no lock at {lock}; it is free"
-    if not several and record is not None:
+    shared = record is not None and record.shared
+    if live and (shared or (several and len(live) >= slots)):
+        state = "held"
+        shown = _first_to_go(live, caller_timeout)
+        timeout = _deciding_timeout(shown, caller_timeout)
+        how = (
+            f"held shared by {_runs_text(len(live))},"
+            if shared
+            else f"held in all {slots} of its slots, by"
+        )
+        message = (
+            f"{lock} is {how} {_names_text(sorted(live, key=lambda h: h.since))}; the first"
+            f" to go stale is {_holder_text(shown.owner)}'s, at"
+            f" {_stale_at(shown.since, timeout)}"
+        )
+    elif shared and holders:
+        state = "stale"
+        shown = max(holders, key=lambda h: h.since + _deciding_timeout(h, caller_timeout))
+        timeout = _deciding_timeout(shown, caller_timeout)
+        message = (
+            f"{lock} was held shared, but every hold went stale, the last"
+            f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, timeout)}, so the"
+            " next acquire takes it"
+        )
+    elif not several and record is not None:
         shown = record
         timeout = _deciding_timeout(record, caller_timeout)
         stale_at = _stale_at(record.since, timeout)
@@ -304,15 +361,6 @@ def _status_result(
         )
         since = _format_time(record.since)
         message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
-    elif len(live) >= slots:
-        state = "held"
-        shown = _first_to_go(live, caller_timeout)
-        timeout = _deciding_timeout(shown, caller_timeout)
-        message = (
-            f"{lock} is held in all {slots} of its slots, by"
-            f" {_names_text(sorted(live, key=lambda h: h.since))}; the first to go stale is"
-            f" {_holder_text(shown.owner)}'s, at {_stale_at(shown.since, timeout)}"
-        )
     elif record is not None and record.slots == slots and len(holders) >= slots:
         state = "stale"
         gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
@@ -346,14 +394,32 @@ def _status_result(
             }
             for holder in sorted(holders, key=lambda h: h.since)
         ],
+        "mode": None if not live else _mode_of(record),
         "message": message + _in_line_text(line),
     }
 
 
-def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float) -> str:
-    """Why a call naming ``slots`` is refused while ``record``'s count is in force."""
-    in_force = record.slots
+def _mode_of(record: _Record | None) -> Literal["shared", "exclusive"]:
+    return "shared" if record is not None and record.shared else "exclusive"
+
+
+def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
+    """Why a call naming ``slots`` (or a ``shared`` hold) is refused while ``record``'s
+    count of slots, or its shared holds, are in force."""
     names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+    if record.shared:
+        return (
+            f"lock {lock} is held shared (by {names}), and shared holds have no slots: ask"
+            " for a shared hold with --shared (shared=True), or for the lock alone with no"
+            " --slots; slots can be asked for once no shared hold is live"
+        )
+    in_force = record.slots
+    if shared:
+        return (
+            f"lock {lock} has {in_force} slots while any is held (by {names}), and a slot"
+            f" is never shared: ask for one with --slots {in_force} (slots={in_force});"
+            " shared holds can be asked for once no slot is held"
+        )
     ask = "no --slots (or --slots 1; slots=1)" if in_force == 1 else f"--slots {in_force}"
     if in_force > 1:
         ask += f" (slots={in_force})"
@@ -361,4 +427,17 @@ def _count_refusal(lock: str, record: _Record, slots: int, caller_timeout: float
         f"lock {lock} has {in_force} slot{'s' if in_force > 1 else ''} while any is held"
         f" (by {names}), not {slots}: ask for it with {ask}; the count changes only once no"
         " slot is held"
+    )
+
+
+def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
+    """Why ``owner``, which holds ``record`` one way, may not hold it the other way:
+    a hold never changes kind (two shared holders that both waited to turn exclusive
+    would wait for each other forever)."""
+    has = "a shared hold on" if record.shared else "the lock"
+    asks = "a shared hold" if shared else "the lock exclusively"
+    release = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(owner)}"
+    return (
+        f"{owner} holds {has} {lock} and asked for {asks}: a hold never changes kind;"
+        f" release it first ({release}), then ask again"
     )

@@ -26,10 +26,21 @@ _REMEMBERED_LONGEST = 1024
 
 class _Record:
     """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
-    A lock of several ``slots`` lists its ``holders``, each a record of its own with a
-    ``mark``: how its server ends it (Redis: the server's time in ms; etcd: a lease)."""
+    A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
+    record of its own with a ``mark``: how its server ends it (Redis: the server's time
+    in ms; etcd: a lease)."""
 
-    __slots__ = ("empty", "holders", "lease", "mark", "owner", "since", "slots", "stale_after")
+    __slots__ = (
+        "empty",
+        "holders",
+        "lease",
+        "mark",
+        "owner",
+        "shared",
+        "since",
+        "slots",
+        "stale_after",
+    )
 
     def __init__(
         self, owner: str | None, since: int, stale_after: float | None = None, empty: bool = False
@@ -41,22 +52,32 @@ class _Record:
         self.lease: Literal["live", "expired"] | None = None
         self.slots = 1
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
+        self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
 
 
 class _Place:
-    """A waiter's place in the line (``beat`` None: the server's expiry keeps it)."""
+    """A waiter's place in the line (``beat`` None: the server's expiry keeps it);
+    ``shared``: it waits for a shared hold."""
 
-    __slots__ = ("beat", "joined", "owner", "since", "stale_after", "ticket")
+    __slots__ = ("beat", "joined", "owner", "shared", "since", "stale_after", "ticket")
 
     def __init__(
-        self, ticket: str, owner: str, since: int, stale_after: float, beat: float | None
+        self,
+        ticket: str,
+        owner: str,
+        since: int,
+        stale_after: float,
+        beat: float | None,
+        *,
+        shared: bool = False,
     ) -> None:
         self.ticket = ticket
         self.owner = owner
         self.since = since
         self.stale_after = stale_after
         self.beat = beat
+        self.shared = shared
         self.joined = False  # True while this is the caller's own place, in the line
 
 
@@ -150,10 +171,13 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         slots = content.get("slots")
         entries = content.get("holders")
         several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
-        if several and isinstance(slots, int) and isinstance(entries, list):
+        shared = content.get("mode") == _SHARED_MODE
+        if (several or shared) and isinstance(entries, list):
             holders = [_holder_of(entry) for entry in entries]
-            record.slots = slots
             record.holders = [holder for holder in holders if holder is not None]
+            record.shared = shared
+        if several and not shared and isinstance(slots, int):
+            record.slots = slots
         return record
     lines = data.split(b"\n", 2)
     since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
@@ -192,10 +216,17 @@ def _slot_count_valid(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_SLOTS
 
 
+# A record of shared holds says so with this "mode"; its top-level owner, which an
+# older version reads as the one holder, is never a valid owner (it has a space), so no
+# older version renews or releases it as its own.
+_SHARED_MODE = "shared"
+_SHARED_OWNER = "shared holds"
+
+
 def _bytes_of(record: _Record) -> bytes:
     """The bytes that keep ``record``: one slot's as ever, or a record of several slots
-    whose top level an older version reads as one holder it can never be or release,
-    going stale when the last of the slots does."""
+    or of shared holds whose top level an older version reads as one holder it can
+    never be or release, going stale when the last of the holds does."""
     if record.holders is None:
         assert record.owner is not None and record.stale_after is not None
         return _record_bytes(record.owner, record.since, record.stale_after)
@@ -213,14 +244,17 @@ def _bytes_of(record: _Record) -> bytes:
         if holder.mark is not None:
             entry["mark"] = holder.mark
         entries.append(entry)
-    content = {
-        "owner": _slots_owner(record.slots),
+    content: dict[str, object] = {
+        "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
         "acquired_at": _format_time(last.since),
         "stale_after_seconds": _json_seconds(last.stale_after),
         "tool": _TOOL,
-        "slots": record.slots,
-        "holders": entries,
     }
+    if record.shared:
+        content["mode"] = _SHARED_MODE
+    else:
+        content["slots"] = record.slots
+    content["holders"] = entries
     return (json.dumps(content) + "\n").encode("ascii")
 
 

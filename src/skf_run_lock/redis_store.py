@@ -11,7 +11,7 @@ import re
 import time
 
 from .contract import _MAX_WAIT_SEC
-from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
+from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live, _turns
 from .inputs import _PLAIN_DECIMAL
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .quoting import _quoted
@@ -489,11 +489,14 @@ class _RedisStore(_RedisServer):
         else:
             record = None  # a release, or no slot left that the server would keep
             ops += [("DEL", self.key, self.last_key)]
-        # Each waiter who may take a slot after the change is rung (the first in line, for
-        # one slot): two releases in a row must wake two, not the same one twice.
+        # Each waiter who may take a slot (or a shared hold) after the change is rung (the
+        # first in line, for one slot; the shared waiters at its head): two releases in
+        # a row must wake two, not the same one twice.
         leaving = None if place is None else place.ticket
         line = [p for p in _live(look.line, time.time()) if p.ticket != leaving]
-        for waiter in line[: _free_after(look.record, record, clock or 0)]:
+        free = _free_after(look.record, record, clock or 0)
+        shared_may_go = record is None or record.shared or free > 0
+        for waiter in _turns(line, free, shared_may_go):
             ops += self._ring(waiter.ticket)
         if place is not None:
             ops += self._leaving(place.ticket)

@@ -41,36 +41,42 @@ def _unknown_outcome(owner: str, taking: bool) -> str:
 
 
 def _place_value(place: _Place) -> bytes:
-    """A waiter's place as the value a server keeps."""
-    entry = {
+    """A waiter's place as the value a server keeps (a shared waiter's says so)."""
+    entry: dict[str, object] = {
         "owner": place.owner,
         "since": _format_time(place.since),
         "stale_after_seconds": place.stale_after,
     }
+    if place.shared:
+        entry["shared"] = True
     return json.dumps(entry).encode()
 
 
-# What each place's value gave (owner, since, timeout; None: not a place).
-_PLACES_READ: dict[bytes, tuple[str, int, float] | None] = {}
+# What each place's value gave (owner, since, timeout, shared; None: not a place).
+_PLACES_READ: dict[bytes, tuple[str, int, float, bool] | None] = {}
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
     """The place a server's value gives; None if it is not one."""
     fields = _remembered(_PLACES_READ, value, _value_fields)
-    return None if fields is None else _Place(ticket, *fields, None)
+    if fields is None:
+        return None
+    owner, since, timeout, shared = fields
+    return _Place(ticket, owner, since, timeout, None, shared=shared)
 
 
-def _value_fields(value: bytes) -> tuple[str, int, float] | None:
+def _value_fields(value: bytes) -> tuple[str, int, float, bool] | None:
     try:
         entry = json.loads(value)
         owner = entry["owner"]
         since = _time_of(entry["since"])
         timeout = _holder_timeout(entry["stale_after_seconds"])
+        shared = entry.get("shared") is True
     except (ValueError, RecursionError, TypeError, KeyError):
         return None
     if not (isinstance(owner, str) and owner) or since is None or timeout is None:
         return None
-    return owner, since, timeout
+    return owner, since, timeout, shared
 
 
 # A call that does not wait gives up on a server that refuses every connection after

@@ -99,6 +99,11 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             f"up to N runs hold the lock at once, one slot each (default 1, at most"
             f" {_MAX_SLOTS}); while any slot is held, every call names the same N",
         ),
+        "--shared": (
+            "--shared",
+            "a shared hold: any number of runs hold it shared at once (readers), while"
+            " nobody holds it without --shared (a writer, alone); not with --slots",
+        ),
         "--empty-is-stale": (
             "--empty-is-stale",
             "an empty lock file (flock(1) leaves one) is stale at once",
@@ -166,8 +171,9 @@ usage: {name} COMMAND [OPTIONS]   ({name} COMMAND --help: its options)
        {name} --version
 
 A run lock kept in a file, etcd or Redis, for workflows made of many separate
-processes: one run holds it at a time (or N, with --slots), a crashed run's hold
-expires after its timeout, and waiters are served first come, first served.
+processes: one run holds it at a time (or N, with --slots; or any number at once,
+with --shared, while nobody holds it alone), a crashed run's hold expires after its
+timeout, and waiters are served first come, first served.
 
 commands:
 {commands}

@@ -1,0 +1,441 @@
+"""Shared holds: many readers hold a lock at once, a writer alone, on every store,
+through the CLI, the library, ``run`` and ``held()``; kinds that do not mix; the line
+across both kinds, first come, first served; older versions on the same lock. Real
+processes throughout."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from calls import Run, pipe
+from loader import SCRIPT
+from older import assert_older_version_takes_it_only_once_past, assert_older_versions_see_it_held
+from stores import StoreUnderTest
+from test_acquire import ACQUIRE_KEYS
+from test_release import RELEASE_KEYS
+from test_slots import THREE_STORES, wait_until
+
+SHORT = "0.05"  # minutes: a 3 s timeout, for holds that must go stale within a test
+
+
+def read(cli: Callable[..., Run], lock: str | Path, owner: str, *extra: str) -> Run:
+    """acquire --shared, by the CLI in a fresh process."""
+    return cli("acquire", "--lock", lock, "--owner", owner, "--shared", *extra)
+
+
+def write(cli: Callable[..., Run], lock: str | Path, owner: str, *extra: str) -> Run:
+    """acquire without --shared: the lock alone."""
+    return cli("acquire", "--lock", lock, "--owner", owner, *extra)
+
+
+def record_of(store: StoreUnderTest) -> dict[str, Any]:
+    value = store.value()
+    assert value is not None
+    record: dict[str, Any] = json.loads(value)
+    return record
+
+
+def holders_of(store: StoreUnderTest) -> list[str]:
+    return [holder["owner"] for holder in record_of(store)["holders"]]
+
+
+def status_now(skf: ModuleType, store: StoreUnderTest) -> dict[str, Any]:
+    """The lock's status, read in this process: the cheap way to wait for a state."""
+    status: dict[str, Any] = skf.status(store.lock, 60.0)
+    return status
+
+
+def let_go(holder: subprocess.Popen[str]) -> int:
+    """Tell a kind-append worker to release its hold: how it ended."""
+    pipe(holder.stdin).write("\n")
+    pipe(holder.stdin).flush()
+    return holder.wait(timeout=60)
+
+
+def in_line(skf: ModuleType, store: StoreUnderTest) -> list[str]:
+    return [waiter["owner"] for waiter in status_now(skf, store)["waiting"]]
+
+
+# --- Readers share, a writer is alone ---------------------------------------------------
+
+
+def test_readers_share_a_writer_is_refused_then_writes_alone(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    lock = store.lock
+    for n, owner in enumerate(("wf:r1:1", "wf:r2:1", "wf:r3:1"), start=1):
+        taken = read(cli, lock, owner)
+        assert taken.code == 0 and list(taken.json) == ACQUIRE_KEYS, taken
+        assert (taken.json["acquired"], taken.json["refreshed"]) == (True, False)
+        assert taken.json["held_by"] == owner and taken.json["stale_replaced"] is None
+        runs = "1 run holds" if n == 1 else f"{n} runs hold"
+        assert (
+            f"acquired a shared hold on {lock} for {owner}; {runs} it shared"
+            in (taken.json["message"])
+        )
+    record = record_of(store)
+    assert list(record) == [
+        "owner",
+        "acquired_at",
+        "stale_after_seconds",
+        "tool",
+        "mode",
+        "holders",
+    ]
+    assert (record["owner"], record["mode"]) == ("shared holds", "shared")
+    assert holders_of(store) == ["wf:r1:1", "wf:r2:1", "wf:r3:1"]
+    before = store.value()
+    refused = write(cli, lock, "wf:w:1")
+    assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
+    assert refused.json["acquired"] is False and refused.json["held_by"] == "wf:r1:1"
+    message = refused.json["message"]
+    assert message.startswith(
+        f"lock {lock} is held shared by 3 runs, wf:r1:1, wf:r2:1 and wf:r3:1; the first to"
+        " go stale is wf:r1:1's"
+    )
+    assert " release --lock " in message and message.endswith(" --owner wf:r1:1")
+    assert store.value() == before
+    for owner in ("wf:r1:1", "wf:r2:1", "wf:r3:1"):
+        released = cli("release", "--lock", lock, "--owner", owner)
+        assert released.code == 0 and released.json["released"], released
+    assert store.value() is None and store.left_behind() == []
+    alone = write(cli, lock, "wf:w:1")
+    assert alone.code == 0 and alone.json["acquired"]
+    refused = read(cli, lock, "wf:r4:1")
+    assert refused.code == 3 and refused.json["held_by"] == "wf:w:1"
+    assert f"lock {lock} is held exclusively by wf:w:1 since" in refused.json["message"]
+    assert list(record_of(store)) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+
+
+def test_status_and_list_say_the_mode_and_every_shared_holder(
+    cli: Callable[..., Run], store: StoreUnderTest, tmp_path: Path
+) -> None:
+    free = cli("status", "--lock", store.lock)
+    assert free.code == 0 and free.json["mode"] is None
+    assert list(free.json)[-3:] == ["holders", "mode", "message"]
+    assert read(cli, store.lock, "wf:r1:1", "--stale-after", "10").code == 0
+    assert read(cli, store.lock, "wf:r2:1", "--stale-after", "5").code == 0
+    held = cli("status", "--lock", store.lock)
+    assert held.code == 3 and held.json["state"] == "held" and held.json["mode"] == "shared"
+    assert [h["owner"] for h in held.json["holders"]] == ["wf:r1:1", "wf:r2:1"]
+    assert held.json["held_by"] == "wf:r2:1"  # its hold goes stale first
+    assert held.json["message"].startswith(
+        f"{store.lock} is held shared by 2 runs, wf:r1:1 and wf:r2:1"
+    )
+    assert cli("status", "--lock", store.lock, "--get", "mode").out == "shared\n"
+    for owner in ("wf:r1:1", "wf:r2:1"):
+        assert cli("release", "--lock", store.lock, "--owner", owner).json["released"]
+    assert write(cli, store.lock, "wf:w:1").code == 0
+    alone = cli("status", "--lock", store.lock)
+    assert alone.code == 3 and alone.json["mode"] == "exclusive"
+
+
+def test_a_listing_shows_each_locks_mode(cli: Callable[..., Run], tmp_path: Path) -> None:
+    folder = tmp_path / "locks"
+    assert read(cli, folder / "read.lock", "wf:r1:1").code == 0
+    assert read(cli, folder / "read.lock", "wf:r2:1").code == 0
+    assert write(cli, folder / "write.lock", "wf:w:1").code == 0
+    listed = cli("list", "--under", folder)
+    modes = {Path(entry["lock"]).name: entry["mode"] for entry in listed.json["locks"]}
+    assert modes == {"read.lock": "shared", "write.lock": "exclusive"}
+    table = cli("list", "--under", folder, "--table").out.splitlines()
+    assert table[0].split() == ["LOCK", "STATE", "MODE", "HOLDER", "AGE", "STALE", "IN", "WAITING"]
+    assert table[1].split()[1:5] == ["held", "shared", "wf:r1:1", "and"]
+    assert table[2].split()[1:4] == ["held", "exclusive", "wf:w:1"]
+
+
+def test_each_reader_renews_and_releases_only_its_own_hold(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    lock = store.lock
+    assert read(cli, lock, "wf:r1:1", "--stale-after", "30").code == 0
+    assert read(cli, lock, "wf:r2:1", "--stale-after", "30").code == 0
+    other = record_of(store)["holders"][1]
+    renewed = read(cli, lock, "wf:r1:1", "--stale-after", "90")
+    assert renewed.code == 0 and renewed.json["refreshed"] is True
+    assert renewed.json["stale_after_minutes"] == 90
+    assert "renewed a shared hold on" in renewed.json["message"]
+    holders = record_of(store)["holders"]
+    assert [h["owner"] for h in holders] == ["wf:r1:1", "wf:r2:1"]
+    assert holders[0]["stale_after_seconds"] == 5400 and holders[1] == other
+    stranger = cli("release", "--lock", lock, "--owner", "wf:x:1")
+    assert stranger.code == 0 and list(stranger.json) == RELEASE_KEYS
+    assert stranger.json["reason"] == "not-owner"
+    assert stranger.json["message"].startswith(
+        f"left {lock} in place: wf:x:1 holds none of its shared holds (held by wf:r"
+    )  # wf:r1:1 and wf:r2:1, longest held first: either, as they came in the same second
+    mine = cli("release", "--lock", lock, "--owner", "wf:r2:1")
+    assert mine.json["released"] and mine.json["message"].endswith("; 1 run holds it shared")
+    assert holders_of(store) == ["wf:r1:1"]
+    assert cli("release", "--lock", lock, "--owner", "wf:r1:1").json["released"]
+    assert store.value() is None and store.left_behind() == []
+
+
+def test_a_stale_reader_is_replaced_and_the_live_ones_kept(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    old = read(cli, store.lock, "wf:old:1", "--stale-after", SHORT).json
+    assert read(cli, store.lock, "wf:live:1").code == 0
+    stale_at = skf._parse_time(old["stale_at"])
+    # Its time is shown in whole seconds: its hold ends within a second after.
+    wait_until(lambda: time.time() > stale_at + 1.1, 30, "wf:old:1's hold to go stale")
+    taken = read(cli, store.lock, "wf:new:1")
+    assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:old:1"
+    assert "replacing the stale shared hold of wf:old:1" in taken.json["message"]
+    assert sorted(holders_of(store)) == ["wf:live:1", "wf:new:1"]
+
+
+# --- Kinds that do not mix -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("first", ["shared", "exclusive"])
+def test_an_owner_asking_for_the_other_kind_is_exit_1_and_nothing_changes(
+    cli: Callable[..., Run], store: StoreUnderTest, first: str
+) -> None:
+    takes, asks = (read, write) if first == "shared" else (write, read)
+    assert takes(cli, store.lock, "wf:a:1").code == 0
+    before = store.value()
+    refused = asks(cli, store.lock, "wf:a:1")
+    assert refused.code == 1 and refused.out == ""
+    message = refused.error
+    assert "wf:a:1 holds" in message and "a hold never changes kind" in message
+    assert " release --lock " in message and "--owner wf:a:1), then ask again" in message
+    assert store.value() == before
+
+
+def test_shared_with_slots_is_exit_1_and_creates_nothing(
+    skf: ModuleType, cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    lock = tmp_path / "locks" / "x.lock"
+    for slots in ("1", "3"):
+        refused = read(cli, lock, "wf:a:1", "--slots", slots)
+        assert refused.code == 1 and refused.out == ""
+        assert "--shared and --slots cannot be given together" in refused.error
+    with pytest.raises(ValueError, match="a shared hold has no count of slots"):
+        skf.acquire(lock, "wf:a:1", 60.0, shared=True, slots=3)
+    with pytest.raises(ValueError, match="shared must be True or False"):
+        skf.acquire(lock, "wf:a:1", 60.0, shared="yes")
+    assert not lock.parent.exists()
+
+
+def test_slots_and_shared_holds_never_share_a_lock(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    assert cli("acquire", "--lock", store.lock, "--owner", "wf:s:1", "--slots", "3").code == 0
+    refused = read(cli, store.lock, "wf:r:1")
+    assert refused.code == 1 and "a slot is never shared" in refused.error
+    assert cli("release", "--lock", store.lock, "--owner", "wf:s:1").json["released"]
+    assert read(cli, store.lock, "wf:r:1").code == 0
+    slots = cli("acquire", "--lock", store.lock, "--owner", "wf:s:1", "--slots", "3")
+    assert slots.code == 1 and "shared holds have no slots" in slots.error
+    assert holders_of(store) == ["wf:r:1"]
+
+
+# --- The line, first come, first served across both kinds -------------------------------
+
+
+def test_readers_at_the_head_of_the_line_go_in_together(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    store: StoreUnderTest,
+    worker: Callable[..., subprocess.Popen[str]],
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "log"
+    assert write(cli, store.lock, "wf:w:1").code == 0
+    readers = []
+    for n in (1, 2):
+        readers.append(worker("kind-append", store.lock, f"wf:r{n}:1", "r", log, f"r{n}"))
+        wait_until(lambda: len(in_line(skf, store)) == len(readers), what=f"reader {n} in line")
+    assert cli("release", "--lock", store.lock, "--owner", "wf:w:1").json["released"]
+    for reader in readers:  # each says "in" while the other holds on too
+        assert pipe(reader.stdout).readline() == "in\n"
+    assert sorted(holders_of(store)) == ["wf:r1:1", "wf:r2:1"]
+    for reader in readers:
+        assert let_go(reader) == 0
+    assert store.value() is None and store.left_behind() == []
+
+
+def test_a_reader_never_passes_a_writer_waiting_ahead_of_it(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    store: StoreUnderTest,
+    worker: Callable[..., subprocess.Popen[str]],
+    tmp_path: Path,
+) -> None:
+    """While readers hold the lock, a writer waits in line; a reader that comes after
+    it waits behind it, and one that does not wait is refused, naming the writer. The
+    writer goes in once the readers are out, then the reader."""
+    log = tmp_path / "log"
+    assert read(cli, store.lock, "wf:r0:1").code == 0
+    writer = worker("kind-append", store.lock, "wf:w:1", "w", log, "w")
+    wait_until(lambda: in_line(skf, store) == ["wf:w:1"], what="the writer in line")
+    reader = worker("kind-append", store.lock, "wf:r1:1", "r", log, "r1")
+    wait_until(lambda: len(in_line(skf, store)) == 2, what="the reader in line")
+    jumper = read(cli, store.lock, "wf:jump:1")
+    assert jumper.code == 3 and jumper.json["held_by"] == "wf:w:1"
+    assert "but wf:w:1 waits in line ahead for an exclusive hold" in jumper.json["message"]
+    assert holders_of(store) == ["wf:r0:1"]
+    assert cli("release", "--lock", store.lock, "--owner", "wf:r0:1").json["released"]
+    assert pipe(writer.stdout).readline() == "in\n"
+    assert in_line(skf, store) == ["wf:r1:1"] and not log.read_text().count("r1")
+    assert let_go(writer) == 0
+    assert pipe(reader.stdout).readline() == "in\n"
+    assert let_go(reader) == 0
+    assert log.read_text().split() == ["w", "r1"]
+    assert store.left_behind() == []
+
+
+@THREE_STORES
+@pytest.mark.timeout(120)
+def test_six_readers_and_two_writers_take_turns_never_a_writer_beside_anyone(
+    store: StoreUnderTest, worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    """6 reader and 2 writer processes take turns for 10 s, each looking who else is
+    inside: never a writer beside anyone, readers inside together, no 5 s wait runs
+    out, and each writer gets in."""
+    (tmp_path / "inside").mkdir()
+    kinds = ["r"] * 6 + ["w"] * 2
+    logs = [tmp_path / f"out{n}" for n in range(len(kinds))]
+    procs = [
+        worker("read-or-write", store.lock, f"wf:{kind}{n}", kind, tmp_path, logs[n])
+        for n, kind in enumerate(kinds)
+    ]
+    time.sleep(10)
+    (tmp_path / "stop").touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err  # 3: a writer beside someone
+    entries = [log.read_text().split("\n")[:-1] for log in logs]
+    assert [line for lines in entries for line in lines if line.startswith("gave-up")] == []
+    assert all(entries[n] for n in (6, 7)), "a writer never got in"
+    readers_seen = [int(line.split()[4]) for lines in entries[:6] for line in lines]
+    assert max(readers_seen) >= 2  # readers were inside together
+    assert store.left_behind() == []
+
+
+# --- A killed reader, run and held() ------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_a_killed_reader_frees_its_hold_only_when_its_timeout_passes(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    store: StoreUnderTest,
+    worker: Callable[..., subprocess.Popen[str]],
+) -> None:
+    reader = worker("hold-shared", store.lock, "wf:killed:1", "4")
+    assert pipe(reader.stdout).readline() == "held\n"
+    stale_at = skf._parse_time(status_now(skf, store)["holders"][0]["stale_at"])
+    reader.send_signal(signal.SIGKILL)
+    reader.wait(timeout=30)
+    refused = write(cli, store.lock, "wf:w:1")
+    assert refused.code == 3 and refused.json["held_by"] == "wf:killed:1"
+    assert "held shared by 1 run, wf:killed:1" in refused.json["message"]
+    wait_until(lambda: status_now(skf, store)["state"] != "held", 30, "its hold to go stale")
+    assert time.time() >= stale_at - 1  # its 4 s, on a clock of whole seconds
+    taken = write(cli, store.lock, "wf:w:1")
+    assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:killed:1"
+    assert list(record_of(store)) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+
+
+@THREE_STORES
+@pytest.mark.timeout(120)
+def test_run_and_held_keep_shared_holds_past_several_timeouts(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, tmp_path: Path
+) -> None:
+    """``run --shared``'s command and ``held(shared=True)``'s block last until the test
+    has looked three times, 3 s apart (a timeout each): each look finds both holding,
+    a writer refused, and a third reader let in; at the end both let go."""
+    done = tmp_path / "done"  # the command and the block end once it exists
+    wait_for_done = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"
+    command = [sys.executable, "-c", wait_for_done, str(done)]
+    argv = ["run", "--lock", store.lock, "--owner", "wf:run:1", "--shared"]
+    run = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *argv, "--stale-after", SHORT, "--", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: status_now(skf, store)["holders"] != [], 30, "run to take its hold")
+        lease_done = threading.Event()
+
+        def hold() -> None:
+            with skf.held(store.lock, "wf:held:1", 3.0, wait=30.0, shared=True):
+                while not done.exists():
+                    time.sleep(0.05)
+            lease_done.set()
+
+        thread = threading.Thread(target=hold)
+        thread.start()
+        wait_until(lambda: len(status_now(skf, store)["holders"]) == 2, 30, "held() to take")
+        for _ in range(3):  # over three of the 3 s timeouts
+            time.sleep(3)
+            holders = [h["owner"] for h in status_now(skf, store)["holders"]]
+            assert sorted(holders) == ["wf:held:1", "wf:run:1"]
+            assert write(cli, store.lock, "wf:w:1").code == 3
+        done.touch()
+        thread.join(timeout=60)
+        assert lease_done.is_set()
+        _, err = run.communicate(timeout=60)
+        assert run.returncode == 0, err
+    finally:
+        done.touch()
+        run.kill()
+        run.communicate()
+    assert store.value() is None and store.left_behind() == []
+
+
+def test_run_and_held_leave_a_shared_hold_their_owner_had(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    assert read(cli, store.lock, "wf:job:1").code == 0
+    step = cli(
+        "run",
+        "--lock",
+        store.lock,
+        "--owner",
+        "wf:job:1",
+        "--shared",
+        "--",
+        sys.executable,
+        "-c",
+        "pass",
+    )
+    assert step.code == 0, step.error
+    with skf.held(store.lock, "wf:job:1", 60.0, shared=True):
+        pass
+    assert holders_of(store) == ["wf:job:1"]
+
+
+# --- Older versions on the same lock ---------------------------------------------------------
+
+
+def test_older_versions_see_a_lock_with_a_live_shared_hold_as_held(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    """They know one holder: the record's top level names "shared holds", which no
+    release can name, going stale with the last shared hold. They never take, renew
+    or delete it."""
+    assert read(cli, store.lock, "wf:r:1").code == 0
+    assert_older_versions_see_it_held(store, "shared holds", "wf:r:1")
+    assert holders_of(store) == ["wf:r:1"]
+
+
+def test_older_versions_take_a_shared_lock_only_once_every_hold_is_past(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    assert read(cli, store.lock, "wf:a:1", "--stale-after", SHORT).code == 0
+    last = read(cli, store.lock, "wf:b:1", "--stale-after", "0.1").json  # 6 s
+    assert_older_version_takes_it_only_once_past(skf, store, last["stale_at"])
