@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +78,26 @@ def assert_one_winner_of_a_race(
     winner: dict[str, Any] = winners[0]
     assert all(r["held_by"] == winner["owner"] and not r["acquired"] for r in losers)
     return winner
+
+
+def turns_taken(
+    worker: Callable[..., subprocess.Popen[str]],
+    folder: Path,
+    workers: Sequence[tuple[str, ...]],
+    seconds: float,
+) -> list[list[str]]:
+    """Run take-turns workers (worker.py's share-slots or read-or-write, each given as
+    its mode and arguments up to FOLDER OUT) for ``seconds``, then stop them: each
+    one's log lines ("took ...", "gave-up ..."). Each must end 0 (3: it found too many
+    inside), and no wait may have run out."""
+    (folder / "inside").mkdir()
+    logs = [folder / f"out{n}" for n in range(len(workers))]
+    procs = [worker(*args, folder, log) for args, log in zip(workers, logs, strict=True)]
+    time.sleep(seconds)
+    (folder / "stop").touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err  # 3: too many inside at once
+    entries = [log.read_text().split("\n")[:-1] for log in logs]
+    assert [line for lines in entries for line in lines if line.startswith("gave-up")] == []
+    return entries

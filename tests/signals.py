@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
+import time
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -53,3 +56,20 @@ def a_wait_ended_by_sigint(  # noqa: PLR0917
     after: dict[str, Any] = skf.status(lock, 60.0)
     assert after["held_by"] == "wf:holder:1" and after["waiting"] == []  # it left the line
     return after
+
+
+def freeze_outside_the_guard(pid: int, lock: str) -> None:
+    """SIGSTOP ``pid``, a waiter on ``lock``, at a moment it holds no file lock's guard.
+    A waiter takes the guard for a moment at each beat and each try, and one frozen
+    inside it would keep every call out: a stuck holder, which such a test is not about.
+    A file's guard exists only while it is held (or being taken), so a waiter frozen
+    while it exists is woken and frozen again a little later."""
+    guard = Path(lock + ".skf-guard")
+    for _ in range(200):
+        os.kill(pid, signal.SIGSTOP)
+        os.waitpid(pid, os.WUNTRACED)  # until it has stopped (a child of this process)
+        if "://" in lock or not guard.exists():
+            return
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.01)
+    raise AssertionError(f"the waiter held {guard} at each of 200 tries")

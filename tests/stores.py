@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 from servers import etcd_post, redis_client, redis_keys
 
@@ -71,6 +73,17 @@ class StoreUnderTest:
             return base64.b64decode(kvs[0].get("value", "")) if kvs else None
         found: bytes | None = redis_client(self.lock).get(self._server_key()[1])
         return found
+
+    def record(self) -> dict[str, Any]:
+        """The record the lock holds, as JSON (it must hold one)."""
+        value = self.value()
+        assert value is not None, f"no record at {self.lock}"
+        record: dict[str, Any] = json.loads(value)
+        return record
+
+    def holders(self) -> list[str]:
+        """The owners a record of several slots, or of shared holds, lists."""
+        return [holder["owner"] for holder in self.record()["holders"]]
 
     def left_behind(self) -> list[str]:
         """What the store holds of the lock: the names in a file lock's folder, or the
@@ -161,3 +174,11 @@ class PlaceUnderTest:
 
     def store(self, name: str) -> StoreUnderTest:
         return StoreUnderTest(self.kind, self.lock(name))
+
+
+def status_now(skf: ModuleType, store: StoreUnderTest) -> dict[str, Any]:
+    """The lock's status, read in this process: the cheap way to wait for a state, where
+    a poll through the CLI would start a process each time. What a test asserts it
+    still asks the CLI."""
+    status: dict[str, Any] = skf.status(store.lock, 60.0)
+    return status

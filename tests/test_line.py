@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from calls import WORKER, Run, posix_only, reaped
 from loader import ROOT, SCRIPT
+from signals import freeze_outside_the_guard
 from stores import left_behind
 from test_acquire import ACQUIRE_KEYS
 from waiters import joined, waiter_thread
@@ -266,23 +267,6 @@ def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
     assert message.endswith("--owner wf:holder:1")  # the clear-it advice still ends it
     status = cli("status", "--lock", any_lock)
     assert status.code == 3 and "2 runs wait in line, wf:w1:1 first" in status.json["message"]
-
-
-def freeze_outside_the_guard(pid: int, lock: str) -> None:
-    """SIGSTOP ``pid``, a waiter on ``lock``, at a moment it holds no file lock's guard.
-    A waiter takes the guard for a moment at each beat and each try, and one frozen
-    inside it would keep every call out: a stuck holder, which this test is not about.
-    A file's guard exists only while it is held (or being taken), so a waiter frozen
-    while it exists is woken and frozen again a little later."""
-    guard = Path(lock + ".skf-guard")
-    for _ in range(200):
-        os.kill(pid, signal.SIGSTOP)
-        os.waitpid(pid, os.WUNTRACED)  # until it has stopped (a child of this process)
-        if "://" in lock or not guard.exists():
-            return
-        os.kill(pid, signal.SIGCONT)
-        time.sleep(0.01)
-    raise AssertionError(f"the waiter held {guard} at each of 200 tries")
 
 
 @posix_only("SIGSTOP")

@@ -5,22 +5,22 @@ processes throughout."""
 
 from __future__ import annotations
 
-import json
+import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
-from typing import Any
 
 import pytest
-from calls import Run, pipe
-from loader import SCRIPT
+from calls import Run, pipe, posix_only
+from contenders import turns_taken
+from holders import run_and_held
 from older import assert_older_version_takes_it_only_once_past, assert_older_versions_see_it_held
-from stores import StoreUnderTest
+from signals import freeze_outside_the_guard
+from stores import StoreUnderTest, status_now
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 from test_slots import THREE_STORES, wait_until
@@ -38,25 +38,12 @@ def write(cli: Callable[..., Run], lock: str | Path, owner: str, *extra: str) ->
     return cli("acquire", "--lock", lock, "--owner", owner, *extra)
 
 
-def record_of(store: StoreUnderTest) -> dict[str, Any]:
-    value = store.value()
-    assert value is not None
-    record: dict[str, Any] = json.loads(value)
-    return record
-
-
-def holders_of(store: StoreUnderTest) -> list[str]:
-    return [holder["owner"] for holder in record_of(store)["holders"]]
-
-
-def status_now(skf: ModuleType, store: StoreUnderTest) -> dict[str, Any]:
-    """The lock's status, read in this process: the cheap way to wait for a state."""
-    status: dict[str, Any] = skf.status(store.lock, 60.0)
-    return status
+# A function that starts tests/worker.py in a real process (conftest's ``worker``).
+Worker = Callable[..., subprocess.Popen[str]]
 
 
 def let_go(holder: subprocess.Popen[str]) -> int:
-    """Tell a kind-append worker to release its hold: how it ended."""
+    """Tell a hold-in-line worker to release its hold: how it ended."""
     pipe(holder.stdin).write("\n")
     pipe(holder.stdin).flush()
     return holder.wait(timeout=60)
@@ -83,7 +70,7 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
             f"acquired a shared hold on {lock} for {owner}; {runs} it shared"
             in (taken.json["message"])
         )
-    record = record_of(store)
+    record = store.record()
     assert list(record) == [
         "owner",
         "acquired_at",
@@ -93,7 +80,7 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
         "holders",
     ]
     assert (record["owner"], record["mode"]) == ("shared holds", "shared")
-    assert holders_of(store) == ["wf:r1:1", "wf:r2:1", "wf:r3:1"]
+    assert store.holders() == ["wf:r1:1", "wf:r2:1", "wf:r3:1"]
     before = store.value()
     refused = write(cli, lock, "wf:w:1")
     assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
@@ -114,7 +101,7 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
     refused = read(cli, lock, "wf:r4:1")
     assert refused.code == 3 and refused.json["held_by"] == "wf:w:1"
     assert f"lock {lock} is held exclusively by wf:w:1 since" in refused.json["message"]
-    assert list(record_of(store)) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+    assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
 
 
 def test_status_and_list_say_the_mode_and_every_shared_holder(
@@ -160,12 +147,12 @@ def test_each_reader_renews_and_releases_only_its_own_hold(
     lock = store.lock
     assert read(cli, lock, "wf:r1:1", "--stale-after", "30").code == 0
     assert read(cli, lock, "wf:r2:1", "--stale-after", "30").code == 0
-    other = record_of(store)["holders"][1]
+    other = store.record()["holders"][1]
     renewed = read(cli, lock, "wf:r1:1", "--stale-after", "90")
     assert renewed.code == 0 and renewed.json["refreshed"] is True
     assert renewed.json["stale_after_minutes"] == 90
     assert "renewed a shared hold on" in renewed.json["message"]
-    holders = record_of(store)["holders"]
+    holders = store.record()["holders"]
     assert [h["owner"] for h in holders] == ["wf:r1:1", "wf:r2:1"]
     assert holders[0]["stale_after_seconds"] == 5400 and holders[1] == other
     stranger = cli("release", "--lock", lock, "--owner", "wf:x:1")
@@ -176,7 +163,7 @@ def test_each_reader_renews_and_releases_only_its_own_hold(
     )  # wf:r1:1 and wf:r2:1, longest held first: either, as they came in the same second
     mine = cli("release", "--lock", lock, "--owner", "wf:r2:1")
     assert mine.json["released"] and mine.json["message"].endswith("; 1 run holds it shared")
-    assert holders_of(store) == ["wf:r1:1"]
+    assert store.holders() == ["wf:r1:1"]
     assert cli("release", "--lock", lock, "--owner", "wf:r1:1").json["released"]
     assert store.value() is None and store.left_behind() == []
 
@@ -192,7 +179,7 @@ def test_a_stale_reader_is_replaced_and_the_live_ones_kept(
     taken = read(cli, store.lock, "wf:new:1")
     assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:old:1"
     assert "replacing the stale shared hold of wf:old:1" in taken.json["message"]
-    assert sorted(holders_of(store)) == ["wf:live:1", "wf:new:1"]
+    assert sorted(store.holders()) == ["wf:live:1", "wf:new:1"]
 
 
 # --- Kinds that do not mix -------------------------------------------------------------
@@ -238,86 +225,91 @@ def test_slots_and_shared_holds_never_share_a_lock(
     assert read(cli, store.lock, "wf:r:1").code == 0
     slots = cli("acquire", "--lock", store.lock, "--owner", "wf:s:1", "--slots", "3")
     assert slots.code == 1 and "shared holds have no slots" in slots.error
-    assert holders_of(store) == ["wf:r:1"]
+    assert store.holders() == ["wf:r:1"]
 
 
 # --- The line, first come, first served across both kinds -------------------------------
 
 
 def test_readers_at_the_head_of_the_line_go_in_together(
-    skf: ModuleType,
-    cli: Callable[..., Run],
-    store: StoreUnderTest,
-    worker: Callable[..., subprocess.Popen[str]],
-    tmp_path: Path,
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, worker: Worker
 ) -> None:
-    log = tmp_path / "log"
     assert write(cli, store.lock, "wf:w:1").code == 0
     readers = []
     for n in (1, 2):
-        readers.append(worker("kind-append", store.lock, f"wf:r{n}:1", "r", log, f"r{n}"))
+        readers.append(worker("hold-in-line", store.lock, f"wf:r{n}:1", "r"))
         wait_until(lambda: len(in_line(skf, store)) == len(readers), what=f"reader {n} in line")
     assert cli("release", "--lock", store.lock, "--owner", "wf:w:1").json["released"]
     for reader in readers:  # each says "in" while the other holds on too
         assert pipe(reader.stdout).readline() == "in\n"
-    assert sorted(holders_of(store)) == ["wf:r1:1", "wf:r2:1"]
+    assert sorted(store.holders()) == ["wf:r1:1", "wf:r2:1"]
     for reader in readers:
         assert let_go(reader) == 0
     assert store.value() is None and store.left_behind() == []
 
 
 def test_a_reader_never_passes_a_writer_waiting_ahead_of_it(
-    skf: ModuleType,
-    cli: Callable[..., Run],
-    store: StoreUnderTest,
-    worker: Callable[..., subprocess.Popen[str]],
-    tmp_path: Path,
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, worker: Worker
 ) -> None:
     """While readers hold the lock, a writer waits in line; a reader that comes after
     it waits behind it, and one that does not wait is refused, naming the writer. The
     writer goes in once the readers are out, then the reader."""
-    log = tmp_path / "log"
     assert read(cli, store.lock, "wf:r0:1").code == 0
-    writer = worker("kind-append", store.lock, "wf:w:1", "w", log, "w")
+    writer = worker("hold-in-line", store.lock, "wf:w:1", "w")
     wait_until(lambda: in_line(skf, store) == ["wf:w:1"], what="the writer in line")
-    reader = worker("kind-append", store.lock, "wf:r1:1", "r", log, "r1")
+    reader = worker("hold-in-line", store.lock, "wf:r1:1", "r")
     wait_until(lambda: len(in_line(skf, store)) == 2, what="the reader in line")
     jumper = read(cli, store.lock, "wf:jump:1")
     assert jumper.code == 3 and jumper.json["held_by"] == "wf:w:1"
     assert "but wf:w:1 waits in line ahead for an exclusive hold" in jumper.json["message"]
-    assert holders_of(store) == ["wf:r0:1"]
+    assert store.holders() == ["wf:r0:1"]
     assert cli("release", "--lock", store.lock, "--owner", "wf:r0:1").json["released"]
     assert pipe(writer.stdout).readline() == "in\n"
-    assert in_line(skf, store) == ["wf:r1:1"] and not log.read_text().count("r1")
+    assert store.record()["owner"] == "wf:w:1" and in_line(skf, store) == ["wf:r1:1"]
     assert let_go(writer) == 0
     assert pipe(reader.stdout).readline() == "in\n"
+    assert store.holders() == ["wf:r1:1"]
     assert let_go(reader) == 0
-    assert log.read_text().split() == ["w", "r1"]
-    assert store.left_behind() == []
+    assert store.value() is None and store.left_behind() == []
+
+
+@posix_only("SIGSTOP")
+def test_a_reader_is_never_held_up_by_a_reader_waiting_ahead_of_it(
+    skf: ModuleType, store: StoreUnderTest, worker: Worker
+) -> None:
+    """A reader waits in line behind a writer and is frozen there; once the writer is
+    out, a reader that does not wait goes in beside the frozen one's place, which a
+    writer may not pass."""
+    assert skf.acquire(store.lock, "wf:w:1", 60.0)["acquired"]
+    frozen = worker("hold-in-line", store.lock, "wf:r1:1", "r")
+    wait_until(lambda: in_line(skf, store) == ["wf:r1:1"], what="the reader in line")
+    freeze_outside_the_guard(frozen.pid, store.lock)
+    try:
+        assert skf.release(store.lock, "wf:w:1")["released"]
+        beside = skf.acquire(store.lock, "wf:r2:1", 60.0, shared=True)
+        assert beside["acquired"], beside["message"]
+        writer = skf.acquire(store.lock, "wf:w:2", 60.0)
+        assert not writer["acquired"] and writer["held_by"] == "wf:r2:1"
+    finally:
+        os.kill(frozen.pid, signal.SIGCONT)
+    assert pipe(frozen.stdout).readline() == "in\n"
+    assert sorted(store.holders()) == ["wf:r1:1", "wf:r2:1"]
+    assert let_go(frozen) == 0
+    assert skf.release(store.lock, "wf:r2:1")["released"]
+    assert store.value() is None and store.left_behind() == []
 
 
 @THREE_STORES
 @pytest.mark.timeout(120)
 def test_six_readers_and_two_writers_take_turns_never_a_writer_beside_anyone(
-    store: StoreUnderTest, worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+    store: StoreUnderTest, worker: Worker, tmp_path: Path
 ) -> None:
     """6 reader and 2 writer processes take turns for 10 s, each looking who else is
     inside: never a writer beside anyone, readers inside together, no 5 s wait runs
     out, and each writer gets in."""
-    (tmp_path / "inside").mkdir()
     kinds = ["r"] * 6 + ["w"] * 2
-    logs = [tmp_path / f"out{n}" for n in range(len(kinds))]
-    procs = [
-        worker("read-or-write", store.lock, f"wf:{kind}{n}", kind, tmp_path, logs[n])
-        for n, kind in enumerate(kinds)
-    ]
-    time.sleep(10)
-    (tmp_path / "stop").touch()
-    for proc in procs:
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err  # 3: a writer beside someone
-    entries = [log.read_text().split("\n")[:-1] for log in logs]
-    assert [line for lines in entries for line in lines if line.startswith("gave-up")] == []
+    workers = [("read-or-write", store.lock, f"wf:{k}{n}", k) for n, k in enumerate(kinds)]
+    entries = turns_taken(worker, tmp_path, workers, 10)  # each exits 3 if crowded
     assert all(entries[n] for n in (6, 7)), "a writer never got in"
     readers_seen = [int(line.split()[4]) for lines in entries[:6] for line in lines]
     assert max(readers_seen) >= 2  # readers were inside together
@@ -329,10 +321,7 @@ def test_six_readers_and_two_writers_take_turns_never_a_writer_beside_anyone(
 
 @pytest.mark.timeout(120)
 def test_a_killed_reader_frees_its_hold_only_when_its_timeout_passes(
-    skf: ModuleType,
-    cli: Callable[..., Run],
-    store: StoreUnderTest,
-    worker: Callable[..., subprocess.Popen[str]],
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, worker: Worker
 ) -> None:
     reader = worker("hold-shared", store.lock, "wf:killed:1", "4")
     assert pipe(reader.stdout).readline() == "held\n"
@@ -346,7 +335,7 @@ def test_a_killed_reader_frees_its_hold_only_when_its_timeout_passes(
     assert time.time() >= stale_at - 1  # its 4 s, on a clock of whole seconds
     taken = write(cli, store.lock, "wf:w:1")
     assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:killed:1"
-    assert list(record_of(store)) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+    assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
 
 
 @THREE_STORES
@@ -355,45 +344,14 @@ def test_run_and_held_keep_shared_holds_past_several_timeouts(
     skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, tmp_path: Path
 ) -> None:
     """``run --shared``'s command and ``held(shared=True)``'s block last until the test
-    has looked three times, 3 s apart (a timeout each): each look finds both holding,
-    a writer refused, and a third reader let in; at the end both let go."""
-    done = tmp_path / "done"  # the command and the block end once it exists
-    wait_for_done = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"
-    command = [sys.executable, "-c", wait_for_done, str(done)]
-    argv = ["run", "--lock", store.lock, "--owner", "wf:run:1", "--shared"]
-    run = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *argv, "--stale-after", SHORT, "--", *command],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_until(lambda: status_now(skf, store)["holders"] != [], 30, "run to take its hold")
-        lease_done = threading.Event()
-
-        def hold() -> None:
-            with skf.held(store.lock, "wf:held:1", 3.0, wait=30.0, shared=True):
-                while not done.exists():
-                    time.sleep(0.05)
-            lease_done.set()
-
-        thread = threading.Thread(target=hold)
-        thread.start()
-        wait_until(lambda: len(status_now(skf, store)["holders"]) == 2, 30, "held() to take")
+    has looked three times, 3 s apart (a timeout each): each look finds both holding
+    and a writer refused; at the end both let go."""
+    with run_and_held(skf, store.lock, tmp_path, ["--shared"], shared=True):
         for _ in range(3):  # over three of the 3 s timeouts
             time.sleep(3)
             holders = [h["owner"] for h in status_now(skf, store)["holders"]]
             assert sorted(holders) == ["wf:held:1", "wf:run:1"]
             assert write(cli, store.lock, "wf:w:1").code == 3
-        done.touch()
-        thread.join(timeout=60)
-        assert lease_done.is_set()
-        _, err = run.communicate(timeout=60)
-        assert run.returncode == 0, err
-    finally:
-        done.touch()
-        run.kill()
-        run.communicate()
     assert store.value() is None and store.left_behind() == []
 
 
@@ -416,7 +374,7 @@ def test_run_and_held_leave_a_shared_hold_their_owner_had(
     assert step.code == 0, step.error
     with skf.held(store.lock, "wf:job:1", 60.0, shared=True):
         pass
-    assert holders_of(store) == ["wf:job:1"]
+    assert store.holders() == ["wf:job:1"]
 
 
 # --- Older versions on the same lock ---------------------------------------------------------
@@ -430,7 +388,7 @@ def test_older_versions_see_a_lock_with_a_live_shared_hold_as_held(
     or delete it."""
     assert read(cli, store.lock, "wf:r:1").code == 0
     assert_older_versions_see_it_held(store, "shared holds", "wf:r:1")
-    assert holders_of(store) == ["wf:r:1"]
+    assert store.holders() == ["wf:r:1"]
 
 
 def test_older_versions_take_a_shared_lock_only_once_every_hold_is_past(

@@ -4,13 +4,10 @@ the line across slots; older versions on the same lock. Real processes throughou
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import signal
 import subprocess
-import sys
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -19,10 +16,11 @@ from typing import Any
 
 import pytest
 from calls import Run, pipe
-from loader import SCRIPT
+from contenders import turns_taken
+from holders import run_and_held
 from older import assert_older_version_takes_it_only_once_past, assert_older_versions_see_it_held
 from servers import etcd_post
-from stores import StoreUnderTest
+from stores import StoreUnderTest, status_now
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 
@@ -32,25 +30,6 @@ SHORT = "0.05"  # minutes: a 3 s timeout, for slots that must go stale within a 
 def take(cli: Callable[..., Run], lock: str, owner: str, slots: int | None = 3, *extra: str) -> Run:
     args = ["acquire", "--lock", lock, "--owner", owner, *extra]
     return cli(*args, *(["--slots", str(slots)] if slots is not None else []))
-
-
-def record_of(store: StoreUnderTest) -> dict[str, Any]:
-    value = store.value()
-    assert value is not None
-    record: dict[str, Any] = json.loads(value)
-    return record
-
-
-def holders_of(store: StoreUnderTest) -> list[str]:
-    return [holder["owner"] for holder in record_of(store)["holders"]]
-
-
-def status_now(skf: ModuleType, store: StoreUnderTest) -> dict[str, Any]:
-    """The lock's status, read in this process: the cheap way to wait for a state, where
-    a poll through the CLI would start a process each time. What a test asserts it
-    still asks the CLI."""
-    status: dict[str, Any] = skf.status(store.lock, 60.0)
-    return status
 
 
 def waiting_are(skf: ModuleType, store: StoreUnderTest, count: int) -> Callable[[], bool]:
@@ -80,15 +59,15 @@ def test_n_runs_hold_a_lock_of_n_slots_and_the_next_is_refused(
         assert taken.code == 0 and list(taken.json) == ACQUIRE_KEYS
         assert taken.json["acquired"] is True and taken.json["held_by"] == owner
         assert taken.json["refreshed"] is False and taken.json["stale_replaced"] is None
-    assert holders_of(store) == ["wf:a:1", "wf:b:1", "wf:c:1"]
-    assert record_of(store)["slots"] == 3
+    assert store.holders() == ["wf:a:1", "wf:b:1", "wf:c:1"]
+    assert store.record()["slots"] == 3
     refused = take(cli, lock, "wf:d:1")
     assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
     assert refused.json["acquired"] is False and refused.json["held_by"] == "wf:a:1"
     message = refused.json["message"]
     assert "all 3 of its slots" in message and "wf:a:1, wf:b:1 and wf:c:1" in message
     assert f"release --lock {shlex.quote(lock)} --owner wf:a:1" in message
-    assert holders_of(store) == ["wf:a:1", "wf:b:1", "wf:c:1"]  # refused: nothing changed
+    assert store.holders() == ["wf:a:1", "wf:b:1", "wf:c:1"]  # refused: nothing changed
 
 
 def test_a_refusal_names_a_few_holders_then_a_count(
@@ -123,11 +102,11 @@ def test_renewing_a_slot_keeps_every_other_slot_as_it_was(
 ) -> None:
     for owner in ("wf:a:1", "wf:b:1"):
         assert take(cli, store.lock, owner).code == 0
-    before = record_of(store)["holders"]
+    before = store.record()["holders"]
     time.sleep(1.1)  # a renewal is dated a second later
     renewed = take(cli, store.lock, "wf:a:1")
     assert renewed.code == 0 and renewed.json["refreshed"] is True
-    after = record_of(store)["holders"]
+    after = store.record()["holders"]
     assert [h["owner"] for h in after] == ["wf:a:1", "wf:b:1"]
     assert after[1] == before[1]  # wf:b:1's slot: untouched
     assert after[0]["acquired_at"] != before[0]["acquired_at"]
@@ -150,11 +129,11 @@ def test_release_frees_only_the_callers_slot_and_the_last_leaves_nothing(
     freed = cli("release", "--lock", store.lock, "--owner", "wf:b:1")
     assert freed.code == 0 and list(freed.json) == RELEASE_KEYS
     assert freed.json["released"] is True and "2 of its 3 slots are held" in freed.json["message"]
-    assert holders_of(store) == ["wf:a:1", "wf:c:1"]
+    assert store.holders() == ["wf:a:1", "wf:c:1"]
     again = cli("release", "--lock", store.lock, "--owner", "wf:b:1")
     assert again.json["released"] is False and again.json["reason"] == "not-owner"
     assert again.json["held_by"] == "wf:a:1"
-    assert holders_of(store) == ["wf:a:1", "wf:c:1"]
+    assert store.holders() == ["wf:a:1", "wf:c:1"]
     assert take(cli, store.lock, "wf:a:1").json["refreshed"] is True  # its old lease goes
     for owner in ("wf:a:1", "wf:c:1"):
         assert cli("release", "--lock", store.lock, "--owner", owner).json["released"]
@@ -228,7 +207,7 @@ def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(
     taken = take(cli, store.lock, "wf:d:1")
     assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:gone:1"
     assert "replacing the stale slot of wf:gone:1" in taken.json["message"]
-    assert holders_of(store) == ["wf:d:1", "wf:b:1", "wf:c:1"]
+    assert store.holders() == ["wf:d:1", "wf:b:1", "wf:c:1"]
 
 
 # --- The count in force ---------------------------------------------------------------------
@@ -249,7 +228,7 @@ def test_another_count_is_refused_at_once_while_a_slot_is_held(
     assert cli("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
     # No slot held: the next taker's count is in force.
     assert take(cli, store.lock, "wf:b:1", 2).code == 0
-    assert record_of(store)["slots"] == 2
+    assert store.record()["slots"] == 2
     assert take(cli, store.lock, "wf:c:1", 3).code == 1
 
 
@@ -332,7 +311,7 @@ def test_status_shows_the_waiters_of_a_lock_with_slots(
     assert "1 run waits in line, wf:waiter:1 first" in status["message"]
     assert cli("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
     assert waiter.wait(timeout=60) == 0
-    assert holders_of(store) == ["wf:b:1"]
+    assert store.holders() == ["wf:b:1"]
 
 
 # --- The line across slots ------------------------------------------------------------------
@@ -393,21 +372,11 @@ def test_twelve_processes_share_three_slots_never_more_inside(
     """12 real processes take turns on 3 slots for 20 s, each counting who is inside:
     never more than 3, every process served, none gives up on its 5 s budget, and the
     slots are in use most of the time."""
-    (tmp_path / "inside").mkdir()
-    logs = [tmp_path / f"out{n}" for n in range(12)]
     started = time.time()
-    procs = [
-        worker("share-slots", store.lock, f"wf:p{n}", "3", tmp_path, logs[n]) for n in range(12)
-    ]
-    time.sleep(20)
-    (tmp_path / "stop").touch()
+    workers = [("share-slots", store.lock, f"wf:p{n}", "3") for n in range(12)]
+    entries = turns_taken(worker, tmp_path, workers, 20)
     ended = time.time()
-    for proc in procs:
-        _, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err  # 3: more holders than slots
-    entries = [log.read_text().split("\n")[:-1] for log in logs]
     assert all(lines for lines in entries)  # every process was served
-    assert [line for lines in entries for line in lines if line.startswith("gave-up")] == []
     held = sum(float(e) - float(s) for lines in entries for _, _, s, e, _ in map(str.split, lines))
     assert held / (3 * (ended - started)) > 0.5  # slot-time held, of all slot-time
     assert store.left_behind() == []
@@ -430,7 +399,7 @@ def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(
     assert refused.code == 3 and refused.json["held_by"] == "wf:killed:1"
     wait_until(lambda: status_now(skf, store)["state"] != "held", 30, "the slot to go stale")
     assert take(cli, store.lock, "wf:next:1", 2).code == 0
-    assert sorted(holders_of(store)) == ["wf:keeps:1", "wf:next:1"]
+    assert sorted(store.holders()) == ["wf:keeps:1", "wf:next:1"]
 
 
 @THREE_STORES
@@ -440,58 +409,13 @@ def test_run_and_held_keep_their_slots_past_several_timeouts(
 ) -> None:
     """``run``'s command and ``held()``'s block last until the test has looked three
     times, 3 s apart (a timeout each): every look finds their slots still held."""
-    done = tmp_path / "done"  # the command and the block end once it exists
-    wait_for_done = "import os, sys, time\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.05)"
-    command = [sys.executable, "-c", wait_for_done, str(done)]
-    run = subprocess.Popen(
-        [
-            sys.executable,
-            str(SCRIPT),
-            "run",
-            "--lock",
-            store.lock,
-            "--owner",
-            "wf:run:1",
-            "--slots",
-            "3",
-            "--stale-after",
-            SHORT,
-            "--",
-            *command,
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        wait_until(lambda: status_now(skf, store)["holders"] != [], 30, "run to take its slot")
-        holders = cli("status", "--lock", store.lock).json["holders"]
-        assert [holder["owner"] for holder in holders] == ["wf:run:1"]
-        lease_done = threading.Event()
-
-        def hold() -> None:
-            with skf.held(store.lock, "wf:held:1", 3.0, wait=30.0, slots=3):
-                while not done.exists():
-                    time.sleep(0.05)
-            lease_done.set()
-
-        thread = threading.Thread(target=hold)
-        thread.start()
+    with run_and_held(skf, store.lock, tmp_path, ["--slots", "3"], slots=3):
         assert take(cli, store.lock, "wf:third:1", 3).code == 0
         for _ in range(3):  # over three of the 3 s timeouts
             time.sleep(3)
             refused = take(cli, store.lock, "wf:fourth:1", 3)
             assert refused.code == 3, refused.json
-        done.touch()
-        thread.join(timeout=60)
-        assert lease_done.is_set()
-        _, err = run.communicate(timeout=60)
-        assert run.returncode == 0, err
-    finally:
-        done.touch()
-        run.kill()
-        run.communicate()
-    assert holders_of(store) == ["wf:third:1"]
+    assert store.holders() == ["wf:third:1"]
 
 
 # --- Older versions on the same lock --------------------------------------------------------
@@ -502,7 +426,7 @@ def test_older_versions_see_a_lock_with_a_live_slot_as_held(
 ) -> None:
     assert take(cli, store.lock, "wf:a:1", 3).code == 0
     assert_older_versions_see_it_held(store, "3 slots", "wf:a:1")
-    assert holders_of(store) == ["wf:a:1"]
+    assert store.holders() == ["wf:a:1"]
 
 
 def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(

@@ -33,9 +33,8 @@ read-or-write LOCK OWNER KIND FOLDER OUT until FOLDER/stop exists: wait in line 
                                          START END READERS" (READERS: marks seen inside) or
                                          "gave-up W" to OUT
 hold-shared LOCK OWNER SECONDS           take a shared hold for SECONDS, say "held", wait for stdin
-kind-append LOCK OWNER KIND LOG NAME     wait in line for a shared hold (KIND r) or the lock
-                                         alone (KIND w), append NAME to LOG, say "in", wait
-                                         for stdin, release
+hold-in-line LOCK OWNER KIND             wait in line for a shared hold (KIND r) or the lock
+                                         alone (KIND w), say "in", wait for stdin, release
 """
 
 from __future__ import annotations
@@ -352,10 +351,9 @@ def hold_shared(lock: str, owner: str, seconds: str) -> int:
     return 0
 
 
-def kind_append(lock: str, owner: str, kind: str, log: str, name: str) -> int:
+def hold_in_line(lock: str, owner: str, kind: str) -> int:
     skf = load()
     taken = skf.acquire_within(lock, owner, 60.0, 120.0, shared=kind == "r")
-    append(log, name)
     say("in")
     sys.stdin.readline()
     assert skf.release(lock, taken["owner"])["released"]
@@ -383,6 +381,6 @@ if __name__ == "__main__":
         "slot-append": slot_append,
         "read-or-write": read_or_write,
         "hold-shared": hold_shared,
-        "kind-append": kind_append,
+        "hold-in-line": hold_in_line,
     }
     sys.exit(modes[mode](*rest))
