@@ -1278,6 +1278,13 @@ def _away(ahead: list[_Place], slots: int, shared: bool) -> int:
     return max(0, len(ahead) - slots + 1)
 
 
+def _waits_on(ahead: list[_Place], away: int, shared: bool) -> list[_Place]:
+    """The places ``ahead`` of a waiter whose leaving it waits for: all of them, or,
+    for a shared waiter, those up to the last exclusive one (``away`` of them): the
+    shared waiters between go in with it, so it need not wait for them."""
+    return ahead[:away] if shared else ahead
+
+
 def _turns(line: list[_Place], free: int, shared_may_go: bool) -> list[_Place]:
     """The waiters at the head of the live ``line`` whose turn a change leaves: the
     first ``free`` (the exclusive slots free after it), or the shared waiters at its
@@ -1820,9 +1827,11 @@ if TYPE_CHECKING:
             self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int
         ) -> bool:
             """Up to ``left`` s until what ``place``'s waiter waits on changes (True): a
-            place ``ahead`` of it ends, or (``away`` 0: it takes the next slot that frees)
-            a slot frees or its server ends it. ``away``: how many places must leave the
-            line before it is among the first N (N slots), which take the slots that free."""
+            place ``ahead`` of it ends (those it waits to leave, the last just ahead of
+            it), or (``away`` 0: it takes the next slot that frees) a slot frees or its
+            server ends it. ``away``: how many places must leave the line before it is
+            among the first N (N slots), which take the slots that free, or, shared, before
+            no exclusive waiter is ahead of it."""
 
         def vouches(self, look: _Look) -> bool:
             """Whether a wait that just ended unwoken saw every change since ``look`` to
@@ -3103,7 +3112,7 @@ def _wait_turn(
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
         pause = min(left, beat_at - time.monotonic(), stale_at - time.monotonic())
-        woken = store.wait(pause, look, ahead, place, away)
+        woken = store.wait(pause, look, _waits_on(ahead, away, place.shared), place, away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
         # A wait that ended unwoken, for its beat, goes on from the same look where the
@@ -3970,7 +3979,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (3973, (), r'''
+_CARRIED['usage'] = (3982, (), r'''
 import os
 import sys
 import textwrap
@@ -4170,7 +4179,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4173, (), r'''
+_CARRIED['server_store'] = (4182, (), r'''
 import errno
 import json
 import os
@@ -4434,7 +4443,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4437, ('server_store',), r'''
+_CARRIED['http1'] = (4446, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4561,7 +4570,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4564, ('server_store',), r'''
+_CARRIED['resp'] = (4573, ('server_store',), r'''
 import re
 
 
@@ -4696,7 +4705,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4699, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4708, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -4890,7 +4899,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (4893, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (4902, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5473,7 +5482,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5476, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5485, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5536,7 +5545,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5539, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5548, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6113,7 +6122,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6116, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6125, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6244,7 +6253,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6247, (), r'''
+_CARRIED['file_listing'] = (6256, (), r'''
 import os
 import stat
 
@@ -6303,7 +6312,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '6de7b23f14900bc1d82bbf12f1d079438170be59b0c9797372a474bdcddaf661'  # what a cache entry must name
+_BUILD = '48fdbaf9a088aadecf022cb3bca2c8d6762e6701c5ce4d5a30955ef8d9965472'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

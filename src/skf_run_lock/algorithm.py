@@ -22,6 +22,7 @@ from .decisions import (
     _still_holds,
     _taken,
     _verdict,
+    _waits_on,
 )
 from .inputs import (
     _checked_shared,
@@ -405,7 +406,7 @@ def _wait_turn(
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
         pause = min(left, beat_at - time.monotonic(), stale_at - time.monotonic())
-        woken = store.wait(pause, look, ahead, place, away)
+        woken = store.wait(pause, look, _waits_on(ahead, away, place.shared), place, away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
         # A wait that ended unwoken, for its beat, goes on from the same look where the

@@ -255,6 +255,13 @@ def _away(ahead: list[_Place], slots: int, shared: bool) -> int:
     return max(0, len(ahead) - slots + 1)
 
 
+def _waits_on(ahead: list[_Place], away: int, shared: bool) -> list[_Place]:
+    """The places ``ahead`` of a waiter whose leaving it waits for: all of them, or,
+    for a shared waiter, those up to the last exclusive one (``away`` of them): the
+    shared waiters between go in with it, so it need not wait for them."""
+    return ahead[:away] if shared else ahead
+
+
 def _turns(line: list[_Place], free: int, shared_may_go: bool) -> list[_Place]:
     """The waiters at the head of the live ``line`` whose turn a change leaves: the
     first ``free`` (the exclusive slots free after it), or the shared waiters at its

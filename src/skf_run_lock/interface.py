@@ -71,9 +71,11 @@ if TYPE_CHECKING:
             self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int
         ) -> bool:
             """Up to ``left`` s until what ``place``'s waiter waits on changes (True): a
-            place ``ahead`` of it ends, or (``away`` 0: it takes the next slot that frees)
-            a slot frees or its server ends it. ``away``: how many places must leave the
-            line before it is among the first N (N slots), which take the slots that free."""
+            place ``ahead`` of it ends (those it waits to leave, the last just ahead of
+            it), or (``away`` 0: it takes the next slot that frees) a slot frees or its
+            server ends it. ``away``: how many places must leave the line before it is
+            among the first N (N slots), which take the slots that free, or, shared, before
+            no exclusive waiter is ahead of it."""
 
         def vouches(self, look: _Look) -> bool:
             """Whether a wait that just ended unwoken saw every change since ``look`` to
