@@ -6017,11 +6017,17 @@ class _RedisStore(_RedisServer):
         # first in line, for one slot; the shared waiters at its head): two releases in
         # a row must wake two, not the same one twice.
         leaving = None if place is None else place.ticket
-        line = [p for p in _live(look.line, time.time()) if p.ticket != leaving]
+        live = _live(look.line, time.time())
+        line = [p for p in live if p.ticket != leaving]
         free = _free_after(look.record, record, clock or 0)
         shared_may_go = record is None or record.shared or free > 0
         for waiter in _turns(line, free, shared_may_go):
             ops += self._ring(waiter.ticket)
+        # The places of waiters that died go with the change, as a file's do: their
+        # keys would only expire, a few seconds later.
+        for dead in look.line:
+            if dead not in live and dead.ticket != leaving:
+                ops += self._leaving(dead.ticket)
         if place is not None:
             ops += self._leaving(place.ticket)
         taking = any(holder.owner == owner for holder in _holders(record))
@@ -6122,7 +6128,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6125, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6131, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6253,7 +6259,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6256, (), r'''
+_CARRIED['file_listing'] = (6262, (), r'''
 import os
 import stat
 
@@ -6312,7 +6318,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '48fdbaf9a088aadecf022cb3bca2c8d6762e6701c5ce4d5a30955ef8d9965472'  # what a cache entry must name
+_BUILD = '4cf5c815afe50c87c7dc047393202f509ca4c47487843f3554ef057692ccb6e2'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

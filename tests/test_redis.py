@@ -465,6 +465,22 @@ def test_a_waiter_that_gives_up_rings_the_next_in_line(
     assert counted_tries == [False, True]
 
 
+def test_a_take_drops_the_places_of_waiters_that_died_with_it(
+    cli: Callable[..., Run], redis: Redis, redis_lock: str
+) -> None:
+    """A waiter that died left its ticket in the line and its bell: its place's key
+    has expired. The next take removes them in its own change, as a file's does,
+    rather than leave them to expire seconds later."""
+    key = redis_lock.split("/", 3)[3]
+    base = "{" + key + "}"
+    client = redis.client()
+    client.rpush(f"{base}\0line", "dead")
+    client.rpush(f"{base}\0wake\0dead", 1)
+    taken = cli("acquire", "--lock", redis_lock, "--owner", "wf:next:1")
+    assert taken.code == 0 and taken.json["acquired"], taken
+    assert redis_keys(redis_lock) == ["", "\0last"]  # the record and its last holder
+
+
 # --- Interrupts (a sent change: tests/test_interrupts.py) ---------------------------------
 
 

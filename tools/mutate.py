@@ -713,6 +713,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '    if place.shared:\n        entry["shared"] = True\n',
         "",
     ),
+    "redis-take-keeps-dead-places": (
+        "a take on Redis drops the places of waiters that died",
+        "            if dead not in live and dead.ticket != leaving:\n",
+        "            if False:\n",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.

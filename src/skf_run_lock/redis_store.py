@@ -493,11 +493,17 @@ class _RedisStore(_RedisServer):
         # first in line, for one slot; the shared waiters at its head): two releases in
         # a row must wake two, not the same one twice.
         leaving = None if place is None else place.ticket
-        line = [p for p in _live(look.line, time.time()) if p.ticket != leaving]
+        live = _live(look.line, time.time())
+        line = [p for p in live if p.ticket != leaving]
         free = _free_after(look.record, record, clock or 0)
         shared_may_go = record is None or record.shared or free > 0
         for waiter in _turns(line, free, shared_may_go):
             ops += self._ring(waiter.ticket)
+        # The places of waiters that died go with the change, as a file's do: their
+        # keys would only expire, a few seconds later.
+        for dead in look.line:
+            if dead not in live and dead.ticket != leaving:
+                ops += self._leaving(dead.ticket)
         if place is not None:
             ops += self._leaving(place.ticket)
         taking = any(holder.owner == owner for holder in _holders(record))
