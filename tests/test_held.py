@@ -33,7 +33,8 @@ def test_a_block_outliving_several_timeouts_keeps_the_lock(
     """On every store at once: blocks of 8 s with a 3 s timeout, each against a process
     that tries to take its lock several times a second."""
     locks = [str(tmp_path / "locks" / "held.lock"), etcd_lock, redis_lock]
-    rivals = [contend(lock, 6.5) for lock in locks]
+    started = time.time()
+    rivals = [contend(lock, started + 6.5) for lock in locks]
     failures: list[BaseException] = []
 
     def hold(lock: str) -> None:
@@ -58,7 +59,8 @@ def test_a_block_outliving_several_timeouts_keeps_the_lock(
     assert not failures, failures
     for lock, rival in zip(locks, rivals, strict=True):
         outcome = json.loads(rival.communicate(timeout=60)[0])
-        assert outcome["took"] == 0 and outcome["tries"] >= 20, outcome
+        assert outcome["took"] == 0, outcome
+        assert [at for at in outcome["tries"] if at > started + 3.5], "no try past a timeout"
         assert holder(skf, lock) is None  # released when the block ended
 
 

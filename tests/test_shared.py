@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from calls import Run, pipe, posix_only
@@ -25,8 +26,6 @@ from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 from test_slots import THREE_STORES, wait_until
 
-SHORT = "0.05"  # minutes: a 3 s timeout, for holds that must go stale within a test
-
 
 def read(cli: Callable[..., Run], lock: str | Path, owner: str, *extra: str) -> Run:
     """acquire --shared, by the CLI in a fresh process."""
@@ -36,6 +35,17 @@ def read(cli: Callable[..., Run], lock: str | Path, owner: str, *extra: str) -> 
 def write(cli: Callable[..., Run], lock: str | Path, owner: str, *extra: str) -> Run:
     """acquire without --shared: the lock alone."""
     return cli("acquire", "--lock", lock, "--owner", owner, *extra)
+
+
+def shared(skf: ModuleType, lock: str | Path, owner: str, minutes: float = 60) -> Any:
+    """A shared hold taken in this process, where what is tested is not the CLI: each
+    CLI call starts a process, and a suite of them runs on every Python in CI."""
+    return skf.acquire(lock, owner, minutes * 60, shared=True)
+
+
+def alone(skf: ModuleType, lock: str | Path, owner: str, minutes: float = 60) -> Any:
+    """The lock taken alone, in this process."""
+    return skf.acquire(lock, owner, minutes * 60)
 
 
 # A function that starts tests/worker.py in a real process (conftest's ``worker``).
@@ -105,13 +115,13 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
 
 
 def test_status_and_list_say_the_mode_and_every_shared_holder(
-    cli: Callable[..., Run], store: StoreUnderTest, tmp_path: Path
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     free = cli("status", "--lock", store.lock)
     assert free.code == 0 and free.json["mode"] is None
     assert list(free.json)[-3:] == ["holders", "mode", "message"]
-    assert read(cli, store.lock, "wf:r1:1", "--stale-after", "10").code == 0
-    assert read(cli, store.lock, "wf:r2:1", "--stale-after", "5").code == 0
+    assert shared(skf, store.lock, "wf:r1:1", 10)["acquired"]
+    assert shared(skf, store.lock, "wf:r2:1", 5)["acquired"]
     held = cli("status", "--lock", store.lock)
     assert held.code == 3 and held.json["state"] == "held" and held.json["mode"] == "shared"
     assert [h["owner"] for h in held.json["holders"]] == ["wf:r1:1", "wf:r2:1"]
@@ -121,17 +131,19 @@ def test_status_and_list_say_the_mode_and_every_shared_holder(
     )
     assert cli("status", "--lock", store.lock, "--get", "mode").out == "shared\n"
     for owner in ("wf:r1:1", "wf:r2:1"):
-        assert cli("release", "--lock", store.lock, "--owner", owner).json["released"]
-    assert write(cli, store.lock, "wf:w:1").code == 0
-    alone = cli("status", "--lock", store.lock)
-    assert alone.code == 3 and alone.json["mode"] == "exclusive"
+        assert skf.release(store.lock, owner)["released"]
+    assert alone(skf, store.lock, "wf:w:1")["acquired"]
+    held = cli("status", "--lock", store.lock)
+    assert held.code == 3 and held.json["mode"] == "exclusive"
 
 
-def test_a_listing_shows_each_locks_mode(cli: Callable[..., Run], tmp_path: Path) -> None:
+def test_a_listing_shows_each_locks_mode(
+    skf: ModuleType, cli: Callable[..., Run], tmp_path: Path
+) -> None:
     folder = tmp_path / "locks"
-    assert read(cli, folder / "read.lock", "wf:r1:1").code == 0
-    assert read(cli, folder / "read.lock", "wf:r2:1").code == 0
-    assert write(cli, folder / "write.lock", "wf:w:1").code == 0
+    assert shared(skf, folder / "read.lock", "wf:r1:1")["acquired"]
+    assert shared(skf, folder / "read.lock", "wf:r2:1")["acquired"]
+    assert alone(skf, folder / "write.lock", "wf:w:1")["acquired"]
     listed = cli("list", "--under", folder)
     modes = {Path(entry["lock"]).name: entry["mode"] for entry in listed.json["locks"]}
     assert modes == {"read.lock": "shared", "write.lock": "exclusive"}
@@ -142,43 +154,42 @@ def test_a_listing_shows_each_locks_mode(cli: Callable[..., Run], tmp_path: Path
 
 
 def test_each_reader_renews_and_releases_only_its_own_hold(
-    cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, store: StoreUnderTest
 ) -> None:
     lock = store.lock
-    assert read(cli, lock, "wf:r1:1", "--stale-after", "30").code == 0
-    assert read(cli, lock, "wf:r2:1", "--stale-after", "30").code == 0
+    assert shared(skf, lock, "wf:r1:1", 30)["acquired"]
+    assert shared(skf, lock, "wf:r2:1", 30)["acquired"]
     other = store.record()["holders"][1]
-    renewed = read(cli, lock, "wf:r1:1", "--stale-after", "90")
-    assert renewed.code == 0 and renewed.json["refreshed"] is True
-    assert renewed.json["stale_after_minutes"] == 90
-    assert "renewed a shared hold on" in renewed.json["message"]
+    renewed = shared(skf, lock, "wf:r1:1", 90)
+    assert renewed["acquired"] and renewed["refreshed"] is True
+    assert renewed["stale_after_minutes"] == 90
+    assert "renewed a shared hold on" in renewed["message"]
     holders = store.record()["holders"]
     assert [h["owner"] for h in holders] == ["wf:r1:1", "wf:r2:1"]
     assert holders[0]["stale_after_seconds"] == 5400 and holders[1] == other
-    stranger = cli("release", "--lock", lock, "--owner", "wf:x:1")
-    assert stranger.code == 0 and list(stranger.json) == RELEASE_KEYS
-    assert stranger.json["reason"] == "not-owner"
-    assert stranger.json["message"].startswith(
+    stranger = skf.release(lock, "wf:x:1")
+    assert list(stranger) == RELEASE_KEYS and stranger["reason"] == "not-owner"
+    assert stranger["message"].startswith(
         f"left {lock} in place: wf:x:1 holds none of its shared holds (held by wf:r"
     )  # wf:r1:1 and wf:r2:1, longest held first: either, as they came in the same second
-    mine = cli("release", "--lock", lock, "--owner", "wf:r2:1")
-    assert mine.json["released"] and mine.json["message"].endswith("; 1 run holds it shared")
+    mine = skf.release(lock, "wf:r2:1")
+    assert mine["released"] and mine["message"].endswith("; 1 run holds it shared")
     assert store.holders() == ["wf:r1:1"]
-    assert cli("release", "--lock", lock, "--owner", "wf:r1:1").json["released"]
+    assert skf.release(lock, "wf:r1:1")["released"]
     assert store.value() is None and store.left_behind() == []
 
 
 def test_a_stale_reader_is_replaced_and_the_live_ones_kept(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, store: StoreUnderTest
 ) -> None:
-    old = read(cli, store.lock, "wf:old:1", "--stale-after", SHORT).json
-    assert read(cli, store.lock, "wf:live:1").code == 0
+    old = shared(skf, store.lock, "wf:old:1", 0.05)
+    assert shared(skf, store.lock, "wf:live:1")["acquired"]
     stale_at = skf._parse_time(old["stale_at"])
     # Its time is shown in whole seconds: its hold ends within a second after.
     wait_until(lambda: time.time() > stale_at + 1.1, 30, "wf:old:1's hold to go stale")
-    taken = read(cli, store.lock, "wf:new:1")
-    assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:old:1"
-    assert "replacing the stale shared hold of wf:old:1" in taken.json["message"]
+    taken = shared(skf, store.lock, "wf:new:1")
+    assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:old:1"
+    assert "replacing the stale shared hold of wf:old:1" in taken["message"]
     assert sorted(store.holders()) == ["wf:live:1", "wf:new:1"]
 
 
@@ -216,13 +227,13 @@ def test_shared_with_slots_is_exit_1_and_creates_nothing(
 
 
 def test_slots_and_shared_holds_never_share_a_lock(
-    cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    assert cli("acquire", "--lock", store.lock, "--owner", "wf:s:1", "--slots", "3").code == 0
+    assert skf.acquire(store.lock, "wf:s:1", 3600.0, slots=3)["acquired"]
     refused = read(cli, store.lock, "wf:r:1")
     assert refused.code == 1 and "a slot is never shared" in refused.error
-    assert cli("release", "--lock", store.lock, "--owner", "wf:s:1").json["released"]
-    assert read(cli, store.lock, "wf:r:1").code == 0
+    assert skf.release(store.lock, "wf:s:1")["released"]
+    assert shared(skf, store.lock, "wf:r:1")["acquired"]
     slots = cli("acquire", "--lock", store.lock, "--owner", "wf:s:1", "--slots", "3")
     assert slots.code == 1 and "shared holds have no slots" in slots.error
     assert store.holders() == ["wf:r:1"]
@@ -234,12 +245,12 @@ def test_slots_and_shared_holds_never_share_a_lock(
 def test_readers_at_the_head_of_the_line_go_in_together(
     skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, worker: Worker
 ) -> None:
-    assert write(cli, store.lock, "wf:w:1").code == 0
+    assert alone(skf, store.lock, "wf:w:1")["acquired"]
     readers = []
     for n in (1, 2):
         readers.append(worker("hold-in-line", store.lock, f"wf:r{n}:1", "r"))
         wait_until(lambda: len(in_line(skf, store)) == len(readers), what=f"reader {n} in line")
-    assert cli("release", "--lock", store.lock, "--owner", "wf:w:1").json["released"]
+    assert skf.release(store.lock, "wf:w:1")["released"]
     for reader in readers:  # each says "in" while the other holds on too
         assert pipe(reader.stdout).readline() == "in\n"
     assert sorted(store.holders()) == ["wf:r1:1", "wf:r2:1"]
@@ -254,16 +265,16 @@ def test_a_reader_never_passes_a_writer_waiting_ahead_of_it(
     """While readers hold the lock, a writer waits in line; a reader that comes after
     it waits behind it, and one that does not wait is refused, naming the writer. The
     writer goes in once the readers are out, then the reader."""
-    assert read(cli, store.lock, "wf:r0:1").code == 0
+    assert shared(skf, store.lock, "wf:r0:1")["acquired"]
     writer = worker("hold-in-line", store.lock, "wf:w:1", "w")
     wait_until(lambda: in_line(skf, store) == ["wf:w:1"], what="the writer in line")
     reader = worker("hold-in-line", store.lock, "wf:r1:1", "r")
     wait_until(lambda: len(in_line(skf, store)) == 2, what="the reader in line")
-    jumper = read(cli, store.lock, "wf:jump:1")
-    assert jumper.code == 3 and jumper.json["held_by"] == "wf:w:1"
-    assert "but wf:w:1 waits in line ahead for an exclusive hold" in jumper.json["message"]
+    jumper = shared(skf, store.lock, "wf:jump:1")
+    assert not jumper["acquired"] and jumper["held_by"] == "wf:w:1"
+    assert "but wf:w:1 waits in line ahead for an exclusive hold" in jumper["message"]
     assert store.holders() == ["wf:r0:1"]
-    assert cli("release", "--lock", store.lock, "--owner", "wf:r0:1").json["released"]
+    assert skf.release(store.lock, "wf:r0:1")["released"]
     assert pipe(writer.stdout).readline() == "in\n"
     assert store.record()["owner"] == "wf:w:1" and in_line(skf, store) == ["wf:r1:1"]
     assert let_go(writer) == 0
@@ -328,13 +339,13 @@ def test_a_killed_reader_frees_its_hold_only_when_its_timeout_passes(
     stale_at = skf._parse_time(status_now(skf, store)["holders"][0]["stale_at"])
     reader.send_signal(signal.SIGKILL)
     reader.wait(timeout=30)
-    refused = write(cli, store.lock, "wf:w:1")
-    assert refused.code == 3 and refused.json["held_by"] == "wf:killed:1"
-    assert "held shared by 1 run, wf:killed:1" in refused.json["message"]
+    refused = alone(skf, store.lock, "wf:w:1")
+    assert not refused["acquired"] and refused["held_by"] == "wf:killed:1"
+    assert "held shared by 1 run, wf:killed:1" in refused["message"]
     wait_until(lambda: status_now(skf, store)["state"] != "held", 30, "its hold to go stale")
     assert time.time() >= stale_at - 1  # its 4 s, on a clock of whole seconds
-    taken = write(cli, store.lock, "wf:w:1")
-    assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:killed:1"
+    taken = alone(skf, store.lock, "wf:w:1")
+    assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:killed:1"
     assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
 
 
@@ -351,26 +362,16 @@ def test_run_and_held_keep_shared_holds_past_several_timeouts(
             time.sleep(3)
             holders = [h["owner"] for h in status_now(skf, store)["holders"]]
             assert sorted(holders) == ["wf:held:1", "wf:run:1"]
-            assert write(cli, store.lock, "wf:w:1").code == 3
+            assert not alone(skf, store.lock, "wf:w:1")["acquired"]
     assert store.value() is None and store.left_behind() == []
 
 
 def test_run_and_held_leave_a_shared_hold_their_owner_had(
     skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    assert read(cli, store.lock, "wf:job:1").code == 0
-    step = cli(
-        "run",
-        "--lock",
-        store.lock,
-        "--owner",
-        "wf:job:1",
-        "--shared",
-        "--",
-        sys.executable,
-        "-c",
-        "pass",
-    )
+    assert shared(skf, store.lock, "wf:job:1")["acquired"]
+    argv = ["run", "--lock", store.lock, "--owner", "wf:job:1", "--shared"]
+    step = cli(*argv, "--", sys.executable, "-c", "pass")
     assert step.code == 0, step.error
     with skf.held(store.lock, "wf:job:1", 60.0, shared=True):
         pass
@@ -381,19 +382,19 @@ def test_run_and_held_leave_a_shared_hold_their_owner_had(
 
 
 def test_older_versions_see_a_lock_with_a_live_shared_hold_as_held(
-    cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, store: StoreUnderTest
 ) -> None:
     """They know one holder: the record's top level names "shared holds", which no
     release can name, going stale with the last shared hold. They never take, renew
     or delete it."""
-    assert read(cli, store.lock, "wf:r:1").code == 0
+    assert shared(skf, store.lock, "wf:r:1")["acquired"]
     assert_older_versions_see_it_held(store, "shared holds", "wf:r:1")
     assert store.holders() == ["wf:r:1"]
 
 
 def test_older_versions_take_a_shared_lock_only_once_every_hold_is_past(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, store: StoreUnderTest
 ) -> None:
-    assert read(cli, store.lock, "wf:a:1", "--stale-after", SHORT).code == 0
-    last = read(cli, store.lock, "wf:b:1", "--stale-after", "0.1").json  # 6 s
+    assert shared(skf, store.lock, "wf:a:1", 0.05)["acquired"]
+    last = shared(skf, store.lock, "wf:b:1", 0.1)  # 6 s
     assert_older_version_takes_it_only_once_past(skf, store, last["stale_at"])
