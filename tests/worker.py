@@ -20,8 +20,8 @@ cli-append LOCK OWNER LOG NAME           the CLI's acquire --wait, append NAME, 
 share-slots LOCK OWNER SLOTS FOLDER OUT  until FOLDER/stop exists: wait in line (5 s) for one of
                                          SLOTS, put OWNER in FOLDER/inside and count it (exit 3
                                          if more than SLOTS are in it), hold 40-120 ms, leave,
-                                         release, work 0-40 ms; append "took W START END READERS"
-                                         (W the wait; READERS: readers' marks seen inside) or
+                                         release, work 0-40 ms; append "took W START END INSIDE"
+                                         (W the wait; INSIDE: the marks inside midway) or
                                          "gave-up W" to OUT
 hold-slot LOCK OWNER SLOTS SECONDS       take one of SLOTS for SECONDS, say "held", wait for stdin
 slot-append LOCK OWNER SLOTS LOG NAME    wait in line for one of SLOTS, append NAME to LOG, release
@@ -29,9 +29,8 @@ read-or-write LOCK OWNER KIND FOLDER OUT until FOLDER/stop exists: wait in line 
                                          shared hold (KIND r) or the lock alone (KIND w), put
                                          OWNER's mark in FOLDER/inside and look who else is
                                          there (exit 3 if a writer is beside anyone), hold
-                                         40-120 ms, leave, release, work 0-40 ms; append "took W
-                                         START END READERS" (READERS: marks seen inside) or
-                                         "gave-up W" to OUT
+                                         40-120 ms, leave, release, work 0-40 ms; append as
+                                         share-slots does
 hold-shared LOCK OWNER SECONDS           take a shared hold for SECONDS, say "held", wait for stdin
 hold-in-line LOCK OWNER KIND             wait in line for a shared hold (KIND r) or the lock
                                          alone (KIND w), say "in", wait for stdin, release
@@ -306,11 +305,11 @@ def take_turns(  # noqa: PLR0917
             if crowded(os.listdir(inside)):
                 return 3
             time.sleep(random.uniform(0.04, 0.12))
-            readers = len([name for name in os.listdir(inside) if name.startswith("r-")])
+            beside = len(os.listdir(inside))  # this one's mark among them
             mine.unlink()
             end = time.time()
             assert skf.release(lock, run_owner)["released"]
-            log.write(f"took {start - asked:.3f} {start:.3f} {end:.3f} {readers}\n")
+            log.write(f"took {start - asked:.3f} {start:.3f} {end:.3f} {beside}\n")
             log.flush()
             time.sleep(random.uniform(0, 0.04))
     return 0
