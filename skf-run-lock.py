@@ -1191,13 +1191,6 @@ def _shared_record(holders: list[_Record]) -> _Record:
     return record
 
 
-def _kind_of(record: _Record) -> str:
-    """``shared``, ``exclusive`` or ``N slots``: the kind of hold ``record`` keeps."""
-    if record.shared:
-        return "shared"
-    return "exclusive" if record.slots == 1 else f"{record.slots} slots"
-
-
 # --- The line of waiters: first come, first served
 
 
@@ -3979,7 +3972,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (3982, (), r'''
+_CARRIED['usage'] = (3975, (), r'''
 import os
 import sys
 import textwrap
@@ -4179,7 +4172,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4182, (), r'''
+_CARRIED['server_store'] = (4175, (), r'''
 import errno
 import json
 import os
@@ -4443,7 +4436,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4446, ('server_store',), r'''
+_CARRIED['http1'] = (4439, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4570,7 +4563,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4573, ('server_store',), r'''
+_CARRIED['resp'] = (4566, ('server_store',), r'''
 import re
 
 
@@ -4705,7 +4698,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4708, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4701, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -4899,7 +4892,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (4902, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (4895, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5482,7 +5475,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5485, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5478, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5545,7 +5538,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5548, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5541, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6128,7 +6121,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6131, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6124, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6259,7 +6252,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6262, (), r'''
+_CARRIED['file_listing'] = (6255, (), r'''
 import os
 import stat
 
@@ -6318,7 +6311,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '4cf5c815afe50c87c7dc047393202f509ca4c47487843f3554ef057692ccb6e2'  # what a cache entry must name
+_BUILD = 'f832243a614ecd638e16211f9ad073d771f3d3b769f89f1e3fea4b141df8b10d'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

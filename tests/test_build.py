@@ -120,11 +120,14 @@ def run_bundle(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """A copy of what the build reads and writes: the modules, the tool, the built file."""
+    """A copy of what the build reads and writes: the modules, the tool, and the file
+    built from those modules (under a planted bug, both are the mutated ones: the
+    committed file would differ from them, and fail a test of the build for a bug the
+    build has nothing to do with)."""
     (tmp_path / "tools").mkdir()
     shutil.copy(ROOT / "tools" / "bundle.py", tmp_path / "tools" / "bundle.py")
     shutil.copytree(PACKAGE, tmp_path / "src" / "skf_run_lock", ignore=NO_CACHE)
-    shutil.copy(ROOT / "skf-run-lock.py", tmp_path / "skf-run-lock.py")
+    shutil.copy(SCRIPT, tmp_path / "skf-run-lock.py")
     return tmp_path
 
 

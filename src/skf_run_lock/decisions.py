@@ -168,13 +168,6 @@ def _shared_record(holders: list[_Record]) -> _Record:
     return record
 
 
-def _kind_of(record: _Record) -> str:
-    """``shared``, ``exclusive`` or ``N slots``: the kind of hold ``record`` keeps."""
-    if record.shared:
-        return "shared"
-    return "exclusive" if record.slots == 1 else f"{record.slots} slots"
-
-
 # --- The line of waiters: first come, first served
 
 
