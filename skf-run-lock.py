@@ -1278,13 +1278,14 @@ def _waits_on(ahead: list[_Place], away: int, shared: bool) -> list[_Place]:
     return ahead[:away] if shared else ahead
 
 
-def _turns(line: list[_Place], free: int, shared_may_go: bool) -> list[_Place]:
-    """The waiters at the head of the live ``line`` whose turn a change leaves: the
-    first ``free`` (the exclusive slots free after it), or the shared waiters at its
-    head, up to the first exclusive one, while ``shared_may_go`` (no exclusive hold is
-    live)."""
+def _turns(line: list[_Place], after: _Record | None, free: int) -> list[_Place]:
+    """The waiters at the head of the live ``line`` whose turn a change that leaves
+    ``after`` gives: the first ``free`` (the exclusive slots free after it, as the
+    store's clock counts them), or the shared waiters at its head, up to the first
+    exclusive one, while no exclusive hold is live."""
     if line and line[0].shared:
-        if not shared_may_go:
+        exclusive_live = after is not None and not after.shared and free <= 0
+        if exclusive_live:
             return []
         exclusive = [at for at, place in enumerate(line) if not place.shared]
         return line[: exclusive[0]] if exclusive else line
@@ -3972,7 +3973,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (3975, (), r'''
+_CARRIED['usage'] = (3976, (), r'''
 import os
 import sys
 import textwrap
@@ -4172,7 +4173,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4175, (), r'''
+_CARRIED['server_store'] = (4176, (), r'''
 import errno
 import json
 import os
@@ -4436,7 +4437,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4439, ('server_store',), r'''
+_CARRIED['http1'] = (4440, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4563,7 +4564,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4566, ('server_store',), r'''
+_CARRIED['resp'] = (4567, ('server_store',), r'''
 import re
 
 
@@ -4698,7 +4699,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4701, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4702, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -4892,7 +4893,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (4895, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (4896, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5475,7 +5476,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5478, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5479, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5538,7 +5539,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5541, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5542, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6013,8 +6014,7 @@ class _RedisStore(_RedisServer):
         live = _live(look.line, time.time())
         line = [p for p in live if p.ticket != leaving]
         free = _free_after(look.record, record, clock or 0)
-        shared_may_go = record is None or record.shared or free > 0
-        for waiter in _turns(line, free, shared_may_go):
+        for waiter in _turns(line, record, free):
             ops += self._ring(waiter.ticket)
         # The places of waiters that died go with the change, as a file's do: their
         # keys would only expire, a few seconds later.
@@ -6311,7 +6311,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'f832243a614ecd638e16211f9ad073d771f3d3b769f89f1e3fea4b141df8b10d'  # what a cache entry must name
+_BUILD = '4536920104e6d53fe7089fe3c557ddc5bf39b6347a3bffac1af320e71a2c04a2'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -255,13 +255,14 @@ def _waits_on(ahead: list[_Place], away: int, shared: bool) -> list[_Place]:
     return ahead[:away] if shared else ahead
 
 
-def _turns(line: list[_Place], free: int, shared_may_go: bool) -> list[_Place]:
-    """The waiters at the head of the live ``line`` whose turn a change leaves: the
-    first ``free`` (the exclusive slots free after it), or the shared waiters at its
-    head, up to the first exclusive one, while ``shared_may_go`` (no exclusive hold is
-    live)."""
+def _turns(line: list[_Place], after: _Record | None, free: int) -> list[_Place]:
+    """The waiters at the head of the live ``line`` whose turn a change that leaves
+    ``after`` gives: the first ``free`` (the exclusive slots free after it, as the
+    store's clock counts them), or the shared waiters at its head, up to the first
+    exclusive one, while no exclusive hold is live."""
     if line and line[0].shared:
-        if not shared_may_go:
+        exclusive_live = after is not None and not after.shared and free <= 0
+        if exclusive_live:
             return []
         exclusive = [at for at, place in enumerate(line) if not place.shared]
         return line[: exclusive[0]] if exclusive else line

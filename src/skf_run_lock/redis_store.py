@@ -496,8 +496,7 @@ class _RedisStore(_RedisServer):
         live = _live(look.line, time.time())
         line = [p for p in live if p.ticket != leaving]
         free = _free_after(look.record, record, clock or 0)
-        shared_may_go = record is None or record.shared or free > 0
-        for waiter in _turns(line, free, shared_may_go):
+        for waiter in _turns(line, record, free):
             ops += self._ring(waiter.ticket)
         # The places of waiters that died go with the change, as a file's do: their
         # keys would only expire, a few seconds later.
