@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.7.0. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.8.0. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -299,7 +299,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.7.0"
+__version__ = "1.8.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -1331,10 +1331,36 @@ if TYPE_CHECKING:
 
 def _this_command() -> str:
     """The command that runs this very copy of the tool, to be followed literally: the
-    installed package by the interpreter that has it, else the file itself."""
+    installed package by the interpreter that has it, else the file itself (on
+    Windows by the interpreter or ``uv run``, which has no ``python3``)."""
     if __name__ == "skf_run_lock.outputs":
-        return f"{_quoted(sys.executable)} -m skf_run_lock"
-    return f"python3 {_quoted(os.path.abspath(__file__))}"
+        return f"{_interpreter()} -m skf_run_lock"
+    script = _quoted(os.path.abspath(__file__))
+    if sys.platform != "win32":
+        return f"python3 {script}"
+    if os.environ.get("UV") and _on_path("uv") is not None:
+        return f"uv run {script}"
+    return f"{_interpreter()} {script}"
+
+
+def _on_path(name: str) -> str | None:
+    from shutil import which
+
+    return which(name)
+
+
+def _interpreter() -> str:
+    """The interpreter that runs this call, as a command agents' shells run as printed.
+    On Windows: the bare name where PATH finds this very interpreter by it, else its
+    path with forward slashes, which Git Bash and PowerShell both run (PowerShell runs
+    a quoted path only after ``&``, and Git Bash takes a backslash for an escape)."""
+    if sys.platform != "win32":
+        return _quoted(sys.executable)
+    for name in ("python", "python3"):
+        found = _on_path(name)
+        if found is not None and os.path.normcase(found) == os.path.normcase(sys.executable):
+            return name
+    return _quoted(sys.executable.replace("\\", "/"))
 
 
 def _ordinal(n: int) -> str:
@@ -1850,9 +1876,14 @@ if TYPE_CHECKING:
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
 
 _GUARD_SUFFIX = ".skf-guard"
-_SHARING_RETRY_SEC = 1.0  # Windows: how long a file another process has open may refuse
+# Windows: how long a file another program has open (a scanner, an indexer, a sync
+# client) may refuse to be read, replaced or deleted before a call says so.
+_SHARING_RETRY_SEC = 5.0
 # A guard is held for one change, about a millisecond: a call polls it every ms while
 # others take their turns (on a busy lock, many a second), and backs off to 50 ms only
 # once it has waited longer than a busy lock would make it wait.
@@ -1875,20 +1906,31 @@ if sys.platform == "win32":
 
     _REMOVE_GUARD_WHILE_HELD = False
     _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = (PermissionError,)
-    _LOCK_BUSY_ERRNOS = {errno.EACCES, errno.EDEADLK, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
-    # A file another process has open (a scanner, an indexer) cannot be replaced or
-    # deleted for a moment (ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION).
+    # A file another process has open cannot be replaced or deleted
+    # (ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION), nor opened while it is being
+    # deleted (ERROR_DELETE_PENDING, which Windows reports as ERROR_ACCESS_DENIED).
     _SHARING_REFUSALS: frozenset[int] = frozenset({5, 32})
+    # os.open goes through the C runtime, which reports all three refusals as EACCES
+    # and gives no Windows error code (os.replace and os.unlink give the code).
+    _C_RUNTIME_REFUSES_SHARING = True
 
     def _try_lock(fd: int) -> bool:
-        """Lock the guard's first byte without waiting; False if another process has it."""
+        """Lock the guard's first byte without waiting; False if another process has it.
+
+        The guard's errno rule: the C runtime's _locking documents EACCES (another
+        process has the byte), EBADF (no such descriptor), EINVAL (a bad mode or
+        length) and EDEADLOCK (LK_LOCK only, after its ten tries). This call passes a
+        descriptor it just opened, LK_NBLCK and one byte, so a refusal can only mean
+        that another process holds the byte, and errno is not read: Wine leaves it
+        unset (0, or whatever an earlier call left, such as 17), which read as a code
+        made every contended call a crash there. Only a descriptor that is no longer
+        open (fstat fails and raises) is an error."""
         os.lseek(fd, 0, os.SEEK_SET)
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError as exc:
-            if exc.errno in _LOCK_BUSY_ERRNOS:
-                return False
-            raise
+        except OSError:
+            os.fstat(fd)
+            return False
         return True
 
     def _unlock(fd: int) -> None:
@@ -1900,7 +1942,9 @@ else:
 
     _REMOVE_GUARD_WHILE_HELD = True
     _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = ()
+    # POSIX lets a file that others have open be read, replaced and deleted.
     _SHARING_REFUSALS: frozenset[int] = frozenset()
+    _C_RUNTIME_REFUSES_SHARING = False
 
     def _try_lock(fd: int) -> bool:
         """Take an exclusive flock without waiting; False if another process has it."""
@@ -1914,18 +1958,39 @@ else:
         pass  # closing releases the flock
 
 
-def _despite_sharing(action: Callable[..., None], *paths: str) -> None:
-    """``action(*paths)``, tried again while Windows refuses it (a file open elsewhere)."""
+def _refused_by_sharing(exc: PermissionError) -> bool:
+    """Whether Windows refused because another process has the file open."""
+    code = getattr(exc, "winerror", None)
+    if code is None:
+        return _C_RUNTIME_REFUSES_SHARING and exc.errno == errno.EACCES
+    return code in _SHARING_REFUSALS
+
+
+class _SharingRefused(PermissionError):
+    """Windows refused a file for as long as a call waits: its message names the lock
+    file and the likely cause."""
+
+
+def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
+    """``action()`` on ``lock`` or a file beside it, tried again for up to 5 s while
+    Windows refuses it because another program has the file open; past that, an error
+    that names the lock file and the cause (the system's own names a temp file)."""
     deadline = time.monotonic() + _SHARING_RETRY_SEC
     pause = 0.001
     while True:
         try:
-            action(*paths)
-            return
+            return action()
         except PermissionError as exc:
-            refused = getattr(exc, "winerror", None) in _SHARING_REFUSALS
-            if not refused or time.monotonic() >= deadline:
+            if not _refused_by_sharing(exc):
                 raise
+            if time.monotonic() >= deadline:
+                raise _SharingRefused(
+                    exc.errno,
+                    f"another program has the lock file {lock} open (an editor, a virus"
+                    " scanner, an indexer or a sync client), or this user may not change"
+                    f" it: it was refused for {_SHARING_RETRY_SEC:g} s ({exc.strerror});"
+                    " close that program or keep the lock in a folder it does not watch",
+                ) from None
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 
@@ -1984,6 +2049,11 @@ def _make_folders(folder: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
     except FileNotFoundError as exc:
+        blocker = _file_in_the_way(folder)
+        if blocker is not None:  # Windows says "path not found" where POSIX says ENOTDIR
+            raise OSError(
+                exc.errno, f"the lock's folder {folder} cannot be made: {blocker} is a file"
+            ) from None
         # Every missing parent was made but one: the filesystem makes none there.
         raise _NothingCanBeMade(
             exc.errno,
@@ -2040,7 +2110,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
     except FileNotFoundError:
         return None
     except _GUARD_OPEN_BUSY:
-        return None
+        raise  # Windows: a guard being deleted or open elsewhere; _take_guard tries again
     except OSError as exc:
         if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop
             raise OSError(
@@ -2117,6 +2187,7 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
     start = time.monotonic()
     deadline = start + GUARD_WAIT_SEC
     pause = _GUARD_POLL_SEC
+    refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
         _Interrupts.raise_pending()  # nothing is held here
         fd = None
@@ -2126,6 +2197,8 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
                 fd, created = opened
                 if _locked_guard(fd, guard):
                     return fd, created
+        except _GUARD_OPEN_BUSY as exc:
+            refused = exc
         except BaseException as exc:
             if fd is not None:
                 _abandon_guard(fd, guard)
@@ -2136,6 +2209,13 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
         if fd is not None:
             os.close(fd)
         if time.monotonic() >= deadline:
+            if refused is not None:
+                raise _SharingRefused(
+                    refused.errno,
+                    f"the guard {guard} could not be opened for {GUARD_WAIT_SEC:g} s"
+                    f" ({refused.strerror}): another program has it open, or this user may"
+                    f" not create files in {os.path.dirname(guard)}",
+                )
             raise TimeoutError(
                 errno.ETIMEDOUT,
                 f"the guard {guard} stayed locked for {GUARD_WAIT_SEC:g} s;"
@@ -2230,7 +2310,54 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
         )
     if path.startswith("~"):
         path = os.path.expanduser(path)
+    if sys.platform == "win32":
+        # Before abspath, which turns CON into \\.\CON and drops a dot that ends a name.
+        _refuse_names_windows_reserves(path)
     return os.path.abspath(path)
+
+
+# Names Windows gives to devices in every folder, whatever follows a dot (NUL.lock is
+# NUL), and the characters it refuses in a name (":" names a file's stream).
+_DEVICE_NAMES = re.compile(r"(?i)(?:CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[0-9\xb9\xb2\xb3])")
+_NOT_IN_A_WINDOWS_NAME = set('<>:"|?*') | {chr(code) for code in range(32)}
+
+
+def _refuse_names_windows_reserves(path: str) -> None:
+    """ValueError for a path Windows would take for a device, a stream or another
+    file: a device name (CON, NUL, COM1, ...), a name with a character Windows refuses
+    (``x.lock:stream``), or one ending in a dot or a space, which Windows drops."""
+    for part in os.path.splitdrive(path)[1].replace("/", "\\").split("\\"):
+        if part in ("", ".", ".."):
+            continue
+        stem = part.split(".", 1)[0].rstrip(" ")
+        if _DEVICE_NAMES.fullmatch(stem):
+            why = f"{stem.upper()} names a device on Windows"
+        elif not _NOT_IN_A_WINDOWS_NAME.isdisjoint(part):
+            why = 'Windows allows none of < > : " | ? * in a name (a colon names a stream)'
+        elif part.endswith((".", " ")):
+            why = f"the name {part!r} ends in a dot or a space, which Windows drops"
+        else:
+            continue
+        raise ValueError(f"the lock path {path} cannot be a lock file: {why}; choose another name")
+
+
+# The longest name a lock's own files add to its name (a temp file of its line), and
+# the longest name a filesystem keeps (255 on ext4, APFS and NTFS alike).
+_LONGEST_SUFFIX = len(_LINE_SUFFIX + ".skf-00000000-tmp")
+_NAME_MAX = 255
+
+
+def _refuse_names_too_long(lock: str) -> None:
+    """OSError for a lock whose own files' names would be longer than a filesystem
+    keeps: it would fail later with a cause (Windows: "no such file") that misleads."""
+    name = os.path.basename(lock)
+    if len(name) + _LONGEST_SUFFIX > _NAME_MAX:
+        raise OSError(
+            errno.ENAMETOOLONG,
+            f"the lock name is too long: {len(name)} characters, to which the files a lock"
+            f" keeps beside it add {_LONGEST_SUFFIX}, over the {_NAME_MAX} a filesystem"
+            f" allows in a name; give a name of at most {_NAME_MAX - _LONGEST_SUFFIX}",
+        )
 
 
 def _remove_orphan_temps(lock: str) -> None:
@@ -2268,9 +2395,10 @@ def _refuse_unless_regular(lock: str, mode: int) -> None:
 
 
 def _read_record(lock: str) -> _Record | None:
-    """What the lock file says (None: no file). A link, never followed, names no owner."""
+    """What the lock file says (None: no file). A link, never followed, names no owner.
+    On Windows a file being replaced or deleted refuses to open for a moment."""
     try:
-        fd = os.open(lock, _READ_FLAGS)
+        fd = _despite_sharing(lambda: os.open(lock, _READ_FLAGS), lock)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -2307,6 +2435,12 @@ def _create_temp(lock: str) -> tuple[int, str]:
                 os.unlink(path)
             except OSError:
                 path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+        except PermissionError as exc:
+            if not _refused_by_sharing(exc) or not _still_listed(path):
+                raise _not_writable_error(os.path.dirname(lock), exc) from None
+            # Windows: a temp file another program still has open is being deleted,
+            # and its name refuses to be made again until that program closes it.
+            path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
         except BaseException as exc:
             # An interrupt after the file was made: ours, under the guard.
             _remove_quietly(path)
@@ -2314,6 +2448,16 @@ def _create_temp(lock: str) -> tuple[int, str]:
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
             raise
     raise FileExistsError(errno.EEXIST, f"no free temp file name beside {lock}")
+
+
+def _still_listed(path: str) -> bool:
+    """Whether ``path``'s folder lists it (Windows lists a file being deleted, which
+    refuses every open, lstat included, until the last program that has it open closes it)."""
+    folder, name = os.path.split(path)
+    try:
+        return name in os.listdir(folder)
+    except OSError:
+        return False
 
 
 def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
@@ -2328,7 +2472,7 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        _despite_sharing(os.replace, temp, lock)
+        _despite_sharing(lambda: os.replace(temp, lock), lock)
     except BaseException:
         _remove_quietly(temp)
         raise
@@ -2336,7 +2480,9 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
 
 def _delete_record(lock: str) -> None:
     try:
-        _despite_sharing(os.unlink, lock)
+        _despite_sharing(lambda: os.unlink(lock), lock)
+    except _SharingRefused:
+        raise
     except OSError as exc:
         if exc.errno in _NOT_WRITABLE:
             raise _not_writable_error(os.path.dirname(lock), exc) from None
@@ -2424,7 +2570,7 @@ def _place_text(fields: _PlaceFields) -> bytes:
 def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     """The places in the line file, up to ``upto``'s (None: no file; unreadable: none)."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = _despite_sharing(lambda: os.open(path, _READ_FLAGS), path)
     except OSError:
         return None
     try:
@@ -2494,6 +2640,7 @@ class _FileStore:
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
+        _refuse_names_too_long(self.lock)
         self.line = self.lock + _LINE_SUFFIX
         self.guard: _Guard | None = None  # the change's
         self.held = False
@@ -3941,9 +4088,21 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
+def _lines_end_in_lf() -> None:
+    """Windows: end each line printed with LF alone, as on every other system. Python
+    writes CR LF there, and Git Bash's ``$(...)`` keeps the CR: a value read with
+    ``--get`` would carry it into the next command. PowerShell takes either."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(newline="\n")
+
+
 def _entry() -> None:
     """The program: the copied file run as a script, or the installed command. Signals
     end it cleanly; it exits with main()'s code once its output is out."""
+    if sys.platform == "win32":
+        _lines_end_in_lf()
     try:
         try:
             _Interrupts.install()
@@ -3973,7 +4132,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (3976, (), r'''
+_CARRIED['usage'] = (4135, (), r'''
 import os
 import sys
 import textwrap
@@ -4173,7 +4332,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4176, (), r'''
+_CARRIED['server_store'] = (4335, (), r'''
 import errno
 import json
 import os
@@ -4437,7 +4596,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4440, ('server_store',), r'''
+_CARRIED['http1'] = (4599, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4564,7 +4723,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4567, ('server_store',), r'''
+_CARRIED['resp'] = (4726, ('server_store',), r'''
 import re
 
 
@@ -4699,7 +4858,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4702, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4861, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -4893,7 +5052,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (4896, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5055, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5476,7 +5635,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5479, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5638, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5539,7 +5698,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5542, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5701, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6121,7 +6280,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6124, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6283, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6252,7 +6411,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6255, (), r'''
+_CARRIED['file_listing'] = (6414, (), r'''
 import os
 import stat
 
@@ -6311,7 +6470,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '4536920104e6d53fe7089fe3c557ddc5bf39b6347a3bffac1af320e71a2c04a2'  # what a cache entry must name
+_BUILD = 'e0039ef5f565c8d0e9e72d48721373581c0d74e1333e9c0a44d2f1a042c41059'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

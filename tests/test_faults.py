@@ -14,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, posix_only
+from calls import Run, linux_only, posix_only, root_only
 from lockfiles import ago, beside, write_record
 
 
@@ -192,7 +192,7 @@ def test_read_only_folder_for_real_is_exit_2(skf: ModuleType) -> None:
 # --- Errors that name their cause, at once ----------------------------------------------
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="Linux only: /proc makes no files")
+@linux_only("/proc, which makes no files")
 @pytest.mark.parametrize(
     ("lock", "words"),
     [
@@ -209,9 +209,8 @@ def test_a_folder_where_no_file_can_be_made_is_exit_2_with_the_systems_reason(
     assert "guard" not in run.error and "another call" not in run.error
 
 
-@pytest.mark.skipif(
-    sys.platform != "linux" or os.geteuid() != 0, reason="root on Linux: mounts a filesystem"
-)
+@linux_only("a filesystem mounted read-only")
+@root_only("mounts a filesystem")
 def test_a_read_only_filesystem_is_exit_2_saying_so(
     cli: Callable[..., Run], tmp_path: Path
 ) -> None:
@@ -319,7 +318,9 @@ def test_a_refusal_that_is_not_about_sharing_is_not_retried(
 
     def denied(*args: Any) -> None:
         calls.append(args)
-        raise PermissionError(errno.EACCES, "Permission denied")
+        # A refusal Windows gives its own code for (ERROR_PRIVILEGE_NOT_HELD), as
+        # os.replace's are; POSIX ignores the code.
+        raise PermissionError(errno.EACCES, "Permission denied", None, 1314)
 
     monkeypatch.setattr(os, "replace", denied)
     with pytest.raises(PermissionError):

@@ -54,15 +54,20 @@ def test_guard_is_removed_while_still_held(
     assert events == ["unlink guard", "close guard"]
 
 
+# Rounds each of eight processes makes: under Wine a Windows file call costs about ten
+# times a Linux one, and 2000 rounds would take minutes there.
+GUARD_ROUNDS = 300 if sys.platform == "win32" else 2000
+
+
 @pytest.mark.timeout(120)
-def test_guard_admits_one_process_at_a_time_8_processes_2000_rounds(
+def test_guard_admits_one_process_at_a_time_8_processes_many_rounds(
     lock: Path, worker: Callable[..., subprocess.Popen[str]]
 ) -> None:
     """Take guard -> create a marker with O_EXCL -> remove it -> drop guard, in 8 real
     processes at once: a second process inside the guard finds the marker."""
     lock.parent.mkdir()
     marker = lock.parent / "inside"
-    procs = [worker("guard-stress", lock, marker, 2000) for _ in range(8)]
+    procs = [worker("guard-stress", lock, marker, GUARD_ROUNDS) for _ in range(8)]
     for proc in procs:
         assert pipe(proc.stdout).readline() == "ready\n"
     for proc in procs:
@@ -281,8 +286,10 @@ def test_a_guard_left_behind_has_its_orphans_removed_by_any_call(
         write_record(lock, "wf:sk:holder", ago(seconds=5))
     (lock.parent / "run.lock.skf-guard").touch()
     orphans = ["run.lock.skf-0123abcd-tmp", "run.lock.skf-ffffffff-tmp", OWN_TEMP]
+    # Windows takes names that differ only in case for one file: no upper-case name there.
+    upper = [] if sys.platform == "win32" else ["run.lock.skf-0123ABCD-tmp"]
     kept = [
-        "run.lock.skf-0123ABCD-tmp",
+        *upper,
         "run.lock.skf-0123abc-tmp",
         "other.lock.skf-0123abcd-tmp",
         "run.lock.skf-0123abcd-tmpx",
@@ -499,18 +506,26 @@ def test_windows_guard_wait_times_out_with_an_os_error(
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_unexpected_locking_error_is_raised(
-    windows: Windows, lock: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("code", [errno.EACCES, 0, errno.EEXIST, errno.EIO])
+def test_windows_a_refused_lock_is_busy_whatever_its_errno(
+    windows: Windows, lock: Path, monkeypatch: pytest.MonkeyPatch, code: int
 ) -> None:
+    """The guard's errno rule: a refusal on a descriptor still open means another
+    process has the byte, whatever errno says (Wine leaves it 0, or 17 from before)."""
     module, fake = windows
+    real = fake.locking
+    refusals: list[int] = []
 
-    def broken(fd: int, mode: int, nbytes: int) -> None:
-        raise OSError(errno.EIO, "I/O error")
+    def refusing_twice(fd: int, mode: int, nbytes: int) -> None:
+        if mode == fake.LK_NBLCK and len(refusals) < 2:
+            refusals.append(code)
+            raise OSError(code, "Error")
+        real(fd, mode, nbytes)
 
-    monkeypatch.setattr(fake, "locking", broken)
-    with pytest.raises(OSError, match="I/O"):
-        module.acquire(lock, "wf:sk:r", 60.0)
-    assert beside(lock) == []
+    monkeypatch.setattr(fake, "locking", refusing_twice)
+    assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert refusals == [code, code]
+    assert beside(lock) == ["run.lock"]
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")

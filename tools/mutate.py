@@ -81,8 +81,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "write-in-place": (
         "a record is replaced whole by a rename",
-        "        _despite_sharing(os.replace, temp, lock)",
-        "        _despite_sharing(os.replace, temp, lock + '.x')",
+        "        _despite_sharing(lambda: os.replace(temp, lock), lock)",
+        "        _despite_sharing(lambda: os.replace(temp, lock + '.x'), lock)",
     ),
     "temp-left-on-failure": (
         "a failed write leaves no temp file",
@@ -116,8 +116,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "guard-blocks-forever": (
         "the guard is waited for at most GUARD_WAIT_SEC",
-        "        if time.monotonic() >= deadline:",
-        "        if False:",
+        "        if time.monotonic() >= deadline:\n            if refused is not None:",
+        "        if False:\n            if refused is not None:",
+    ),
+    "windows-lock-errno-read": (
+        "a refused Windows lock is busy whatever its errno (Wine sets none)",
+        "            os.fstat(fd)\n            return False",
+        "            raise",
+    ),
+    "sharing-not-waited": (
+        "a file another program has open is waited for, 5 s",
+        "_SHARING_RETRY_SEC = 5.0",
+        "_SHARING_RETRY_SEC = 0.0",
     ),
     "no-read-only-guard": (
         "a guard of another user is locked read-only",

@@ -9,6 +9,7 @@ import json
 import os
 import re
 import stat
+import sys
 import time
 
 from .contract import _NoFolder
@@ -21,7 +22,9 @@ from .guard import (
     _despite_sharing,
     _Guard,
     _not_writable_error,
+    _refused_by_sharing,
     _remove_quietly,
+    _SharingRefused,
 )
 from .interrupts import _Interrupts
 from .quoting import _quoted
@@ -76,7 +79,54 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
         )
     if path.startswith("~"):
         path = os.path.expanduser(path)
+    if sys.platform == "win32":
+        # Before abspath, which turns CON into \\.\CON and drops a dot that ends a name.
+        _refuse_names_windows_reserves(path)
     return os.path.abspath(path)
+
+
+# Names Windows gives to devices in every folder, whatever follows a dot (NUL.lock is
+# NUL), and the characters it refuses in a name (":" names a file's stream).
+_DEVICE_NAMES = re.compile(r"(?i)(?:CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[0-9\xb9\xb2\xb3])")
+_NOT_IN_A_WINDOWS_NAME = set('<>:"|?*') | {chr(code) for code in range(32)}
+
+
+def _refuse_names_windows_reserves(path: str) -> None:
+    """ValueError for a path Windows would take for a device, a stream or another
+    file: a device name (CON, NUL, COM1, ...), a name with a character Windows refuses
+    (``x.lock:stream``), or one ending in a dot or a space, which Windows drops."""
+    for part in os.path.splitdrive(path)[1].replace("/", "\\").split("\\"):
+        if part in ("", ".", ".."):
+            continue
+        stem = part.split(".", 1)[0].rstrip(" ")
+        if _DEVICE_NAMES.fullmatch(stem):
+            why = f"{stem.upper()} names a device on Windows"
+        elif not _NOT_IN_A_WINDOWS_NAME.isdisjoint(part):
+            why = 'Windows allows none of < > : " | ? * in a name (a colon names a stream)'
+        elif part.endswith((".", " ")):
+            why = f"the name {part!r} ends in a dot or a space, which Windows drops"
+        else:
+            continue
+        raise ValueError(f"the lock path {path} cannot be a lock file: {why}; choose another name")
+
+
+# The longest name a lock's own files add to its name (a temp file of its line), and
+# the longest name a filesystem keeps (255 on ext4, APFS and NTFS alike).
+_LONGEST_SUFFIX = len(_LINE_SUFFIX + ".skf-00000000-tmp")
+_NAME_MAX = 255
+
+
+def _refuse_names_too_long(lock: str) -> None:
+    """OSError for a lock whose own files' names would be longer than a filesystem
+    keeps: it would fail later with a cause (Windows: "no such file") that misleads."""
+    name = os.path.basename(lock)
+    if len(name) + _LONGEST_SUFFIX > _NAME_MAX:
+        raise OSError(
+            errno.ENAMETOOLONG,
+            f"the lock name is too long: {len(name)} characters, to which the files a lock"
+            f" keeps beside it add {_LONGEST_SUFFIX}, over the {_NAME_MAX} a filesystem"
+            f" allows in a name; give a name of at most {_NAME_MAX - _LONGEST_SUFFIX}",
+        )
 
 
 def _remove_orphan_temps(lock: str) -> None:
@@ -114,9 +164,10 @@ def _refuse_unless_regular(lock: str, mode: int) -> None:
 
 
 def _read_record(lock: str) -> _Record | None:
-    """What the lock file says (None: no file). A link, never followed, names no owner."""
+    """What the lock file says (None: no file). A link, never followed, names no owner.
+    On Windows a file being replaced or deleted refuses to open for a moment."""
     try:
-        fd = os.open(lock, _READ_FLAGS)
+        fd = _despite_sharing(lambda: os.open(lock, _READ_FLAGS), lock)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -153,6 +204,12 @@ def _create_temp(lock: str) -> tuple[int, str]:
                 os.unlink(path)
             except OSError:
                 path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+        except PermissionError as exc:
+            if not _refused_by_sharing(exc) or not _still_listed(path):
+                raise _not_writable_error(os.path.dirname(lock), exc) from None
+            # Windows: a temp file another program still has open is being deleted,
+            # and its name refuses to be made again until that program closes it.
+            path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
         except BaseException as exc:
             # An interrupt after the file was made: ours, under the guard.
             _remove_quietly(path)
@@ -160,6 +217,16 @@ def _create_temp(lock: str) -> tuple[int, str]:
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
             raise
     raise FileExistsError(errno.EEXIST, f"no free temp file name beside {lock}")
+
+
+def _still_listed(path: str) -> bool:
+    """Whether ``path``'s folder lists it (Windows lists a file being deleted, which
+    refuses every open, lstat included, until the last program that has it open closes it)."""
+    folder, name = os.path.split(path)
+    try:
+        return name in os.listdir(folder)
+    except OSError:
+        return False
 
 
 def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
@@ -174,7 +241,7 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
                 os.fsync(fd)
         finally:
             os.close(fd)
-        _despite_sharing(os.replace, temp, lock)
+        _despite_sharing(lambda: os.replace(temp, lock), lock)
     except BaseException:
         _remove_quietly(temp)
         raise
@@ -182,7 +249,9 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
 
 def _delete_record(lock: str) -> None:
     try:
-        _despite_sharing(os.unlink, lock)
+        _despite_sharing(lambda: os.unlink(lock), lock)
+    except _SharingRefused:
+        raise
     except OSError as exc:
         if exc.errno in _NOT_WRITABLE:
             raise _not_writable_error(os.path.dirname(lock), exc) from None
@@ -270,7 +339,7 @@ def _place_text(fields: _PlaceFields) -> bytes:
 def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     """The places in the line file, up to ``upto``'s (None: no file; unreadable: none)."""
     try:
-        fd = os.open(path, _READ_FLAGS)
+        fd = _despite_sharing(lambda: os.open(path, _READ_FLAGS), path)
     except OSError:
         return None
     try:
@@ -340,6 +409,7 @@ class _FileStore:
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
+        _refuse_names_too_long(self.lock)
         self.line = self.lock + _LINE_SUFFIX
         self.guard: _Guard | None = None  # the change's
         self.held = False

@@ -16,9 +16,14 @@ from .interrupts import _SIGNALS_HELD, _Interrupts
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import TypeVar
+
+    _T = TypeVar("_T")
 
 _GUARD_SUFFIX = ".skf-guard"
-_SHARING_RETRY_SEC = 1.0  # Windows: how long a file another process has open may refuse
+# Windows: how long a file another program has open (a scanner, an indexer, a sync
+# client) may refuse to be read, replaced or deleted before a call says so.
+_SHARING_RETRY_SEC = 5.0
 # A guard is held for one change, about a millisecond: a call polls it every ms while
 # others take their turns (on a busy lock, many a second), and backs off to 50 ms only
 # once it has waited longer than a busy lock would make it wait.
@@ -41,20 +46,31 @@ if sys.platform == "win32":
 
     _REMOVE_GUARD_WHILE_HELD = False
     _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = (PermissionError,)
-    _LOCK_BUSY_ERRNOS = {errno.EACCES, errno.EDEADLK, getattr(errno, "EDEADLOCK", errno.EDEADLK)}
-    # A file another process has open (a scanner, an indexer) cannot be replaced or
-    # deleted for a moment (ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION).
+    # A file another process has open cannot be replaced or deleted
+    # (ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION), nor opened while it is being
+    # deleted (ERROR_DELETE_PENDING, which Windows reports as ERROR_ACCESS_DENIED).
     _SHARING_REFUSALS: frozenset[int] = frozenset({5, 32})
+    # os.open goes through the C runtime, which reports all three refusals as EACCES
+    # and gives no Windows error code (os.replace and os.unlink give the code).
+    _C_RUNTIME_REFUSES_SHARING = True
 
     def _try_lock(fd: int) -> bool:
-        """Lock the guard's first byte without waiting; False if another process has it."""
+        """Lock the guard's first byte without waiting; False if another process has it.
+
+        The guard's errno rule: the C runtime's _locking documents EACCES (another
+        process has the byte), EBADF (no such descriptor), EINVAL (a bad mode or
+        length) and EDEADLOCK (LK_LOCK only, after its ten tries). This call passes a
+        descriptor it just opened, LK_NBLCK and one byte, so a refusal can only mean
+        that another process holds the byte, and errno is not read: Wine leaves it
+        unset (0, or whatever an earlier call left, such as 17), which read as a code
+        made every contended call a crash there. Only a descriptor that is no longer
+        open (fstat fails and raises) is an error."""
         os.lseek(fd, 0, os.SEEK_SET)
         try:
             msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError as exc:
-            if exc.errno in _LOCK_BUSY_ERRNOS:
-                return False
-            raise
+        except OSError:
+            os.fstat(fd)
+            return False
         return True
 
     def _unlock(fd: int) -> None:
@@ -66,7 +82,9 @@ else:
 
     _REMOVE_GUARD_WHILE_HELD = True
     _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = ()
+    # POSIX lets a file that others have open be read, replaced and deleted.
     _SHARING_REFUSALS: frozenset[int] = frozenset()
+    _C_RUNTIME_REFUSES_SHARING = False
 
     def _try_lock(fd: int) -> bool:
         """Take an exclusive flock without waiting; False if another process has it."""
@@ -80,18 +98,39 @@ else:
         pass  # closing releases the flock
 
 
-def _despite_sharing(action: Callable[..., None], *paths: str) -> None:
-    """``action(*paths)``, tried again while Windows refuses it (a file open elsewhere)."""
+def _refused_by_sharing(exc: PermissionError) -> bool:
+    """Whether Windows refused because another process has the file open."""
+    code = getattr(exc, "winerror", None)
+    if code is None:
+        return _C_RUNTIME_REFUSES_SHARING and exc.errno == errno.EACCES
+    return code in _SHARING_REFUSALS
+
+
+class _SharingRefused(PermissionError):
+    """Windows refused a file for as long as a call waits: its message names the lock
+    file and the likely cause."""
+
+
+def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
+    """``action()`` on ``lock`` or a file beside it, tried again for up to 5 s while
+    Windows refuses it because another program has the file open; past that, an error
+    that names the lock file and the cause (the system's own names a temp file)."""
     deadline = time.monotonic() + _SHARING_RETRY_SEC
     pause = 0.001
     while True:
         try:
-            action(*paths)
-            return
+            return action()
         except PermissionError as exc:
-            refused = getattr(exc, "winerror", None) in _SHARING_REFUSALS
-            if not refused or time.monotonic() >= deadline:
+            if not _refused_by_sharing(exc):
                 raise
+            if time.monotonic() >= deadline:
+                raise _SharingRefused(
+                    exc.errno,
+                    f"another program has the lock file {lock} open (an editor, a virus"
+                    " scanner, an indexer or a sync client), or this user may not change"
+                    f" it: it was refused for {_SHARING_RETRY_SEC:g} s ({exc.strerror});"
+                    " close that program or keep the lock in a folder it does not watch",
+                ) from None
         time.sleep(pause)
         pause = min(pause * 2, 0.05)
 
@@ -150,6 +189,11 @@ def _make_folders(folder: str) -> None:
     try:
         os.makedirs(folder, exist_ok=True)
     except FileNotFoundError as exc:
+        blocker = _file_in_the_way(folder)
+        if blocker is not None:  # Windows says "path not found" where POSIX says ENOTDIR
+            raise OSError(
+                exc.errno, f"the lock's folder {folder} cannot be made: {blocker} is a file"
+            ) from None
         # Every missing parent was made but one: the filesystem makes none there.
         raise _NothingCanBeMade(
             exc.errno,
@@ -206,7 +250,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
     except FileNotFoundError:
         return None
     except _GUARD_OPEN_BUSY:
-        return None
+        raise  # Windows: a guard being deleted or open elsewhere; _take_guard tries again
     except OSError as exc:
         if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop
             raise OSError(
@@ -283,6 +327,7 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
     start = time.monotonic()
     deadline = start + GUARD_WAIT_SEC
     pause = _GUARD_POLL_SEC
+    refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
         _Interrupts.raise_pending()  # nothing is held here
         fd = None
@@ -292,6 +337,8 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
                 fd, created = opened
                 if _locked_guard(fd, guard):
                     return fd, created
+        except _GUARD_OPEN_BUSY as exc:
+            refused = exc
         except BaseException as exc:
             if fd is not None:
                 _abandon_guard(fd, guard)
@@ -302,6 +349,13 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
         if fd is not None:
             os.close(fd)
         if time.monotonic() >= deadline:
+            if refused is not None:
+                raise _SharingRefused(
+                    refused.errno,
+                    f"the guard {guard} could not be opened for {GUARD_WAIT_SEC:g} s"
+                    f" ({refused.strerror}): another program has it open, or this user may"
+                    f" not create files in {os.path.dirname(guard)}",
+                )
             raise TimeoutError(
                 errno.ETIMEDOUT,
                 f"the guard {guard} stayed locked for {GUARD_WAIT_SEC:g} s;"

@@ -25,10 +25,36 @@ if TYPE_CHECKING:
 
 def _this_command() -> str:
     """The command that runs this very copy of the tool, to be followed literally: the
-    installed package by the interpreter that has it, else the file itself."""
+    installed package by the interpreter that has it, else the file itself (on
+    Windows by the interpreter or ``uv run``, which has no ``python3``)."""
     if __name__ == "skf_run_lock.outputs":
-        return f"{_quoted(sys.executable)} -m skf_run_lock"
-    return f"python3 {_quoted(os.path.abspath(__file__))}"
+        return f"{_interpreter()} -m skf_run_lock"
+    script = _quoted(os.path.abspath(__file__))
+    if sys.platform != "win32":
+        return f"python3 {script}"
+    if os.environ.get("UV") and _on_path("uv") is not None:
+        return f"uv run {script}"
+    return f"{_interpreter()} {script}"
+
+
+def _on_path(name: str) -> str | None:
+    from shutil import which
+
+    return which(name)
+
+
+def _interpreter() -> str:
+    """The interpreter that runs this call, as a command agents' shells run as printed.
+    On Windows: the bare name where PATH finds this very interpreter by it, else its
+    path with forward slashes, which Git Bash and PowerShell both run (PowerShell runs
+    a quoted path only after ``&``, and Git Bash takes a backslash for an escape)."""
+    if sys.platform != "win32":
+        return _quoted(sys.executable)
+    for name in ("python", "python3"):
+        found = _on_path(name)
+        if found is not None and os.path.normcase(found) == os.path.normcase(sys.executable):
+            return name
+    return _quoted(sys.executable.replace("\\", "/"))
 
 
 def _ordinal(n: int) -> str:

@@ -1,0 +1,194 @@
+"""What differs on Windows, proven where it differs: each test runs on every platform and
+asserts what that platform does (the Windows lane runs them under Windows CPython).
+
+Windows refuses to replace or delete a file that another process has open, and to open
+one that is being deleted; it reserves device names in every folder; its C runtime's
+lock call may fail with any errno under Wine; and it has no ``python3``.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+from calls import Run
+from contenders import turns_taken
+from lockfiles import ago, beside, read_json, write_record
+
+WINDOWS = sys.platform == "win32"
+
+# Another program that keeps a file open (an editor, a scanner, an indexer): Python's
+# open() on Windows shares reading and writing, not deleting, as most programs do.
+KEEP_OPEN = (
+    "import sys, time\n"
+    "kept = open(sys.argv[1], 'rb')\n"
+    "print('open', flush=True)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+)
+
+
+def kept_open(path: Path, seconds: float) -> subprocess.Popen[str]:
+    """A process that has ``path`` open for ``seconds``, once it has it open."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KEEP_OPEN, str(path), str(seconds)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "open\n"
+    return proc
+
+
+def test_four_processes_taking_turns_never_crash_nor_share_the_lock(
+    worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    """Four real processes wait in line (5 s at most) for one lock, hold it, release
+    it, again and again: none crashes (a refused guard, a record being replaced or
+    deleted while a waiter reads it), none finds another inside, no wait runs out,
+    and nothing but the folder's own marks is left."""
+    lock = tmp_path / "locks" / "run.lock"
+    workers = [("share-slots", str(lock), f"wf:turn{n}", "1") for n in range(4)]
+    entries = turns_taken(worker, tmp_path, workers, 8)
+    assert all(any(line.startswith("took") for line in lines) for lines in entries), entries
+    assert beside(lock) == []
+
+
+def test_a_record_being_replaced_or_deleted_is_read_once_the_change_is_done(
+    skf: ModuleType, worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    """Windows refuses to open a file while another process replaces or deletes it:
+    status, which reads the lock without its guard as a waiter does, reads it once the
+    change is done, while two processes take and release the lock for 6 s."""
+    lock = tmp_path / "locks" / "run.lock"
+    (tmp_path / "inside").mkdir()
+    logs = [tmp_path / "out0", tmp_path / "out1"]
+    procs = [
+        worker("share-slots", lock, f"wf:turn{n}", "1", tmp_path, log) for n, log in enumerate(logs)
+    ]
+    states = set()
+    deadline = time.monotonic() + 6
+    while time.monotonic() < deadline:
+        states.add(skf.status(lock, 60.0)["state"])
+    (tmp_path / "stop").touch()
+    for proc in procs:
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+    assert states == {"free", "held"}
+    assert beside(lock) == []
+
+
+@pytest.mark.slow
+def test_eight_processes_take_turns_for_30_s_with_nothing_left_behind(
+    worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    """The first contended minute of a Windows user, and more: eight processes for 30 s."""
+    lock = tmp_path / "locks" / "run.lock"
+    workers = [("share-slots", str(lock), f"wf:turn{n}", "1") for n in range(8)]
+    entries = turns_taken(worker, tmp_path, workers, 30)
+    assert all(any(line.startswith("took") for line in lines) for lines in entries), entries
+    assert beside(lock) == []
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("call", ["renew", "take over", "release"])
+def test_a_lock_file_another_program_has_open_for_2_s_delays_a_change_never_fails_it(
+    cli: Callable[..., Run], tmp_path: Path, call: str
+) -> None:
+    lock = tmp_path / "run.lock"
+    if call == "take over":
+        write_record(lock, "wf:sk:gone", ago(hours=2), stale_after_seconds=60)
+    else:
+        assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r").code == 0
+    other = kept_open(lock, 2)
+    if call == "release":
+        run = cli("release", "--lock", lock, "--owner", "wf:sk:r")
+        assert (run.code, run.json["released"]) == (0, True), run
+    else:
+        run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r")
+        assert (run.code, run.json["acquired"]) == (0, True), run
+        assert run.json["refreshed"] is (call == "renew")
+        assert read_json(lock)["owner"] == "wf:sk:r"
+    other.wait(timeout=60)
+    assert beside(lock) == ([] if call == "release" else ["run.lock"])
+
+
+@pytest.mark.timeout(120)
+def test_a_lock_file_another_program_keeps_open_is_exit_2_naming_it_on_windows(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """Past 5 s the call gives up, naming the lock file (not its temp file) and the
+    cause, and leaves the record as it was. POSIX lets the change through at once."""
+    lock = tmp_path / "run.lock"
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", "30").code == 0
+    before = lock.read_bytes()
+    other = kept_open(lock, 9)
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", "60")
+    other.wait(timeout=60)
+    if WINDOWS:
+        assert run.code == 2, run
+        assert f"another program has the lock file {lock} open" in run.error, run
+        assert "-tmp" not in run.error
+        assert lock.read_bytes() == before
+    else:
+        assert run.code == 0, run
+        assert read_json(lock)["stale_after_seconds"] == 3600
+    assert beside(lock) == ["run.lock"]
+
+
+@pytest.mark.parametrize(
+    "name", ["CON", "nul.lock", "com1.lock", "Lpt9", "x.lock:stream", "x.lock.", "x.lock "]
+)
+def test_a_name_windows_reserves_is_exit_1_there_and_a_plain_name_elsewhere(
+    cli: Callable[..., Run], tmp_path: Path, name: str
+) -> None:
+    run = cli("acquire", "--lock", tmp_path / "locks" / name, "--owner", "wf:sk:r")
+    if WINDOWS:
+        assert run.code == 1, run
+        assert "cannot be a lock file" in run.error and "Windows" in run.error, run
+        assert not (tmp_path / "locks").exists()
+    else:
+        assert run.code == 0, run
+        assert sorted(p.name for p in (tmp_path / "locks").iterdir()) == [name]
+
+
+def test_a_lock_name_too_long_for_the_files_beside_it_is_exit_2_naming_the_cause(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A name the lock's own files (guard, line, temp files) would take past the 255
+    characters a filesystem keeps; Windows would say "no such file" later."""
+    longest = tmp_path / ("n" * 224 + ".lock")
+    assert cli("acquire", "--lock", longest, "--owner", "wf:sk:r").code == 0
+    too_long = tmp_path / ("n" * 225 + ".lock")
+    run = cli("acquire", "--lock", too_long, "--owner", "wf:sk:r")
+    assert run.code == 2, run
+    assert "the lock name is too long: 230 characters" in run.error, run
+    assert "give a name of at most 229" in run.error
+    assert sorted(p.name for p in tmp_path.iterdir()) == [longest.name]
+
+
+def test_the_clearing_command_runs_as_printed_with_no_shell(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """The refusal's advice, split as Git Bash and PowerShell split single quotes, runs
+    as it stands: its interpreter is the one that ran the call (Windows has no
+    python3 unless someone made one)."""
+    lock = tmp_path / "a folder" / "run.lock"
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:gone").code == 0
+    refusal = cli("acquire", "--lock", lock, "--owner", "wf:sk:r")
+    assert refusal.code == 3, refusal
+    advice = refusal.json["message"].split("clear it with: ", 1)[1]
+    argv = shlex.split(advice)
+    if WINDOWS:
+        assert argv[0] != "python3"
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, (advice, done.stderr)
+    assert json.loads(done.stdout)["released"] is True
+    assert beside(lock) == []
