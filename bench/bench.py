@@ -771,6 +771,7 @@ def start_etcd(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     from servers import start_etcd as start_test_etcd
 
     server = start_test_etcd(folder / "etcd")
+    assert server.proc is not None  # started here
     return server.proc, server.client
 
 
@@ -1105,6 +1106,7 @@ def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
     from servers import start_redis as start_test_redis
 
     server = start_test_redis(folder)
+    assert server.proc is not None  # started here
     return server.proc, f"127.0.0.1:{server.port}"
 
 

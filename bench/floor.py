@@ -78,6 +78,7 @@ def main() -> int:
             else:
                 up = start_etcd(folder / "etcd") if store == "etcd" else start_redis(folder)
                 started.append(up)
+                assert up.proc is not None  # started here
                 server = up.proc.pid
                 address = ""
             for slots in map(int, options.slots.split(",")):

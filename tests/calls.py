@@ -19,9 +19,27 @@ from loader import SCRIPT
 WORKER = Path(__file__).resolve().parent / "worker.py"
 
 
+# The words of a skip on Windows: the only skip the Windows lane allows.
+NOT_ON_WINDOWS = "needs what Windows lacks:"
+
+
 def posix_only(needs: str) -> pytest.MarkDecorator:
-    """Skip a test on Windows, naming the POSIX feature it needs; nothing else is skipped."""
-    return pytest.mark.skipif(sys.platform == "win32", reason=f"POSIX only: {needs}")
+    """Skip a test on Windows, naming what it needs that Windows lacks (POSIX signals,
+    fork, another user, a POSIX path, a server started by the test itself)."""
+    return pytest.mark.skipif(sys.platform == "win32", reason=f"{NOT_ON_WINDOWS} {needs}")
+
+
+def linux_only(needs: str) -> pytest.MarkDecorator:
+    """Skip a test off Linux, naming what Linux has that it needs."""
+    lacks = NOT_ON_WINDOWS if sys.platform == "win32" else "Linux only:"
+    return pytest.mark.skipif(sys.platform != "linux", reason=f"{lacks} {needs}")
+
+
+def root_only(needs: str) -> pytest.MarkDecorator:
+    """Skip a test that needs POSIX's root (to give a file to another user, to mount)."""
+    if sys.platform == "win32":
+        return posix_only(f"POSIX's root: {needs}")
+    return pytest.mark.skipif(os.geteuid() != 0, reason=f"root: {needs}")
 
 
 # The words of a skip for a system tool that no PyPI package ships; the only skip a
@@ -110,6 +128,10 @@ runpy.run_path(script, run_name="__main__")
 """
 
 
+# The variable naming the folder the bytecode cache is kept under (in skf-run-lock/).
+CACHE_BASE = "LOCALAPPDATA" if sys.platform == "win32" else "XDG_CACHE_HOME"
+
+
 def compiled_by_cli(
     *args: str, script: Path = SCRIPT, cache: Path | None = None
 ) -> tuple[int, list[list[object]], str]:
@@ -117,7 +139,7 @@ def compiled_by_cli(
     beyond the script itself (file name, leading newlines), and the last line it wrote to
     stderr before that. ``cache``: the folder its bytecode cache is kept under (none:
     no cache, so it compiles what it runs)."""
-    settings = {"XDG_CACHE_HOME": str(cache)} if cache else {"SKF_RUN_LOCK_NO_CACHE": "1"}
+    settings = {CACHE_BASE: str(cache)} if cache else {"SKF_RUN_LOCK_NO_CACHE": "1"}
     done = subprocess.run(
         [sys.executable, "-c", RECORD_COMPILES, str(script), *args],
         capture_output=True,

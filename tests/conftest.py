@@ -8,6 +8,7 @@ lockfiles.py, contenders.py, servers.py, pki.py, signals.py, stores.py and waite
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -18,11 +19,18 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import SYSTEM_TOOL, WORKER, Run, reaped
+from calls import NOT_ON_WINDOWS, SYSTEM_TOOL, WORKER, Run, reaped
 from loader import SCRIPT, load_script
 from pki import Pki, make_pki
 from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
 from stores import PlaceUnderTest, StoreUnderTest
+
+if sys.platform == "win32" and os.environ.get("SKF_WINDOWS_LANE"):
+    # Wine 8 lacks CopyFile2, which shutil.copy2 (and so copytree) calls first on
+    # Windows, and aborts the process; without it shutil copies as it did before 3.12.
+    import _winapi
+
+    del _winapi.CopyFile2
 
 
 @pytest.fixture(scope="session")
@@ -98,15 +106,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     proven, so it fails the run. Outside CI, one skip may stand there: a test that
     needs a system tool no PyPI package ships (``needs_system_tool``), which names
     what to install; in CI (``CI`` set), where .ci/run installs it, that fails too.
-    Elsewhere, tests skip only what the platform lacks, each saying what."""
+    In the Windows lane only the tests that say they need what Windows lacks
+    (``posix_only``) may skip. Elsewhere, tests skip only what the platform lacks,
+    each saying what."""
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is None or sys.platform != "linux" or os.geteuid() != 0:
+    if reporter is None:
         return
     skipped = reporter.stats.get("skipped", [])
-    if not os.environ.get("CI"):
-        skipped = [report for report in skipped if SYSTEM_TOOL not in str(report.longrepr)]
+    if sys.platform == "win32" and os.environ.get("SKF_WINDOWS_LANE"):
+        skipped = [report for report in skipped if NOT_ON_WINDOWS not in str(report.longrepr)]
+        where = "in the Windows lane"
+    elif sys.platform == "linux" and os.geteuid() == 0:
+        if not os.environ.get("CI"):
+            skipped = [report for report in skipped if SYSTEM_TOOL not in str(report.longrepr)]
+        where = "on Linux"
+    else:
+        return
     if skipped:
-        reporter.write_line(f"{len(skipped)} test(s) skipped on Linux, where none may be", red=True)
+        reporter.write_line(f"{len(skipped)} test(s) skipped {where}, where none may be", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -118,9 +135,25 @@ def key_of_its_own(request: pytest.FixtureRequest) -> str:
     return f"skf-tests/{request.node.name}/{os.urandom(4).hex()}"
 
 
+def started_elsewhere() -> dict[str, Any] | None:
+    """The servers and certificates the Windows lane's Linux side started for this
+    worker (a Windows process under Wine can start no Linux server), or None: the suite
+    starts its own. Each pytest worker has a set of its own, as each starts its own."""
+    named = os.environ.get("SKF_TEST_SERVERS")
+    if not named:
+        return None
+    sets: list[dict[str, Any]] = json.loads(Path(named).read_text())
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return sets[int(worker.removeprefix("gw")) % len(sets)]
+
+
 @pytest.fixture(scope="session")
 def etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]:
     """One etcd for the session; tests use keys of their own."""
+    elsewhere = started_elsewhere()
+    if elsewhere is not None:
+        yield Etcd(None, elsewhere["etcd"])
+        return
     server = start_etcd(tmp_path_factory.mktemp("etcd"))
     yield server
     server.stop()
@@ -167,6 +200,10 @@ def any_lock(store: StoreUnderTest) -> str:
 @pytest.fixture(scope="session")
 def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
     """One Redis for the session; tests use keys of their own."""
+    elsewhere = started_elsewhere()
+    if elsewhere is not None:
+        yield Redis(None, elsewhere["redis"])
+        return
     server = start_redis(tmp_path_factory.mktemp("redis"))
     yield server
     server.stop()
@@ -181,6 +218,10 @@ def redis_lock(redis: Redis, request: pytest.FixtureRequest) -> str:
 @pytest.fixture(scope="session")
 def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisCluster]:
     """One Redis Cluster of three primaries for the session."""
+    elsewhere = started_elsewhere()
+    if elsewhere is not None:
+        yield RedisCluster([Redis(None, port) for port in elsewhere["cluster"]])
+        return
     cluster = start_redis_cluster(tmp_path_factory.mktemp("redis-cluster"))
     yield cluster
     cluster.stop()
@@ -206,6 +247,9 @@ def cluster_lock(redis_cluster: RedisCluster, request: pytest.FixtureRequest) ->
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     """A CA, a server certificate, a client certificate, and a stranger CA."""
+    elsewhere = started_elsewhere()
+    if elsewhere is not None:
+        return Pki(Path(elsewhere["pki"]))
     return make_pki(tmp_path_factory.mktemp("pki"))
 
 

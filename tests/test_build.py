@@ -23,8 +23,12 @@ from pathlib import Path
 from types import FunctionType, ModuleType
 
 import pytest
-from calls import compiled_by_cli, needs_system_tool
+from calls import compiled_by_cli, needs_system_tool, posix_only
 from loader import PACKAGE, ROOT, SCRIPT, load_script
+
+# The build tool and the mutation tool run where the file is built (Linux, in CI); the
+# Windows lane installs neither mypy nor the tools' own dependencies.
+BUILDING = posix_only("the build and mutation tools, and mypy, which run where CI builds")
 
 # The modules alone: CI's other suites may be writing bytecode beside them meanwhile.
 NO_CACHE = shutil.ignore_patterns("__pycache__")
@@ -143,6 +147,7 @@ def test_the_committed_file_is_what_the_modules_build() -> None:
     assert done.stdout == "bundle: skf-run-lock.py is what the modules build\n"
 
 
+@BUILDING
 def test_every_mutant_names_text_that_occurs_once_in_the_modules() -> None:
     """tools/mutate.py refuses a mutant whose text a change moved only when that mutant
     is run; a change that moves one is caught here, at once. The modules read are the
@@ -206,6 +211,7 @@ def test_a_mutant_runs_the_tests_its_name_names_first_then_all_the_rest() -> Non
     assert plain.index("test_acquire") < plain.index("test_etcd")
 
 
+@BUILDING
 def test_a_kill_names_the_first_test_that_failed() -> None:
     sys.path.insert(0, str(ROOT / "tools"))
     import mutate
@@ -224,6 +230,7 @@ def test_a_kill_names_the_first_test_that_failed() -> None:
     assert mutate._killed_by(crashed) == "killed (pytest exit 3)"
 
 
+@BUILDING
 def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Path) -> None:
     decisions = tree / "src" / "skf_run_lock" / "decisions.py"
     edit(decisions, "_PLACE_TTL_SEC = 3.0", "_PLACE_TTL_SEC = 4.0")
@@ -238,6 +245,7 @@ def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Pa
     assert "_PLACE_TTL_SEC = 4.0" in (tree / "skf-run-lock.py").read_text(encoding="utf-8")
 
 
+@BUILDING
 @pytest.mark.parametrize(
     ("module", "old", "new", "words"),
     [
@@ -271,6 +279,7 @@ def test_the_build_refuses_what_one_namespace_cannot_hold(
     assert (tree / "skf-run-lock.py").read_bytes() == before
 
 
+@BUILDING
 def test_a_module_the_build_does_not_place_is_refused(tree: Path) -> None:
     (tree / "src" / "skf_run_lock" / "consul_store.py").write_text('"""A new store."""\n')
     done = run_bundle(tree, "--check")
@@ -433,8 +442,8 @@ def test_the_package_and_the_built_file_are_one_version_and_one_surface(skf: Mod
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == list(skf.__all__)
     version = in_package("-m", "skf_run_lock", "--version")
-    assert (version.returncode, version.stdout) == (0, '{"version": "1.7.0"}\n')
-    assert skf.__version__ == "1.7.0"
+    assert (version.returncode, version.stdout) == (0, '{"version": "1.8.0"}\n')
+    assert skf.__version__ == "1.8.0"
 
 
 def test_the_package_takes_a_file_lock_as_the_file_does(tmp_path: Path) -> None:
@@ -478,6 +487,7 @@ def mypy(source: Path, cache: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@BUILDING
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize(
     ("module", "old", "new"),

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from calls import Run, compiled_by_cli, posix_only
+from calls import CACHE_BASE, Run, compiled_by_cli, posix_only, root_only
 from loader import SCRIPT
 
 CALL = ("run-id",)
@@ -61,7 +61,7 @@ def planted(tmp_path: Path) -> Path:
 def runs_planted_code(cli: Callable[..., Run], tmp_path: Path) -> bool:
     """Whether a call with its cache under ``tmp_path`` ran the planted code."""
     with pytest.MonkeyPatch.context() as env:
-        env.setenv("XDG_CACHE_HOME", str(tmp_path))
+        env.setenv(CACHE_BASE, str(tmp_path))
         done = cli(*CALL)
     assert done.code == 0, done.err
     return done.out == "planted\n"
@@ -78,9 +78,7 @@ def test_an_entry_others_may_write_is_never_run(cli: Callable[..., Run], tmp_pat
     assert not runs_planted_code(cli, tmp_path)
 
 
-@pytest.mark.skipif(
-    not hasattr(os, "geteuid") or os.geteuid() != 0, reason="root: gives a file to another user"
-)
+@root_only("gives a file to another user")
 def test_another_users_entry_is_never_run(cli: Callable[..., Run], tmp_path: Path) -> None:
     entry = planted(tmp_path)
     os.chown(entry, 65534, -1)
@@ -134,7 +132,7 @@ def test_a_cache_that_cannot_be_written_costs_time_not_the_answer(tmp_path: Path
         text=True,
         timeout=60,
         check=False,
-        env={**os.environ, "XDG_CACHE_HOME": str(blocked)},
+        env={**os.environ, CACHE_BASE: str(blocked)},
     )
     assert done.returncode == 0 and json.loads(done.stdout)["acquired"], done.stderr
 
@@ -142,7 +140,7 @@ def test_a_cache_that_cannot_be_written_costs_time_not_the_answer(tmp_path: Path
 def test_no_cache_is_kept_when_turned_off(
     cli: Callable[..., Run], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv(CACHE_BASE, str(tmp_path))
     monkeypatch.setenv("SKF_RUN_LOCK_NO_CACHE", "1")
     assert cli(*CALL).code == 0
     assert list(tmp_path.iterdir()) == []

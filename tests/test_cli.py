@@ -12,7 +12,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import Run
+from calls import Run, posix_only
 from loader import SCRIPT
 from lockfiles import ago, beside, read_json, write_record
 from stores import StoreUnderTest, planted_record, shown_time
@@ -199,7 +199,7 @@ def test_refusal_message_gives_the_release_command_to_clear_it(
     assert run.code == 3
     message = run.json["message"]
     assert "stale" in message and str(lock) in message
-    assert f"release --lock {lock} --owner wf:sk:holder" in message
+    assert f"release --lock {shlex.quote(str(lock))} --owner wf:sk:holder" in message
     assert "delete" not in message
 
 
@@ -274,7 +274,7 @@ def run_in_shell(command: str) -> Run:
     return Run(proc.returncode, proc.stdout, proc.stderr)
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")
+@posix_only("runs the advice in a POSIX shell")
 def test_the_clearing_command_in_a_refusal_works_as_printed(
     cli: Callable[..., Run], store: StoreUnderTest, tmp_path: Path
 ) -> None:
@@ -293,7 +293,7 @@ def test_the_clearing_command_in_a_refusal_works_as_printed(
     assert cli("acquire", "--lock", where, "--owner", "wf:sk:me").code == 0
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="runs the advice in a POSIX shell")
+@posix_only("runs the advice in a POSIX shell")
 def test_the_clearing_command_never_removes_a_newer_runs_lock(
     cli: Callable[..., Run], lock: Path
 ) -> None:

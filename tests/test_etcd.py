@@ -128,6 +128,7 @@ def test_a_renewal_from_new_processes_knowing_only_the_owner(
     assert cli("release", "--lock", etcd_lock, "--owner", owner).json["released"]
 
 
+@posix_only("runs the README's bash snippet")
 def test_the_readme_workflow_runs_unchanged_on_etcd(etcd_lock: str, tmp_path: Path) -> None:
     from test_readme import workflow_snippet
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -140,7 +139,7 @@ def test_link_to_dev_zero_costs_nothing(skf: ModuleType, lock: Path) -> None:
     assert skf._read_record(str(lock)).owner is None
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="FIFOs are POSIX")
+@posix_only("FIFOs")
 def test_fifo_at_lock_path_is_an_os_error_without_blocking(
     skf: ModuleType, lock: Path, cli: Callable[..., Run]
 ) -> None:

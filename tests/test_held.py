@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import threading
 import time
@@ -13,6 +12,7 @@ from types import ModuleType
 import pytest
 from lockfiles import beside, write_record
 from servers import Etcd
+from signals import INTERRUPTING
 from stores import StoreUnderTest
 from test_run import contend, revoke_lease, time_now
 
@@ -82,7 +82,7 @@ def test_a_keyboard_interrupt_in_the_block_releases(skf: ModuleType, any_lock: s
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt), skf.held(any_lock, "wf:held", SHORT):
-            os.kill(os.getpid(), signal.SIGINT)  # a real Ctrl-C, delivered to this block
+            signal.raise_signal(signal.SIGINT)  # a real Ctrl-C, delivered to this block
             time.sleep(5)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -215,6 +215,6 @@ def test_a_timeout_too_short_to_renew_is_a_value_error(
 
 
 def test_held_installs_no_signal_handlers(skf: ModuleType, tmp_path: Path) -> None:
-    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    before = {s: signal.getsignal(s) for s in INTERRUPTING if s in signal.valid_signals()}
     with skf.held(tmp_path / "held.lock", "wf:held", SHORT):
         assert {s: signal.getsignal(s) for s in before} == before

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from calls import Run
+from calls import Run, posix_only
 from loader import SCRIPT
 
 # Each command's options, as its help must list them, and none other.
@@ -85,6 +85,7 @@ def test_a_call_without_a_command_says_where_help_is(
     assert "--help shows how to use each" in run.error
 
 
+@posix_only("runs each example in a POSIX shell")
 @pytest.mark.parametrize("command", [c for c in OPTIONS if c != "run"])
 def test_each_commands_example_runs_as_shown(
     cli: Callable[..., Run], tmp_path: Path, command: str

@@ -24,18 +24,16 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import WORKER, Run, pipe
+from calls import WORKER, Run, pipe, posix_only
 from loader import SCRIPT
 from lockfiles import ago, beside, read_json, write_record
 from servers import redis_keys
-from signals import assert_signal_outcome, deliver
+from signals import INTERRUPTING, SIGHUP, assert_signal_outcome, deliver
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 
-pytestmark = pytest.mark.skipif(
-    sys.platform == "win32", reason="POSIX signals (SIGTERM, SIGHUP) sent to real processes"
-)
-SIGNALS = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP]
+pytestmark = posix_only("POSIX signals (SIGTERM, SIGHUP) sent to real processes")
+SIGNALS = list(INTERRUPTING)
 
 
 def test_signal_while_the_guard_is_held_lets_a_take_finish(
@@ -68,7 +66,7 @@ def test_signal_while_the_guard_is_held_ends_a_refusal_at_the_drop(
 
     def read_then_signal(path: str) -> object:
         record = real_read(path)
-        deliver(armed, signal.SIGHUP)
+        deliver(armed, SIGHUP)
         dropped.append(os.path.exists(path + ".skf-guard"))  # still held: deferred
         return record
 
@@ -431,7 +429,7 @@ SERVER_REQUESTS: dict[str, tuple[str, str, str, Callable[[Any], object]]] = {
 @pytest.mark.parametrize("server", list(SERVER_REQUESTS))
 @pytest.mark.parametrize(
     ("sent", "signum", "code"),
-    [("change", signal.SIGTERM, 0), ("read", signal.SIGHUP, 128 + signal.SIGHUP)],
+    [("change", signal.SIGTERM, 0), ("read", SIGHUP, 128 + SIGHUP)],
 )
 def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa: PLR0917
     skf: ModuleType,
@@ -533,6 +531,6 @@ def test_a_signal_as_main_begins_is_a_clean_interrupt(lock: Path) -> None:
         check=False,
     )
     run = Run(proc.returncode, proc.stdout, proc.stderr)
-    assert run.code == 128 + signal.SIGHUP and run.out == "", run
+    assert run.code == 128 + SIGHUP and run.out == "", run
     assert run.error == "interrupted by SIGHUP before it changed anything", run
     assert beside(lock) == []

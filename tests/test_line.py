@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from calls import WORKER, Run, posix_only, reaped
 from loader import ROOT, SCRIPT
-from signals import freeze_outside_the_guard
+from signals import INTERRUPTING, freeze_outside_the_guard
 from stores import left_behind
 from test_acquire import ACQUIRE_KEYS
 from waiters import joined, waiter_thread
@@ -325,7 +325,7 @@ def test_killed_waiters_are_skipped_and_leave_nothing_behind(
 
 
 @posix_only("SIGTERM and SIGHUP")
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@pytest.mark.parametrize("signum", INTERRUPTING)
 def test_a_signal_to_a_waiting_call_takes_it_out_of_the_line(
     skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]], signum: int
 ) -> None:

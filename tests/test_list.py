@@ -340,6 +340,7 @@ def test_the_table_shows_how_many_slots_are_held_and_by_whom(
     assert cells[3] != "-" and cells[4] != "-" and cells[5] == "0"
 
 
+@posix_only("a newline and an escape byte in a name, which Windows refuses")
 def test_names_that_need_escaping_are_listed_exactly_and_shown_quoted(
     cli: Callable[..., Run], tmp_path: Path
 ) -> None:

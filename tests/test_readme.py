@@ -14,10 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from calls import posix_only
 from loader import ROOT, SCRIPT
 from lockfiles import ago, write_record
 
-pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="runs a POSIX shell snippet")
+pytestmark = posix_only("runs a POSIX shell snippet")
 
 
 def workflow_snippet() -> str:

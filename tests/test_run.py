@@ -27,8 +27,7 @@ from calls import Run, posix_only
 from loader import SCRIPT
 from lockfiles import beside, write_record
 from servers import Etcd, etcd_post, start_etcd
-
-pytestmark = posix_only("signals sent to real processes, shell commands")
+from signals import INTERRUPTING
 
 SHORT = "0.05"  # minutes: 3 s, renewed every second
 PY = sys.executable
@@ -95,6 +94,7 @@ def contend(lock: str, until: float, env: dict[str, str] | None = None) -> subpr
 
 
 @pytest.mark.timeout(90)
+@posix_only("starts an etcd of its own (2 s tokens)")
 def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
     tmp_path: Path, etcd_lock: str, short_token_etcd: Etcd, redis_lock: str
 ) -> None:
@@ -145,6 +145,7 @@ def test_a_command_outliving_several_timeouts_keeps_the_lock_from_contenders(
         assert json.loads(status.stdout)["state"] == "free", name  # released at the end
 
 
+@posix_only("a POSIX shell script")
 def test_status_during_a_run_names_the_runs_owner(any_lock: str, tmp_path: Path) -> None:
     out = tmp_path / "seen"
     script = f'"$1" "$2" status --lock "$SKF_RUN_LOCK" > {out}; echo "$SKF_RUN_LOCK_OWNER" >> {out}'
@@ -199,7 +200,7 @@ def test_a_run_step_leaves_its_workflows_hold_held_and_no_shorter(
     same owner with a 3 s timeout and fails: the hold stays, going stale no sooner."""
     owner, stale_at = workflow_hold(any_lock, "60", slots)
     extra = ("--stale-after", SHORT, "--slots", str(slots))
-    run = finished(start_run(any_lock, "sh", "-c", "exit 7", owner=owner, extra=extra))
+    run = finished(start_run(any_lock, PY, "-c", "raise SystemExit(7)", owner=owner, extra=extra))
     assert run.code == 7 and run.err == "", run
     after = hold_of(any_lock, owner, slots)
     assert after is not None and after >= stale_at, (after, stale_at)
@@ -211,7 +212,9 @@ def test_a_run_step_renews_its_workflows_hold_past_its_timeout(any_lock: str) ->
     it live, and leaves it held (no release) when the step ends."""
     owner, stale_at = workflow_hold(any_lock, SHORT)
     extra = ("--stale-after", SHORT)
-    run = finished(start_run(any_lock, "sleep", "4.5", owner=owner, extra=extra))
+    run = finished(
+        start_run(any_lock, PY, "-c", "import time; time.sleep(4.5)", owner=owner, extra=extra)
+    )
     assert run.code == 0 and run.err == "", run
     after = hold_of(any_lock, owner)
     assert after is not None and after > stale_at, (after, stale_at)
@@ -230,38 +233,47 @@ def test_a_run_step_that_cannot_start_leaves_its_workflows_hold(tmp_path: Path) 
 # --- What the command sees and gives back ---------------------------------------------
 
 
+KILLED_BY_A_SIGNAL = [("kill -TERM $$", 143), ("kill -KILL $$", 137)]
+
+
 @pytest.mark.parametrize(
     ("command", "code"),
-    [("exit 0", 0), ("exit 7", 7), ("kill -TERM $$", 143), ("kill -KILL $$", 137)],
+    [
+        ("raise SystemExit(0)", 0),
+        ("raise SystemExit(7)", 7),
+        *(pytest.param(*case, marks=posix_only("signals")) for case in KILLED_BY_A_SIGNAL),
+    ],
 )
 def test_the_commands_exit_code_passes_through(tmp_path: Path, command: str, code: int) -> None:
     lock = tmp_path / "run.lock"
-    run = finished(start_run(str(lock), "sh", "-c", command))
+    shell = command.startswith("kill")
+    argv = ["sh", "-c", command] if shell else [PY, "-c", command]
+    run = finished(start_run(str(lock), *argv))
     assert run.code == code and run.out == "" and run.err == "", run
     assert beside(lock) == []  # released, whatever the command did
 
 
 def test_stdout_and_stdin_pass_through_byte_for_byte(tmp_path: Path) -> None:
     data = bytes(range(256)) * 64 + b"\nno newline at the end"
-    proc = start_run(str(tmp_path / "run.lock"), "cat", stdin=subprocess.PIPE)
+    copy = "import sys; sys.stdout.buffer.write(sys.stdin.buffer.read())"
+    proc = start_run(str(tmp_path / "run.lock"), PY, "-c", copy, stdin=subprocess.PIPE)
     out, err = proc.communicate(data, timeout=60)
     assert (proc.returncode, out, err) == (0, data, b"")
 
 
 def test_the_environment_names_the_lock_and_owner(tmp_path: Path) -> None:
     lock = str(tmp_path / "run.lock")
-    proc = start_run(
-        lock,
-        "sh",
-        "-c",
-        'printf "%s|%s" "$SKF_RUN_LOCK" "$SKF_RUN_LOCK_OWNER"',
-        owner="wf:sk:given-id",
+    show = (
+        "import os; names = ['SKF_RUN_LOCK', 'SKF_RUN_LOCK_OWNER'];"
+        " print(*(os.environ[name] for name in names), sep='|', end='')"
     )
+    proc = start_run(lock, PY, "-c", show, owner="wf:sk:given-id")
     run = finished(proc)
     assert run.out == f"{lock}|wf:sk:given-id", run
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+@posix_only("POSIX signals sent to a real process")
+@pytest.mark.parametrize("sig", INTERRUPTING)
 def test_a_signal_to_run_reaches_the_command_and_the_lock_goes_after(
     tmp_path: Path, sig: signal.Signals
 ) -> None:
@@ -301,6 +313,7 @@ def test_a_command_that_cannot_start_is_127_and_the_lock_is_released(tmp_path: P
     ],
     ids=["a folder at the lock path", "a folder that links to itself"],
 )
+@posix_only("a POSIX shell's rm and ln, and a folder that links to itself")
 def test_a_release_that_fails_after_the_command_is_reported_and_the_code_stands(
     tmp_path: Path, breakage: str, reason: str
 ) -> None:
@@ -375,6 +388,7 @@ def test_a_lost_lock_stops_the_command_and_run_exits_3(
 
 
 @pytest.mark.timeout(60)
+@posix_only("SIGTERM, which a command may ignore (Windows ends a command at once)")
 def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path: Path) -> None:
     lock, ready = tmp_path / "run.lock", tmp_path / "ready"
     command = (
@@ -434,14 +448,16 @@ def test_bad_run_arguments_are_exit_1_and_start_nothing(
 
 
 def test_a_help_flag_after_the_separator_belongs_to_the_command(tmp_path: Path) -> None:
-    run = finished(start_run(str(tmp_path / "run.lock"), "printf", "%s|", "-h", "--help"))
+    show = "import sys; print(*sys.argv[1:], sep='|', end='|')"
+    run = finished(start_run(str(tmp_path / "run.lock"), PY, "-c", show, "-h", "--help"))
     assert run.code == 0 and run.out == "-h|--help|", run
 
 
 def test_a_refused_run_starts_nothing_and_prints_the_refusal_on_stderr(tmp_path: Path) -> None:
     lock, ran = tmp_path / "run.lock", tmp_path / "ran"
     write_record(lock, "wf:other:1", time_now())
-    run = finished(start_run(str(lock), "touch", str(ran), extra=("--wait", "0.3")))
+    touch = "import sys; open(sys.argv[1], 'w').close()"
+    run = finished(start_run(str(lock), PY, "-c", touch, str(ran), extra=("--wait", "0.3")))
     assert run.code == 3 and run.out == "" and not ran.exists()
     refusal = json.loads(run.err)
     assert refusal["acquired"] is False and refusal["held_by"] == "wf:other:1"
@@ -464,6 +480,7 @@ def read_terminal(master: int) -> bytes:
         data += piece
 
 
+@posix_only("a pseudo-terminal")
 @pytest.mark.parametrize("command", ["acquire", "run"])
 def test_waiting_on_a_terminal_shows_one_line_and_clears_it(tmp_path: Path, command: str) -> None:
     import pty

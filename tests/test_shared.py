@@ -337,7 +337,7 @@ def test_a_killed_reader_frees_its_hold_only_when_its_timeout_passes(
     reader = worker("hold-shared", store.lock, "wf:killed:1", "4")
     assert pipe(reader.stdout).readline() == "held\n"
     stale_at = skf._parse_time(status_now(skf, store)["holders"][0]["stale_at"])
-    reader.send_signal(signal.SIGKILL)
+    reader.kill()  # SIGKILL; on Windows TerminateProcess, as sudden
     reader.wait(timeout=30)
     refused = alone(skf, store.lock, "wf:w:1")
     assert not refused["acquired"] and refused["held_by"] == "wf:killed:1"

@@ -12,7 +12,6 @@ import os
 import random  # noqa: F401 - imported before the fork: nobody cannot read this Python's lib
 import shlex  # noqa: F401 - likewise (a refusal's message imports it)
 import shutil
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,6 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from calls import root_only
 from lockfiles import beside, read_json
 
 NOBODY = 65534
@@ -30,12 +30,7 @@ Say = Callable[[str], None]
 Go = Callable[[], None]
 Child = Callable[[Say, Go], Any]
 
-pytestmark = [
-    pytest.mark.skipif(sys.platform == "win32", reason="POSIX users, groups and fork"),
-    pytest.mark.skipif(
-        sys.platform != "win32" and os.geteuid() != 0, reason="switching users needs root"
-    ),
-]
+pytestmark = root_only("POSIX users, groups and fork: switching users")
 
 
 class User:
