@@ -2051,7 +2051,7 @@ def _make_folders(folder: str) -> None:
     except FileNotFoundError as exc:
         blocker = _file_in_the_way(folder)
         if blocker is not None:  # Windows says "path not found" where POSIX says ENOTDIR
-            raise OSError(
+            raise _NothingCanBeMade(  # not FileNotFoundError, which a call tries again
                 exc.errno, f"the lock's folder {folder} cannot be made: {blocker} is a file"
             ) from None
         # Every missing parent was made but one: the filesystem makes none there.
@@ -6470,7 +6470,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'e0039ef5f565c8d0e9e72d48721373581c0d74e1333e9c0a44d2f1a042c41059'  # what a cache entry must name
+_BUILD = '99c404881b5acfb4fe44d339df7610a67a4fad00b6b66badede5dfd704a97912'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

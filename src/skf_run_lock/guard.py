@@ -191,7 +191,7 @@ def _make_folders(folder: str) -> None:
     except FileNotFoundError as exc:
         blocker = _file_in_the_way(folder)
         if blocker is not None:  # Windows says "path not found" where POSIX says ENOTDIR
-            raise OSError(
+            raise _NothingCanBeMade(  # not FileNotFoundError, which a call tries again
                 exc.errno, f"the lock's folder {folder} cannot be made: {blocker} is a file"
             ) from None
         # Every missing parent was made but one: the filesystem makes none there.
