@@ -405,8 +405,10 @@ class RedisCluster:
 
     def node_at_slot(self, slot: int) -> int:
         ports = [node.port for node in self.nodes]
-        client = self.nodes[0].client()
-        for start, end, primary, *_ in client.execute_command("CLUSTER", "SLOTS"):
+        # Closed at once: cluster_lock asks this in a loop.
+        with self.nodes[0].client() as client:
+            slots = client.execute_command("CLUSTER", "SLOTS")
+        for start, end, primary, *_ in slots:
             if start <= slot <= end:
                 return ports.index(int(primary[1]))
         raise AssertionError(f"no node serves slot {slot}")

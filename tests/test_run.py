@@ -218,7 +218,9 @@ def test_a_run_step_renews_its_workflows_hold_past_its_timeout(any_lock: str) ->
     assert run.code == 0 and run.err == "", run
     after = hold_of(any_lock, owner)
     assert after is not None and after > stale_at, (after, stale_at)
-    assert answer("release", "--lock", any_lock, "--owner", owner)["released"]
+    # Held, so left to its owner. Releasing is only tidying: on a loaded machine (a
+    # Windows process under Wine starts in half a second) the 3 s hold may be past.
+    answer("release", "--lock", any_lock, "--owner", owner)
 
 
 def test_a_run_step_that_cannot_start_leaves_its_workflows_hold(tmp_path: Path) -> None:
@@ -376,9 +378,12 @@ def test_a_lost_lock_stops_the_command_and_run_exits_3(
         os.unlink(lock)
     else:
         revoke_lease(request.getfixturevalue("etcd"), lock)
-    run = finished(proc)
+    run = finished(proc)  # well before the command's 60 s: it was stopped
     assert run.code == 3, run
-    assert marker.read_text() == "SIGTERM"  # stopped, with the chance to clean up
+    if sys.platform == "win32":
+        assert not marker.exists()  # Windows ends a command at once (TerminateProcess)
+    else:
+        assert marker.read_text() == "SIGTERM"  # stopped, with the chance to clean up
     assert f"lost the lock {lock}" in run.error and "was stopped" in run.error
     if how == "taken over":
         assert "wf:intruder:1 holds it" in run.error
