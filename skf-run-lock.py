@@ -2194,6 +2194,7 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
         try:
             opened = _open_guard(guard, make_parents)
             if opened is not None:
+                refused = None  # opened: whatever keeps it now is a lock
                 fd, created = opened
                 if _locked_guard(fd, guard):
                     return fd, created
@@ -4132,7 +4133,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4135, (), r'''
+_CARRIED['usage'] = (4136, (), r'''
 import os
 import sys
 import textwrap
@@ -4332,7 +4333,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4335, (), r'''
+_CARRIED['server_store'] = (4336, (), r'''
 import errno
 import json
 import os
@@ -4596,7 +4597,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4599, ('server_store',), r'''
+_CARRIED['http1'] = (4600, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4723,7 +4724,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4726, ('server_store',), r'''
+_CARRIED['resp'] = (4727, ('server_store',), r'''
 import re
 
 
@@ -4858,7 +4859,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4861, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4862, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5052,7 +5053,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5055, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5056, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5635,7 +5636,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5638, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5639, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5698,7 +5699,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5701, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5702, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6280,7 +6281,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6283, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6284, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6411,7 +6412,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6414, (), r'''
+_CARRIED['file_listing'] = (6415, (), r'''
 import os
 import stat
 
@@ -6470,7 +6471,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '99c404881b5acfb4fe44d339df7610a67a4fad00b6b66badede5dfd704a97912'  # what a cache entry must name
+_BUILD = '26e3ac136550546a80d2cd9199c0b242e7a4fac4befe245d9fcedf6754775d68'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

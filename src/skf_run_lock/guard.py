@@ -334,6 +334,7 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
         try:
             opened = _open_guard(guard, make_parents)
             if opened is not None:
+                refused = None  # opened: whatever keeps it now is a lock
                 fd, created = opened
                 if _locked_guard(fd, guard):
                     return fd, created
