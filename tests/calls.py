@@ -52,6 +52,8 @@ def needs_system_tool(name: str, install: str) -> str:
     to ``install`` it."""
     import shutil
 
+    if sys.platform == "win32":  # the tools these tests run are POSIX ones
+        pytest.skip(f"{NOT_ON_WINDOWS} {name}, a POSIX tool")
     found = shutil.which(name)
     if found is None:
         pytest.skip(f"{SYSTEM_TOOL}: {name} ({install})")

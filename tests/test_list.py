@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, posix_only
+from calls import Run, posix_only, root_only
 from loader import SCRIPT
 from servers import Redis
 from stores import PlaceUnderTest, left_behind, planted_record, shown_time
@@ -55,6 +55,7 @@ def test_held_stale_waited_for_and_free_locks_are_listed_as_status_judges_them(
             name: cli("status", "--lock", place.lock(name)).out
             for name in ("waited/for", "busy", "held", "stale")
         }
+        statuses = {place.lock(name): out for name, out in statuses.items()}
     finally:
         waiter.kill()
         waiter.communicate()
@@ -64,7 +65,7 @@ def test_held_stale_waited_for_and_free_locks_are_listed_as_status_judges_them(
     assert [entry["lock"] for entry in locks] == sorted(names)
     for entry in locks:
         assert list(entry) == LISTED_KEYS
-        status = json.loads(statuses[entry["lock"][len(place.lock("")) :]])
+        status = json.loads(statuses[entry["lock"]])
         status.pop("message")
         # The same judgement as status, a moment apart (the age may have ticked).
         assert entry | {"age_seconds": None} == status | {"age_seconds": None}
@@ -241,8 +242,7 @@ def test_fifos_devices_and_links_are_neither_read_nor_followed(
     assert [e["lock"] for e in run.json["locks"]] == [str(folder / "mine.lock")]
 
 
-@posix_only("file modes and another user")
-@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="needs root")
+@root_only("file modes and another user")
 def test_another_users_unreadable_files_and_folders_are_passed_over(tmp_path: Path) -> None:
     """Run as `nobody`: root's lock files it cannot read, and a folder it cannot open,
     are left out; the rest is listed, exit 0."""

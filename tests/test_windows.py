@@ -50,7 +50,7 @@ def kept_open(path: Path, seconds: float) -> subprocess.Popen[str]:
 def test_four_processes_taking_turns_never_crash_nor_share_the_lock(
     worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
 ) -> None:
-    """Four real processes wait in line (5 s at most) for one lock, hold it, release
+    """Four real processes wait in line (10 s at most) for one lock, hold it, release
     it, again and again: none crashes (a refused guard, a record being replaced or
     deleted while a waiter reads it), none finds another inside, no wait runs out,
     and nothing but the folder's own marks is left."""

@@ -17,7 +17,7 @@ lib-loop LOCK OWNER                      loop acquire/release; on KeyboardInterr
 held-append LOCK OWNER LOG NAME          wait in line with held(); append NAME to LOG inside
 within-append LOCK OWNER LOG NAME        acquire_within, append NAME to LOG, release
 cli-append LOCK OWNER LOG NAME           the CLI's acquire --wait, append NAME, the CLI's release
-share-slots LOCK OWNER SLOTS FOLDER OUT  until FOLDER/stop exists: wait in line (5 s) for one of
+share-slots LOCK OWNER SLOTS FOLDER OUT  until FOLDER/stop exists: wait in line (10 s) for one of
                                          SLOTS, put OWNER in FOLDER/inside and count it (exit 3
                                          if more than SLOTS are in it), hold 40-120 ms, leave,
                                          release, work 0-40 ms; append "took W START END INSIDE"
@@ -266,7 +266,7 @@ def share_slots(lock: str, owner: str, slots: str, folder: str, out: str) -> int
     count = int(slots)
 
     def take(skf: ModuleType, run_owner: str) -> None:
-        skf.acquire_within(lock, run_owner, 30.0, 5.0, slots=count)
+        skf.acquire_within(lock, run_owner, 30.0, 10.0, slots=count)
 
     return take_turns(lock, owner, owner, folder, out, take, lambda inside: len(inside) > count)
 

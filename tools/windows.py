@@ -43,16 +43,15 @@ WHEELS = [
 ]
 
 # What CI runs under Wine: what differs on Windows (the guard; reading, replacing and
-# deleting records; names and paths; the cache; run's child; the server clients'
-# sockets) and the contract on the file store. --all runs every test that applies.
+# deleting records; names and paths; the cache; run's child; --get's line ends; the
+# server clients' sockets) and the contract on every store. --all runs every test
+# that applies (arguments, --help, faults, the line, slots, shared holds, list, ...).
 CI_SELECTION = [
     "tests/test_windows.py",
     "tests/test_guard.py",
     "tests/test_formats.py",
     "tests/test_cache.py",
-    "tests/test_arguments.py",
     "tests/test_get.py",
-    "tests/test_help.py",
     "tests/test_contract.py",
     "tests/test_run.py",
 ]
