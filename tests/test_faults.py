@@ -287,6 +287,32 @@ def test_a_sharing_refusal_is_waited_out(
     assert beside(lock) == (["run.lock"] if name == "replace" else [])
 
 
+@pytest.mark.parametrize("call", ["status", "acquire"])
+def test_a_record_being_replaced_or_deleted_is_read_once_windows_opens_it(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch, call: str
+) -> None:
+    """Windows refuses to open a file while another process replaces or deletes it,
+    and os.open says only EACCES (the C runtime gives no Windows code): a read of the
+    record is tried again until it opens, as a waiter's, status's and a change's are."""
+    monkeypatch.setattr(skf, "_C_RUNTIME_REFUSES_SHARING", True)
+    write_record(lock, "wf:sk:r", ago(seconds=5))
+    real_open = os.open
+    refused: list[str] = []
+
+    def opening(path: str, flags: int, *mode: int) -> int:
+        if path == str(lock) and len(refused) < 3:
+            refused.append(path)
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_open(path, flags, *mode)
+
+    monkeypatch.setattr(os, "open", opening)
+    if call == "status":
+        assert skf.status(lock, 60.0)["held_by"] == "wf:sk:r"
+    else:
+        assert skf.acquire(lock, "wf:sk:r", 60.0)["refreshed"] is True
+    assert len(refused) == 3
+
+
 @pytest.mark.parametrize("name", ["replace", "unlink"])
 def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(
     skf: ModuleType,

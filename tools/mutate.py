@@ -124,6 +124,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "            os.fstat(fd)\n            return False",
         "            raise",
     ),
+    "read-refused-by-sharing": (
+        "a record Windows will not open while it is replaced is read once it opens",
+        "        fd = _despite_sharing(lambda: os.open(lock, _READ_FLAGS), lock)",
+        "        fd = os.open(lock, _READ_FLAGS)",
+    ),
     "sharing-not-waited": (
         "a file another program has open is waited for, 5 s",
         "_SHARING_RETRY_SEC = 5.0",
