@@ -85,14 +85,19 @@ def test_a_record_being_replaced_or_deleted_is_read_once_the_change_is_done(
     assert beside(lock) == []
 
 
+# How long eight processes take turns: 30 s on Windows, a Windows user's first
+# contended half-minute; 10 s elsewhere, where the slots tests load a lock longer.
+EIGHT_TAKE_TURNS_SEC = 30 if WINDOWS else 10
+
+
 @pytest.mark.slow
-def test_eight_processes_take_turns_for_30_s_with_nothing_left_behind(
+def test_eight_processes_take_turns_with_nothing_left_behind(
     worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
 ) -> None:
-    """The first contended minute of a Windows user, and more: eight processes for 30 s."""
+    """Eight processes take turns on one lock: never two inside, no wait runs out."""
     lock = tmp_path / "locks" / "run.lock"
     workers = [("share-slots", str(lock), f"wf:turn{n}", "1") for n in range(8)]
-    entries = turns_taken(worker, tmp_path, workers, 30)
+    entries = turns_taken(worker, tmp_path, workers, EIGHT_TAKE_TURNS_SEC)
     assert all(any(line.startswith("took") for line in lines) for lines in entries), entries
     assert beside(lock) == []
 
