@@ -145,7 +145,9 @@ def test_five_waiters_of_every_kind_are_served_in_the_order_they_came(
 def test_a_stale_lock_goes_to_the_first_in_line(
     skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]]
 ) -> None:
-    assert skf.acquire(any_lock, "wf:crashed:1", 2.0)["acquired"]  # never released
+    # Never released; it must outlast two waiters' start (half a second each under Wine).
+    crashed_timeout = 6.0 if sys.platform == "win32" else 2.0
+    assert skf.acquire(any_lock, "wf:crashed:1", crashed_timeout)["acquired"]
     first = procs("acquire", "--lock", any_lock, "--owner", "wf:first:1", "--wait", "120")
     wait_for("first in line", lambda: in_line(skf, any_lock) == ["wf:first:1"])
     second = procs("acquire", "--lock", any_lock, "--owner", "wf:second:1", "--wait", "120")
@@ -488,7 +490,8 @@ def test_older_versions_barging_in_never_make_two_holders(
     any_lock: str, tmp_path: Path, procs: Callable[..., subprocess.Popen[str]]
 ) -> None:
     """Three waiters of this version and two of 1.2.0 (which knows no line and takes a
-    free lock ahead of it) contend for 6 s; a double hold would make a worker exit 3."""
+    free lock ahead of it) contend for 6 s (12 s where a process starts in half a
+    second, under Wine); a double hold would make a worker exit 3."""
     marker, stop, out = tmp_path / "marker", tmp_path / "stop", tmp_path / "calls"
     old_env = {**os.environ, "SKF_RUN_LOCK_UNDER_TEST": str(OLD_SCRIPT)}
     workers = []
@@ -499,7 +502,7 @@ def test_older_versions_barging_in_never_make_two_holders(
         workers.append(procs("contend", any_lock, owner, marker, stop, out, cli=False, env=env))
     for worker in workers:
         assert worker.stdout is not None and worker.stdout.readline() == "ready\n"
-    time.sleep(6)
+    time.sleep(12 if sys.platform == "win32" else 6)
     stop.touch()
     for worker in workers:
         code, _, err = finished(worker)

@@ -28,6 +28,7 @@ from test_release import RELEASE_KEYS
 # calls made before it should: 3 s, and 8 s where a process starts in half a second
 # (Windows under Wine, three test workers beside it).
 SHORT = "0.1333" if sys.platform == "win32" else "0.05"
+LONGER = "0.2" if sys.platform == "win32" else "0.1"  # 12 s or 6 s: stale after SHORT
 
 
 def take(cli: Callable[..., Run], lock: str, owner: str, slots: int | None = 3, *extra: str) -> Run:
@@ -433,6 +434,6 @@ def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(
     skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     assert take(cli, store.lock, "wf:a:1", 2, "--stale-after", SHORT).code == 0
-    last = take(cli, store.lock, "wf:b:1", 2, "--stale-after", "0.1").json  # 6 s
+    last = take(cli, store.lock, "wf:b:1", 2, "--stale-after", LONGER).json
     wait_until(lambda: status_now(skf, store)["state"] != "held", 30, "wf:a:1's slot to go stale")
     assert_older_version_takes_it_only_once_past(skf, store, last["stale_at"])  # wf:b:1's
