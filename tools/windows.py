@@ -70,9 +70,9 @@ def wine() -> str:
     raise SystemExit("windows lane: Wine is not installed (Debian: apt-get install wine64)")
 
 
-def wineserver(wine: str, flag: str, environment: dict[str, str]) -> None:
+def wineserver(wine_loader: str, flag: str, environment: dict[str, str]) -> None:
     """Tell the prefix's wineserver to stay up (-p) or to stop (-k)."""
-    beside = Path(wine).parent
+    beside = Path(wine_loader).parent
     server = next(
         (str(beside / n) for n in ("wineserver64", "wineserver") if (beside / n).exists()),
         "wineserver",
