@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.8.0. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.8.1. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -299,7 +299,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.8.0"
+__version__ = "1.8.1"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -2479,9 +2479,27 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
         raise
 
 
+# Windows keeps the name of a file deleted while another program has it open, sharing
+# delete as scanners and indexers do, until that program closes it: meanwhile every
+# open and every create of that name is refused (and Wine serves the old record), so a
+# released lock would look held. A file renamed first frees its name at once, and goes
+# when that program closes it; POSIX frees the name at unlink.
+_DELETE_KEEPS_THE_NAME = sys.platform == "win32"
+
+
+def _unlink_freeing_the_name(path: str, lock: str) -> None:
+    """Delete ``path`` (the lock file or its line) so that its name is free at once."""
+    if not _DELETE_KEEPS_THE_NAME:
+        os.unlink(path)
+        return
+    away = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+    os.replace(path, away)
+    _remove_quietly(away)  # a temp name: the next change removes it if this cannot
+
+
 def _delete_record(lock: str) -> None:
     try:
-        _despite_sharing(lambda: os.unlink(lock), lock)
+        _despite_sharing(lambda: _unlink_freeing_the_name(lock, lock), lock)
     except _SharingRefused:
         raise
     except OSError as exc:
@@ -2712,7 +2730,10 @@ class _FileStore:
         """Write the line ``places`` if it differs (or ``force``); remove it once empty."""
         if not places:
             if self.line_file:
-                _remove_quietly(self.line)
+                try:
+                    _unlink_freeing_the_name(self.line, self.lock)
+                except OSError:
+                    pass  # whoever comes next finds it empty and removes it
         elif force or list(map(id, places)) != list(map(id, look.line)):
             _write_record(self.line, _line_bytes(places), durable=False)
 
@@ -4133,7 +4154,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4136, (), r'''
+_CARRIED['usage'] = (4157, (), r'''
 import os
 import sys
 import textwrap
@@ -4333,7 +4354,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4336, (), r'''
+_CARRIED['server_store'] = (4357, (), r'''
 import errno
 import json
 import os
@@ -4597,7 +4618,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4600, ('server_store',), r'''
+_CARRIED['http1'] = (4621, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4724,7 +4745,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4727, ('server_store',), r'''
+_CARRIED['resp'] = (4748, ('server_store',), r'''
 import re
 
 
@@ -4859,7 +4880,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4862, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4883, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5053,7 +5074,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5056, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5077, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5636,7 +5657,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5639, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5660, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5699,7 +5720,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5702, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5723, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6281,7 +6302,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6284, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6305, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6412,7 +6433,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6415, (), r'''
+_CARRIED['file_listing'] = (6436, (), r'''
 import os
 import stat
 
@@ -6471,7 +6492,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '26e3ac136550546a80d2cd9199c0b242e7a4fac4befe245d9fcedf6754775d68'  # what a cache entry must name
+_BUILD = 'c0fff458d412349be9f925fdce3a6d5f480c6f565752f26e514c5f136b4e8f43'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -33,11 +33,28 @@ KEEP_OPEN = (
     "time.sleep(float(sys.argv[2]))\n"
 )
 
+# A program that lets others delete the file it has open (FILE_SHARE_DELETE), as
+# scanners and indexers do; POSIX lets every program do so.
+KEEP_OPEN_SHARING_DELETE = (
+    "import ctypes, sys, time\n"
+    "from ctypes import wintypes as w\n"
+    "kernel = ctypes.WinDLL('kernel32', use_last_error=True)\n"
+    "kernel.CreateFileW.restype = w.HANDLE\n"
+    "kernel.CreateFileW.argtypes = [w.LPCWSTR, w.DWORD, w.DWORD, w.LPVOID, w.DWORD,"
+    " w.DWORD, w.HANDLE]\n"
+    "read, share_all, existing, normal = 0x80000000, 7, 3, 0x80\n"
+    "handle = kernel.CreateFileW(sys.argv[1], read, share_all, None, existing, normal, None)\n"
+    "assert handle not in (None, w.HANDLE(-1).value), ctypes.get_last_error()\n"
+    "print('open', flush=True)\n"
+    "time.sleep(float(sys.argv[2]))\n"
+    "kernel.CloseHandle(handle)\n"
+)
 
-def kept_open(path: Path, seconds: float) -> subprocess.Popen[str]:
+
+def kept_open(path: Path, seconds: float, program: str = KEEP_OPEN) -> subprocess.Popen[str]:
     """A process that has ``path`` open for ``seconds``, once it has it open."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", KEEP_OPEN, str(path), str(seconds)],
+        [sys.executable, "-c", program, str(path), str(seconds)],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         text=True,
@@ -124,6 +141,27 @@ def test_a_lock_file_another_program_has_open_for_2_s_delays_a_change_never_fail
         assert read_json(lock)["owner"] == "wf:sk:r"
     other.wait(timeout=60)
     assert beside(lock) == ([] if call == "release" else ["run.lock"])
+
+
+@pytest.mark.timeout(120)
+def test_a_lock_released_while_another_program_has_it_open_is_free_at_once(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A release deletes the lock file while a scanner has it open, sharing delete.
+    Windows keeps a deleted file's name until the scanner closes it (refusing every
+    open, or under Wine still serving the old record): the lock must be free at once,
+    to status and to the next acquire, and nothing is left once the scanner is done."""
+    lock = tmp_path / "run.lock"
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:a").code == 0
+    other = kept_open(lock, 3, KEEP_OPEN_SHARING_DELETE if WINDOWS else KEEP_OPEN)
+    assert cli("release", "--lock", lock, "--owner", "wf:sk:a").json["released"] is True
+    status = cli("status", "--lock", lock)
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk:b")
+    other.wait(timeout=60)
+    assert (status.code, status.json["state"]) == (0, "free"), status
+    assert (taken.code, taken.json["held_by"]) == (0, "wf:sk:b"), taken
+    assert read_json(lock)["owner"] == "wf:sk:b"
+    assert beside(lock) == ["run.lock"]
 
 
 @pytest.mark.timeout(120)

@@ -81,7 +81,7 @@ __all__ = [
     "__version__",
 ]
 
-__version__ = "1.8.0"
+__version__ = "1.8.1"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60

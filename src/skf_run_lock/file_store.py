@@ -247,9 +247,27 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
         raise
 
 
+# Windows keeps the name of a file deleted while another program has it open, sharing
+# delete as scanners and indexers do, until that program closes it: meanwhile every
+# open and every create of that name is refused (and Wine serves the old record), so a
+# released lock would look held. A file renamed first frees its name at once, and goes
+# when that program closes it; POSIX frees the name at unlink.
+_DELETE_KEEPS_THE_NAME = sys.platform == "win32"
+
+
+def _unlink_freeing_the_name(path: str, lock: str) -> None:
+    """Delete ``path`` (the lock file or its line) so that its name is free at once."""
+    if not _DELETE_KEEPS_THE_NAME:
+        os.unlink(path)
+        return
+    away = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+    os.replace(path, away)
+    _remove_quietly(away)  # a temp name: the next change removes it if this cannot
+
+
 def _delete_record(lock: str) -> None:
     try:
-        _despite_sharing(lambda: os.unlink(lock), lock)
+        _despite_sharing(lambda: _unlink_freeing_the_name(lock, lock), lock)
     except _SharingRefused:
         raise
     except OSError as exc:
@@ -480,7 +498,10 @@ class _FileStore:
         """Write the line ``places`` if it differs (or ``force``); remove it once empty."""
         if not places:
             if self.line_file:
-                _remove_quietly(self.line)
+                try:
+                    _unlink_freeing_the_name(self.line, self.lock)
+                except OSError:
+                    pass  # whoever comes next finds it empty and removes it
         elif force or list(map(id, places)) != list(map(id, look.line)):
             _write_record(self.line, _line_bytes(places), durable=False)
 
