@@ -2494,7 +2494,9 @@ def _unlink_freeing_the_name(path: str, lock: str) -> None:
         return
     away = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
     os.replace(path, away)
-    _remove_quietly(away)  # a temp name: the next change removes it if this cannot
+    # Deleted once the program that has it open closes it. If it cannot be deleted at
+    # all, it stays under a temp file's name, which no lock, listing or line reads.
+    _remove_quietly(away)
 
 
 def _delete_record(lock: str) -> None:
@@ -4154,7 +4156,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4157, (), r'''
+_CARRIED['usage'] = (4159, (), r'''
 import os
 import sys
 import textwrap
@@ -4354,7 +4356,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4357, (), r'''
+_CARRIED['server_store'] = (4359, (), r'''
 import errno
 import json
 import os
@@ -4618,7 +4620,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4621, ('server_store',), r'''
+_CARRIED['http1'] = (4623, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4745,7 +4747,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4748, ('server_store',), r'''
+_CARRIED['resp'] = (4750, ('server_store',), r'''
 import re
 
 
@@ -4880,7 +4882,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4883, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (4885, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5074,7 +5076,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5077, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5079, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5657,7 +5659,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5660, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5662, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5720,7 +5722,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5723, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5725, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6302,7 +6304,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6305, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6307, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6433,7 +6435,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6436, (), r'''
+_CARRIED['file_listing'] = (6438, (), r'''
 import os
 import stat
 
@@ -6492,7 +6494,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'c0fff458d412349be9f925fdce3a6d5f480c6f565752f26e514c5f136b4e8f43'  # what a cache entry must name
+_BUILD = '43b66f27c13c9ad8cf3361920a4dbf217bdadd2ecc7200b1b24996746028d5e3'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

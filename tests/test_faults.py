@@ -48,6 +48,10 @@ def _always(args: tuple[Any, ...]) -> bool:
     return True
 
 
+# How a release deletes the lock file: Windows renames it away first (a deleted file's
+# name stays while another program has it open), so there that rename is the step.
+DELETED_BY = "replace" if sys.platform == "win32" else "unlink"
+
 STEPS = {
     "guard open": ("open", _path_ends(".skf-guard")),
     "read": ("read", _always),
@@ -55,7 +59,7 @@ STEPS = {
     "temp write": ("write", _always),
     "fsync": ("fsync", _always),
     "rename": ("replace", _always),
-    "unlink": ("unlink", _path_ends("run.lock")),
+    "unlink": (DELETED_BY, _path_ends("run.lock")),
 }
 ERRORS = [errno.ENOSPC, errno.EACCES, errno.EROFS, errno.EIO]
 # Which steps each call reaches.
@@ -276,7 +280,8 @@ def test_a_sharing_refusal_is_waited_out(
     monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
     write_record(lock, "wf:sk:r", ago(seconds=5))
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(os, name, refusing(getattr(os, name), lock, 3, calls))
+    refused = DELETED_BY if name == "unlink" else name
+    monkeypatch.setattr(os, refused, refusing(getattr(os, refused), lock, 3, calls))
     if name == "replace":
         assert skf.acquire(lock, "wf:sk:r", 60.0)["refreshed"] is True
         assert lock.read_text().startswith('{"owner": "wf:sk:r"')
@@ -326,13 +331,43 @@ def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(
     write_record(lock, "wf:sk:r", ago(seconds=5))
     before = lock.read_bytes()
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(os, name, refusing(getattr(os, name), lock, 10**9, calls))
+    refused = DELETED_BY if name == "unlink" else name
+    monkeypatch.setattr(os, refused, refusing(getattr(os, refused), lock, 10**9, calls))
     command = ["acquire"] if name == "replace" else ["release"]
     run = main(*command, "--lock", lock, "--owner", "wf:sk:r")
     assert run.code == 2 and "could not be read or written" in run.error
     assert len(calls) > 2  # tried again, then gave up
     assert lock.read_bytes() == before
     assert beside(lock) == ["run.lock"]
+
+
+def test_a_release_that_renames_the_lock_away_first_leaves_nothing(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Windows' way of deleting, run everywhere: the lock's name is free at once, and a
+    renamed file that cannot be deleted stays under a temp file's name, which no lock,
+    listing or line reads."""
+    monkeypatch.setattr(skf, "_DELETE_KEEPS_THE_NAME", True)
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert skf.release(lock, "wf:sk:r")["released"] is True
+    assert beside(lock) == []
+    assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    real_unlink = os.unlink
+
+    def held_open(path: str) -> None:  # the renamed file cannot go yet
+        if path.endswith("-tmp"):
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        real_unlink(path)
+
+    monkeypatch.setattr(os, "unlink", held_open)
+    assert skf.release(lock, "wf:sk:r")["released"] is True
+    (renamed,) = beside(lock)
+    assert renamed.startswith("run.lock.skf-") and renamed.endswith("-tmp")
+    assert skf.status(lock, 60.0)["state"] == "free"
+    assert skf.list_locks(lock.parent)["locks"] == []
+    monkeypatch.undo()
+    assert skf.acquire(lock, "wf:sk:r2", 60.0)["acquired"]
+    assert beside(lock) == ["run.lock", renamed]
 
 
 def test_a_refusal_that_is_not_about_sharing_is_not_retried(

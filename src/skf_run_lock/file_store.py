@@ -262,7 +262,9 @@ def _unlink_freeing_the_name(path: str, lock: str) -> None:
         return
     away = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
     os.replace(path, away)
-    _remove_quietly(away)  # a temp name: the next change removes it if this cannot
+    # Deleted once the program that has it open closes it. If it cannot be deleted at
+    # all, it stays under a temp file's name, which no lock, listing or line reads.
+    _remove_quietly(away)
 
 
 def _delete_record(lock: str) -> None:
