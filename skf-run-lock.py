@@ -49,7 +49,8 @@ from types import CodeType as _CodeType
 #
 # What is compiled is kept, as Python keeps an imported module's bytecode, in a cache of
 # this user's own (``$XDG_CACHE_HOME/skf-run-lock``, else ``~/.cache/skf-run-lock``; on
-# Windows under ``%LOCALAPPDATA%``), so that the next call loads it instead. A cache entry
+# Windows under ``%LOCALAPPDATA%``; where that cannot be made, ``skf-run-lock-UID`` in the
+# temp folder), so that the next call loads it instead. A cache entry
 # is used only when it names this very build, this Python and this file as it stands (its
 # size and time), and only from a folder and a file that this user owns and nobody else
 # may write: another user's files are never run. Any failure of the cache falls back to
@@ -102,13 +103,23 @@ def _cache_folder() -> str | None:
 
 
 def _found_cache_folder() -> str | None:
+    """This user's cache folder, else (HOME read-only, as agents' sandboxes keep it)
+    one of this user's own under the temp folder, checked alike."""
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA")
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = _private_folder(base, "skf-run-lock")
+    if folder is None:
+        folder = _private_folder(_temp_folder(), _temp_cache_name())
+    return folder
+
+
+def _private_folder(base: str | None, name: str) -> str | None:
+    """``base``/``name``, made if missing, if it is a folder this user alone may write."""
     if not base or not os.path.isabs(base):
         return None
-    folder = os.path.join(base, "skf-run-lock")
+    folder = os.path.join(base, name)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         info = os.lstat(folder)
@@ -117,6 +128,21 @@ def _found_cache_folder() -> str | None:
     if not stat.S_ISDIR(info.st_mode) or not _own_and_private(info):
         return None
     return folder
+
+
+def _temp_folder() -> str | None:
+    """The temp folder, as the tempfile module finds it but without importing it (a
+    call that finds its cache pays for no more)."""
+    for variable in ("TMPDIR", "TEMP", "TMP"):
+        if os.environ.get(variable):
+            return os.environ[variable]
+    return None if os.name == "nt" else "/tmp"
+
+
+def _temp_cache_name() -> str:
+    """A name of this user's own in a temp folder every user shares (POSIX): a folder of
+    that name that another user made first is not this user's, so it is never used."""
+    return "skf-run-lock" if os.name == "nt" else f"skf-run-lock-{os.geteuid()}"
 
 
 def _own_and_private(info: os.stat_result) -> bool:
@@ -207,7 +233,7 @@ def _prune(folder: str) -> None:
     except OSError:
         pass
 
-_CARRIED['core'] = (210, (), r'''
+_CARRIED['core'] = (236, (), r'''
 TYPE_CHECKING = False  # typing is imported by type checkers alone
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -314,7 +340,7 @@ _MAX_SLOTS = MAX_SLOTS
 # The smallest timeout that prints as a non-zero stale_after_minutes.
 _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
-_UNIT_SECONDS = {"seconds": 1, "minutes": 60}
+_UNIT_SECONDS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
 
 # The keys each command's JSON object has, in order (the TypedDicts above spell their
 # types); --get takes one of them, checked before the command runs.
@@ -536,10 +562,9 @@ def _checked_shared(shared: object, slots: int) -> bool:
     return shared
 
 
-def _owner_for_release(owner: str) -> str:
-    if not _split_owner(owner)[2]:
-        raise ValueError(f"release needs the whole owner with its run id, not {owner!r}")
-    return owner
+def _has_run_id(owner: str) -> bool:
+    """Whether ``owner`` is whole, as a release must name it; ValueError if malformed."""
+    return bool(_split_owner(owner)[2])
 
 
 def _releasable(holder: str) -> bool:
@@ -598,36 +623,46 @@ def _stale_after_within(seconds: float, name: str, unit: str, shown: str) -> flo
 def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of seconds, not {value!r}")
-    return _wait_within(value, name, limit, repr(value))
+    return _wait_within(value, name, limit, "seconds", repr(value))
 
 
-def _wait_within(seconds: float, name: str, limit: float, shown: str) -> float:
-    """``seconds`` if a call may wait that long; ValueError quoting ``shown``."""
+def _wait_within(seconds: float, name: str, limit: float, unit: str, shown: str) -> float:
+    """``seconds`` if a call may wait that long; ValueError in ``unit``, quoting ``shown``."""
     if not 0 <= seconds <= limit or seconds == float("inf"):  # also false for NaN
-        most = "" if limit == float("inf") else f" and <= {limit:g}"
-        raise ValueError(f"{name} must be a finite number of seconds >= 0{most}, not {shown}")
+        most = "" if limit == float("inf") else f" and <= {limit / _UNIT_SECONDS[unit]:g}"
+        raise ValueError(f"{name} must be a finite number of {unit} >= 0{most}, not {shown}")
     return float(seconds)
 
 
-# --- Durations on the command line: a number and a unit, or a bare number in the
-# option's own unit (minutes for --stale-after, seconds for --wait)
+# --- Durations on the command line: a number and a unit, several units largest first
+# (1h30m), or a bare number in the option's own unit (minutes for --stale-after,
+# seconds for --wait). A bound is stated in the unit the caller wrote.
 
-_CLI_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smh])")
-_SUFFIX_SECONDS = {"s": 1, "m": 60, "h": 3600}
+# Compiled by re only when a duration with a unit is given (1.2 ms: a call given bare
+# numbers, or none, never pays it).
+_NUMBER = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_CLI_DURATION = "".join(f"(?:{_NUMBER}{suffix})?" for suffix in "dhms")
+_SUFFIX_UNITS = ("days", "hours", "minutes", "seconds")
+_DURATION_FORMS = "90s, 10m, 2h, 1.5h, 1d or 1h30m"
 
 
-def _duration_seconds(text: str, name: str, unit: str) -> float:
-    """The seconds of a duration given on the command line: ``90s``, ``10m``, ``2h``,
-    ``1.5h``, or a bare decimal number of ``unit``; _UsageError for anything else."""
-    with_unit = _CLI_DURATION.fullmatch(text)
-    if with_unit is not None:
-        number, suffix = with_unit.groups()
-        return float(number) * _SUFFIX_SECONDS[suffix]
+def _duration_seconds(text: str, name: str, unit: str) -> tuple[float, str]:
+    """The seconds of a duration given on the command line, and the unit to state its
+    bounds in (the smallest it names, or ``unit`` for a bare decimal number of it):
+    ``90s``, ``10m``, ``2h``, ``1.5h``, ``1d``, ``1h30m``; _UsageError for anything else."""
     if _PLAIN_DECIMAL.fullmatch(text):
-        return float(text) * _UNIT_SECONDS[unit]
+        return float(text) * _UNIT_SECONDS[unit], unit
+    with_units = re.fullmatch(_CLI_DURATION, text) if text else None
+    if with_units is not None:
+        seconds = 0.0
+        smallest = unit
+        for number, named in zip(with_units.groups(), _SUFFIX_UNITS, strict=True):
+            if number is not None:
+                seconds += float(number) * _UNIT_SECONDS[named]
+                smallest = named
+        return seconds, smallest
     raise _UsageError(
-        f"{name} must be a number of {unit} or a duration such as 90s, 10m, 2h or 1.5h,"
-        f" not {text!r}"
+        f"{name} must be a number of {unit} or a duration such as {_DURATION_FORMS}, not {text!r}"
     )
 
 
@@ -1331,16 +1366,33 @@ if TYPE_CHECKING:
 
 def _this_command() -> str:
     """The command that runs this very copy of the tool, to be followed literally: the
-    installed package by the interpreter that has it, else the file itself (on
-    Windows by the interpreter or ``uv run``, which has no ``python3``)."""
+    installed command where the call came from it, else the installed package by the
+    interpreter that has it, else the file itself (on Windows by the interpreter or
+    ``uv run``, which has no ``python3``)."""
     if __name__ == "skf_run_lock.outputs":
-        return f"{_interpreter()} -m skf_run_lock"
+        return _installed_command() or f"{_interpreter()} -m skf_run_lock"
     script = _quoted(os.path.abspath(__file__))
     if sys.platform != "win32":
         return f"python3 {script}"
     if os.environ.get("UV") and _on_path("uv") is not None:
         return f"uv run {script}"
     return f"{_interpreter()} {script}"
+
+
+def _installed_command() -> str | None:
+    """``skf-run-lock`` where this call came from that command and PATH finds the same
+    one by that name, else its path; None for a call that did not come from it."""
+    started = sys.argv[0] if sys.argv else ""
+    if os.path.splitext(os.path.basename(started))[0] != "skf-run-lock":
+        return None
+    found = _on_path("skf-run-lock")
+    try:
+        if found is not None and os.path.samefile(found, started):
+            return "skf-run-lock"
+    except OSError:
+        pass  # Windows may start it by a name that is not a file: its path then
+    path = os.path.abspath(started)
+    return _quoted(path.replace("\\", "/") if sys.platform == "win32" else path)
 
 
 def _on_path(name: str) -> str | None:
@@ -1385,14 +1437,54 @@ def _stale_at(since: int, stale_after: float) -> str:
     return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
 
 
-def _clear_advice(lock: str, holder: str | None, by_hand: str) -> str:
-    """How to clear a lock whose run is gone, safe to follow literally."""
+def _clear_advice(lock: str, holder: str | None, by_hand: str, empty: bool = False) -> str:
+    """How to clear a lock whose run is gone, safe to follow literally (``empty``: the
+    lock is an empty file, which flock(1) leaves)."""
     if holder is not None and _releasable(holder):
         command = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(holder)}"
         return f"If that run is no longer active, clear it with: {command}"
-    return (
+    advice = (
         "No release can name this holder: wait until it goes stale, or, if no run is"
         f" active, {by_hand}"
+    )
+    if empty:
+        advice += (
+            "; an empty lock file is what flock(1) leaves: where no flock user shares"
+            " this lock, --empty-is-stale (empty_is_stale=True) takes it at once"
+        )
+    return advice
+
+
+def _whole_owner_needed(lock: str, owner: str) -> ValueError:
+    """Why a release that names an owner without its run id does nothing, and where
+    the whole owner is found."""
+    status = f"{_this_command()} status --lock {_quoted(lock)}"
+    return ValueError(
+        f"release needs the whole owner with its run id (workflow:skill:run_id, as"
+        f" acquire printed it), not {owner!r}: {status} --get held_by prints the holder's;"
+        f" of a lock of several slots or shared holds, {status} lists every holder"
+    )
+
+
+def _clear_all_advice(lock: str, holders: list[_Record], by_hand: str) -> str:
+    """How to clear a lock held shared whose runs are all gone: a release of each
+    holder (a few, then where the rest are listed), safe to follow literally."""
+    names = [holder.owner for holder in holders]
+    if not all(name is not None and _releasable(name) for name in names):
+        return f"If none of these runs is active, {by_hand}"
+    releases = [
+        f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(name)}"
+        for name in names[:3]
+        if name is not None
+    ]
+    more = len(names) - len(releases)
+    if more:
+        status = f"{_this_command()} status --lock {_quoted(lock)}"
+        releases.append(f"then the other {more} holders that {status} lists")
+    return (
+        f"It is free only once all {len(names)} are gone. If none of these runs is"
+        f" active, clear each with: {'; '.join(releases)}. Never clear a run that is"
+        " still active: it would go on as if it held the lock"
     )
 
 
@@ -1507,10 +1599,12 @@ def _refused_result(
     if held:
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
-        clear = _clear_advice(lock, holder.owner, by_hand)
+        clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
         if several:
             assert record is not None
             live = sorted(_live_holders(record, caller_timeout, now, False), key=lambda h: h.since)
+            if record.shared:  # a slot frees with one release; a shared lock with all
+                clear = _clear_all_advice(lock, live, by_hand)
             how = (
                 f"held shared by {_runs_text(len(live))},"
                 if record.shared
@@ -2886,6 +2980,26 @@ _ADDRESS_FORMS = ", ".join(kind.form for kind in _SERVER_STORES[:-1])
 _ADDRESS_FORMS += f" or {_SERVER_STORES[-1].form}"
 
 
+def _refuse_scheme_typos(lock: str) -> None:
+    """ValueError for a lock path that starts as an address does (a server's scheme,
+    any case, and a colon) without its ``//``: a typo (redis:/host/key), never meant
+    as a folder named "redis:"."""
+    scheme, colon, rest = lock.partition(":")
+    if not colon or rest.startswith("//"):
+        return
+    kind = next((k for k in _SERVER_STORES if scheme.lower() in k.schemes), None)
+    if kind is None:
+        return
+    # What stands before an @ may be a password; what follows it names the server.
+    at, tail = lock.rpartition("@")[1:]
+    shown = f"{scheme}:<credentials left out>@{tail}" if at else lock
+    raise ValueError(
+        f"the path {shown} starts with {scheme}: but not {scheme}://: an address of"
+        f" {kind.name} is {kind.form}; a file whose path starts so is given as"
+        f" ./{scheme}:..."
+    )
+
+
 def _server_kind(address: str) -> _ServerKind:
     """The server store of ``address``; ValueError for a scheme no store has."""
     scheme = address.partition("://")[0]
@@ -2902,6 +3016,7 @@ def _store_for(lock: str | os.PathLike[str]) -> _Store:
     """The store of a lock; ValueError for an unknown scheme (never a folder)."""
     if isinstance(lock, str) and _ADDRESS.match(lock):
         return _server_kind(lock).opener(lock)
+    _refuse_scheme_typos(os.fspath(lock))
     return _FileStore(lock)
 
 
@@ -2910,6 +3025,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
     ValueError for an unknown scheme or a place that is a file."""
     if isinstance(under, str) and _ADDRESS.match(under):
         return _server_kind(under).surveyor(under)
+    _refuse_scheme_typos(os.fspath(under))
     _compile_carried('file_listing')
 
     return _survey_folder(under)
@@ -3130,8 +3246,9 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
     several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
     ValueError, OSError as :func:`acquire`."""
-    owner = _owner_for_release(owner)
     store = _store_for(lock)
+    if not _has_run_id(owner):
+        raise _whole_owner_needed(store.lock, owner)
     try:
         for _ in range(_CHANGE_TRIES):
             with store.change(create=False) as change:
@@ -3506,12 +3623,14 @@ if TYPE_CHECKING:
 _MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
 
 
-def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
+def _checked_renewable(stale_after: float, name: str, unit: str, shown: str) -> float:
+    """``stale_after`` if a holder can renew so short a hold in time; ValueError in
+    ``unit``, quoting what the caller gave as ``shown``."""
     if stale_after < _MIN_RENEWABLE_SEC:
-        scale = _UNIT_SECONDS[unit]
+        least = _MIN_RENEWABLE_SEC / _UNIT_SECONDS[unit]
         raise ValueError(
-            f"{name} of {stale_after / scale:g} {unit} is too short to renew the lock safely"
-            f" while work runs; give at least {_MIN_RENEWABLE_SEC / scale:g}"
+            f"{name} of {shown} is too short to renew the lock safely while work runs;"
+            f" give at least {least:g} {unit}"
         )
     return stale_after
 
@@ -3538,7 +3657,9 @@ def held(
     that ended normally without it.
     """
     _owner_with_run_id(owner)
-    _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
+    _checked_renewable(
+        _checked_stale_after(stale_after), "stale_after", "seconds", repr(stale_after)
+    )
     _checked_wait(wait)
     _checked_shared(shared, _checked_slots(slots))
     return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots, shared=shared)
@@ -3843,11 +3964,9 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
         if rest:
             raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
         return "version", {}, []
-    if command.startswith("-"):
-        raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
     allowed = _OPTIONS.get(command)
     if allowed is None:
-        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}; {_HELP_HINT}")
+        raise _UsageError(_not_a_command(command))
     options = _parse_options(command, allowed, rest)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
@@ -3891,7 +4010,7 @@ def _parse_options(
     for arg in args:
         name, has_value, value = arg.partition("=")
         if name not in allowed:
-            raise _UsageError(f"{command} does not take {arg!r}")
+            raise _UsageError(_not_taken(command, allowed, arg))
         if name in options:
             raise _UsageError(f"{name} is given more than once")
         if allowed[name] is None:
@@ -3907,18 +4026,63 @@ def _parse_options(
     return options
 
 
-def _stale_after_seconds(options: dict[str, str]) -> float:
-    """--stale-after: a duration (a bare number is minutes), checked."""
+def _not_a_command(word: str) -> str:
+    """Why ``word`` is no command: an option put first, or the closest command to it."""
+    if word.startswith("-"):
+        if any(word.partition("=")[0] in options for options in _OPTIONS.values()):
+            return f"put the command first ({_COMMAND_NAMES}), then {word}"
+        guess = _did_you_mean(word, ["--help", "--version"])
+        return f"unknown option {word!r}{guess}; {_HELP_HINT}"
+    guess = _did_you_mean(word, list(_OPTIONS))
+    return f"unknown command {word!r}{guess}; use {_COMMAND_NAMES}; {_HELP_HINT}"
+
+
+def _not_taken(command: str, allowed: dict[str, bool | None], arg: str) -> str:
+    """Why ``command`` refuses ``arg``, and what it may have meant: the closest option,
+    or, for a bare value, the option that takes it."""
+    see = f"{command} --help shows its options"
+    if arg.startswith("-"):
+        guess = _did_you_mean(arg.partition("=")[0], list(allowed))
+        return f"{command} does not take {arg!r}{guess}; {see}"
+    place = next((name for name in ("--lock", "--under") if name in allowed), None)
+    if place is None:
+        return f"{command} takes no value such as {arg!r}; {see}"
+    return (
+        f"{command} does not take {arg!r} on its own: options come as --name value;"
+        f" give it as {place} {_quoted(arg)}; {see}"
+    )
+
+
+def _did_you_mean(word: str, names: list[str]) -> str:
+    """``; did you mean --owner?`` for the name closest to ``word`` (the one it begins,
+    as ``-v`` begins --version, else the nearest spelling); empty if none is close."""
+    stem = word.lstrip("-")
+    starting = [name for name in names if stem and name.lstrip("-").startswith(stem)]
+    if len(starting) == 1:
+        return f" (did you mean {starting[0]}?)"
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, names, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _stale_after_given(options: dict[str, str]) -> tuple[float, str, str]:
+    """--stale-after: a duration (a bare number is minutes), checked; and the unit and
+    text it was given in, for a later check's message."""
     text = options.get("--stale-after", str(DEFAULT_STALE_AFTER_MIN))
-    seconds = _duration_seconds(text, "--stale-after", "minutes")
-    return _stale_after_within(seconds, "--stale-after", "minutes", repr(text))
+    seconds, unit = _duration_seconds(text, "--stale-after", "minutes")
+    return _stale_after_within(seconds, "--stale-after", unit, repr(text)), unit, repr(text)
+
+
+def _stale_after_seconds(options: dict[str, str]) -> float:
+    return _stale_after_given(options)[0]
 
 
 def _wait_seconds(options: dict[str, str]) -> float:
     """--wait: a duration (a bare number is seconds), checked."""
     text = options.get("--wait", "0")
-    seconds = _duration_seconds(text, "--wait", "seconds")
-    return _wait_within(seconds, "--wait", _MAX_WAIT_SEC, repr(text))
+    seconds, unit = _duration_seconds(text, "--wait", "seconds")
+    return _wait_within(seconds, "--wait", _MAX_WAIT_SEC, unit, repr(text))
 
 
 def _slots(options: dict[str, str]) -> int:
@@ -4008,7 +4172,8 @@ def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResul
 
 
 def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
-    stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
+    stale_after, unit, shown = _stale_after_given(options)
+    _checked_renewable(stale_after, "--stale-after", unit, shown)
     result, code = _cli_take(options, stale_after, keep_longer=True)
     if code != _EXIT_OK:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
@@ -4105,6 +4270,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if isinstance(result, dict) and "--get" in options:
             sys.stdout.write(_value_text(dict(result)[options["--get"]]) + "\n")
+            if command == "acquire" and code == _EXIT_HELD:
+                # Why it was refused, and what to do, as run shows it: stdout is the value.
+                sys.stderr.write(json.dumps(result) + "\n")
         elif result is not None:  # run leaves stdout to its command
             sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
         return code
@@ -4156,7 +4324,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4159, (), r'''
+_CARRIED['usage'] = (4327, (), r'''
 import os
 import sys
 import textwrap
@@ -4222,15 +4390,16 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         "--stale-after": (
             "--stale-after DURATION",
             "the holder's timeout: a hold not renewed for this long is abandoned,"
-            " and the next acquire takes it; 90s, 10m, 2h or 1.5h (a bare number is"
+            " and the next acquire takes it; 90s, 10m, 2h, 1.5h, 1d or 1h30m (a bare number is"
             f" minutes; default {DEFAULT_STALE_AFTER_MIN}m, at most {MAX_STALE_AFTER_MIN}m)."
             " A hold is judged by its holder's own timeout; this one judges only"
-            " records that carry none",
+            " records that carry none"
+            + ("; run needs at least 3s, renewing every third of it" if command == "run" else ""),
         ),
         "--wait": (
             "--wait DURATION",
             "wait in line this long for the lock, first come, first served;"
-            " 30s, 5m or 1h (a bare number is seconds; default 0, at most 24h)",
+            " 30s, 5m, 1h or 2m30s (a bare number is seconds; default 0, at most 24h)",
         ),
         "--slots": (
             "--slots N",
@@ -4247,7 +4416,15 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "an empty lock file (flock(1) leaves one) is stale at once",
         ),
         "--table": ("--table", "a table for a person instead of JSON"),
-        "--get": ("--get KEY", f"print only KEY's value, alone on one line; KEY is one of {keys}"),
+        "--get": (
+            "--get KEY",
+            f"print only KEY's value, alone on one line; KEY is one of {keys}"
+            + (
+                "; a refusal (exit 3) also writes its JSON on stderr"
+                if command == "acquire"
+                else ""
+            ),
+        ),
     }
 
 
@@ -4356,7 +4533,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4359, (), r'''
+_CARRIED['server_store'] = (4536, (), r'''
 import errno
 import json
 import os
@@ -4458,13 +4635,21 @@ class _ServerStore:
         is where the locks to list start, and may be empty."""
         shown = _shown_address(address)
         scheme, _, rest = address.partition("://")
-        where, _, key = rest.partition("/")
+        where, slash, key = rest.partition("/")
         user, at, hosts = where.rpartition("@")
         if ":" in user or (at and not self.users):
             raise ValueError(f"the lock address {shown} {self.credentials}")
         found = [re.fullmatch(_HOST, host) for host in hosts.split(",")]
         ports_known = all(host and (host[2] or self.default_port) for host in found)
         too_many = len(found) > 1 and not self.many
+        if prefix and not slash:
+            # A listing prints each lock as this place and its key: without the slash
+            # it would print addresses that name no lock.
+            form = self.form.format(scheme).replace("/KEY", "/PREFIX")
+            raise ValueError(
+                f"the place {shown} must be {form}, as a lock's address is;"
+                f" give {shown}/ for every lock there"
+            )
         if (not key and not prefix) or (at and not user) or too_many or not ports_known:
             raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
         self.endpoints = []
@@ -4475,6 +4660,13 @@ class _ServerStore:
             self.endpoints.append(f"{host[1]}:{port}")
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
+        if "?" in key or "#" in key:
+            # The path is the key as it stands: no query, no fragment, no database.
+            raise ValueError(
+                f"the lock key in {shown} must not contain ? or #: all that follows the"
+                " first / after the host is the key itself, taken as it stands (no"
+                " options, no database number); give a key without them"
+            )
         self.lock = address
         self.user = user
         self.key_text = key
@@ -4620,7 +4812,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4623, ('server_store',), r'''
+_CARRIED['http1'] = (4815, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4747,7 +4939,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4750, ('server_store',), r'''
+_CARRIED['resp'] = (4942, ('server_store',), r'''
 import re
 
 
@@ -4882,7 +5074,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (4885, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5077, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5076,7 +5268,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5079, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5271, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5659,7 +5851,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5662, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5854, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5672,7 +5864,8 @@ def _survey_etcd(address: str) -> _Survey:
     (one consistent view, a page at a time); read only."""
     store = _EtcdStore(address, prefix=True)
     try:
-        start = store.key
+        # etcd takes no empty key: the whole keyspace starts at NUL.
+        start = store.key or b"\0"
         end = _prefix_end(store.key)
         revision = 0
         groups: dict[bytes, list[Any]] = {}
@@ -5722,7 +5915,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5725, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5918, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6304,7 +6497,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6307, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6500, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6435,7 +6628,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6438, (), r'''
+_CARRIED['file_listing'] = (6631, (), r'''
 import os
 import stat
 
@@ -6494,7 +6687,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '43b66f27c13c9ad8cf3361920a4dbf217bdadd2ecc7200b1b24996746028d5e3'  # what a cache entry must name
+_BUILD = 'c069ce8bd0a0b58bc4fc0f5f5ef9397908afb058db95330ff9bade83d87e76a4'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -134,21 +134,44 @@ runpy.run_path(script, run_name="__main__")
 CACHE_BASE = "LOCALAPPDATA" if sys.platform == "win32" else "XDG_CACHE_HOME"
 
 
+# The variables naming the temp folder, where the cache goes when its own folder
+# cannot be made (tempfile reads the same, in this order).
+TEMP_VARIABLES = ("TMPDIR", "TEMP", "TMP")
+
+
+def temp_folder_at(folder: Path) -> dict[str, str]:
+    """The settings that make ``folder`` (made here) a call's temp folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    return dict.fromkeys(TEMP_VARIABLES, str(folder))
+
+
 def compiled_by_cli(
-    *args: str, script: Path = SCRIPT, cache: Path | None = None
+    *args: str,
+    script: Path = SCRIPT,
+    cache: Path | None = None,
+    temp: Path | None = None,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, list[list[object]], str]:
     """The exit code of a CLI call of ``script`` in a fresh process, what it compiled
     beyond the script itself (file name, leading newlines), and the last line it wrote to
     stderr before that. ``cache``: the folder its bytecode cache is kept under (none:
-    no cache, so it compiles what it runs)."""
+    no cache, so it compiles what it runs); ``temp``: its temp folder (default: one
+    beside ``cache``, so that no call reaches the machine's); ``env``: its whole
+    environment instead of this one's, its cache where that puts it."""
     settings = {CACHE_BASE: str(cache)} if cache else {"SKF_RUN_LOCK_NO_CACHE": "1"}
+    if env is not None and cache is None:
+        settings = {}
+    if cache and temp is None:
+        temp = cache.parent / f"{cache.name}-temp"
+    if temp is not None:
+        settings |= temp_folder_at(temp)
     done = subprocess.run(
         [sys.executable, "-c", RECORD_COMPILES, str(script), *args],
         capture_output=True,
         text=True,
         timeout=30,
         check=False,
-        env={**os.environ, **settings},
+        env={**(os.environ if env is None else env), **settings},
     )
     lines = done.stderr.strip().splitlines()
     return done.returncode, json.loads(lines[-1]), lines[-2] if len(lines) > 1 else ""

@@ -99,6 +99,53 @@ def test_a_parent_that_is_a_file_says_so(main: Callable[..., Run], tmp_path: Pat
     assert "File exists" not in run.error and blocker.read_text() == "x"
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    ("lock", "scheme"),
+    [
+        ("redis:/127.0.0.1:16399/demo", "redis:"),
+        ("REDIS:demo.lock", "REDIS:"),
+        ("rediss:x", "rediss:"),
+        ("etcd:/127.0.0.1:2379/k", "etcd:"),
+        ("Etcd+Https:k", "Etcd+Https:"),
+        ("redis:/user:secret@127.0.0.1/k", "redis:"),
+    ],
+)
+def test_a_scheme_without_its_slashes_is_exit_1_naming_the_address_form(
+    cli: Callable[..., Run], tmp_path: Path, command: str, lock: str, scheme: str
+) -> None:
+    """A typo of an address is never taken for a folder named after the scheme."""
+    run = cli(command, "--lock", lock, *COMMANDS[command], cwd=tmp_path)
+    assert run.code == 1, run
+    assert f"starts with {scheme} but not {scheme}//" in run.error
+    assert "an address of " in run.error and "/KEY" in run.error, run
+    assert "secret" not in run.error
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_file_whose_path_starts_like_an_address_is_given_as_the_message_says(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    refused = cli("acquire", "--lock", "redis:x.lock", "--owner", "wf:sk:r", cwd=tmp_path)
+    assert "is given as ./redis:..." in refused.error
+    taken = cli("acquire", "--lock", "./redis:x.lock", "--owner", "wf:sk:r", cwd=tmp_path)
+    assert taken.code == 0, taken
+    assert os.listdir(tmp_path) == ["redis:x.lock"]
+
+
+@pytest.mark.parametrize("server", ["etcd", "redis"])
+@pytest.mark.parametrize("key", ["demo?db=1", "demo#top"])
+def test_a_query_or_fragment_in_a_servers_key_is_exit_1_saying_the_path_is_the_key(
+    skf: ModuleType, cli: Callable[..., Run], request: pytest.FixtureRequest, server: str, key: str
+) -> None:
+    store = request.getfixturevalue(server)
+    root = f"skf-args/{os.urandom(4).hex()}/"
+    run = cli("acquire", "--lock", store.url(root + key), "--owner", "wf:sk:r")
+    assert run.code == 1, run
+    assert "must not contain ? or #" in run.error and "the key itself" in run.error
+    assert skf.list_locks(store.url(root))["locks"] == []
+
+
 # --- The command line ---------------------------------------------------------------
 
 
@@ -131,6 +178,48 @@ def test_command_line_mistakes_are_usage_errors(
 
 
 @pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (
+            ["acquire", "--lock", "L", "--onwer", "wf:sk"],
+            "acquire does not take '--onwer' (did you mean --owner?);"
+            " acquire --help shows its options",
+        ),
+        (
+            ["acquire", "--lock", "L", "--owner", "wf:sk", "--stale=5"],
+            "acquire does not take '--stale=5' (did you mean --stale-after?);",
+        ),
+        (
+            ["status", "L"],
+            "status does not take {r} on its own: options come as --name value; give it as"
+            " --lock {q}; status --help shows its options",
+        ),
+        (
+            ["list", "L"],
+            "list does not take {r} on its own: options come as --name value; give it as"
+            " --under {q}; list --help shows its options",
+        ),
+        (["run-id", "L"], "run-id takes no value such as {r}; run-id --help shows its options"),
+        (["-v"], "unknown option '-v' (did you mean --version?); --help shows how to use each"),
+        (["-x"], "unknown option '-x'; --help shows how to use each"),
+        (
+            ["aquire", "--lock", "L"],
+            "unknown command 'aquire' (did you mean acquire?); use acquire, release, status,"
+            " run, list or run-id; --help shows how to use each",
+        ),
+    ],
+)
+def test_a_typo_is_answered_with_the_closest_name_and_where_help_is(
+    cli: Callable[..., Run], tmp_path: Path, argv: list[str], says: str
+) -> None:
+    lock = str(tmp_path / "a lock")
+    run = cli(*[lock if arg == "L" else arg for arg in argv])
+    assert run.code == 1, run
+    assert run.error.startswith("usage error: " + says.format(r=repr(lock), q=shlex.quote(lock)))
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize(
     "text", ["1_0", " 5", "5 ", "0x10", "1e3", "nan", "inf", "\u0665", "5.0.0", "+"]
 )
 @pytest.mark.parametrize("option", ["--stale-after", "--wait"])
@@ -140,7 +229,7 @@ def test_numbers_are_plain_decimals_only(
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)
     assert run.code == 1 and run.error.startswith("usage error: ")
     assert f"{option} must be a number of " in run.error
-    assert "or a duration such as 90s, 10m, 2h or 1.5h, not " in run.error
+    assert "or a duration such as 90s, 10m, 2h, 1.5h, 1d or 1h30m, not " in run.error
     assert not lock.parent.exists()
 
 
@@ -152,7 +241,20 @@ def test_plain_decimals_are_numbers(main: Callable[..., Run], lock: Path, text: 
 
 @pytest.mark.parametrize(
     ("text", "minutes"),
-    [("90s", 1.5), ("10m", 10), ("2h", 120), ("1.5h", 90), (".5m", 0.5), ("3600s", 60), ("10", 10)],
+    [
+        ("90s", 1.5),
+        ("10m", 10),
+        ("2h", 120),
+        ("1.5h", 90),
+        (".5m", 0.5),
+        ("3600s", 60),
+        ("10", 10),
+        ("1d", 1440),
+        ("1h30m", 90),
+        ("2m30s", 2.5),
+        ("1d12h", 2160),
+        ("1d1h1m60s", 1502),
+    ],
 )
 def test_stale_after_takes_a_duration_with_a_unit(
     cli: Callable[..., Run], lock: Path, text: str, minutes: float
@@ -173,27 +275,52 @@ def test_wait_takes_a_duration_with_a_unit(
     assert run.code == 3 and f"(of up to {waited:g} s)" in run.json["message"], run
 
 
-@pytest.mark.parametrize("text", ["10x", "-5m", "+5m", "5 m", "nanm", "infh", "m", "5mm", "1e3s"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "10x",
+        "-5m",
+        "+5m",
+        "5 m",
+        "nanm",
+        "infh",
+        "m",
+        "5mm",
+        "1e3s",
+        "1h1h",
+        "30m1h",
+        "1h 30m",
+        "h30m",
+        "1w",
+    ],
+)
 @pytest.mark.parametrize("option", ["--stale-after", "--wait"])
 def test_a_duration_that_is_not_one_is_exit_1_and_changes_nothing(
     cli: Callable[..., Run], lock: Path, option: str, text: str
 ) -> None:
     run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)
     assert run.code == 1 and run.error.startswith(f"usage error: {option} must be a number of ")
-    assert run.error.endswith(f"or a duration such as 90s, 10m, 2h or 1.5h, not {text!r}")
+    assert run.error.endswith(
+        f"or a duration such as 90s, 10m, 2h, 1.5h, 1d or 1h30m, not {text!r}"
+    )
     assert not lock.parent.exists()
 
 
 @pytest.mark.parametrize(
     ("option", "text", "words"),
     [
-        ("--stale-after", "0s", "> 0 and <= 525600, not '0s'"),
-        ("--stale-after", "8761h", "> 0 and <= 525600, not '8761h'"),
-        ("--stale-after", "0.001s", "of '0.001s' is too small: at least 0.0001 minutes"),
-        ("--wait", "24.5h", ">= 0 and <= 86400, not '24.5h'"),
+        ("--stale-after", "0s", "seconds > 0 and <= 31536000, not '0s'"),
+        ("--stale-after", "8761h", "hours > 0 and <= 8760, not '8761h'"),
+        ("--stale-after", "366d", "days > 0 and <= 365, not '366d'"),
+        ("--stale-after", "525601", "minutes > 0 and <= 525600, not '525601'"),
+        ("--stale-after", "0.001s", "of '0.001s' is too small: at least 0.006 seconds"),
+        ("--stale-after", "0.00001", "of '0.00001' is too small: at least 0.0001 minutes"),
+        ("--wait", "24.5h", "hours >= 0 and <= 24, not '24.5h'"),
+        ("--wait", "1d1s", "seconds >= 0 and <= 86400, not '1d1s'"),
+        ("--wait", "86401", "seconds >= 0 and <= 86400, not '86401'"),
     ],
 )
-def test_a_duration_out_of_bounds_is_exit_1_in_the_options_unit(
+def test_a_duration_out_of_bounds_is_exit_1_in_the_unit_it_was_given_in(
     cli: Callable[..., Run], lock: Path, option: str, text: str, words: str
 ) -> None:
     run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)

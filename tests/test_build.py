@@ -15,6 +15,8 @@ import ast
 import importlib.util
 import inspect
 import json
+import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -455,6 +457,37 @@ def test_the_package_takes_a_file_lock_as_the_file_does(tmp_path: Path) -> None:
     released = in_package("-m", "skf_run_lock", "release", "--lock", lock, "--owner", "wf:sk:1")
     assert released.returncode == 0 and json.loads(released.stdout)["released"] is True
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@posix_only("a command started by a script's name (Windows starts an .exe)")
+@pytest.mark.parametrize("on_path", [True, False])
+def test_the_installed_commands_advice_names_that_command_and_runs_as_printed(
+    tmp_path: Path, on_path: bool
+) -> None:
+    """Called as ``skf-run-lock`` (on PATH) the advice says ``skf-run-lock release``;
+    started by its path, that path; never the interpreter behind the command."""
+    folder = tmp_path / "a bin"
+    folder.mkdir()
+    command = folder / "skf-run-lock"
+    command.write_text(f"#!{sys.executable}\nfrom skf_run_lock.cli import _entry\n_entry()\n")
+    command.chmod(0o755)
+    path = f"{folder}{os.pathsep}{os.environ['PATH']}" if on_path else os.environ["PATH"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "PATH": path}
+    started = "skf-run-lock" if on_path else str(command)
+    lock = str(tmp_path / "a folder" / "demo.lock")
+
+    def call(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            argv, capture_output=True, text=True, timeout=60, check=False, env=env
+        )
+
+    assert call(started, "acquire", "--lock", lock, "--owner", "wf:sk:1").returncode == 0
+    refused = call(started, "acquire", "--lock", lock, "--owner", "wf:sk:2")
+    advice = json.loads(refused.stdout)["message"].split("clear it with: ", 1)[1]
+    assert advice.startswith(f"{shlex.quote(started)} release --lock "), advice
+    done = call(*shlex.split(advice))
+    assert json.loads(done.stdout)["released"] is True, done.stderr
+    assert not os.path.exists(lock)
 
 
 # --- The stores are checked against the store interface ----------------------------------

@@ -16,7 +16,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from calls import CACHE_BASE, Run, compiled_by_cli, posix_only, root_only
+from calls import (
+    CACHE_BASE,
+    TEMP_VARIABLES,
+    Run,
+    compiled_by_cli,
+    posix_only,
+    root_only,
+    temp_folder_at,
+)
 from loader import SCRIPT
 
 CALL = ("run-id",)
@@ -59,9 +67,12 @@ def planted(tmp_path: Path) -> Path:
 
 
 def runs_planted_code(cli: Callable[..., Run], tmp_path: Path) -> bool:
-    """Whether a call with its cache under ``tmp_path`` ran the planted code."""
+    """Whether a call with its cache under ``tmp_path`` ran the planted code (its temp
+    folder, where a cache refused goes, beside it)."""
     with pytest.MonkeyPatch.context() as env:
         env.setenv(CACHE_BASE, str(tmp_path))
+        for name, value in temp_folder_at(tmp_path.parent / f"{tmp_path.name}-temp").items():
+            env.setenv(name, value)
         done = cli(*CALL)
     assert done.code == 0, done.err
     return done.out == "planted\n"
@@ -159,3 +170,61 @@ def test_only_the_newest_entries_are_kept(tmp_path: Path) -> None:
     kept = entries(tmp_path)
     assert len(kept) == 64
     assert folder / f"{0:016x}-core-cpython-0.code" not in kept  # the oldest went
+
+
+# --- Where HOME cannot keep it: a folder of this user's own in the temp folder
+
+
+def temp_entries(temp: Path) -> list[Path]:
+    name = "skf-run-lock" if sys.platform == "win32" else f"skf-run-lock-{os.geteuid()}"
+    return sorted((temp / name).glob("*.code")) if (temp / name).exists() else []
+
+
+def home_that_keeps_no_cache(tmp_path: Path) -> dict[str, str]:
+    """An environment whose HOME is read-only (as agents' sandboxes keep it) and cannot
+    hold a cache folder even for root, whom modes do not stop: its .cache is a file."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".cache").write_text("not a folder")
+    (home / "AppData").write_text("not a folder")
+    home.chmod(0o555)
+    env = {k: v for k, v in os.environ.items() if k not in ("XDG_CACHE_HOME", *TEMP_VARIABLES)}
+    return env | {"HOME": str(home), "LOCALAPPDATA": str(home / "AppData" / "Local")}
+
+
+def test_with_home_read_only_the_second_call_compiles_nothing(tmp_path: Path) -> None:
+    env = home_that_keeps_no_cache(tmp_path)
+    temp = tmp_path / "temp"
+    code, compiled, _ = compiled_by_cli(*CALL, temp=temp, env=env)
+    assert code == 0 and compiled != []
+    (entry,) = temp_entries(temp)
+    code, compiled, _ = compiled_by_cli(*CALL, temp=temp, env=env)
+    assert (code, compiled) == (0, [])
+    assert temp_entries(temp) == [entry]
+    assert (tmp_path / "home" / ".cache").read_text() == "not a folder"
+
+
+@posix_only("file modes and owners")
+def test_a_temp_folder_others_may_write_is_never_used(tmp_path: Path) -> None:
+    env = home_that_keeps_no_cache(tmp_path)
+    temp = tmp_path / "temp"
+    planted_folder = temp / f"skf-run-lock-{os.geteuid()}"
+    planted_folder.mkdir(parents=True)
+    planted_folder.chmod(0o777)  # made first by someone else's hand, open to all
+    for _ in range(2):
+        code, compiled, _ = compiled_by_cli(*CALL, temp=temp, env=env)
+        assert code == 0 and compiled != []  # compiled each time: nothing kept there
+    assert list(planted_folder.iterdir()) == []
+
+
+@root_only("gives a folder to another user")
+def test_another_users_folder_in_the_temp_folder_is_never_used(tmp_path: Path) -> None:
+    env = home_that_keeps_no_cache(tmp_path)
+    temp = tmp_path / "temp"
+    theirs = temp / f"skf-run-lock-{os.geteuid()}"
+    theirs.mkdir(parents=True, mode=0o700)
+    os.chown(theirs, 65534, 65534)
+    for _ in range(2):
+        code, compiled, _ = compiled_by_cli(*CALL, temp=temp, env=env)
+        assert code == 0 and compiled != []
+    assert list(theirs.iterdir()) == []

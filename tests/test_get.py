@@ -51,7 +51,15 @@ def test_every_key_of_every_command_prints_its_value_alone(
         assert named == ", ".join(whole.json)  # --get knows the keys the call prints
         for key, value in whole.json.items():
             one = cli(*argv, "--get", key)
-            assert (one.code, one.err, one.out.count("\n")) == (whole.code, "", 1), key
+            assert (one.code, one.out.count("\n")) == (whole.code, 1), key
+            if argv[0] == "acquire":  # a refusal says why on stderr, as its JSON
+                told = json.loads(one.err)
+                assert list(told) == list(whole.json), key
+                assert re.sub("[0-9]+", "#", told["message"]) == re.sub(
+                    "[0-9]+", "#", whole.json["message"]
+                )
+            else:
+                assert one.err == "", key
             if key == "age_seconds":
                 assert 0 <= int(one.out) - value <= 5
             elif key == "message":  # it may say how long ago, or how long until
@@ -61,6 +69,21 @@ def test_every_key_of_every_command_prints_its_value_alone(
             else:
                 assert one.out == value_line(value), key
     assert cli("acquire", "--lock", lock, "--owner", "wf:other:1").code == 3
+
+
+def test_a_refusal_says_why_on_stderr_while_stdout_is_the_value_alone(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """The README's script on an empty lock file (what flock(1) leaves): the value is
+    null, and the advice (delete it, or --empty-is-stale) is seen on stderr."""
+    lock = tmp_path / "x.lock"
+    lock.write_bytes(b"")
+    run = cli("acquire", "--lock", lock, "--owner", "wf:sk", "--get", "held_by")
+    assert (run.code, run.out) == (3, "null\n"), run
+    told = json.loads(run.err)
+    assert (told["acquired"], told["held_by"]) == (False, None)
+    assert "--empty-is-stale" in told["message"]
+    assert lock.read_bytes() == b""
 
 
 def test_each_kind_of_value_is_printed_as_jq_r_prints_it(
@@ -116,7 +139,8 @@ def test_get_is_refused_where_nothing_is_printed_as_json(
     run = cli(
         "run", "--lock", tmp_path / "x.lock", "--owner", "a:b", "--get", "owner", "--", "true"
     )
-    assert run.code == 1 and run.error == "usage error: run does not take '--get'"
+    assert run.code == 1, run
+    assert run.error == "usage error: run does not take '--get'; run --help shows its options"
     assert cli("run-id", "--get").code == 1
     assert list(tmp_path.iterdir()) == []
 

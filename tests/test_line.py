@@ -323,6 +323,38 @@ def test_killed_waiters_are_skipped_and_leave_nothing_behind(
     wait_for("the killed waiters' places gone", lambda: left_behind(any_lock) == [], 10)
 
 
+def test_a_killed_waiters_place_is_removed_by_the_next_refused_acquire(
+    skf: ModuleType,
+    any_lock: str,
+    cli: Callable[..., Run],
+    procs: Callable[..., subprocess.Popen[str]],
+) -> None:
+    """``acquire --wait`` killed with SIGKILL leaves its place (a file lock's line file,
+    LOCK.skf-line); once it has lapsed, a refused acquire removes it, so that only the
+    lock is left, as after any call."""
+    assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
+    held_alone = left_behind(any_lock)
+    waiter = procs("acquire", "--lock", any_lock, "--owner", "wf:w:1", "--wait", "120")
+    wait_for("the waiter in line", lambda: in_line(skf, any_lock) == ["wf:w:1"])
+    if "://" not in any_lock:
+        assert os.path.exists(any_lock + ".skf-line")
+    waiter.kill()
+    waiter.wait()
+    wait_for("its place lapsed", lambda: in_line(skf, any_lock) == [], 15)
+    if "://" not in any_lock:  # a server ends the place's key itself, in time
+        assert left_behind(any_lock) == [*held_alone, os.path.basename(any_lock) + ".skf-line"]
+    # A server may end the place's own key a moment late (an etcd lease): a file must
+    # need one call, a server a few at most.
+    deadline = time.monotonic() + (0 if "://" not in any_lock else 10)
+    while True:
+        refused = cli("acquire", "--lock", any_lock, "--owner", "wf:other:1")
+        assert (refused.code, refused.json["held_by"]) == (3, "wf:holder:1"), refused
+        if left_behind(any_lock) == held_alone or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+    assert left_behind(any_lock) == held_alone
+
+
 # --- Leaving the line --------------------------------------------------------------------
 
 

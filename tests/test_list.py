@@ -158,6 +158,20 @@ def test_the_library_gives_what_the_cli_prints(
     assert "list_locks" in skf.__all__
 
 
+def test_every_lock_listed_works_as_lock_as_printed(
+    cli: Callable[..., Run], place: PlaceUnderTest
+) -> None:
+    """What a listing prints is what status takes: each lock, fed back as printed."""
+    place.store("held").plant(planted_record("wf:sk:held", shown_time(30), stale_after_seconds=600))
+    place.store("deep/er").plant(planted_record("wf:sk:old", shown_time(7200)))
+    locks = [entry["lock"] for entry in listed(cli, place.under)["locks"]]
+    assert len(locks) == 2
+    for lock in locks:
+        status = cli("status", "--lock", lock)
+        assert status.code in (0, 3), status
+        assert status.json["lock"] == lock
+
+
 # --- Bad places and unreachable ones --------------------------------------------------
 
 
@@ -170,6 +184,8 @@ def test_the_library_gives_what_the_cli_prints(
         (("--under", "x", "--table=yes"), "--table takes no value"),
         (("--under", "x", "--lock", "y"), "list does not take"),
         (("--under", "etcd://127.0.0.1/locks/"), "must be etcd://HOST:PORT"),
+        (("--under", "redis:/127.0.0.1/locks/"), "starts with redis: but not redis://"),
+        (("--under", "redis://127.0.0.1/a?db=1"), "must not contain ? or #"),
     ],
 )
 def test_a_bad_argument_is_exit_1_with_one_json_line(
@@ -369,6 +385,24 @@ def test_a_prefix_is_taken_literally(
     for prefix, keys in (("a*b/", ["a*b/one"]), ("[ab]/", ["[ab]/four"])):
         answer = listed(cli, store.url(root + prefix))
         assert [e["lock"] for e in answer["locks"]] == [store.url(root + k) for k in keys]
+
+
+@pytest.mark.parametrize("server", ["etcd", "redis", "redis_cluster"])
+def test_a_server_named_without_the_slash_before_its_prefix_is_exit_1_saying_how(
+    cli: Callable[..., Run], request: pytest.FixtureRequest, server: str
+) -> None:
+    """``--under redis://HOST:PORT`` names no place a lock's address can: the advice,
+    the same address with its slash, lists every lock there, each as printed."""
+    store = request.getfixturevalue(server)
+    whole_server = store.url("")
+    run = cli("list", "--under", whole_server[:-1])
+    assert run.code == 1, run
+    assert f"give {whole_server} for every lock there" in run.error
+    assert run.out == ""
+    lock = store.url(f"skf-list/{os.urandom(4).hex()}/whole")
+    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r").code == 0
+    assert lock in [e["lock"] for e in listed(cli, whole_server)["locks"]]
+    assert cli("release", "--lock", lock, "--owner", "wf:sk:r").json["released"] is True
 
 
 def test_a_redis_key_of_another_type_under_the_prefix_is_no_lock(

@@ -68,7 +68,9 @@ def test_the_snippet_stops_without_the_lock_when_another_run_holds_it(tmp_path: 
     write_record(lock, "update-skill:other:run", ago(seconds=5))
     done = run_snippet(tmp_path)
     assert done.returncode == 3 and "steps-ran" not in done.stdout
-    assert done.stderr == "held by update-skill:other:run\n"
+    refusal, said = done.stderr.splitlines()  # --get writes a refusal's JSON there too
+    assert json.loads(refusal)["held_by"] == "update-skill:other:run"
+    assert said == "held by update-skill:other:run"
     assert json.loads(lock.read_text())["owner"] == "update-skill:other:run"
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from calls import Run
 from lockfiles import NOW, beside
 
 RELEASE_KEYS = ["released", "reason", "lock", "owner", "held_by", "held_since", "message"]
@@ -80,6 +84,26 @@ def test_owner_without_run_id_is_a_bad_argument(skf: ModuleType, lock: Path, own
     with pytest.raises(ValueError):
         skf.release(lock, owner)
     assert beside(lock) == ["run.lock"]
+
+
+def test_an_owner_without_its_run_id_is_told_where_the_whole_owner_is_printed(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """The message's status command, run as printed, prints the owner to release."""
+    lock = tmp_path / "a folder" / "run.lock"
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    run = cli("release", "--lock", lock, "--owner", "wf:sk")
+    assert run.code == 1, run
+    assert "release needs the whole owner with its run id" in run.error
+    assert "lists every holder" in run.error
+    printed = run.error.split("not 'wf:sk': ", 1)[1].split(" prints the holder's", 1)[0]
+    done = subprocess.run(
+        shlex.split(printed), capture_output=True, text=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout) == (3, taken.json["owner"] + "\n"), done
+    released = cli("release", "--lock", lock, "--owner", done.stdout.strip())
+    assert released.json["released"] is True
+    assert beside(lock) == []
 
 
 def test_folder_is_a_bad_argument(skf: ModuleType, lock: Path) -> None:

@@ -452,6 +452,30 @@ def test_bad_run_arguments_are_exit_1_and_start_nothing(
     assert not (tmp_path / "locks").exists()
 
 
+@pytest.mark.parametrize(
+    ("text", "least"),
+    [("1s", "3 seconds"), ("0.01", "0.05 minutes"), ("0.0005h", "0.000833333 hours")],
+)
+def test_runs_shortest_timeout_is_stated_in_the_unit_it_was_given_in(
+    cli: Callable[..., Run], tmp_path: Path, text: str, least: str
+) -> None:
+    lock = tmp_path / "x.lock"
+    run = cli("run", "--lock", lock, "--owner", "wf:sk", "--stale-after", text, "--", PY, "-c", "")
+    assert run.code == 1, run
+    assert run.error == (
+        f"--stale-after of {text!r} is too short to renew the lock safely while work runs;"
+        f" give at least {least}"
+    )
+    assert not lock.exists()
+
+
+def test_the_shortest_timeout_run_names_is_taken(cli: Callable[..., Run], tmp_path: Path) -> None:
+    lock = tmp_path / "x.lock"
+    run = cli("run", "--lock", lock, "--owner", "wf:sk", "--stale-after", "3s", "--", PY, "-c", "")
+    assert run.code == 0, run
+    assert not lock.exists()
+
+
 def test_a_help_flag_after_the_separator_belongs_to_the_command(tmp_path: Path) -> None:
     show = "import sys; print(*sys.argv[1:], sep='|', end='|')"
     run = finished(start_run(str(tmp_path / "run.lock"), PY, "-c", show, "-h", "--help"))

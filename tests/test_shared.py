@@ -5,7 +5,9 @@ processes throughout."""
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -100,7 +102,10 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
         f"lock {lock} is held shared by 3 runs, wf:r1:1, wf:r2:1 and wf:r3:1; the first to"
         " go stale is wf:r1:1's"
     )
-    assert " release --lock " in message and message.endswith(" --owner wf:r1:1")
+    assert [f" --owner wf:r{n}:1" in message for n in (1, 2, 3)] == [True] * 3
+    assert message.endswith(
+        "Never clear a run that is still active: it would go on as if it held the lock"
+    )
     assert store.value() == before
     for owner in ("wf:r1:1", "wf:r2:1", "wf:r3:1"):
         released = cli("release", "--lock", lock, "--owner", owner)
@@ -112,6 +117,41 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
     assert refused.code == 3 and refused.json["held_by"] == "wf:w:1"
     assert f"lock {lock} is held exclusively by wf:w:1 since" in refused.json["message"]
     assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+
+
+@pytest.mark.parametrize("readers", [2, 5])
+def test_a_writers_refusal_clears_every_reader_when_followed_as_printed(
+    cli: Callable[..., Run], tmp_path: Path, readers: int
+) -> None:
+    """A shared lock frees only once every reader is gone: the advice names a release
+    of each (a few, then the status that lists the rest), and warns off live ones."""
+    lock = tmp_path / "a folder" / "run.lock"
+    owners = [read(cli, lock, f"wf:reader{n}").json["owner"] for n in range(readers)]
+    message = write(cli, lock, "wf:writer").json["message"]
+    assert "clear it with" not in message
+    assert f"It is free only once all {readers} are gone." in message
+    assert message.endswith(
+        "Never clear a run that is still active: it would go on as if it held the lock"
+    )
+    steps = message.split("clear each with: ", 1)[1].split(". Never", 1)[0].split("; ")
+    releases = steps[:3]
+    assert len(releases) == min(readers, 3)
+    for printed in releases:
+        done = subprocess.run(
+            shlex.split(printed), capture_output=True, text=True, timeout=60, check=False
+        )
+        assert json.loads(done.stdout)["released"] is True, printed
+    if readers > 3:
+        assert steps[3].startswith(f"then the other {readers - 3} holders that ")
+        listing = steps[3].split(" that ", 1)[1].removesuffix(" lists")
+        done = subprocess.run(
+            shlex.split(listing), capture_output=True, text=True, timeout=60, check=False
+        )
+        rest = [holder["owner"] for holder in json.loads(done.stdout)["holders"]]
+        assert sorted(rest) == sorted(owners[3:])
+        for owner in rest:
+            assert cli("release", "--lock", lock, "--owner", owner).json["released"] is True
+    assert write(cli, lock, "wf:writer").code == 0
 
 
 def test_status_and_list_say_the_mode_and_every_shared_holder(

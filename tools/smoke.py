@@ -10,7 +10,10 @@ module's version; the module does the same through its library API.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -20,8 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _call(command: str, *args: str) -> tuple[int, dict[str, object]]:
-    done = subprocess.run([command, *args], capture_output=True, text=True, timeout=60, check=False)
+def _call(
+    command: str, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, object]]:
+    done = subprocess.run(
+        [command, *args], capture_output=True, text=True, timeout=60, check=False, env=env
+    )
     if done.stderr:
         raise SystemExit(f"smoke: {args[0]} wrote to stderr: {done.stderr.strip()}")
     answer: dict[str, object] = json.loads(done.stdout)
@@ -70,6 +77,20 @@ def main(command: str) -> None:
             _check("held() holds it", skf_run_lock.status(lock, 60.0)["state"] == "held")
         _check("held() released it", skf_run_lock.status(lock, 60.0)["state"] == "free")
         _check("nothing is left beside the lock", list(Path(folder).iterdir()) == [])
+        # Called by its name, the command's advice names it, and runs as printed.
+        on_path = {**os.environ, "PATH": f"{Path(command).parent}{os.pathsep}{os.environ['PATH']}"}
+        _call("skf-run-lock", "acquire", "--lock", lock, "--owner", "smoke:gone:1", env=on_path)
+        code, answer = _call(
+            "skf-run-lock", "acquire", "--lock", lock, "--owner", "smoke:next:1", env=on_path
+        )
+        advice = str(answer["message"]).split("clear it with: ", 1)[1]
+        _check("the advice names the command", advice.startswith("skf-run-lock release "))
+        code, answer = _call(*shlex.split(advice), env=on_path)
+        _check("the advice runs as printed", code == 0 and answer["released"] is True)
+    metadata = importlib.metadata.metadata("skf-run-lock")
+    licensed = (metadata["License-Expression"], metadata.get_all("Classifier") or [])
+    _check("the license is an SPDX expression", licensed[0] == "MIT")
+    _check("no license classifier", not any(c.startswith("License ::") for c in licensed[1]))
 
 
 if __name__ == "__main__":

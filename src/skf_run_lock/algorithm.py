@@ -29,7 +29,7 @@ from .inputs import (
     _checked_slots,
     _checked_stale_after,
     _checked_wait,
-    _owner_for_release,
+    _has_run_id,
     _owner_with_run_id,
     _seconds_of,
 )
@@ -41,6 +41,7 @@ from .outputs import (
     _refused_result,
     _release_result,
     _status_result,
+    _whole_owner_needed,
 )
 from .records import _Place, _Record
 from .registry import _store_for
@@ -259,8 +260,9 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
     several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
     ValueError, OSError as :func:`acquire`."""
-    owner = _owner_for_release(owner)
     store = _store_for(lock)
+    if not _has_run_id(owner):
+        raise _whole_owner_needed(store.lock, owner)
     try:
         for _ in range(_CHANGE_TRIES):
             with store.change(create=False) as change:

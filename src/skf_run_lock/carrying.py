@@ -7,7 +7,8 @@ runs (``from .waiting import _wait_for`` becomes ``_compile_carried("waiting")``
 
 What is compiled is kept, as Python keeps an imported module's bytecode, in a cache of
 this user's own (``$XDG_CACHE_HOME/skf-run-lock``, else ``~/.cache/skf-run-lock``; on
-Windows under ``%LOCALAPPDATA%``), so that the next call loads it instead. A cache entry
+Windows under ``%LOCALAPPDATA%``; where that cannot be made, ``skf-run-lock-UID`` in the
+temp folder), so that the next call loads it instead. A cache entry
 is used only when it names this very build, this Python and this file as it stands (its
 size and time), and only from a folder and a file that this user owns and nobody else
 may write: another user's files are never run. Any failure of the cache falls back to
@@ -67,13 +68,23 @@ def _cache_folder() -> str | None:
 
 
 def _found_cache_folder() -> str | None:
+    """This user's cache folder, else (HOME read-only, as agents' sandboxes keep it)
+    one of this user's own under the temp folder, checked alike."""
     if os.name == "nt":
         base = os.environ.get("LOCALAPPDATA")
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    folder = _private_folder(base, "skf-run-lock")
+    if folder is None:
+        folder = _private_folder(_temp_folder(), _temp_cache_name())
+    return folder
+
+
+def _private_folder(base: str | None, name: str) -> str | None:
+    """``base``/``name``, made if missing, if it is a folder this user alone may write."""
     if not base or not os.path.isabs(base):
         return None
-    folder = os.path.join(base, "skf-run-lock")
+    folder = os.path.join(base, name)
     try:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         info = os.lstat(folder)
@@ -82,6 +93,21 @@ def _found_cache_folder() -> str | None:
     if not stat.S_ISDIR(info.st_mode) or not _own_and_private(info):
         return None
     return folder
+
+
+def _temp_folder() -> str | None:
+    """The temp folder, as the tempfile module finds it but without importing it (a
+    call that finds its cache pays for no more)."""
+    for variable in ("TMPDIR", "TEMP", "TMP"):
+        if os.environ.get(variable):
+            return os.environ[variable]
+    return None if os.name == "nt" else "/tmp"
+
+
+def _temp_cache_name() -> str:
+    """A name of this user's own in a temp folder every user shares (POSIX): a folder of
+    that name that another user made first is not this user's, so it is never used."""
+    return "skf-run-lock" if os.name == "nt" else f"skf-run-lock-{os.geteuid()}"
 
 
 def _own_and_private(info: os.stat_result) -> bool:

@@ -34,6 +34,7 @@ from .inputs import (
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import _list_table, list_locks
 from .outputs import _describe_os_error, _fail
+from .quoting import _quoted
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -93,11 +94,9 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
         if rest:
             raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
         return "version", {}, []
-    if command.startswith("-"):
-        raise _UsageError(f"put the command first ({_COMMAND_NAMES}), then {command}")
     allowed = _OPTIONS.get(command)
     if allowed is None:
-        raise _UsageError(f"unknown command {command!r}; use {_COMMAND_NAMES}; {_HELP_HINT}")
+        raise _UsageError(_not_a_command(command))
     options = _parse_options(command, allowed, rest)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
@@ -141,7 +140,7 @@ def _parse_options(
     for arg in args:
         name, has_value, value = arg.partition("=")
         if name not in allowed:
-            raise _UsageError(f"{command} does not take {arg!r}")
+            raise _UsageError(_not_taken(command, allowed, arg))
         if name in options:
             raise _UsageError(f"{name} is given more than once")
         if allowed[name] is None:
@@ -157,18 +156,63 @@ def _parse_options(
     return options
 
 
-def _stale_after_seconds(options: dict[str, str]) -> float:
-    """--stale-after: a duration (a bare number is minutes), checked."""
+def _not_a_command(word: str) -> str:
+    """Why ``word`` is no command: an option put first, or the closest command to it."""
+    if word.startswith("-"):
+        if any(word.partition("=")[0] in options for options in _OPTIONS.values()):
+            return f"put the command first ({_COMMAND_NAMES}), then {word}"
+        guess = _did_you_mean(word, ["--help", "--version"])
+        return f"unknown option {word!r}{guess}; {_HELP_HINT}"
+    guess = _did_you_mean(word, list(_OPTIONS))
+    return f"unknown command {word!r}{guess}; use {_COMMAND_NAMES}; {_HELP_HINT}"
+
+
+def _not_taken(command: str, allowed: dict[str, bool | None], arg: str) -> str:
+    """Why ``command`` refuses ``arg``, and what it may have meant: the closest option,
+    or, for a bare value, the option that takes it."""
+    see = f"{command} --help shows its options"
+    if arg.startswith("-"):
+        guess = _did_you_mean(arg.partition("=")[0], list(allowed))
+        return f"{command} does not take {arg!r}{guess}; {see}"
+    place = next((name for name in ("--lock", "--under") if name in allowed), None)
+    if place is None:
+        return f"{command} takes no value such as {arg!r}; {see}"
+    return (
+        f"{command} does not take {arg!r} on its own: options come as --name value;"
+        f" give it as {place} {_quoted(arg)}; {see}"
+    )
+
+
+def _did_you_mean(word: str, names: list[str]) -> str:
+    """``; did you mean --owner?`` for the name closest to ``word`` (the one it begins,
+    as ``-v`` begins --version, else the nearest spelling); empty if none is close."""
+    stem = word.lstrip("-")
+    starting = [name for name in names if stem and name.lstrip("-").startswith(stem)]
+    if len(starting) == 1:
+        return f" (did you mean {starting[0]}?)"
+    from difflib import get_close_matches
+
+    close = get_close_matches(word, names, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+def _stale_after_given(options: dict[str, str]) -> tuple[float, str, str]:
+    """--stale-after: a duration (a bare number is minutes), checked; and the unit and
+    text it was given in, for a later check's message."""
     text = options.get("--stale-after", str(DEFAULT_STALE_AFTER_MIN))
-    seconds = _duration_seconds(text, "--stale-after", "minutes")
-    return _stale_after_within(seconds, "--stale-after", "minutes", repr(text))
+    seconds, unit = _duration_seconds(text, "--stale-after", "minutes")
+    return _stale_after_within(seconds, "--stale-after", unit, repr(text)), unit, repr(text)
+
+
+def _stale_after_seconds(options: dict[str, str]) -> float:
+    return _stale_after_given(options)[0]
 
 
 def _wait_seconds(options: dict[str, str]) -> float:
     """--wait: a duration (a bare number is seconds), checked."""
     text = options.get("--wait", "0")
-    seconds = _duration_seconds(text, "--wait", "seconds")
-    return _wait_within(seconds, "--wait", _MAX_WAIT_SEC, repr(text))
+    seconds, unit = _duration_seconds(text, "--wait", "seconds")
+    return _wait_within(seconds, "--wait", _MAX_WAIT_SEC, unit, repr(text))
 
 
 def _slots(options: dict[str, str]) -> int:
@@ -258,7 +302,8 @@ def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResul
 
 
 def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
-    stale_after = _checked_renewable(_stale_after_seconds(options), "--stale-after", "minutes")
+    stale_after, unit, shown = _stale_after_given(options)
+    _checked_renewable(stale_after, "--stale-after", unit, shown)
     result, code = _cli_take(options, stale_after, keep_longer=True)
     if code != _EXIT_OK:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
@@ -355,6 +400,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         if isinstance(result, dict) and "--get" in options:
             sys.stdout.write(_value_text(dict(result)[options["--get"]]) + "\n")
+            if command == "acquire" and code == _EXIT_HELD:
+                # Why it was refused, and what to do, as run shows it: stdout is the value.
+                sys.stderr.write(json.dumps(result) + "\n")
         elif result is not None:  # run leaves stdout to its command
             sys.stdout.write(result if isinstance(result, str) else json.dumps(result) + "\n")
         return code

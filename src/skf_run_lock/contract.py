@@ -96,7 +96,7 @@ _MAX_SLOTS = MAX_SLOTS
 # The smallest timeout that prints as a non-zero stale_after_minutes.
 _MIN_STALE_AFTER_SEC = 0.006
 _MAX_WAIT_SEC = 86400
-_UNIT_SECONDS = {"seconds": 1, "minutes": 60}
+_UNIT_SECONDS = {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}
 
 # The keys each command's JSON object has, in order (the TypedDicts above spell their
 # types); --get takes one of them, checked before the command runs.

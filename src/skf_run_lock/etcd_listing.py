@@ -20,7 +20,8 @@ def _survey_etcd(address: str) -> _Survey:
     (one consistent view, a page at a time); read only."""
     store = _EtcdStore(address, prefix=True)
     try:
-        start = store.key
+        # etcd takes no empty key: the whole keyspace starts at NUL.
+        start = store.key or b"\0"
         end = _prefix_end(store.key)
         revision = 0
         groups: dict[bytes, list[Any]] = {}

@@ -35,12 +35,14 @@ __all__ = ["held"]
 _MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
 
 
-def _checked_renewable(stale_after: float, name: str, unit: str) -> float:
+def _checked_renewable(stale_after: float, name: str, unit: str, shown: str) -> float:
+    """``stale_after`` if a holder can renew so short a hold in time; ValueError in
+    ``unit``, quoting what the caller gave as ``shown``."""
     if stale_after < _MIN_RENEWABLE_SEC:
-        scale = _UNIT_SECONDS[unit]
+        least = _MIN_RENEWABLE_SEC / _UNIT_SECONDS[unit]
         raise ValueError(
-            f"{name} of {stale_after / scale:g} {unit} is too short to renew the lock safely"
-            f" while work runs; give at least {_MIN_RENEWABLE_SEC / scale:g}"
+            f"{name} of {shown} is too short to renew the lock safely while work runs;"
+            f" give at least {least:g} {unit}"
         )
     return stale_after
 
@@ -67,7 +69,9 @@ def held(
     that ended normally without it.
     """
     _owner_with_run_id(owner)
-    _checked_renewable(_checked_stale_after(stale_after), "stale_after", "seconds")
+    _checked_renewable(
+        _checked_stale_after(stale_after), "stale_after", "seconds", repr(stale_after)
+    )
     _checked_wait(wait)
     _checked_shared(shared, _checked_slots(slots))
     return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots, shared=shared)

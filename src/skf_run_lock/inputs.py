@@ -83,10 +83,9 @@ def _checked_shared(shared: object, slots: int) -> bool:
     return shared
 
 
-def _owner_for_release(owner: str) -> str:
-    if not _split_owner(owner)[2]:
-        raise ValueError(f"release needs the whole owner with its run id, not {owner!r}")
-    return owner
+def _has_run_id(owner: str) -> bool:
+    """Whether ``owner`` is whole, as a release must name it; ValueError if malformed."""
+    return bool(_split_owner(owner)[2])
 
 
 def _releasable(holder: str) -> bool:
@@ -145,34 +144,44 @@ def _stale_after_within(seconds: float, name: str, unit: str, shown: str) -> flo
 def _checked_wait(value: object, name: str = "wait", limit: float = float("inf")) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError(f"{name} must be a number of seconds, not {value!r}")
-    return _wait_within(value, name, limit, repr(value))
+    return _wait_within(value, name, limit, "seconds", repr(value))
 
 
-def _wait_within(seconds: float, name: str, limit: float, shown: str) -> float:
-    """``seconds`` if a call may wait that long; ValueError quoting ``shown``."""
+def _wait_within(seconds: float, name: str, limit: float, unit: str, shown: str) -> float:
+    """``seconds`` if a call may wait that long; ValueError in ``unit``, quoting ``shown``."""
     if not 0 <= seconds <= limit or seconds == float("inf"):  # also false for NaN
-        most = "" if limit == float("inf") else f" and <= {limit:g}"
-        raise ValueError(f"{name} must be a finite number of seconds >= 0{most}, not {shown}")
+        most = "" if limit == float("inf") else f" and <= {limit / _UNIT_SECONDS[unit]:g}"
+        raise ValueError(f"{name} must be a finite number of {unit} >= 0{most}, not {shown}")
     return float(seconds)
 
 
-# --- Durations on the command line: a number and a unit, or a bare number in the
-# option's own unit (minutes for --stale-after, seconds for --wait)
+# --- Durations on the command line: a number and a unit, several units largest first
+# (1h30m), or a bare number in the option's own unit (minutes for --stale-after,
+# seconds for --wait). A bound is stated in the unit the caller wrote.
 
-_CLI_DURATION = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smh])")
-_SUFFIX_SECONDS = {"s": 1, "m": 60, "h": 3600}
+# Compiled by re only when a duration with a unit is given (1.2 ms: a call given bare
+# numbers, or none, never pays it).
+_NUMBER = r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)"
+_CLI_DURATION = "".join(f"(?:{_NUMBER}{suffix})?" for suffix in "dhms")
+_SUFFIX_UNITS = ("days", "hours", "minutes", "seconds")
+_DURATION_FORMS = "90s, 10m, 2h, 1.5h, 1d or 1h30m"
 
 
-def _duration_seconds(text: str, name: str, unit: str) -> float:
-    """The seconds of a duration given on the command line: ``90s``, ``10m``, ``2h``,
-    ``1.5h``, or a bare decimal number of ``unit``; _UsageError for anything else."""
-    with_unit = _CLI_DURATION.fullmatch(text)
-    if with_unit is not None:
-        number, suffix = with_unit.groups()
-        return float(number) * _SUFFIX_SECONDS[suffix]
+def _duration_seconds(text: str, name: str, unit: str) -> tuple[float, str]:
+    """The seconds of a duration given on the command line, and the unit to state its
+    bounds in (the smallest it names, or ``unit`` for a bare decimal number of it):
+    ``90s``, ``10m``, ``2h``, ``1.5h``, ``1d``, ``1h30m``; _UsageError for anything else."""
     if _PLAIN_DECIMAL.fullmatch(text):
-        return float(text) * _UNIT_SECONDS[unit]
+        return float(text) * _UNIT_SECONDS[unit], unit
+    with_units = re.fullmatch(_CLI_DURATION, text) if text else None
+    if with_units is not None:
+        seconds = 0.0
+        smallest = unit
+        for number, named in zip(with_units.groups(), _SUFFIX_UNITS, strict=True):
+            if number is not None:
+                seconds += float(number) * _UNIT_SECONDS[named]
+                smallest = named
+        return seconds, smallest
     raise _UsageError(
-        f"{name} must be a number of {unit} or a duration such as 90s, 10m, 2h or 1.5h,"
-        f" not {text!r}"
+        f"{name} must be a number of {unit} or a duration such as {_DURATION_FORMS}, not {text!r}"
     )

@@ -25,16 +25,33 @@ if TYPE_CHECKING:
 
 def _this_command() -> str:
     """The command that runs this very copy of the tool, to be followed literally: the
-    installed package by the interpreter that has it, else the file itself (on
-    Windows by the interpreter or ``uv run``, which has no ``python3``)."""
+    installed command where the call came from it, else the installed package by the
+    interpreter that has it, else the file itself (on Windows by the interpreter or
+    ``uv run``, which has no ``python3``)."""
     if __name__ == "skf_run_lock.outputs":
-        return f"{_interpreter()} -m skf_run_lock"
+        return _installed_command() or f"{_interpreter()} -m skf_run_lock"
     script = _quoted(os.path.abspath(__file__))
     if sys.platform != "win32":
         return f"python3 {script}"
     if os.environ.get("UV") and _on_path("uv") is not None:
         return f"uv run {script}"
     return f"{_interpreter()} {script}"
+
+
+def _installed_command() -> str | None:
+    """``skf-run-lock`` where this call came from that command and PATH finds the same
+    one by that name, else its path; None for a call that did not come from it."""
+    started = sys.argv[0] if sys.argv else ""
+    if os.path.splitext(os.path.basename(started))[0] != "skf-run-lock":
+        return None
+    found = _on_path("skf-run-lock")
+    try:
+        if found is not None and os.path.samefile(found, started):
+            return "skf-run-lock"
+    except OSError:
+        pass  # Windows may start it by a name that is not a file: its path then
+    path = os.path.abspath(started)
+    return _quoted(path.replace("\\", "/") if sys.platform == "win32" else path)
 
 
 def _on_path(name: str) -> str | None:
@@ -79,14 +96,54 @@ def _stale_at(since: int, stale_after: float) -> str:
     return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
 
 
-def _clear_advice(lock: str, holder: str | None, by_hand: str) -> str:
-    """How to clear a lock whose run is gone, safe to follow literally."""
+def _clear_advice(lock: str, holder: str | None, by_hand: str, empty: bool = False) -> str:
+    """How to clear a lock whose run is gone, safe to follow literally (``empty``: the
+    lock is an empty file, which flock(1) leaves)."""
     if holder is not None and _releasable(holder):
         command = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(holder)}"
         return f"If that run is no longer active, clear it with: {command}"
-    return (
+    advice = (
         "No release can name this holder: wait until it goes stale, or, if no run is"
         f" active, {by_hand}"
+    )
+    if empty:
+        advice += (
+            "; an empty lock file is what flock(1) leaves: where no flock user shares"
+            " this lock, --empty-is-stale (empty_is_stale=True) takes it at once"
+        )
+    return advice
+
+
+def _whole_owner_needed(lock: str, owner: str) -> ValueError:
+    """Why a release that names an owner without its run id does nothing, and where
+    the whole owner is found."""
+    status = f"{_this_command()} status --lock {_quoted(lock)}"
+    return ValueError(
+        f"release needs the whole owner with its run id (workflow:skill:run_id, as"
+        f" acquire printed it), not {owner!r}: {status} --get held_by prints the holder's;"
+        f" of a lock of several slots or shared holds, {status} lists every holder"
+    )
+
+
+def _clear_all_advice(lock: str, holders: list[_Record], by_hand: str) -> str:
+    """How to clear a lock held shared whose runs are all gone: a release of each
+    holder (a few, then where the rest are listed), safe to follow literally."""
+    names = [holder.owner for holder in holders]
+    if not all(name is not None and _releasable(name) for name in names):
+        return f"If none of these runs is active, {by_hand}"
+    releases = [
+        f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(name)}"
+        for name in names[:3]
+        if name is not None
+    ]
+    more = len(names) - len(releases)
+    if more:
+        status = f"{_this_command()} status --lock {_quoted(lock)}"
+        releases.append(f"then the other {more} holders that {status} lists")
+    return (
+        f"It is free only once all {len(names)} are gone. If none of these runs is"
+        f" active, clear each with: {'; '.join(releases)}. Never clear a run that is"
+        " still active: it would go on as if it held the lock"
     )
 
 
@@ -201,10 +258,12 @@ def _refused_result(
     if held:
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
-        clear = _clear_advice(lock, holder.owner, by_hand)
+        clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
         if several:
             assert record is not None
             live = sorted(_live_holders(record, caller_timeout, now, False), key=lambda h: h.since)
+            if record.shared:  # a slot frees with one release; a shared lock with all
+                clear = _clear_all_advice(lock, live, by_hand)
             how = (
                 f"held shared by {_runs_text(len(live))},"
                 if record.shared

@@ -94,6 +94,26 @@ _ADDRESS_FORMS = ", ".join(kind.form for kind in _SERVER_STORES[:-1])
 _ADDRESS_FORMS += f" or {_SERVER_STORES[-1].form}"
 
 
+def _refuse_scheme_typos(lock: str) -> None:
+    """ValueError for a lock path that starts as an address does (a server's scheme,
+    any case, and a colon) without its ``//``: a typo (redis:/host/key), never meant
+    as a folder named "redis:"."""
+    scheme, colon, rest = lock.partition(":")
+    if not colon or rest.startswith("//"):
+        return
+    kind = next((k for k in _SERVER_STORES if scheme.lower() in k.schemes), None)
+    if kind is None:
+        return
+    # What stands before an @ may be a password; what follows it names the server.
+    at, tail = lock.rpartition("@")[1:]
+    shown = f"{scheme}:<credentials left out>@{tail}" if at else lock
+    raise ValueError(
+        f"the path {shown} starts with {scheme}: but not {scheme}://: an address of"
+        f" {kind.name} is {kind.form}; a file whose path starts so is given as"
+        f" ./{scheme}:..."
+    )
+
+
 def _server_kind(address: str) -> _ServerKind:
     """The server store of ``address``; ValueError for a scheme no store has."""
     scheme = address.partition("://")[0]
@@ -110,6 +130,7 @@ def _store_for(lock: str | os.PathLike[str]) -> _Store:
     """The store of a lock; ValueError for an unknown scheme (never a folder)."""
     if isinstance(lock, str) and _ADDRESS.match(lock):
         return _server_kind(lock).opener(lock)
+    _refuse_scheme_typos(os.fspath(lock))
     return _FileStore(lock)
 
 
@@ -118,6 +139,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
     ValueError for an unknown scheme or a place that is a file."""
     if isinstance(under, str) and _ADDRESS.match(under):
         return _server_kind(under).surveyor(under)
+    _refuse_scheme_typos(os.fspath(under))
     from .file_listing import _survey_folder
 
     return _survey_folder(under)

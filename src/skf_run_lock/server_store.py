@@ -110,13 +110,21 @@ class _ServerStore:
         is where the locks to list start, and may be empty."""
         shown = _shown_address(address)
         scheme, _, rest = address.partition("://")
-        where, _, key = rest.partition("/")
+        where, slash, key = rest.partition("/")
         user, at, hosts = where.rpartition("@")
         if ":" in user or (at and not self.users):
             raise ValueError(f"the lock address {shown} {self.credentials}")
         found = [re.fullmatch(_HOST, host) for host in hosts.split(",")]
         ports_known = all(host and (host[2] or self.default_port) for host in found)
         too_many = len(found) > 1 and not self.many
+        if prefix and not slash:
+            # A listing prints each lock as this place and its key: without the slash
+            # it would print addresses that name no lock.
+            form = self.form.format(scheme).replace("/KEY", "/PREFIX")
+            raise ValueError(
+                f"the place {shown} must be {form}, as a lock's address is;"
+                f" give {shown}/ for every lock there"
+            )
         if (not key and not prefix) or (at and not user) or too_many or not ports_known:
             raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
         self.endpoints = []
@@ -127,6 +135,13 @@ class _ServerStore:
             self.endpoints.append(f"{host[1]}:{port}")
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
+        if "?" in key or "#" in key:
+            # The path is the key as it stands: no query, no fragment, no database.
+            raise ValueError(
+                f"the lock key in {shown} must not contain ? or #: all that follows the"
+                " first / after the host is the key itself, taken as it stands (no"
+                " options, no database number); give a key without them"
+            )
         self.lock = address
         self.user = user
         self.key_text = key

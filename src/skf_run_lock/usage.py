@@ -84,15 +84,16 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         "--stale-after": (
             "--stale-after DURATION",
             "the holder's timeout: a hold not renewed for this long is abandoned,"
-            " and the next acquire takes it; 90s, 10m, 2h or 1.5h (a bare number is"
+            " and the next acquire takes it; 90s, 10m, 2h, 1.5h, 1d or 1h30m (a bare number is"
             f" minutes; default {DEFAULT_STALE_AFTER_MIN}m, at most {MAX_STALE_AFTER_MIN}m)."
             " A hold is judged by its holder's own timeout; this one judges only"
-            " records that carry none",
+            " records that carry none"
+            + ("; run needs at least 3s, renewing every third of it" if command == "run" else ""),
         ),
         "--wait": (
             "--wait DURATION",
             "wait in line this long for the lock, first come, first served;"
-            " 30s, 5m or 1h (a bare number is seconds; default 0, at most 24h)",
+            " 30s, 5m, 1h or 2m30s (a bare number is seconds; default 0, at most 24h)",
         ),
         "--slots": (
             "--slots N",
@@ -109,7 +110,15 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "an empty lock file (flock(1) leaves one) is stale at once",
         ),
         "--table": ("--table", "a table for a person instead of JSON"),
-        "--get": ("--get KEY", f"print only KEY's value, alone on one line; KEY is one of {keys}"),
+        "--get": (
+            "--get KEY",
+            f"print only KEY's value, alone on one line; KEY is one of {keys}"
+            + (
+                "; a refusal (exit 3) also writes its JSON on stderr"
+                if command == "acquire"
+                else ""
+            ),
+        ),
     }
 
 
