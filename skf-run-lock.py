@@ -666,6 +666,110 @@ def _duration_seconds(text: str, name: str, unit: str) -> tuple[float, str]:
     )
 
 
+# --- What a call asks, gathered into one value where it is checked
+
+
+class _Request:
+    """What a call that takes a lock asks, each part checked: the lock (a path or an
+    address, checked by its store), the whole owner and its run id, its timeout
+    (seconds), how long it may wait in line, a fixed time (a test's), how it holds
+    (``slots``, ``shared``, ``empty_is_stale``), and for run and held()
+    ``keep_longer`` (a renewal never shortens a hold the owner has) and
+    ``renew_only`` (a renewal that must find the hold still the owner's). A new
+    capability is a part here, and every layer that takes a request has it."""
+
+    __slots__ = (
+        "empty_is_stale",
+        "fixed_now",
+        "keep_longer",
+        "lock",
+        "owner",
+        "renew_only",
+        "run_id",
+        "shared",
+        "slots",
+        "stale_after",
+        "wait",
+    )
+
+    def __init__(
+        self,
+        lock: str | os.PathLike[str],
+        owner: str,
+        run_id: str,
+        stale_after: float,
+        *,
+        wait: float = 0.0,
+        fixed_now: float | None = None,
+        empty_is_stale: bool = False,
+        slots: int = 1,
+        shared: bool = False,
+        keep_longer: bool = False,
+        renew_only: bool = False,
+    ) -> None:
+        self.lock = lock
+        self.owner = owner
+        self.run_id = run_id
+        self.stale_after = stale_after
+        self.wait = wait
+        self.fixed_now = fixed_now
+        self.empty_is_stale = empty_is_stale
+        self.slots = slots
+        self.shared = shared
+        self.keep_longer = keep_longer
+        self.renew_only = renew_only
+
+    def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
+        """The request that renews the hold this one took (``lock`` as its store named
+        it, ``owner`` and ``run_id`` as the take gave them): at once, never shortening
+        the hold, and only while it is still the owner's."""
+        return _Request(
+            lock,
+            owner,
+            run_id,
+            self.stale_after,
+            empty_is_stale=self.empty_is_stale,
+            slots=self.slots,
+            shared=self.shared,
+            keep_longer=True,
+            renew_only=True,
+        )
+
+
+def _request(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    *,
+    wait: float = 0.0,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    slots: int = 1,
+    shared: bool = False,
+    keep_longer: bool = False,
+) -> _Request:
+    """What a call asks, each part checked in the order a caller's mistakes are told:
+    the wait, the owner (a run id added if it has none), the timeout, the count of
+    slots, a shared hold; ValueError for the first that is wrong."""
+    wait = _checked_wait(wait)
+    owner, run_id = _owner_with_run_id(owner, fixed_now)
+    stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
+    shared = _checked_shared(shared, slots)
+    return _Request(
+        lock,
+        owner,
+        run_id,
+        stale_after,
+        wait=wait,
+        fixed_now=fixed_now,
+        empty_is_stale=empty_is_stale,
+        slots=slots,
+        shared=shared,
+        keep_longer=keep_longer,
+    )
+
+
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/interrupts.py
 # Interrupts: the CLI ends cleanly on SIGINT, SIGTERM and SIGHUP, never halfway through
@@ -3082,76 +3186,42 @@ def acquire(
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
-    owner, run_id = _owner_with_run_id(owner, fixed_now)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    shared = _checked_shared(shared, slots)
-    return _take(
+    request = _request(
         lock,
         owner,
-        run_id,
         stale_after,
         fixed_now=fixed_now,
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
     )
+    return _take(request)
 
 
-def _take(
-    lock: str | os.PathLike[str],
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    renew_only: bool = False,
-    keep_longer: bool = False,
-    slots: int = 1,
-    shared: bool = False,
-) -> AcquireResult:
-    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock;
-    ``keep_longer``: a renewal never shortens the hold (_kept_timeout)."""
-    store = _store_for(lock)
+def _take(request: _Request) -> AcquireResult:
+    """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
+    hold; ``request.keep_longer``: a renewal never shortens the hold)."""
+    store = _store_for(request.lock)
     try:
-        return _take_in(
-            store,
-            owner,
-            run_id,
-            stale_after,
-            fixed_now=fixed_now,
-            empty_is_stale=empty_is_stale,
-            renew_only=renew_only,
-            keep_longer=keep_longer,
-            slots=slots,
-            shared=shared,
-        )
+        return _take_in(store, request)
     finally:
         store.close()
 
 
-def _take_in(
-    store: _Store,
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    renew_only: bool = False,
-    keep_longer: bool = False,
-    place: _Place | None = None,
-    slots: int = 1,
-    shared: bool = False,
-) -> AcquireResult:
+def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+    owner = request.owner
+    stale_after = request.stale_after
+    empty_is_stale = request.empty_is_stale
+    shared = request.shared
     for _ in range(_CHANGE_TRIES):
-        with store.change(create=not renew_only) as change:
+        with store.change(create=not request.renew_only) as change:
             look = change.read()
-            now = time.time() if fixed_now is None else fixed_now
+            now = time.time() if request.fixed_now is None else request.fixed_now
             record = look.record
-            if renew_only and not _still_holds(record, owner, stale_after, now, empty_is_stale):
+            if request.renew_only and not _still_holds(
+                record, owner, stale_after, now, empty_is_stale
+            ):
                 raise _lost(store.lock, record, stale_after, now, empty_is_stale)
             line = _live(look.line, now)
             ticket = None if place is None else place.ticket
@@ -3162,7 +3232,7 @@ def _take_in(
                 line,
                 owner,
                 ticket,
-                slots=slots,
+                slots=request.slots,
                 shared=shared,
                 caller_timeout=stale_after,
                 now=now,
@@ -3173,7 +3243,7 @@ def _take_in(
 
                 if verdict == "kind":
                     raise ValueError(_kind_refusal(store.lock, record, owner, shared))
-                raise ValueError(_count_refusal(store.lock, record, slots, shared))
+                raise ValueError(_count_refusal(store.lock, record, request.slots, shared))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -3182,7 +3252,7 @@ def _take_in(
                 return _refused_result(
                     store.lock,
                     owner,
-                    run_id,
+                    request.run_id,
                     caller_timeout=stale_after,
                     record=record,
                     now=now,
@@ -3192,13 +3262,14 @@ def _take_in(
                     shared=shared,
                 )
             since = int(now // 1)
-            timeout = _kept_timeout(record, owner, stale_after) if keep_longer else stale_after
+            keep = request.keep_longer
+            timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
             new = _Record(owner, since, timeout)
             after, before = _taken(
                 record,
                 look.last,
                 new,
-                slots,
+                request.slots,
                 shared=shared,
                 caller_timeout=stale_after,
                 now=now,
@@ -3208,7 +3279,7 @@ def _take_in(
                 return _acquired_result(
                     store.lock,
                     owner,
-                    run_id,
+                    request.run_id,
                     stale_after=timeout,
                     since=since,
                     before=before,
@@ -3230,16 +3301,16 @@ def acquire_within(
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free; the shared waiters at its
     head go in together); :class:`LockBusy` if the wait runs out."""
-    return _wait_for(
+    request = _request(
         lock,
         owner,
         stale_after,
-        wait,
+        wait=wait,
         empty_is_stale=empty_is_stale,
-        refused=None,
         slots=slots,
         shared=shared,
     )
+    return _wait_for(request, refused=None)
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -3302,56 +3373,25 @@ _VOUCHED_WAITS = 4
 
 
 def _wait_for(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    wait: float,
-    *,
-    empty_is_stale: bool,
-    refused: Callable[[AcquireResult, float, int], None] | None,
-    slots: int = 1,
-    shared: bool = False,
-    keep_longer: bool = False,
+    request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
 ) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits;
-    ``keep_longer``: a hold the owner has is never shortened (run, held())."""
-    wait = _checked_wait(wait)
-    owner, run_id = _owner_with_run_id(owner)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    shared = _checked_shared(shared, slots)
-    deadline = time.monotonic() + wait
-    store = _store_for(lock)
-    store.patient = bool(wait)
+    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits up
+    to ``request.wait`` in line."""
+    deadline = time.monotonic() + request.wait
+    store = _store_for(request.lock)
+    store.patient = bool(request.wait)
     ticket = os.urandom(4).hex()
-    place = _Place(ticket, owner, 0, stale_after, None, shared=shared) if wait else None
+    place = None
+    if request.wait:
+        place = _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
     try:
         while True:
-            result = _take_in(
-                store,
-                owner,
-                run_id,
-                stale_after,
-                empty_is_stale=empty_is_stale,
-                keep_longer=keep_longer,
-                place=place,
-                slots=slots,
-                shared=shared,
-            )
+            result = _take_in(store, request, place)
             if result["acquired"]:
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
-            _wait_turn(
-                store,
-                place,
-                deadline,
-                stale_after,
-                empty_is_stale,
-                slots=slots,
-                result=result,
-                shown=refused,
-            )
+            _wait_turn(store, place, deadline, request, result=result, shown=refused)
     finally:
         if place is not None and place.joined:
             _leave_line(store, place)
@@ -3362,10 +3402,8 @@ def _wait_turn(
     store: _Store,
     place: _Place,
     deadline: float,
-    caller_timeout: float,
-    empty_is_stale: bool,
+    request: _Request,
     *,
-    slots: int = 1,
     result: AcquireResult,
     shown: Callable[[AcquireResult, float, int], None] | None,
 ) -> None:
@@ -3378,9 +3416,7 @@ def _wait_turn(
     vouched = 0  # waits in a row that went on from one look
     while (left := deadline - time.monotonic()) > 0:
         if found is None:
-            found = _found_in_line(
-                store, place, caller_timeout, empty_is_stale, slots=slots, left=left
-            )
+            found = _found_in_line(store, place, request, left=left)
             if found is None:
                 return
         look, ahead, away, stale_at = found
@@ -3409,13 +3445,7 @@ def _wait_turn(
 
 
 def _found_in_line(
-    store: _Store,
-    place: _Place,
-    caller_timeout: float,
-    empty_is_stale: bool,
-    *,
-    slots: int,
-    left: float,
+    store: _Store, place: _Place, request: _Request, *, left: float
 ) -> tuple[_Look, list[_Place], int, float] | None:
     """A look for a waiter: the look, the places ahead of ``place``, how many must
     leave before it is among the first N (N ``slots``), and when (by the monotonic
@@ -3432,19 +3462,19 @@ def _found_in_line(
         line,
         place.owner,
         place.ticket,
-        slots=slots,
+        slots=request.slots,
         shared=place.shared,
-        caller_timeout=caller_timeout,
+        caller_timeout=request.stale_after,
         now=now,
-        empty_is_stale=empty_is_stale,
+        empty_is_stale=request.empty_is_stale,
     )
     if verdict not in ("held", "line"):
         return None
     # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
     # that frees may be its own: it watches them.
-    away = _away(ahead, slots, place.shared)
+    away = _away(ahead, request.slots, place.shared)
     # The next to take a slot also wakes when one goes stale.
-    until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
+    until_stale = _stale_in(look.record, request.stale_after, now) if away == 0 else left
     return look, ahead, away, time.monotonic() + until_stale
 
 
@@ -3660,9 +3690,17 @@ def held(
     _checked_renewable(
         _checked_stale_after(stale_after), "stale_after", "seconds", repr(stale_after)
     )
-    _checked_wait(wait)
-    _checked_shared(shared, _checked_slots(slots))
-    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots, shared=shared)
+    request = _request(
+        lock,
+        owner,
+        stale_after,
+        wait=wait,
+        empty_is_stale=empty_is_stale,
+        slots=slots,
+        shared=shared,
+        keep_longer=True,
+    )
+    return _Lease(request)
 
 
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
@@ -3674,22 +3712,11 @@ _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
 class _Renewer:
     """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 
-    def __init__(
-        self,
-        taken: AcquireResult,
-        stale_after: float,
-        empty_is_stale: bool,
-        slots: int = 1,
-        shared: bool = False,
-    ) -> None:
+    def __init__(self, request: _Request, taken: AcquireResult) -> None:
         self.lock = taken["lock"]
-        self.slots = slots
-        self.shared = shared
-        self.owner = taken["owner"]
-        self.run_id = taken["run_id"]
-        self.stale_after = stale_after
-        self.empty_is_stale = empty_is_stale
-        self.every = stale_after / 3
+        self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
+        self.stale_after = request.stale_after
+        self.every = request.stale_after / 3
         self.renewed = time.monotonic()  # last known renewed
         self.next = self.renewed + self.every
         self.lost: LockLost | None = None
@@ -3703,17 +3730,7 @@ class _Renewer:
             return self.lost
         started = time.monotonic()
         try:
-            _take(
-                self.lock,
-                self.owner,
-                self.run_id,
-                self.stale_after,
-                empty_is_stale=self.empty_is_stale,
-                renew_only=True,
-                keep_longer=True,
-                slots=self.slots,
-                shared=self.shared,
-            )
+            _take(self.renewal)
         except LockLost as lost:
             self.lost = lost
         except (OSError, ValueError) as exc:
@@ -3732,24 +3749,10 @@ class _Renewer:
 class _Lease:
     """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
 
-    def __init__(
-        self,
-        lock: str | os.PathLike[str],
-        owner: str,
-        stale_after: float,
-        wait: float,
-        empty_is_stale: bool,
-        *,
-        slots: int = 1,
-        shared: bool = False,
-    ) -> None:
-        self.lock = lock
-        self.slots = slots
-        self.shared = shared
-        self.owner = owner
-        self.stale_after = stale_after
-        self.wait = wait
-        self.empty_is_stale = empty_is_stale
+    def __init__(self, request: _Request) -> None:
+        self.request = request
+        self.lock = request.lock
+        self.owner = request.owner
         self.result: AcquireResult | None = None
         self.kept = False  # the owner held the lock before the block: left held after
         self.renewer: _Renewer | None = None
@@ -3769,22 +3772,10 @@ class _Lease:
     def __enter__(self) -> _Lease:
         import threading
 
-        self.result = _wait_for(
-            self.lock,
-            self.owner,
-            self.stale_after,
-            self.wait,
-            empty_is_stale=self.empty_is_stale,
-            refused=None,
-            slots=self.slots,
-            shared=self.shared,
-            keep_longer=True,
-        )
+        self.result = _wait_for(self.request, refused=None)
         self.owner = self.result["owner"]
         self.kept = self.result["refreshed"]
-        self.renewer = _Renewer(
-            self.result, self.stale_after, self.empty_is_stale, self.slots, self.shared
-        )
+        self.renewer = _Renewer(self.request, self.result)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -3838,20 +3829,13 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> N
         waiter.join()
 
 
-def _run_holding(
-    lock: str,
-    taken: AcquireResult,
-    stale_after: float,
-    empty_is_stale: bool,
-    command: list[str],
-    *,
-    slots: int = 1,
-    shared: bool = False,
-) -> int:
-    """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
+def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) -> int:
+    """Run ``command`` holding the lock ``request`` took: its exit code, 3 if lost,
+    126/127 if not run."""
     import subprocess
     import threading
 
+    lock = os.fspath(request.lock)
     owner = taken["owner"]
     # A hold the owner had before run started (a workflow's lock, a run step inside it)
     # is left held when run ends, however it ends.
@@ -3873,7 +3857,7 @@ def _run_holding(
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(taken, stale_after, empty_is_stale, slots, shared)
+    renewer = _Renewer(request, taken)
     lost = None
     while True:
         waiter.join(renewer.due_in())
@@ -4115,28 +4099,30 @@ def _is_terminal(stream: object) -> bool:
         return False
 
 
-def _cli_take(
+def _cli_request(
     options: dict[str, str], stale_after: float, *, keep_longer: bool = False
-) -> tuple[AcquireResult, int]:
-    """acquire's take (``keep_longer``: run's, which never shortens a hold its owner
-    already has) and its exit code."""
+) -> _Request:
+    """What acquire or run asks (``keep_longer``: run, which never shortens a hold its
+    owner already has), from its options, each checked."""
     wait = _wait_seconds(options)
-    lock = options["--lock"]
-    empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
     shared = _shared(options)
-    if not wait:
-        owner, run_id = _owner_with_run_id(options["--owner"])
-        result = _take(
-            lock,
-            owner,
-            run_id,
-            stale_after,
-            empty_is_stale=empty_is_stale,
-            keep_longer=keep_longer,
-            slots=slots,
-            shared=shared,
-        )
+    return _request(
+        options["--lock"],
+        options["--owner"],
+        stale_after,
+        wait=wait,
+        empty_is_stale="--empty-is-stale" in options,
+        slots=slots,
+        shared=shared,
+        keep_longer=keep_longer,
+    )
+
+
+def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
+    """acquire's take, waiting in line if the request may, and its exit code."""
+    if not request.wait:
+        result = _take(request)
     else:
         started = time.monotonic()
         line = None
@@ -4145,17 +4131,7 @@ def _cli_take(
 
             line = _WaitLine()
         try:
-            result = _wait_for(
-                lock,
-                options["--owner"],
-                stale_after,
-                wait,
-                empty_is_stale=empty_is_stale,
-                refused=line,
-                slots=slots,
-                shared=shared,
-                keep_longer=keep_longer,
-            )
+            result = _wait_for(request, refused=line)
         except LockBusy as busy:
             result = busy.result
         finally:
@@ -4163,31 +4139,25 @@ def _cli_take(
                 line.clear()
         waited = time.monotonic() - started
         outcome = "after waiting" if result["acquired"] else "gave up after waiting"
-        result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
+        result["message"] = (
+            f"{outcome} {waited:.1f} s (of up to {request.wait:g} s): {result['message']}"
+        )
     return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
-    return _cli_take(options, _stale_after_seconds(options))
+    return _cli_take(_cli_request(options, _stale_after_seconds(options)))
 
 
 def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
     stale_after, unit, shown = _stale_after_given(options)
     _checked_renewable(stale_after, "--stale-after", unit, shown)
-    result, code = _cli_take(options, stale_after, keep_longer=True)
+    request = _cli_request(options, stale_after, keep_longer=True)
+    result, code = _cli_take(request)
     if code != _EXIT_OK:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code
-    empty_is_stale = "--empty-is-stale" in options
-    return None, _run_holding(
-        options["--lock"],
-        result,
-        stale_after,
-        empty_is_stale,
-        tail,
-        slots=_slots(options),
-        shared=_shared(options),
-    )
+    return None, _run_holding(request, result, tail)
 
 
 def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
@@ -4324,7 +4294,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4327, (), r'''
+_CARRIED['usage'] = (4297, (), r'''
 import os
 import sys
 import textwrap
@@ -4533,7 +4503,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4536, (), r'''
+_CARRIED['server_store'] = (4506, (), r'''
 import errno
 import json
 import os
@@ -4812,7 +4782,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4815, ('server_store',), r'''
+_CARRIED['http1'] = (4785, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4939,7 +4909,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4942, ('server_store',), r'''
+_CARRIED['resp'] = (4912, ('server_store',), r'''
 import re
 
 
@@ -5074,7 +5044,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5077, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5047, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5268,7 +5238,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5271, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5241, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5851,7 +5821,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5854, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5824, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5915,7 +5885,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5918, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (5888, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6497,7 +6467,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6500, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6470, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6628,7 +6598,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6631, (), r'''
+_CARRIED['file_listing'] = (6601, (), r'''
 import os
 import stat
 
@@ -6687,7 +6657,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'c069ce8bd0a0b58bc4fc0f5f5ef9397908afb058db95330ff9bade83d87e76a4'  # what a cache entry must name
+_BUILD = 'aacc36a0a6fda3080415820b7138401063a12200d0fd81e8a3486580b0cedd82'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

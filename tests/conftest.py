@@ -317,9 +317,9 @@ def counted_tries(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[bool
     tries: list[bool] = []
     real = skf._take_in
 
-    def counting(store: object, owner: str, *args: object, **kwargs: object) -> dict[str, Any]:
-        result: dict[str, Any] = real(store, owner, *args, **kwargs)
-        if owner.startswith("wf:waiter:"):
+    def counting(store: object, request: Any, *args: object) -> dict[str, Any]:
+        result: dict[str, Any] = real(store, request, *args)
+        if request.owner.startswith("wf:waiter:"):
             tries.append(result["acquired"])
         return result
 

@@ -8,6 +8,7 @@ import threading
 from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from calls import first_arguments_of
@@ -207,9 +208,9 @@ def takes_seen(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     owners: list[str] = []
     real = skf._take_in
 
-    def spy(store: StoreUnderTest, owner: str, *args: object, **kwargs: object) -> object:
-        owners.append(owner)
-        return real(store, owner, *args, **kwargs)
+    def spy(store: StoreUnderTest, request: Any, *args: object) -> object:
+        owners.append(request.owner)
+        return real(store, request, *args)
 
     monkeypatch.setattr(skf, "_take_in", spy)
     return owners

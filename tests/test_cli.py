@@ -10,6 +10,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from calls import Run, posix_only
@@ -227,9 +228,9 @@ def test_wait_adds_one_run_id_for_all_tries(
     owners: list[str] = []
     real = skf._take_in
 
-    def take_in(*args: object, **named: object) -> object:
-        owners.append(str(args[1]))
-        return real(*args, **named)
+    def take_in(store: object, request: Any, *args: object) -> object:
+        owners.append(request.owner)
+        return real(store, request, *args)
 
     monkeypatch.setattr(skf, "_take_in", take_in)
     run = main("acquire", "--lock", lock, "--owner", "wf:sk", "--wait", "0.2")

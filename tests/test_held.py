@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 from lockfiles import beside, write_record
@@ -185,11 +186,11 @@ def test_passing_renewal_failures_are_retried_until_the_lock_would_go_stale(
     real_take = skf._take
     failures = {"left": 2}
 
-    def flaky(*args: object, renew_only: bool = False, **kwargs: object) -> object:
-        if renew_only and failures["left"]:
+    def flaky(request: Any) -> object:
+        if request.renew_only and failures["left"]:
             failures["left"] -= 1
             raise OSError(5, "Input/output error")
-        return real_take(*args, renew_only=renew_only, **kwargs)
+        return real_take(request)
 
     monkeypatch.setattr(skf, "_take", flaky)
     with skf.held(lock, "wf:held", SHORT) as lease:

@@ -102,11 +102,12 @@ def test_two_slots_freed_in_a_row_wake_two_waiters(
     real = skf._take_in
     tries: dict[str, int] = {}
 
-    def slow_first(store: object, owner: str, *args: object, **kwargs: object) -> object:
+    def slow_first(store: object, request: Any, *args: object) -> object:
+        owner = request.owner
         tries[owner] = tries.get(owner, 0) + 1
         if owner == "wf:waiter:1" and tries[owner] == 2:
             time.sleep(0.5)
-        return real(store, owner, *args, **kwargs)
+        return real(store, request, *args)
 
     monkeypatch.setattr(skf, "_take_in", slow_first)
     for owner in ("wf:h1:1", "wf:h2:1"):

@@ -196,10 +196,10 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "new-run-id-per-try": (
         "acquire_within keeps one owner",
-        "            result = _take_in(\n                store,\n"
-        "                owner,\n                run_id,",
-        "            result = _take_in(\n                store,\n"
-        "                *_owner_with_run_id(owner.rsplit(':', 1)[0]),",
+        "            result = _take_in(store, request, place)",
+        "            result = _take_in(store, _request(request.lock,"
+        " request.owner.rsplit(':', 1)[0], request.stale_after, wait=request.wait,"
+        " slots=request.slots, shared=request.shared), place)",
     ),
     "no-jitter": (
         "waiters jitter their pauses",
@@ -457,7 +457,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-retakes-a-lost-lock": (
         "a renewal never takes back a lock that was lost",
-        "            if renew_only and not _still_holds(",
+        "            if request.renew_only and not _still_holds(",
         "            if False and not _still_holds(",
     ),
     "run-lost-lock-not-stopped": (

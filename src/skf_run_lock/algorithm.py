@@ -25,12 +25,11 @@ from .decisions import (
     _waits_on,
 )
 from .inputs import (
-    _checked_shared,
     _checked_slots,
     _checked_stale_after,
-    _checked_wait,
     _has_run_id,
-    _owner_with_run_id,
+    _Request,
+    _request,
     _seconds_of,
 )
 from .interrupts import _Interrupts
@@ -95,76 +94,42 @@ def acquire(
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
-    owner, run_id = _owner_with_run_id(owner, fixed_now)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    shared = _checked_shared(shared, slots)
-    return _take(
+    request = _request(
         lock,
         owner,
-        run_id,
         stale_after,
         fixed_now=fixed_now,
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
     )
+    return _take(request)
 
 
-def _take(
-    lock: str | os.PathLike[str],
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    renew_only: bool = False,
-    keep_longer: bool = False,
-    slots: int = 1,
-    shared: bool = False,
-) -> AcquireResult:
-    """acquire, checked; ``renew_only``: LockLost unless still ``owner``'s live lock;
-    ``keep_longer``: a renewal never shortens the hold (_kept_timeout)."""
-    store = _store_for(lock)
+def _take(request: _Request) -> AcquireResult:
+    """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
+    hold; ``request.keep_longer``: a renewal never shortens the hold)."""
+    store = _store_for(request.lock)
     try:
-        return _take_in(
-            store,
-            owner,
-            run_id,
-            stale_after,
-            fixed_now=fixed_now,
-            empty_is_stale=empty_is_stale,
-            renew_only=renew_only,
-            keep_longer=keep_longer,
-            slots=slots,
-            shared=shared,
-        )
+        return _take_in(store, request)
     finally:
         store.close()
 
 
-def _take_in(
-    store: _Store,
-    owner: str,
-    run_id: str,
-    stale_after: float,
-    *,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    renew_only: bool = False,
-    keep_longer: bool = False,
-    place: _Place | None = None,
-    slots: int = 1,
-    shared: bool = False,
-) -> AcquireResult:
+def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+    owner = request.owner
+    stale_after = request.stale_after
+    empty_is_stale = request.empty_is_stale
+    shared = request.shared
     for _ in range(_CHANGE_TRIES):
-        with store.change(create=not renew_only) as change:
+        with store.change(create=not request.renew_only) as change:
             look = change.read()
-            now = time.time() if fixed_now is None else fixed_now
+            now = time.time() if request.fixed_now is None else request.fixed_now
             record = look.record
-            if renew_only and not _still_holds(record, owner, stale_after, now, empty_is_stale):
+            if request.renew_only and not _still_holds(
+                record, owner, stale_after, now, empty_is_stale
+            ):
                 raise _lost(store.lock, record, stale_after, now, empty_is_stale)
             line = _live(look.line, now)
             ticket = None if place is None else place.ticket
@@ -175,7 +140,7 @@ def _take_in(
                 line,
                 owner,
                 ticket,
-                slots=slots,
+                slots=request.slots,
                 shared=shared,
                 caller_timeout=stale_after,
                 now=now,
@@ -187,7 +152,7 @@ def _take_in(
 
                 if verdict == "kind":
                     raise ValueError(_kind_refusal(store.lock, record, owner, shared))
-                raise ValueError(_count_refusal(store.lock, record, slots, shared))
+                raise ValueError(_count_refusal(store.lock, record, request.slots, shared))
             if verdict != "take":
                 if place is None:
                     change.prune(look, now)
@@ -196,7 +161,7 @@ def _take_in(
                 return _refused_result(
                     store.lock,
                     owner,
-                    run_id,
+                    request.run_id,
                     caller_timeout=stale_after,
                     record=record,
                     now=now,
@@ -206,13 +171,14 @@ def _take_in(
                     shared=shared,
                 )
             since = int(now // 1)
-            timeout = _kept_timeout(record, owner, stale_after) if keep_longer else stale_after
+            keep = request.keep_longer
+            timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
             new = _Record(owner, since, timeout)
             after, before = _taken(
                 record,
                 look.last,
                 new,
-                slots,
+                request.slots,
                 shared=shared,
                 caller_timeout=stale_after,
                 now=now,
@@ -222,7 +188,7 @@ def _take_in(
                 return _acquired_result(
                     store.lock,
                     owner,
-                    run_id,
+                    request.run_id,
                     stale_after=timeout,
                     since=since,
                     before=before,
@@ -244,16 +210,16 @@ def acquire_within(
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free; the shared waiters at its
     head go in together); :class:`LockBusy` if the wait runs out."""
-    return _wait_for(
+    request = _request(
         lock,
         owner,
         stale_after,
-        wait,
+        wait=wait,
         empty_is_stale=empty_is_stale,
-        refused=None,
         slots=slots,
         shared=shared,
     )
+    return _wait_for(request, refused=None)
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -316,56 +282,25 @@ _VOUCHED_WAITS = 4
 
 
 def _wait_for(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    wait: float,
-    *,
-    empty_is_stale: bool,
-    refused: Callable[[AcquireResult, float, int], None] | None,
-    slots: int = 1,
-    shared: bool = False,
-    keep_longer: bool = False,
+    request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
 ) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits;
-    ``keep_longer``: a hold the owner has is never shortened (run, held())."""
-    wait = _checked_wait(wait)
-    owner, run_id = _owner_with_run_id(owner)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    shared = _checked_shared(shared, slots)
-    deadline = time.monotonic() + wait
-    store = _store_for(lock)
-    store.patient = bool(wait)
+    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits up
+    to ``request.wait`` in line."""
+    deadline = time.monotonic() + request.wait
+    store = _store_for(request.lock)
+    store.patient = bool(request.wait)
     ticket = os.urandom(4).hex()
-    place = _Place(ticket, owner, 0, stale_after, None, shared=shared) if wait else None
+    place = None
+    if request.wait:
+        place = _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
     try:
         while True:
-            result = _take_in(
-                store,
-                owner,
-                run_id,
-                stale_after,
-                empty_is_stale=empty_is_stale,
-                keep_longer=keep_longer,
-                place=place,
-                slots=slots,
-                shared=shared,
-            )
+            result = _take_in(store, request, place)
             if result["acquired"]:
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
-            _wait_turn(
-                store,
-                place,
-                deadline,
-                stale_after,
-                empty_is_stale,
-                slots=slots,
-                result=result,
-                shown=refused,
-            )
+            _wait_turn(store, place, deadline, request, result=result, shown=refused)
     finally:
         if place is not None and place.joined:
             _leave_line(store, place)
@@ -376,10 +311,8 @@ def _wait_turn(
     store: _Store,
     place: _Place,
     deadline: float,
-    caller_timeout: float,
-    empty_is_stale: bool,
+    request: _Request,
     *,
-    slots: int = 1,
     result: AcquireResult,
     shown: Callable[[AcquireResult, float, int], None] | None,
 ) -> None:
@@ -392,9 +325,7 @@ def _wait_turn(
     vouched = 0  # waits in a row that went on from one look
     while (left := deadline - time.monotonic()) > 0:
         if found is None:
-            found = _found_in_line(
-                store, place, caller_timeout, empty_is_stale, slots=slots, left=left
-            )
+            found = _found_in_line(store, place, request, left=left)
             if found is None:
                 return
         look, ahead, away, stale_at = found
@@ -423,13 +354,7 @@ def _wait_turn(
 
 
 def _found_in_line(
-    store: _Store,
-    place: _Place,
-    caller_timeout: float,
-    empty_is_stale: bool,
-    *,
-    slots: int,
-    left: float,
+    store: _Store, place: _Place, request: _Request, *, left: float
 ) -> tuple[_Look, list[_Place], int, float] | None:
     """A look for a waiter: the look, the places ahead of ``place``, how many must
     leave before it is among the first N (N ``slots``), and when (by the monotonic
@@ -446,19 +371,19 @@ def _found_in_line(
         line,
         place.owner,
         place.ticket,
-        slots=slots,
+        slots=request.slots,
         shared=place.shared,
-        caller_timeout=caller_timeout,
+        caller_timeout=request.stale_after,
         now=now,
-        empty_is_stale=empty_is_stale,
+        empty_is_stale=request.empty_is_stale,
     )
     if verdict not in ("held", "line"):
         return None
     # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
     # that frees may be its own: it watches them.
-    away = _away(ahead, slots, place.shared)
+    away = _away(ahead, request.slots, place.shared)
     # The next to take a slot also wakes when one goes stale.
-    until_stale = _stale_in(look.record, caller_timeout, now) if away == 0 else left
+    until_stale = _stale_in(look.record, request.stale_after, now) if away == 0 else left
     return look, ahead, away, time.monotonic() + until_stale
 
 

@@ -26,7 +26,8 @@ from .holding import _checked_renewable, _run_holding
 from .inputs import (
     _checked_slots,
     _duration_seconds,
-    _owner_with_run_id,
+    _Request,
+    _request,
     _stale_after_within,
     _wait_within,
     new_run_id,
@@ -245,28 +246,30 @@ def _is_terminal(stream: object) -> bool:
         return False
 
 
-def _cli_take(
+def _cli_request(
     options: dict[str, str], stale_after: float, *, keep_longer: bool = False
-) -> tuple[AcquireResult, int]:
-    """acquire's take (``keep_longer``: run's, which never shortens a hold its owner
-    already has) and its exit code."""
+) -> _Request:
+    """What acquire or run asks (``keep_longer``: run, which never shortens a hold its
+    owner already has), from its options, each checked."""
     wait = _wait_seconds(options)
-    lock = options["--lock"]
-    empty_is_stale = "--empty-is-stale" in options
     slots = _slots(options)
     shared = _shared(options)
-    if not wait:
-        owner, run_id = _owner_with_run_id(options["--owner"])
-        result = _take(
-            lock,
-            owner,
-            run_id,
-            stale_after,
-            empty_is_stale=empty_is_stale,
-            keep_longer=keep_longer,
-            slots=slots,
-            shared=shared,
-        )
+    return _request(
+        options["--lock"],
+        options["--owner"],
+        stale_after,
+        wait=wait,
+        empty_is_stale="--empty-is-stale" in options,
+        slots=slots,
+        shared=shared,
+        keep_longer=keep_longer,
+    )
+
+
+def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
+    """acquire's take, waiting in line if the request may, and its exit code."""
+    if not request.wait:
+        result = _take(request)
     else:
         started = time.monotonic()
         line = None
@@ -275,17 +278,7 @@ def _cli_take(
 
             line = _WaitLine()
         try:
-            result = _wait_for(
-                lock,
-                options["--owner"],
-                stale_after,
-                wait,
-                empty_is_stale=empty_is_stale,
-                refused=line,
-                slots=slots,
-                shared=shared,
-                keep_longer=keep_longer,
-            )
+            result = _wait_for(request, refused=line)
         except LockBusy as busy:
             result = busy.result
         finally:
@@ -293,31 +286,25 @@ def _cli_take(
                 line.clear()
         waited = time.monotonic() - started
         outcome = "after waiting" if result["acquired"] else "gave up after waiting"
-        result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
+        result["message"] = (
+            f"{outcome} {waited:.1f} s (of up to {request.wait:g} s): {result['message']}"
+        )
     return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
-    return _cli_take(options, _stale_after_seconds(options))
+    return _cli_take(_cli_request(options, _stale_after_seconds(options)))
 
 
 def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
     stale_after, unit, shown = _stale_after_given(options)
     _checked_renewable(stale_after, "--stale-after", unit, shown)
-    result, code = _cli_take(options, stale_after, keep_longer=True)
+    request = _cli_request(options, stale_after, keep_longer=True)
+    result, code = _cli_take(request)
     if code != _EXIT_OK:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
         return None, code
-    empty_is_stale = "--empty-is-stale" in options
-    return None, _run_holding(
-        options["--lock"],
-        result,
-        stale_after,
-        empty_is_stale,
-        tail,
-        slots=_slots(options),
-        shared=_shared(options),
-    )
+    return None, _run_holding(request, result, tail)
 
 
 def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:

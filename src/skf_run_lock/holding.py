@@ -11,13 +11,7 @@ import time
 
 from .algorithm import _take, _wait_for, release
 from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost
-from .inputs import (
-    _checked_shared,
-    _checked_slots,
-    _checked_stale_after,
-    _checked_wait,
-    _owner_with_run_id,
-)
+from .inputs import _checked_stale_after, _owner_with_run_id, _Request, _request
 from .interrupts import _Interrupts, _signal_name
 from .outputs import _describe_os_error, _fail
 from .times import _duration_text
@@ -72,9 +66,17 @@ def held(
     _checked_renewable(
         _checked_stale_after(stale_after), "stale_after", "seconds", repr(stale_after)
     )
-    _checked_wait(wait)
-    _checked_shared(shared, _checked_slots(slots))
-    return _Lease(lock, owner, stale_after, wait, empty_is_stale, slots=slots, shared=shared)
+    request = _request(
+        lock,
+        owner,
+        stale_after,
+        wait=wait,
+        empty_is_stale=empty_is_stale,
+        slots=slots,
+        shared=shared,
+        keep_longer=True,
+    )
+    return _Lease(request)
 
 
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
@@ -86,22 +88,11 @@ _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
 class _Renewer:
     """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
 
-    def __init__(
-        self,
-        taken: AcquireResult,
-        stale_after: float,
-        empty_is_stale: bool,
-        slots: int = 1,
-        shared: bool = False,
-    ) -> None:
+    def __init__(self, request: _Request, taken: AcquireResult) -> None:
         self.lock = taken["lock"]
-        self.slots = slots
-        self.shared = shared
-        self.owner = taken["owner"]
-        self.run_id = taken["run_id"]
-        self.stale_after = stale_after
-        self.empty_is_stale = empty_is_stale
-        self.every = stale_after / 3
+        self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
+        self.stale_after = request.stale_after
+        self.every = request.stale_after / 3
         self.renewed = time.monotonic()  # last known renewed
         self.next = self.renewed + self.every
         self.lost: LockLost | None = None
@@ -115,17 +106,7 @@ class _Renewer:
             return self.lost
         started = time.monotonic()
         try:
-            _take(
-                self.lock,
-                self.owner,
-                self.run_id,
-                self.stale_after,
-                empty_is_stale=self.empty_is_stale,
-                renew_only=True,
-                keep_longer=True,
-                slots=self.slots,
-                shared=self.shared,
-            )
+            _take(self.renewal)
         except LockLost as lost:
             self.lost = lost
         except (OSError, ValueError) as exc:
@@ -144,24 +125,10 @@ class _Renewer:
 class _Lease:
     """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
 
-    def __init__(
-        self,
-        lock: str | os.PathLike[str],
-        owner: str,
-        stale_after: float,
-        wait: float,
-        empty_is_stale: bool,
-        *,
-        slots: int = 1,
-        shared: bool = False,
-    ) -> None:
-        self.lock = lock
-        self.slots = slots
-        self.shared = shared
-        self.owner = owner
-        self.stale_after = stale_after
-        self.wait = wait
-        self.empty_is_stale = empty_is_stale
+    def __init__(self, request: _Request) -> None:
+        self.request = request
+        self.lock = request.lock
+        self.owner = request.owner
         self.result: AcquireResult | None = None
         self.kept = False  # the owner held the lock before the block: left held after
         self.renewer: _Renewer | None = None
@@ -181,22 +148,10 @@ class _Lease:
     def __enter__(self) -> _Lease:
         import threading
 
-        self.result = _wait_for(
-            self.lock,
-            self.owner,
-            self.stale_after,
-            self.wait,
-            empty_is_stale=self.empty_is_stale,
-            refused=None,
-            slots=self.slots,
-            shared=self.shared,
-            keep_longer=True,
-        )
+        self.result = _wait_for(self.request, refused=None)
         self.owner = self.result["owner"]
         self.kept = self.result["refreshed"]
-        self.renewer = _Renewer(
-            self.result, self.stale_after, self.empty_is_stale, self.slots, self.shared
-        )
+        self.renewer = _Renewer(self.request, self.result)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -250,20 +205,13 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> N
         waiter.join()
 
 
-def _run_holding(
-    lock: str,
-    taken: AcquireResult,
-    stale_after: float,
-    empty_is_stale: bool,
-    command: list[str],
-    *,
-    slots: int = 1,
-    shared: bool = False,
-) -> int:
-    """Run ``command`` holding the lock: its exit code, 3 if lost, 126/127 if not run."""
+def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) -> int:
+    """Run ``command`` holding the lock ``request`` took: its exit code, 3 if lost,
+    126/127 if not run."""
     import subprocess
     import threading
 
+    lock = os.fspath(request.lock)
     owner = taken["owner"]
     # A hold the owner had before run started (a workflow's lock, a run step inside it)
     # is left held when run ends, however it ends.
@@ -285,7 +233,7 @@ def _run_holding(
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(taken, stale_after, empty_is_stale, slots, shared)
+    renewer = _Renewer(request, taken)
     lost = None
     while True:
         waiter.join(renewer.due_in())

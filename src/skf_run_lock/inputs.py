@@ -185,3 +185,107 @@ def _duration_seconds(text: str, name: str, unit: str) -> tuple[float, str]:
     raise _UsageError(
         f"{name} must be a number of {unit} or a duration such as {_DURATION_FORMS}, not {text!r}"
     )
+
+
+# --- What a call asks, gathered into one value where it is checked
+
+
+class _Request:
+    """What a call that takes a lock asks, each part checked: the lock (a path or an
+    address, checked by its store), the whole owner and its run id, its timeout
+    (seconds), how long it may wait in line, a fixed time (a test's), how it holds
+    (``slots``, ``shared``, ``empty_is_stale``), and for run and held()
+    ``keep_longer`` (a renewal never shortens a hold the owner has) and
+    ``renew_only`` (a renewal that must find the hold still the owner's). A new
+    capability is a part here, and every layer that takes a request has it."""
+
+    __slots__ = (
+        "empty_is_stale",
+        "fixed_now",
+        "keep_longer",
+        "lock",
+        "owner",
+        "renew_only",
+        "run_id",
+        "shared",
+        "slots",
+        "stale_after",
+        "wait",
+    )
+
+    def __init__(
+        self,
+        lock: str | os.PathLike[str],
+        owner: str,
+        run_id: str,
+        stale_after: float,
+        *,
+        wait: float = 0.0,
+        fixed_now: float | None = None,
+        empty_is_stale: bool = False,
+        slots: int = 1,
+        shared: bool = False,
+        keep_longer: bool = False,
+        renew_only: bool = False,
+    ) -> None:
+        self.lock = lock
+        self.owner = owner
+        self.run_id = run_id
+        self.stale_after = stale_after
+        self.wait = wait
+        self.fixed_now = fixed_now
+        self.empty_is_stale = empty_is_stale
+        self.slots = slots
+        self.shared = shared
+        self.keep_longer = keep_longer
+        self.renew_only = renew_only
+
+    def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
+        """The request that renews the hold this one took (``lock`` as its store named
+        it, ``owner`` and ``run_id`` as the take gave them): at once, never shortening
+        the hold, and only while it is still the owner's."""
+        return _Request(
+            lock,
+            owner,
+            run_id,
+            self.stale_after,
+            empty_is_stale=self.empty_is_stale,
+            slots=self.slots,
+            shared=self.shared,
+            keep_longer=True,
+            renew_only=True,
+        )
+
+
+def _request(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float,
+    *,
+    wait: float = 0.0,
+    fixed_now: float | None = None,
+    empty_is_stale: bool = False,
+    slots: int = 1,
+    shared: bool = False,
+    keep_longer: bool = False,
+) -> _Request:
+    """What a call asks, each part checked in the order a caller's mistakes are told:
+    the wait, the owner (a run id added if it has none), the timeout, the count of
+    slots, a shared hold; ValueError for the first that is wrong."""
+    wait = _checked_wait(wait)
+    owner, run_id = _owner_with_run_id(owner, fixed_now)
+    stale_after = _checked_stale_after(stale_after)
+    slots = _checked_slots(slots)
+    shared = _checked_shared(shared, slots)
+    return _Request(
+        lock,
+        owner,
+        run_id,
+        stale_after,
+        wait=wait,
+        fixed_now=fixed_now,
+        empty_is_stale=empty_is_stale,
+        slots=slots,
+        shared=shared,
+        keep_longer=keep_longer,
+    )
