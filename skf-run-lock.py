@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.8.1. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.9.0. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -246,6 +246,7 @@ __all__ = [
     "LockLost",
     "acquire",
     "acquire_within",
+    "fence_of",
     "held",
     "list_locks",
     "main",
@@ -262,6 +263,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
+    from collections.abc import Mapping
     from typing import Literal, TypedDict
 
     class StaleReplaced(TypedDict):
@@ -298,6 +300,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str | None
         since: str
         stale_at: str
+        fence: int | None
 
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
@@ -313,6 +316,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         slots: int
         holders: list[Holder]
         mode: Literal["shared", "exclusive"] | None
+        fence: int | None
 
     class StatusResult(ListedLock):
         message: str
@@ -325,7 +329,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.8.1"
+__version__ = "1.9.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -371,6 +375,7 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
         "slots",
         "holders",
         "mode",
+        "fence",
         "message",
     ),
     "list": ("under", "locks", "message"),
@@ -392,6 +397,23 @@ class LockBusy(Exception):
     def __init__(self, result: AcquireResult) -> None:
         super().__init__(result["message"])
         self.result = result
+
+
+class _Taken(dict):  # type: ignore[type-arg]
+    """An acquire output that carries its hold's fence beside the dict, not in it: its
+    keys and values stay exactly acquire's, which callers compare whole."""
+
+    fence: int | None = None
+
+
+def fence_of(result: Mapping[str, object]) -> int | None:
+    """The fence of the hold an acquire output took or renewed: a number larger than
+    that of every earlier take of the lock, to pass along with each write so that the
+    resource can refuse a smaller one. None for a refusal.
+
+    :param result: what :func:`acquire`, :func:`acquire_within` or ``held()`` gave.
+    """
+    return getattr(result, "fence", None)
 
 
 class LockLost(Exception):
@@ -908,10 +930,12 @@ class _Record:
     """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
     A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
     record of its own with a ``mark``: how its server ends it (Redis: the server's time
-    in ms; etcd: a lease)."""
+    in ms; etcd: a lease). ``fence``: the number of the take that made this hold (None:
+    a record written before fences, or by another tool)."""
 
     __slots__ = (
         "empty",
+        "fence",
         "holders",
         "lease",
         "mark",
@@ -929,6 +953,7 @@ class _Record:
         self.since = since
         self.stale_after = stale_after
         self.empty = empty
+        self.fence: int | None = None
         self.lease: Literal["live", "expired"] | None = None
         self.slots = 1
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
@@ -1008,7 +1033,7 @@ def _time_of(text: str) -> int | None:
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
-    __slots__ = ("clock", "last", "lease", "line", "record", "revision", "seen")
+    __slots__ = ("clock", "fence_floor", "last", "lease", "line", "record", "revision", "seen")
 
     def __init__(
         self,
@@ -1029,6 +1054,10 @@ class _Look:
         # that store's own type (_FileSeen, _EtcdSeen, _RedisSeen), read by it alone.
         self.seen = seen
         self.clock: int | None = None  # the server's time at the read, in ms (Redis)
+        # The least fence a take on this look may have (None: a look outside a change):
+        # a file's clock and Redis's TIME in microseconds, one more than the revision
+        # an etcd look was read at.
+        self.fence_floor: int | None = None
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -1069,11 +1098,15 @@ def _record_of(content: dict[str, object], mtime: int) -> _Record:
     owner = content.get("owner")
     when = content.get("acquired_at")
     since = _time_of(when) if isinstance(when, str) else None
-    return _Record(
+    record = _Record(
         owner if isinstance(owner, str) and owner else None,
         mtime if since is None else since,
         _holder_timeout(content.get("stale_after_seconds")),
     )
+    fence = content.get("fence")
+    if isinstance(fence, int) and not isinstance(fence, bool) and fence > 0:
+        record.fence = fence
+    return record
 
 
 def _holder_of(entry: object) -> _Record | None:
@@ -1109,7 +1142,7 @@ def _bytes_of(record: _Record) -> bytes:
     never be or release, going stale when the last of the holds does."""
     if record.holders is None:
         assert record.owner is not None and record.stale_after is not None
-        return _record_bytes(record.owner, record.since, record.stale_after)
+        return _record_bytes(record.owner, record.since, record.stale_after, record.fence)
     holders = record.holders
     last = max(holders, key=_holder_end)
     assert last.stale_after is not None
@@ -1123,6 +1156,8 @@ def _bytes_of(record: _Record) -> bytes:
         }
         if holder.mark is not None:
             entry["mark"] = holder.mark
+        if holder.fence is not None:
+            entry["fence"] = holder.fence
         entries.append(entry)
     content: dict[str, object] = {
         "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
@@ -1153,13 +1188,15 @@ def _json_seconds(stale_after: float) -> int | float:
     return int(stale_after) if stale_after.is_integer() else stale_after
 
 
-def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
-    record = {
+def _record_bytes(owner: str, since: int, stale_after: float, fence: int | None = None) -> bytes:
+    record: dict[str, object] = {
         "owner": owner,
         "acquired_at": _format_time(since),
         "stale_after_seconds": _json_seconds(stale_after),
         "tool": _TOOL,
     }
+    if fence is not None:
+        record["fence"] = fence  # after the keys every version reads
     return (json.dumps(record) + "\n").encode("ascii")
 
 
@@ -1298,6 +1335,22 @@ def _taken(
     if slots == 1:
         return new, before
     return _slots_record(slots, holders), before
+
+
+def _fence_of_take(look: _Look, new: _Record, before: _Record | None) -> int | None:
+    """The fence of the take by ``new`` that replaces or renews ``before``: a renewal
+    keeps its hold's; any other take gets one more than every fence the lock shows, and
+    no less than the store's floor (a file's or Redis's clock in microseconds, one more
+    than the revision an etcd look was read at), so that fences only grow, across
+    releases and deleted records too, unless that clock steps back. None without a
+    floor (a look outside a change)."""
+    if before is not None and before.owner == new.owner and before.fence is not None:
+        return before.fence
+    if look.fence_floor is None:
+        return None
+    shown = [*_holders(look.record), *_holders(look.last), look.record, look.last]
+    highest = max((r.fence for r in shown if r is not None and r.fence is not None), default=0)
+    return max(highest + 1, look.fence_floor)
 
 
 def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, _Record | None]:
@@ -1629,8 +1682,10 @@ def _acquired_result(
     since: int,
     before: _Record | None,
     after: _Record | None = None,
+    fence: int | None = None,
 ) -> AcquireResult:
-    """``after``: the record the take left, for a lock of several slots."""
+    """``after``: the record the take left, for a lock of several slots; ``fence``: the
+    hold's, carried beside the output's keys."""
     renewed = before is not None and before.owner == owner
     replaced = before is not None and not renewed
     stale_at = _stale_at(since, stale_after)
@@ -1653,7 +1708,7 @@ def _acquired_result(
         done = f"acquired {what} for {owner}, replacing the {stale} {holder}"
     if after is not None:
         done += _holds_text(after)
-    return {
+    result: AcquireResult = {
         "acquired": True,
         "refreshed": renewed,
         "lock": lock,
@@ -1668,6 +1723,16 @@ def _acquired_result(
         else None,
         "message": f"{done}; it goes stale at {stale_at} unless renewed",
     }
+    return _fenced(result, fence)
+
+
+def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
+    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
+    taken = _Taken(result)
+    taken.fence = fence
+    # A dict with one attribute more: what the type says of its keys still holds
+    # (typing.cast would cost every call the import of typing).
+    return taken  # type: ignore[return-value]
 
 
 def _refused_result(
@@ -1921,10 +1986,12 @@ def _status_result(
                 "owner": holder.owner,
                 "since": _format_time(holder.since),
                 "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
+                "fence": holder.fence,
             }
             for holder in sorted(holders, key=lambda h: h.since)
         ],
         "mode": None if not live else _mode_of(record),
+        "fence": shown.fence if state == "held" and shown is not None else None,
         "message": message + _in_line_text(line),
     }
 
@@ -2877,7 +2944,11 @@ class _FileStore:
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)
         self.line_file = line is not None
-        return _Look(_read_record(self.lock), line=line)
+        look = _Look(_read_record(self.lock), line=line)
+        # A take's fence is at least this machine's clock in microseconds: larger than
+        # that of a take whose record a release deleted, unless the clock steps back.
+        look.fence_floor = time.time_ns() // 1000
+        return look
 
     def change(self, create: bool) -> _FileStore:
         self.guard = _Guard(self.lock, make_parents=create)
@@ -3274,6 +3345,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                 caller_timeout=stale_after,
                 now=now,
             )
+            new.fence = _fence_of_take(look, new, before)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
                 return _acquired_result(
@@ -3284,6 +3356,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                     since=since,
                     before=before,
                     after=after,
+                    fence=new.fence,
                 )
     raise _kept_changing(store.lock)
 
@@ -3542,6 +3615,7 @@ def _listed_lock(status: StatusResult) -> ListedLock:
         "slots": status["slots"],
         "holders": status["holders"],
         "mode": status["mode"],
+        "fence": status["fence"],
     }
 
 
@@ -3648,6 +3722,7 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
 if TYPE_CHECKING:
     import subprocess
     import threading
+    from collections.abc import Callable
 
 
 _MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
@@ -3747,7 +3822,8 @@ class _Renewer:
 
 
 class _Lease:
-    """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
+    """A lock held by :func:`held`: ``owner``, ``result``, ``fence``, ``lost``,
+    ``check()``."""
 
     def __init__(self, request: _Request) -> None:
         self.request = request
@@ -3758,6 +3834,11 @@ class _Lease:
         self.renewer: _Renewer | None = None
         self.stop: threading.Event | None = None
         self.thread: threading.Thread | None = None
+
+    @property
+    def fence(self) -> int | None:
+        """The hold's fence, for each write the block makes (None before it is entered)."""
+        return None if self.result is None else fence_of(self.result)
 
     @property
     def lost(self) -> bool:
@@ -3846,8 +3927,13 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
         return 128 + _Interrupts.pending
     env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
+    fence = fence_of(taken)
+    if fence is not None:  # the number its writes carry, for a resource that checks them
+        env["SKF_RUN_LOCK_FENCE"] = str(fence)
     try:
-        child = subprocess.Popen(command, env=env)
+        # The request runs between fork and exec, where a lock another thread held at
+        # the fork would never be let go: it calls one C function and takes no lock.
+        child = subprocess.Popen(command, env=env, preexec_fn=_dies_with_run())  # noqa: PLW1509
     except OSError as exc:
         _release_for_run(lock, owner, kept)
         _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
@@ -3873,6 +3959,36 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         return _EXIT_HELD
     code = child.returncode
     return 128 - code if code < 0 else code
+
+
+# Linux's prctl option that gives a process a signal when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _dies_with_run() -> Callable[[], None] | None:
+    """On Linux, what the command's process runs before the command: it asks for
+    SIGTERM when run dies, however it dies (SIGKILL included), so that the command never
+    goes on without the lock unnoticed; if run died already, it ends at once. None
+    elsewhere (macOS and Windows have no such request: there a command outlives a
+    killed run, and the lock goes stale). prctl is found here, before the fork, so the
+    child only calls it."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+    import signal
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    run_pid = os.getpid()
+
+    def ask() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != run_pid:  # run died before the request was in place
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return ask
 
 
 def _release_for_run(lock: str, owner: str, kept: bool) -> None:
@@ -3962,14 +4078,21 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
     return command, options, tail
 
 
+# What --get prints beside a command's JSON keys: acquire's fence, which its output
+# carries beside its keys (callers compare the JSON whole).
+_GOT_BESIDE: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
+
+
 def _check_get(command: str, options: dict[str, str]) -> None:
     """``--get KEY``: a key the command prints, checked before it runs."""
     keys = _OUTPUT_KEYS[command]
+    beside = _GOT_BESIDE.get(command, ())
     if "--table" in options:
         raise _UsageError("--get prints one key of the JSON, which --table does not print")
-    if options["--get"] not in keys:
+    if options["--get"] not in keys + beside:
+        also = f"; and, not in its JSON, {', '.join(beside)}" if beside else ""
         raise _UsageError(
-            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}"
+            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}" + also
         )
 
 
@@ -4239,7 +4362,9 @@ def main(argv: list[str] | None = None) -> int:
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
         if isinstance(result, dict) and "--get" in options:
-            sys.stdout.write(_value_text(dict(result)[options["--get"]]) + "\n")
+            key = options["--get"]
+            value = fence_of(result) if key in _GOT_BESIDE.get(command, ()) else dict(result)[key]
+            sys.stdout.write(_value_text(value) + "\n")
             if command == "acquire" and code == _EXIT_HELD:
                 # Why it was refused, and what to do, as run shows it: stdout is the value.
                 sys.stderr.write(json.dumps(result) + "\n")
@@ -4294,7 +4419,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4297, (), r'''
+_CARRIED['usage'] = (4422, (), r'''
 import os
 import sys
 import textwrap
@@ -4390,7 +4515,8 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "--get KEY",
             f"print only KEY's value, alone on one line; KEY is one of {keys}"
             + (
-                "; a refusal (exit 3) also writes its JSON on stderr"
+                ", or fence (its hold's, not in the JSON); a refusal (exit 3) also writes"
+                " its JSON on stderr"
                 if command == "acquire"
                 else ""
             ),
@@ -4503,7 +4629,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4506, (), r'''
+_CARRIED['server_store'] = (4632, (), r'''
 import errno
 import json
 import os
@@ -4782,7 +4908,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4785, ('server_store',), r'''
+_CARRIED['http1'] = (4911, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -4909,7 +5035,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (4912, ('server_store',), r'''
+_CARRIED['resp'] = (5038, ('server_store',), r'''
 import re
 
 
@@ -5044,7 +5170,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5047, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5173, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5238,7 +5364,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5241, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5367, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5341,7 +5467,12 @@ class _EtcdReading(_EtcdGateway):
         self.line_read = line
         told, self.told = self.told, None
         found = self._fresh(line) if told is None else told
-        return self._range(line) if found is None else found
+        look = self._range(line) if found is None else found
+        # A take's fence is one more than the revision the look was read at: no more
+        # than the revision its transaction commits at, larger than every earlier
+        # take's, which committed at or before it.
+        look.fence_floor = _revision_seen(look) + 1
+        return look
 
     def _fresh(self, line: bool) -> _Look | None:
         """What the last change found, once (None: nothing, or not the line asked for)."""
@@ -5821,7 +5952,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5824, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5955, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -5885,7 +6016,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (5888, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6019, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -5938,14 +6069,14 @@ def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
     return sending
 
 
-def _server_ms(clock: object) -> int:
-    """The server's time in ms from TIME's answer (seconds and microseconds)."""
+def _server_us(clock: object) -> int:
+    """The server's time in microseconds from TIME's answer (seconds and microseconds)."""
     if (
         isinstance(clock, list)
         and len(clock) == 2
         and all(isinstance(part, bytes) and part.isdigit() for part in clock)
     ):
-        return int(clock[0]) * 1000 + int(clock[1]) // 1000
+        return int(clock[0]) * 1_000_000 + int(clock[1])
     raise OSError(errno.EPROTO, "Redis answered TIME in a shape it never has")
 
 
@@ -6209,7 +6340,12 @@ class _RedisStore(_RedisServer):
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
         with the line: a release rings the waiters it leaves a slot for."""
-        look = self._looked(self.call(("WATCH", self.key), *self._reads(), *self._clock())[1:])
+        answers = self.call(("WATCH", self.key), *self._reads(), ("TIME",))[1:]
+        look = self._looked(answers)
+        # A take's fence is at least the server's clock in microseconds, read with the
+        # lock in the same round trip: larger than that of a take whose keys a release
+        # deleted, unless that clock steps back.
+        look.fence_floor = _server_us(answers[-1])
         self.watched = self.connection
         return look
 
@@ -6240,7 +6376,7 @@ class _RedisStore(_RedisServer):
             if record.holders is not None:
                 # Of several slots: the server's clock ends each (a lock of one slot, its
                 # record's expiry, and a call on one never needs TIME).
-                server_ms = _server_ms(clock[0] if clock else self.call(("TIME",))[0])
+                server_ms = _server_us(clock[0] if clock else self.call(("TIME",))[0]) // 1000
                 self.clocked = True
                 ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
@@ -6342,7 +6478,7 @@ class _RedisStore(_RedisServer):
         lives until the last of them."""
         clock = look.clock
         if clock is None and record is not None and record.holders is not None:
-            clock = _server_ms(self.call(("TIME",))[0])  # the first slot's mark
+            clock = _server_us(self.call(("TIME",))[0]) // 1000  # the first slot's mark
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []
@@ -6467,7 +6603,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6470, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6606, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6598,7 +6734,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6601, (), r'''
+_CARRIED['file_listing'] = (6737, (), r'''
 import os
 import stat
 
@@ -6657,7 +6793,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'aacc36a0a6fda3080415820b7138401063a12200d0fd81e8a3486580b0cedd82'  # what a cache entry must name
+_BUILD = '00987edf3c71eb9989d813e999f424ddbd50995a63a3c1e5a629031e896e7393'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

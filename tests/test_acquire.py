@@ -47,7 +47,9 @@ def test_free_lock_is_taken_and_its_folders_created(skf: ModuleType, lock: Path)
     }
     assert lock.read_bytes() == (
         b'{"owner": "wf:sk:run1", "acquired_at": "2026-09-30T10:15:00Z",'
-        b' "stale_after_seconds": 3600, "tool": "skf-run-lock"}\n'
+        b' "stale_after_seconds": 3600, "tool": "skf-run-lock", "fence": '
+        + str(skf.fence_of(result)).encode()
+        + b"}\n"
     )
     assert beside(lock) == ["run.lock"]
 

@@ -139,8 +139,10 @@ def test_a_stale_record_is_replaced_and_reported(skf: ModuleType, store: StoreUn
     taken = skf.acquire(store.lock, "wf:sk:new", 600.0)
     assert (taken["acquired"], taken["refreshed"], taken["held_by"]) == (True, False, "wf:sk:new")
     assert taken["stale_replaced"] == {"held_by": "wf:sk:old", "held_since": since}
-    assert list(record_of(store)) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+    keys = ["owner", "acquired_at", "stale_after_seconds", "tool", "fence"]
+    assert list(record_of(store)) == keys
     assert record_of(store)["owner"] == "wf:sk:new"
+    assert record_of(store)["fence"] == skf.fence_of(taken)
 
 
 def test_a_live_record_is_refused_and_left_byte_for_byte(

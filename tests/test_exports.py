@@ -21,6 +21,7 @@ API = {
     "main",
     "LockBusy",
     "held",
+    "fence_of",
     "LockLost",
     "RUN_ID_RE",
     "OWNER_MAX_LEN",

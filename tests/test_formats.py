@@ -67,16 +67,19 @@ def test_lock_file_content_names_holder_and_time(
     assert record.owner == owner and record.empty is (content == b"")
 
 
-def test_record_written_is_one_json_line_with_four_keys_in_order(
+def test_record_written_is_one_json_line_with_the_fence_after_the_four_keys_of_old(
     skf: ModuleType, lock: Path
 ) -> None:
-    skf.acquire(lock, "wf:sk:é", 60.0, now=NOW)
+    taken = skf.acquire(lock, "wf:sk:é", 60.0, now=NOW)
     raw = lock.read_bytes()
     assert raw == (
         b'{"owner": "wf:sk:\\u00e9", "acquired_at": "2026-09-30T10:15:00Z",'
-        b' "stale_after_seconds": 60, "tool": "skf-run-lock"}\n'
+        b' "stale_after_seconds": 60, "tool": "skf-run-lock", "fence": '
+        + str(skf.fence_of(taken)).encode()
+        + b"}\n"
     )
-    assert list(json.loads(raw)) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+    keys = ["owner", "acquired_at", "stale_after_seconds", "tool", "fence"]
+    assert list(json.loads(raw)) == keys
 
 
 def test_oversized_lock_file_names_no_owner_and_is_not_read_whole(

@@ -51,7 +51,7 @@ def test_a_holders_short_timeout_decides_for_a_patient_caller(skf: ModuleType, l
 def test_renewal_rewrites_the_record_with_the_renewing_calls_timeout(
     skf: ModuleType, lock: Path
 ) -> None:
-    skf.acquire(lock, "wf:sk:r1", 3600.0, now=NOW)
+    taken = skf.acquire(lock, "wf:sk:r1", 3600.0, now=NOW)
     renewed = skf.acquire(lock, "wf:sk:r1", 90.5, now=NOW + timedelta(minutes=5))
     assert renewed["refreshed"] and renewed["stale_after_minutes"] == 1.5083
     record = read_json(lock)
@@ -60,8 +60,9 @@ def test_renewal_rewrites_the_record_with_the_renewing_calls_timeout(
         "acquired_at": "2026-09-30T10:20:00Z",
         "stale_after_seconds": 90.5,
         "tool": "skf-run-lock",
+        "fence": skf.fence_of(taken),  # a renewal keeps its fence
     }
-    assert list(record) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+    assert list(record) == ["owner", "acquired_at", "stale_after_seconds", "tool", "fence"]
 
 
 @pytest.mark.parametrize(("seconds", "written"), [(3600.0, b"3600"), (60, b"60"), (0.5, b"0.5")])

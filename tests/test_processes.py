@@ -159,7 +159,8 @@ def test_killing_calls_at_random_moments_never_corrupts_the_lock(
         assert set(names) <= {"run.lock", "run.lock.skf-guard", *orphans}
         if "run.lock" in names:
             record = read_json(lock)
-            assert list(record) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+            keys = ["owner", "acquired_at", "stale_after_seconds", "tool", "fence"]
+            assert list(record) == keys
             assert record["owner"].startswith("torture:w")
         if orphans:
             # The next call that deletes (or writes) the lock removes every orphan.

@@ -61,6 +61,7 @@ def test_the_record_lives_at_key_expiring_after_the_holders_timeout(
         "acquired_at": taken["held_since"],
         "stale_after_seconds": 600,
         "tool": "skf-run-lock",
+        "fence": skf.fence_of(taken),
     }
     assert 599_000 < client.pttl(key) <= 600_000
     # The last holder's record: the same bytes, kept without expiry, in KEY's hash slot.

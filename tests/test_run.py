@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from calls import Run, posix_only
+from calls import Run, linux_only, posix_only
 from loader import SCRIPT
 from lockfiles import beside, write_record
 from servers import Etcd, etcd_post, start_etcd
@@ -425,6 +425,37 @@ def short_token_etcd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Etcd]
     etcd_post(server.client, "/v3/auth/enable", {})
     yield server
     server.stop()
+
+
+def gone(pid: int) -> bool:
+    """Whether process ``pid`` has ended (a zombie nobody reaped yet has)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+@linux_only("a parent-death signal (prctl), which macOS and Windows lack")
+@pytest.mark.timeout(60)
+def test_a_command_ends_within_a_second_when_run_is_killed_with_sigkill(tmp_path: Path) -> None:
+    """run cannot stop its command once killed: the command asked, before it started,
+    for SIGTERM when run dies, so it never goes on without the lock unnoticed."""
+    told = tmp_path / "pid"
+    command = "import os, sys, time; open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)"
+    run = start_run(str(tmp_path / "run.lock"), PY, "-c", command, str(told))
+    deadline = time.monotonic() + 30
+    while not (told.exists() and told.read_text()):
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.02)
+    pid = int(told.read_text())
+    assert not gone(pid)
+    run.kill()
+    run.wait()
+    ended = time.monotonic() + 1
+    while not gone(pid):
+        assert time.monotonic() < ended, "the command outlived run by a second"
+        time.sleep(0.02)
 
 
 # --- Arguments ------------------------------------------------------------------------

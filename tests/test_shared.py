@@ -116,7 +116,7 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
     refused = read(cli, lock, "wf:r4:1")
     assert refused.code == 3 and refused.json["held_by"] == "wf:w:1"
     assert f"lock {lock} is held exclusively by wf:w:1 since" in refused.json["message"]
-    assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+    assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool", "fence"]
 
 
 @pytest.mark.parametrize("readers", [2, 5])
@@ -159,7 +159,7 @@ def test_status_and_list_say_the_mode_and_every_shared_holder(
 ) -> None:
     free = cli("status", "--lock", store.lock)
     assert free.code == 0 and free.json["mode"] is None
-    assert list(free.json)[-3:] == ["holders", "mode", "message"]
+    assert list(free.json)[-4:] == ["holders", "mode", "fence", "message"]
     assert shared(skf, store.lock, "wf:r1:1", 10)["acquired"]
     assert shared(skf, store.lock, "wf:r2:1", 5)["acquired"]
     held = cli("status", "--lock", store.lock)
@@ -386,7 +386,7 @@ def test_a_killed_reader_frees_its_hold_only_when_its_timeout_passes(
     assert time.time() >= stale_at - 1  # its 4 s, on a clock of whole seconds
     taken = alone(skf, store.lock, "wf:w:1")
     assert taken["acquired"] and taken["stale_replaced"]["held_by"] == "wf:killed:1"
-    assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool"]
+    assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool", "fence"]
 
 
 @THREE_STORES

@@ -89,12 +89,18 @@ def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(
     for slots in (None, 1):
         taken = take(cli, store.lock, "wf:a:1", slots)
         since = skf._parse_time(taken.json["held_since"])
-        assert store.value() == skf._record_bytes("wf:a:1", since, 3600.0)
         assert taken.json["message"].startswith(f"acquired {store.lock} for wf:a:1; it goes")
         status = cli("status", "--lock", store.lock, *(["--slots", "1"] if slots else [])).json
+        fence = status["fence"]
+        assert store.value() == skf._record_bytes("wf:a:1", since, 3600.0, fence)
         assert status["slots"] == 1 and status["held_by"] == "wf:a:1"
         assert status["holders"] == [
-            {"owner": "wf:a:1", "since": taken.json["held_since"], "stale_at": status["stale_at"]}
+            {
+                "owner": "wf:a:1",
+                "since": taken.json["held_since"],
+                "stale_at": status["stale_at"],
+                "fence": fence,
+            }
         ]
         released = cli("release", "--lock", store.lock, "--owner", "wf:a:1").json
         assert released["message"] == f"released {store.lock} held by wf:a:1"

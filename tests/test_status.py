@@ -22,6 +22,7 @@ STATUS_KEYS = [
     "slots",
     "holders",
     "mode",
+    "fence",
     "message",
 ]
 

@@ -134,6 +134,21 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    if not _DELETE_KEEPS_THE_NAME:",
         "    if True:",
     ),
+    "fence-not-kept-on-renewal": (
+        "a renewal keeps its hold's fence",
+        "    if before is not None and before.owner == new.owner and before.fence is not None:",
+        "    if False:",
+    ),
+    "fence-without-floor": (
+        "a take's fence is no less than the store's floor, across deleted records",
+        "    return max(highest + 1, look.fence_floor)",
+        "    return highest + 1",
+    ),
+    "run-command-outlives-killed-run": (
+        "run's command gets SIGTERM when run dies",
+        "preexec_fn=_dies_with_run())",
+        "preexec_fn=None)",
+    ),
     "sharing-not-waited": (
         "a file another program has open is waited for, 5 s",
         "_SHARING_RETRY_SEC = 5.0",

@@ -54,6 +54,7 @@ CI_SELECTION = [
     "tests/test_get.py",
     "tests/test_contract.py",
     "tests/test_run.py",
+    "tests/test_fence.py",
 ]
 CI_KEYWORDS = "not etcd_cluster and not slow"
 

@@ -15,6 +15,7 @@ from .contract import (
     RUN_ID_RE,
     LockBusy,
     LockLost,
+    fence_of,
 )
 from .contract import __version__ as __version__
 from .holding import held
@@ -32,6 +33,7 @@ __all__ = [
     "LockLost",
     "acquire",
     "acquire_within",
+    "fence_of",
     "held",
     "list_locks",
     "main",

@@ -15,6 +15,7 @@ from .decisions import (
     _BEAT_SEC,
     _ahead_of,
     _away,
+    _fence_of_take,
     _kept_timeout,
     _live,
     _released,
@@ -183,6 +184,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                 caller_timeout=stale_after,
                 now=now,
             )
+            new.fence = _fence_of_take(look, new, before)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
                 return _acquired_result(
@@ -193,6 +195,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                     since=since,
                     before=before,
                     after=after,
+                    fence=new.fence,
                 )
     raise _kept_changing(store.lock)
 

@@ -21,6 +21,7 @@ from .contract import (
     LockBusy,
     __version__,
     _UsageError,
+    fence_of,
 )
 from .holding import _checked_renewable, _run_holding
 from .inputs import (
@@ -109,14 +110,21 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
     return command, options, tail
 
 
+# What --get prints beside a command's JSON keys: acquire's fence, which its output
+# carries beside its keys (callers compare the JSON whole).
+_GOT_BESIDE: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
+
+
 def _check_get(command: str, options: dict[str, str]) -> None:
     """``--get KEY``: a key the command prints, checked before it runs."""
     keys = _OUTPUT_KEYS[command]
+    beside = _GOT_BESIDE.get(command, ())
     if "--table" in options:
         raise _UsageError("--get prints one key of the JSON, which --table does not print")
-    if options["--get"] not in keys:
+    if options["--get"] not in keys + beside:
+        also = f"; and, not in its JSON, {', '.join(beside)}" if beside else ""
         raise _UsageError(
-            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}"
+            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}" + also
         )
 
 
@@ -386,7 +394,9 @@ def main(argv: list[str] | None = None) -> int:
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
         if isinstance(result, dict) and "--get" in options:
-            sys.stdout.write(_value_text(dict(result)[options["--get"]]) + "\n")
+            key = options["--get"]
+            value = fence_of(result) if key in _GOT_BESIDE.get(command, ()) else dict(result)[key]
+            sys.stdout.write(_value_text(value) + "\n")
             if command == "acquire" and code == _EXIT_HELD:
                 # Why it was refused, and what to do, as run shows it: stdout is the value.
                 sys.stderr.write(json.dumps(result) + "\n")

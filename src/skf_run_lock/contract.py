@@ -7,6 +7,7 @@ import re
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
+    from collections.abc import Mapping
     from typing import Literal, TypedDict
 
     class StaleReplaced(TypedDict):
@@ -43,6 +44,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str | None
         since: str
         stale_at: str
+        fence: int | None
 
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
@@ -58,6 +60,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         slots: int
         holders: list[Holder]
         mode: Literal["shared", "exclusive"] | None
+        fence: int | None
 
     class StatusResult(ListedLock):
         message: str
@@ -79,9 +82,10 @@ __all__ = [
     "LockBusy",
     "LockLost",
     "__version__",
+    "fence_of",
 ]
 
-__version__ = "1.8.1"
+__version__ = "1.9.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -127,6 +131,7 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
         "slots",
         "holders",
         "mode",
+        "fence",
         "message",
     ),
     "list": ("under", "locks", "message"),
@@ -148,6 +153,23 @@ class LockBusy(Exception):
     def __init__(self, result: AcquireResult) -> None:
         super().__init__(result["message"])
         self.result = result
+
+
+class _Taken(dict):  # type: ignore[type-arg]
+    """An acquire output that carries its hold's fence beside the dict, not in it: its
+    keys and values stay exactly acquire's, which callers compare whole."""
+
+    fence: int | None = None
+
+
+def fence_of(result: Mapping[str, object]) -> int | None:
+    """The fence of the hold an acquire output took or renewed: a number larger than
+    that of every earlier take of the lock, to pass along with each write so that the
+    resource can refuse a smaller one. None for a refusal.
+
+    :param result: what :func:`acquire`, :func:`acquire_within` or ``held()`` gave.
+    """
+    return getattr(result, "fence", None)
 
 
 class LockLost(Exception):

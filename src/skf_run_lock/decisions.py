@@ -11,7 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Literal
 
-    from .records import _Place
+    from .records import _Look, _Place
 
 # A place in line lapses _PLACE_TTL_SEC after its waiter's last beat; a waiter beats
 # every _BEAT_SEC.
@@ -136,6 +136,22 @@ def _taken(
     if slots == 1:
         return new, before
     return _slots_record(slots, holders), before
+
+
+def _fence_of_take(look: _Look, new: _Record, before: _Record | None) -> int | None:
+    """The fence of the take by ``new`` that replaces or renews ``before``: a renewal
+    keeps its hold's; any other take gets one more than every fence the lock shows, and
+    no less than the store's floor (a file's or Redis's clock in microseconds, one more
+    than the revision an etcd look was read at), so that fences only grow, across
+    releases and deleted records too, unless that clock steps back. None without a
+    floor (a look outside a change)."""
+    if before is not None and before.owner == new.owner and before.fence is not None:
+        return before.fence
+    if look.fence_floor is None:
+        return None
+    shown = [*_holders(look.record), *_holders(look.last), look.record, look.last]
+    highest = max((r.fence for r in shown if r is not None and r.fence is not None), default=0)
+    return max(highest + 1, look.fence_floor)
 
 
 def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, _Record | None]:

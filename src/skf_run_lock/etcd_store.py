@@ -117,7 +117,12 @@ class _EtcdReading(_EtcdGateway):
         self.line_read = line
         told, self.told = self.told, None
         found = self._fresh(line) if told is None else told
-        return self._range(line) if found is None else found
+        look = self._range(line) if found is None else found
+        # A take's fence is one more than the revision the look was read at: no more
+        # than the revision its transaction commits at, larger than every earlier
+        # take's, which committed at or before it.
+        look.fence_floor = _revision_seen(look) + 1
+        return look
 
     def _fresh(self, line: bool) -> _Look | None:
         """What the last change found, once (None: nothing, or not the line asked for)."""

@@ -447,7 +447,11 @@ class _FileStore:
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)
         self.line_file = line is not None
-        return _Look(_read_record(self.lock), line=line)
+        look = _Look(_read_record(self.lock), line=line)
+        # A take's fence is at least this machine's clock in microseconds: larger than
+        # that of a take whose record a release deleted, unless the clock steps back.
+        look.fence_floor = time.time_ns() // 1000
+        return look
 
     def change(self, create: bool) -> _FileStore:
         self.guard = _Guard(self.lock, make_parents=create)

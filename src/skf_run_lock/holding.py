@@ -7,10 +7,11 @@ shorter than it was. A lock lost meanwhile is reported."""
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from .algorithm import _take, _wait_for, release
-from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost
+from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost, fence_of
 from .inputs import _checked_stale_after, _owner_with_run_id, _Request, _request
 from .interrupts import _Interrupts, _signal_name
 from .outputs import _describe_os_error, _fail
@@ -20,6 +21,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     import threading
+    from collections.abc import Callable
 
     from .contract import AcquireResult
 
@@ -123,7 +125,8 @@ class _Renewer:
 
 
 class _Lease:
-    """A lock held by :func:`held`: ``owner``, ``result``, ``lost``, ``check()``."""
+    """A lock held by :func:`held`: ``owner``, ``result``, ``fence``, ``lost``,
+    ``check()``."""
 
     def __init__(self, request: _Request) -> None:
         self.request = request
@@ -134,6 +137,11 @@ class _Lease:
         self.renewer: _Renewer | None = None
         self.stop: threading.Event | None = None
         self.thread: threading.Thread | None = None
+
+    @property
+    def fence(self) -> int | None:
+        """The hold's fence, for each write the block makes (None before it is entered)."""
+        return None if self.result is None else fence_of(self.result)
 
     @property
     def lost(self) -> bool:
@@ -222,8 +230,13 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
         return 128 + _Interrupts.pending
     env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
+    fence = fence_of(taken)
+    if fence is not None:  # the number its writes carry, for a resource that checks them
+        env["SKF_RUN_LOCK_FENCE"] = str(fence)
     try:
-        child = subprocess.Popen(command, env=env)
+        # The request runs between fork and exec, where a lock another thread held at
+        # the fork would never be let go: it calls one C function and takes no lock.
+        child = subprocess.Popen(command, env=env, preexec_fn=_dies_with_run())  # noqa: PLW1509
     except OSError as exc:
         _release_for_run(lock, owner, kept)
         _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
@@ -249,6 +262,36 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         return _EXIT_HELD
     code = child.returncode
     return 128 - code if code < 0 else code
+
+
+# Linux's prctl option that gives a process a signal when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _dies_with_run() -> Callable[[], None] | None:
+    """On Linux, what the command's process runs before the command: it asks for
+    SIGTERM when run dies, however it dies (SIGKILL included), so that the command never
+    goes on without the lock unnoticed; if run died already, it ends at once. None
+    elsewhere (macOS and Windows have no such request: there a command outlives a
+    killed run, and the lock goes stale). prctl is found here, before the fork, so the
+    child only calls it."""
+    if sys.platform != "linux":
+        return None
+    import ctypes
+    import signal
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    run_pid = os.getpid()
+
+    def ask() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != run_pid:  # run died before the request was in place
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return ask
 
 
 def _release_for_run(lock: str, owner: str, kept: bool) -> None:

@@ -67,6 +67,7 @@ def _listed_lock(status: StatusResult) -> ListedLock:
         "slots": status["slots"],
         "holders": status["holders"],
         "mode": status["mode"],
+        "fence": status["fence"],
     }
 
 

@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from .contract import LockLost
+from .contract import LockLost, _Taken
 from .decisions import _deciding_timeout, _first_to_go, _holders, _is_stale, _live_holders
 from .inputs import _releasable
 from .quoting import _quoted
@@ -184,8 +184,10 @@ def _acquired_result(
     since: int,
     before: _Record | None,
     after: _Record | None = None,
+    fence: int | None = None,
 ) -> AcquireResult:
-    """``after``: the record the take left, for a lock of several slots."""
+    """``after``: the record the take left, for a lock of several slots; ``fence``: the
+    hold's, carried beside the output's keys."""
     renewed = before is not None and before.owner == owner
     replaced = before is not None and not renewed
     stale_at = _stale_at(since, stale_after)
@@ -208,7 +210,7 @@ def _acquired_result(
         done = f"acquired {what} for {owner}, replacing the {stale} {holder}"
     if after is not None:
         done += _holds_text(after)
-    return {
+    result: AcquireResult = {
         "acquired": True,
         "refreshed": renewed,
         "lock": lock,
@@ -223,6 +225,16 @@ def _acquired_result(
         else None,
         "message": f"{done}; it goes stale at {stale_at} unless renewed",
     }
+    return _fenced(result, fence)
+
+
+def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
+    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
+    taken = _Taken(result)
+    taken.fence = fence
+    # A dict with one attribute more: what the type says of its keys still holds
+    # (typing.cast would cost every call the import of typing).
+    return taken  # type: ignore[return-value]
 
 
 def _refused_result(
@@ -476,10 +488,12 @@ def _status_result(
                 "owner": holder.owner,
                 "since": _format_time(holder.since),
                 "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
+                "fence": holder.fence,
             }
             for holder in sorted(holders, key=lambda h: h.since)
         ],
         "mode": None if not live else _mode_of(record),
+        "fence": shown.fence if state == "held" and shown is not None else None,
         "message": message + _in_line_text(line),
     }
 

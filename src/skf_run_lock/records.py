@@ -28,10 +28,12 @@ class _Record:
     """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
     A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
     record of its own with a ``mark``: how its server ends it (Redis: the server's time
-    in ms; etcd: a lease)."""
+    in ms; etcd: a lease). ``fence``: the number of the take that made this hold (None:
+    a record written before fences, or by another tool)."""
 
     __slots__ = (
         "empty",
+        "fence",
         "holders",
         "lease",
         "mark",
@@ -49,6 +51,7 @@ class _Record:
         self.since = since
         self.stale_after = stale_after
         self.empty = empty
+        self.fence: int | None = None
         self.lease: Literal["live", "expired"] | None = None
         self.slots = 1
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
@@ -128,7 +131,7 @@ def _time_of(text: str) -> int | None:
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
-    __slots__ = ("clock", "last", "lease", "line", "record", "revision", "seen")
+    __slots__ = ("clock", "fence_floor", "last", "lease", "line", "record", "revision", "seen")
 
     def __init__(
         self,
@@ -149,6 +152,10 @@ class _Look:
         # that store's own type (_FileSeen, _EtcdSeen, _RedisSeen), read by it alone.
         self.seen = seen
         self.clock: int | None = None  # the server's time at the read, in ms (Redis)
+        # The least fence a take on this look may have (None: a look outside a change):
+        # a file's clock and Redis's TIME in microseconds, one more than the revision
+        # an etcd look was read at.
+        self.fence_floor: int | None = None
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -189,11 +196,15 @@ def _record_of(content: dict[str, object], mtime: int) -> _Record:
     owner = content.get("owner")
     when = content.get("acquired_at")
     since = _time_of(when) if isinstance(when, str) else None
-    return _Record(
+    record = _Record(
         owner if isinstance(owner, str) and owner else None,
         mtime if since is None else since,
         _holder_timeout(content.get("stale_after_seconds")),
     )
+    fence = content.get("fence")
+    if isinstance(fence, int) and not isinstance(fence, bool) and fence > 0:
+        record.fence = fence
+    return record
 
 
 def _holder_of(entry: object) -> _Record | None:
@@ -229,7 +240,7 @@ def _bytes_of(record: _Record) -> bytes:
     never be or release, going stale when the last of the holds does."""
     if record.holders is None:
         assert record.owner is not None and record.stale_after is not None
-        return _record_bytes(record.owner, record.since, record.stale_after)
+        return _record_bytes(record.owner, record.since, record.stale_after, record.fence)
     holders = record.holders
     last = max(holders, key=_holder_end)
     assert last.stale_after is not None
@@ -243,6 +254,8 @@ def _bytes_of(record: _Record) -> bytes:
         }
         if holder.mark is not None:
             entry["mark"] = holder.mark
+        if holder.fence is not None:
+            entry["fence"] = holder.fence
         entries.append(entry)
     content: dict[str, object] = {
         "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
@@ -273,11 +286,13 @@ def _json_seconds(stale_after: float) -> int | float:
     return int(stale_after) if stale_after.is_integer() else stale_after
 
 
-def _record_bytes(owner: str, since: int, stale_after: float) -> bytes:
-    record = {
+def _record_bytes(owner: str, since: int, stale_after: float, fence: int | None = None) -> bytes:
+    record: dict[str, object] = {
         "owner": owner,
         "acquired_at": _format_time(since),
         "stale_after_seconds": _json_seconds(stale_after),
         "tool": _TOOL,
     }
+    if fence is not None:
+        record["fence"] = fence  # after the keys every version reads
     return (json.dumps(record) + "\n").encode("ascii")

@@ -74,14 +74,14 @@ def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
     return sending
 
 
-def _server_ms(clock: object) -> int:
-    """The server's time in ms from TIME's answer (seconds and microseconds)."""
+def _server_us(clock: object) -> int:
+    """The server's time in microseconds from TIME's answer (seconds and microseconds)."""
     if (
         isinstance(clock, list)
         and len(clock) == 2
         and all(isinstance(part, bytes) and part.isdigit() for part in clock)
     ):
-        return int(clock[0]) * 1000 + int(clock[1]) // 1000
+        return int(clock[0]) * 1_000_000 + int(clock[1])
     raise OSError(errno.EPROTO, "Redis answered TIME in a shape it never has")
 
 
@@ -345,7 +345,12 @@ class _RedisStore(_RedisServer):
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
         with the line: a release rings the waiters it leaves a slot for."""
-        look = self._looked(self.call(("WATCH", self.key), *self._reads(), *self._clock())[1:])
+        answers = self.call(("WATCH", self.key), *self._reads(), ("TIME",))[1:]
+        look = self._looked(answers)
+        # A take's fence is at least the server's clock in microseconds, read with the
+        # lock in the same round trip: larger than that of a take whose keys a release
+        # deleted, unless that clock steps back.
+        look.fence_floor = _server_us(answers[-1])
         self.watched = self.connection
         return look
 
@@ -376,7 +381,7 @@ class _RedisStore(_RedisServer):
             if record.holders is not None:
                 # Of several slots: the server's clock ends each (a lock of one slot, its
                 # record's expiry, and a call on one never needs TIME).
-                server_ms = _server_ms(clock[0] if clock else self.call(("TIME",))[0])
+                server_ms = _server_us(clock[0] if clock else self.call(("TIME",))[0]) // 1000
                 self.clocked = True
                 ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
@@ -478,7 +483,7 @@ class _RedisStore(_RedisServer):
         lives until the last of them."""
         clock = look.clock
         if clock is None and record is not None and record.holders is not None:
-            clock = _server_ms(self.call(("TIME",))[0])  # the first slot's mark
+            clock = _server_us(self.call(("TIME",))[0]) // 1000  # the first slot's mark
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []

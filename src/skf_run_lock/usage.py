@@ -114,7 +114,8 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "--get KEY",
             f"print only KEY's value, alone on one line; KEY is one of {keys}"
             + (
-                "; a refusal (exit 3) also writes its JSON on stderr"
+                ", or fence (its hold's, not in the JSON); a refusal (exit 3) also writes"
+                " its JSON on stderr"
                 if command == "acquire"
                 else ""
             ),
