@@ -411,7 +411,7 @@ def fence_of(result: Mapping[str, object]) -> int | None:
     that of every earlier take of the lock, to pass along with each write so that the
     resource can refuse a smaller one. None for a refusal.
 
-    :param result: what :func:`acquire`, :func:`acquire_within` or ``held()`` gave.
+    :param result: what :func:`acquire` or :func:`acquire_within` gave, or a lease's ``result``.
     """
     return getattr(result, "fence", None)
 
@@ -6793,7 +6793,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '00987edf3c71eb9989d813e999f424ddbd50995a63a3c1e5a629031e896e7393'  # what a cache entry must name
+_BUILD = '6a11e47320ea0fe5dfe1816733a7224de53c34bbd01b7a53428b57d9f2f25a1b'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

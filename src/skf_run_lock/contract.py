@@ -167,7 +167,7 @@ def fence_of(result: Mapping[str, object]) -> int | None:
     that of every earlier take of the lock, to pass along with each write so that the
     resource can refuse a smaller one. None for a refusal.
 
-    :param result: what :func:`acquire`, :func:`acquire_within` or ``held()`` gave.
+    :param result: what :func:`acquire` or :func:`acquire_within` gave, or a lease's ``result``.
     """
     return getattr(result, "fence", None)
 
