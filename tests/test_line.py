@@ -342,7 +342,8 @@ def test_a_killed_waiters_place_is_removed_by_the_next_refused_acquire(
     waiter.wait()
     wait_for("its place lapsed", lambda: in_line(skf, any_lock) == [], 15)
     if "://" not in any_lock:  # a server ends the place's key itself, in time
-        assert left_behind(any_lock) == [*held_alone, os.path.basename(any_lock) + ".skf-line"]
+        # (and the waiter, killed in a beat, may have left its guard file too)
+        assert os.path.basename(any_lock) + ".skf-line" in left_behind(any_lock)
     # A server may end the place's own key a moment late (an etcd lease): a file must
     # need one call, a server a few at most.
     deadline = time.monotonic() + (0 if "://" not in any_lock else 10)
