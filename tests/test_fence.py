@@ -58,8 +58,8 @@ def test_a_fence_only_grows_across_takes_releases_and_stale_holds(
     third = skf.fence_of(short)
     assert third > second
     assert list(short) == ACQUIRE_KEYS  # the output's keys are acquire's, unchanged
-    time.sleep(2.5)  # its hold goes stale (on a server, its server ends it)
-    replaced = skf.acquire(lock, "wf:d:1", 60.0)
+    time.sleep(2.5)  # its hold goes stale (a server ends it, maybe a moment late)
+    replaced = skf.acquire_within(lock, "wf:d:1", 60.0, 10.0)
     assert replaced["acquired"] and skf.fence_of(replaced) > third
     refused = skf.acquire(lock, "wf:e:1", 60.0)
     assert refused["acquired"] is False and skf.fence_of(refused) is None
@@ -151,8 +151,8 @@ def test_a_frozen_holders_late_write_is_refused_by_a_resource_that_checks(
         assert a.stdout is not None
         fence_a = int(a.stdout.readline())
         os.kill(a.pid, signal.SIGSTOP)
-        time.sleep(3.5)  # past A's timeout: its server (or the next take) ends it
-        fence_b = fence_taken(cli, store.lock, "wf:b:1")
+        time.sleep(3.5)  # past A's timeout: the next take, or its server, ends it
+        fence_b = fence_taken(cli, store.lock, "wf:b:1", "--wait", "10")  # a lease ends late
         assert fence_b > fence_a
         write_b = "from resource import write_fenced; import sys; sys.exit(not write_fenced("
         write_b += f"{str(data)!r}, {fence_b}, 'B')) "
