@@ -3168,10 +3168,15 @@ def _refuse_scheme_typos(lock: str) -> None:
     # What stands before an @ may be a password; what follows it names the server.
     at, tail = lock.rpartition("@")[1:]
     shown = f"{scheme}:<credentials left out>@{tail}" if at else lock
+    # Windows names no file with a colon: there the address is the only way.
+    as_a_file = (
+        ""
+        if sys.platform == "win32"
+        else f"; a file whose path starts so is given as ./{scheme}:..."
+    )
     raise ValueError(
         f"the path {shown} starts with {scheme}: but not {scheme}://: an address of"
-        f" {kind.name} is {kind.form}; a file whose path starts so is given as"
-        f" ./{scheme}:..."
+        f" {kind.name} is {kind.form}{as_a_file}"
     )
 
 
@@ -4419,7 +4424,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4422, (), r'''
+_CARRIED['usage'] = (4427, (), r'''
 import os
 import sys
 import textwrap
@@ -4629,7 +4634,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4632, (), r'''
+_CARRIED['server_store'] = (4637, (), r'''
 import errno
 import json
 import os
@@ -4908,7 +4913,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4911, ('server_store',), r'''
+_CARRIED['http1'] = (4916, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5035,7 +5040,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5038, ('server_store',), r'''
+_CARRIED['resp'] = (5043, ('server_store',), r'''
 import re
 
 
@@ -5170,7 +5175,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5173, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5178, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5364,7 +5369,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5367, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5372, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5952,7 +5957,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5955, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5960, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6016,7 +6021,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6019, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6024, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6603,7 +6608,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6606, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6611, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6734,7 +6739,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6737, (), r'''
+_CARRIED['file_listing'] = (6742, (), r'''
 import os
 import stat
 
@@ -6793,7 +6798,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '6a11e47320ea0fe5dfe1816733a7224de53c34bbd01b7a53428b57d9f2f25a1b'  # what a cache entry must name
+_BUILD = 'e364c3ae2b87bb938214cfe362a250156e547df90d918ccb9e01b76ba6948ed8'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

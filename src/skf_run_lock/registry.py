@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 
 from .file_store import _FileStore
 from .quoting import _shown_address
@@ -107,10 +108,15 @@ def _refuse_scheme_typos(lock: str) -> None:
     # What stands before an @ may be a password; what follows it names the server.
     at, tail = lock.rpartition("@")[1:]
     shown = f"{scheme}:<credentials left out>@{tail}" if at else lock
+    # Windows names no file with a colon: there the address is the only way.
+    as_a_file = (
+        ""
+        if sys.platform == "win32"
+        else f"; a file whose path starts so is given as ./{scheme}:..."
+    )
     raise ValueError(
         f"the path {shown} starts with {scheme}: but not {scheme}://: an address of"
-        f" {kind.name} is {kind.form}; a file whose path starts so is given as"
-        f" ./{scheme}:..."
+        f" {kind.name} is {kind.form}{as_a_file}"
     )
 
 
