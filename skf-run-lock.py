@@ -1348,8 +1348,8 @@ def _fence_of_take(look: _Look, new: _Record, before: _Record | None) -> int | N
         return before.fence
     if look.fence_floor is None:
         return None
-    shown = [*_holders(look.record), *_holders(look.last), look.record, look.last]
-    highest = max((r.fence for r in shown if r is not None and r.fence is not None), default=0)
+    shown = [*_holders(look.record), *_holders(look.last)]
+    highest = max((r.fence for r in shown if r.fence is not None), default=0)
     return max(highest + 1, look.fence_floor)
 
 
@@ -1548,8 +1548,7 @@ def _installed_command() -> str | None:
             return "skf-run-lock"
     except OSError:
         pass  # Windows may start it by a name that is not a file: its path then
-    path = os.path.abspath(started)
-    return _quoted(path.replace("\\", "/") if sys.platform == "win32" else path)
+    return _runnable_path(os.path.abspath(started))
 
 
 def _on_path(name: str) -> str | None:
@@ -1569,7 +1568,13 @@ def _interpreter() -> str:
         found = _on_path(name)
         if found is not None and os.path.normcase(found) == os.path.normcase(sys.executable):
             return name
-    return _quoted(sys.executable.replace("\\", "/"))
+    return _runnable_path(sys.executable)
+
+
+def _runnable_path(path: str) -> str:
+    """``path`` quoted as a command; on Windows with forward slashes, which Git Bash
+    and PowerShell both run."""
+    return _quoted(path.replace("\\", "/") if sys.platform == "win32" else path)
 
 
 def _ordinal(n: int) -> str:
@@ -2690,6 +2695,11 @@ def _record_of_unopened(lock: str, exc: OSError) -> _Record:
     raise exc
 
 
+def _random_temp(lock: str) -> str:
+    """A temp name beside ``lock`` that no other call is likely to pick."""
+    return f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+
+
 def _create_temp(lock: str) -> tuple[int, str]:
     """Create the temp file exclusively (one there was left by a dead call)."""
     path = f"{lock}.skf-00000000-tmp"
@@ -2700,13 +2710,13 @@ def _create_temp(lock: str) -> tuple[int, str]:
             try:
                 os.unlink(path)
             except OSError:
-                path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+                path = _random_temp(lock)
         except PermissionError as exc:
             if not _refused_by_sharing(exc) or not _still_listed(path):
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
             # Windows: a temp file another program still has open is being deleted,
             # and its name refuses to be made again until that program closes it.
-            path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+            path = _random_temp(lock)
         except BaseException as exc:
             # An interrupt after the file was made: ours, under the guard.
             _remove_quietly(path)
@@ -2757,7 +2767,7 @@ def _unlink_freeing_the_name(path: str, lock: str) -> None:
     if not _DELETE_KEEPS_THE_NAME:
         os.unlink(path)
         return
-    away = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+    away = _random_temp(lock)
     os.replace(path, away)
     # Deleted once the program that has it open closes it. If it cannot be deleted at
     # all, it stays under a temp file's name, which no lock, listing or line reads.
@@ -3795,7 +3805,6 @@ class _Renewer:
     def __init__(self, request: _Request, taken: AcquireResult) -> None:
         self.lock = taken["lock"]
         self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
-        self.stale_after = request.stale_after
         self.every = request.stale_after / 3
         self.renewed = time.monotonic()  # last known renewed
         self.next = self.renewed + self.every
@@ -3816,7 +3825,7 @@ class _Renewer:
         except (OSError, ValueError) as exc:
             failing = started - self.renewed
             retry = min(1.0, self.every / 3)
-            if failing + retry >= self.stale_after:
+            if failing + retry >= self.renewal.stale_after:
                 why = f"renewals failed for {_duration_text(failing)}, until it went stale"
                 self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
             self.next = started + retry
@@ -4424,7 +4433,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4427, (), r'''
+_CARRIED['usage'] = (4436, (), r'''
 import os
 import sys
 import textwrap
@@ -4634,7 +4643,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4637, (), r'''
+_CARRIED['server_store'] = (4646, (), r'''
 import errno
 import json
 import os
@@ -4913,7 +4922,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4916, ('server_store',), r'''
+_CARRIED['http1'] = (4925, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5040,7 +5049,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5043, ('server_store',), r'''
+_CARRIED['resp'] = (5052, ('server_store',), r'''
 import re
 
 
@@ -5175,7 +5184,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5178, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5187, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5369,7 +5378,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5372, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5381, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5957,7 +5966,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5960, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5969, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6021,7 +6030,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6024, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6033, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6351,6 +6360,8 @@ class _RedisStore(_RedisServer):
         # lock in the same round trip: larger than that of a take whose keys a release
         # deleted, unless that clock steps back.
         look.fence_floor = _server_us(answers[-1])
+        if look.clock is None:  # the first slot's mark, should the change take one
+            look.clock = look.fence_floor // 1000
         self.watched = self.connection
         return look
 
@@ -6481,9 +6492,7 @@ class _RedisStore(_RedisServer):
         """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent. A new holder
         of several slots is marked with the server time its slot ends at; the record
         lives until the last of them."""
-        clock = look.clock
-        if clock is None and record is not None and record.holders is not None:
-            clock = _server_us(self.call(("TIME",))[0]) // 1000  # the first slot's mark
+        clock = look.clock  # read() read the server's TIME with the lock
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []
@@ -6608,7 +6617,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6611, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6620, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6739,7 +6748,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6742, (), r'''
+_CARRIED['file_listing'] = (6751, (), r'''
 import os
 import stat
 
@@ -6798,7 +6807,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'e364c3ae2b87bb938214cfe362a250156e547df90d918ccb9e01b76ba6948ed8'  # what a cache entry must name
+_BUILD = 'ebed82ed991d4bbdea5546ca17d1a65acdeaa2264ccc94c453a999d054236802'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

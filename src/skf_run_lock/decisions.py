@@ -149,8 +149,8 @@ def _fence_of_take(look: _Look, new: _Record, before: _Record | None) -> int | N
         return before.fence
     if look.fence_floor is None:
         return None
-    shown = [*_holders(look.record), *_holders(look.last), look.record, look.last]
-    highest = max((r.fence for r in shown if r is not None and r.fence is not None), default=0)
+    shown = [*_holders(look.record), *_holders(look.last)]
+    highest = max((r.fence for r in shown if r.fence is not None), default=0)
     return max(highest + 1, look.fence_floor)
 
 

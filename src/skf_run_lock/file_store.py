@@ -193,6 +193,11 @@ def _record_of_unopened(lock: str, exc: OSError) -> _Record:
     raise exc
 
 
+def _random_temp(lock: str) -> str:
+    """A temp name beside ``lock`` that no other call is likely to pick."""
+    return f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+
+
 def _create_temp(lock: str) -> tuple[int, str]:
     """Create the temp file exclusively (one there was left by a dead call)."""
     path = f"{lock}.skf-00000000-tmp"
@@ -203,13 +208,13 @@ def _create_temp(lock: str) -> tuple[int, str]:
             try:
                 os.unlink(path)
             except OSError:
-                path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+                path = _random_temp(lock)
         except PermissionError as exc:
             if not _refused_by_sharing(exc) or not _still_listed(path):
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
             # Windows: a temp file another program still has open is being deleted,
             # and its name refuses to be made again until that program closes it.
-            path = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+            path = _random_temp(lock)
         except BaseException as exc:
             # An interrupt after the file was made: ours, under the guard.
             _remove_quietly(path)
@@ -260,7 +265,7 @@ def _unlink_freeing_the_name(path: str, lock: str) -> None:
     if not _DELETE_KEEPS_THE_NAME:
         os.unlink(path)
         return
-    away = f"{lock}.skf-{os.urandom(4).hex()}-tmp"
+    away = _random_temp(lock)
     os.replace(path, away)
     # Deleted once the program that has it open closes it. If it cannot be deleted at
     # all, it stays under a temp file's name, which no lock, listing or line reads.

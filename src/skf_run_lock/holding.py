@@ -93,7 +93,6 @@ class _Renewer:
     def __init__(self, request: _Request, taken: AcquireResult) -> None:
         self.lock = taken["lock"]
         self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
-        self.stale_after = request.stale_after
         self.every = request.stale_after / 3
         self.renewed = time.monotonic()  # last known renewed
         self.next = self.renewed + self.every
@@ -114,7 +113,7 @@ class _Renewer:
         except (OSError, ValueError) as exc:
             failing = started - self.renewed
             retry = min(1.0, self.every / 3)
-            if failing + retry >= self.stale_after:
+            if failing + retry >= self.renewal.stale_after:
                 why = f"renewals failed for {_duration_text(failing)}, until it went stale"
                 self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
             self.next = started + retry

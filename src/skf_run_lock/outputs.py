@@ -50,8 +50,7 @@ def _installed_command() -> str | None:
             return "skf-run-lock"
     except OSError:
         pass  # Windows may start it by a name that is not a file: its path then
-    path = os.path.abspath(started)
-    return _quoted(path.replace("\\", "/") if sys.platform == "win32" else path)
+    return _runnable_path(os.path.abspath(started))
 
 
 def _on_path(name: str) -> str | None:
@@ -71,7 +70,13 @@ def _interpreter() -> str:
         found = _on_path(name)
         if found is not None and os.path.normcase(found) == os.path.normcase(sys.executable):
             return name
-    return _quoted(sys.executable.replace("\\", "/"))
+    return _runnable_path(sys.executable)
+
+
+def _runnable_path(path: str) -> str:
+    """``path`` quoted as a command; on Windows with forward slashes, which Git Bash
+    and PowerShell both run."""
+    return _quoted(path.replace("\\", "/") if sys.platform == "win32" else path)
 
 
 def _ordinal(n: int) -> str:

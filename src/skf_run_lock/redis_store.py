@@ -351,6 +351,8 @@ class _RedisStore(_RedisServer):
         # lock in the same round trip: larger than that of a take whose keys a release
         # deleted, unless that clock steps back.
         look.fence_floor = _server_us(answers[-1])
+        if look.clock is None:  # the first slot's mark, should the change take one
+            look.clock = look.fence_floor // 1000
         self.watched = self.connection
         return look
 
@@ -481,9 +483,7 @@ class _RedisStore(_RedisServer):
         """In MULTI/EXEC under read()'s WATCH; signals wait while it is sent. A new holder
         of several slots is marked with the server time its slot ends at; the record
         lives until the last of them."""
-        clock = look.clock
-        if clock is None and record is not None and record.holders is not None:
-            clock = _server_us(self.call(("TIME",))[0]) // 1000  # the first slot's mark
+        clock = look.clock  # read() read the server's TIME with the lock
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []
