@@ -1072,7 +1072,7 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
     if len(data) > _RECORD_MAX_BYTES:
         return _Record(None, mtime)
     try:
-        content = json.loads(data.decode("utf-8"))
+        content = json.loads(data.decode("utf-8"), parse_int=_short_int)
     except (ValueError, RecursionError):
         content = None
     if isinstance(content, dict):
@@ -1093,6 +1093,16 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
     return _Record(None, mtime if since is None else since, empty=not data)
 
 
+# The most digits a number in a record may have to be read as one: more can be no valid
+# fence, count or timeout, and Python refuses to read more than 4,300.
+_INT_MAX_DIGITS = 20
+
+
+def _short_int(text: str) -> int | None:
+    """A number of a record read by json, or None for one longer than any it may hold."""
+    return int(text) if len(text) <= _INT_MAX_DIGITS else None
+
+
 def _record_of(content: dict[str, object], mtime: int) -> _Record:
     """The record of a JSON object: its owner, when it was taken, its holder's timeout."""
     owner = content.get("owner")
@@ -1103,10 +1113,21 @@ def _record_of(content: dict[str, object], mtime: int) -> _Record:
         mtime if since is None else since,
         _holder_timeout(content.get("stale_after_seconds")),
     )
-    fence = content.get("fence")
-    if isinstance(fence, int) and not isinstance(fence, bool) and fence > 0:
-        record.fence = fence
+    record.fence = _fence_valid(content.get("fence"))
     return record
+
+
+# The largest fence: every integer up to it is exact in a double, so JavaScript and
+# every JSON reader read it as written (a clock's microseconds pass it in 2112).
+_MAX_FENCE = 2**52
+
+
+def _fence_valid(value: object) -> int | None:
+    """A record's fence if it is one (a whole number from 1 to _MAX_FENCE), else None:
+    a wild value counts as no fence, so that no later take fails or goes past it."""
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_FENCE:
+        return value
+    return None
 
 
 def _holder_of(entry: object) -> _Record | None:
@@ -1303,12 +1324,13 @@ def _taken(
     shared: bool = False,
     caller_timeout: float,
     now: float,
-) -> tuple[_Record, _Record | None]:
-    """The record a take by ``new`` leaves, and the holder it renews or replaces (None:
-    a free slot). Its own slot (or shared hold) is renewed, else the first stale one
-    replaced, else a free one taken; the other holders' are untouched. A count or kind
-    that changes (no hold live) starts a new record; ``last`` is a server's record that
-    expired whole."""
+) -> tuple[_Record, _Record | None, _Record | None]:
+    """The record a take by ``new`` leaves, the hold of its own it renews (None: none),
+    and the stale hold of another it replaces or, renewing, the first of those it
+    drops (None: none). Its own slot (or shared hold) is renewed, else the first stale
+    one replaced, else a free one taken; the other holders' are untouched. A count or
+    kind that changes (no hold live) starts a new record; ``last`` is a server's record
+    that expired whole, whose holders the new record drops."""
     gone = _holders(record) or _holders(last)
     if shared:
         same_kind = record is not None and record.shared
@@ -1327,30 +1349,47 @@ def _taken(
         before = None
         holders = [*kept, new]
     else:
-        # A new record: a stale holder (or a server's expired one) is what it replaces.
-        before = _first_to_go(gone, caller_timeout) if gone else None
+        # A new record: its own hold (a server's expired one) is what it renews, else a
+        # stale holder is what it replaces; the others are dropped.
+        own = [h for h in gone if h.owner == new.owner]
+        before = own[0] if own else _first_to_go(gone, caller_timeout) if gone else None
         holders = [new]
+    renewed = before if before is not None and before.owner == new.owner else None
+    dropped = [h for h in gone if h is not before and h not in holders]
+    if renewed is None:
+        replaced = before
+    else:
+        replaced = _first_to_go(dropped, caller_timeout) if dropped else None
     if shared:
-        return _shared_record(holders), before
-    if slots == 1:
-        return new, before
-    return _slots_record(slots, holders), before
+        after = _shared_record(holders)
+    elif slots == 1:
+        after = new
+    else:
+        after = _slots_record(slots, holders)
+    return after, renewed, replaced
 
 
-def _fence_of_take(look: _Look, new: _Record, before: _Record | None) -> int | None:
-    """The fence of the take by ``new`` that replaces or renews ``before``: a renewal
-    keeps its hold's; any other take gets one more than every fence the lock shows, and
-    no less than the store's floor (a file's or Redis's clock in microseconds, one more
-    than the revision an etcd look was read at), so that fences only grow, across
-    releases and deleted records too, unless that clock steps back. None without a
-    floor (a look outside a change)."""
-    if before is not None and before.owner == new.owner and before.fence is not None:
-        return before.fence
+def _fence_of_take(look: _Look, new: _Record, renewed: _Record | None) -> int | None:
+    """The fence of the take by ``new``, renewing its own hold ``renewed`` (or None).
+    A renewal keeps its hold's fence while no other holder the lock shows (live or
+    stale, in its record or as a server's last holder) has a larger one: else a frozen
+    holder's late write could pass it. Any other take gets one more than every fence
+    the lock shows, and no less than the store's floor (a file's or Redis's clock in
+    microseconds, one more than the revision an etcd look was read at), so that fences
+    only grow, across releases and deleted records too, unless that clock steps back.
+    None without a floor (a look outside a change, a server whose clock cannot be
+    read), or where the next fence would pass _MAX_FENCE (only a record written by
+    hand can take a lock there)."""
+    shown = [*_holders(look.record), *_holders(look.last)]
+    others = [r.fence for r in shown if r.fence is not None and r.owner != new.owner]
+    kept = None if renewed is None else renewed.fence
+    if kept is not None and all(fence < kept for fence in others):
+        return kept
     if look.fence_floor is None:
         return None
-    shown = [*_holders(look.record), *_holders(look.last)]
     highest = max((r.fence for r in shown if r.fence is not None), default=0)
-    return max(highest + 1, look.fence_floor)
+    fence = max(highest + 1, look.fence_floor)
+    return fence if fence <= _MAX_FENCE else None
 
 
 def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, _Record | None]:
@@ -1685,32 +1724,30 @@ def _acquired_result(
     *,
     stale_after: float,
     since: int,
-    before: _Record | None,
+    renewed: bool,
+    replaced: _Record | None,
     after: _Record | None = None,
     fence: int | None = None,
 ) -> AcquireResult:
-    """``after``: the record the take left, for a lock of several slots; ``fence``: the
-    hold's, carried beside the output's keys."""
-    renewed = before is not None and before.owner == owner
-    replaced = before is not None and not renewed
+    """``renewed``: the take renewed ``owner``'s own hold; ``replaced``: the stale hold
+    of another it replaced or, renewing, the first it dropped; ``after``: the record the
+    take left, for a lock of several slots; ``fence``: the hold's, carried beside the
+    output's keys."""
     stale_at = _stale_at(since, stale_after)
     what = lock
     if after is not None and after.shared:
         what = f"a shared hold on {lock}"
     elif after is not None and after.slots > 1:
         what = f"a slot of {lock}"
-    if before is None:
-        done = f"acquired {what} for {owner}"
-    elif renewed:
-        done = f"renewed {what} for {owner}"
-    else:
-        holder = f"of {before.owner}" if before.owner else "file that named no owner"
+    done = f"renewed {what} for {owner}" if renewed else f"acquired {what} for {owner}"
+    if replaced is not None:
+        holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
         stale = "stale lock"
         if after is not None and after.shared:
             stale = "stale shared hold"
         elif after is not None and after.slots > 1:
             stale = "stale slot"
-        done = f"acquired {what} for {owner}, replacing the {stale} {holder}"
+        done += f", {'dropping' if renewed else 'replacing'} the {stale} {holder}"
     if after is not None:
         done += _holds_text(after)
     result: AcquireResult = {
@@ -1723,12 +1760,22 @@ def _acquired_result(
         "held_since": _format_time(since),
         "stale_at": stale_at,
         "stale_after_minutes": _minutes_for_output(stale_after),
-        "stale_replaced": {"held_by": before.owner, "held_since": _format_time(before.since)}
-        if before is not None and replaced
+        "stale_replaced": {"held_by": replaced.owner, "held_since": _format_time(replaced.since)}
+        if replaced is not None
         else None,
-        "message": f"{done}; it goes stale at {stale_at} unless renewed",
+        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(fence)}",
     }
     return _fenced(result, fence)
+
+
+def _unfenced(fence: int | None) -> str:
+    """What a take's message says of a hold it could give no fence."""
+    if fence is not None:
+        return ""
+    return (
+        "; it has no fence: the store's clock could not be read (a Redis user without"
+        " TIME), or the lock shows the largest fence there is"
+    )
 
 
 def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
@@ -2797,6 +2844,19 @@ _PARSED: dict[bytes, _PlaceFields | None] = {}
 _WRITTEN: dict[_PlaceFields, bytes] = {}
 
 
+# How long a take that gave its floor as a fence sleeps between looks at the clock.
+_CLOCK_TICK_POLL_SEC = 0.0005
+
+
+def _clock_past(floor_us: int | None) -> None:
+    """Wait, still under the guard, until this machine's clock in microseconds passes
+    ``floor_us``, which a take just gave as its fence: the next take reads the clock
+    after this one, so its floor is larger however coarsely the clock ticks (Windows'
+    time.time_ns before Python 3.13 moves every 15.6 ms; elsewhere it has moved by now)."""
+    while floor_us is not None and time.time_ns() // 1000 <= floor_us:
+        time.sleep(_CLOCK_TICK_POLL_SEC)
+
+
 def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
     """The valid places of a line file (a JSON object a line), up to the place whose
     ticket is ``upto`` if it is there. Never raises."""
@@ -3000,6 +3060,8 @@ class _FileStore:
             _delete_record(self.lock)
         else:
             _write_record(self.lock, _bytes_of(record))
+            if any(holder.fence == look.fence_floor for holder in _holders(record)):
+                _clock_past(look.fence_floor)
         _Interrupts.disarm()
         leaving = None if place is None else place.ticket
         if place is not None:
@@ -3351,7 +3413,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
             keep = request.keep_longer
             timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
             new = _Record(owner, since, timeout)
-            after, before = _taken(
+            after, renewed, replaced = _taken(
                 record,
                 look.last,
                 new,
@@ -3360,7 +3422,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                 caller_timeout=stale_after,
                 now=now,
             )
-            new.fence = _fence_of_take(look, new, before)
+            new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
                 return _acquired_result(
@@ -3369,7 +3431,8 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                     request.run_id,
                     stale_after=timeout,
                     since=since,
-                    before=before,
+                    renewed=renewed is not None,
+                    replaced=replaced,
                     after=after,
                     fence=new.fence,
                 )
@@ -4433,7 +4496,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4436, (), r'''
+_CARRIED['usage'] = (4499, (), r'''
 import os
 import sys
 import textwrap
@@ -4643,7 +4706,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4646, (), r'''
+_CARRIED['server_store'] = (4709, (), r'''
 import errno
 import json
 import os
@@ -4922,7 +4985,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4925, ('server_store',), r'''
+_CARRIED['http1'] = (4988, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5049,7 +5112,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5052, ('server_store',), r'''
+_CARRIED['resp'] = (5115, ('server_store',), r'''
 import re
 
 
@@ -5184,7 +5247,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5187, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5250, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5378,7 +5441,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5381, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5444, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5875,6 +5938,8 @@ class _EtcdStore(_EtcdWatching):
         txn = {"compare": compare, "success": ops, "failure": failure}
         answer = self.post("/v3/kv/txn", txn, outcome=outcome)
         if answer.get("succeeded"):
+            if record is not None and look.revision == "0":
+                _raise_fences(record, _answer_revision(answer))
             return True
         self.spares += granted  # for the next try, or revoked at close
         self._found(answer, 0, self.line_read)
@@ -5911,6 +5976,26 @@ class _EtcdStore(_EtcdWatching):
         return lease if newest >= longest else self._grant(longest, granted)
 
 
+def _raise_fences(record: _Record, created: int) -> None:
+    """Raise each fence of ``record``, whose key was created at revision ``created``, to
+    at least that revision. A take that finds the key absent cannot tell from what it
+    read whether another run took and released the lock before its transaction commits
+    (a revision of 0 compares equal either way), so its fence is the revision that
+    creates the key: larger than that of every take committed before it."""
+    for holder in _holders(record):
+        if holder.fence is not None and holder.fence < created:
+            holder.fence = min(created, _MAX_FENCE)
+
+
+def _answer_revision(answer: Any) -> int:
+    """The revision a transaction's ``answer`` committed at (its header's)."""
+    header = answer.get("header")
+    revision = header.get("revision") if isinstance(header, dict) else None
+    if not (isinstance(revision, str) and revision.isdigit()):
+        raise _not_etcd("txn", "header")
+    return int(revision)
+
+
 def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
     record (on a lease: live), the last holder's, and the line in the order joined. Of
@@ -5939,6 +6024,8 @@ def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
         parsed = _parse_record(value, now)  # a foreign value is dated now
         if name == key:
             revision = _answer_field(kv, "mod_revision", "range", digits=True)
+            created = _answer_field(kv, "create_revision", "range", digits=True)
+            _raise_fences(parsed, int(created))
             record = parsed
             lease = kv.get("lease")
             if lease:
@@ -5966,7 +6053,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5969, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6056, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6030,7 +6117,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6033, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6120, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6112,6 +6199,24 @@ def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
         if live:
             ends.append(left)
     return min(ends) if ends else ttl
+
+
+class _CommandDenied(PermissionError):
+    """Redis refused the user a ``command`` (NOPERM), not a key."""
+
+    def __init__(self, command: str, message: str) -> None:
+        super().__init__(errno.EACCES, message)
+        self.command = command
+
+
+def _denied_command(text: str) -> str | None:
+    """The command a NOPERM refusal names (Redis and Valkey: "... no permissions to run
+    the 'time' command"), lowercase; None where it names a key or a channel."""
+    _, quote, rest = text.partition(" the '")
+    name, closing, after = rest.partition("'")
+    if quote and closing and after.startswith(" command"):
+        return name.lower()
+    return None
 
 
 class _NotApplied(Exception):
@@ -6295,6 +6400,13 @@ class _RedisServer(_ServerStore):
             " and REDISCLI_AUTH",
             "NOPERM": f"Redis denied {who} access to the lock's keys ({key}): {text}",
         }
+        command = _denied_command(text) if code == "NOPERM" else None
+        if command is not None:
+            return _CommandDenied(
+                command,
+                f"Redis denied {who} the command {command.upper()} ({text}): give the user"
+                f" +{command} (the commands a user needs: docs/redis.md, Permissions)",
+            )
         if code in denied:
             return PermissionError(errno.EACCES, denied[code])
         advice = {
@@ -6339,6 +6451,8 @@ class _RedisStore(_RedisServer):
         # True once a look found a lock of several slots: each later look asks the
         # server's TIME with its reads, not after them (a lock of one slot never does).
         self.clocked = False
+        # True once Redis refused this user TIME: reads no longer ask it.
+        self.timeless = False
 
     def close(self) -> None:
         self._drop()
@@ -6354,14 +6468,24 @@ class _RedisStore(_RedisServer):
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
         with the line: a release rings the waiters it leaves a slot for."""
-        answers = self.call(("WATCH", self.key), *self._reads(), ("TIME",))[1:]
+        clock: list[_Command] = [] if self.timeless else [("TIME",)]
+        try:
+            answers = self.call(("WATCH", self.key), *self._reads(), *clock)[1:]
+        except _CommandDenied as denied:
+            if not clock or denied.command != "time":
+                raise
+            # A user without TIME takes, renews and releases a lock of one slot, as
+            # before fences: its takes get no fence rather than a weaker one.
+            self.timeless = True
+            answers = self.call(("WATCH", self.key), *self._reads())[1:]
         look = self._looked(answers)
-        # A take's fence is at least the server's clock in microseconds, read with the
-        # lock in the same round trip: larger than that of a take whose keys a release
-        # deleted, unless that clock steps back.
-        look.fence_floor = _server_us(answers[-1])
-        if look.clock is None:  # the first slot's mark, should the change take one
-            look.clock = look.fence_floor // 1000
+        if not self.timeless:
+            # A take's fence is at least the server's clock in microseconds, read with
+            # the lock in the same round trip: larger than that of a take whose keys a
+            # release deleted, unless that clock steps back.
+            look.fence_floor = _server_us(answers[-1])
+            if look.clock is None:  # the first slot's mark, should the change take one
+                look.clock = look.fence_floor // 1000
         self.watched = self.connection
         return look
 
@@ -6493,6 +6617,9 @@ class _RedisStore(_RedisServer):
         of several slots is marked with the server time its slot ends at; the record
         lives until the last of them."""
         clock = look.clock  # read() read the server's TIME with the lock
+        if clock is None and record is not None and record.holders is not None:
+            # Slots end on the server's clock: a user without TIME is refused here.
+            clock = _server_us(self.call(("TIME",))[0]) // 1000
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []
@@ -6617,7 +6744,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6620, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6747, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6748,7 +6875,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6751, (), r'''
+_CARRIED['file_listing'] = (6878, (), r'''
 import os
 import stat
 
@@ -6807,7 +6934,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'ebed82ed991d4bbdea5546ca17d1a65acdeaa2264ccc94c453a999d054236802'  # what a cache entry must name
+_BUILD = 'ab876aeb22505eabd0fcd57e702b8c6bab3888a7b5455f69c314a9470dc29042'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

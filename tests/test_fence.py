@@ -74,7 +74,11 @@ def test_each_slot_and_each_shared_hold_has_a_fence_of_its_own(
     lock = store.lock
     fences = [fence_taken(cli, lock, f"wf:h{n}:1", *kind) for n in range(3)]
     assert fences == sorted(set(fences))  # each larger than the one before
-    assert fence_taken(cli, lock, "wf:h0:1", *kind) == fences[0]  # renewed: kept
+    assert fence_taken(cli, lock, "wf:h2:1", *kind) == fences[2]  # the newest renewed: kept
+    # Renewed beside a larger fence, a hold gets one above all the lock shows.
+    renewed = fence_taken(cli, lock, "wf:h0:1", *kind)
+    assert renewed > fences[2]
+    fences[0] = renewed
     status = status_of(cli, lock, *kind[:2]) if kind[0] == "--slots" else status_of(cli, lock)
     holders = status["holders"]
     assert isinstance(holders, list)

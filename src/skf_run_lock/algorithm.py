@@ -175,7 +175,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
             keep = request.keep_longer
             timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
             new = _Record(owner, since, timeout)
-            after, before = _taken(
+            after, renewed, replaced = _taken(
                 record,
                 look.last,
                 new,
@@ -184,7 +184,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                 caller_timeout=stale_after,
                 now=now,
             )
-            new.fence = _fence_of_take(look, new, before)
+            new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
                 return _acquired_result(
@@ -193,7 +193,8 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                     request.run_id,
                     stale_after=timeout,
                     since=since,
-                    before=before,
+                    renewed=renewed is not None,
+                    replaced=replaced,
                     after=after,
                     fence=new.fence,
                 )

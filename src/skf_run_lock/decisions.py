@@ -5,7 +5,7 @@ each only reads, applies a change atomically, and waits."""
 
 from __future__ import annotations
 
-from .records import _Record
+from .records import _MAX_FENCE, _Record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -104,12 +104,13 @@ def _taken(
     shared: bool = False,
     caller_timeout: float,
     now: float,
-) -> tuple[_Record, _Record | None]:
-    """The record a take by ``new`` leaves, and the holder it renews or replaces (None:
-    a free slot). Its own slot (or shared hold) is renewed, else the first stale one
-    replaced, else a free one taken; the other holders' are untouched. A count or kind
-    that changes (no hold live) starts a new record; ``last`` is a server's record that
-    expired whole."""
+) -> tuple[_Record, _Record | None, _Record | None]:
+    """The record a take by ``new`` leaves, the hold of its own it renews (None: none),
+    and the stale hold of another it replaces or, renewing, the first of those it
+    drops (None: none). Its own slot (or shared hold) is renewed, else the first stale
+    one replaced, else a free one taken; the other holders' are untouched. A count or
+    kind that changes (no hold live) starts a new record; ``last`` is a server's record
+    that expired whole, whose holders the new record drops."""
     gone = _holders(record) or _holders(last)
     if shared:
         same_kind = record is not None and record.shared
@@ -128,30 +129,47 @@ def _taken(
         before = None
         holders = [*kept, new]
     else:
-        # A new record: a stale holder (or a server's expired one) is what it replaces.
-        before = _first_to_go(gone, caller_timeout) if gone else None
+        # A new record: its own hold (a server's expired one) is what it renews, else a
+        # stale holder is what it replaces; the others are dropped.
+        own = [h for h in gone if h.owner == new.owner]
+        before = own[0] if own else _first_to_go(gone, caller_timeout) if gone else None
         holders = [new]
+    renewed = before if before is not None and before.owner == new.owner else None
+    dropped = [h for h in gone if h is not before and h not in holders]
+    if renewed is None:
+        replaced = before
+    else:
+        replaced = _first_to_go(dropped, caller_timeout) if dropped else None
     if shared:
-        return _shared_record(holders), before
-    if slots == 1:
-        return new, before
-    return _slots_record(slots, holders), before
+        after = _shared_record(holders)
+    elif slots == 1:
+        after = new
+    else:
+        after = _slots_record(slots, holders)
+    return after, renewed, replaced
 
 
-def _fence_of_take(look: _Look, new: _Record, before: _Record | None) -> int | None:
-    """The fence of the take by ``new`` that replaces or renews ``before``: a renewal
-    keeps its hold's; any other take gets one more than every fence the lock shows, and
-    no less than the store's floor (a file's or Redis's clock in microseconds, one more
-    than the revision an etcd look was read at), so that fences only grow, across
-    releases and deleted records too, unless that clock steps back. None without a
-    floor (a look outside a change)."""
-    if before is not None and before.owner == new.owner and before.fence is not None:
-        return before.fence
+def _fence_of_take(look: _Look, new: _Record, renewed: _Record | None) -> int | None:
+    """The fence of the take by ``new``, renewing its own hold ``renewed`` (or None).
+    A renewal keeps its hold's fence while no other holder the lock shows (live or
+    stale, in its record or as a server's last holder) has a larger one: else a frozen
+    holder's late write could pass it. Any other take gets one more than every fence
+    the lock shows, and no less than the store's floor (a file's or Redis's clock in
+    microseconds, one more than the revision an etcd look was read at), so that fences
+    only grow, across releases and deleted records too, unless that clock steps back.
+    None without a floor (a look outside a change, a server whose clock cannot be
+    read), or where the next fence would pass _MAX_FENCE (only a record written by
+    hand can take a lock there)."""
+    shown = [*_holders(look.record), *_holders(look.last)]
+    others = [r.fence for r in shown if r.fence is not None and r.owner != new.owner]
+    kept = None if renewed is None else renewed.fence
+    if kept is not None and all(fence < kept for fence in others):
+        return kept
     if look.fence_floor is None:
         return None
-    shown = [*_holders(look.record), *_holders(look.last)]
     highest = max((r.fence for r in shown if r.fence is not None), default=0)
-    return max(highest + 1, look.fence_floor)
+    fence = max(highest + 1, look.fence_floor)
+    return fence if fence <= _MAX_FENCE else None
 
 
 def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, _Record | None]:

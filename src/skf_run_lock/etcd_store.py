@@ -15,7 +15,7 @@ from .etcd_gateway import _answer_field, _b64, _EtcdGateway, _not_etcd, _unb64
 from .http1 import _HttpConnection
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .quoting import _quoted
-from .records import _bytes_of, _Look, _parse_record, _Place, _Record
+from .records import _MAX_FENCE, _bytes_of, _Look, _parse_record, _Place, _Record
 from .server_store import _Pause, _place_of, _place_value, _unknown_outcome
 
 TYPE_CHECKING = False
@@ -511,6 +511,8 @@ class _EtcdStore(_EtcdWatching):
         txn = {"compare": compare, "success": ops, "failure": failure}
         answer = self.post("/v3/kv/txn", txn, outcome=outcome)
         if answer.get("succeeded"):
+            if record is not None and look.revision == "0":
+                _raise_fences(record, _answer_revision(answer))
             return True
         self.spares += granted  # for the next try, or revoked at close
         self._found(answer, 0, self.line_read)
@@ -547,6 +549,26 @@ class _EtcdStore(_EtcdWatching):
         return lease if newest >= longest else self._grant(longest, granted)
 
 
+def _raise_fences(record: _Record, created: int) -> None:
+    """Raise each fence of ``record``, whose key was created at revision ``created``, to
+    at least that revision. A take that finds the key absent cannot tell from what it
+    read whether another run took and released the lock before its transaction commits
+    (a revision of 0 compares equal either way), so its fence is the revision that
+    creates the key: larger than that of every take committed before it."""
+    for holder in _holders(record):
+        if holder.fence is not None and holder.fence < created:
+            holder.fence = min(created, _MAX_FENCE)
+
+
+def _answer_revision(answer: Any) -> int:
+    """The revision a transaction's ``answer`` committed at (its header's)."""
+    header = answer.get("header")
+    revision = header.get("revision") if isinstance(header, dict) else None
+    if not (isinstance(revision, str) and revision.isdigit()):
+        raise _not_etcd("txn", "header")
+    return int(revision)
+
+
 def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
     """The look at the lock ``key`` that its keys ``kvs`` (of one range) give: its
     record (on a lease: live), the last holder's, and the line in the order joined. Of
@@ -575,6 +597,8 @@ def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
         parsed = _parse_record(value, now)  # a foreign value is dated now
         if name == key:
             revision = _answer_field(kv, "mod_revision", "range", digits=True)
+            created = _answer_field(kv, "create_revision", "range", digits=True)
+            _raise_fences(parsed, int(created))
             record = parsed
             lease = kv.get("lease")
             if lease:

@@ -13,7 +13,7 @@ import sys
 import time
 
 from .contract import _NoFolder
-from .decisions import _ahead_of, _live
+from .decisions import _ahead_of, _holders, _live
 from .guard import (
     _COMMON_FLAGS,
     _GUARD_SUFFIX,
@@ -295,6 +295,19 @@ _PARSED: dict[bytes, _PlaceFields | None] = {}
 _WRITTEN: dict[_PlaceFields, bytes] = {}
 
 
+# How long a take that gave its floor as a fence sleeps between looks at the clock.
+_CLOCK_TICK_POLL_SEC = 0.0005
+
+
+def _clock_past(floor_us: int | None) -> None:
+    """Wait, still under the guard, until this machine's clock in microseconds passes
+    ``floor_us``, which a take just gave as its fence: the next take reads the clock
+    after this one, so its floor is larger however coarsely the clock ticks (Windows'
+    time.time_ns before Python 3.13 moves every 15.6 ms; elsewhere it has moved by now)."""
+    while floor_us is not None and time.time_ns() // 1000 <= floor_us:
+        time.sleep(_CLOCK_TICK_POLL_SEC)
+
+
 def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
     """The valid places of a line file (a JSON object a line), up to the place whose
     ticket is ``upto`` if it is there. Never raises."""
@@ -498,6 +511,8 @@ class _FileStore:
             _delete_record(self.lock)
         else:
             _write_record(self.lock, _bytes_of(record))
+            if any(holder.fence == look.fence_floor for holder in _holders(record)):
+                _clock_past(look.fence_floor)
         _Interrupts.disarm()
         leaving = None if place is None else place.ticket
         if place is not None:

@@ -187,32 +187,30 @@ def _acquired_result(
     *,
     stale_after: float,
     since: int,
-    before: _Record | None,
+    renewed: bool,
+    replaced: _Record | None,
     after: _Record | None = None,
     fence: int | None = None,
 ) -> AcquireResult:
-    """``after``: the record the take left, for a lock of several slots; ``fence``: the
-    hold's, carried beside the output's keys."""
-    renewed = before is not None and before.owner == owner
-    replaced = before is not None and not renewed
+    """``renewed``: the take renewed ``owner``'s own hold; ``replaced``: the stale hold
+    of another it replaced or, renewing, the first it dropped; ``after``: the record the
+    take left, for a lock of several slots; ``fence``: the hold's, carried beside the
+    output's keys."""
     stale_at = _stale_at(since, stale_after)
     what = lock
     if after is not None and after.shared:
         what = f"a shared hold on {lock}"
     elif after is not None and after.slots > 1:
         what = f"a slot of {lock}"
-    if before is None:
-        done = f"acquired {what} for {owner}"
-    elif renewed:
-        done = f"renewed {what} for {owner}"
-    else:
-        holder = f"of {before.owner}" if before.owner else "file that named no owner"
+    done = f"renewed {what} for {owner}" if renewed else f"acquired {what} for {owner}"
+    if replaced is not None:
+        holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
         stale = "stale lock"
         if after is not None and after.shared:
             stale = "stale shared hold"
         elif after is not None and after.slots > 1:
             stale = "stale slot"
-        done = f"acquired {what} for {owner}, replacing the {stale} {holder}"
+        done += f", {'dropping' if renewed else 'replacing'} the {stale} {holder}"
     if after is not None:
         done += _holds_text(after)
     result: AcquireResult = {
@@ -225,12 +223,22 @@ def _acquired_result(
         "held_since": _format_time(since),
         "stale_at": stale_at,
         "stale_after_minutes": _minutes_for_output(stale_after),
-        "stale_replaced": {"held_by": before.owner, "held_since": _format_time(before.since)}
-        if before is not None and replaced
+        "stale_replaced": {"held_by": replaced.owner, "held_since": _format_time(replaced.since)}
+        if replaced is not None
         else None,
-        "message": f"{done}; it goes stale at {stale_at} unless renewed",
+        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(fence)}",
     }
     return _fenced(result, fence)
+
+
+def _unfenced(fence: int | None) -> str:
+    """What a take's message says of a hold it could give no fence."""
+    if fence is not None:
+        return ""
+    return (
+        "; it has no fence: the store's clock could not be read (a Redis user without"
+        " TIME), or the lock shows the largest fence there is"
+    )
 
 
 def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:

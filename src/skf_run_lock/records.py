@@ -170,7 +170,7 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
     if len(data) > _RECORD_MAX_BYTES:
         return _Record(None, mtime)
     try:
-        content = json.loads(data.decode("utf-8"))
+        content = json.loads(data.decode("utf-8"), parse_int=_short_int)
     except (ValueError, RecursionError):
         content = None
     if isinstance(content, dict):
@@ -191,6 +191,16 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
     return _Record(None, mtime if since is None else since, empty=not data)
 
 
+# The most digits a number in a record may have to be read as one: more can be no valid
+# fence, count or timeout, and Python refuses to read more than 4,300.
+_INT_MAX_DIGITS = 20
+
+
+def _short_int(text: str) -> int | None:
+    """A number of a record read by json, or None for one longer than any it may hold."""
+    return int(text) if len(text) <= _INT_MAX_DIGITS else None
+
+
 def _record_of(content: dict[str, object], mtime: int) -> _Record:
     """The record of a JSON object: its owner, when it was taken, its holder's timeout."""
     owner = content.get("owner")
@@ -201,10 +211,21 @@ def _record_of(content: dict[str, object], mtime: int) -> _Record:
         mtime if since is None else since,
         _holder_timeout(content.get("stale_after_seconds")),
     )
-    fence = content.get("fence")
-    if isinstance(fence, int) and not isinstance(fence, bool) and fence > 0:
-        record.fence = fence
+    record.fence = _fence_valid(content.get("fence"))
     return record
+
+
+# The largest fence: every integer up to it is exact in a double, so JavaScript and
+# every JSON reader read it as written (a clock's microseconds pass it in 2112).
+_MAX_FENCE = 2**52
+
+
+def _fence_valid(value: object) -> int | None:
+    """A record's fence if it is one (a whole number from 1 to _MAX_FENCE), else None:
+    a wild value counts as no fence, so that no later take fails or goes past it."""
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_FENCE:
+        return value
+    return None
 
 
 def _holder_of(entry: object) -> _Record | None:

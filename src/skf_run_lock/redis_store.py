@@ -105,6 +105,24 @@ def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
     return min(ends) if ends else ttl
 
 
+class _CommandDenied(PermissionError):
+    """Redis refused the user a ``command`` (NOPERM), not a key."""
+
+    def __init__(self, command: str, message: str) -> None:
+        super().__init__(errno.EACCES, message)
+        self.command = command
+
+
+def _denied_command(text: str) -> str | None:
+    """The command a NOPERM refusal names (Redis and Valkey: "... no permissions to run
+    the 'time' command"), lowercase; None where it names a key or a channel."""
+    _, quote, rest = text.partition(" the '")
+    name, closing, after = rest.partition("'")
+    if quote and closing and after.startswith(" command"):
+        return name.lower()
+    return None
+
+
 class _NotApplied(Exception):
     """A transaction under WATCH did not run (redirected, or the node was busy)."""
 
@@ -286,6 +304,13 @@ class _RedisServer(_ServerStore):
             " and REDISCLI_AUTH",
             "NOPERM": f"Redis denied {who} access to the lock's keys ({key}): {text}",
         }
+        command = _denied_command(text) if code == "NOPERM" else None
+        if command is not None:
+            return _CommandDenied(
+                command,
+                f"Redis denied {who} the command {command.upper()} ({text}): give the user"
+                f" +{command} (the commands a user needs: docs/redis.md, Permissions)",
+            )
         if code in denied:
             return PermissionError(errno.EACCES, denied[code])
         advice = {
@@ -330,6 +355,8 @@ class _RedisStore(_RedisServer):
         # True once a look found a lock of several slots: each later look asks the
         # server's TIME with its reads, not after them (a lock of one slot never does).
         self.clocked = False
+        # True once Redis refused this user TIME: reads no longer ask it.
+        self.timeless = False
 
     def close(self) -> None:
         self._drop()
@@ -345,14 +372,24 @@ class _RedisStore(_RedisServer):
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
         with the line: a release rings the waiters it leaves a slot for."""
-        answers = self.call(("WATCH", self.key), *self._reads(), ("TIME",))[1:]
+        clock: list[_Command] = [] if self.timeless else [("TIME",)]
+        try:
+            answers = self.call(("WATCH", self.key), *self._reads(), *clock)[1:]
+        except _CommandDenied as denied:
+            if not clock or denied.command != "time":
+                raise
+            # A user without TIME takes, renews and releases a lock of one slot, as
+            # before fences: its takes get no fence rather than a weaker one.
+            self.timeless = True
+            answers = self.call(("WATCH", self.key), *self._reads())[1:]
         look = self._looked(answers)
-        # A take's fence is at least the server's clock in microseconds, read with the
-        # lock in the same round trip: larger than that of a take whose keys a release
-        # deleted, unless that clock steps back.
-        look.fence_floor = _server_us(answers[-1])
-        if look.clock is None:  # the first slot's mark, should the change take one
-            look.clock = look.fence_floor // 1000
+        if not self.timeless:
+            # A take's fence is at least the server's clock in microseconds, read with
+            # the lock in the same round trip: larger than that of a take whose keys a
+            # release deleted, unless that clock steps back.
+            look.fence_floor = _server_us(answers[-1])
+            if look.clock is None:  # the first slot's mark, should the change take one
+                look.clock = look.fence_floor // 1000
         self.watched = self.connection
         return look
 
@@ -484,6 +521,9 @@ class _RedisStore(_RedisServer):
         of several slots is marked with the server time its slot ends at; the record
         lives until the last of them."""
         clock = look.clock  # read() read the server's TIME with the lock
+        if clock is None and record is not None and record.holders is not None:
+            # Slots end on the server's clock: a user without TIME is refused here.
+            clock = _server_us(self.call(("TIME",))[0]) // 1000
         if self.connection is None or self.connection is not self.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []
