@@ -68,7 +68,15 @@ def test_a_take_paused_between_its_read_and_its_commit_gets_a_fence_above_one_ta
     try:
         _, state = os.waitpid(paused.pid, os.WUNTRACED)
         assert os.WIFSTOPPED(state)  # it read the lock and decided; it has not applied
-        command = [PY, SCRIPT, "acquire", "--lock", store.lock, "--owner", "wf:other:1"]
+        command: list[str] = [
+            PY,
+            str(SCRIPT),
+            "acquire",
+            "--lock",
+            store.lock,
+            "--owner",
+            "wf:other:1",
+        ]
         other = subprocess.Popen([*command, "--get", "fence"], stdout=subprocess.PIPE, text=True)
         committed = []
         try:
