@@ -3230,16 +3230,22 @@ _ADDRESS_FORMS += f" or {_SERVER_STORES[-1].form}"
 def _refuse_scheme_typos(lock: str) -> None:
     """ValueError for a lock path that starts as an address does (a server's scheme,
     any case, and a colon) without its ``//``: a typo (redis:/host/key), never meant
-    as a folder named "redis:"."""
+    as a folder named "redis:"; likewise one whose first part is a scheme followed by
+    an empty part, its colon dropped (redis//host/key), never meant as a folder "redis"."""
+    first, slash, after = lock.partition("/")
+    dropped = _kind_of_scheme(first) if slash and after.startswith("/") else None
+    if dropped is not None:
+        raise ValueError(
+            f"the path {_without_credentials(lock, first + '//')} starts with {first}// but"
+            f" not {first}://: an address of {dropped.name} is {dropped.form}"
+        )
     scheme, colon, rest = lock.partition(":")
     if not colon or rest.startswith("//"):
         return
-    kind = next((k for k in _SERVER_STORES if scheme.lower() in k.schemes), None)
+    kind = _kind_of_scheme(scheme)
     if kind is None:
         return
-    # What stands before an @ may be a password; what follows it names the server.
-    at, tail = lock.rpartition("@")[1:]
-    shown = f"{scheme}:<credentials left out>@{tail}" if at else lock
+    shown = _without_credentials(lock, f"{scheme}:")
     # Windows names no file with a colon: there the address is the only way.
     as_a_file = (
         ""
@@ -3250,6 +3256,18 @@ def _refuse_scheme_typos(lock: str) -> None:
         f"the path {shown} starts with {scheme}: but not {scheme}://: an address of"
         f" {kind.name} is {kind.form}{as_a_file}"
     )
+
+
+def _kind_of_scheme(scheme: str) -> _ServerKind | None:
+    """The server store whose scheme ``scheme`` is, in any case; None: no store's."""
+    return next((k for k in _SERVER_STORES if scheme.lower() in k.schemes), None)
+
+
+def _without_credentials(lock: str, start: str) -> str:
+    """``lock`` as a message shows it: what stands before an @ may be a password, what
+    follows it names the server."""
+    at, tail = lock.rpartition("@")[1:]
+    return f"{start}<credentials left out>@{tail}" if at else lock
 
 
 def _server_kind(address: str) -> _ServerKind:
@@ -4496,7 +4514,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4499, (), r'''
+_CARRIED['usage'] = (4517, (), r'''
 import os
 import sys
 import textwrap
@@ -4706,7 +4724,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4709, (), r'''
+_CARRIED['server_store'] = (4727, (), r'''
 import errno
 import json
 import os
@@ -4985,7 +5003,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4988, ('server_store',), r'''
+_CARRIED['http1'] = (5006, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5112,7 +5130,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5115, ('server_store',), r'''
+_CARRIED['resp'] = (5133, ('server_store',), r'''
 import re
 
 
@@ -5247,7 +5265,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5250, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5268, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5441,7 +5459,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5444, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5462, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6053,7 +6071,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6056, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6074, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6117,7 +6135,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6120, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6138, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6744,7 +6762,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6747, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6765, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6875,7 +6893,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6878, (), r'''
+_CARRIED['file_listing'] = (6896, (), r'''
 import os
 import stat
 
@@ -6934,7 +6952,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'ab876aeb22505eabd0fcd57e702b8c6bab3888a7b5455f69c314a9470dc29042'  # what a cache entry must name
+_BUILD = 'f01ec7f5143db097c704edf4310dc3068a57621658155dc2ad9d67c42bcdb2e5'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

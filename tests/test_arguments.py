@@ -124,6 +124,27 @@ def test_a_scheme_without_its_slashes_is_exit_1_naming_the_address_form(
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize(
+    ("lock", "start"),
+    [
+        ("redis//127.0.0.1:16399/k", "redis"),
+        ("ETCD//127.0.0.1:2379/k", "ETCD"),
+        ("Rediss//user:secret@127.0.0.1/k", "Rediss"),
+    ],
+)
+def test_a_scheme_without_its_colon_is_exit_1_naming_the_address_form(
+    cli: Callable[..., Run], tmp_path: Path, command: str, lock: str, start: str
+) -> None:
+    """redis//host/key (a colon dropped) is never taken for a folder named redis."""
+    run = cli(command, "--lock", lock, *COMMANDS[command], cwd=tmp_path)
+    assert run.code == 1, run
+    assert f"starts with {start}// but not {start}://" in run.error
+    assert "an address of " in run.error and "/KEY" in run.error, run
+    assert "secret" not in run.error
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_file_whose_path_starts_like_an_address_is_given_as_the_message_says(
     cli: Callable[..., Run], tmp_path: Path
 ) -> None:

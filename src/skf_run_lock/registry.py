@@ -98,16 +98,22 @@ _ADDRESS_FORMS += f" or {_SERVER_STORES[-1].form}"
 def _refuse_scheme_typos(lock: str) -> None:
     """ValueError for a lock path that starts as an address does (a server's scheme,
     any case, and a colon) without its ``//``: a typo (redis:/host/key), never meant
-    as a folder named "redis:"."""
+    as a folder named "redis:"; likewise one whose first part is a scheme followed by
+    an empty part, its colon dropped (redis//host/key), never meant as a folder "redis"."""
+    first, slash, after = lock.partition("/")
+    dropped = _kind_of_scheme(first) if slash and after.startswith("/") else None
+    if dropped is not None:
+        raise ValueError(
+            f"the path {_without_credentials(lock, first + '//')} starts with {first}// but"
+            f" not {first}://: an address of {dropped.name} is {dropped.form}"
+        )
     scheme, colon, rest = lock.partition(":")
     if not colon or rest.startswith("//"):
         return
-    kind = next((k for k in _SERVER_STORES if scheme.lower() in k.schemes), None)
+    kind = _kind_of_scheme(scheme)
     if kind is None:
         return
-    # What stands before an @ may be a password; what follows it names the server.
-    at, tail = lock.rpartition("@")[1:]
-    shown = f"{scheme}:<credentials left out>@{tail}" if at else lock
+    shown = _without_credentials(lock, f"{scheme}:")
     # Windows names no file with a colon: there the address is the only way.
     as_a_file = (
         ""
@@ -118,6 +124,18 @@ def _refuse_scheme_typos(lock: str) -> None:
         f"the path {shown} starts with {scheme}: but not {scheme}://: an address of"
         f" {kind.name} is {kind.form}{as_a_file}"
     )
+
+
+def _kind_of_scheme(scheme: str) -> _ServerKind | None:
+    """The server store whose scheme ``scheme`` is, in any case; None: no store's."""
+    return next((k for k in _SERVER_STORES if scheme.lower() in k.schemes), None)
+
+
+def _without_credentials(lock: str, start: str) -> str:
+    """``lock`` as a message shows it: what stands before an @ may be a password, what
+    follows it names the server."""
+    at, tail = lock.rpartition("@")[1:]
+    return f"{start}<credentials left out>@{tail}" if at else lock
 
 
 def _server_kind(address: str) -> _ServerKind:
