@@ -1638,6 +1638,13 @@ def _stale_at(since: int, stale_after: float) -> str:
     return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
 
 
+def _lapses_at(place: _Place, now: float) -> str:
+    """When ``place`` lapses unless its waiter beats again: _PLACE_TTL_SEC after its
+    last beat (a server's expiry keeps it: at the latest that long from ``now``)."""
+    beat = now if place.beat is None else place.beat
+    return _stale_at(int(-(-beat // 1)), _PLACE_TTL_SEC)
+
+
 def _clear_advice(lock: str, holder: str | None, by_hand: str, empty: bool = False) -> str:
     """How to clear a lock whose run is gone, safe to follow literally (``empty``: the
     lock is an empty file, which flock(1) leaves)."""
@@ -1817,6 +1824,8 @@ def _refused_result(
     timeout = _deciding_timeout(holder, caller_timeout)
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, timeout)
+    if not held:
+        stale_at = _lapses_at(waiter, now)
     if held:
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
@@ -4514,7 +4523,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4517, (), r'''
+_CARRIED['usage'] = (4526, (), r'''
 import os
 import sys
 import textwrap
@@ -4724,7 +4733,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4727, (), r'''
+_CARRIED['server_store'] = (4736, (), r'''
 import errno
 import json
 import os
@@ -5003,7 +5012,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5006, ('server_store',), r'''
+_CARRIED['http1'] = (5015, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5130,7 +5139,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5133, ('server_store',), r'''
+_CARRIED['resp'] = (5142, ('server_store',), r'''
 import re
 
 
@@ -5265,7 +5274,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5268, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5277, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5459,7 +5468,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5462, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5471, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6071,7 +6080,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6074, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6083, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6135,7 +6144,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6138, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6147, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6762,7 +6771,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6765, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6774, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6893,7 +6902,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6896, (), r'''
+_CARRIED['file_listing'] = (6905, (), r'''
 import os
 import stat
 
@@ -6952,7 +6961,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'f01ec7f5143db097c704edf4310dc3068a57621658155dc2ad9d67c42bcdb2e5'  # what a cache entry must name
+_BUILD = '952ad8f4e5ca8e56c81cd41211ee65fafd0bb017d9e7c76330ee3773fbc095d5'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -542,3 +542,19 @@ def test_older_versions_barging_in_never_make_two_holders(
         assert code == 0, f"a double hold, or a failure: {err}"
     calls = out.read_text().split("\n")
     assert sum(line.startswith("acquire 0") for line in calls) >= 10  # they took turns
+
+
+def test_a_refusal_naming_the_first_waiter_says_when_its_place_lapses(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """Not when a hold of that waiter's timeout would go stale (an hour away): a place
+    lapses _PLACE_TTL_SEC (3 s) after its waiter's last beat, a killed waiter's too."""
+    lock = tmp_path / "lapse.lock"
+    beat = time.time()
+    place = {"ticket": "7", "owner": "wf:sk:dead", "since": "2026-12-06T10:15:00Z"}
+    place |= {"stale_after_seconds": 3600, "beat": beat}
+    Path(f"{lock}.skf-line").write_text(json.dumps(place) + "\n", encoding="utf-8")
+    refused = cli("acquire", "--lock", lock, "--owner", "wf:sk:next")
+    assert refused.code == 3 and refused.json["held_by"] == "wf:sk:dead", refused
+    lapses = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(-(-beat // 1) + 3))
+    assert refused.json["stale_at"] == lapses

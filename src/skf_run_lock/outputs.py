@@ -9,7 +9,14 @@ import os
 import sys
 
 from .contract import LockLost, _Taken
-from .decisions import _deciding_timeout, _first_to_go, _holders, _is_stale, _live_holders
+from .decisions import (
+    _PLACE_TTL_SEC,
+    _deciding_timeout,
+    _first_to_go,
+    _holders,
+    _is_stale,
+    _live_holders,
+)
 from .inputs import _releasable
 from .quoting import _quoted
 from .records import _Record
@@ -99,6 +106,13 @@ def _minutes_for_output(stale_after: float) -> int | float:
 
 def _stale_at(since: int, stale_after: float) -> str:
     return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
+
+
+def _lapses_at(place: _Place, now: float) -> str:
+    """When ``place`` lapses unless its waiter beats again: _PLACE_TTL_SEC after its
+    last beat (a server's expiry keeps it: at the latest that long from ``now``)."""
+    beat = now if place.beat is None else place.beat
+    return _stale_at(int(-(-beat // 1)), _PLACE_TTL_SEC)
 
 
 def _clear_advice(lock: str, holder: str | None, by_hand: str, empty: bool = False) -> str:
@@ -280,6 +294,8 @@ def _refused_result(
     timeout = _deciding_timeout(holder, caller_timeout)
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, timeout)
+    if not held:
+        stale_at = _lapses_at(waiter, now)
     if held:
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
