@@ -551,7 +551,8 @@ def test_a_refusal_naming_the_first_waiter_says_when_its_place_lapses(
     lapses _PLACE_TTL_SEC (3 s) after its waiter's last beat, a killed waiter's too."""
     lock = tmp_path / "lapse.lock"
     beat = time.time()
-    place = {"ticket": "7", "owner": "wf:sk:dead", "since": "2026-12-06T10:15:00Z"}
+    place: dict[str, object] = {"ticket": "7", "owner": "wf:sk:dead"}
+    place |= {"since": "2026-12-06T10:15:00Z"}
     place |= {"stale_after_seconds": 3600, "beat": beat}
     Path(f"{lock}.skf-line").write_text(json.dumps(place) + "\n", encoding="utf-8")
     refused = cli("acquire", "--lock", lock, "--owner", "wf:sk:next")
