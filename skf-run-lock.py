@@ -1438,6 +1438,15 @@ def _ahead_of(line: list[_Place], ticket: str) -> list[_Place] | None:
     return None
 
 
+def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: bool) -> bool:
+    """Whether a take asks for a shared hold: as asked, or, where a renewal that names
+    no kind ``keeps_kind`` (acquire; never run or held(), whose step must not run
+    beside readers), as ``owner``'s own shared hold of ``record`` is."""
+    if shared or not keeps_kind or record is None or not record.shared:
+        return shared
+    return any(holder.owner == owner for holder in _holders(record))
+
+
 def _verdict(
     record: _Record | None,
     line: list[_Place],
@@ -2095,9 +2104,14 @@ def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
     has = "a shared hold on" if record.shared else "the lock"
     asks = "a shared hold" if shared else "the lock exclusively"
     release = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(owner)}"
+    keep = ""
+    if record.shared and not shared:
+        # run and held() never renew a shared hold as exclusive: their step would run
+        # beside readers.
+        keep = "; to keep it shared, add --shared (held(): shared=True)"
     return (
-        f"{owner} holds {has} {lock} and asked for {asks}: a hold never changes kind;"
-        f" release it first ({release}), then ask again"
+        f"{owner} holds {has} {lock} and asked for {asks}: a hold never changes kind{keep};"
+        f" to change it, release it first ({release}), then ask again"
     )
 
 
@@ -3388,12 +3402,12 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
     owner = request.owner
     stale_after = request.stale_after
     empty_is_stale = request.empty_is_stale
-    shared = request.shared
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not request.renew_only) as change:
             look = change.read()
             now = time.time() if request.fixed_now is None else request.fixed_now
             record = look.record
+            shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
                 record, owner, stale_after, now, empty_is_stale
             ):
@@ -4523,7 +4537,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4526, (), r'''
+_CARRIED['usage'] = (4540, (), r'''
 import os
 import sys
 import textwrap
@@ -4733,7 +4747,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4736, (), r'''
+_CARRIED['server_store'] = (4750, (), r'''
 import errno
 import json
 import os
@@ -5012,7 +5026,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5015, ('server_store',), r'''
+_CARRIED['http1'] = (5029, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5139,7 +5153,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5142, ('server_store',), r'''
+_CARRIED['resp'] = (5156, ('server_store',), r'''
 import re
 
 
@@ -5274,7 +5288,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5277, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5291, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5468,7 +5482,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5471, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5485, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6080,7 +6094,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6083, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6097, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6144,7 +6158,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6147, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6161, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6771,7 +6785,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6774, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6788, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6902,7 +6916,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6905, (), r'''
+_CARRIED['file_listing'] = (6919, (), r'''
 import os
 import stat
 
@@ -6961,7 +6975,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '952ad8f4e5ca8e56c81cd41211ee65fafd0bb017d9e7c76330ee3773fbc095d5'  # what a cache entry must name
+_BUILD = 'e6f56ed3a9600d1f81591a8f7d1041d94c13eb096874695bdd649d2fc6e43bec'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -236,17 +236,44 @@ def test_a_stale_reader_is_replaced_and_the_live_ones_kept(
 # --- Kinds that do not mix -------------------------------------------------------------
 
 
-@pytest.mark.parametrize("first", ["shared", "exclusive"])
-def test_an_owner_asking_for_the_other_kind_is_exit_1_and_nothing_changes(
-    cli: Callable[..., Run], store: StoreUnderTest, first: str
+def test_an_exclusive_holder_asking_for_a_shared_hold_is_exit_1_and_nothing_changes(
+    cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    takes, asks = (read, write) if first == "shared" else (write, read)
-    assert takes(cli, store.lock, "wf:a:1").code == 0
+    assert write(cli, store.lock, "wf:a:1").code == 0
     before = store.value()
-    refused = asks(cli, store.lock, "wf:a:1")
+    refused = read(cli, store.lock, "wf:a:1")
     assert refused.code == 1 and refused.out == ""
     message = refused.error
     assert "wf:a:1 holds" in message and "a hold never changes kind" in message
+    assert " release --lock " in message and "--owner wf:a:1), then ask again" in message
+    assert store.value() == before
+
+
+def test_an_acquire_naming_no_kind_renews_a_shared_hold_as_shared(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    """The README's renewal line names no kind: it renews a reader's hold as it is."""
+    assert read(cli, store.lock, "wf:a:1").code == 0
+    assert read(cli, store.lock, "wf:b:1").code == 0
+    renewed = write(cli, store.lock, "wf:a:1")
+    assert renewed.code == 0, renewed
+    assert renewed.json["refreshed"] is True
+    assert renewed.json["message"].startswith(f"renewed a shared hold on {store.lock} for")
+    status = cli("status", "--lock", store.lock).json
+    assert status["mode"] == "shared" and status["state"] == "held"
+    assert sorted(store.holders()) == ["wf:a:1", "wf:b:1"]
+
+
+def test_run_never_renews_a_shared_hold_as_exclusive_and_says_to_add_shared(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    """A writer's step must never run beside readers."""
+    assert read(cli, store.lock, "wf:a:1").code == 0
+    before = store.value()
+    refused = cli("run", "--lock", store.lock, "--owner", "wf:a:1", "--", sys.executable, "-V")
+    assert refused.code == 1 and refused.out == ""
+    message = refused.error
+    assert "a hold never changes kind; to keep it shared, add --shared" in message
     assert " release --lock " in message and "--owner wf:a:1), then ask again" in message
     assert store.value() == before
 

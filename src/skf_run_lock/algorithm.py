@@ -14,6 +14,7 @@ from .contract import LockBusy
 from .decisions import (
     _BEAT_SEC,
     _ahead_of,
+    _asks_shared,
     _away,
     _fence_of_take,
     _kept_timeout,
@@ -122,12 +123,12 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
     owner = request.owner
     stale_after = request.stale_after
     empty_is_stale = request.empty_is_stale
-    shared = request.shared
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not request.renew_only) as change:
             look = change.read()
             now = time.time() if request.fixed_now is None else request.fixed_now
             record = look.record
+            shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
                 record, owner, stale_after, now, empty_is_stale
             ):

@@ -218,6 +218,15 @@ def _ahead_of(line: list[_Place], ticket: str) -> list[_Place] | None:
     return None
 
 
+def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: bool) -> bool:
+    """Whether a take asks for a shared hold: as asked, or, where a renewal that names
+    no kind ``keeps_kind`` (acquire; never run or held(), whose step must not run
+    beside readers), as ``owner``'s own shared hold of ``record`` is."""
+    if shared or not keeps_kind or record is None or not record.shared:
+        return shared
+    return any(holder.owner == owner for holder in _holders(record))
+
+
 def _verdict(
     record: _Record | None,
     line: list[_Place],

@@ -565,7 +565,12 @@ def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
     has = "a shared hold on" if record.shared else "the lock"
     asks = "a shared hold" if shared else "the lock exclusively"
     release = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(owner)}"
+    keep = ""
+    if record.shared and not shared:
+        # run and held() never renew a shared hold as exclusive: their step would run
+        # beside readers.
+        keep = "; to keep it shared, add --shared (held(): shared=True)"
     return (
-        f"{owner} holds {has} {lock} and asked for {asks}: a hold never changes kind;"
-        f" release it first ({release}), then ask again"
+        f"{owner} holds {has} {lock} and asked for {asks}: a hold never changes kind{keep};"
+        f" to change it, release it first ({release}), then ask again"
     )
