@@ -4162,17 +4162,18 @@ _COMMAND_NAMES = "acquire, release, status, run, list or run-id"
 _HELP_HINT = "--help shows how to use each"
 
 
-def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
-    """The command, its ``{option: value}`` and run's COMMAND."""
+def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[str]]:
+    """The command, its ``{option: value}``, run's COMMAND and the keys of its --get
+    options, in the order given."""
     if not argv:
         raise _UsageError(f"a command is required: {_COMMAND_NAMES}; {_HELP_HINT}")
     command, *rest = argv
     if command in ("-h", "--help"):
-        return "help", {}, []
+        return "help", {}, [], []
     # run's own options stand before --; what follows is COMMAND's, --help included.
     own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
     if command in _OPTIONS and ("-h" in own or "--help" in own):
-        return "help", {"command": command}, []
+        return "help", {"command": command}, [], []
     tail: list[str] = []
     if command == "run":
         if "--" not in rest:
@@ -4181,19 +4182,19 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
     if command == "--version":
         if rest:
             raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
-        return "version", {}, []
+        return "version", {}, [], []
     allowed = _OPTIONS.get(command)
     if allowed is None:
         raise _UsageError(_not_a_command(command))
-    options = _parse_options(command, allowed, rest)
+    options, got = _parse_options(command, allowed, rest)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
     if command == "run" and not tail:
         raise _UsageError("run needs a command after --")
-    if "--get" in options:
-        _check_get(command, options)
-    return command, options, tail
+    if got:
+        _check_get(command, options, got)
+    return command, options, tail, got
 
 
 # What --get prints beside a command's JSON keys: acquire's fence, which its output
@@ -4201,17 +4202,33 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
 _GOT_BESIDE: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
 
 
-def _check_get(command: str, options: dict[str, str]) -> None:
-    """``--get KEY``: a key the command prints, checked before it runs."""
+def _check_get(command: str, options: dict[str, str], got: list[str]) -> None:
+    """Each ``--get KEY``: a key the command prints, checked before it runs."""
     keys = _OUTPUT_KEYS[command]
     beside = _GOT_BESIDE.get(command, ())
     if "--table" in options:
-        raise _UsageError("--get prints one key of the JSON, which --table does not print")
-    if options["--get"] not in keys + beside:
-        also = f"; and, not in its JSON, {', '.join(beside)}" if beside else ""
-        raise _UsageError(
-            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}" + also
-        )
+        raise _UsageError("--get prints keys of the JSON, which --table does not print")
+    for key in got:
+        if key not in keys + beside:
+            also = f"; and, not in its JSON, {', '.join(beside)}" if beside else ""
+            raise _UsageError(
+                f"{command} prints no key {key!r}; its keys are {', '.join(keys)}" + also
+            )
+
+
+def _got_lines(command: str, result: Output, got: list[str]) -> str:
+    """What ``--get`` prints: each key's value on a line of its own, in the order given.
+    With more than one key, a string that holds a line break (a path may) is written as
+    JSON, so that each value stays on its own line for ``read``."""
+    beside = _GOT_BESIDE.get(command, ())
+    lines = []
+    for key in got:
+        value = fence_of(result) if key in beside else dict(result)[key]
+        text = _value_text(value)
+        if len(got) > 1 and ("\n" in text or "\r" in text):
+            text = json.dumps(value)
+        lines.append(text + "\n")
+    return "".join(lines)
 
 
 def _value_text(value: object) -> str:
@@ -4229,8 +4246,10 @@ def _value_text(value: object) -> str:
 
 def _parse_options(
     command: str, allowed: dict[str, bool | None], rest: list[str]
-) -> dict[str, str]:
+) -> tuple[dict[str, str], list[str]]:
+    """Each option given once, with its value; and --get's keys, which it may repeat."""
     options: dict[str, str] = {}
+    got: list[str] = []
     args = iter(rest)
     for arg in args:
         name, has_value, value = arg.partition("=")
@@ -4247,8 +4266,11 @@ def _parse_options(
             value = next(args, "")
         if not value or value.startswith("--"):
             raise _UsageError(f"{name} needs a value")
-        options[name] = value
-    return options
+        if name == "--get":
+            got.append(value)
+        else:
+            options[name] = value
+    return options, got
 
 
 def _not_a_command(word: str) -> str:
@@ -4462,7 +4484,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     try:
         try:
-            command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
+            command, options, tail, got = _parse_args(sys.argv[1:] if argv is None else list(argv))
             result, code = _COMMANDS[command](options, tail)
         finally:
             _Interrupts.disarm()  # the call answers, whatever arrives
@@ -4479,10 +4501,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _EXIT_OS_ERROR
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
-        if isinstance(result, dict) and "--get" in options:
-            key = options["--get"]
-            value = fence_of(result) if key in _GOT_BESIDE.get(command, ()) else dict(result)[key]
-            sys.stdout.write(_value_text(value) + "\n")
+        if isinstance(result, dict) and got:
+            sys.stdout.write(_got_lines(command, result, got))
             if command == "acquire" and code == _EXIT_HELD:
                 # Why it was refused, and what to do, as run shows it: stdout is the value.
                 sys.stderr.write(json.dumps(result) + "\n")
@@ -4537,7 +4557,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4540, (), r'''
+_CARRIED['usage'] = (4560, (), r'''
 import os
 import sys
 import textwrap
@@ -4631,7 +4651,8 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         "--table": ("--table", "a table for a person instead of JSON"),
         "--get": (
             "--get KEY",
-            f"print only KEY's value, alone on one line; KEY is one of {keys}"
+            "print only KEY's value, alone on one line; given more than once, each KEY's"
+            f" value on a line of its own, in the order given; KEY is one of {keys}"
             + (
                 ", or fence (its hold's, not in the JSON); a refusal (exit 3) also writes"
                 " its JSON on stderr"
@@ -4652,6 +4673,8 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
         f"{described[option][0]}" if required else f"[{described[option][0]}]"
         for option, required in options.items()
     ]
+    if "--get" in options:  # it may be given more than once
+        shown[list(options).index("--get")] += "..."
     if command == "run":
         shown.append("-- COMMAND [ARG...]")
     usage = _wrapped(f"usage: {name} {command}", shown)
@@ -4707,8 +4730,8 @@ timeout, and waiters are served first come, first served.
 commands:
 {commands}
 Prints one line of JSON (run: nothing on stdout but COMMAND's; --get KEY: that value
-alone). Exit 0 done, 1 bad arguments, 2 the lock could not be read or written, 3 held
-by another run, 128+n interrupted by signal n.
+alone, a line for each --get). Exit 0 done, 1 bad arguments, 2 the lock could not be
+read or written, 3 held by another run, 128+n interrupted by signal n.
 """
 
 
@@ -4747,7 +4770,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4750, (), r'''
+_CARRIED['server_store'] = (4773, (), r'''
 import errno
 import json
 import os
@@ -5026,7 +5049,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5029, ('server_store',), r'''
+_CARRIED['http1'] = (5052, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5153,7 +5176,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5156, ('server_store',), r'''
+_CARRIED['resp'] = (5179, ('server_store',), r'''
 import re
 
 
@@ -5288,7 +5311,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5291, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5314, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5482,7 +5505,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5485, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5508, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6094,7 +6117,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6097, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6120, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6158,7 +6181,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6161, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6184, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6785,7 +6808,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6788, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6811, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6916,7 +6939,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6919, (), r'''
+_CARRIED['file_listing'] = (6942, (), r'''
 import os
 import stat
 
@@ -6975,7 +6998,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'e6f56ed3a9600d1f81591a8f7d1041d94c13eb096874695bdd649d2fc6e43bec'  # what a cache entry must name
+_BUILD = '839df8c177645cd2441f205c01a394ef69ba791d00dc23223cf6323ce397bd62'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

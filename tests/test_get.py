@@ -169,3 +169,142 @@ def test_a_string_stdout_cannot_encode_is_printed_escaped_never_a_traceback(
         )
         assert (done.returncode, done.stderr) == (0, b""), done
         assert done.stdout.decode(encoding) == printed
+
+
+# --- --get given more than once: each value on a line of its own, in the order given ---
+
+
+def test_two_and_three_gets_print_each_value_on_its_own_line_in_the_order_given(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """One call gives a script both its owner and its fence (a string and a number),
+    then a renewal gives three values, as a single --get prints each."""
+    lock = tmp_path / "x.lock"
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk", "--get", "owner", "--get", "fence")
+    assert (taken.code, taken.err) == (0, ""), taken
+    owner, fence = taken.out.splitlines()
+    assert taken.out == f"{owner}\n{fence}\n" and owner.startswith("wf:sk:")
+    shown = cli("status", "--lock", lock).json
+    assert (shown["held_by"], shown["fence"]) == (owner, int(fence))
+    renewed = cli(
+        "acquire", "--lock", lock, f"--owner={owner}", "--get=fence", "--get", "refreshed",
+        "--get", "owner",
+    )  # fmt: skip
+    assert (renewed.code, renewed.err) == (0, ""), renewed
+    assert renewed.out == f"{fence}\ntrue\n{owner}\n"  # a renewal keeps its fence
+    released = cli(
+        "release", "--lock", lock, "--owner", owner, "--get", "reason", "--get", "released"
+    )
+    assert (released.code, released.out) == (0, "null\ntrue\n"), released
+    assert cli("status", "--lock", lock, "--get", "state").out == "free\n"
+
+
+def test_a_key_given_twice_is_printed_twice(cli: Callable[..., Run], tmp_path: Path) -> None:
+    got = cli("run-id", "--get", "run_id", "--get", "run_id")
+    assert got.code == 0 and got.err == "", got
+    first, second = got.out.splitlines()
+    assert first == second and len(first) == 25
+    lock = tmp_path / "x.lock"
+    taken = cli(
+        "acquire", "--lock", lock, "--owner", "wf:sk", "--get", "fence", "--get", "owner",
+        "--get", "fence",
+    )  # fmt: skip
+    fence, owner, again = taken.out.splitlines()
+    assert (taken.code, fence) == (0, again) and owner.startswith("wf:sk:"), taken
+
+
+def test_each_kind_of_value_among_several_is_printed_as_alone(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A string, a number, true and false, null, a list, and acquire's fence (null for
+    a refusal), each line exactly what a single --get of that key prints; a refusal
+    still says why on stderr, once."""
+    lock = tmp_path / "locks" / "x.lock"
+    holder = cli("acquire", "--lock", lock, "--owner", "wf:holder", "--get", "owner").out.strip()
+    calls = [
+        ("acquire", "--lock", lock, "--owner", holder),
+        ("acquire", "--lock", lock, "--owner", "wf:other:1"),  # refused: exit 3
+        ("status", "--lock", lock),
+        ("list", "--under", tmp_path / "locks"),
+        ("release", "--lock", tmp_path / "none.lock", "--owner", "wf:x:1"),
+    ]
+    for argv in calls:
+        whole = cli(*argv)
+        keys = [*whole.json, *(["fence"] if argv[0] == "acquire" else [])]
+        keys = [key for key in keys if key not in ("age_seconds", "message", "locks", "run_id")]
+        alone = [cli(*argv, "--get", key) for key in keys]
+        together = cli(*argv, *[part for key in keys for part in ("--get", key)])
+        assert together.code == whole.code, (argv, together)
+        timeless = re.compile("[0-9T:-]{19}Z")  # a renewal's stale_at moves on
+        assert timeless.sub("<t>", together.out) == timeless.sub(
+            "<t>", "".join(one.out for one in alone)
+        ), argv
+        assert together.out.count("\n") == len(keys)
+        if argv[0] == "acquire" and whole.code == 3:
+            assert json.loads(together.err)["held_by"] == holder
+            assert together.out.splitlines()[-1] == "null"  # a refusal has no fence
+        else:
+            assert together.err == ""
+    kinds = cli(
+        "status", "--lock", lock, "--get", "held_by", "--get", "slots", "--get", "waiting",
+        "--get", "mode", "--get", "holders",
+    )  # fmt: skip
+    held_by, slots, waiting, mode, holders = kinds.out.splitlines()
+    assert (held_by, slots, waiting, mode) == (holder, "1", "[]", "exclusive")
+    assert [entry["owner"] for entry in json.loads(holders)] == [holder]
+    gone = cli(
+        "release", "--lock", lock, "--owner", "wf:other:1", "--get", "released",
+        "--get", "reason", "--get", "held_by",
+    )  # fmt: skip
+    assert gone.out == f"false\nnot-owner\n{holder}\n", gone
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("acquire", "--owner", "wf:sk", "--get", "owner", "--get", "held", "--get", "fence"),
+        ("status", "--get", "state", "--get", "held"),
+        ("release", "--owner", "wf:sk:1", "--get", "released", "--get", "held"),
+    ],
+)
+def test_an_unknown_key_among_known_ones_is_exit_1_and_changes_nothing(
+    cli: Callable[..., Run], tmp_path: Path, argv: tuple[str, ...]
+) -> None:
+    """The same one-line error as a single unknown key, before the command runs: no
+    lock is taken (nor a folder made), and a held lock is not released."""
+    lock = tmp_path / "locks" / "x.lock"
+    run = cli(argv[0], "--lock", lock, *argv[1:])
+    assert run.code == 1 and run.out == "", run
+    assert run.error.startswith(f"usage error: {argv[0]} prints no key 'held'; its keys are ")
+    assert list(tmp_path.iterdir()) == []
+    if argv[0] == "release":
+        owner = cli("acquire", "--lock", lock, "--owner", "wf:sk:1", "--get", "owner").out
+        assert owner == "wf:sk:1\n"
+        assert cli(argv[0], "--lock", lock, *argv[1:]).code == 1
+        assert cli("status", "--lock", lock, "--get", "held_by").out == owner  # still held
+
+
+def test_several_keys_are_refused_with_table_and_on_run(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    table = cli("list", "--under", tmp_path, "--table", "--get", "under", "--get", "locks")
+    assert table.code == 1 and "--table" in table.error, table
+    run = cli(
+        "run", "--lock", tmp_path / "x.lock", "--owner", "a:b", "--get", "owner", "--get",
+        "fence", "--", "true",
+    )  # fmt: skip
+    assert run.code == 1 and "run does not take '--get'" in run.error, run
+    assert cli("status", "--lock", tmp_path / "x.lock", "--get", "state", "--get").code == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_among_several_keys_a_string_holding_a_line_break_is_written_as_json(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A path may hold a line break: alone, --get prints it as it is (as today); among
+    several, as JSON, so that each value keeps a line of its own for ``read``."""
+    lock = tmp_path / "two\nlines" / "x.lock"
+    alone = cli("acquire", "--lock", lock, "--owner", "wf:sk:1", "--get", "lock")
+    assert alone.out == f"{lock}\n", alone
+    several = cli("status", "--lock", lock, "--get", "lock", "--get", "held_by")
+    assert several.out == f"{json.dumps(str(lock))}\nwf:sk:1\n", several

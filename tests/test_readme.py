@@ -1,20 +1,26 @@
 """The README's examples, run as written: the workflow snippet and run's and held()'s
 (uv run stands for python3 here), and every console example, whose output must be what
-the tool prints today but for times, run ids and the home folder."""
+the tool prints today but for times, run ids and the home folder; and the fencing
+scripts (the README's workflow, design.md's shell recipe) in bash and dash, ended
+normally and by signals."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from calls import posix_only
+from calls import needs_system_tool, posix_only
 from loader import ROOT, SCRIPT
 from lockfiles import ago, write_record
 
@@ -52,21 +58,36 @@ def python_block(after: str) -> str:
     return section.split("```python\n", 1)[1].split("```", 1)[0]
 
 
-def run_snippet(home: Path) -> subprocess.CompletedProcess[str]:
-    return in_bash(workflow_snippet() + "echo steps-ran\n", home)
+def shell_path(name: str) -> str:
+    """bash, or dash (Debian's /bin/sh), which runs an EXIT trap on ``exit`` only."""
+    if name == "dash":
+        return needs_system_tool("dash", "Debian: apt-get install dash")
+    return "bash"
 
 
-def test_the_snippet_takes_runs_and_releases(tmp_path: Path) -> None:
-    done = run_snippet(tmp_path)
+def run_snippet(home: Path, shell: str = "bash") -> subprocess.CompletedProcess[str]:
+    script = 'uv() { shift; python3 "$@"; }\n' + workflow_snippet() + "echo steps-ran\n"
+    return run_as_written([shell_path(shell), "-c", script], home)
+
+
+SHELLS = pytest.mark.parametrize("shell", ["bash", "dash"])
+
+
+@SHELLS
+def test_the_snippet_takes_runs_and_releases(tmp_path: Path, shell: str) -> None:
+    done = run_snippet(tmp_path, shell)
     assert done.returncode == 0, done.stderr
     assert done.stdout == "steps-ran\n"
     assert os.listdir(tmp_path / ".skf" / "locks") == []  # released by the trap
 
 
-def test_the_snippet_stops_without_the_lock_when_another_run_holds_it(tmp_path: Path) -> None:
+@SHELLS
+def test_the_snippet_stops_without_the_lock_when_another_run_holds_it(
+    tmp_path: Path, shell: str
+) -> None:
     lock = tmp_path / ".skf" / "locks" / "update-skill.lock"
     write_record(lock, "update-skill:other:run", ago(seconds=5))
-    done = run_snippet(tmp_path)
+    done = run_snippet(tmp_path, shell)
     assert done.returncode == 3 and "steps-ran" not in done.stdout
     refusal, said = done.stderr.splitlines()  # --get writes a refusal's JSON there too
     assert json.loads(refusal)["held_by"] == "update-skill:other:run"
@@ -74,12 +95,186 @@ def test_the_snippet_stops_without_the_lock_when_another_run_holds_it(tmp_path: 
     assert json.loads(lock.read_text())["owner"] == "update-skill:other:run"
 
 
-def test_the_snippet_stops_on_an_error_without_parsing_it(tmp_path: Path) -> None:
+@SHELLS
+def test_the_snippet_stops_on_an_error_without_parsing_it(tmp_path: Path, shell: str) -> None:
     (tmp_path / ".skf").write_text("a file where the folder should be")
-    done = run_snippet(tmp_path)
+    done = run_snippet(tmp_path, shell)
     assert done.returncode == 2 and "steps-ran" not in done.stdout
     assert "Traceback" not in done.stderr
     assert json.loads(done.stderr)["status"] == "error"
+
+
+# --- The fencing scripts, as printed: the README's workflow and design.md's recipe ------
+
+# `uv run skf-run-lock.py ARG...` runs the script under test, noting each command it runs.
+STAND_IN = 'uv() { shift 2; echo "$1" >> "$SKF_CALLS"; "$SKF_PYTHON" "$SKF_SCRIPT" "$@"; }\n'
+LOCKS = {"README": ".skf/locks/update-skill.lock", "design": ".locks/site.lock"}
+# Run by the script after the docs' lines: what its holder sees, and what it kept.
+SEEN = (
+    'uv run skf-run-lock.py status --lock "$lock" --get held_by --get fence > seen\n'
+    'printf "%s\\n" "$owner" "$fence" > kept\n'
+)
+DOCS = pytest.mark.parametrize("doc", ["README", "design"])
+
+
+def fencing_script(doc: str) -> str:
+    """The README's workflow snippet, or design.md's shell recipe for a resource that
+    checks the fence."""
+    if doc == "README":
+        return workflow_snippet()
+    text = (ROOT / "docs" / "design.md").read_text()
+    section = text.split("## Fencing: telling the holder from a late writer", 1)[1]
+    return section.split("```sh\n", 1)[1].split("```", 1)[0]
+
+
+@contextlib.contextmanager
+def script_running(shell: str, doc: str, steps: str, home: Path) -> Iterator[subprocess.Popen[str]]:
+    """The doc's script, then ``steps``, in ``shell`` from ``home`` (its home folder),
+    in a session of its own: whatever it left running is killed at the end."""
+    env = {
+        **os.environ,
+        "HOME": str(home),
+        "SKF_CALLS": str(home / "calls"),
+        "SKF_PYTHON": sys.executable,
+        "SKF_SCRIPT": str(SCRIPT),
+    }
+    script = STAND_IN + fencing_script(doc) + steps
+    proc = subprocess.Popen(
+        [shell_path(shell), "-c", script],
+        cwd=home,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=30)
+
+
+def wait_for(path: Path, proc: subprocess.Popen[str]) -> None:
+    """Until ``path`` exists (the script got that far), at most 30 s."""
+    deadline = time.monotonic() + 30
+    while not path.exists():
+        assert proc.poll() is None, f"the script ended first: {proc.communicate()}"
+        assert time.monotonic() < deadline, f"no {path.name} after 30 s"
+        time.sleep(0.05)
+
+
+def ended(proc: subprocess.Popen[str]) -> tuple[int, str, str]:
+    out, err = proc.communicate(timeout=30)
+    return proc.returncode, out, err
+
+
+def calls(home: Path) -> list[str]:
+    """The commands the script ran, in order."""
+    return (home / "calls").read_text().split()
+
+
+def state(home: Path, doc: str) -> str:
+    argv = [sys.executable, str(SCRIPT), "status", "--lock", str(home / LOCKS[doc])]
+    done = subprocess.run(
+        [*argv, "--get", "state"], capture_output=True, text=True, timeout=60, check=False
+    )
+    return done.stdout.strip()
+
+
+@SHELLS
+@DOCS
+def test_a_fencing_script_takes_the_lock_once_keeps_its_fence_and_releases(
+    tmp_path: Path, shell: str, doc: str
+) -> None:
+    """One acquire gives the owner and the fence the holder has (as status shows it);
+    design.md's recipe writes the data with that fence; the lock is free at the end."""
+    with script_running(shell, doc, SEEN, tmp_path) as proc:
+        code, out, err = ended(proc)
+    assert (code, err) == (0, ""), (out, err)
+    owner, fence = (tmp_path / "kept").read_text().splitlines()
+    assert (tmp_path / "seen").read_text() == f"{owner}\n{fence}\n" and int(fence) > 0
+    assert calls(tmp_path) == ["acquire", "status", "release"]
+    if doc == "design":
+        assert (tmp_path / "resource.fence").read_text() == f"{fence}\n"
+        assert (tmp_path / "resource.data").read_text() == "the new contents\n"
+    assert state(tmp_path, doc) == "free"
+
+
+@SHELLS
+@DOCS
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["TERM", "HUP"])
+def test_a_fencing_script_ended_by_a_signal_releases_the_lock(
+    tmp_path: Path, shell: str, doc: str, signum: int
+) -> None:
+    """The signal reaches the script's shell while a step runs: it exits 128 + n, and
+    its EXIT trap released the lock (dash runs it because the signal's trap exits)."""
+    steps = SEEN + "sleep 60 >/dev/null 2>&1 & wait $!\necho not-reached\n"  # no pipe kept
+    with script_running(shell, doc, steps, tmp_path) as proc:
+        wait_for(tmp_path / "kept", proc)
+        assert state(tmp_path, doc) == "held"
+        os.kill(proc.pid, signum)
+        code, out, err = ended(proc)
+    assert (code, out, err) == (128 + signum, "", "")
+    assert calls(tmp_path) == ["acquire", "status", "release"]
+    assert state(tmp_path, doc) == "free"
+
+
+@SHELLS
+def test_the_readmes_renewal_reads_the_fence_again(tmp_path: Path, shell: str) -> None:
+    """A step renewed the hold with an older version (1.4.0), which writes no fence:
+    the next renewal gives the hold a new one, and the script keeps that."""
+    steps = (
+        'printf "%s\\n" "$fence" > before\nwhile [ ! -e go ]; do sleep 0.05; done\nrenew\n' + SEEN
+    )
+    with script_running(shell, "README", steps, tmp_path) as proc:
+        wait_for(tmp_path / "before", proc)
+        lock = tmp_path / LOCKS["README"]
+        owner = json.loads(lock.read_text())["owner"]
+        older = ROOT / "tests" / "fixtures" / "skf-run-lock-1.4.0.py"
+        argv = [sys.executable, str(older), "acquire", "--lock", str(lock), "--owner", owner]
+        assert subprocess.run(argv, capture_output=True, timeout=60, check=False).returncode == 0
+        assert "fence" not in json.loads(lock.read_text())
+        (tmp_path / "go").touch()
+        code, out, err = ended(proc)
+    assert (code, err) == (0, ""), (out, err)
+    before = (tmp_path / "before").read_text()
+    kept = (tmp_path / "kept").read_text()
+    assert (tmp_path / "seen").read_text() == kept == f"{owner}\n{kept.split()[1]}\n"
+    assert kept.split()[1] != before.strip()
+    assert calls(tmp_path) == ["acquire", "acquire", "status", "release"]
+    assert state(tmp_path, "README") == "free"
+
+
+@SHELLS
+def test_the_readmes_renewal_stops_a_run_that_lost_its_lock(tmp_path: Path, shell: str) -> None:
+    steps = (
+        'uv run skf-run-lock.py release --lock "$lock" --owner "$owner" >/dev/null\n'
+        'uv run skf-run-lock.py acquire --lock "$lock" --owner other:run:1 >/dev/null\n'
+        "renew\necho not-reached\n"
+    )
+    with script_running(shell, "README", steps, tmp_path) as proc:
+        code, out, _ = ended(proc)
+    assert (code, out) == (3, "")
+    assert calls(tmp_path) == ["acquire", "release", "acquire", "acquire", "release"]
+    lock = tmp_path / LOCKS["README"]
+    assert json.loads(lock.read_text())["owner"] == "other:run:1"  # not released by it
+
+
+@SHELLS
+def test_the_design_recipe_refuses_an_older_fence_and_still_releases(
+    tmp_path: Path, shell: str
+) -> None:
+    (tmp_path / "resource.fence").write_text("99999999999999999\n")
+    (tmp_path / "resource.data").write_text("newer\n")
+    with script_running(shell, "design", "", tmp_path) as proc:
+        code, out, err = ended(proc)
+    assert (code, out) == (1, "")
+    assert err.startswith("refused: fence ") and err.endswith(" is older than 99999999999999999\n")
+    assert (tmp_path / "resource.data").read_text() == "newer\n"
+    assert calls(tmp_path) == ["acquire", "release"]
+    assert state(tmp_path, "design") == "free"
 
 
 def run_example() -> str:

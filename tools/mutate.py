@@ -709,7 +709,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "get-key-unchecked": (
         "--get refuses a key the command does not print, before it runs",
-        '    if "--get" in options:\n        _check_get(command, options)',
+        "    if got:\n        _check_get(command, options, got)",
         "    pass",
     ),
     "duration-unit-ignored": (

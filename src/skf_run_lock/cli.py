@@ -76,17 +76,18 @@ _COMMAND_NAMES = "acquire, release, status, run, list or run-id"
 _HELP_HINT = "--help shows how to use each"
 
 
-def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
-    """The command, its ``{option: value}`` and run's COMMAND."""
+def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[str]]:
+    """The command, its ``{option: value}``, run's COMMAND and the keys of its --get
+    options, in the order given."""
     if not argv:
         raise _UsageError(f"a command is required: {_COMMAND_NAMES}; {_HELP_HINT}")
     command, *rest = argv
     if command in ("-h", "--help"):
-        return "help", {}, []
+        return "help", {}, [], []
     # run's own options stand before --; what follows is COMMAND's, --help included.
     own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
     if command in _OPTIONS and ("-h" in own or "--help" in own):
-        return "help", {"command": command}, []
+        return "help", {"command": command}, [], []
     tail: list[str] = []
     if command == "run":
         if "--" not in rest:
@@ -95,19 +96,19 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
     if command == "--version":
         if rest:
             raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
-        return "version", {}, []
+        return "version", {}, [], []
     allowed = _OPTIONS.get(command)
     if allowed is None:
         raise _UsageError(_not_a_command(command))
-    options = _parse_options(command, allowed, rest)
+    options, got = _parse_options(command, allowed, rest)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
     if command == "run" and not tail:
         raise _UsageError("run needs a command after --")
-    if "--get" in options:
-        _check_get(command, options)
-    return command, options, tail
+    if got:
+        _check_get(command, options, got)
+    return command, options, tail, got
 
 
 # What --get prints beside a command's JSON keys: acquire's fence, which its output
@@ -115,17 +116,33 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str]]:
 _GOT_BESIDE: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
 
 
-def _check_get(command: str, options: dict[str, str]) -> None:
-    """``--get KEY``: a key the command prints, checked before it runs."""
+def _check_get(command: str, options: dict[str, str], got: list[str]) -> None:
+    """Each ``--get KEY``: a key the command prints, checked before it runs."""
     keys = _OUTPUT_KEYS[command]
     beside = _GOT_BESIDE.get(command, ())
     if "--table" in options:
-        raise _UsageError("--get prints one key of the JSON, which --table does not print")
-    if options["--get"] not in keys + beside:
-        also = f"; and, not in its JSON, {', '.join(beside)}" if beside else ""
-        raise _UsageError(
-            f"{command} prints no key {options['--get']!r}; its keys are {', '.join(keys)}" + also
-        )
+        raise _UsageError("--get prints keys of the JSON, which --table does not print")
+    for key in got:
+        if key not in keys + beside:
+            also = f"; and, not in its JSON, {', '.join(beside)}" if beside else ""
+            raise _UsageError(
+                f"{command} prints no key {key!r}; its keys are {', '.join(keys)}" + also
+            )
+
+
+def _got_lines(command: str, result: Output, got: list[str]) -> str:
+    """What ``--get`` prints: each key's value on a line of its own, in the order given.
+    With more than one key, a string that holds a line break (a path may) is written as
+    JSON, so that each value stays on its own line for ``read``."""
+    beside = _GOT_BESIDE.get(command, ())
+    lines = []
+    for key in got:
+        value = fence_of(result) if key in beside else dict(result)[key]
+        text = _value_text(value)
+        if len(got) > 1 and ("\n" in text or "\r" in text):
+            text = json.dumps(value)
+        lines.append(text + "\n")
+    return "".join(lines)
 
 
 def _value_text(value: object) -> str:
@@ -143,8 +160,10 @@ def _value_text(value: object) -> str:
 
 def _parse_options(
     command: str, allowed: dict[str, bool | None], rest: list[str]
-) -> dict[str, str]:
+) -> tuple[dict[str, str], list[str]]:
+    """Each option given once, with its value; and --get's keys, which it may repeat."""
     options: dict[str, str] = {}
+    got: list[str] = []
     args = iter(rest)
     for arg in args:
         name, has_value, value = arg.partition("=")
@@ -161,8 +180,11 @@ def _parse_options(
             value = next(args, "")
         if not value or value.startswith("--"):
             raise _UsageError(f"{name} needs a value")
-        options[name] = value
-    return options
+        if name == "--get":
+            got.append(value)
+        else:
+            options[name] = value
+    return options, got
 
 
 def _not_a_command(word: str) -> str:
@@ -376,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     """
     try:
         try:
-            command, options, tail = _parse_args(sys.argv[1:] if argv is None else list(argv))
+            command, options, tail, got = _parse_args(sys.argv[1:] if argv is None else list(argv))
             result, code = _COMMANDS[command](options, tail)
         finally:
             _Interrupts.disarm()  # the call answers, whatever arrives
@@ -393,10 +415,8 @@ def main(argv: list[str] | None = None) -> int:
         code = _EXIT_OS_ERROR
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
-        if isinstance(result, dict) and "--get" in options:
-            key = options["--get"]
-            value = fence_of(result) if key in _GOT_BESIDE.get(command, ()) else dict(result)[key]
-            sys.stdout.write(_value_text(value) + "\n")
+        if isinstance(result, dict) and got:
+            sys.stdout.write(_got_lines(command, result, got))
             if command == "acquire" and code == _EXIT_HELD:
                 # Why it was refused, and what to do, as run shows it: stdout is the value.
                 sys.stderr.write(json.dumps(result) + "\n")

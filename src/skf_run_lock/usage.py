@@ -112,7 +112,8 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         "--table": ("--table", "a table for a person instead of JSON"),
         "--get": (
             "--get KEY",
-            f"print only KEY's value, alone on one line; KEY is one of {keys}"
+            "print only KEY's value, alone on one line; given more than once, each KEY's"
+            f" value on a line of its own, in the order given; KEY is one of {keys}"
             + (
                 ", or fence (its hold's, not in the JSON); a refusal (exit 3) also writes"
                 " its JSON on stderr"
@@ -133,6 +134,8 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
         f"{described[option][0]}" if required else f"[{described[option][0]}]"
         for option, required in options.items()
     ]
+    if "--get" in options:  # it may be given more than once
+        shown[list(options).index("--get")] += "..."
     if command == "run":
         shown.append("-- COMMAND [ARG...]")
     usage = _wrapped(f"usage: {name} {command}", shown)
@@ -188,8 +191,8 @@ timeout, and waiters are served first come, first served.
 commands:
 {commands}
 Prints one line of JSON (run: nothing on stdout but COMMAND's; --get KEY: that value
-alone). Exit 0 done, 1 bad arguments, 2 the lock could not be read or written, 3 held
-by another run, 128+n interrupted by signal n.
+alone, a line for each --get). Exit 0 done, 1 bad arguments, 2 the lock could not be
+read or written, 3 held by another run, 128+n interrupted by signal n.
 """
 
 
