@@ -939,6 +939,7 @@ class _Record:
         "holders",
         "lease",
         "mark",
+        "other",
         "owner",
         "shared",
         "since",
@@ -959,6 +960,9 @@ class _Record:
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
         self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
+        # The bytes of a file that is plainly another program's (0: none): no record,
+        # not the start of one, not empty, not an older version's PID and time lines.
+        self.other = 0
 
 
 class _Place:
@@ -1058,6 +1062,24 @@ class _Look:
         # a file's clock and Redis's TIME in microseconds, one more than the revision
         # an etcd look was read at.
         self.fence_floor: int | None = None
+
+
+# A record begins so (this tool's, every version's): bytes that begin so are a record,
+# or one cut short, never another program's.
+_RECORD_START = b'{"owner"'
+
+
+def _another_programs(data: bytes, record: _Record) -> int:
+    """The size of ``data``, which gave ``record``, if it is plainly another program's
+    file (a data file, another tool's lockfile), else 0: it names no owner, and is not
+    empty, the start of a record, or an older version's PID line and time line."""
+    if record.owner is not None or not data.strip():
+        return 0
+    if data.lstrip().startswith(_RECORD_START):
+        return 0
+    if data.partition(b"\n")[0].strip().isdigit():
+        return 0  # an older version's PID line, then its time
+    return len(data)
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -1547,15 +1569,33 @@ def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> floa
 _LOCK_NAME_SUFFIX = ".lock"
 
 
+# The most bytes a file may hold that is another program's and still be taken as a
+# foreign lock, as the contract has it: a larger one is no lock (a data file, another
+# tool's lockfile), and acquire and status refuse it.
+_OTHER_FILE_MAX_BYTES = 4096
+
+
+def _another_programs_file(record: _Record | None) -> bool:
+    """True if ``record`` is a file of another program's too large to be a lock."""
+    return record is not None and record.other > _OTHER_FILE_MAX_BYTES
+
+
+def _left_out(lock: str, record: _Record | None) -> bool:
+    """True if a listing leaves out ``lock``, named as a lock is but plainly another
+    program's file (uv.lock, Pipfile.lock), and says so."""
+    return record is not None and bool(record.other) and lock.endswith(_LOCK_NAME_SUFFIX)
+
+
 def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
     """True if a listing shows the lock ``lock`` whose record (or last holder's) is
     ``record`` and whose live line is ``line``: a record this tool wrote (a JSON object
     naming an owner); anything else at a name ending in ``.lock``, which acquire would
     refuse or replace (an empty file, foreign bytes, an older version's PID and time);
-    or, with none, waiters in line. A store's other values are no locks."""
-    if record is not None and (record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX)):
-        return True
-    return bool(line)
+    or, with none, waiters in line. A store's other values are no locks, nor a file
+    that is plainly another program's (uv.lock, Pipfile.lock)."""
+    if record is None or record.other:
+        return bool(line)
+    return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)
 
 
 # --------------------------------------------------------------------------------------
@@ -2094,6 +2134,15 @@ def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
         f"lock {lock} has {in_force} slot{'s' if in_force > 1 else ''} while any is held"
         f" (by {names}), not {slots}: ask for it with {ask}; the count changes only once no"
         " slot is held"
+    )
+
+
+def _another_programs_refusal(lock: str, record: _Record) -> str:
+    """Why a file of another program's is no lock (acquire and status say it alike)."""
+    return (
+        f"the lock path {lock} is a file of another program's ({record.other} bytes, no"
+        " lock record): a lock needs a file of its own; give --lock a path no other"
+        " program uses"
     )
 
 
@@ -2751,7 +2800,9 @@ def _read_record(lock: str) -> _Record | None:
         data = os.read(fd, _RECORD_MAX_BYTES + 1)
     finally:
         os.close(fd)
-    return _parse_record(data, int(info.st_mtime // 1))
+    record = _parse_record(data, int(info.st_mtime // 1))
+    record.other = _another_programs(data, record)
+    return record
 
 
 def _record_of_unopened(lock: str, exc: OSError) -> _Record:
@@ -3407,6 +3458,9 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
             look = change.read()
             now = time.time() if request.fixed_now is None else request.fixed_now
             record = look.record
+            if _another_programs_file(record):
+                assert record is not None
+                raise ValueError(_another_programs_refusal(store.lock, record))
             shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
                 record, owner, stale_after, now, empty_is_stale
@@ -3550,6 +3604,9 @@ def status(
     finally:
         store.close()
     record = look.record or look.last
+    if _another_programs_file(record):
+        assert record is not None
+        raise ValueError(_another_programs_refusal(store.lock, record))
     line = _live(look.line, time.time())
     return _status_result(
         store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
@@ -3712,12 +3769,19 @@ def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult
     shown, found, note = _survey_for(under)
     now = time.time()
     statuses: list[StatusResult] = []
+    others = 0  # files named as locks are but plainly another program's
     for lock, look in found:
         record = look.record or look.last
         line = _live(look.line, now)
         if _listed(lock, record, line):
             statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
-    return _list_result(shown, statuses, note, now)
+        elif _left_out(lock, record):
+            others += 1
+    result = _list_result(shown, statuses, note, now)
+    if others:
+        files = "file" if others == 1 else "files"
+        result["message"] += f"; left out {others} {files} of other programs named *.lock"
+    return result
 
 
 def _listed_lock(status: StatusResult) -> ListedLock:
@@ -4557,7 +4621,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4560, (), r'''
+_CARRIED['usage'] = (4624, (), r'''
 import os
 import sys
 import textwrap
@@ -4770,7 +4834,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4773, (), r'''
+_CARRIED['server_store'] = (4837, (), r'''
 import errno
 import json
 import os
@@ -5049,7 +5113,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5052, ('server_store',), r'''
+_CARRIED['http1'] = (5116, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5176,7 +5240,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5179, ('server_store',), r'''
+_CARRIED['resp'] = (5243, ('server_store',), r'''
 import re
 
 
@@ -5311,7 +5375,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5314, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5378, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5505,7 +5569,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5508, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5572, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6117,7 +6181,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6120, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6184, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6181,7 +6245,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6184, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6248, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6808,7 +6872,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6811, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6875, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6939,7 +7003,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6942, (), r'''
+_CARRIED['file_listing'] = (7006, (), r'''
 import os
 import stat
 
@@ -6998,7 +7062,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '839df8c177645cd2441f205c01a394ef69ba791d00dc23223cf6323ce397bd62'  # what a cache entry must name
+_BUILD = '89633c36395c29bb5f59791860202d50e18d0188669ed7b0ee566104ecdde073'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

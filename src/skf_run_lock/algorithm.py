@@ -14,6 +14,7 @@ from .contract import LockBusy
 from .decisions import (
     _BEAT_SEC,
     _ahead_of,
+    _another_programs_file,
     _asks_shared,
     _away,
     _fence_of_take,
@@ -37,6 +38,7 @@ from .inputs import (
 from .interrupts import _Interrupts
 from .outputs import (
     _acquired_result,
+    _another_programs_refusal,
     _holds_text,
     _lost,
     _refused_result,
@@ -128,6 +130,9 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
             look = change.read()
             now = time.time() if request.fixed_now is None else request.fixed_now
             record = look.record
+            if _another_programs_file(record):
+                assert record is not None
+                raise ValueError(_another_programs_refusal(store.lock, record))
             shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
                 record, owner, stale_after, now, empty_is_stale
@@ -272,6 +277,9 @@ def status(
     finally:
         store.close()
     record = look.record or look.last
+    if _another_programs_file(record):
+        assert record is not None
+        raise ValueError(_another_programs_refusal(store.lock, record))
     line = _live(look.line, time.time())
     return _status_result(
         store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots

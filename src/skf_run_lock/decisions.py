@@ -327,12 +327,30 @@ def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> floa
 _LOCK_NAME_SUFFIX = ".lock"
 
 
+# The most bytes a file may hold that is another program's and still be taken as a
+# foreign lock, as the contract has it: a larger one is no lock (a data file, another
+# tool's lockfile), and acquire and status refuse it.
+_OTHER_FILE_MAX_BYTES = 4096
+
+
+def _another_programs_file(record: _Record | None) -> bool:
+    """True if ``record`` is a file of another program's too large to be a lock."""
+    return record is not None and record.other > _OTHER_FILE_MAX_BYTES
+
+
+def _left_out(lock: str, record: _Record | None) -> bool:
+    """True if a listing leaves out ``lock``, named as a lock is but plainly another
+    program's file (uv.lock, Pipfile.lock), and says so."""
+    return record is not None and bool(record.other) and lock.endswith(_LOCK_NAME_SUFFIX)
+
+
 def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
     """True if a listing shows the lock ``lock`` whose record (or last holder's) is
     ``record`` and whose live line is ``line``: a record this tool wrote (a JSON object
     naming an owner); anything else at a name ending in ``.lock``, which acquire would
     refuse or replace (an empty file, foreign bytes, an older version's PID and time);
-    or, with none, waiters in line. A store's other values are no locks."""
-    if record is not None and (record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX)):
-        return True
-    return bool(line)
+    or, with none, waiters in line. A store's other values are no locks, nor a file
+    that is plainly another program's (uv.lock, Pipfile.lock)."""
+    if record is None or record.other:
+        return bool(line)
+    return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)

@@ -30,6 +30,7 @@ from .interrupts import _Interrupts
 from .quoting import _quoted
 from .records import (
     _RECORD_MAX_BYTES,
+    _another_programs,
     _bytes_of,
     _holder_timeout,
     _Look,
@@ -179,7 +180,9 @@ def _read_record(lock: str) -> _Record | None:
         data = os.read(fd, _RECORD_MAX_BYTES + 1)
     finally:
         os.close(fd)
-    return _parse_record(data, int(info.st_mtime // 1))
+    record = _parse_record(data, int(info.st_mtime // 1))
+    record.other = _another_programs(data, record)
+    return record
 
 
 def _record_of_unopened(lock: str, exc: OSError) -> _Record:

@@ -10,7 +10,7 @@ import os
 import time
 
 from .contract import DEFAULT_STALE_AFTER_MIN
-from .decisions import _listed, _live
+from .decisions import _left_out, _listed, _live
 from .inputs import _checked_stale_after
 from .outputs import _holder_text, _status_result
 from .registry import _survey_for
@@ -45,12 +45,19 @@ def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult
     shown, found, note = _survey_for(under)
     now = time.time()
     statuses: list[StatusResult] = []
+    others = 0  # files named as locks are but plainly another program's
     for lock, look in found:
         record = look.record or look.last
         line = _live(look.line, now)
         if _listed(lock, record, line):
             statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
-    return _list_result(shown, statuses, note, now)
+        elif _left_out(lock, record):
+            others += 1
+    result = _list_result(shown, statuses, note, now)
+    if others:
+        files = "file" if others == 1 else "files"
+        result["message"] += f"; left out {others} {files} of other programs named *.lock"
+    return result
 
 
 def _listed_lock(status: StatusResult) -> ListedLock:

@@ -558,6 +558,15 @@ def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
     )
 
 
+def _another_programs_refusal(lock: str, record: _Record) -> str:
+    """Why a file of another program's is no lock (acquire and status say it alike)."""
+    return (
+        f"the lock path {lock} is a file of another program's ({record.other} bytes, no"
+        " lock record): a lock needs a file of its own; give --lock a path no other"
+        " program uses"
+    )
+
+
 def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
     """Why ``owner``, which holds ``record`` one way, may not hold it the other way:
     a hold never changes kind (two shared holders that both waited to turn exclusive

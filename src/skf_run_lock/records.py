@@ -37,6 +37,7 @@ class _Record:
         "holders",
         "lease",
         "mark",
+        "other",
         "owner",
         "shared",
         "since",
@@ -57,6 +58,9 @@ class _Record:
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
         self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
+        # The bytes of a file that is plainly another program's (0: none): no record,
+        # not the start of one, not empty, not an older version's PID and time lines.
+        self.other = 0
 
 
 class _Place:
@@ -156,6 +160,24 @@ class _Look:
         # a file's clock and Redis's TIME in microseconds, one more than the revision
         # an etcd look was read at.
         self.fence_floor: int | None = None
+
+
+# A record begins so (this tool's, every version's): bytes that begin so are a record,
+# or one cut short, never another program's.
+_RECORD_START = b'{"owner"'
+
+
+def _another_programs(data: bytes, record: _Record) -> int:
+    """The size of ``data``, which gave ``record``, if it is plainly another program's
+    file (a data file, another tool's lockfile), else 0: it names no owner, and is not
+    empty, the start of a record, or an older version's PID line and time line."""
+    if record.owner is not None or not data.strip():
+        return 0
+    if data.lstrip().startswith(_RECORD_START):
+        return 0
+    if data.partition(b"\n")[0].strip().isdigit():
+        return 0  # an older version's PID line, then its time
+    return len(data)
 
 
 def _holder_timeout(value: object) -> float | None:
