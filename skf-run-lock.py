@@ -399,21 +399,62 @@ class LockBusy(Exception):
         self.result = result
 
 
+_NO_FENCE = object()  # what fence_of finds on a mapping that carries none
+
+
 class _Taken(dict):  # type: ignore[type-arg]
     """An acquire output that carries its hold's fence beside the dict, not in it: its
-    keys and values stay exactly acquire's, which callers compare whole."""
+    keys and values stay exactly acquire's, which callers compare whole.
+
+    A copy (``.copy()``, ``copy.copy``, ``copy.deepcopy``) is a ``_Taken`` with the same
+    fence; a pickle is a plain dict (1.8's outputs were), so that a process that never
+    loaded this file (a multiprocessing or concurrent.futures worker, a sibling that
+    loaded it under another name) unpickles it; the fence stays behind (fence_of says so).
+    """
 
     fence: int | None = None
+
+    def copy(self) -> _Taken:
+        twin = _Taken(self)
+        twin.fence = self.fence
+        return twin
+
+    def __copy__(self) -> _Taken:
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> _Taken:
+        import copy
+
+        twin = _Taken(copy.deepcopy(dict(self), memo))
+        twin.fence = self.fence
+        return twin
+
+    def __reduce__(self) -> tuple[type[dict], tuple[dict]]:  # type: ignore[type-arg]
+        return dict, (dict(self),)
 
 
 def fence_of(result: Mapping[str, object]) -> int | None:
     """The fence of the hold an acquire output took or renewed: a number larger than
     that of every earlier take of the lock, to pass along with each write so that the
-    resource can refuse a smaller one. None for a refusal.
+    resource can refuse a smaller one. None for a refusal (or a take that got none).
+
+    The output carries it beside its keys, as does its ``.copy()``, ``copy.copy`` and
+    ``copy.deepcopy``; a ``dict()`` copy or an output unpickled in another process
+    does not: pass the fence itself along instead.
 
     :param result: what :func:`acquire` or :func:`acquire_within` gave, or a lease's ``result``.
+    :raises ValueError: ``result`` says it acquired the lock but does not carry the fence.
     """
-    return getattr(result, "fence", None)
+    fence = getattr(result, "fence", _NO_FENCE)
+    if fence is not _NO_FENCE:
+        return fence if isinstance(fence, int) else None
+    if result.get("acquired") is True:
+        raise ValueError(
+            "fence_of: this acquire output does not carry its fence (a dict() copy, or a"
+            " result pickled from another process); pass the fence itself along: read it"
+            " with fence_of where acquire returned, or with --get fence in a shell"
+        )
+    return None
 
 
 class LockLost(Exception):
@@ -4433,7 +4474,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4436, (), r'''
+_CARRIED['usage'] = (4477, (), r'''
 import os
 import sys
 import textwrap
@@ -4643,7 +4684,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4646, (), r'''
+_CARRIED['server_store'] = (4687, (), r'''
 import errno
 import json
 import os
@@ -4922,7 +4963,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4925, ('server_store',), r'''
+_CARRIED['http1'] = (4966, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5049,7 +5090,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5052, ('server_store',), r'''
+_CARRIED['resp'] = (5093, ('server_store',), r'''
 import re
 
 
@@ -5184,7 +5225,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5187, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5228, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5378,7 +5419,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5381, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5422, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5966,7 +6007,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5969, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6010, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6030,7 +6071,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6033, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6074, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6617,7 +6658,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6620, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6661, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6748,7 +6789,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6751, (), r'''
+_CARRIED['file_listing'] = (6792, (), r'''
 import os
 import stat
 
@@ -6807,7 +6848,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'ebed82ed991d4bbdea5546ca17d1a65acdeaa2264ccc94c453a999d054236802'  # what a cache entry must name
+_BUILD = 'e785493cff58cb7826e0d45ff20fa35d66164388ccd604607c154bc15b01ee7b'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
