@@ -1955,7 +1955,8 @@ def _status_result(
     slots: int = 1,
 ) -> StatusResult:
     """Who holds the lock, by the count in force (else ``slots``, the caller's), and in
-    which ``mode``: shared or exclusive while any hold is live, else None."""
+    which ``mode``: shared or exclusive while any hold is live, else None; its ``fence``
+    is the largest of the live holders' (the newest take's), None while none is live."""
     live = _live_holders(record, caller_timeout, now, empty_is_stale)
     if record is not None and live:
         slots = record.slots
@@ -2037,7 +2038,7 @@ def _status_result(
             for holder in sorted(holders, key=lambda h: h.since)
         ],
         "mode": None if not live else _mode_of(record),
-        "fence": shown.fence if state == "held" and shown is not None else None,
+        "fence": max((h.fence for h in live if h.fence is not None), default=None),
         "message": message + _in_line_text(line),
     }
 
@@ -4474,7 +4475,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4477, (), r'''
+_CARRIED['usage'] = (4478, (), r'''
 import os
 import sys
 import textwrap
@@ -4684,7 +4685,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4687, (), r'''
+_CARRIED['server_store'] = (4688, (), r'''
 import errno
 import json
 import os
@@ -4963,7 +4964,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4966, ('server_store',), r'''
+_CARRIED['http1'] = (4967, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5090,7 +5091,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5093, ('server_store',), r'''
+_CARRIED['resp'] = (5094, ('server_store',), r'''
 import re
 
 
@@ -5225,7 +5226,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5228, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5229, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5419,7 +5420,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5422, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5423, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6007,7 +6008,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6010, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6011, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6071,7 +6072,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6074, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6075, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6658,7 +6659,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6661, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6662, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6789,7 +6790,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6792, (), r'''
+_CARRIED['file_listing'] = (6793, (), r'''
 import os
 import stat
 
@@ -6848,7 +6849,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'e785493cff58cb7826e0d45ff20fa35d66164388ccd604607c154bc15b01ee7b'  # what a cache entry must name
+_BUILD = '00de000dfe3fe7a3dfa23367584c42b59349ee3ed37c6706460d8621e2ccd507'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
