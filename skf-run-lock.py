@@ -3307,7 +3307,8 @@ def acquire(
     a shared hold: any number of owners hold it shared at once, while nobody holds it
     exclusively.
 
-    :returns: the acquire output.
+    :returns: the acquire output, carrying the hold's fence beside its keys (read it
+        with :func:`fence_of`); a pickle of it is a plain dict, without the fence.
     :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
         than the one in force while a slot is held; or the other kind of hold than the
         one ``owner`` holds.
@@ -3478,7 +3479,9 @@ def status(
 ) -> StatusResult:
     """Say who holds the lock ("free", "held" or "stale"), changing nothing;
     ``stale_after`` (seconds) judges a record without a timeout of its own; ``slots``
-    is the count shown while no slot is held (else the count in force is)."""
+    is the count shown while no slot is held (else the count in force is). Its
+    ``fence`` is the largest of the live holders' (the newest take's), None while
+    nobody holds the lock."""
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
     slots = _checked_slots(slots)
@@ -4475,7 +4478,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4478, (), r'''
+_CARRIED['usage'] = (4481, (), r'''
 import os
 import sys
 import textwrap
@@ -4685,7 +4688,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4688, (), r'''
+_CARRIED['server_store'] = (4691, (), r'''
 import errno
 import json
 import os
@@ -4964,7 +4967,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4967, ('server_store',), r'''
+_CARRIED['http1'] = (4970, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5091,7 +5094,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5094, ('server_store',), r'''
+_CARRIED['resp'] = (5097, ('server_store',), r'''
 import re
 
 
@@ -5226,7 +5229,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5229, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5232, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5420,7 +5423,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5423, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5426, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6008,7 +6011,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6011, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6014, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6072,7 +6075,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6075, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6078, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6659,7 +6662,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6662, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6665, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6790,7 +6793,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6793, (), r'''
+_CARRIED['file_listing'] = (6796, (), r'''
 import os
 import stat
 
@@ -6849,7 +6852,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '00de000dfe3fe7a3dfa23367584c42b59349ee3ed37c6706460d8621e2ccd507'  # what a cache entry must name
+_BUILD = '010a569e7ff1d57bc888a28b2efd44e62942073ca18d9e087359980f873e7afe'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
