@@ -398,6 +398,11 @@ class LockBusy(Exception):
         super().__init__(result["message"])
         self.result = result
 
+    def __reduce__(self) -> tuple[type[LockBusy], tuple[AcquireResult]]:
+        # Built again from its result, where a process that has the module unpickles
+        # it (a pool's worker raising it to its caller), not from its message.
+        return type(self), (self.result,)
+
 
 _NO_FENCE = object()  # what fence_of finds on a mapping that carries none
 
@@ -471,6 +476,10 @@ class LockLost(Exception):
         self.lock = lock
         self.held_by = held_by
         self.held_since = held_since
+
+    def __reduce__(self) -> tuple[type[LockLost], tuple[str, str | None, str | None, str]]:
+        why = str(self)[len(f"lost the lock {self.lock}: ") :]  # built again, as LockBusy
+        return type(self), (self.lock, self.held_by, self.held_since, why)
 
 
 class _NoFolder(Exception):
@@ -4478,7 +4487,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4481, (), r'''
+_CARRIED['usage'] = (4490, (), r'''
 import os
 import sys
 import textwrap
@@ -4688,7 +4697,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4691, (), r'''
+_CARRIED['server_store'] = (4700, (), r'''
 import errno
 import json
 import os
@@ -4967,7 +4976,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4970, ('server_store',), r'''
+_CARRIED['http1'] = (4979, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5094,7 +5103,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5097, ('server_store',), r'''
+_CARRIED['resp'] = (5106, ('server_store',), r'''
 import re
 
 
@@ -5229,7 +5238,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5232, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5241, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5423,7 +5432,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5426, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5435, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6011,7 +6020,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6014, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6023, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6075,7 +6084,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6078, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6087, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6662,7 +6671,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6665, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6674, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6793,7 +6802,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6796, (), r'''
+_CARRIED['file_listing'] = (6805, (), r'''
 import os
 import stat
 
@@ -6852,7 +6861,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '010a569e7ff1d57bc888a28b2efd44e62942073ca18d9e087359980f873e7afe'  # what a cache entry must name
+_BUILD = 'c4a49a7d8a4d691d4668ae9c3266d14da961100477a0839e02f1fdac22e48d3a'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

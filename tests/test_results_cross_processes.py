@@ -18,6 +18,7 @@ from typing import Any
 
 import crossing
 import pytest
+from loader import load_script
 from test_acquire import ACQUIRE_KEYS
 
 # A process that never loaded the file (isolated: no tests/ on its path): unpickles
@@ -129,3 +130,23 @@ def test_fence_of_a_copy_that_lost_the_fence_says_why_instead_of_none(
     assert sibling.fence_of(pickle.loads(pickle.dumps(refused))) is None
     assert sibling.fence_of({}) is None
     assert sibling.fence_of(sibling.release(lock, "wf:a:1")) is None
+
+
+def test_lock_busy_and_lock_lost_unpickle_where_the_module_is_importable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the module is importable by name (the installed package), LockBusy and
+    LockLost unpickle (a pool's worker raises them to its caller) as they were raised."""
+    module = load_script("skf_importable")
+    monkeypatch.setitem(sys.modules, "skf_importable", module)
+    lock = str(tmp_path / "run.lock")
+    module.acquire(lock, "wf:a:1", 60.0)
+    with pytest.raises(module.LockBusy) as busy:
+        module.acquire_within(lock, "wf:b:1", 60.0, 0.1)
+    again = pickle.loads(pickle.dumps(busy.value))
+    assert type(again) is module.LockBusy
+    assert (str(again), again.result) == (str(busy.value), busy.value.result)
+    lost = module.LockLost(lock, "wf:c:1", "2026-12-06T10:15:00Z", "taken over: by wf:c:1")
+    back = pickle.loads(pickle.dumps(lost))
+    assert type(back) is module.LockLost and str(back) == str(lost)
+    assert (back.lock, back.held_by, back.held_since) == (lock, "wf:c:1", "2026-12-06T10:15:00Z")

@@ -154,6 +154,11 @@ class LockBusy(Exception):
         super().__init__(result["message"])
         self.result = result
 
+    def __reduce__(self) -> tuple[type[LockBusy], tuple[AcquireResult]]:
+        # Built again from its result, where a process that has the module unpickles
+        # it (a pool's worker raising it to its caller), not from its message.
+        return type(self), (self.result,)
+
 
 _NO_FENCE = object()  # what fence_of finds on a mapping that carries none
 
@@ -227,6 +232,10 @@ class LockLost(Exception):
         self.lock = lock
         self.held_by = held_by
         self.held_since = held_since
+
+    def __reduce__(self) -> tuple[type[LockLost], tuple[str, str | None, str | None, str]]:
+        why = str(self)[len(f"lost the lock {self.lock}: ") :]  # built again, as LockBusy
+        return type(self), (self.lock, self.held_by, self.held_since, why)
 
 
 class _NoFolder(Exception):
