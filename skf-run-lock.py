@@ -398,22 +398,68 @@ class LockBusy(Exception):
         super().__init__(result["message"])
         self.result = result
 
+    def __reduce__(self) -> tuple[type[LockBusy], tuple[AcquireResult]]:
+        # Built again from its result, where a process that has the module unpickles
+        # it (a pool's worker raising it to its caller), not from its message.
+        return type(self), (self.result,)
+
+
+_NO_FENCE = object()  # what fence_of finds on a mapping that carries none
+
 
 class _Taken(dict):  # type: ignore[type-arg]
     """An acquire output that carries its hold's fence beside the dict, not in it: its
-    keys and values stay exactly acquire's, which callers compare whole."""
+    keys and values stay exactly acquire's, which callers compare whole.
+
+    A copy (``.copy()``, ``copy.copy``, ``copy.deepcopy``) is a ``_Taken`` with the same
+    fence; a pickle is a plain dict (1.8's outputs were), so that a process that never
+    loaded this file (a multiprocessing or concurrent.futures worker, a sibling that
+    loaded it under another name) unpickles it; the fence stays behind (fence_of says so).
+    """
 
     fence: int | None = None
+
+    def copy(self) -> _Taken:
+        twin = _Taken(self)
+        twin.fence = self.fence
+        return twin
+
+    def __copy__(self) -> _Taken:
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> _Taken:
+        import copy
+
+        twin = _Taken(copy.deepcopy(dict(self), memo))
+        twin.fence = self.fence
+        return twin
+
+    def __reduce__(self) -> tuple[type[dict], tuple[dict]]:  # type: ignore[type-arg]
+        return dict, (dict(self),)
 
 
 def fence_of(result: Mapping[str, object]) -> int | None:
     """The fence of the hold an acquire output took or renewed: a number larger than
     that of every earlier take of the lock, to pass along with each write so that the
-    resource can refuse a smaller one. None for a refusal.
+    resource can refuse a smaller one. None for a refusal (or a take that got none).
+
+    The output carries it beside its keys, as does its ``.copy()``, ``copy.copy`` and
+    ``copy.deepcopy``; a ``dict()`` copy or an output unpickled in another process
+    does not: pass the fence itself along instead.
 
     :param result: what :func:`acquire` or :func:`acquire_within` gave, or a lease's ``result``.
+    :raises ValueError: ``result`` says it acquired the lock but does not carry the fence.
     """
-    return getattr(result, "fence", None)
+    fence = getattr(result, "fence", _NO_FENCE)
+    if fence is not _NO_FENCE:
+        return fence if isinstance(fence, int) else None
+    if result.get("acquired") is True:
+        raise ValueError(
+            "fence_of: this acquire output does not carry its fence (a dict() copy, or a"
+            " result pickled from another process); pass the fence itself along: read it"
+            " with fence_of where acquire returned, or with --get fence in a shell"
+        )
+    return None
 
 
 class LockLost(Exception):
@@ -430,6 +476,10 @@ class LockLost(Exception):
         self.lock = lock
         self.held_by = held_by
         self.held_since = held_since
+
+    def __reduce__(self) -> tuple[type[LockLost], tuple[str, str | None, str | None, str]]:
+        why = str(self)[len(f"lost the lock {self.lock}: ") :]  # built again, as LockBusy
+        return type(self), (self.lock, self.held_by, self.held_since, why)
 
 
 class _NoFolder(Exception):
@@ -2019,7 +2069,8 @@ def _status_result(
     slots: int = 1,
 ) -> StatusResult:
     """Who holds the lock, by the count in force (else ``slots``, the caller's), and in
-    which ``mode``: shared or exclusive while any hold is live, else None."""
+    which ``mode``: shared or exclusive while any hold is live, else None; its ``fence``
+    is the largest of the live holders' (the newest take's), None while none is live."""
     live = _live_holders(record, caller_timeout, now, empty_is_stale)
     if record is not None and live:
         slots = record.slots
@@ -2101,7 +2152,7 @@ def _status_result(
             for holder in sorted(holders, key=lambda h: h.since)
         ],
         "mode": None if not live else _mode_of(record),
-        "fence": shown.fence if state == "held" and shown is not None else None,
+        "fence": max((h.fence for h in live if h.fence is not None), default=None),
         "message": message + _in_line_text(line),
     }
 
@@ -3419,7 +3470,8 @@ def acquire(
     a shared hold: any number of owners hold it shared at once, while nobody holds it
     exclusively.
 
-    :returns: the acquire output.
+    :returns: the acquire output, carrying the hold's fence beside its keys (read it
+        with :func:`fence_of`); a pickle of it is a plain dict, without the fence.
     :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
         than the one in force while a slot is held; or the other kind of hold than the
         one ``owner`` holds.
@@ -3594,7 +3646,9 @@ def status(
 ) -> StatusResult:
     """Say who holds the lock ("free", "held" or "stale"), changing nothing;
     ``stale_after`` (seconds) judges a record without a timeout of its own; ``slots``
-    is the count shown while no slot is held (else the count in force is)."""
+    is the count shown while no slot is held (else the count in force is). Its
+    ``fence`` is the largest of the live holders' (the newest take's), None while
+    nobody holds the lock."""
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
     slots = _checked_slots(slots)
@@ -4621,7 +4675,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4624, (), r'''
+_CARRIED['usage'] = (4678, (), r'''
 import os
 import sys
 import textwrap
@@ -4834,7 +4888,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4837, (), r'''
+_CARRIED['server_store'] = (4891, (), r'''
 import errno
 import json
 import os
@@ -5113,7 +5167,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5116, ('server_store',), r'''
+_CARRIED['http1'] = (5170, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5240,7 +5294,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5243, ('server_store',), r'''
+_CARRIED['resp'] = (5297, ('server_store',), r'''
 import re
 
 
@@ -5375,7 +5429,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5378, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5432, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5569,7 +5623,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5572, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5626, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6181,7 +6235,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6184, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6238, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6245,7 +6299,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6248, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6302, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6872,7 +6926,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6875, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6929, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7003,7 +7057,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7006, (), r'''
+_CARRIED['file_listing'] = (7060, (), r'''
 import os
 import stat
 
@@ -7062,7 +7116,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '89633c36395c29bb5f59791860202d50e18d0188669ed7b0ee566104ecdde073'  # what a cache entry must name
+_BUILD = 'a9431170c321006acd2144d3e267f6eb8353700a60290553d63fa89591de90aa'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import TypeVar
 
 import pytest
 from calls import Run, posix_only
@@ -23,6 +24,8 @@ from stores import StoreUnderTest
 from test_acquire import ACQUIRE_KEYS
 
 PY = sys.executable
+T = TypeVar("T")
+SHORT = "0.1333" if sys.platform == "win32" else "0.05"  # minutes: 8 s or 3 s
 
 
 def fence_taken(cli: Callable[..., Run], lock: str, owner: str, *more: str) -> int:
@@ -30,6 +33,16 @@ def fence_taken(cli: Callable[..., Run], lock: str, owner: str, *more: str) -> i
     run = cli("acquire", "--lock", lock, "--owner", owner, "--get", "fence", *more)
     assert run.code == 0, run
     return int(run.out)
+
+
+def until(read: Callable[[], T], done: Callable[[T], bool], seconds: float = 15.0) -> T:
+    """What ``read`` gives once ``done`` says so: a short hold ends on its timeout, on
+    a server maybe a moment later (an etcd lease on a loaded machine)."""
+    deadline = time.monotonic() + seconds
+    while not done(seen := read()):
+        assert time.monotonic() < deadline, f"still {seen!r} after {seconds} s"
+        time.sleep(0.1)
+    return seen
 
 
 def status_of(cli: Callable[..., Run], lock: str, *more: str) -> dict[str, object]:
@@ -59,6 +72,8 @@ def test_a_fence_only_grows_across_takes_releases_and_stale_holds(
     assert third > second
     assert list(short) == ACQUIRE_KEYS  # the output's keys are acquire's, unchanged
     time.sleep(2.5)  # its hold goes stale (a server ends it, maybe a moment late)
+    stale = until(lambda: skf.status(lock, 60.0), lambda status: status["state"] != "held")
+    assert stale["fence"] is None  # stale: nobody holds it
     replaced = skf.acquire_within(lock, "wf:d:1", 60.0, 10.0)
     assert replaced["acquired"] and skf.fence_of(replaced) > third
     refused = skf.acquire(lock, "wf:e:1", 60.0)
@@ -85,8 +100,40 @@ def test_each_slot_and_each_shared_hold_has_a_fence_of_its_own(
     assert {h["owner"]: h["fence"] for h in holders} == {
         f"wf:h{n}:1": fence for n, fence in enumerate(fences)
     }
-    shown = {h["owner"]: h["fence"] for h in holders}[status["held_by"]]
-    assert (status["state"], status["fence"]) == ("held", shown)
+    assert (status["state"], status["fence"]) == ("held", fences[-1])  # the newest take's
+
+
+@pytest.mark.parametrize("kind", [("--slots", "3"), ("--shared",)])
+def test_status_shows_the_newest_live_holds_fence_and_null_once_nobody_holds(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, kind: tuple[str, ...]
+) -> None:
+    """Three slots held by three owners, or two shared readers and a third: ``status``'s
+    fence is the largest of the live holders' (the newest take's), whichever of them
+    status shows as the first to go stale, while some slots are still free too; a
+    stale hold's counts no more; null once nobody holds the lock."""
+    lock = store.lock
+    asked = kind[:2] if kind[0] == "--slots" else ()
+
+    def fence_shown() -> object:
+        return status_of(cli, lock, *asked)["fence"]
+
+    assert fence_shown() is None  # free
+    fences: list[int] = []
+    for n in range(3):
+        fences.append(fence_taken(cli, lock, f"wf:h{n}:1", *kind))
+        assert fence_shown() == max(fences) == fences[-1]  # partly held, then full
+    assert fence_taken(cli, lock, "wf:h0:1", *kind) == fences[0]  # a renewal keeps its own
+    assert fence_shown() == fences[-1]
+    assert cli("release", "--lock", lock, "--owner", "wf:h2:1").json["released"] is True
+    assert fence_shown() == fences[1]  # the newest take of those that hold it
+    short = fence_taken(cli, lock, "wf:h3:1", *kind, "--stale-after", SHORT)
+    assert fence_shown() == short > fences[1]
+    slots = {"slots": 3} if asked else {}
+    until(lambda: skf.status(lock, 60.0, **slots)["fence"], lambda fence: fence == fences[1])
+    assert fence_shown() == fences[1]  # once stale, its fence is not the holders' (the CLI)
+    for n in (0, 1):
+        assert cli("release", "--lock", lock, "--owner", f"wf:h{n}:1").json["released"] is True
+    assert fence_shown() is None  # nobody holds it (a stale hold may still stand)
 
 
 def test_run_held_and_the_library_give_the_fence_status_shows(

@@ -91,7 +91,8 @@ def acquire(
     a shared hold: any number of owners hold it shared at once, while nobody holds it
     exclusively.
 
-    :returns: the acquire output.
+    :returns: the acquire output, carrying the hold's fence beside its keys (read it
+        with :func:`fence_of`); a pickle of it is a plain dict, without the fence.
     :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
         than the one in force while a slot is held; or the other kind of hold than the
         one ``owner`` holds.
@@ -267,7 +268,9 @@ def status(
 ) -> StatusResult:
     """Say who holds the lock ("free", "held" or "stale"), changing nothing;
     ``stale_after`` (seconds) judges a record without a timeout of its own; ``slots``
-    is the count shown while no slot is held (else the count in force is)."""
+    is the count shown while no slot is held (else the count in force is). Its
+    ``fence`` is the largest of the live holders' (the newest take's), None while
+    nobody holds the lock."""
     seconds = _seconds_of(now)
     stale_after = _checked_stale_after(stale_after)
     slots = _checked_slots(slots)

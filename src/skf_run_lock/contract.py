@@ -154,22 +154,68 @@ class LockBusy(Exception):
         super().__init__(result["message"])
         self.result = result
 
+    def __reduce__(self) -> tuple[type[LockBusy], tuple[AcquireResult]]:
+        # Built again from its result, where a process that has the module unpickles
+        # it (a pool's worker raising it to its caller), not from its message.
+        return type(self), (self.result,)
+
+
+_NO_FENCE = object()  # what fence_of finds on a mapping that carries none
+
 
 class _Taken(dict):  # type: ignore[type-arg]
     """An acquire output that carries its hold's fence beside the dict, not in it: its
-    keys and values stay exactly acquire's, which callers compare whole."""
+    keys and values stay exactly acquire's, which callers compare whole.
+
+    A copy (``.copy()``, ``copy.copy``, ``copy.deepcopy``) is a ``_Taken`` with the same
+    fence; a pickle is a plain dict (1.8's outputs were), so that a process that never
+    loaded this file (a multiprocessing or concurrent.futures worker, a sibling that
+    loaded it under another name) unpickles it; the fence stays behind (fence_of says so).
+    """
 
     fence: int | None = None
+
+    def copy(self) -> _Taken:
+        twin = _Taken(self)
+        twin.fence = self.fence
+        return twin
+
+    def __copy__(self) -> _Taken:
+        return self.copy()
+
+    def __deepcopy__(self, memo: dict[int, object]) -> _Taken:
+        import copy
+
+        twin = _Taken(copy.deepcopy(dict(self), memo))
+        twin.fence = self.fence
+        return twin
+
+    def __reduce__(self) -> tuple[type[dict], tuple[dict]]:  # type: ignore[type-arg]
+        return dict, (dict(self),)
 
 
 def fence_of(result: Mapping[str, object]) -> int | None:
     """The fence of the hold an acquire output took or renewed: a number larger than
     that of every earlier take of the lock, to pass along with each write so that the
-    resource can refuse a smaller one. None for a refusal.
+    resource can refuse a smaller one. None for a refusal (or a take that got none).
+
+    The output carries it beside its keys, as does its ``.copy()``, ``copy.copy`` and
+    ``copy.deepcopy``; a ``dict()`` copy or an output unpickled in another process
+    does not: pass the fence itself along instead.
 
     :param result: what :func:`acquire` or :func:`acquire_within` gave, or a lease's ``result``.
+    :raises ValueError: ``result`` says it acquired the lock but does not carry the fence.
     """
-    return getattr(result, "fence", None)
+    fence = getattr(result, "fence", _NO_FENCE)
+    if fence is not _NO_FENCE:
+        return fence if isinstance(fence, int) else None
+    if result.get("acquired") is True:
+        raise ValueError(
+            "fence_of: this acquire output does not carry its fence (a dict() copy, or a"
+            " result pickled from another process); pass the fence itself along: read it"
+            " with fence_of where acquire returned, or with --get fence in a shell"
+        )
+    return None
 
 
 class LockLost(Exception):
@@ -186,6 +232,10 @@ class LockLost(Exception):
         self.lock = lock
         self.held_by = held_by
         self.held_since = held_since
+
+    def __reduce__(self) -> tuple[type[LockLost], tuple[str, str | None, str | None, str]]:
+        why = str(self)[len(f"lost the lock {self.lock}: ") :]  # built again, as LockBusy
+        return type(self), (self.lock, self.held_by, self.held_since, why)
 
 
 class _NoFolder(Exception):

@@ -440,7 +440,8 @@ def _status_result(
     slots: int = 1,
 ) -> StatusResult:
     """Who holds the lock, by the count in force (else ``slots``, the caller's), and in
-    which ``mode``: shared or exclusive while any hold is live, else None."""
+    which ``mode``: shared or exclusive while any hold is live, else None; its ``fence``
+    is the largest of the live holders' (the newest take's), None while none is live."""
     live = _live_holders(record, caller_timeout, now, empty_is_stale)
     if record is not None and live:
         slots = record.slots
@@ -522,7 +523,7 @@ def _status_result(
             for holder in sorted(holders, key=lambda h: h.since)
         ],
         "mode": None if not live else _mode_of(record),
-        "fence": shown.fence if state == "held" and shown is not None else None,
+        "fence": max((h.fence for h in live if h.fence is not None), default=None),
         "message": message + _in_line_text(line),
     }
 
