@@ -29,8 +29,9 @@ stated) and each write (fence, accepted or refused, the fence it met, the time r
 under the resource's flock) is appended to a log.
 
 A nemesis stops random workers (their process group: a CLI call under way too) with
-SIGSTOP for 20-200 ms, and one freeze in twenty for 2.5 s, past a hold of
-``--stale-after`` (2 s), then resumes them with SIGCONT; several may be frozen at once.
+SIGSTOP for 20-200 ms, and one freeze in twenty (``--long-share``) for 2.5 s
+(``--long-freeze``), past a hold of ``--stale-after`` (2 s), then resumes them with
+SIGCONT; a freeze begins every 50-400 ms, and several may be frozen at once.
 
 At the end it checks the log:
 
@@ -81,8 +82,8 @@ ROLES = ("held", "within", "wait", "once")
 WAIT_SEC = 5.0  # a waiting take's budget
 CLI_TIMEOUT_SEC = 30.0  # a CLI call longer than this is killed (and counted)
 SHORT_FREEZE_SEC = (0.02, 0.2)
-LONG_FREEZE_SEC = 2.5
-LONG_FREEZE_SHARE = 0.05
+LONG_FREEZE_SEC = 2.5  # --long-freeze
+LONG_FREEZE_SHARE = 0.05  # --long-share
 FREEZE_EVERY_SEC = (0.05, 0.4)
 SHOWN = 5  # violations printed of each kind
 
@@ -331,7 +332,9 @@ class Freeze:
     end: float
 
 
-def nemesis(procs: list[subprocess.Popen[bytes]], until: float) -> list[Freeze]:
+def nemesis(
+    procs: list[subprocess.Popen[bytes]], until: float, long_freeze: float, long_share: float
+) -> list[Freeze]:
     """Stop random workers' process groups with SIGSTOP, resume them with SIGCONT,
     until ``until``; every group stopped is resumed before this returns."""
     frozen: dict[int, tuple[float, float]] = {}  # worker: (stopped at, resume at)
@@ -352,8 +355,8 @@ def nemesis(procs: list[subprocess.Popen[bytes]], until: float) -> list[Freeze]:
                 free = [w for w in range(len(procs)) if w not in frozen and procs[w].poll() is None]
                 if free:
                     w = random.choice(free)
-                    long = random.random() < LONG_FREEZE_SHARE
-                    length = LONG_FREEZE_SEC if long else random.uniform(*SHORT_FREEZE_SEC)
+                    long = random.random() < long_share
+                    length = long_freeze if long else random.uniform(*SHORT_FREEZE_SEC)
                     with contextlib.suppress(ProcessLookupError):
                         os.killpg(procs[w].pid, signal.SIGSTOP)
                         frozen[w] = (time.time(), time.time() + length)
@@ -451,6 +454,7 @@ def report(
     zero: float,
     seconds: float,
     slots: int,
+    long_freeze: float,
 ) -> bool:
     """Print the figures and the first violations; True if none."""
     takes = [e for e in events if e["kind"] == "take"]
@@ -460,7 +464,7 @@ def report(
         for what, n in done["counts"].items():
             counts[what] = counts.get(what, 0) + n
     per_role = {r: sum(1 for t in takes if t["role"] == r) for r in ROLES}
-    long = sum(1 for f in freezes if f.end - f.start >= LONG_FREEZE_SEC)
+    long = sum(1 for f in freezes if f.end - f.start >= long_freeze)
     frozen = sum(f.end - f.start for f in freezes)
     print(
         f"takes               {checked.takes} ({checked.takes / seconds:.1f}/s; "
@@ -477,7 +481,7 @@ def report(
         f" refused {checked.refused} ({checked.refused / max(1, checked.writes):.1%})"
     )
     print(
-        f"freezes             {len(freezes)} ({long} of {LONG_FREEZE_SEC:g} s),"
+        f"freezes             {len(freezes)} ({long} of {long_freeze:g} s),"
         f" {frozen / seconds:.2f} worker-seconds frozen per second"
     )
     print(f"errors              {len(errors)}; CLI calls killed {counts.get('cli-timeout', 0)}")
@@ -546,6 +550,12 @@ def main() -> int:
     parser.add_argument("--stale-after", type=float, default=2.0, help="seconds (held(): >= 3)")
     parser.add_argument("--slots", type=int, default=1)
     parser.add_argument(
+        "--long-freeze", type=float, default=LONG_FREEZE_SEC, help="seconds a long freeze lasts"
+    )
+    parser.add_argument(
+        "--long-share", type=float, default=LONG_FREEZE_SHARE, help="the share of long freezes"
+    )
+    parser.add_argument(
         "--roles",
         default="held,within,wait,wait,once,once",
         help="a worker each, of " + ",".join(ROLES),
@@ -599,7 +609,7 @@ def main() -> int:
                 )
             )
         time.sleep(max(0.0, zero - time.time()))
-        freezes = nemesis(procs, until)
+        freezes = nemesis(procs, until, options.long_freeze, options.long_share)
         deadline = until + WAIT_SEC + CLI_TIMEOUT_SEC + 10
         for proc in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):
@@ -628,6 +638,7 @@ def main() -> int:
         zero=zero,
         seconds=options.seconds,
         slots=options.slots,
+        long_freeze=options.long_freeze,
     )
     return 0 if ok else 1
 
