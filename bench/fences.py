@@ -25,7 +25,8 @@ works 10-120 ms and writes, 2-5 times, to a checking resource, design.md's
 ``write_fenced``: a file changed under ``fcntl.flock`` that keeps the largest fence it
 saw and refuses a write with a smaller one; then it releases. Each take (fence,
 owner, when its call was made and returned, the hold's timeout and the end the store
-stated) and each write (fence, accepted or refused, the fence it met, the time read
+stated: its output's ``stale_at``, or for a CLI take the one ``status`` shows right
+after it) and each write (fence, accepted or refused, the fence it met, the time read
 under the resource's flock) is appended to a log.
 
 A nemesis stops random workers (their process group: a CLI call under way too) with
@@ -41,12 +42,12 @@ At the end it checks the log:
                          may land in either order; with ``--slots`` too)
   3. refused in a lease  no write is refused while its writer's hold stood: from the
                          take's return until the earliest its hold can have ended
-                         (the hold's timeout from the whole second its call began:
-                         a record keeps its time in whole seconds; for a library
-                         take, the ``stale_at`` the store stated, whichever is
-                         later), unless a freeze of the writer ran past that end;
-                         with ``--slots`` several hold at once and their writes
-                         meet each other's fences, so this is counted, not checked
+                         (the ``stale_at`` the store stated, or if later the hold's
+                         timeout from the whole second its call began: a record keeps
+                         its time in whole seconds), unless a freeze of the writer ran
+                         past that end; with ``--slots`` several hold at once and
+                         their writes meet each other's fences, so this is counted,
+                         not checked
 
 It prints counts and the first few violations of each kind, and exits 1 if any.
 Everything runs on 127.0.0.1; the etcd or Redis server is started here and stopped
@@ -137,7 +138,8 @@ def _epoch(stamp: object) -> float | None:
 class Take:
     fence: int
     owner: str
-    stale_at: float | None = None  # the end the store stated, if the call gave it
+    returned: float  # when the call returned
+    stale_at: float | None = None  # the end the store stated
     lease: Any = None  # a held() block's lease
 
 
@@ -197,7 +199,8 @@ class Worker:
                 )
             except skf.LockBusy:
                 return None
-            return Take(int(lease.fence), owner, _epoch(lease.result["stale_at"]), lease)
+            stated = _epoch(lease.result["stale_at"])
+            return Take(int(lease.fence), owner, time.time(), stated, lease)
         if self.role == "within":
             try:
                 result = skf.acquire_within(
@@ -205,7 +208,7 @@ class Worker:
                 )
             except skf.LockBusy:
                 return None
-            return Take(int(skf.fence_of(result)), owner, _epoch(result["stale_at"]))
+            return Take(int(skf.fence_of(result)), owner, time.time(), _epoch(result["stale_at"]))
         wait = ["--wait", f"{WAIT_SEC:g}s"] if self.role == "wait" else []
         rc, out = self.cli(
             "acquire",
@@ -222,7 +225,18 @@ class Worker:
         )
         if rc != 0:
             return None
-        return Take(int(out), owner)
+        return Take(int(out), owner, time.time(), self.stated_end(owner, int(out)))
+
+    def stated_end(self, owner: str, fence: int) -> float | None:
+        """When the store says the hold ``owner`` took with ``fence`` ends, read by
+        ``status`` (in this process, off the record) right after a CLI take: the
+        output of ``--get fence`` is the fence alone. None once it is not there."""
+        try:
+            holders = self.skf.status(self.lock, self.stale_after, slots=self.slots)["holders"]
+        except OSError:
+            return None
+        mine = [h for h in holders if h["owner"] == owner and h.get("fence") == fence]
+        return _epoch(mine[0]["stale_at"]) if mine else None
 
     def release(self, take: Take) -> None:
         if self.role == "held":
@@ -251,7 +265,6 @@ class Worker:
                 self.log.put(kind="error", w=self.index, call="take", err=str(exc)[-300:])
                 time.sleep(0.05)
                 return
-            returned = time.time()
             if take is None:
                 self.count("refused")
                 time.sleep(random.uniform(0.02, 0.1))
@@ -263,12 +276,12 @@ class Worker:
                 fence=take.fence,
                 owner=owner,
                 asked=asked,
-                returned=returned,
+                returned=take.returned,
                 timeout=self.timeout(),
                 stale_at=take.stale_at,
             )
             # The holder's own view of its lease: from its call's return.
-            ends = returned + self.timeout()
+            ends = take.returned + self.timeout()
             for i in range(random.randint(2, 5)):
                 if not self.believes(take, ends):
                     self.count("stopped writing")
@@ -384,9 +397,9 @@ class Checked:
 
 
 def lease_end(take: dict[str, Any]) -> float:
-    """The earliest the hold of ``take`` can have ended: its timeout from the whole
-    second its call began (a record keeps its time in whole seconds, written after
-    the call began), or the end the store stated, if later."""
+    """The earliest the hold of ``take`` can have ended: the end the store stated, or
+    if later its timeout from the whole second its call began (a record keeps its time
+    in whole seconds, written after the call began)."""
     floor = float(int(take["asked"])) + float(take["timeout"])
     stated = take.get("stale_at")
     return max(floor, float(stated)) if stated is not None else floor
