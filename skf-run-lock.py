@@ -1633,7 +1633,7 @@ def _another_programs_file(record: _Record | None) -> bool:
 def _left_out(lock: str, record: _Record | None) -> bool:
     """True if a listing leaves out ``lock``, named as a lock is but plainly another
     program's file (uv.lock, Pipfile.lock), and says so."""
-    return record is not None and bool(record.other) and lock.endswith(_LOCK_NAME_SUFFIX)
+    return _another_programs_file(record) and lock.endswith(_LOCK_NAME_SUFFIX)
 
 
 def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
@@ -1642,8 +1642,8 @@ def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
     naming an owner); anything else at a name ending in ``.lock``, which acquire would
     refuse or replace (an empty file, foreign bytes, an older version's PID and time);
     or, with none, waiters in line. A store's other values are no locks, nor a file
-    that is plainly another program's (uv.lock, Pipfile.lock)."""
-    if record is None or record.other:
+    that acquire refuses as another program's (uv.lock, Pipfile.lock)."""
+    if record is None or _another_programs_file(record):
         return bool(line)
     return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)
 
@@ -7116,7 +7116,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'a9431170c321006acd2144d3e267f6eb8353700a60290553d63fa89591de90aa'  # what a cache entry must name
+_BUILD = 'da4034f18db67b8cf92f1e29c84d328509d77f4552b2c2ae607d76e8a2ac0bf3'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

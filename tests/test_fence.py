@@ -100,7 +100,7 @@ def test_each_slot_and_each_shared_hold_has_a_fence_of_its_own(
     assert {h["owner"]: h["fence"] for h in holders} == {
         f"wf:h{n}:1": fence for n, fence in enumerate(fences)
     }
-    assert (status["state"], status["fence"]) == ("held", fences[-1])  # the newest take's
+    assert (status["state"], status["fence"]) == ("held", max(fences))  # the newest take's
 
 
 @pytest.mark.parametrize("kind", [("--slots", "3"), ("--shared",)])
@@ -122,7 +122,7 @@ def test_status_shows_the_newest_live_holds_fence_and_null_once_nobody_holds(
     for n in range(3):
         fences.append(fence_taken(cli, lock, f"wf:h{n}:1", *kind))
         assert fence_shown() == max(fences) == fences[-1]  # partly held, then full
-    assert fence_taken(cli, lock, "wf:h0:1", *kind) == fences[0]  # a renewal keeps its own
+    assert fence_taken(cli, lock, "wf:h2:1", *kind) == fences[2]  # the newest renewed: kept
     assert fence_shown() == fences[-1]
     assert cli("release", "--lock", lock, "--owner", "wf:h2:1").json["released"] is True
     assert fence_shown() == fences[1]  # the newest take of those that hold it

@@ -341,7 +341,7 @@ def _another_programs_file(record: _Record | None) -> bool:
 def _left_out(lock: str, record: _Record | None) -> bool:
     """True if a listing leaves out ``lock``, named as a lock is but plainly another
     program's file (uv.lock, Pipfile.lock), and says so."""
-    return record is not None and bool(record.other) and lock.endswith(_LOCK_NAME_SUFFIX)
+    return _another_programs_file(record) and lock.endswith(_LOCK_NAME_SUFFIX)
 
 
 def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
@@ -350,7 +350,7 @@ def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
     naming an owner); anything else at a name ending in ``.lock``, which acquire would
     refuse or replace (an empty file, foreign bytes, an older version's PID and time);
     or, with none, waiters in line. A store's other values are no locks, nor a file
-    that is plainly another program's (uv.lock, Pipfile.lock)."""
-    if record is None or record.other:
+    that acquire refuses as another program's (uv.lock, Pipfile.lock)."""
+    if record is None or _another_programs_file(record):
         return bool(line)
     return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)
