@@ -4350,9 +4350,12 @@ def _got_lines(command: str, result: Output, got: list[str]) -> str:
 
 
 def _value_text(value: object) -> str:
-    """One value of an output as --get prints it: a string as it is, anything else as
-    JSON writes it (as ``jq -r`` does). A string stdout cannot encode (a console of a
-    narrower code page) is written as JSON too, escaped, never a traceback."""
+    """One value of an output as --get prints it: a string as it is, null as nothing
+    (so that ``[ -n "$value" ]`` tests it), anything else as JSON writes it (as ``jq
+    -r`` does). A string stdout cannot encode (a console of a narrower code page) is
+    written as JSON too, escaped, never a traceback."""
+    if value is None:
+        return ""
     if isinstance(value, str):
         try:
             value.encode(sys.stdout.encoding or "utf-8")
@@ -4675,7 +4678,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4678, (), r'''
+_CARRIED['usage'] = (4681, (), r'''
 import os
 import sys
 import textwrap
@@ -4769,8 +4772,9 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         "--table": ("--table", "a table for a person instead of JSON"),
         "--get": (
             "--get KEY",
-            "print only KEY's value, alone on one line; given more than once, each KEY's"
-            f" value on a line of its own, in the order given; KEY is one of {keys}"
+            "print only KEY's value, alone on one line (null: an empty line); given more"
+            " than once, each KEY's value on a line of its own, in the order given; KEY is"
+            f" one of {keys}"
             + (
                 ", or fence (its hold's, not in the JSON); a refusal (exit 3) also writes"
                 " its JSON on stderr"
@@ -4888,7 +4892,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4891, (), r'''
+_CARRIED['server_store'] = (4895, (), r'''
 import errno
 import json
 import os
@@ -5167,7 +5171,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5170, ('server_store',), r'''
+_CARRIED['http1'] = (5174, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5294,7 +5298,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5297, ('server_store',), r'''
+_CARRIED['resp'] = (5301, ('server_store',), r'''
 import re
 
 
@@ -5429,7 +5433,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5432, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5436, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5623,7 +5627,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5626, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5630, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6235,7 +6239,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6238, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6242, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6299,7 +6303,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6302, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6306, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6926,7 +6930,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6929, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6933, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7057,7 +7061,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7060, (), r'''
+_CARRIED['file_listing'] = (7064, (), r'''
 import os
 import stat
 
@@ -7116,7 +7120,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'da4034f18db67b8cf92f1e29c84d328509d77f4552b2c2ae607d76e8a2ac0bf3'  # what a cache entry must name
+_BUILD = 'f3f1d737d41ffdde764dc8cb1fd7305350f041b1d7c4c85f9f543b2aa291b68f'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

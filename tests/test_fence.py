@@ -79,7 +79,7 @@ def test_a_fence_only_grows_across_takes_releases_and_stale_holds(
     refused = skf.acquire(lock, "wf:e:1", 60.0)
     assert refused["acquired"] is False and skf.fence_of(refused) is None
     by_cli = cli("acquire", "--lock", lock, "--owner", "wf:e:1", "--get", "fence")
-    assert (by_cli.code, by_cli.out) == (3, "null\n")
+    assert (by_cli.code, by_cli.out) == (3, "\n")
 
 
 @pytest.mark.parametrize("kind", [("--slots", "3"), ("--shared",)])

@@ -17,7 +17,10 @@ from loader import SCRIPT
 
 
 def value_line(value: object) -> str:
-    """What --get prints for ``value``: a string as it is, anything else as JSON."""
+    """What --get prints for ``value``: a string as it is, null as nothing, anything
+    else as JSON."""
+    if value is None:
+        return "\n"
     return (value if isinstance(value, str) else json.dumps(value)) + "\n"
 
 
@@ -80,7 +83,7 @@ def test_a_refusal_says_why_on_stderr_while_stdout_is_the_value_alone(
     lock = tmp_path / "x.lock"
     lock.write_bytes(b"")
     run = cli("acquire", "--lock", lock, "--owner", "wf:sk", "--get", "held_by")
-    assert (run.code, run.out) == (3, "null\n"), run
+    assert (run.code, run.out) == (3, "\n"), run
     told = json.loads(run.err)
     assert (told["acquired"], told["held_by"]) == (False, None)
     assert "--empty-is-stale" in told["message"]
@@ -96,7 +99,7 @@ def test_each_kind_of_value_is_printed_as_jq_r_prints_it(
     run_id = owner.out.strip().rsplit(":", 1)[1]
     renewed = f"--owner={owner.out.strip()}"
     assert cli("acquire", "--lock", lock, renewed, "--get", "refreshed").out == "true\n"
-    assert cli("acquire", "--lock", lock, renewed, "--get", "stale_replaced").out == "null\n"
+    assert cli("acquire", "--lock", lock, renewed, "--get", "stale_replaced").out == "\n"
     assert cli("acquire", "--lock", lock, renewed, "--get=stale_after_minutes").out == "60\n"
     assert cli("acquire", "--lock", lock, renewed, "--get", "run_id").out == run_id + "\n"
     assert cli("status", "--lock", lock, "--get", "waiting").out == "[]\n"
@@ -195,7 +198,7 @@ def test_two_and_three_gets_print_each_value_on_its_own_line_in_the_order_given(
     released = cli(
         "release", "--lock", lock, "--owner", owner, "--get", "reason", "--get", "released"
     )
-    assert (released.code, released.out) == (0, "null\ntrue\n"), released
+    assert (released.code, released.out) == (0, "\ntrue\n"), released
     assert cli("status", "--lock", lock, "--get", "state").out == "free\n"
 
 
@@ -242,7 +245,7 @@ def test_each_kind_of_value_among_several_is_printed_as_alone(
         assert together.out.count("\n") == len(keys)
         if argv[0] == "acquire" and whole.code == 3:
             assert json.loads(together.err)["held_by"] == holder
-            assert together.out.splitlines()[-1] == "null"  # a refusal has no fence
+            assert together.out.splitlines()[-1] == ""  # a refusal has no fence
         else:
             assert together.err == ""
     kinds = cli(

@@ -96,6 +96,20 @@ def test_the_snippet_stops_without_the_lock_when_another_run_holds_it(
 
 
 @SHELLS
+def test_the_snippet_names_no_holder_for_a_lock_file_that_names_none(
+    tmp_path: Path, shell: str
+) -> None:
+    """--get prints nothing for null: never "held by null"."""
+    lock = tmp_path / ".skf" / "locks" / "update-skill.lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_bytes(b"")  # flock(1)'s, just now: held by a file naming no owner
+    done = run_snippet(tmp_path, shell)
+    assert done.returncode == 3 and "steps-ran" not in done.stdout
+    assert done.stderr.splitlines()[-1] == "held by a file naming no owner"
+    assert lock.read_bytes() == b""
+
+
+@SHELLS
 def test_the_snippet_stops_on_an_error_without_parsing_it(tmp_path: Path, shell: str) -> None:
     (tmp_path / ".skf").write_text("a file where the folder should be")
     done = run_snippet(tmp_path, shell)

@@ -146,9 +146,12 @@ def _got_lines(command: str, result: Output, got: list[str]) -> str:
 
 
 def _value_text(value: object) -> str:
-    """One value of an output as --get prints it: a string as it is, anything else as
-    JSON writes it (as ``jq -r`` does). A string stdout cannot encode (a console of a
-    narrower code page) is written as JSON too, escaped, never a traceback."""
+    """One value of an output as --get prints it: a string as it is, null as nothing
+    (so that ``[ -n "$value" ]`` tests it), anything else as JSON writes it (as ``jq
+    -r`` does). A string stdout cannot encode (a console of a narrower code page) is
+    written as JSON too, escaped, never a traceback."""
+    if value is None:
+        return ""
     if isinstance(value, str):
         try:
             value.encode(sys.stdout.encoding or "utf-8")

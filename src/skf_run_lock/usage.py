@@ -112,8 +112,9 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         "--table": ("--table", "a table for a person instead of JSON"),
         "--get": (
             "--get KEY",
-            "print only KEY's value, alone on one line; given more than once, each KEY's"
-            f" value on a line of its own, in the order given; KEY is one of {keys}"
+            "print only KEY's value, alone on one line (null: an empty line); given more"
+            " than once, each KEY's value on a line of its own, in the order given; KEY is"
+            f" one of {keys}"
             + (
                 ", or fence (its hold's, not in the JSON); a refusal (exit 3) also writes"
                 " its JSON on stderr"
