@@ -4530,7 +4530,29 @@ def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
-    return _cli_take(_cli_request(options, _stale_after_seconds(options)))
+    stale_after = _stale_after_seconds(options)
+    result, code = _cli_take(_cli_request(options, stale_after))
+    text = options.get("--stale-after", "")
+    bare = text.replace(".", "", 1).isdigit()
+    if code == _EXIT_OK and bare and stale_after > _BARE_MINUTES_NOTED_SEC:
+        result["message"] += _minutes_meant(text, stale_after)
+    return result, code
+
+
+# A bare --stale-after above a day may be seconds meant as minutes (3600 holds for two
+# and a half days): a take says in its message how long it took it to be.
+_BARE_MINUTES_NOTED_SEC = 1440 * 60
+
+
+def _minutes_meant(text: str, seconds: float) -> str:
+    """What a take's message says of a bare ``--stale-after`` ``text`` above a day."""
+    minutes = int(seconds // 60)
+    hours, _ = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    parts = [f"{days} day{'s' * (days != 1)}"]
+    if hours:
+        parts.append(f"{hours} hour{'s' * (hours != 1)}")
+    return f"; --stale-after {text} is {text} minutes: {' '.join(parts)} (seconds: {text}s)"
 
 
 def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
@@ -4678,7 +4700,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4681, (), r'''
+_CARRIED['usage'] = (4703, (), r'''
 import os
 import sys
 import textwrap
@@ -4892,7 +4914,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4895, (), r'''
+_CARRIED['server_store'] = (4917, (), r'''
 import errno
 import json
 import os
@@ -5171,7 +5193,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5174, ('server_store',), r'''
+_CARRIED['http1'] = (5196, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5298,7 +5320,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5301, ('server_store',), r'''
+_CARRIED['resp'] = (5323, ('server_store',), r'''
 import re
 
 
@@ -5433,7 +5455,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5436, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5458, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5627,7 +5649,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5630, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5652, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6239,7 +6261,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6242, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6264, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6303,7 +6325,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6306, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6328, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6930,7 +6952,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6933, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6955, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7061,7 +7083,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7064, (), r'''
+_CARRIED['file_listing'] = (7086, (), r'''
 import os
 import stat
 
@@ -7120,7 +7142,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'f3f1d737d41ffdde764dc8cb1fd7305350f041b1d7c4c85f9f543b2aa291b68f'  # what a cache entry must name
+_BUILD = 'e34d965e5e4056fef6a587013d0f9c01b298ce8b8ae59e4162cabcc275d84189'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -472,3 +472,26 @@ def test_a_holder_that_no_release_can_name_gets_no_clearing_command(
         "wait until it goes stale" in message
         and f"delete the file {shlex.quote(str(lock))}" in message
     )
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ("3600", "; --stale-after 3600 is 3600 minutes: 2 days 12 hours (seconds: 3600s)"),
+        ("1441", "; --stale-after 1441 is 1441 minutes: 1 day (seconds: 1441s)"),
+        ("1440", ""),
+        ("3600m", ""),
+        ("3600s", ""),
+        ("3d", ""),
+    ],
+)
+def test_a_bare_stale_after_above_a_day_says_how_long_it_took_it_to_be(
+    cli: Callable[..., Run], tmp_path: Path, given: str, said: str
+) -> None:
+    """A user meaning seconds (3600) holds for two and a half days: the take says so in
+    its message, and nothing new on stderr."""
+    lock = tmp_path / "units.lock"
+    taken = cli("acquire", "--lock", lock, "--owner", "wf:sk", "--stale-after", given)
+    assert (taken.code, taken.err) == (0, ""), taken
+    message = taken.json["message"]
+    assert message.endswith(f"unless renewed{said}"), message

@@ -326,7 +326,29 @@ def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
-    return _cli_take(_cli_request(options, _stale_after_seconds(options)))
+    stale_after = _stale_after_seconds(options)
+    result, code = _cli_take(_cli_request(options, stale_after))
+    text = options.get("--stale-after", "")
+    bare = text.replace(".", "", 1).isdigit()
+    if code == _EXIT_OK and bare and stale_after > _BARE_MINUTES_NOTED_SEC:
+        result["message"] += _minutes_meant(text, stale_after)
+    return result, code
+
+
+# A bare --stale-after above a day may be seconds meant as minutes (3600 holds for two
+# and a half days): a take says in its message how long it took it to be.
+_BARE_MINUTES_NOTED_SEC = 1440 * 60
+
+
+def _minutes_meant(text: str, seconds: float) -> str:
+    """What a take's message says of a bare ``--stale-after`` ``text`` above a day."""
+    minutes = int(seconds // 60)
+    hours, _ = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    parts = [f"{days} day{'s' * (days != 1)}"]
+    if hours:
+        parts.append(f"{hours} hour{'s' * (hours != 1)}")
+    return f"; --stale-after {text} is {text} minutes: {' '.join(parts)} (seconds: {text}s)"
 
 
 def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
