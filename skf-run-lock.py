@@ -3891,9 +3891,15 @@ def _shown_state(entry: ListedLock, now: float) -> str:
 
 
 def _shown_name(text: str) -> str:
-    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
-    (a name may hold a newline, or a terminal's control characters)."""
-    plain = text.isascii() and text.isprintable() and text.strip() == text
+    """``text`` for a table: as it is if printable (any script: a person reads it),
+    else quoted with escapes (a name may hold a newline, or a terminal's control
+    characters), as is one that stdout cannot encode."""
+    plain = text.isprintable() and text.strip() == text
+    if plain and not text.isascii():
+        try:
+            text.encode(sys.stdout.encoding or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            plain = False
     return text if plain else json.dumps(text)
 
 
@@ -4280,14 +4286,33 @@ _COMMAND_NAMES = "acquire, release, status, run, list or run-id"
 _HELP_HINT = "--help shows how to use each"
 
 
+# The words that ask about the tool rather than a lock, as people type them.
+_ABOUT_THE_TOOL = ("-h", "--help", "help", "--version", "-V", "version")
+
+
+def _about_the_tool(
+    command: str, rest: list[str]
+) -> tuple[str, dict[str, str], list[str], list[str]]:
+    """The help (``help COMMAND``: that command's) or the version."""
+    if command not in ("--version", "-V", "version"):
+        if command != "help" or not rest:
+            return "help", {}, [], []
+        if len(rest) > 1 or rest[0] not in _OPTIONS:
+            raise _UsageError(f"help takes one command of {_COMMAND_NAMES}, not {' '.join(rest)!r}")
+        return "help", {"command": rest[0]}, [], []
+    if rest:
+        raise _UsageError(f"{command} takes nothing more, not {rest[0]!r}")
+    return "version", {}, [], []
+
+
 def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[str]]:
     """The command, its ``{option: value}``, run's COMMAND and the keys of its --get
     options, in the order given."""
     if not argv:
         raise _UsageError(f"a command is required: {_COMMAND_NAMES}; {_HELP_HINT}")
     command, *rest = argv
-    if command in ("-h", "--help"):
-        return "help", {}, [], []
+    if command in _ABOUT_THE_TOOL:
+        return _about_the_tool(command, rest)
     # run's own options stand before --; what follows is COMMAND's, --help included.
     own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
     if command in _OPTIONS and ("-h" in own or "--help" in own):
@@ -4297,10 +4322,6 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
         if "--" not in rest:
             raise _UsageError("run needs -- and the command to run after its options")
         rest, tail = own, rest[len(own) + 1 :]
-    if command == "--version":
-        if rest:
-            raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
-        return "version", {}, [], []
     allowed = _OPTIONS.get(command)
     if allowed is None:
         raise _UsageError(_not_a_command(command))
@@ -4700,7 +4721,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4703, (), r'''
+_CARRIED['usage'] = (4724, (), r'''
 import os
 import sys
 import textwrap
@@ -4914,7 +4935,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4917, (), r'''
+_CARRIED['server_store'] = (4938, (), r'''
 import errno
 import json
 import os
@@ -5193,7 +5214,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5196, ('server_store',), r'''
+_CARRIED['http1'] = (5217, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5320,7 +5341,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5323, ('server_store',), r'''
+_CARRIED['resp'] = (5344, ('server_store',), r'''
 import re
 
 
@@ -5455,7 +5476,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5458, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5479, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5649,7 +5670,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5652, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5673, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6261,7 +6282,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6264, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6285, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6325,7 +6346,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6328, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6349, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6952,7 +6973,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6955, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6976, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7083,7 +7104,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7086, (), r'''
+_CARRIED['file_listing'] = (7107, (), r'''
 import os
 import stat
 
@@ -7142,7 +7163,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'e34d965e5e4056fef6a587013d0f9c01b298ce8b8ae59e4162cabcc275d84189'  # what a cache entry must name
+_BUILD = 'a5e25c6e57b6b2d11bce7beceaa2874bc29bf48767d81c24d28638e4c7bc08e0'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

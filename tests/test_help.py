@@ -104,3 +104,30 @@ def test_each_commands_example_runs_as_shown(
         ["sh", "-ec", script], capture_output=True, text=True, env=env, timeout=60, check=False
     )
     assert done.returncode == 0, (script, done)
+
+
+@pytest.mark.parametrize(
+    ("typed", "same_as"),
+    [
+        (["help"], ["--help"]),
+        (["help", "acquire"], ["acquire", "--help"]),
+        (["help", "run"], ["run", "--help"]),
+        (["version"], ["--version"]),
+        (["-V"], ["--version"]),
+    ],
+)
+def test_the_forms_people_type_for_help_and_version_work(
+    cli: Callable[..., Run], typed: list[str], same_as: list[str]
+) -> None:
+    asked = cli(*typed)
+    expected = cli(*same_as)
+    assert (asked.code, asked.out, asked.err) == (0, expected.out, expected.err)
+    assert asked.out
+
+
+@pytest.mark.parametrize("typed", [["help", "nope"], ["help", "acquire", "x"], ["-V", "x"]])
+def test_help_or_version_with_words_they_do_not_take_is_exit_1(
+    cli: Callable[..., Run], typed: list[str]
+) -> None:
+    asked = cli(*typed)
+    assert (asked.code, asked.out) == (1, "") and asked.error.startswith("usage error:")

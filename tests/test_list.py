@@ -488,3 +488,32 @@ def test_listing_during_heavy_churn_never_fails_or_repeats_a_lock(
     assert all(left_behind(lock) == [] for lock in locks if place.kind != "file")
     if place.kind == "file":
         assert not Path(place.under).exists() or os.listdir(place.under) == []
+
+
+def test_a_name_in_any_script_is_shown_in_the_table_as_it_is(tmp_path: Path) -> None:
+    """Not as JSON escapes: a person reads the table (a control character stays escaped,
+    above; so does a name the terminal's encoding cannot show)."""
+    folder = tmp_path / "locks"
+    lock = folder / "café-日本.lock"
+    command = [sys.executable, str(SCRIPT)]
+    utf8 = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    taken = subprocess.run(
+        [*command, "acquire", "--lock", str(lock), "--owner", "wf:sk"], env=utf8, check=False
+    )
+    assert taken.returncode == 0
+    table = subprocess.run(
+        [*command, "list", "--under", str(folder), "--table"],
+        env=utf8,
+        capture_output=True,
+        check=False,
+    )
+    assert table.returncode == 0
+    assert str(lock).encode() in table.stdout.splitlines()[1]
+    ascii_only = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    narrow = subprocess.run(
+        [*command, "list", "--under", str(folder), "--table"],
+        env=ascii_only,
+        capture_output=True,
+        check=False,
+    )
+    assert narrow.returncode == 0 and json.dumps(str(lock)).encode() in narrow.stdout

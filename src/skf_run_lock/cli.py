@@ -76,14 +76,33 @@ _COMMAND_NAMES = "acquire, release, status, run, list or run-id"
 _HELP_HINT = "--help shows how to use each"
 
 
+# The words that ask about the tool rather than a lock, as people type them.
+_ABOUT_THE_TOOL = ("-h", "--help", "help", "--version", "-V", "version")
+
+
+def _about_the_tool(
+    command: str, rest: list[str]
+) -> tuple[str, dict[str, str], list[str], list[str]]:
+    """The help (``help COMMAND``: that command's) or the version."""
+    if command not in ("--version", "-V", "version"):
+        if command != "help" or not rest:
+            return "help", {}, [], []
+        if len(rest) > 1 or rest[0] not in _OPTIONS:
+            raise _UsageError(f"help takes one command of {_COMMAND_NAMES}, not {' '.join(rest)!r}")
+        return "help", {"command": rest[0]}, [], []
+    if rest:
+        raise _UsageError(f"{command} takes nothing more, not {rest[0]!r}")
+    return "version", {}, [], []
+
+
 def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[str]]:
     """The command, its ``{option: value}``, run's COMMAND and the keys of its --get
     options, in the order given."""
     if not argv:
         raise _UsageError(f"a command is required: {_COMMAND_NAMES}; {_HELP_HINT}")
     command, *rest = argv
-    if command in ("-h", "--help"):
-        return "help", {}, [], []
+    if command in _ABOUT_THE_TOOL:
+        return _about_the_tool(command, rest)
     # run's own options stand before --; what follows is COMMAND's, --help included.
     own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
     if command in _OPTIONS and ("-h" in own or "--help" in own):
@@ -93,10 +112,6 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
         if "--" not in rest:
             raise _UsageError("run needs -- and the command to run after its options")
         rest, tail = own, rest[len(own) + 1 :]
-    if command == "--version":
-        if rest:
-            raise _UsageError(f"--version takes nothing more, not {rest[0]!r}")
-        return "version", {}, [], []
     allowed = _OPTIONS.get(command)
     if allowed is None:
         raise _UsageError(_not_a_command(command))

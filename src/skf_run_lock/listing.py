@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 
 from .contract import DEFAULT_STALE_AFTER_MIN
@@ -113,9 +114,15 @@ def _shown_state(entry: ListedLock, now: float) -> str:
 
 
 def _shown_name(text: str) -> str:
-    """``text`` for a table: as it is if plain printable ASCII, else quoted with escapes
-    (a name may hold a newline, or a terminal's control characters)."""
-    plain = text.isascii() and text.isprintable() and text.strip() == text
+    """``text`` for a table: as it is if printable (any script: a person reads it),
+    else quoted with escapes (a name may hold a newline, or a terminal's control
+    characters), as is one that stdout cannot encode."""
+    plain = text.isprintable() and text.strip() == text
+    if plain and not text.isascii():
+        try:
+            text.encode(sys.stdout.encoding or "utf-8")
+        except (UnicodeEncodeError, LookupError):
+            plain = False
     return text if plain else json.dumps(text)
 
 
