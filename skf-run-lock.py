@@ -1744,6 +1744,20 @@ def _lapses_at(place: _Place, now: float) -> str:
     return _stale_at(int(-(-beat // 1)), _PLACE_TTL_SEC)
 
 
+def _maybe_the_callers_own(owner: str, holder: str | None) -> str:
+    """What a refusal says first when ``holder``'s workflow and skill are ``owner``'s:
+    it may be the caller's own run (an agent in a fresh shell that forgot its run id),
+    which no advice to clear it must reach first."""
+    if holder is None or holder.split(":")[:2] != owner.split(":")[:2]:
+        return ""
+    workflow_and_skill = ":".join(owner.split(":")[:2])
+    return (
+        f"This may be this run's own hold: if this run took it earlier, pass its full owner"
+        f" (--owner {_quoted(holder)}) to keep it; if another run of {workflow_and_skill}"
+        " is running, wait for it (--wait). "
+    )
+
+
 def _clear_advice(lock: str, holder: str | None, by_hand: str, empty: bool = False) -> str:
     """How to clear a lock whose run is gone, safe to follow literally (``empty``: the
     lock is an empty file, which flock(1) leaves)."""
@@ -1929,6 +1943,7 @@ def _refused_result(
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
         clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
+        clear = _maybe_the_callers_own(owner, holder.owner) + clear
         if several:
             assert record is not None
             live = sorted(_live_holders(record, caller_timeout, now, False), key=lambda h: h.since)
@@ -4721,7 +4736,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4724, (), r'''
+_CARRIED['usage'] = (4739, (), r'''
 import os
 import sys
 import textwrap
@@ -4935,7 +4950,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4938, (), r'''
+_CARRIED['server_store'] = (4953, (), r'''
 import errno
 import json
 import os
@@ -5214,7 +5229,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5217, ('server_store',), r'''
+_CARRIED['http1'] = (5232, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5341,7 +5356,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5344, ('server_store',), r'''
+_CARRIED['resp'] = (5359, ('server_store',), r'''
 import re
 
 
@@ -5476,7 +5491,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5479, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5494, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5670,7 +5685,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5673, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5688, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6282,7 +6297,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6285, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6300, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6346,7 +6361,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6349, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6364, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6973,7 +6988,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6976, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6991, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7104,7 +7119,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7107, (), r'''
+_CARRIED['file_listing'] = (7122, (), r'''
 import os
 import stat
 
@@ -7163,7 +7178,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'a5e25c6e57b6b2d11bce7beceaa2874bc29bf48767d81c24d28638e4c7bc08e0'  # what a cache entry must name
+_BUILD = '66214150a2e3e4607c88383cb623abb86bdb3dcc2d76c8436fff1f963f2a0a15'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

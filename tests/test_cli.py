@@ -294,6 +294,26 @@ def test_the_clearing_command_in_a_refusal_works_as_printed(
     assert cli("acquire", "--lock", where, "--owner", "wf:sk:me").code == 0
 
 
+@pytest.mark.parametrize("command", ["acquire", "run"])
+def test_a_refusal_by_a_run_of_the_callers_workflow_and_skill_says_first_it_may_be_its_own(
+    cli: Callable[..., Run], lock: Path, command: str
+) -> None:
+    """An agent in a fresh shell that forgot its run id is never pointed at clearing its
+    own lock before being told it may be its own, and how to keep it."""
+    assert cli("acquire", "--lock", lock, "--owner", "wf:pub:first").code == 0
+    tail = ["--", sys.executable, "-V"] if command == "run" else []
+    refused = cli(command, "--lock", lock, "--owner", "wf:pub", *tail)
+    assert refused.code == 3
+    message = json.loads(refused.err.splitlines()[-1] if command == "run" else refused.out)
+    said = message["message"]
+    own = said.index("This may be this run's own hold: if this run took it earlier, pass its")
+    assert "full owner (--owner wf:pub:first) to keep it;" in said
+    assert "if another run of wf:pub is running, wait for it (--wait)" in said
+    assert own < said.index("clear it with: ")
+    other = cli("acquire", "--lock", lock, "--owner", "wf:other").json["message"]
+    assert "may be this run's own" not in other and "clear it with: " in other
+
+
 @posix_only("runs the advice in a POSIX shell")
 def test_the_clearing_command_never_removes_a_newer_runs_lock(
     cli: Callable[..., Run], lock: Path

@@ -115,6 +115,20 @@ def _lapses_at(place: _Place, now: float) -> str:
     return _stale_at(int(-(-beat // 1)), _PLACE_TTL_SEC)
 
 
+def _maybe_the_callers_own(owner: str, holder: str | None) -> str:
+    """What a refusal says first when ``holder``'s workflow and skill are ``owner``'s:
+    it may be the caller's own run (an agent in a fresh shell that forgot its run id),
+    which no advice to clear it must reach first."""
+    if holder is None or holder.split(":")[:2] != owner.split(":")[:2]:
+        return ""
+    workflow_and_skill = ":".join(owner.split(":")[:2])
+    return (
+        f"This may be this run's own hold: if this run took it earlier, pass its full owner"
+        f" (--owner {_quoted(holder)}) to keep it; if another run of {workflow_and_skill}"
+        " is running, wait for it (--wait). "
+    )
+
+
 def _clear_advice(lock: str, holder: str | None, by_hand: str, empty: bool = False) -> str:
     """How to clear a lock whose run is gone, safe to follow literally (``empty``: the
     lock is an empty file, which flock(1) leaves)."""
@@ -300,6 +314,7 @@ def _refused_result(
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
         clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
+        clear = _maybe_the_callers_own(owner, holder.owner) + clear
         if several:
             assert record is not None
             live = sorted(_live_holders(record, caller_timeout, now, False), key=lambda h: h.since)
