@@ -1662,15 +1662,16 @@ if TYPE_CHECKING:
 def _this_command() -> str:
     """The command that runs this very copy of the tool, to be followed literally: the
     installed command where the call came from it, else the installed package by the
-    interpreter that has it, else the file itself (on Windows by the interpreter or
-    ``uv run``, which has no ``python3``)."""
+    interpreter that has it, else the file itself: by ``uv run`` where the call ran
+    under it (that machine's python3 may be older than 3.11, or missing), else by
+    python3 (on Windows, which has no python3, by the interpreter)."""
     if __name__ == "skf_run_lock.outputs":
         return _installed_command() or f"{_interpreter()} -m skf_run_lock"
     script = _quoted(os.path.abspath(__file__))
-    if sys.platform != "win32":
-        return f"python3 {script}"
     if os.environ.get("UV") and _on_path("uv") is not None:
         return f"uv run {script}"
+    if sys.platform != "win32":
+        return f"python3 {script}"
     return f"{_interpreter()} {script}"
 
 
@@ -4736,7 +4737,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4739, (), r'''
+_CARRIED['usage'] = (4740, (), r'''
 import os
 import sys
 import textwrap
@@ -4950,7 +4951,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4953, (), r'''
+_CARRIED['server_store'] = (4954, (), r'''
 import errno
 import json
 import os
@@ -5229,7 +5230,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5232, ('server_store',), r'''
+_CARRIED['http1'] = (5233, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5356,7 +5357,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5359, ('server_store',), r'''
+_CARRIED['resp'] = (5360, ('server_store',), r'''
 import re
 
 
@@ -5491,7 +5492,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5494, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5495, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5685,7 +5686,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5688, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5689, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6297,7 +6298,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6300, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6301, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6361,7 +6362,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6364, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6365, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6988,7 +6989,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6991, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6992, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7119,7 +7120,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7122, (), r'''
+_CARRIED['file_listing'] = (7123, (), r'''
 import os
 import stat
 
@@ -7178,7 +7179,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '66214150a2e3e4607c88383cb623abb86bdb3dcc2d76c8436fff1f963f2a0a15'  # what a cache entry must name
+_BUILD = '655fe7e746a3b08fc2bde90276ad86f04c0c6dc8c30f716fb611632fada37018'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -18,6 +18,13 @@ from loader import SCRIPT
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
 
+# The suite runs under `uv run pytest`, whose variable UV (uv's own path) says that a
+# call ran under uv run: each call a test makes is a plain `python3 FILE` call unless
+# the test gives it UV again. Kept under another name for the workers xdist starts.
+UV = os.environ.pop("UV", None) or os.environ.get("SKF_TESTS_UV")
+if UV is not None:
+    os.environ["SKF_TESTS_UV"] = UV
+
 
 # The words of a skip on Windows: the only skip the Windows lane allows.
 NOT_ON_WINDOWS = "needs what Windows lacks:"

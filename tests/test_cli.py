@@ -13,7 +13,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, posix_only
+from calls import UV, Run, posix_only
 from loader import SCRIPT
 from lockfiles import ago, beside, read_json, write_record
 from stores import StoreUnderTest, planted_record, shown_time
@@ -312,6 +312,37 @@ def test_a_refusal_by_a_run_of_the_callers_workflow_and_skill_says_first_it_may_
     assert own < said.index("clear it with: ")
     other = cli("acquire", "--lock", lock, "--owner", "wf:other").json["message"]
     assert "may be this run's own" not in other and "clear it with: " in other
+
+
+@posix_only("runs the advice in a POSIX shell")
+def test_the_clearing_command_of_a_call_under_uv_run_runs_the_file_with_uv(
+    lock: Path, tmp_path: Path
+) -> None:
+    """Where the call ran under uv run, python3 may be older than 3.11 (or missing):
+    the advice runs the file as the call did, and works as printed."""
+    assert UV is not None, "the suite runs under uv run, which names itself in UV"
+    write_record(lock, "wf:sk:gone-run", ago(minutes=1))
+    path = os.pathsep.join([os.path.dirname(UV), os.environ.get("PATH", "")])
+    under_uv = {**os.environ, "UV": UV, "PATH": path}
+    refusal = subprocess.run(
+        [sys.executable, str(SCRIPT), "acquire", "--lock", str(lock), "--owner", "wf:sk:me"],
+        env=under_uv,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    command = clearing_command(json.loads(refusal.stdout)["message"])
+    assert shlex.split(command)[:3] == ["uv", "run", str(SCRIPT)]
+    cleared = subprocess.run(
+        ["/bin/sh", "-c", command],
+        env=under_uv,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert cleared.returncode == 0 and json.loads(cleared.stdout)["released"] is True
+    assert not lock.exists()
 
 
 @posix_only("runs the advice in a POSIX shell")

@@ -33,15 +33,16 @@ if TYPE_CHECKING:
 def _this_command() -> str:
     """The command that runs this very copy of the tool, to be followed literally: the
     installed command where the call came from it, else the installed package by the
-    interpreter that has it, else the file itself (on Windows by the interpreter or
-    ``uv run``, which has no ``python3``)."""
+    interpreter that has it, else the file itself: by ``uv run`` where the call ran
+    under it (that machine's python3 may be older than 3.11, or missing), else by
+    python3 (on Windows, which has no python3, by the interpreter)."""
     if __name__ == "skf_run_lock.outputs":
         return _installed_command() or f"{_interpreter()} -m skf_run_lock"
     script = _quoted(os.path.abspath(__file__))
-    if sys.platform != "win32":
-        return f"python3 {script}"
     if os.environ.get("UV") and _on_path("uv") is not None:
         return f"uv run {script}"
+    if sys.platform != "win32":
+        return f"python3 {script}"
     return f"{_interpreter()} {script}"
 
 
