@@ -4794,10 +4794,15 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
     owner = (
         "workflow:skill:run_id, as acquire printed it"
         if command == "release"
-        else "workflow:skill[:run_id]; a missing run id is added"
+        else "workflow:skill[:run_id]; a missing run id is added. The run id names one run"
+        " and must be unique to it: two runs given deploy:site:main both hold the lock as"
+        " one (let acquire add it)"
     )
     return {
-        "--lock": ("--lock LOCK", f"a file (~ expanded, made absolute), or an address:{forms}"),
+        "--lock": (
+            "--lock LOCK",
+            f"a file of its own (~ expanded, made absolute), or an address:{forms}",
+        ),
         "--owner": ("--owner OWNER", owner),
         "--under": ("--under PLACE", "a folder, or a server's address whose KEY is a prefix"),
         "--stale-after": (
@@ -4815,6 +4820,12 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             " 30s, 5m, 1h or 2m30s (a bare number is seconds; default 0, at most 24h)",
         ),
         "--slots": (
+            "--slots N",
+            f"the count of slots a lock no slot holds has (default 1, at most {_MAX_SLOTS});"
+            " while any is held, status shows the count in force",
+        )
+        if command == "status"
+        else (
             "--slots N",
             f"up to N runs hold the lock at once, one slot each (default 1, at most"
             f" {_MAX_SLOTS}); while any slot is held, every call names the same N",
@@ -4951,7 +4962,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4954, (), r'''
+_CARRIED['server_store'] = (4965, (), r'''
 import errno
 import json
 import os
@@ -5230,7 +5241,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5233, ('server_store',), r'''
+_CARRIED['http1'] = (5244, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5357,7 +5368,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5360, ('server_store',), r'''
+_CARRIED['resp'] = (5371, ('server_store',), r'''
 import re
 
 
@@ -5492,7 +5503,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5495, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5506, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5686,7 +5697,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5689, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5700, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6298,7 +6309,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6301, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6312, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6362,7 +6373,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6365, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6376, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6989,7 +7000,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6992, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7003, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7120,7 +7131,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7123, (), r'''
+_CARRIED['file_listing'] = (7134, (), r'''
 import os
 import stat
 
@@ -7179,7 +7190,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '655fe7e746a3b08fc2bde90276ad86f04c0c6dc8c30f716fb611632fada37018'  # what a cache entry must name
+_BUILD = 'cdd3b07fc7ed4c105e460fd52c37a9d0a7fcbe8189aadc4b159bb2fc49965567'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

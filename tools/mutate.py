@@ -71,8 +71,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renew-as-replace": (
         "a renewal reports refreshed",
-        "    renewed = before is not None and before.owner == owner",
-        "    renewed = False",
+        "                    renewed=renewed is not None,",
+        "                    renewed=False,",
     ),
     "no-fsync": (
         "the record is on disk before the rename",
@@ -136,13 +136,13 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "fence-not-kept-on-renewal": (
         "a renewal keeps its hold's fence",
-        "    if before is not None and before.owner == new.owner and before.fence is not None:",
+        "    if kept is not None and all(fence < kept for fence in others):",
         "    if False:",
     ),
     "fence-without-floor": (
         "a take's fence is no less than the store's floor, across deleted records",
-        "    return max(highest + 1, look.fence_floor)",
-        "    return highest + 1",
+        "    fence = max(highest + 1, look.fence_floor)",
+        "    fence = highest + 1",
     ),
     "run-command-outlives-killed-run": (
         "run's command gets SIGTERM when run dies",
@@ -268,8 +268,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "interrupt-after-commit": (
         "a call that changed the lock finishes normally",
-        "            _write_record(self.lock, _bytes_of(record))\n        _Interrupts.disarm()",
-        "            _write_record(self.lock, _bytes_of(record))",
+        "                _clock_past(look.fence_floor)\n        _Interrupts.disarm()",
+        "                _clock_past(look.fence_floor)",
     ),
     "lost-guard-kept": (
         "an interrupt after the guard's open leaves no guard",
@@ -631,9 +631,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "list-foreign-values": (
         "a listing shows only locks: records naming an owner, or a line",
-        "    if record is not None and (record.owner is not None"
-        " or lock.endswith(_LOCK_NAME_SUFFIX)):",
-        "    if True:",
+        "    return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)",
+        "    return True",
     ),
     "list-follows-links": (
         "a listing never follows a link to a folder",
@@ -748,6 +747,27 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '    if place.shared:\n        entry["shared"] = True\n',
         "",
     ),
+    "fence-etcd-from-read-revision": (
+        "an etcd take that creates the lock's key gets the revision that creates it",
+        "                _raise_fences(record, _answer_revision(answer))",
+        "                pass",
+    ),
+    "fence-renewal-kept-beside-larger": (
+        "a renewal keeps its fence only while no other holder shows a larger one",
+        "    if kept is not None and all(fence < kept for fence in others):",
+        "    if kept is not None:",
+    ),
+    "fence-wild-read": (
+        "a record's fence outside 1 to 2**52 counts as none",
+        "    if isinstance(value, int) and not isinstance(value, bool)"
+        " and 1 <= value <= _MAX_FENCE:",
+        "    if isinstance(value, int) and not isinstance(value, bool) and value > 0:",
+    ),
+    "fence-clock-not-passed": (
+        "a file take lets its clock pass the fence it gave",
+        "    while floor_us is not None and time.time_ns() // 1000 <= floor_us:",
+        "    while False:",
+    ),
     "redis-take-keeps-dead-places": (
         "a take on Redis drops the places of waiters that died",
         "            if dead not in live and dead.ticket != leaving:\n",
@@ -764,6 +784,10 @@ _SHOWS_IN = {"http": "etcd", "resp": "redis", "signals": "interrupts"}
 # Mutants whose names lead to no test that kills them, with the file that did in the
 # run of 2026-12-05 (each took 7 to 10 minutes, its killer running near the end).
 _KILLED_IN = {
+    "fence-etcd-from-read-revision": "test_fence_holes",
+    "fence-renewal-kept-beside-larger": "test_fence_holes",
+    "fence-wild-read": "test_fence_holes",
+    "fence-clock-not-passed": "test_fence_holes",
     "no-read-only-guard": "test_shared_folder",
     "windows-release-renames-first": "test_faults",
     "interrupt-after-commit": "test_interrupts",

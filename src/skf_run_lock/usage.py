@@ -75,10 +75,15 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
     owner = (
         "workflow:skill:run_id, as acquire printed it"
         if command == "release"
-        else "workflow:skill[:run_id]; a missing run id is added"
+        else "workflow:skill[:run_id]; a missing run id is added. The run id names one run"
+        " and must be unique to it: two runs given deploy:site:main both hold the lock as"
+        " one (let acquire add it)"
     )
     return {
-        "--lock": ("--lock LOCK", f"a file (~ expanded, made absolute), or an address:{forms}"),
+        "--lock": (
+            "--lock LOCK",
+            f"a file of its own (~ expanded, made absolute), or an address:{forms}",
+        ),
         "--owner": ("--owner OWNER", owner),
         "--under": ("--under PLACE", "a folder, or a server's address whose KEY is a prefix"),
         "--stale-after": (
@@ -96,6 +101,12 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             " 30s, 5m, 1h or 2m30s (a bare number is seconds; default 0, at most 24h)",
         ),
         "--slots": (
+            "--slots N",
+            f"the count of slots a lock no slot holds has (default 1, at most {_MAX_SLOTS});"
+            " while any is held, status shows the count in force",
+        )
+        if command == "status"
+        else (
             "--slots N",
             f"up to N runs hold the lock at once, one slot each (default 1, at most"
             f" {_MAX_SLOTS}); while any slot is held, every call names the same N",
