@@ -698,9 +698,13 @@ class _Request:
     (``slots``, ``shared``, ``empty_is_stale``), and for run and held()
     ``keep_longer`` (a renewal never shortens a hold the owner has) and
     ``renew_only`` (a renewal that must find the hold still the owner's). A new
-    capability is a part here, and every layer that takes a request has it."""
+    capability is a part here, and every layer that takes a request has it.
+
+    ``deadline``: the moment (monotonic clock) past which no try waits on the network
+    (a renewal's: its holder must stop by then)."""
 
     __slots__ = (
+        "deadline",
         "empty_is_stale",
         "fixed_now",
         "keep_longer",
@@ -740,6 +744,7 @@ class _Request:
         self.shared = shared
         self.keep_longer = keep_longer
         self.renew_only = renew_only
+        self.deadline = float("inf")  # the store's own timeout alone
 
     def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
         """The request that renews the hold this one took (``lock`` as its store named
@@ -2071,6 +2076,10 @@ if TYPE_CHECKING:
         # Set by a call that waits in line: a server that refuses connections is tried
         # again until the step's deadline, not given up after a moment.
         patient: bool
+        # Set by a call that must be done by a moment (monotonic clock), a renewal whose
+        # holder must stop then: no request of the call waits on the network past it,
+        # however long a step may take (inf: each step's own deadline alone).
+        call_deadline: float
 
         def look(self, upto: str | None = None) -> _Look:
             """The lock as it is now, with its line, outside any change. ``upto``, a
@@ -2933,6 +2942,7 @@ class _FileStore:
     """A lock kept in a file, changed under its guard; its line of waiters beside it."""
 
     patient = False  # a file has no server to refuse a call: waiting or not, the same
+    call_deadline = float("inf")  # no network to wait on: the guard's wait is bounded
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
@@ -3286,8 +3296,10 @@ def acquire(
 
 def _take(request: _Request) -> AcquireResult:
     """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
-    hold; ``request.keep_longer``: a renewal never shortens the hold)."""
+    hold; ``request.keep_longer``: a renewal never shortens the hold; no request waits
+    on the network past ``request.deadline``)."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     try:
         return _take_in(store, request)
     finally:
@@ -4433,7 +4445,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4436, (), r'''
+_CARRIED['usage'] = (4448, (), r'''
 import os
 import sys
 import textwrap
@@ -4643,7 +4655,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4646, (), r'''
+_CARRIED['server_store'] = (4658, (), r'''
 import errno
 import json
 import os
@@ -4724,6 +4736,9 @@ class _ServerStore:
     """What the server stores share: addresses, no guard, a deadline per step, TLS."""
 
     patient = False  # a call that waits in line: a refusing server is tried until the deadline
+    # The call's own deadline (a renewal's: when its holder must stop), which cuts every
+    # step's; see ``deadline``.
+    call_deadline = float("inf")
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
@@ -4791,6 +4806,18 @@ class _ServerStore:
         where = self.lock[: len(self.lock) - len(self.key_text)]
         return where + key.decode("utf-8", errors)
 
+    @property
+    def deadline(self) -> float:
+        """The moment (monotonic clock) no request waits past: the step's, cut to the
+        call's. Every connect, send and receive gets what is left of it as its
+        timeout, so a server that swallows every byte holds a renewal no longer than
+        its holder may wait."""
+        return min(self.step_deadline, self.call_deadline)
+
+    @deadline.setter
+    def deadline(self, moment: float) -> None:
+        self.step_deadline = moment
+
     def next_step(self) -> None:
         self.deadline = time.monotonic() + self.timeout
 
@@ -4806,10 +4833,12 @@ class _ServerStore:
         return self.context
 
     def unreachable(self, where: str, why: str | None) -> OSError:
+        within = f"within {self.timeout:g} s ({self.timeout_var})"
+        if self.call_deadline < self.step_deadline:
+            within = "in the time the call had left"  # a renewal's, cut to its hold
         return OSError(
             errno.EHOSTUNREACH,
-            f"{self.name} could not be reached within {self.timeout:g} s ({self.timeout_var})"
-            f" at {where}: {why or 'no time left'}",
+            f"{self.name} could not be reached {within} at {where}: {why or 'no time left'}",
         )
 
     def refused_for_good(self, since: float) -> bool:
@@ -4922,7 +4951,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (4925, ('server_store',), r'''
+_CARRIED['http1'] = (4954, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5049,7 +5078,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5052, ('server_store',), r'''
+_CARRIED['resp'] = (5081, ('server_store',), r'''
 import re
 
 
@@ -5184,7 +5213,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5187, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5216, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5378,7 +5407,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5381, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5410, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -5966,7 +5995,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (5969, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (5998, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6030,7 +6059,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6033, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6062, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6617,7 +6646,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (6620, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (6649, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -6748,7 +6777,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (6751, (), r'''
+_CARRIED['file_listing'] = (6780, (), r'''
 import os
 import stat
 
@@ -6807,7 +6836,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'ebed82ed991d4bbdea5546ca17d1a65acdeaa2264ccc94c453a999d054236802'  # what a cache entry must name
+_BUILD = '1cb4820dacb4b47bcdda570501cfea853af3f8c863c3c9d90b31c221035c5a8a'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

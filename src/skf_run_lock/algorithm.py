@@ -109,8 +109,10 @@ def acquire(
 
 def _take(request: _Request) -> AcquireResult:
     """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
-    hold; ``request.keep_longer``: a renewal never shortens the hold)."""
+    hold; ``request.keep_longer``: a renewal never shortens the hold; no request waits
+    on the network past ``request.deadline``)."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     try:
         return _take_in(store, request)
     finally:
