@@ -121,6 +121,9 @@ def _take(request: _Request) -> AcquireResult:
 
 def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+    # Before anything is sent: a hold this try takes (a lease granted, a record written,
+    # a change that lost its race and took a lease for the next) starts no sooner.
+    request.try_began = time.monotonic()
     owner = request.owner
     stale_after = request.stale_after
     empty_is_stale = request.empty_is_stale

@@ -199,8 +199,10 @@ class _Request:
     ``renew_only`` (a renewal that must find the hold still the owner's). A new
     capability is a part here, and every layer that takes a request has it.
 
-    ``deadline``: the moment (monotonic clock) past which no try waits on the network
-    (a renewal's: its holder must stop by then)."""
+    Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
+    no try waits on the network (a renewal's: its holder must stop by then), and
+    ``try_began``, set by each try as it begins, before it sends anything: a hold the
+    try took or renewed started no sooner, so the renewer counts the hold from it."""
 
     __slots__ = (
         "deadline",
@@ -214,6 +216,7 @@ class _Request:
         "shared",
         "slots",
         "stale_after",
+        "try_began",
         "wait",
     )
 
@@ -244,6 +247,7 @@ class _Request:
         self.keep_longer = keep_longer
         self.renew_only = renew_only
         self.deadline = float("inf")  # the store's own timeout alone
+        self.try_began = time.monotonic()  # no later than any try of it
 
     def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
         """The request that renews the hold this one took (``lock`` as its store named
