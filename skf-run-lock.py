@@ -748,9 +748,15 @@ class _Request:
     (``slots``, ``shared``, ``empty_is_stale``), and for run and held()
     ``keep_longer`` (a renewal never shortens a hold the owner has) and
     ``renew_only`` (a renewal that must find the hold still the owner's). A new
-    capability is a part here, and every layer that takes a request has it."""
+    capability is a part here, and every layer that takes a request has it.
+
+    Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
+    no try waits on the network (a renewal's: its holder must stop by then), and
+    ``try_began``, set by each try as it begins, before it sends anything: a hold the
+    try took or renewed started no sooner, so the renewer counts the hold from it."""
 
     __slots__ = (
+        "deadline",
         "empty_is_stale",
         "fixed_now",
         "keep_longer",
@@ -761,6 +767,7 @@ class _Request:
         "shared",
         "slots",
         "stale_after",
+        "try_began",
         "wait",
     )
 
@@ -790,6 +797,8 @@ class _Request:
         self.shared = shared
         self.keep_longer = keep_longer
         self.renew_only = renew_only
+        self.deadline = float("inf")  # the store's own timeout alone
+        self.try_began = time.monotonic()  # no later than any try of it
 
     def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
         """The request that renews the hold this one took (``lock`` as its store named
@@ -2257,6 +2266,10 @@ if TYPE_CHECKING:
         # Set by a call that waits in line: a server that refuses connections is tried
         # again until the step's deadline, not given up after a moment.
         patient: bool
+        # Set by a call that must be done by a moment (monotonic clock), a renewal whose
+        # holder must stop then: no request of the call waits on the network past it,
+        # however long a step may take (inf: each step's own deadline alone).
+        call_deadline: float
 
         def look(self, upto: str | None = None) -> _Look:
             """The lock as it is now, with its line, outside any change. ``upto``, a
@@ -3134,6 +3147,7 @@ class _FileStore:
     """A lock kept in a file, changed under its guard; its line of waiters beside it."""
 
     patient = False  # a file has no server to refuse a call: waiting or not, the same
+    call_deadline = float("inf")  # no network to wait on: the guard's wait is bounded
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
@@ -3508,8 +3522,10 @@ def acquire(
 
 def _take(request: _Request) -> AcquireResult:
     """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
-    hold; ``request.keep_longer``: a renewal never shortens the hold)."""
+    hold; ``request.keep_longer``: a renewal never shortens the hold; no request waits
+    on the network past ``request.deadline``)."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     try:
         return _take_in(store, request)
     finally:
@@ -3518,6 +3534,9 @@ def _take(request: _Request) -> AcquireResult:
 
 def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+    # Before anything is sent: a hold this try takes (a lease granted, a record written,
+    # a change that lost its race and took a lease for the next) starts no sooner.
+    request.try_began = time.monotonic()
     owner = request.owner
     stale_after = request.stale_after
     empty_is_stale = request.empty_is_stale
@@ -4037,46 +4056,96 @@ def held(
     return _Lease(request)
 
 
-_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
+_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL, for a lock found lost
+
+# A hold that cannot be renewed must end on this side before it can on the server's.
+# The renewer counts it from the moment the try that took or last renewed it began (a
+# lease, a record's expiry start later), and the work is stopped when what is left falls
+# to a grace (run's SIGTERM to SIGKILL: 5 s, a sixth of a shorter hold) plus a margin:
+# half a second for the killed command to be gone, and 1% of the hold for a server
+# clock that runs faster than ours.
+_GRACE_SHARE = 1 / 6
+_MARGIN_SEC = 0.5
+_CLOCK_RATE_MARGIN = 0.01
 
 
 # --- The renewer, held()'s lease, run's command
 
 
 class _Renewer:
-    """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
+    """Renews the lock for held() and run every third of its timeout (sooner on failure),
+    and finds it lost once too little is left of the hold to stop the work before it
+    ends: each renewal waits on the network no longer than that."""
 
     def __init__(self, request: _Request, taken: AcquireResult) -> None:
         self.lock = taken["lock"]
         self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
-        self.every = request.stale_after / 3
-        self.renewed = time.monotonic()  # last known renewed
+        self.lasts = request.stale_after  # no longer than the hold: it may be kept longer
+        self.every = self.lasts / 3
+        self.margin = _MARGIN_SEC + self.lasts * _CLOCK_RATE_MARGIN
+        self.grace = min(_RUN_GRACE_SEC, self.lasts * _GRACE_SHARE)
+        self.renewed = request.try_began  # the hold began no sooner
         self.next = self.renewed + self.every
+        self.failure: Exception | None = None  # the last renewal's, since one succeeded
+        self.ran_out = False  # lost by the clock, not found lost
         self.lost: LockLost | None = None
 
+    def stop_at(self) -> float:
+        """When the work must stop (monotonic clock): the grace and the margin before
+        the soonest the hold may end."""
+        return self.renewed + self.lasts - self.grace - self.margin
+
     def due_in(self) -> float:
-        return max(0.0, self.next - time.monotonic())
+        return max(0.0, min(self.next, self.stop_at()) - time.monotonic())
 
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:
             return self.lost
         started = time.monotonic()
-        try:
-            _take(self.renewal)
-        except LockLost as lost:
-            self.lost = lost
-        except (OSError, ValueError) as exc:
-            failing = started - self.renewed
-            retry = min(1.0, self.every / 3)
-            if failing + retry >= self.renewal.stale_after:
-                why = f"renewals failed for {_duration_text(failing)}, until it went stale"
-                self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
-            self.next = started + retry
-        else:
-            self.renewed = started
-            self.next = started + self.every
+        if started < self.stop_at():
+            self.renewal.deadline = self.stop_at()
+            try:
+                _take(self.renewal)
+            except LockLost as lost:
+                self.lost = lost
+                return lost
+            except (OSError, ValueError) as exc:
+                self.failure = exc
+                self.next = started + min(1.0, self.every / 3)
+            else:
+                self.renewed = self.renewal.try_began
+                self.next = self.renewed + self.every
+                self.failure = None
+                return None
+        if max(self.next, time.monotonic()) >= self.stop_at():  # no try left in time
+            self.ran_out_now()
         return self.lost
+
+    def lost_by_now(self) -> LockLost | None:
+        """Its LockLost once lost, or once the work must stop by the clock, even while
+        a renewal is still under way (held()'s check)."""
+        if self.lost is None and time.monotonic() >= self.stop_at():
+            self.ran_out_now()
+        return self.lost
+
+    def ran_out_now(self) -> None:
+        failing = _duration_text(time.monotonic() - self.renewed)
+        kept = f"{self.grace + self.margin:.1f}"
+        why = f"renewals failed for {failing}, until the hold would go stale within the {kept} s"
+        why += " kept to stop the work"
+        if self.failure is not None:
+            why += f" ({self.failure})"
+        self.ran_out = True
+        self.lost = LockLost(self.lock, None, None, why)
+
+    def grace_left(self) -> float:
+        """run's time between SIGTERM and SIGKILL: what is left of the hold less the
+        margin (at most 5 s) when it ran out; 5 s for a lock found lost, no longer its."""
+        if not self.ran_out:
+            return _RUN_GRACE_SEC
+        left = self.renewed + self.lasts - self.margin - time.monotonic()
+        return max(0.0, min(_RUN_GRACE_SEC, left))
 
 
 class _Lease:
@@ -4100,13 +4169,13 @@ class _Lease:
 
     @property
     def lost(self) -> bool:
-        """True once the lock was found lost."""
-        return self.renewer is not None and self.renewer.lost is not None
+        """True once the lock was found lost, or could not be renewed in time."""
+        return self.renewer is not None and self.renewer.lost_by_now() is not None
 
     def check(self) -> None:
         """Raise :class:`LockLost` if the lock was lost."""
-        if self.renewer is not None and self.renewer.lost is not None:
-            raise self.renewer.lost
+        if self.renewer is not None and (lost := self.renewer.lost_by_now()) is not None:
+            raise lost
 
     def __enter__(self) -> _Lease:
         import threading
@@ -4143,11 +4212,14 @@ class _Lease:
                 if not self.kept:  # a hold the owner had before is left as it is
                     release(self.lock, self.owner)  # a lost lock is left alone
             except (OSError, ValueError) as failure:
-                if exc is None:
+                # A lost lock is what the block is told (its server out of reach, most
+                # likely, as the renewals found): the failed release is a note on it.
+                told = exc if exc is not None else self.renewer.lost_by_now()
+                if told is None:
                     raise
-                exc.add_note(f"and the lock could not be released: {failure}")
-        if self.renewer.lost is not None and exc_type is None:
-            raise self.renewer.lost
+                told.add_note(f"and the lock could not be released: {failure}")
+        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:
+            raise lost
 
 
 def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -4157,12 +4229,12 @@ def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
         pass  # it has ended (or Windows)
 
 
-def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> None:
-    """SIGTERM, then SIGKILL after the grace period."""
+def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread, grace: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds."""
     import signal
 
     _signal_child(child, signal.SIGTERM)
-    waiter.join(_RUN_GRACE_SEC)
+    waiter.join(grace)
     if waiter.is_alive():
         child.kill()
         waiter.join()
@@ -4209,7 +4281,7 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
             break
         lost = renewer.renew()
         if lost is not None:
-            _stop_command(child, waiter)
+            _stop_command(child, waiter, renewer.grace_left())
             break
     _release_for_run(lock, owner, kept)
     if lost is not None:
@@ -4737,7 +4809,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4740, (), r'''
+_CARRIED['usage'] = (4812, (), r'''
 import os
 import sys
 import textwrap
@@ -4962,7 +5034,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (4965, (), r'''
+_CARRIED['server_store'] = (5037, (), r'''
 import errno
 import json
 import os
@@ -5043,6 +5115,9 @@ class _ServerStore:
     """What the server stores share: addresses, no guard, a deadline per step, TLS."""
 
     patient = False  # a call that waits in line: a refusing server is tried until the deadline
+    # The call's own deadline (a renewal's: when its holder must stop), which cuts every
+    # step's; see ``deadline``.
+    call_deadline = float("inf")
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
@@ -5110,6 +5185,18 @@ class _ServerStore:
         where = self.lock[: len(self.lock) - len(self.key_text)]
         return where + key.decode("utf-8", errors)
 
+    @property
+    def deadline(self) -> float:
+        """The moment (monotonic clock) no request waits past: the step's, cut to the
+        call's. Every connect, send and receive gets what is left of it as its
+        timeout, so a server that swallows every byte holds a renewal no longer than
+        its holder may wait."""
+        return min(self.step_deadline, self.call_deadline)
+
+    @deadline.setter
+    def deadline(self, moment: float) -> None:
+        self.step_deadline = moment
+
     def next_step(self) -> None:
         self.deadline = time.monotonic() + self.timeout
 
@@ -5125,10 +5212,12 @@ class _ServerStore:
         return self.context
 
     def unreachable(self, where: str, why: str | None) -> OSError:
+        within = f"within {self.timeout:g} s ({self.timeout_var})"
+        if self.call_deadline < self.step_deadline:
+            within = "in the time the call had left"  # a renewal's, cut to its hold
         return OSError(
             errno.EHOSTUNREACH,
-            f"{self.name} could not be reached within {self.timeout:g} s ({self.timeout_var})"
-            f" at {where}: {why or 'no time left'}",
+            f"{self.name} could not be reached {within} at {where}: {why or 'no time left'}",
         )
 
     def refused_for_good(self, since: float) -> bool:
@@ -5241,7 +5330,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5244, ('server_store',), r'''
+_CARRIED['http1'] = (5333, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5368,7 +5457,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5371, ('server_store',), r'''
+_CARRIED['resp'] = (5460, ('server_store',), r'''
 import re
 
 
@@ -5503,7 +5592,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5506, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5595, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5697,7 +5786,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5700, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5789, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6309,7 +6398,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6312, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6401, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6373,7 +6462,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6376, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6465, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7000,7 +7089,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7003, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7092, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7131,7 +7220,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7134, (), r'''
+_CARRIED['file_listing'] = (7223, (), r'''
 import os
 import stat
 
@@ -7190,7 +7279,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'cdd3b07fc7ed4c105e460fd52c37a9d0a7fcbe8189aadc4b159bb2fc49965567'  # what a cache entry must name
+_BUILD = '9dbd097c7223f5dff62bccebccb45ce92a8eaac31b1a9421c635cd4a82c77a84'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -113,8 +113,10 @@ def acquire(
 
 def _take(request: _Request) -> AcquireResult:
     """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
-    hold; ``request.keep_longer``: a renewal never shortens the hold)."""
+    hold; ``request.keep_longer``: a renewal never shortens the hold; no request waits
+    on the network past ``request.deadline``)."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     try:
         return _take_in(store, request)
     finally:
@@ -123,6 +125,9 @@ def _take(request: _Request) -> AcquireResult:
 
 def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
     """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+    # Before anything is sent: a hold this try takes (a lease granted, a record written,
+    # a change that lost its race and took a lease for the next) starts no sooner.
+    request.try_began = time.monotonic()
     owner = request.owner
     stale_after = request.stale_after
     empty_is_stale = request.empty_is_stale

@@ -447,6 +447,7 @@ class _FileStore:
     """A lock kept in a file, changed under its guard; its line of waiters beside it."""
 
     patient = False  # a file has no server to refuse a call: waiting or not, the same
+    call_deadline = float("inf")  # no network to wait on: the guard's wait is bounded
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)

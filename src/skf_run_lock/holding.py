@@ -81,46 +81,96 @@ def held(
     return _Lease(request)
 
 
-_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL
+_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL, for a lock found lost
+
+# A hold that cannot be renewed must end on this side before it can on the server's.
+# The renewer counts it from the moment the try that took or last renewed it began (a
+# lease, a record's expiry start later), and the work is stopped when what is left falls
+# to a grace (run's SIGTERM to SIGKILL: 5 s, a sixth of a shorter hold) plus a margin:
+# half a second for the killed command to be gone, and 1% of the hold for a server
+# clock that runs faster than ours.
+_GRACE_SHARE = 1 / 6
+_MARGIN_SEC = 0.5
+_CLOCK_RATE_MARGIN = 0.01
 
 
 # --- The renewer, held()'s lease, run's command
 
 
 class _Renewer:
-    """Renews the lock for held() and run every third of its timeout (sooner on failure)."""
+    """Renews the lock for held() and run every third of its timeout (sooner on failure),
+    and finds it lost once too little is left of the hold to stop the work before it
+    ends: each renewal waits on the network no longer than that."""
 
     def __init__(self, request: _Request, taken: AcquireResult) -> None:
         self.lock = taken["lock"]
         self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
-        self.every = request.stale_after / 3
-        self.renewed = time.monotonic()  # last known renewed
+        self.lasts = request.stale_after  # no longer than the hold: it may be kept longer
+        self.every = self.lasts / 3
+        self.margin = _MARGIN_SEC + self.lasts * _CLOCK_RATE_MARGIN
+        self.grace = min(_RUN_GRACE_SEC, self.lasts * _GRACE_SHARE)
+        self.renewed = request.try_began  # the hold began no sooner
         self.next = self.renewed + self.every
+        self.failure: Exception | None = None  # the last renewal's, since one succeeded
+        self.ran_out = False  # lost by the clock, not found lost
         self.lost: LockLost | None = None
 
+    def stop_at(self) -> float:
+        """When the work must stop (monotonic clock): the grace and the margin before
+        the soonest the hold may end."""
+        return self.renewed + self.lasts - self.grace - self.margin
+
     def due_in(self) -> float:
-        return max(0.0, self.next - time.monotonic())
+        return max(0.0, min(self.next, self.stop_at()) - time.monotonic())
 
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:
             return self.lost
         started = time.monotonic()
-        try:
-            _take(self.renewal)
-        except LockLost as lost:
-            self.lost = lost
-        except (OSError, ValueError) as exc:
-            failing = started - self.renewed
-            retry = min(1.0, self.every / 3)
-            if failing + retry >= self.renewal.stale_after:
-                why = f"renewals failed for {_duration_text(failing)}, until it went stale"
-                self.lost = LockLost(self.lock, None, None, f"{why} ({exc})")
-            self.next = started + retry
-        else:
-            self.renewed = started
-            self.next = started + self.every
+        if started < self.stop_at():
+            self.renewal.deadline = self.stop_at()
+            try:
+                _take(self.renewal)
+            except LockLost as lost:
+                self.lost = lost
+                return lost
+            except (OSError, ValueError) as exc:
+                self.failure = exc
+                self.next = started + min(1.0, self.every / 3)
+            else:
+                self.renewed = self.renewal.try_began
+                self.next = self.renewed + self.every
+                self.failure = None
+                return None
+        if max(self.next, time.monotonic()) >= self.stop_at():  # no try left in time
+            self.ran_out_now()
         return self.lost
+
+    def lost_by_now(self) -> LockLost | None:
+        """Its LockLost once lost, or once the work must stop by the clock, even while
+        a renewal is still under way (held()'s check)."""
+        if self.lost is None and time.monotonic() >= self.stop_at():
+            self.ran_out_now()
+        return self.lost
+
+    def ran_out_now(self) -> None:
+        failing = _duration_text(time.monotonic() - self.renewed)
+        kept = f"{self.grace + self.margin:.1f}"
+        why = f"renewals failed for {failing}, until the hold would go stale within the {kept} s"
+        why += " kept to stop the work"
+        if self.failure is not None:
+            why += f" ({self.failure})"
+        self.ran_out = True
+        self.lost = LockLost(self.lock, None, None, why)
+
+    def grace_left(self) -> float:
+        """run's time between SIGTERM and SIGKILL: what is left of the hold less the
+        margin (at most 5 s) when it ran out; 5 s for a lock found lost, no longer its."""
+        if not self.ran_out:
+            return _RUN_GRACE_SEC
+        left = self.renewed + self.lasts - self.margin - time.monotonic()
+        return max(0.0, min(_RUN_GRACE_SEC, left))
 
 
 class _Lease:
@@ -144,13 +194,13 @@ class _Lease:
 
     @property
     def lost(self) -> bool:
-        """True once the lock was found lost."""
-        return self.renewer is not None and self.renewer.lost is not None
+        """True once the lock was found lost, or could not be renewed in time."""
+        return self.renewer is not None and self.renewer.lost_by_now() is not None
 
     def check(self) -> None:
         """Raise :class:`LockLost` if the lock was lost."""
-        if self.renewer is not None and self.renewer.lost is not None:
-            raise self.renewer.lost
+        if self.renewer is not None and (lost := self.renewer.lost_by_now()) is not None:
+            raise lost
 
     def __enter__(self) -> _Lease:
         import threading
@@ -187,11 +237,14 @@ class _Lease:
                 if not self.kept:  # a hold the owner had before is left as it is
                     release(self.lock, self.owner)  # a lost lock is left alone
             except (OSError, ValueError) as failure:
-                if exc is None:
+                # A lost lock is what the block is told (its server out of reach, most
+                # likely, as the renewals found): the failed release is a note on it.
+                told = exc if exc is not None else self.renewer.lost_by_now()
+                if told is None:
                     raise
-                exc.add_note(f"and the lock could not be released: {failure}")
-        if self.renewer.lost is not None and exc_type is None:
-            raise self.renewer.lost
+                told.add_note(f"and the lock could not be released: {failure}")
+        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:
+            raise lost
 
 
 def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
@@ -201,12 +254,12 @@ def _signal_child(child: subprocess.Popen[bytes], signum: int) -> None:
         pass  # it has ended (or Windows)
 
 
-def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread) -> None:
-    """SIGTERM, then SIGKILL after the grace period."""
+def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread, grace: float) -> None:
+    """SIGTERM, then SIGKILL after ``grace`` seconds."""
     import signal
 
     _signal_child(child, signal.SIGTERM)
-    waiter.join(_RUN_GRACE_SEC)
+    waiter.join(grace)
     if waiter.is_alive():
         child.kill()
         waiter.join()
@@ -253,7 +306,7 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
             break
         lost = renewer.renew()
         if lost is not None:
-            _stop_command(child, waiter)
+            _stop_command(child, waiter, renewer.grace_left())
             break
     _release_for_run(lock, owner, kept)
     if lost is not None:

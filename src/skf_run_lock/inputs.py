@@ -197,9 +197,15 @@ class _Request:
     (``slots``, ``shared``, ``empty_is_stale``), and for run and held()
     ``keep_longer`` (a renewal never shortens a hold the owner has) and
     ``renew_only`` (a renewal that must find the hold still the owner's). A new
-    capability is a part here, and every layer that takes a request has it."""
+    capability is a part here, and every layer that takes a request has it.
+
+    Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
+    no try waits on the network (a renewal's: its holder must stop by then), and
+    ``try_began``, set by each try as it begins, before it sends anything: a hold the
+    try took or renewed started no sooner, so the renewer counts the hold from it."""
 
     __slots__ = (
+        "deadline",
         "empty_is_stale",
         "fixed_now",
         "keep_longer",
@@ -210,6 +216,7 @@ class _Request:
         "shared",
         "slots",
         "stale_after",
+        "try_began",
         "wait",
     )
 
@@ -239,6 +246,8 @@ class _Request:
         self.shared = shared
         self.keep_longer = keep_longer
         self.renew_only = renew_only
+        self.deadline = float("inf")  # the store's own timeout alone
+        self.try_began = time.monotonic()  # no later than any try of it
 
     def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
         """The request that renews the hold this one took (``lock`` as its store named

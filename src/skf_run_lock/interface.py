@@ -25,6 +25,10 @@ if TYPE_CHECKING:
         # Set by a call that waits in line: a server that refuses connections is tried
         # again until the step's deadline, not given up after a moment.
         patient: bool
+        # Set by a call that must be done by a moment (monotonic clock), a renewal whose
+        # holder must stop then: no request of the call waits on the network past it,
+        # however long a step may take (inf: each step's own deadline alone).
+        call_deadline: float
 
         def look(self, upto: str | None = None) -> _Look:
             """The lock as it is now, with its line, outside any change. ``upto``, a

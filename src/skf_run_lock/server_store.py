@@ -89,6 +89,9 @@ class _ServerStore:
     """What the server stores share: addresses, no guard, a deadline per step, TLS."""
 
     patient = False  # a call that waits in line: a refusing server is tried until the deadline
+    # The call's own deadline (a renewal's: when its holder must stop), which cuts every
+    # step's; see ``deadline``.
+    call_deadline = float("inf")
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
@@ -156,6 +159,18 @@ class _ServerStore:
         where = self.lock[: len(self.lock) - len(self.key_text)]
         return where + key.decode("utf-8", errors)
 
+    @property
+    def deadline(self) -> float:
+        """The moment (monotonic clock) no request waits past: the step's, cut to the
+        call's. Every connect, send and receive gets what is left of it as its
+        timeout, so a server that swallows every byte holds a renewal no longer than
+        its holder may wait."""
+        return min(self.step_deadline, self.call_deadline)
+
+    @deadline.setter
+    def deadline(self, moment: float) -> None:
+        self.step_deadline = moment
+
     def next_step(self) -> None:
         self.deadline = time.monotonic() + self.timeout
 
@@ -171,10 +186,12 @@ class _ServerStore:
         return self.context
 
     def unreachable(self, where: str, why: str | None) -> OSError:
+        within = f"within {self.timeout:g} s ({self.timeout_var})"
+        if self.call_deadline < self.step_deadline:
+            within = "in the time the call had left"  # a renewal's, cut to its hold
         return OSError(
             errno.EHOSTUNREACH,
-            f"{self.name} could not be reached within {self.timeout:g} s ({self.timeout_var})"
-            f" at {where}: {why or 'no time left'}",
+            f"{self.name} could not be reached {within} at {where}: {why or 'no time left'}",
         )
 
     def refused_for_good(self, since: float) -> bool:

@@ -1,0 +1,133 @@
+"""A TCP proxy on loopback in front of a real server, for tests of what a holder does
+when the network fails under it: it forwards both ways until a test cuts it, then
+blackholes (swallows every byte, answers nothing, keeps every socket open), resets
+(closes each connection with a RST, and every new one as it comes) or slows (each
+chunk held back a while). Its threads end with the block, and at the latest after
+its lifetime, so a test that forgets it leaves nothing running."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Literal
+
+Fault = Literal["blackhole", "reset", "slow"]
+
+_POLL_SEC = 0.1  # how soon each thread sees a fault or the end
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close ``sock`` with a RST (SO_LINGER on, 0 s), not the FIN of a clean close."""
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+class FaultyProxy:
+    """Forwards each connection to 127.0.0.1:``target`` until ``cut(fault)``."""
+
+    def __init__(self, target: int, slow_by: float, lifetime: float) -> None:
+        self.target = target
+        self.slow_by = slow_by  # each chunk's delay once slowed
+        self.fault: Fault | None = None
+        self.ends = time.monotonic() + lifetime
+        self.stop = threading.Event()
+        self.lock = threading.Lock()
+        self.pairs: list[tuple[socket.socket, socket.socket]] = []  # client's, server's
+        self.threads: list[threading.Thread] = []
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(_POLL_SEC)
+        self.port: int = self.listener.getsockname()[1]
+        self._start(self._accept)
+
+    def cut(self, fault: Fault) -> None:
+        """From now on, ``fault``: for a reset, every open connection is reset at once."""
+        with self.lock:
+            self.fault = fault
+            pairs = list(self.pairs) if fault == "reset" else []
+        for client, server in pairs:
+            _reset(client)
+            _reset(server)
+
+    def close(self) -> None:
+        self.stop.set()
+        with self.lock:
+            pairs = list(self.pairs)
+        for client, server in pairs:
+            client.close()
+            server.close()
+        for thread in self.threads:
+            thread.join(timeout=10)
+        self.listener.close()
+
+    def _ended(self) -> bool:
+        return self.stop.is_set() or time.monotonic() > self.ends
+
+    def _start(self, target: Callable[..., None], *args: object) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def _accept(self) -> None:
+        while not self._ended():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self.fault == "reset":
+                _reset(client)
+                continue
+            try:
+                server = socket.create_connection(("127.0.0.1", self.target), timeout=5)
+            except OSError:
+                _reset(client)
+                continue
+            with self.lock:
+                self.pairs.append((client, server))
+            self._start(self._pump, client, server)
+            self._start(self._pump, server, client)
+        self.stop.set()  # its lifetime is over: every pump ends too
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        """Forward what ``source`` sends to ``sink``, as the fault of the moment lets."""
+        source.settimeout(_POLL_SEC)
+        while not self._ended():
+            try:
+                data = source.recv(65536)
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            if not data:
+                break
+            if self.fault == "blackhole":
+                continue  # swallowed: no answer, no close
+            if self.fault == "slow":
+                time.sleep(self.slow_by)
+            if self.fault == "reset":
+                break
+            try:
+                sink.sendall(data)
+            except OSError:
+                break
+        if self.fault == "blackhole":
+            return  # keep the other side's socket open: a blackhole never closes
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+
+@contextlib.contextmanager
+def proxy_to(target: int, slow_by: float = 1.5, lifetime: float = 120.0) -> Iterator[FaultyProxy]:
+    """A proxy on a free loopback port to 127.0.0.1:``target``, closed as the block ends
+    (or after ``lifetime`` seconds); ``slow_by``: each chunk's delay once slowed."""
+    proxy = FaultyProxy(target, slow_by, lifetime)
+    try:
+        yield proxy
+    finally:
+        proxy.close()
