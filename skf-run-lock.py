@@ -5961,16 +5961,15 @@ class _EtcdReading(_EtcdGateway):
 
     def _grant(self, seconds: float, granted: list[_Spare]) -> str:
         """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
-        one serves, else a new one. A try's that lost its race serves a lease of its
-        TTL; one granted ahead, a second longer, while that TTL is left of it: a slot
-        on it ends no sooner than on a lease granted now, and at most a second later."""
+        one serves, else a new one. Only one granted ahead serves, a second longer,
+        while that TTL is left of it: a slot on it ends no sooner than on a lease
+        granted now (the renewer counts a hold from its try's start), and at most a
+        second later. A lost try's lease, granted before, would end sooner: revoked."""
         ttl = _whole_seconds(seconds)
         now = time.monotonic()
         for spare in self.spares:
             spare_ttl, lease, sent, ahead = spare
-            if (ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl) or (
-                not ahead and spare_ttl == ttl
-            ):
+            if ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl:
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
@@ -6286,7 +6285,7 @@ class _EtcdStore(_EtcdWatching):
             if record is not None and look.revision == "0":
                 _raise_fences(record, _answer_revision(answer))
             return True
-        self.spares += granted  # for the next try, or revoked at close
+        self.spares += granted  # those granted ahead serve the next try; all revoked at close
         self._found(answer, 0, self.line_read)
         return False
 
@@ -6369,8 +6368,8 @@ def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
         parsed = _parse_record(value, now)  # a foreign value is dated now
         if name == key:
             revision = _answer_field(kv, "mod_revision", "range", digits=True)
-            created = _answer_field(kv, "create_revision", "range", digits=True)
-            _raise_fences(parsed, int(created))
+            created = kv.get("create_revision", "0")  # etcd leaves out a 0
+            _raise_fences(parsed, int(created) if str(created).isdigit() else 0)
             record = parsed
             lease = kv.get("lease")
             if lease:
@@ -6398,7 +6397,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6401, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6400, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6462,7 +6461,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6465, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6464, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7089,7 +7088,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7092, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7091, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7220,7 +7219,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7223, (), r'''
+_CARRIED['file_listing'] = (7222, (), r'''
 import os
 import stat
 
@@ -7279,7 +7278,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '9dbd097c7223f5dff62bccebccb45ce92a8eaac31b1a9421c635cd4a82c77a84'  # what a cache entry must name
+_BUILD = 'd5e97e894b0b6636f86db60aa9a9106b0a0731e89eea3a061bae2ad8aa80ee5f'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

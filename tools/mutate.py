@@ -410,8 +410,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-lease-ahead-past-its-time": (
         "a lease granted ahead serves a take only while a whole timeout is left of it",
-        " and spare_ttl - (now - sent) >= ttl)",
-        ")",
+        " and spare_ttl - (now - sent) >= ttl:",
+        ":",
     ),
     "etcd-beat-forgets-lease-ahead": (
         "a beat keeps the lease granted ahead alive with the place",

@@ -189,16 +189,15 @@ class _EtcdReading(_EtcdGateway):
 
     def _grant(self, seconds: float, granted: list[_Spare]) -> str:
         """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
-        one serves, else a new one. A try's that lost its race serves a lease of its
-        TTL; one granted ahead, a second longer, while that TTL is left of it: a slot
-        on it ends no sooner than on a lease granted now, and at most a second later."""
+        one serves, else a new one. Only one granted ahead serves, a second longer,
+        while that TTL is left of it: a slot on it ends no sooner than on a lease
+        granted now (the renewer counts a hold from its try's start), and at most a
+        second later. A lost try's lease, granted before, would end sooner: revoked."""
         ttl = _whole_seconds(seconds)
         now = time.monotonic()
         for spare in self.spares:
             spare_ttl, lease, sent, ahead = spare
-            if (ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl) or (
-                not ahead and spare_ttl == ttl
-            ):
+            if ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl:
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
@@ -514,7 +513,7 @@ class _EtcdStore(_EtcdWatching):
             if record is not None and look.revision == "0":
                 _raise_fences(record, _answer_revision(answer))
             return True
-        self.spares += granted  # for the next try, or revoked at close
+        self.spares += granted  # those granted ahead serve the next try; all revoked at close
         self._found(answer, 0, self.line_read)
         return False
 
@@ -597,8 +596,8 @@ def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
         parsed = _parse_record(value, now)  # a foreign value is dated now
         if name == key:
             revision = _answer_field(kv, "mod_revision", "range", digits=True)
-            created = _answer_field(kv, "create_revision", "range", digits=True)
-            _raise_fences(parsed, int(created))
+            created = kv.get("create_revision", "0")  # etcd leaves out a 0
+            _raise_fences(parsed, int(created) if str(created).isdigit() else 0)
             record = parsed
             lease = kv.get("lease")
             if lease:
