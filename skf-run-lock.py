@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.9.0. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.10.0. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -329,7 +329,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.9.0"
+__version__ = "1.10.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -7278,7 +7278,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'd5e97e894b0b6636f86db60aa9a9106b0a0731e89eea3a061bae2ad8aa80ee5f'  # what a cache entry must name
+_BUILD = '0d453e42bfb6abdfef3d9a987aa6d1dce69723d5e7e33f350980d3cc403d16b6'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
