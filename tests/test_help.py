@@ -131,3 +131,12 @@ def test_help_or_version_with_words_they_do_not_take_is_exit_1(
 ) -> None:
     asked = cli(*typed)
     assert (asked.code, asked.out) == (1, "") and asked.error.startswith("usage error:")
+
+
+def test_acquire_help_says_a_run_id_names_one_run_and_must_be_unique(
+    cli: Callable[..., Run],
+) -> None:
+    """Two runs given deploy:site:main both believe they hold the lock: help says so."""
+    said = " ".join(cli("acquire", "--help").out.split())
+    assert "The run id names one run and must be unique to it" in said
+    assert "two runs given deploy:site:main both hold the lock as one" in said

@@ -443,3 +443,23 @@ def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(
     last = take(cli, store.lock, "wf:b:1", 2, "--stale-after", LONGER).json
     wait_until(lambda: status_now(skf, store)["state"] != "held", 30, "wf:a:1's slot to go stale")
     assert_older_version_takes_it_only_once_past(skf, store, last["stale_at"])  # wf:b:1's
+
+
+def test_a_partly_held_lock_is_free_with_its_holders_named_whatever_n_status_is_given(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    """As the README says: state free while a slot is free, holders naming who holds
+    the others, the count in force whatever --slots status names; the table agrees."""
+    lock = store.lock
+    for owner in ("wf:a:1", "wf:b:1"):
+        assert cli("acquire", "--lock", lock, "--owner", owner, "--slots", "3").code == 0
+    for asked in ("3", "2", "1"):
+        status = cli("status", "--lock", lock, "--slots", asked)
+        assert status.code == 0, status
+        assert (status.json["state"], status.json["slots"]) == ("free", 3)
+        assert [h["owner"] for h in status.json["holders"]] == ["wf:a:1", "wf:b:1"]
+    refused = cli("acquire", "--lock", lock, "--owner", "wf:c:1", "--slots", "2")
+    assert refused.code == 1, refused
+    if store.kind == "file":
+        table = cli("list", "--under", str(Path(lock).parent), "--table").out
+        assert "2/3 held" in table.splitlines()[1]
