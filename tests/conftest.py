@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from calls import NOT_ON_WINDOWS, SYSTEM_TOOL, WORKER, Run, reaped
-from loader import SCRIPT, load_script
+from loader import SCRIPT, build_if_stale, load_script
 from pki import Pki, make_pki
 from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
 from stores import PlaceUnderTest, StoreUnderTest
@@ -49,6 +49,19 @@ if sys.platform == "win32" and os.environ.get("SKF_WINDOWS_LANE"):
         raise AssertionError("unreachable")
 
     _winapi.CreateProcess = _create_process_despite_wine
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Test the modules as they are: the built file is made anew where an edit left it
+    stale (once, before xdist starts its workers), unless the run names another copy
+    to test (SKF_RUN_LOCK_UNDER_TEST: a mutant, an older version)."""
+    if os.environ.get("SKF_RUN_LOCK_UNDER_TEST") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if build_if_stale():
+        sys.stderr.write(
+            "conftest: skf-run-lock.py was not what src/ builds: built it anew"
+            " (python3 tools/bundle.py); commit it with the modules\n"
+        )
 
 
 @pytest.fixture(scope="session")

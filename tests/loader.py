@@ -27,3 +27,24 @@ def load_script(name: str = "skf_run_lock") -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def build_if_stale(root: Path = ROOT) -> bool:
+    """Write ``root``'s skf-run-lock.py anew where it is not what its modules build, as
+    tools/bundle.py does: a run of the tests after an edit to a module, focused or
+    whole, tests that edit. True if it was stale. (CI's tools/bundle.py --check still
+    fails a commit whose file is not what its modules build.)"""
+    spec = importlib.util.spec_from_file_location("skf_bundle_tool", root / "tools" / "bundle.py")
+    assert spec is not None and spec.loader is not None
+    bundle = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bundle)
+    want = bundle.built_text(root / "src" / "skf_run_lock")
+    script = root / "skf-run-lock.py"
+    try:
+        have = script.read_bytes().decode("utf-8").replace("\r\n", "\n")
+    except FileNotFoundError:
+        have = None
+    if have == want:
+        return False
+    script.write_text(want, encoding="utf-8", newline="\n")
+    return True

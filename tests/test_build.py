@@ -26,7 +26,7 @@ from types import FunctionType, ModuleType
 
 import pytest
 from calls import compiled_by_cli, needs_system_tool, posix_only
-from loader import PACKAGE, ROOT, SCRIPT, load_script
+from loader import PACKAGE, ROOT, SCRIPT, build_if_stale, load_script
 
 # The build tool and the mutation tool run where the file is built (Linux, in CI); the
 # Windows lane installs neither mypy nor the tools' own dependencies.
@@ -143,10 +143,15 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new), encoding="utf-8")
 
 
-def test_the_committed_file_is_what_the_modules_build() -> None:
-    done = run_bundle(ROOT, "--check")
-    assert (done.returncode, done.stderr) == (0, "")
-    assert done.stdout == "bundle: skf-run-lock.py is what the modules build\n"
+def test_a_test_run_after_an_edit_to_a_module_tests_the_edit(tree: Path) -> None:
+    """conftest builds a stale file anew before any test loads it (a focused run too),
+    and leaves a current one as it is."""
+    module = tree / "src" / "skf_run_lock" / "times.py"
+    module.write_text(module.read_text() + "\n_EDITED_FOR_THE_TEST = 1\n")
+    assert build_if_stale(tree) is True
+    assert "_EDITED_FOR_THE_TEST = 1" in (tree / "skf-run-lock.py").read_text()
+    assert run_bundle(tree, "--check").returncode == 0
+    assert build_if_stale(tree) is False
 
 
 @BUILDING
