@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -37,6 +38,7 @@ def build_if_stale(root: Path = ROOT) -> bool:
     spec = importlib.util.spec_from_file_location("skf_bundle_tool", root / "tools" / "bundle.py")
     assert spec is not None and spec.loader is not None
     bundle = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bundle  # its dataclasses look their module up there
     spec.loader.exec_module(bundle)
     want = bundle.built_text(root / "src" / "skf_run_lock")
     script = root / "skf-run-lock.py"
