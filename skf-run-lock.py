@@ -44,8 +44,8 @@ from types import CodeType as _CodeType
 # compiles a script run as ``python3 FILE`` whole on every call and caches bytecode only
 # for imported modules, so the build (tools/bundle.py) puts every module into that file
 # as text, compiled here: the modules every call runs at once, the rest (each server
-# store, the listing, --help, waiting, holding) only when a function imports one where it
-# runs (``from .waiting import _wait_for`` becomes ``_compile_carried("waiting")``).
+# store, the listing, --help, holding) only when a function imports one where it runs
+# (``from .holding import _run_holding`` becomes ``_compile_carried("holding")``).
 #
 # What is compiled is kept, as Python keeps an imported module's bytecode, in a cache of
 # this user's own (``$XDG_CACHE_HOME/skf-run-lock``, else ``~/.cache/skf-run-lock``; on
@@ -259,7 +259,7 @@ __all__ = [
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/contract.py
 # The contract's names: the version, the limits callers may read, the exit codes, the
-# exceptions, and the shapes of the outputs (SPEC.md).
+# exceptions, and the shapes of the outputs (docs/reference.md says what each key means).
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
@@ -7278,7 +7278,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '0d453e42bfb6abdfef3d9a987aa6d1dce69723d5e7e33f350980d3cc403d16b6'  # what a cache entry must name
+_BUILD = '3a0dddd4544b504c9b7bb7e9b347735fb65dc8df06fd41109f96b93bfcf3e0a2'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

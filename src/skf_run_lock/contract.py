@@ -1,5 +1,5 @@
 """The contract's names: the version, the limits callers may read, the exit codes, the
-exceptions, and the shapes of the outputs (SPEC.md)."""
+exceptions, and the shapes of the outputs (docs/reference.md says what each key means)."""
 
 from __future__ import annotations
 
