@@ -44,8 +44,8 @@ from types import CodeType as _CodeType
 # compiles a script run as ``python3 FILE`` whole on every call and caches bytecode only
 # for imported modules, so the build (tools/bundle.py) puts every module into that file
 # as text, compiled here: the modules every call runs at once, the rest (each server
-# store, the listing, --help, holding) only when a function imports one where it runs
-# (``from .holding import _run_holding`` becomes ``_compile_carried("holding")``).
+# store, the listings, --help) only when a function imports one where it runs (``from
+# .etcd_store import _open_etcd`` becomes ``_compile_carried("etcd_store")``).
 #
 # What is compiled is kept, as Python keeps an imported module's bytecode, in a cache of
 # this user's own (``$XDG_CACHE_HOME/skf-run-lock``, else ``~/.cache/skf-run-lock``; on

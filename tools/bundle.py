@@ -9,10 +9,10 @@ namespace, in the order of ``FLAT``, each as its own chapter: the imports betwee
 are dropped (the names they bring are already defined there), the standard library's
 are hoisted to the top once, and each module's docstring becomes a comment that heads
 its chapter. A script run as ``__main__`` is compiled whole on every call, so the modules
-a file-lock call never runs (``CARRIED``: the server stores, the listing, --help,
-holding) go in as text instead, which costs a call next to nothing to read. A module
-imports one where it is used, inside a function (``from .holding import
-_run_holding``): the build turns that import into ``_compile_carried("holding")``
+a file-lock call never runs (``CARRIED``: the server stores, the listings, --help) go
+in as text instead, which costs a call next to nothing to read. A module imports one
+where it is used, inside a function (``from .etcd_store import _open_etcd``): the build
+turns that import into ``_compile_carried("etcd_store")``
 (carrying.py), which compiles the text on first use, numbered as it stands in the built
 file, so a traceback shows the line that failed. An import of a flat module inside a
 function is dropped: its names are already there.
