@@ -2270,6 +2270,9 @@ if TYPE_CHECKING:
         # holder must stop then: no request of the call waits on the network past it,
         # however long a step may take (inf: each step's own deadline alone).
         call_deadline: float
+        # True where a hold ends by its record's time, written in whole seconds (a
+        # file): others may judge it stale up to a second before the take began.
+        dated_in_seconds: bool
 
         def look(self, upto: str | None = None) -> _Look:
             """The lock as it is now, with its line, outside any change. ``upto``, a
@@ -2651,10 +2654,12 @@ def _abandon_guard_at(guard: str) -> None:
     _abandon_guard(fd, guard)
 
 
-def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
-    """Lock the guard (TimeoutError after GUARD_WAIT_SEC); see _open_guard."""
+def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
+    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, or at ``until``, a call's
+    deadline by the monotonic clock: a renewal that must stop its work by then); see
+    _open_guard."""
     start = time.monotonic()
-    deadline = start + GUARD_WAIT_SEC
+    deadline = min(start + GUARD_WAIT_SEC, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -2686,9 +2691,10 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )
+            waited = time.monotonic() - start
             raise TimeoutError(
                 errno.ETIMEDOUT,
-                f"the guard {guard} stayed locked for {GUARD_WAIT_SEC:g} s;"
+                f"the guard {guard} stayed locked for {waited:.0f} s;"
                 " another call is stuck holding it",
             )
         time.sleep(pause)
@@ -2696,12 +2702,18 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
             pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
 
 
+_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
+
+
 class _Guard:
     """The guard of one lock, held for a ``with`` block and removed however it ends."""
 
-    def __init__(self, lock: str | os.PathLike[str], make_parents: bool = True) -> None:
+    def __init__(
+        self, lock: str | os.PathLike[str], make_parents: bool = True, deadline: float = _NEVER
+    ) -> None:
         self.guard = os.fspath(lock) + _GUARD_SUFFIX
         self.make_parents = make_parents
+        self.deadline = deadline  # a call's, by the monotonic clock (inf: none)
         self.fd = -1
         self.dropping = False
         self.created = True  # False: left by a dead call
@@ -2709,7 +2721,7 @@ class _Guard:
     def __enter__(self) -> _Guard:
         _SIGNALS_HELD.__enter__()
         try:
-            self.fd, self.created = _take_guard(self.guard, self.make_parents)
+            self.fd, self.created = _take_guard(self.guard, self.make_parents, self.deadline)
         except BaseException as exc:
             _SIGNALS_HELD.__exit__(type(exc))
             raise
@@ -3147,7 +3159,8 @@ class _FileStore:
     """A lock kept in a file, changed under its guard; its line of waiters beside it."""
 
     patient = False  # a file has no server to refuse a call: waiting or not, the same
-    call_deadline = float("inf")  # no network to wait on: the guard's wait is bounded
+    call_deadline = float("inf")  # no network: the guard's wait ends no later
+    dated_in_seconds = True  # a hold ends by its record's time, in whole seconds
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
@@ -3176,7 +3189,7 @@ class _FileStore:
         return look
 
     def change(self, create: bool) -> _FileStore:
-        self.guard = _Guard(self.lock, make_parents=create)
+        self.guard = _Guard(self.lock, make_parents=create, deadline=self.call_deadline)
         return self
 
     def __enter__(self) -> _FileStore:
@@ -3544,6 +3557,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
         with store.change(create=not request.renew_only) as change:
             look = change.read()
             now = time.time() if request.fixed_now is None else request.fixed_now
+            read_at = time.monotonic()
             record = look.record
             if _another_programs_file(record):
                 assert record is not None
@@ -3607,6 +3621,10 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
             new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
+                if store.dated_in_seconds:
+                    # Others judge this hold from its record's time, a whole second:
+                    # up to a second before this try began, by the renewer's count.
+                    request.try_began = min(request.try_began, read_at - (now - since))
                 return _acquired_result(
                     store.lock,
                     owner,
@@ -4809,7 +4827,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4812, (), r'''
+_CARRIED['usage'] = (4830, (), r'''
 import os
 import sys
 import textwrap
@@ -5034,7 +5052,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5037, (), r'''
+_CARRIED['server_store'] = (5055, (), r'''
 import errno
 import json
 import os
@@ -5118,6 +5136,7 @@ class _ServerStore:
     # The call's own deadline (a renewal's: when its holder must stop), which cuts every
     # step's; see ``deadline``.
     call_deadline = float("inf")
+    dated_in_seconds = False  # a hold ends on the server's clock (a lease, an expiry)
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
@@ -5330,7 +5349,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5333, ('server_store',), r'''
+_CARRIED['http1'] = (5352, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5457,7 +5476,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5460, ('server_store',), r'''
+_CARRIED['resp'] = (5479, ('server_store',), r'''
 import re
 
 
@@ -5592,7 +5611,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5595, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5614, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5786,7 +5805,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5789, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5808, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6397,7 +6416,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6400, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6419, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6461,7 +6480,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6464, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6483, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7088,7 +7107,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7091, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7110, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7219,7 +7238,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7222, (), r'''
+_CARRIED['file_listing'] = (7241, (), r'''
 import os
 import stat
 
@@ -7278,7 +7297,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '3a0dddd4544b504c9b7bb7e9b347735fb65dc8df06fd41109f96b93bfcf3e0a2'  # what a cache entry must name
+_BUILD = '80e87264551bb0916e8ab23c7d4d11b0602f3879b09a6dcb01c86891c2fc0fa2'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

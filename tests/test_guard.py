@@ -32,8 +32,8 @@ def test_guard_is_removed_while_still_held(
     fds: dict[int, str] = {}
     real_take = skf._take_guard
 
-    def take(guard: str, make_parents: bool) -> tuple[int, bool]:
-        fd, created = real_take(guard, make_parents)
+    def take(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
+        fd, created = real_take(guard, make_parents, until)
         fds[fd] = "guard"
         return fd, created
 

@@ -135,6 +135,7 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
         with store.change(create=not request.renew_only) as change:
             look = change.read()
             now = time.time() if request.fixed_now is None else request.fixed_now
+            read_at = time.monotonic()
             record = look.record
             if _another_programs_file(record):
                 assert record is not None
@@ -199,6 +200,10 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
             new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
+                if store.dated_in_seconds:
+                    # Others judge this hold from its record's time, a whole second:
+                    # up to a second before this try began, by the renewer's count.
+                    request.try_began = min(request.try_began, read_at - (now - since))
                 return _acquired_result(
                     store.lock,
                     owner,

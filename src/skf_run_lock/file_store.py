@@ -447,7 +447,8 @@ class _FileStore:
     """A lock kept in a file, changed under its guard; its line of waiters beside it."""
 
     patient = False  # a file has no server to refuse a call: waiting or not, the same
-    call_deadline = float("inf")  # no network to wait on: the guard's wait is bounded
+    call_deadline = float("inf")  # no network: the guard's wait ends no later
+    dated_in_seconds = True  # a hold ends by its record's time, in whole seconds
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
@@ -476,7 +477,7 @@ class _FileStore:
         return look
 
     def change(self, create: bool) -> _FileStore:
-        self.guard = _Guard(self.lock, make_parents=create)
+        self.guard = _Guard(self.lock, make_parents=create, deadline=self.call_deadline)
         return self
 
     def __enter__(self) -> _FileStore:

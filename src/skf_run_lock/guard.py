@@ -322,10 +322,12 @@ def _abandon_guard_at(guard: str) -> None:
     _abandon_guard(fd, guard)
 
 
-def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
-    """Lock the guard (TimeoutError after GUARD_WAIT_SEC); see _open_guard."""
+def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
+    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, or at ``until``, a call's
+    deadline by the monotonic clock: a renewal that must stop its work by then); see
+    _open_guard."""
     start = time.monotonic()
-    deadline = start + GUARD_WAIT_SEC
+    deadline = min(start + GUARD_WAIT_SEC, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -357,9 +359,10 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )
+            waited = time.monotonic() - start
             raise TimeoutError(
                 errno.ETIMEDOUT,
-                f"the guard {guard} stayed locked for {GUARD_WAIT_SEC:g} s;"
+                f"the guard {guard} stayed locked for {waited:.0f} s;"
                 " another call is stuck holding it",
             )
         time.sleep(pause)
@@ -367,12 +370,18 @@ def _take_guard(guard: str, make_parents: bool) -> tuple[int, bool]:
             pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
 
 
+_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
+
+
 class _Guard:
     """The guard of one lock, held for a ``with`` block and removed however it ends."""
 
-    def __init__(self, lock: str | os.PathLike[str], make_parents: bool = True) -> None:
+    def __init__(
+        self, lock: str | os.PathLike[str], make_parents: bool = True, deadline: float = _NEVER
+    ) -> None:
         self.guard = os.fspath(lock) + _GUARD_SUFFIX
         self.make_parents = make_parents
+        self.deadline = deadline  # a call's, by the monotonic clock (inf: none)
         self.fd = -1
         self.dropping = False
         self.created = True  # False: left by a dead call
@@ -380,7 +389,7 @@ class _Guard:
     def __enter__(self) -> _Guard:
         _SIGNALS_HELD.__enter__()
         try:
-            self.fd, self.created = _take_guard(self.guard, self.make_parents)
+            self.fd, self.created = _take_guard(self.guard, self.make_parents, self.deadline)
         except BaseException as exc:
             _SIGNALS_HELD.__exit__(type(exc))
             raise

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
         # holder must stop then: no request of the call waits on the network past it,
         # however long a step may take (inf: each step's own deadline alone).
         call_deadline: float
+        # True where a hold ends by its record's time, written in whole seconds (a
+        # file): others may judge it stale up to a second before the take began.
+        dated_in_seconds: bool
 
         def look(self, upto: str | None = None) -> _Look:
             """The lock as it is now, with its line, outside any change. ``upto``, a

@@ -92,6 +92,7 @@ class _ServerStore:
     # The call's own deadline (a renewal's: when its holder must stop), which cuts every
     # step's; see ``deadline``.
     call_deadline = float("inf")
+    dated_in_seconds = False  # a hold ends on the server's clock (a lease, an expiry)
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
