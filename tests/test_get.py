@@ -8,11 +8,12 @@ import os
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from calls import Run
+from calls import Run, posix_only
 from loader import SCRIPT
 
 
@@ -49,6 +50,7 @@ def test_every_key_of_every_command_prints_its_value_alone(
         ("release", "--lock", tmp_path / "none.lock", "--owner", "wf:x:1"),
     ]
     for argv in calls:
+        asked = time.monotonic()
         whole = cli(*argv)
         named = cli(*argv, "--get", "nope").error.split("; its keys are ")[1]
         beside = "; and, not in its JSON, fence" if argv[0] == "acquire" else ""
@@ -64,8 +66,8 @@ def test_every_key_of_every_command_prints_its_value_alone(
                 )
             else:
                 assert one.err == "", key
-            if key == "age_seconds":
-                assert 0 <= int(one.out) - value <= 5
+            if key == "age_seconds":  # older by no more than the calls since took
+                assert 0 <= int(one.out) - value <= time.monotonic() - asked + 1
             elif key == "message":  # it may say how long ago, or how long until
                 assert re.sub("[0-9]+", "#", one.out) == re.sub("[0-9]+", "#", value + "\n")
             elif isinstance(value, list):
@@ -301,6 +303,7 @@ def test_several_keys_are_refused_with_table_and_on_run(
     assert list(tmp_path.iterdir()) == []
 
 
+@posix_only("a line break in a file's name, which Windows refuses")
 def test_among_several_keys_a_string_holding_a_line_break_is_written_as_json(
     cli: Callable[..., Run], tmp_path: Path
 ) -> None:
