@@ -68,6 +68,9 @@ _BUILD = ""
 _FOLDER: list[str | None] = []  # the cache folder, once looked for (a call compiles several)
 _CACHE_ENTRIES_KEPT = 64  # a cache holds this many entries at most: the newest
 _NOT_OTHERS_WRITABLE = stat.S_IWGRP | stat.S_IWOTH
+# The cache folder is found before the modules are compiled, so before platforms.py
+# chooses the platform's rules: this boot code tests the platform itself, here alone.
+_ON_WINDOWS = os.name == "nt"
 
 
 def _compile_carried(module: str) -> None:
@@ -105,7 +108,7 @@ def _cache_folder() -> str | None:
 def _found_cache_folder() -> str | None:
     """This user's cache folder, else (HOME read-only, as agents' sandboxes keep it)
     one of this user's own under the temp folder, checked alike."""
-    if os.name == "nt":
+    if _ON_WINDOWS:
         base = os.environ.get("LOCALAPPDATA")
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -136,18 +139,18 @@ def _temp_folder() -> str | None:
     for variable in ("TMPDIR", "TEMP", "TMP"):
         if os.environ.get(variable):
             return os.environ[variable]
-    return None if os.name == "nt" else "/tmp"
+    return None if _ON_WINDOWS else "/tmp"
 
 
 def _temp_cache_name() -> str:
     """A name of this user's own in a temp folder every user shares (POSIX): a folder of
     that name that another user made first is not this user's, so it is never used."""
-    return "skf-run-lock" if os.name == "nt" else f"skf-run-lock-{os.geteuid()}"
+    return "skf-run-lock" if _ON_WINDOWS else f"skf-run-lock-{os.geteuid()}"
 
 
 def _own_and_private(info: os.stat_result) -> bool:
     """True for a file or folder of this user's that no one else may write."""
-    if os.name == "nt":
+    if _ON_WINDOWS:
         return True  # %LOCALAPPDATA% is the user's own
     return info.st_uid == os.geteuid() and not info.st_mode & _NOT_OTHERS_WRITABLE
 
@@ -233,7 +236,7 @@ def _prune(folder: str) -> None:
     except OSError:
         pass
 
-_CARRIED['core'] = (236, (), r'''
+_CARRIED['core'] = (239, (), r'''
 TYPE_CHECKING = False  # typing is imported by type checkers alone
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -4958,7 +4961,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4961, (), r'''
+_CARRIED['usage'] = (4964, (), r'''
 import os
 import sys
 import textwrap
@@ -5183,7 +5186,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5186, (), r'''
+_CARRIED['server_store'] = (5189, (), r'''
 import errno
 import json
 import os
@@ -5479,7 +5482,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5482, ('server_store',), r'''
+_CARRIED['http1'] = (5485, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5606,7 +5609,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5609, ('server_store',), r'''
+_CARRIED['resp'] = (5612, ('server_store',), r'''
 import re
 
 
@@ -5741,7 +5744,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5744, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5747, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5935,7 +5938,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5938, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5941, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6546,7 +6549,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6549, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6552, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6610,7 +6613,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6613, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6616, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7237,7 +7240,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7240, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7243, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7368,7 +7371,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7371, (), r'''
+_CARRIED['file_listing'] = (7374, (), r'''
 import os
 import stat
 
