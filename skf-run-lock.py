@@ -68,6 +68,9 @@ _BUILD = ""
 _FOLDER: list[str | None] = []  # the cache folder, once looked for (a call compiles several)
 _CACHE_ENTRIES_KEPT = 64  # a cache holds this many entries at most: the newest
 _NOT_OTHERS_WRITABLE = stat.S_IWGRP | stat.S_IWOTH
+# The cache folder is found before the modules are compiled, so before platforms.py
+# chooses the platform's rules: this boot code tests the platform itself, here alone.
+_ON_WINDOWS = os.name == "nt"
 
 
 def _compile_carried(module: str) -> None:
@@ -105,7 +108,7 @@ def _cache_folder() -> str | None:
 def _found_cache_folder() -> str | None:
     """This user's cache folder, else (HOME read-only, as agents' sandboxes keep it)
     one of this user's own under the temp folder, checked alike."""
-    if os.name == "nt":
+    if _ON_WINDOWS:
         base = os.environ.get("LOCALAPPDATA")
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -136,18 +139,18 @@ def _temp_folder() -> str | None:
     for variable in ("TMPDIR", "TEMP", "TMP"):
         if os.environ.get(variable):
             return os.environ[variable]
-    return None if os.name == "nt" else "/tmp"
+    return None if _ON_WINDOWS else "/tmp"
 
 
 def _temp_cache_name() -> str:
     """A name of this user's own in a temp folder every user shares (POSIX): a folder of
     that name that another user made first is not this user's, so it is never used."""
-    return "skf-run-lock" if os.name == "nt" else f"skf-run-lock-{os.geteuid()}"
+    return "skf-run-lock" if _ON_WINDOWS else f"skf-run-lock-{os.geteuid()}"
 
 
 def _own_and_private(info: os.stat_result) -> bool:
     """True for a file or folder of this user's that no one else may write."""
-    if os.name == "nt":
+    if _ON_WINDOWS:
         return True  # %LOCALAPPDATA% is the user's own
     return info.st_uid == os.geteuid() and not info.st_mode & _NOT_OTHERS_WRITABLE
 
@@ -233,7 +236,7 @@ def _prune(folder: str) -> None:
     except OSError:
         pass
 
-_CARRIED['core'] = (236, (), r'''
+_CARRIED['core'] = (239, (), r'''
 TYPE_CHECKING = False  # typing is imported by type checkers alone
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -562,6 +565,314 @@ def _shown_address(address: str) -> str:
     if "@" not in rest:
         return address
     return f"{scheme}{sep}<credentials left out>@{rest.rpartition('@')[2]}"
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/posix.py
+# POSIX's rules (Linux, macOS, the BSDs): what the tool does there that it does not on
+# Windows, as one value, ``_Posix``, with the names ``platforms._Platform`` lists (windows.py
+# gives the same). Chosen in one place (platforms.py); nothing here imports what only
+# POSIX has until a method runs, so that this module imports anywhere.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+# Linux's prctl option that gives a process a signal when its parent dies.
+_PR_SET_PDEATHSIG = 1
+
+
+def _fcntl() -> Any:
+    """The fcntl module, imported as a method needs it (on POSIX alone), typed loosely,
+    as mypy sees none of its names on Windows."""
+    import fcntl
+
+    return fcntl
+
+
+class _Posix:
+    """The rules of a POSIX system."""
+
+    # A guard is removed while still locked: no call can lock it between its removal
+    # and its holder's close.
+    remove_guard_while_held = True
+    # Opening a guard is refused by nothing that passes: a refusal is an error.
+    guard_open_busy: tuple[type[OSError], ...] = ()
+    # Unlink frees a name at once, however many programs have the file open.
+    delete_keeps_the_name = False
+    # A file name may hold a colon (./redis:x.lock is a file).
+    colon_in_a_file_name = True
+
+    def try_lock(self, fd: int) -> bool:
+        """Take an exclusive flock without waiting; False if another process has it."""
+        fcntl = _fcntl()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
+
+    def unlock(self, fd: int) -> None:
+        pass  # closing releases the flock
+
+    def refused_by_sharing(self, exc: PermissionError) -> bool:
+        """Never: POSIX lets a file that others have open be read, replaced and deleted."""
+        return False
+
+    def refuse_reserved_names(self, path: str) -> None:
+        """Nothing: POSIX reserves no name but ``.`` and ``..``."""
+
+    def interpreter(self) -> str:
+        """The interpreter that runs this call, as a command a shell runs as printed."""
+        return _quoted(sys.executable)
+
+    def script_runner(self) -> str:
+        """The command that runs the file users copy: python3."""
+        return "python3"
+
+    def runnable_path(self, path: str) -> str:
+        """``path`` quoted as a command."""
+        return _quoted(path)
+
+    def end_lines_in_lf(self) -> None:
+        """Nothing: lines printed end in LF already."""
+
+    def dies_with_run(self) -> Callable[[], None] | None:
+        """On Linux, what the command's process runs before the command: it asks for
+        SIGTERM when run dies, however it dies (SIGKILL included), so that the command
+        never goes on without the lock unnoticed; if run died already, it ends at once.
+        None elsewhere (macOS has no such request: there a command outlives a killed
+        run, and the lock goes stale). prctl is found here, before the fork, so the
+        child only calls it. (The one test of the platform outside platforms.py: Linux
+        among the POSIX systems.)"""
+        if sys.platform != "linux":
+            return None
+        import ctypes
+        import signal
+
+        try:
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+        except (OSError, AttributeError):
+            return None
+        run_pid = os.getpid()
+
+        def ask() -> None:
+            prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            if os.getppid() != run_pid:  # run died before the request was in place
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        return ask
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/windows.py
+# Windows' rules: what the tool does there that it does not on POSIX, as one value,
+# ``_Windows``, with the names ``platforms._Platform`` lists (posix.py gives the same).
+# Chosen in one place (platforms.py); msvcrt is imported only when a method runs, so that
+# this module imports anywhere and the tests drive these rules on Linux too.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Any
+
+# A file another process has open cannot be replaced or deleted (ERROR_ACCESS_DENIED,
+# ERROR_SHARING_VIOLATION), nor opened while it is being deleted (ERROR_DELETE_PENDING,
+# which Windows reports as ERROR_ACCESS_DENIED).
+_SHARING_REFUSALS = frozenset({5, 32})
+
+# Names Windows gives to devices in every folder, whatever follows a dot (NUL.lock is
+# NUL), and the characters it refuses in a name (":" names a file's stream).
+_DEVICE_NAMES = re.compile(r"(?i)(?:CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[0-9\xb9\xb2\xb3])")
+_NOT_IN_A_WINDOWS_NAME = set('<>:"|?*') | {chr(code) for code in range(32)}
+
+
+def _msvcrt() -> Any:
+    """The msvcrt module, imported as a method needs it (on Windows alone: the tests
+    put a fake in its place on Linux), typed loosely, as mypy sees none of its names
+    elsewhere."""
+    import msvcrt
+
+    return msvcrt
+
+
+class _Windows:
+    """The rules of Windows."""
+
+    # A guard cannot be removed while it is open: it is unlocked and closed first.
+    remove_guard_while_held = False
+    # A guard being deleted, or open in another program, refuses to open for a moment:
+    # the guard is tried again.
+    guard_open_busy: tuple[type[OSError], ...] = (PermissionError,)
+    # Windows keeps the name of a file deleted while another program has it open,
+    # sharing delete as scanners and indexers do, until that program closes it:
+    # meanwhile every open and every create of that name is refused (and Wine serves the
+    # old record), so a released lock would look held. A file renamed first frees its
+    # name at once, and goes when that program closes it.
+    delete_keeps_the_name = True
+    # Windows names no file with a colon (it names a stream): an address is the only
+    # way to say redis:...
+    colon_in_a_file_name = False
+
+    def try_lock(self, fd: int) -> bool:
+        """Lock the guard's first byte without waiting; False if another process has it.
+
+        The guard's errno rule: the C runtime's _locking documents EACCES (another
+        process has the byte), EBADF (no such descriptor), EINVAL (a bad mode or
+        length) and EDEADLOCK (LK_LOCK only, after its ten tries). This call passes a
+        descriptor it just opened, LK_NBLCK and one byte, so a refusal can only mean
+        that another process holds the byte, and errno is not read: Wine leaves it
+        unset (0, or whatever an earlier call left, such as 17), which read as a code
+        made every contended call a crash there. Only a descriptor that is no longer
+        open (fstat fails and raises) is an error."""
+        msvcrt = _msvcrt()
+        os.lseek(fd, 0, os.SEEK_SET)
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            os.fstat(fd)
+            return False
+        return True
+
+    def unlock(self, fd: int) -> None:
+        msvcrt = _msvcrt()
+        os.lseek(fd, 0, os.SEEK_SET)
+        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
+
+    def refused_by_sharing(self, exc: PermissionError) -> bool:
+        """Whether Windows refused because another process has the file open. os.open
+        goes through the C runtime, which reports all three refusals as EACCES and
+        gives no Windows error code (os.replace and os.unlink give the code)."""
+        code = getattr(exc, "winerror", None)
+        if code is None:
+            return exc.errno == errno.EACCES
+        return code in _SHARING_REFUSALS
+
+    def refuse_reserved_names(self, path: str) -> None:
+        """ValueError for a path Windows would take for a device, a stream or another
+        file: a device name (CON, NUL, COM1, ...), a name with a character Windows
+        refuses (``x.lock:stream``), or one ending in a dot or a space, which Windows
+        drops."""
+        for part in os.path.splitdrive(path)[1].replace("/", "\\").split("\\"):
+            if part in ("", ".", ".."):
+                continue
+            stem = part.split(".", 1)[0].rstrip(" ")
+            if _DEVICE_NAMES.fullmatch(stem):
+                why = f"{stem.upper()} names a device on Windows"
+            elif not _NOT_IN_A_WINDOWS_NAME.isdisjoint(part):
+                why = 'Windows allows none of < > : " | ? * in a name (a colon names a stream)'
+            elif part.endswith((".", " ")):
+                why = f"the name {part!r} ends in a dot or a space, which Windows drops"
+            else:
+                continue
+            raise ValueError(
+                f"the lock path {path} cannot be a lock file: {why}; choose another name"
+            )
+
+    def interpreter(self) -> str:
+        """The interpreter that runs this call, as a command agents' shells run as
+        printed: the bare name where PATH finds this very interpreter by it, else its
+        path with forward slashes, which Git Bash and PowerShell both run (PowerShell
+        runs a quoted path only after ``&``, and Git Bash takes a backslash for an
+        escape)."""
+        from shutil import which
+
+        for name in ("python", "python3"):
+            found = which(name)
+            if found is not None and os.path.normcase(found) == os.path.normcase(sys.executable):
+                return name
+        return self.runnable_path(sys.executable)
+
+    def script_runner(self) -> str:
+        """The command that runs the file users copy: the interpreter (Windows has no
+        python3)."""
+        return self.interpreter()
+
+    def runnable_path(self, path: str) -> str:
+        """``path`` quoted as a command, with forward slashes, which Git Bash and
+        PowerShell both run."""
+        return _quoted(path.replace("\\", "/"))
+
+    def end_lines_in_lf(self) -> None:
+        """End each line printed with LF alone, as on every other system. Python writes
+        CR LF here, and Git Bash's ``$(...)`` keeps the CR: a value read with ``--get``
+        would carry it into the next command. PowerShell takes either."""
+        for stream in (sys.stdout, sys.stderr):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(newline="\n")
+
+    def dies_with_run(self) -> Callable[[], None] | None:
+        """None: Windows has no request for a signal when a parent dies, so a command
+        outlives a killed run, and the lock goes stale."""
+        return None
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/platforms.py
+# The platform: POSIX's rules (posix.py) or Windows' (windows.py), each one value with
+# the names of ``_Platform``, and ``_PLATFORM``, the one this system follows, chosen here
+# once. Everything else asks ``_PLATFORM`` and tests no platform itself (the built file's
+# boot code aside: it finds the cache folder before this is compiled). Both modules import
+# on any system, so the tests select ``_WINDOWS`` on Linux to drive Windows' rules.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import Protocol
+
+    class _Platform(Protocol):
+        """What differs between POSIX and Windows. mypy checks both against it."""
+
+        # Whether a guard is removed while still locked (POSIX), or unlocked and closed
+        # first (Windows cannot remove a file that is open).
+        remove_guard_while_held: bool
+        # What a guard refuses to open with for a moment (Windows: one being deleted,
+        # or open in another program): the guard is tried again.
+        guard_open_busy: tuple[type[OSError], ...]
+        # Whether a deleted file's name stays while another program has it open
+        # (Windows): a lock file is then renamed away first, freeing its name at once.
+        delete_keeps_the_name: bool
+        # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file).
+        colon_in_a_file_name: bool
+
+        def try_lock(self, fd: int) -> bool:
+            """Lock the open guard ``fd`` without waiting: False if another process has it."""
+
+        def unlock(self, fd: int) -> None:
+            """Unlock the guard ``fd`` before it is closed."""
+
+        def refused_by_sharing(self, exc: PermissionError) -> bool:
+            """Whether ``exc`` says another process has the file open (Windows), which
+            a call waits out for a moment."""
+
+        def refuse_reserved_names(self, path: str) -> None:
+            """ValueError for a lock path the system would take for another thing (a
+            device, a stream), before abspath changes it."""
+
+        def interpreter(self) -> str:
+            """The interpreter that runs this call, as a command to run as printed."""
+
+        def script_runner(self) -> str:
+            """The command that runs the file users copy, as advice prints it."""
+
+        def runnable_path(self, path: str) -> str:
+            """``path`` quoted as a command that the system's shells run as printed."""
+
+        def end_lines_in_lf(self) -> None:
+            """Make every line printed end in LF alone."""
+
+        def dies_with_run(self) -> Callable[[], None] | None:
+            """What run's command runs before the command, so that it ends when run dies;
+            None where the system has no such request."""
+
+
+_POSIX: _Platform = _Posix()
+_WINDOWS: _Platform = _Windows()
+# The one test of the platform in the modules (posix.py tells Linux from the other
+# POSIX systems for run, and carrying.py, which runs first, finds its cache folder).
+_PLATFORM: _Platform = _WINDOWS if sys.platform == "win32" else _POSIX
 
 
 # --------------------------------------------------------------------------------------
@@ -1675,13 +1986,11 @@ def _this_command() -> str:
     under it (that machine's python3 may be older than 3.11, or missing), else by
     python3 (on Windows, which has no python3, by the interpreter)."""
     if __name__ == "skf_run_lock.outputs":
-        return _installed_command() or f"{_interpreter()} -m skf_run_lock"
+        return _installed_command() or f"{_PLATFORM.interpreter()} -m skf_run_lock"
     script = _quoted(os.path.abspath(__file__))
     if os.environ.get("UV") and _on_path("uv") is not None:
         return f"uv run {script}"
-    if sys.platform != "win32":
-        return f"python3 {script}"
-    return f"{_interpreter()} {script}"
+    return f"{_PLATFORM.script_runner()} {script}"
 
 
 def _installed_command() -> str | None:
@@ -1696,33 +2005,13 @@ def _installed_command() -> str | None:
             return "skf-run-lock"
     except OSError:
         pass  # Windows may start it by a name that is not a file: its path then
-    return _runnable_path(os.path.abspath(started))
+    return _PLATFORM.runnable_path(os.path.abspath(started))
 
 
 def _on_path(name: str) -> str | None:
     from shutil import which
 
     return which(name)
-
-
-def _interpreter() -> str:
-    """The interpreter that runs this call, as a command agents' shells run as printed.
-    On Windows: the bare name where PATH finds this very interpreter by it, else its
-    path with forward slashes, which Git Bash and PowerShell both run (PowerShell runs
-    a quoted path only after ``&``, and Git Bash takes a backslash for an escape)."""
-    if sys.platform != "win32":
-        return _quoted(sys.executable)
-    for name in ("python", "python3"):
-        found = _on_path(name)
-        if found is not None and os.path.normcase(found) == os.path.normcase(sys.executable):
-            return name
-    return _runnable_path(sys.executable)
-
-
-def _runnable_path(path: str) -> str:
-    """``path`` quoted as a command; on Windows with forward slashes, which Git Bash
-    and PowerShell both run."""
-    return _quoted(path.replace("\\", "/") if sys.platform == "win32" else path)
 
 
 def _ordinal(n: int) -> str:
@@ -2341,9 +2630,10 @@ if TYPE_CHECKING:
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/guard.py
 # The guard: a file beside a lock on which each call takes an exclusive, non-blocking
-# OS lock while it reads and changes the lock. The only platform branch is here: POSIX
-# removes the guard while still holding it; Windows cannot, and retries what a file that
-# another process has open refuses for a moment.
+# OS lock while it reads and changes the lock. How it locks, and what differs between
+# POSIX and Windows, are the platform's (platforms.py): POSIX removes the guard while
+# still holding it; Windows cannot, and retries what a file that another process has open
+# refuses for a moment.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
@@ -2373,71 +2663,6 @@ _LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLC
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM}
 
 
-if sys.platform == "win32":
-    import msvcrt
-
-    _REMOVE_GUARD_WHILE_HELD = False
-    _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = (PermissionError,)
-    # A file another process has open cannot be replaced or deleted
-    # (ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION), nor opened while it is being
-    # deleted (ERROR_DELETE_PENDING, which Windows reports as ERROR_ACCESS_DENIED).
-    _SHARING_REFUSALS: frozenset[int] = frozenset({5, 32})
-    # os.open goes through the C runtime, which reports all three refusals as EACCES
-    # and gives no Windows error code (os.replace and os.unlink give the code).
-    _C_RUNTIME_REFUSES_SHARING = True
-
-    def _try_lock(fd: int) -> bool:
-        """Lock the guard's first byte without waiting; False if another process has it.
-
-        The guard's errno rule: the C runtime's _locking documents EACCES (another
-        process has the byte), EBADF (no such descriptor), EINVAL (a bad mode or
-        length) and EDEADLOCK (LK_LOCK only, after its ten tries). This call passes a
-        descriptor it just opened, LK_NBLCK and one byte, so a refusal can only mean
-        that another process holds the byte, and errno is not read: Wine leaves it
-        unset (0, or whatever an earlier call left, such as 17), which read as a code
-        made every contended call a crash there. Only a descriptor that is no longer
-        open (fstat fails and raises) is an error."""
-        os.lseek(fd, 0, os.SEEK_SET)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            os.fstat(fd)
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    _REMOVE_GUARD_WHILE_HELD = True
-    _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = ()
-    # POSIX lets a file that others have open be read, replaced and deleted.
-    _SHARING_REFUSALS: frozenset[int] = frozenset()
-    _C_RUNTIME_REFUSES_SHARING = False
-
-    def _try_lock(fd: int) -> bool:
-        """Take an exclusive flock without waiting; False if another process has it."""
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        pass  # closing releases the flock
-
-
-def _refused_by_sharing(exc: PermissionError) -> bool:
-    """Whether Windows refused because another process has the file open."""
-    code = getattr(exc, "winerror", None)
-    if code is None:
-        return _C_RUNTIME_REFUSES_SHARING and exc.errno == errno.EACCES
-    return code in _SHARING_REFUSALS
-
-
 class _SharingRefused(PermissionError):
     """Windows refused a file for as long as a call waits: its message names the lock
     file and the likely cause."""
@@ -2453,7 +2678,7 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
         try:
             return action()
         except PermissionError as exc:
-            if not _refused_by_sharing(exc):
+            if not _PLATFORM.refused_by_sharing(exc):
                 raise
             if time.monotonic() >= deadline:
                 raise _SharingRefused(
@@ -2546,7 +2771,7 @@ def _open_existing_guard(guard: str) -> int:
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT, 0o666)
     except PermissionError:
-        if _GUARD_OPEN_BUSY:
+        if _PLATFORM.guard_open_busy:
             raise
         return os.open(guard, _GUARD_READ_ONLY_FLAGS)
 
@@ -2581,7 +2806,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
             return _open_existing_guard(guard), False
     except FileNotFoundError:
         return None
-    except _GUARD_OPEN_BUSY:
+    except _PLATFORM.guard_open_busy:
         raise  # Windows: a guard being deleted or open elsewhere; _take_guard tries again
     except OSError as exc:
         if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop
@@ -2598,7 +2823,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
 def _locked_guard(fd: int, guard: str) -> bool:
     """True once the open guard ``fd`` is locked and still at ``guard``."""
     try:
-        if not _try_lock(fd):
+        if not _PLATFORM.try_lock(fd):
             return False
     except OSError as exc:
         if exc.errno in _LOCKS_UNSUPPORTED:
@@ -2611,22 +2836,22 @@ def _locked_guard(fd: int, guard: str) -> bool:
         raise
     if _names_same_file(fd, guard):
         return True
-    _unlock(fd)  # a guard its holder has already removed
+    _PLATFORM.unlock(fd)  # a guard its holder has already removed
     return False
 
 
 def _close_guard(fd: int, guard: str, remove: bool) -> None:
-    if remove and _REMOVE_GUARD_WHILE_HELD:
+    if remove and _PLATFORM.remove_guard_while_held:
         _remove_quietly(guard)
     try:
-        _unlock(fd)
+        _PLATFORM.unlock(fd)
     except OSError:
         pass  # closing releases it anyway
     try:
         os.close(fd)
     except OSError:
         pass  # closed by a drop an interrupt cut short
-    if remove and not _REMOVE_GUARD_WHILE_HELD:
+    if remove and not _PLATFORM.remove_guard_while_held:
         _remove_quietly(guard)
 
 
@@ -2640,7 +2865,7 @@ def _still_names(fd: int, guard: str) -> bool:
 def _abandon_guard(fd: int, guard: str) -> None:
     """Close a guard not fully taken, removing it unless another call holds it."""
     try:
-        held_elsewhere = not _try_lock(fd)
+        held_elsewhere = not _PLATFORM.try_lock(fd)
     except OSError:
         held_elsewhere = False  # nobody can hold it
     _close_guard(fd, guard, remove=not held_elsewhere and _names_same_file(fd, guard))
@@ -2672,7 +2897,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
                 fd, created = opened
                 if _locked_guard(fd, guard):
                     return fd, created
-        except _GUARD_OPEN_BUSY as exc:
+        except _PLATFORM.guard_open_busy as exc:
             refused = exc
         except BaseException as exc:
             if fd is not None:
@@ -2792,35 +3017,9 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
         )
     if path.startswith("~"):
         path = os.path.expanduser(path)
-    if sys.platform == "win32":
-        # Before abspath, which turns CON into \\.\CON and drops a dot that ends a name.
-        _refuse_names_windows_reserves(path)
+    # Before abspath, which turns CON into \\.\CON and drops a dot that ends a name.
+    _PLATFORM.refuse_reserved_names(path)
     return os.path.abspath(path)
-
-
-# Names Windows gives to devices in every folder, whatever follows a dot (NUL.lock is
-# NUL), and the characters it refuses in a name (":" names a file's stream).
-_DEVICE_NAMES = re.compile(r"(?i)(?:CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[0-9\xb9\xb2\xb3])")
-_NOT_IN_A_WINDOWS_NAME = set('<>:"|?*') | {chr(code) for code in range(32)}
-
-
-def _refuse_names_windows_reserves(path: str) -> None:
-    """ValueError for a path Windows would take for a device, a stream or another
-    file: a device name (CON, NUL, COM1, ...), a name with a character Windows refuses
-    (``x.lock:stream``), or one ending in a dot or a space, which Windows drops."""
-    for part in os.path.splitdrive(path)[1].replace("/", "\\").split("\\"):
-        if part in ("", ".", ".."):
-            continue
-        stem = part.split(".", 1)[0].rstrip(" ")
-        if _DEVICE_NAMES.fullmatch(stem):
-            why = f"{stem.upper()} names a device on Windows"
-        elif not _NOT_IN_A_WINDOWS_NAME.isdisjoint(part):
-            why = 'Windows allows none of < > : " | ? * in a name (a colon names a stream)'
-        elif part.endswith((".", " ")):
-            why = f"the name {part!r} ends in a dot or a space, which Windows drops"
-        else:
-            continue
-        raise ValueError(f"the lock path {path} cannot be a lock file: {why}; choose another name")
 
 
 # The longest name a lock's own files add to its name (a temp file of its line), and
@@ -2925,7 +3124,7 @@ def _create_temp(lock: str) -> tuple[int, str]:
             except OSError:
                 path = _random_temp(lock)
         except PermissionError as exc:
-            if not _refused_by_sharing(exc) or not _still_listed(path):
+            if not _PLATFORM.refused_by_sharing(exc) or not _still_listed(path):
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
             # Windows: a temp file another program still has open is being deleted,
             # and its name refuses to be made again until that program closes it.
@@ -2967,17 +3166,11 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
         raise
 
 
-# Windows keeps the name of a file deleted while another program has it open, sharing
-# delete as scanners and indexers do, until that program closes it: meanwhile every
-# open and every create of that name is refused (and Wine serves the old record), so a
-# released lock would look held. A file renamed first frees its name at once, and goes
-# when that program closes it; POSIX frees the name at unlink.
-_DELETE_KEEPS_THE_NAME = sys.platform == "win32"
-
-
 def _unlink_freeing_the_name(path: str, lock: str) -> None:
-    """Delete ``path`` (the lock file or its line) so that its name is free at once."""
-    if not _DELETE_KEEPS_THE_NAME:
+    """Delete ``path`` (the lock file or its line) so that its name is free at once:
+    where a deleted file's name stays while another program has it open (Windows), by
+    renaming it away first."""
+    if not _PLATFORM.delete_keeps_the_name:  # POSIX frees the name at unlink
         os.unlink(path)
         return
     away = _random_temp(lock)
@@ -3416,9 +3609,9 @@ def _refuse_scheme_typos(lock: str) -> None:
     shown = _without_credentials(lock, f"{scheme}:")
     # Windows names no file with a colon: there the address is the only way.
     as_a_file = (
-        ""
-        if sys.platform == "win32"
-        else f"; a file whose path starts so is given as ./{scheme}:..."
+        f"; a file whose path starts so is given as ./{scheme}:..."
+        if _PLATFORM.colon_in_a_file_name
+        else ""
     )
     raise ValueError(
         f"the path {shown} starts with {scheme}: but not {scheme}://: an address of"
@@ -4018,7 +4211,6 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
 if TYPE_CHECKING:
     import subprocess
     import threading
-    from collections.abc import Callable
 
 
 _MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
@@ -4281,7 +4473,8 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
     try:
         # The request runs between fork and exec, where a lock another thread held at
         # the fork would never be let go: it calls one C function and takes no lock.
-        child = subprocess.Popen(command, env=env, preexec_fn=_dies_with_run())  # noqa: PLW1509
+        dies_with_run = _PLATFORM.dies_with_run()  # Linux: SIGTERM when run dies
+        child = subprocess.Popen(command, env=env, preexec_fn=dies_with_run)  # noqa: PLW1509
     except OSError as exc:
         _release_for_run(lock, owner, kept)
         _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
@@ -4307,36 +4500,6 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         return _EXIT_HELD
     code = child.returncode
     return 128 - code if code < 0 else code
-
-
-# Linux's prctl option that gives a process a signal when its parent dies.
-_PR_SET_PDEATHSIG = 1
-
-
-def _dies_with_run() -> Callable[[], None] | None:
-    """On Linux, what the command's process runs before the command: it asks for
-    SIGTERM when run dies, however it dies (SIGKILL included), so that the command never
-    goes on without the lock unnoticed; if run died already, it ends at once. None
-    elsewhere (macOS and Windows have no such request: there a command outlives a
-    killed run, and the lock goes stale). prctl is found here, before the fork, so the
-    child only calls it."""
-    if sys.platform != "linux":
-        return None
-    import ctypes
-    import signal
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    run_pid = os.getpid()
-
-    def ask() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != run_pid:  # run died before the request was in place
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return ask
 
 
 def _release_for_run(lock: str, owner: str, kept: bool) -> None:
@@ -4783,21 +4946,10 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _lines_end_in_lf() -> None:
-    """Windows: end each line printed with LF alone, as on every other system. Python
-    writes CR LF there, and Git Bash's ``$(...)`` keeps the CR: a value read with
-    ``--get`` would carry it into the next command. PowerShell takes either."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            reconfigure(newline="\n")
-
-
 def _entry() -> None:
     """The program: the copied file run as a script, or the installed command. Signals
     end it cleanly; it exits with main()'s code once its output is out."""
-    if sys.platform == "win32":
-        _lines_end_in_lf()
+    _PLATFORM.end_lines_in_lf()  # Windows: as everywhere else
     try:
         try:
             _Interrupts.install()
@@ -4827,7 +4979,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4830, (), r'''
+_CARRIED['usage'] = (4982, (), r'''
 import os
 import sys
 import textwrap
@@ -5052,7 +5204,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5055, (), r'''
+_CARRIED['server_store'] = (5207, (), r'''
 import errno
 import json
 import os
@@ -5349,7 +5501,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5352, ('server_store',), r'''
+_CARRIED['http1'] = (5504, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5476,7 +5628,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5479, ('server_store',), r'''
+_CARRIED['resp'] = (5631, ('server_store',), r'''
 import re
 
 
@@ -5611,7 +5763,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5614, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5766, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5805,7 +5957,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5808, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5960, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6416,7 +6568,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6419, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6571, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6480,7 +6632,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6483, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6635, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7107,7 +7259,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7110, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7262, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7238,7 +7390,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7241, (), r'''
+_CARRIED['file_listing'] = (7393, (), r'''
 import os
 import stat
 
@@ -7297,7 +7449,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '80e87264551bb0916e8ab23c7d4d11b0602f3879b09a6dcb01c86891c2fc0fa2'  # what a cache entry must name
+_BUILD = '5c5c817632900b48c4b70bd2b562f0a0ed68c9a6da13aa34ccd7090f8e5ea91a'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -25,6 +25,7 @@ from loader import SCRIPT, build_if_stale, load_script
 from pki import Pki, make_pki
 from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
 from stores import PlaceUnderTest, StoreUnderTest
+from windows_rules import FakeMsvcrt, follow_windows_rules
 
 if sys.platform == "win32" and os.environ.get("SKF_WINDOWS_LANE"):
     # Wine 8 lacks CopyFile2, which shutil.copy2 (and so copytree) calls first on
@@ -75,6 +76,13 @@ def skf() -> ModuleType:
     module._compile_carried("redis_listing")
     module._compile_carried("file_listing")
     return module
+
+
+@pytest.fixture
+def windows_rules(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> FakeMsvcrt | None:
+    """``skf`` following Windows' rules for one test, on any system (its ``_PLATFORM``
+    set to ``_WINDOWS``): on POSIX its guard locks through a fake msvcrt, returned."""
+    return follow_windows_rules(skf, monkeypatch)
 
 
 @pytest.fixture

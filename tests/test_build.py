@@ -434,6 +434,69 @@ def test_no_module_is_loaded_by_a_name_in_a_string() -> None:
                 ), (path.name, node.lineno)
 
 
+# --- Each platform in one place ----------------------------------------------------------
+
+# The modules that may test which system runs them: the one choice of the platform's
+# rules, POSIX's rules (Linux among the POSIX systems, for run), and the boot code, which
+# finds its cache folder before the choice is compiled.
+TESTS_THE_PLATFORM = {"platforms.py", "posix.py", "carrying.py"}
+
+
+def platform_checks_in(tree: ast.Module) -> list[int]:
+    """The lines of ``tree`` that read sys.platform or os.name."""
+    return [
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and (node.value.id, node.attr) in (("sys", "platform"), ("os", "name"))
+    ]
+
+
+def test_no_module_but_the_platforms_tests_the_platform() -> None:
+    """What differs on Windows is in windows.py, what differs on POSIX in posix.py, and
+    platforms.py chooses one once: no other module asks which system runs it."""
+    found = {
+        path.name: lines
+        for path in sorted(PACKAGE.glob("*.py"))
+        if (lines := platform_checks_in(ast.parse(path.read_text(encoding="utf-8"))))
+    }
+    assert set(found) <= TESTS_THE_PLATFORM, found
+    assert len(found["platforms.py"]) == 1 and len(found["carrying.py"]) == 1, found
+
+
+def test_posix_and_windows_give_the_same_names_with_the_same_signatures(
+    skf: ModuleType,
+) -> None:
+    """One interface: every name of platforms._Platform, in both rules, alike (mypy
+    checks each against the Protocol too)."""
+
+    def surface(rules: type) -> dict[str, str]:
+        names = [name for name in vars(rules) if not name.startswith("_")]
+        return {
+            name: str(inspect.signature(value))
+            if callable(value := getattr(rules, name))
+            else type(value).__name__
+            for name in names
+        }
+
+    posix, windows = surface(skf._Posix), surface(skf._Windows)
+    assert posix == windows
+    assert {type(skf._POSIX), type(skf._WINDOWS)} == {skf._Posix, skf._Windows}
+    assert skf._PLATFORM is (skf._WINDOWS if sys.platform == "win32" else skf._POSIX)
+
+
+def test_both_platforms_rules_import_on_any_system() -> None:
+    """Nothing only one system has is imported when the modules are: the tests drive
+    Windows' rules on Linux."""
+    for name in ("posix.py", "windows.py", "platforms.py"):
+        tree = ast.parse((PACKAGE / name).read_text(encoding="utf-8"))
+        imported = {
+            alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names
+        }
+        assert imported <= {"errno", "os", "re", "sys"}, (name, imported)
+
+
 # --- The package is the source ------------------------------------------------------------
 
 

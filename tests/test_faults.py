@@ -50,7 +50,8 @@ def _always(args: tuple[Any, ...]) -> bool:
 
 # How a release deletes the lock file: Windows renames it away first (a deleted file's
 # name stays while another program has it open), so there that rename is the step.
-DELETED_BY = "replace" if sys.platform == "win32" else "unlink"
+WINDOWS_DELETES_BY = "replace"
+DELETED_BY = WINDOWS_DELETES_BY if sys.platform == "win32" else "unlink"
 
 STEPS = {
     "guard open": ("open", _path_ends(".skf-guard")),
@@ -274,13 +275,13 @@ def refusing(
 
 
 @pytest.mark.parametrize("name", ["replace", "unlink"])
+@pytest.mark.usefixtures("windows_rules")
 def test_a_sharing_refusal_is_waited_out(
     skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
-    monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
     write_record(lock, "wf:sk:r", ago(seconds=5))
     calls: list[tuple[Any, ...]] = []
-    refused = DELETED_BY if name == "unlink" else name
+    refused = WINDOWS_DELETES_BY if name == "unlink" else name
     monkeypatch.setattr(os, refused, refusing(getattr(os, refused), lock, 3, calls))
     if name == "replace":
         assert skf.acquire(lock, "wf:sk:r", 60.0)["refreshed"] is True
@@ -293,13 +294,13 @@ def test_a_sharing_refusal_is_waited_out(
 
 
 @pytest.mark.parametrize("call", ["status", "acquire"])
+@pytest.mark.usefixtures("windows_rules")
 def test_a_record_being_replaced_or_deleted_is_read_once_windows_opens_it(
     skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch, call: str
 ) -> None:
     """Windows refuses to open a file while another process replaces or deletes it,
     and os.open says only EACCES (the C runtime gives no Windows code): a read of the
     record is tried again until it opens, as a waiter's, status's and a change's are."""
-    monkeypatch.setattr(skf, "_C_RUNTIME_REFUSES_SHARING", True)
     write_record(lock, "wf:sk:r", ago(seconds=5))
     real_open = os.open
     refused: list[str] = []
@@ -319,6 +320,7 @@ def test_a_record_being_replaced_or_deleted_is_read_once_windows_opens_it(
 
 
 @pytest.mark.parametrize("name", ["replace", "unlink"])
+@pytest.mark.usefixtures("windows_rules")
 def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(
     skf: ModuleType,
     main: Callable[..., Run],
@@ -326,12 +328,11 @@ def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(
     monkeypatch: pytest.MonkeyPatch,
     name: str,
 ) -> None:
-    monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
     monkeypatch.setattr(skf, "_SHARING_RETRY_SEC", 0.2)
     write_record(lock, "wf:sk:r", ago(seconds=5))
     before = lock.read_bytes()
     calls: list[tuple[Any, ...]] = []
-    refused = DELETED_BY if name == "unlink" else name
+    refused = WINDOWS_DELETES_BY if name == "unlink" else name
     monkeypatch.setattr(os, refused, refusing(getattr(os, refused), lock, 10**9, calls))
     command = ["acquire"] if name == "replace" else ["release"]
     run = main(*command, "--lock", lock, "--owner", "wf:sk:r")
@@ -341,13 +342,13 @@ def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(
     assert beside(lock) == ["run.lock"]
 
 
+@pytest.mark.usefixtures("windows_rules")
 def test_a_release_that_renames_the_lock_away_first_leaves_nothing(
     skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Windows' way of deleting, run everywhere: the lock's name is free at once, and a
     renamed file that cannot be deleted stays under a temp file's name, which no lock,
     listing or line reads."""
-    monkeypatch.setattr(skf, "_DELETE_KEEPS_THE_NAME", True)
     assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
     assert skf.release(lock, "wf:sk:r")["released"] is True
     assert beside(lock) == []
@@ -370,18 +371,20 @@ def test_a_release_that_renames_the_lock_away_first_leaves_nothing(
     assert beside(lock) == ["run.lock", renamed]
 
 
+@pytest.mark.usefixtures("windows_rules")
 def test_a_refusal_that_is_not_about_sharing_is_not_retried(
     skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(skf, "_SHARING_REFUSALS", frozenset({5, 32}))
     write_record(lock, "wf:sk:r", ago(seconds=5))
     calls: list[tuple[Any, ...]] = []
 
     def denied(*args: Any) -> None:
         calls.append(args)
         # A refusal Windows gives its own code for (ERROR_PRIVILEGE_NOT_HELD), as
-        # os.replace's are; POSIX ignores the code.
-        raise PermissionError(errno.EACCES, "Permission denied", None, 1314)
+        # os.replace's are (set by the OS on Windows only).
+        refusal = PermissionError(errno.EACCES, "Permission denied")
+        refusal.winerror = 1314  # type: ignore[attr-defined]
+        raise refusal
 
     monkeypatch.setattr(os, "replace", denied)
     with pytest.raises(PermissionError):

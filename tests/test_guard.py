@@ -5,7 +5,6 @@ from __future__ import annotations
 import errno
 import os
 import sys
-import types
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -18,8 +17,8 @@ import subprocess
 from collections.abc import Callable
 
 from calls import Run, pipe, posix_only
-from loader import load_script
 from lockfiles import NOW, ago, beside, write_record
+from windows_rules import FakeMsvcrt
 
 
 @posix_only("removing a file that is open and locked")
@@ -86,7 +85,7 @@ def test_guard_replaced_by_a_link_to_itself_is_not_taken(
     this call locked does not make it the guard (lstat, not stat)."""
     lock.parent.mkdir()
     guard = str(lock) + ".skf-guard"
-    real_try_lock = skf._try_lock
+    real_try_lock = skf._PLATFORM.try_lock
 
     def swap_then_lock(fd: int) -> bool:
         if not os.path.islink(guard):
@@ -95,7 +94,7 @@ def test_guard_replaced_by_a_link_to_itself_is_not_taken(
         locked: bool = real_try_lock(fd)
         return locked
 
-    monkeypatch.setattr(skf, "_try_lock", swap_then_lock)
+    monkeypatch.setattr(skf._PLATFORM, "try_lock", swap_then_lock)
     with pytest.raises(OSError, match="symbolic link"):
         skf.acquire(lock, "wf:sk:r", 60.0)
     assert not lock.exists()
@@ -375,55 +374,24 @@ def test_status_leaves_orphans_alone(skf: ModuleType, lock: Path) -> None:
 # --- The Windows branch, run here against a fake msvcrt ----------------------
 
 
-class FakeMsvcrt(types.ModuleType):
-    """msvcrt.locking on top of POSIX record locks, with failures to inject."""
-
-    LK_UNLCK, LK_LOCK, LK_NBLCK, LK_RLCK, LK_NBRLCK = 0, 1, 2, 3, 4
-
-    def __init__(self) -> None:
-        super().__init__("msvcrt")
-        self.calls: list[str] = []
-        self.busy_times = 0
-
-    def locking(self, fd: int, mode: int, nbytes: int) -> None:
-        position = os.lseek(fd, 0, os.SEEK_CUR)
-        assert (position, nbytes) == (0, 1)
-        if mode == self.LK_NBLCK:
-            if self.busy_times:
-                self.busy_times -= 1
-                self.calls.append("busy")
-                raise PermissionError(errno.EACCES, "Permission denied")
-            try:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0, os.SEEK_SET)
-            except OSError:
-                raise PermissionError(errno.EACCES, "Permission denied") from None
-            self.calls.append("lock")
-        elif mode == self.LK_UNLCK:
-            fcntl.lockf(fd, fcntl.LOCK_UN, 1, 0, os.SEEK_SET)
-            self.calls.append("unlock")
-        else:
-            raise AssertionError(f"unexpected mode {mode}")
-
-
-# The script loaded as on Windows, and the fake msvcrt it locks through.
+# The script following Windows' rules (conftest's windows_rules), and the fake msvcrt
+# it locks through.
 Windows = tuple[ModuleType, FakeMsvcrt]
 
 
 @pytest.fixture
-def windows(monkeypatch: pytest.MonkeyPatch) -> Windows:
-    fake = FakeMsvcrt()
-    monkeypatch.setitem(sys.modules, "msvcrt", fake)
-    monkeypatch.setattr(sys, "platform", "win32")
-    module = load_script("skf_run_lock_windows")
-    monkeypatch.undo()  # the module keeps its Windows branch; the rest of the world is Linux again
-    return module, fake
+def windows(skf: ModuleType, windows_rules: FakeMsvcrt | None) -> Windows:
+    assert windows_rules is not None  # these tests run on POSIX
+    return skf, windows_rules
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
-def test_windows_branch_is_the_one_loaded(windows: Windows) -> None:
+def test_windows_rules_are_the_ones_followed(windows: Windows, lock: Path) -> None:
     module, fake = windows
-    assert module._REMOVE_GUARD_WHILE_HELD is False
-    assert module.msvcrt is fake
+    assert module._PLATFORM is module._WINDOWS
+    assert module._PLATFORM.remove_guard_while_held is False
+    assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
+    assert fake.calls == ["lock", "unlock"]  # through msvcrt
 
 
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")

@@ -121,7 +121,7 @@ def test_a_guard_made_by_another_user_makes_a_call_wait_not_fail(
         return "dropped"
 
     def take(say: Say, wait_for_go: Go) -> object:
-        real_try_lock = skf._try_lock
+        real_try_lock = skf._PLATFORM.try_lock
 
         def try_lock(fd: int) -> bool:
             locked: bool = real_try_lock(fd)
@@ -129,7 +129,8 @@ def test_a_guard_made_by_another_user_makes_a_call_wait_not_fail(
                 say("blocked")  # it opened root's guard and found it held: it waits
             return locked
 
-        pytest.MonkeyPatch().setattr(skf, "_try_lock", try_lock)  # in this child, never undone
+        # In this child, never undone.
+        pytest.MonkeyPatch().setattr(skf._PLATFORM, "try_lock", try_lock)
         return skf.acquire(lock, "user:nobody:1", 60.0)
 
     root = User(0, 0).run(hold_guard)

@@ -35,16 +35,19 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "skf_run_lock"
 OUTPUT = ROOT / "skf-run-lock.py"
 
-# The chapters, in the order a reader meets them: what the contract names, what callers
-# give, interrupts, the record, the decisions, the outputs, the store interface and the
-# file store, the registry, the server stores, the algorithm, the listing, holding, the
-# CLI.
+# The chapters, in the order a reader meets them: what the contract names, POSIX's and
+# Windows' rules and the choice of one, what callers give, interrupts, the record, the
+# decisions, the outputs, the store interface and the file store, the registry, the
+# server stores, the algorithm, the listing, holding, the CLI.
 FLAT = (
     "__init__",
     "carrying",
     "contract",
     "times",
     "quoting",
+    "posix",
+    "windows",
+    "platforms",
     "inputs",
     "interrupts",
     "records",

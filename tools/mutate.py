@@ -111,8 +111,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "guard-removed-after-close": (
         "POSIX removes the guard while still holding it",
-        "    _REMOVE_GUARD_WHILE_HELD = True\n    _GUARD_OPEN_BUSY",
-        "    _REMOVE_GUARD_WHILE_HELD = False\n    _GUARD_OPEN_BUSY",
+        "    remove_guard_while_held = True\n",
+        "    remove_guard_while_held = False\n",
     ),
     "guard-blocks-forever": (
         "the guard is waited for at most GUARD_WAIT_SEC",
@@ -131,7 +131,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "windows-release-renames-first": (
         "a release on Windows renames the lock file away before deleting it",
-        "    if not _DELETE_KEEPS_THE_NAME:",
+        "    if not _PLATFORM.delete_keeps_the_name:",
         "    if True:",
     ),
     "fence-not-kept-on-renewal": (
@@ -146,7 +146,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "run-command-outlives-killed-run": (
         "run's command gets SIGTERM when run dies",
-        "preexec_fn=_dies_with_run())",
+        "preexec_fn=dies_with_run)",
         "preexec_fn=None)",
     ),
     "sharing-not-waited": (

@@ -33,6 +33,9 @@ _BUILD = ""
 _FOLDER: list[str | None] = []  # the cache folder, once looked for (a call compiles several)
 _CACHE_ENTRIES_KEPT = 64  # a cache holds this many entries at most: the newest
 _NOT_OTHERS_WRITABLE = stat.S_IWGRP | stat.S_IWOTH
+# The cache folder is found before the modules are compiled, so before platforms.py
+# chooses the platform's rules: this boot code tests the platform itself, here alone.
+_ON_WINDOWS = os.name == "nt"
 
 
 def _compile_carried(module: str) -> None:
@@ -70,7 +73,7 @@ def _cache_folder() -> str | None:
 def _found_cache_folder() -> str | None:
     """This user's cache folder, else (HOME read-only, as agents' sandboxes keep it)
     one of this user's own under the temp folder, checked alike."""
-    if os.name == "nt":
+    if _ON_WINDOWS:
         base = os.environ.get("LOCALAPPDATA")
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -101,18 +104,18 @@ def _temp_folder() -> str | None:
     for variable in ("TMPDIR", "TEMP", "TMP"):
         if os.environ.get(variable):
             return os.environ[variable]
-    return None if os.name == "nt" else "/tmp"
+    return None if _ON_WINDOWS else "/tmp"
 
 
 def _temp_cache_name() -> str:
     """A name of this user's own in a temp folder every user shares (POSIX): a folder of
     that name that another user made first is not this user's, so it is never used."""
-    return "skf-run-lock" if os.name == "nt" else f"skf-run-lock-{os.geteuid()}"
+    return "skf-run-lock" if _ON_WINDOWS else f"skf-run-lock-{os.geteuid()}"
 
 
 def _own_and_private(info: os.stat_result) -> bool:
     """True for a file or folder of this user's that no one else may write."""
-    if os.name == "nt":
+    if _ON_WINDOWS:
         return True  # %LOCALAPPDATA% is the user's own
     return info.st_uid == os.geteuid() and not info.st_mode & _NOT_OTHERS_WRITABLE
 

@@ -36,6 +36,7 @@ from .inputs import (
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import _list_table, list_locks
 from .outputs import _describe_os_error, _fail
+from .platforms import _PLATFORM
 from .quoting import _quoted
 
 TYPE_CHECKING = False
@@ -467,21 +468,10 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _lines_end_in_lf() -> None:
-    """Windows: end each line printed with LF alone, as on every other system. Python
-    writes CR LF there, and Git Bash's ``$(...)`` keeps the CR: a value read with
-    ``--get`` would carry it into the next command. PowerShell takes either."""
-    for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
-            reconfigure(newline="\n")
-
-
 def _entry() -> None:
     """The program: the copied file run as a script, or the installed command. Signals
     end it cleanly; it exits with main()'s code once its output is out."""
-    if sys.platform == "win32":
-        _lines_end_in_lf()
+    _PLATFORM.end_lines_in_lf()  # Windows: as everywhere else
     try:
         try:
             _Interrupts.install()

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import stat
-import sys
 import time
 
 from .contract import _NoFolder
@@ -22,11 +21,11 @@ from .guard import (
     _despite_sharing,
     _Guard,
     _not_writable_error,
-    _refused_by_sharing,
     _remove_quietly,
     _SharingRefused,
 )
 from .interrupts import _Interrupts
+from .platforms import _PLATFORM
 from .quoting import _quoted
 from .records import (
     _RECORD_MAX_BYTES,
@@ -80,35 +79,9 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
         )
     if path.startswith("~"):
         path = os.path.expanduser(path)
-    if sys.platform == "win32":
-        # Before abspath, which turns CON into \\.\CON and drops a dot that ends a name.
-        _refuse_names_windows_reserves(path)
+    # Before abspath, which turns CON into \\.\CON and drops a dot that ends a name.
+    _PLATFORM.refuse_reserved_names(path)
     return os.path.abspath(path)
-
-
-# Names Windows gives to devices in every folder, whatever follows a dot (NUL.lock is
-# NUL), and the characters it refuses in a name (":" names a file's stream).
-_DEVICE_NAMES = re.compile(r"(?i)(?:CON|PRN|AUX|NUL|CONIN\$|CONOUT\$|(?:COM|LPT)[0-9\xb9\xb2\xb3])")
-_NOT_IN_A_WINDOWS_NAME = set('<>:"|?*') | {chr(code) for code in range(32)}
-
-
-def _refuse_names_windows_reserves(path: str) -> None:
-    """ValueError for a path Windows would take for a device, a stream or another
-    file: a device name (CON, NUL, COM1, ...), a name with a character Windows refuses
-    (``x.lock:stream``), or one ending in a dot or a space, which Windows drops."""
-    for part in os.path.splitdrive(path)[1].replace("/", "\\").split("\\"):
-        if part in ("", ".", ".."):
-            continue
-        stem = part.split(".", 1)[0].rstrip(" ")
-        if _DEVICE_NAMES.fullmatch(stem):
-            why = f"{stem.upper()} names a device on Windows"
-        elif not _NOT_IN_A_WINDOWS_NAME.isdisjoint(part):
-            why = 'Windows allows none of < > : " | ? * in a name (a colon names a stream)'
-        elif part.endswith((".", " ")):
-            why = f"the name {part!r} ends in a dot or a space, which Windows drops"
-        else:
-            continue
-        raise ValueError(f"the lock path {path} cannot be a lock file: {why}; choose another name")
 
 
 # The longest name a lock's own files add to its name (a temp file of its line), and
@@ -213,7 +186,7 @@ def _create_temp(lock: str) -> tuple[int, str]:
             except OSError:
                 path = _random_temp(lock)
         except PermissionError as exc:
-            if not _refused_by_sharing(exc) or not _still_listed(path):
+            if not _PLATFORM.refused_by_sharing(exc) or not _still_listed(path):
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
             # Windows: a temp file another program still has open is being deleted,
             # and its name refuses to be made again until that program closes it.
@@ -255,17 +228,11 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
         raise
 
 
-# Windows keeps the name of a file deleted while another program has it open, sharing
-# delete as scanners and indexers do, until that program closes it: meanwhile every
-# open and every create of that name is refused (and Wine serves the old record), so a
-# released lock would look held. A file renamed first frees its name at once, and goes
-# when that program closes it; POSIX frees the name at unlink.
-_DELETE_KEEPS_THE_NAME = sys.platform == "win32"
-
-
 def _unlink_freeing_the_name(path: str, lock: str) -> None:
-    """Delete ``path`` (the lock file or its line) so that its name is free at once."""
-    if not _DELETE_KEEPS_THE_NAME:
+    """Delete ``path`` (the lock file or its line) so that its name is free at once:
+    where a deleted file's name stays while another program has it open (Windows), by
+    renaming it away first."""
+    if not _PLATFORM.delete_keeps_the_name:  # POSIX frees the name at unlink
         os.unlink(path)
         return
     away = _random_temp(lock)

@@ -1,17 +1,18 @@
 """The guard: a file beside a lock on which each call takes an exclusive, non-blocking
-OS lock while it reads and changes the lock. The only platform branch is here: POSIX
-removes the guard while still holding it; Windows cannot, and retries what a file that
-another process has open refuses for a moment."""
+OS lock while it reads and changes the lock. How it locks, and what differs between
+POSIX and Windows, are the platform's (platforms.py): POSIX removes the guard while
+still holding it; Windows cannot, and retries what a file that another process has open
+refuses for a moment."""
 
 from __future__ import annotations
 
 import errno
 import os
-import sys
 import time
 
 from .contract import GUARD_WAIT_SEC, _NoFolder
 from .interrupts import _SIGNALS_HELD, _Interrupts
+from .platforms import _PLATFORM
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -41,71 +42,6 @@ _LOCKS_UNSUPPORTED = {errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOLC
 _NOT_WRITABLE = {errno.EACCES, errno.EPERM}
 
 
-if sys.platform == "win32":
-    import msvcrt
-
-    _REMOVE_GUARD_WHILE_HELD = False
-    _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = (PermissionError,)
-    # A file another process has open cannot be replaced or deleted
-    # (ERROR_ACCESS_DENIED, ERROR_SHARING_VIOLATION), nor opened while it is being
-    # deleted (ERROR_DELETE_PENDING, which Windows reports as ERROR_ACCESS_DENIED).
-    _SHARING_REFUSALS: frozenset[int] = frozenset({5, 32})
-    # os.open goes through the C runtime, which reports all three refusals as EACCES
-    # and gives no Windows error code (os.replace and os.unlink give the code).
-    _C_RUNTIME_REFUSES_SHARING = True
-
-    def _try_lock(fd: int) -> bool:
-        """Lock the guard's first byte without waiting; False if another process has it.
-
-        The guard's errno rule: the C runtime's _locking documents EACCES (another
-        process has the byte), EBADF (no such descriptor), EINVAL (a bad mode or
-        length) and EDEADLOCK (LK_LOCK only, after its ten tries). This call passes a
-        descriptor it just opened, LK_NBLCK and one byte, so a refusal can only mean
-        that another process holds the byte, and errno is not read: Wine leaves it
-        unset (0, or whatever an earlier call left, such as 17), which read as a code
-        made every contended call a crash there. Only a descriptor that is no longer
-        open (fstat fails and raises) is an error."""
-        os.lseek(fd, 0, os.SEEK_SET)
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            os.fstat(fd)
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        os.lseek(fd, 0, os.SEEK_SET)
-        msvcrt.locking(fd, msvcrt.LK_UNLCK, 1)
-
-else:
-    import fcntl
-
-    _REMOVE_GUARD_WHILE_HELD = True
-    _GUARD_OPEN_BUSY: tuple[type[OSError], ...] = ()
-    # POSIX lets a file that others have open be read, replaced and deleted.
-    _SHARING_REFUSALS: frozenset[int] = frozenset()
-    _C_RUNTIME_REFUSES_SHARING = False
-
-    def _try_lock(fd: int) -> bool:
-        """Take an exclusive flock without waiting; False if another process has it."""
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        return True
-
-    def _unlock(fd: int) -> None:
-        pass  # closing releases the flock
-
-
-def _refused_by_sharing(exc: PermissionError) -> bool:
-    """Whether Windows refused because another process has the file open."""
-    code = getattr(exc, "winerror", None)
-    if code is None:
-        return _C_RUNTIME_REFUSES_SHARING and exc.errno == errno.EACCES
-    return code in _SHARING_REFUSALS
-
-
 class _SharingRefused(PermissionError):
     """Windows refused a file for as long as a call waits: its message names the lock
     file and the likely cause."""
@@ -121,7 +57,7 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
         try:
             return action()
         except PermissionError as exc:
-            if not _refused_by_sharing(exc):
+            if not _PLATFORM.refused_by_sharing(exc):
                 raise
             if time.monotonic() >= deadline:
                 raise _SharingRefused(
@@ -214,7 +150,7 @@ def _open_existing_guard(guard: str) -> int:
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT, 0o666)
     except PermissionError:
-        if _GUARD_OPEN_BUSY:
+        if _PLATFORM.guard_open_busy:
             raise
         return os.open(guard, _GUARD_READ_ONLY_FLAGS)
 
@@ -249,7 +185,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
             return _open_existing_guard(guard), False
     except FileNotFoundError:
         return None
-    except _GUARD_OPEN_BUSY:
+    except _PLATFORM.guard_open_busy:
         raise  # Windows: a guard being deleted or open elsewhere; _take_guard tries again
     except OSError as exc:
         if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop
@@ -266,7 +202,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
 def _locked_guard(fd: int, guard: str) -> bool:
     """True once the open guard ``fd`` is locked and still at ``guard``."""
     try:
-        if not _try_lock(fd):
+        if not _PLATFORM.try_lock(fd):
             return False
     except OSError as exc:
         if exc.errno in _LOCKS_UNSUPPORTED:
@@ -279,22 +215,22 @@ def _locked_guard(fd: int, guard: str) -> bool:
         raise
     if _names_same_file(fd, guard):
         return True
-    _unlock(fd)  # a guard its holder has already removed
+    _PLATFORM.unlock(fd)  # a guard its holder has already removed
     return False
 
 
 def _close_guard(fd: int, guard: str, remove: bool) -> None:
-    if remove and _REMOVE_GUARD_WHILE_HELD:
+    if remove and _PLATFORM.remove_guard_while_held:
         _remove_quietly(guard)
     try:
-        _unlock(fd)
+        _PLATFORM.unlock(fd)
     except OSError:
         pass  # closing releases it anyway
     try:
         os.close(fd)
     except OSError:
         pass  # closed by a drop an interrupt cut short
-    if remove and not _REMOVE_GUARD_WHILE_HELD:
+    if remove and not _PLATFORM.remove_guard_while_held:
         _remove_quietly(guard)
 
 
@@ -308,7 +244,7 @@ def _still_names(fd: int, guard: str) -> bool:
 def _abandon_guard(fd: int, guard: str) -> None:
     """Close a guard not fully taken, removing it unless another call holds it."""
     try:
-        held_elsewhere = not _try_lock(fd)
+        held_elsewhere = not _PLATFORM.try_lock(fd)
     except OSError:
         held_elsewhere = False  # nobody can hold it
     _close_guard(fd, guard, remove=not held_elsewhere and _names_same_file(fd, guard))
@@ -340,7 +276,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
                 fd, created = opened
                 if _locked_guard(fd, guard):
                     return fd, created
-        except _GUARD_OPEN_BUSY as exc:
+        except _PLATFORM.guard_open_busy as exc:
             refused = exc
         except BaseException as exc:
             if fd is not None:

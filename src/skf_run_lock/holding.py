@@ -7,7 +7,6 @@ shorter than it was. A lock lost meanwhile is reported."""
 from __future__ import annotations
 
 import os
-import sys
 import time
 
 from .algorithm import _take, _wait_for, release
@@ -15,13 +14,13 @@ from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost, fence_of
 from .inputs import _checked_stale_after, _owner_with_run_id, _Request, _request
 from .interrupts import _Interrupts, _signal_name
 from .outputs import _describe_os_error, _fail
+from .platforms import _PLATFORM
 from .times import _duration_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     import threading
-    from collections.abc import Callable
 
     from .contract import AcquireResult
 
@@ -288,7 +287,8 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
     try:
         # The request runs between fork and exec, where a lock another thread held at
         # the fork would never be let go: it calls one C function and takes no lock.
-        child = subprocess.Popen(command, env=env, preexec_fn=_dies_with_run())  # noqa: PLW1509
+        dies_with_run = _PLATFORM.dies_with_run()  # Linux: SIGTERM when run dies
+        child = subprocess.Popen(command, env=env, preexec_fn=dies_with_run)  # noqa: PLW1509
     except OSError as exc:
         _release_for_run(lock, owner, kept)
         _fail(f"could not start {command[0]!r}: {_describe_os_error(exc)}")
@@ -314,36 +314,6 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         return _EXIT_HELD
     code = child.returncode
     return 128 - code if code < 0 else code
-
-
-# Linux's prctl option that gives a process a signal when its parent dies.
-_PR_SET_PDEATHSIG = 1
-
-
-def _dies_with_run() -> Callable[[], None] | None:
-    """On Linux, what the command's process runs before the command: it asks for
-    SIGTERM when run dies, however it dies (SIGKILL included), so that the command never
-    goes on without the lock unnoticed; if run died already, it ends at once. None
-    elsewhere (macOS and Windows have no such request: there a command outlives a
-    killed run, and the lock goes stale). prctl is found here, before the fork, so the
-    child only calls it."""
-    if sys.platform != "linux":
-        return None
-    import ctypes
-    import signal
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    run_pid = os.getpid()
-
-    def ask() -> None:
-        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != run_pid:  # run died before the request was in place
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    return ask
 
 
 def _release_for_run(lock: str, owner: str, kept: bool) -> None:

@@ -18,6 +18,7 @@ from .decisions import (
     _live_holders,
 )
 from .inputs import _releasable
+from .platforms import _PLATFORM
 from .quoting import _quoted
 from .records import _Record
 from .times import _duration_text, _format_time
@@ -37,13 +38,11 @@ def _this_command() -> str:
     under it (that machine's python3 may be older than 3.11, or missing), else by
     python3 (on Windows, which has no python3, by the interpreter)."""
     if __name__ == "skf_run_lock.outputs":
-        return _installed_command() or f"{_interpreter()} -m skf_run_lock"
+        return _installed_command() or f"{_PLATFORM.interpreter()} -m skf_run_lock"
     script = _quoted(os.path.abspath(__file__))
     if os.environ.get("UV") and _on_path("uv") is not None:
         return f"uv run {script}"
-    if sys.platform != "win32":
-        return f"python3 {script}"
-    return f"{_interpreter()} {script}"
+    return f"{_PLATFORM.script_runner()} {script}"
 
 
 def _installed_command() -> str | None:
@@ -58,33 +57,13 @@ def _installed_command() -> str | None:
             return "skf-run-lock"
     except OSError:
         pass  # Windows may start it by a name that is not a file: its path then
-    return _runnable_path(os.path.abspath(started))
+    return _PLATFORM.runnable_path(os.path.abspath(started))
 
 
 def _on_path(name: str) -> str | None:
     from shutil import which
 
     return which(name)
-
-
-def _interpreter() -> str:
-    """The interpreter that runs this call, as a command agents' shells run as printed.
-    On Windows: the bare name where PATH finds this very interpreter by it, else its
-    path with forward slashes, which Git Bash and PowerShell both run (PowerShell runs
-    a quoted path only after ``&``, and Git Bash takes a backslash for an escape)."""
-    if sys.platform != "win32":
-        return _quoted(sys.executable)
-    for name in ("python", "python3"):
-        found = _on_path(name)
-        if found is not None and os.path.normcase(found) == os.path.normcase(sys.executable):
-            return name
-    return _runnable_path(sys.executable)
-
-
-def _runnable_path(path: str) -> str:
-    """``path`` quoted as a command; on Windows with forward slashes, which Git Bash
-    and PowerShell both run."""
-    return _quoted(path.replace("\\", "/") if sys.platform == "win32" else path)
 
 
 def _ordinal(n: int) -> str:

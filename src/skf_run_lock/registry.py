@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 
 from .file_store import _FileStore
+from .platforms import _PLATFORM
 from .quoting import _shown_address
 
 TYPE_CHECKING = False
@@ -116,9 +116,9 @@ def _refuse_scheme_typos(lock: str) -> None:
     shown = _without_credentials(lock, f"{scheme}:")
     # Windows names no file with a colon: there the address is the only way.
     as_a_file = (
-        ""
-        if sys.platform == "win32"
-        else f"; a file whose path starts so is given as ./{scheme}:..."
+        f"; a file whose path starts so is given as ./{scheme}:..."
+        if _PLATFORM.colon_in_a_file_name
+        else ""
     )
     raise ValueError(
         f"the path {shown} starts with {scheme}: but not {scheme}://: an address of"
