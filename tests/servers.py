@@ -494,3 +494,20 @@ def start_redis_cluster(folder: Path, primaries: int = 3) -> RedisCluster:
         for node in nodes:
             node.stop()
         raise
+
+
+def start_redis_with_agent(folder: Path, commands: str) -> Redis:
+    """Redis with passwords: the default user's is "root-pw"; user "agent" (password
+    "agent-pw") may use keys under locks/ (and their hash-tagged names, ``{locks/``),
+    with only ``commands`` (names, space-separated), and no pub/sub channel at all, as
+    Redis 7 gives a new user by default."""
+    server = start_redis(folder, "--requirepass", "root-pw")
+    server.client(password="root-pw").acl_setuser(
+        "agent",
+        enabled=True,
+        passwords=["+agent-pw"],
+        keys=["locks/*", "{locks/*"],
+        commands=[f"+{name}" for name in commands.split()],
+        reset_channels=True,
+    )
+    return server

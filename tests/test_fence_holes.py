@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from calls import Run, posix_only
 from loader import SCRIPT
-from servers import Redis, start_redis
+from servers import Redis, start_redis_with_agent
 from stores import StoreUnderTest, planted_record, shown_time
 
 PY = sys.executable
@@ -217,15 +217,8 @@ COMMANDS_WITHOUT_TIME = (
 def timeless_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
     """Redis whose user "agent" (password "agent-pw") has every command a lock of one
     slot needs, but not TIME."""
-    server = start_redis(tmp_path_factory.mktemp("timeless-redis"), "--requirepass", "root-pw")
-    server.client(password="root-pw").acl_setuser(
-        "agent",
-        enabled=True,
-        passwords=["+agent-pw"],
-        keys=["locks/*", "{locks/*"],
-        commands=[f"+{name}" for name in COMMANDS_WITHOUT_TIME.split()],
-        reset_channels=True,
-    )
+    folder = tmp_path_factory.mktemp("timeless-redis")
+    server = start_redis_with_agent(folder, COMMANDS_WITHOUT_TIME)
     yield server
     server.stop()
 

@@ -26,7 +26,14 @@ import pytest
 from calls import Run
 from contenders import assert_one_winner_of_a_race
 from pki import Pki
-from servers import Redis, free_port, redis_keys, start_redis, start_tls_redis
+from servers import (
+    Redis,
+    free_port,
+    redis_keys,
+    start_redis,
+    start_redis_with_agent,
+    start_tls_redis,
+)
 from signals import a_wait_ended_by_sigint
 from tcp_fakes import serving
 from waiters import (
@@ -521,16 +528,7 @@ def auth_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
     "agent-pw") may use keys under locks/ (and their hash-tagged names, ``{locks/``),
     with only the commands README.md names, and no pub/sub channel at all, as Redis 7
     gives a new user by default."""
-    server = start_redis(tmp_path_factory.mktemp("auth-redis"), "--requirepass", "root-pw")
-    client = server.client(password="root-pw")
-    client.acl_setuser(
-        "agent",
-        enabled=True,
-        passwords=["+agent-pw"],
-        keys=["locks/*", "{locks/*"],
-        commands=[f"+{name}" for name in LOCK_COMMANDS.split()],
-        reset_channels=True,
-    )
+    server = start_redis_with_agent(tmp_path_factory.mktemp("auth-redis"), LOCK_COMMANDS)
     yield server
     server.stop()
 

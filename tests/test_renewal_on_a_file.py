@@ -15,7 +15,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +22,7 @@ from types import ModuleType
 import pytest
 from calls import posix_only, reaped
 from loader import SCRIPT
+from takers import Taker
 
 # run's command: the time every 50 ms, written whole; SIGTERM ignored (a command slow to
 # stop), so that it is gone only once SIGKILL comes.
@@ -39,34 +39,6 @@ STUBBORN = textwrap.dedent(
         time.sleep(0.05)
     """
 )
-
-
-class Taker:
-    """Another caller that tries to take ``lock`` until it does: ``took``, the time
-    (time.time()) once its take returned, so the take came before."""
-
-    def __init__(self, skf: ModuleType, lock: str) -> None:
-        self.skf = skf
-        self.lock = lock
-        self.took: float | None = None
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._take, daemon=True)
-        self.thread.start()
-
-    def _take(self) -> None:
-        while not self.stop.is_set():
-            try:
-                taken = self.skf.acquire(self.lock, "wf:other", 60.0)["acquired"]
-            except OSError:
-                taken = False
-            if taken:
-                self.took = time.time()
-                return
-            time.sleep(0.02)
-
-    def join(self) -> None:
-        self.thread.join(timeout=60)
-        self.stop.set()
 
 
 def start_run(
