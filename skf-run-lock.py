@@ -5199,12 +5199,13 @@ class _WaitLine:
 
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_store.py, carried as text: compiled only for a lock of its store
-# What the server stores share: a lock address parsed, a deadline for each step, TLS,
-# a connection that never waits past its deadline, the wording of failures, and a
-# waiter's place kept as a value on the server. Compiled only for a server's lock.
+# What the server stores share: a gateway's lock address parsed, a deadline for each
+# step, TLS, patience and when to give up, a connection that never waits past its deadline,
+# the wording of failures, a store that has its gateway, and a waiter's place kept as a
+# value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5207, (), r'''
+_CARRIED['server_store'] = (5208, (), r'''
 import errno
 import json
 import os
@@ -5281,14 +5282,14 @@ def _value_fields(value: bytes) -> tuple[str, int, float, bool] | None:
 _REFUSED_GRACE_SEC = 1.5
 
 
-class _ServerStore:
-    """What the server stores share: addresses, no guard, a deadline per step, TLS."""
+class _ServerGateway:
+    """What each server store's gateway shares: the address, a deadline per step, TLS,
+    the call's patience and the rules for giving up, and the wording of failures."""
 
     patient = False  # a call that waits in line: a refusing server is tried until the deadline
     # The call's own deadline (a renewal's: when its holder must stop), which cuts every
     # step's; see ``deadline``.
     call_deadline = float("inf")
-    dated_in_seconds = False  # a hold ends on the server's clock (a lease, an expiry)
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
@@ -5427,6 +5428,31 @@ class _ServerStore:
             return f"{exc}: is this {self.port} port?"
         return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
 
+
+class _ServerStore:
+    """A lock on a server, as a store: it has its ``gateway`` (which keeps the call's
+    patience and deadline, set on the store by the algorithm) and no guard to enter."""
+
+    gateway: _ServerGateway
+    lock: str
+    dated_in_seconds = False  # a hold ends on the server's clock (a lease, an expiry)
+
+    @property
+    def patient(self) -> bool:
+        return self.gateway.patient
+
+    @patient.setter
+    def patient(self, patient: bool) -> None:
+        self.gateway.patient = patient
+
+    @property
+    def call_deadline(self) -> float:
+        return self.gateway.call_deadline
+
+    @call_deadline.setter
+    def call_deadline(self, moment: float) -> None:
+        self.gateway.call_deadline = moment
+
     def change(self, create: bool) -> Self:
         return self
 
@@ -5501,7 +5527,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5504, ('server_store',), r'''
+_CARRIED['http1'] = (5530, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5628,7 +5654,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5631, ('server_store',), r'''
+_CARRIED['resp'] = (5657, ('server_store',), r'''
 import re
 
 
@@ -5763,7 +5789,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5766, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5792, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5821,12 +5847,26 @@ def _unb64(text: str) -> bytes:
     return binascii.a2b_base64(text)
 
 
-class _EtcdGateway(_ServerStore):
-    """What an etcd lock asks of the gateway: ``post`` a request and read its answer.
-    Its settings are etcdctl's: ``ETCDCTL_COMMAND_TIMEOUT``, ``ETCDCTL_USER`` and
-    ``ETCDCTL_PASSWORD`` (TLS: the server store's)."""
+class _EtcdGateway(_ServerGateway):
+    """What an etcd lock asks of the gateway, for an address
+    ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``: ``post`` a request and read its
+    answer. Its settings are etcdctl's: ``ETCDCTL_COMMAND_TIMEOUT``, ``ETCDCTL_USER``
+    and ``ETCDCTL_PASSWORD`` (TLS: the server gateway's)."""
+
+    name = "etcd"
+    env = "ETCDCTL_"
+    port = "etcd's client"
+    timeout_var = "ETCDCTL_COMMAND_TIMEOUT"
+    form = "{0}://HOST:PORT[,HOST:PORT...]/KEY"
+    many = True
+    secure = "etcd+https"
+    credentials = (
+        "names a user: credentials never go in the address; set ETCDCTL_USER (and"
+        " ETCDCTL_PASSWORD) instead"
+    )
 
     def __init__(self, address: str, prefix: bool = False) -> None:
+        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
         env = os.environ
         timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
         super().__init__(address, timeout, prefix)
@@ -5949,17 +5989,128 @@ class _EtcdGateway(_ServerStore):
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/etcd_store.py, carried as text: compiled only for a lock of its store
-# The etcd store, through etcd's HTTP/JSON gateway (etcd_gateway.py): the record at KEY
-# on a lease (the holder's timeout, on the server's clock), every change one transaction
-# compared against the revision it read, and waiters in line as keys on leases of their
-# own that they keep alive, each watching the key ahead of it. Compiled only for an etcd
-# lock.
+# src/skf_run_lock/etcd_watch.py, carried as text: compiled only for a lock of its store
+# etcd's watch, as a waiter on an etcd lock keeps one: a stream of the changes to a key
+# or a range of keys, made from now on its own connection through the gateway, read a
+# message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5960, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_watch'] = (5998, ('etcd_gateway',), r'''
 import errno
 import json
+import time
+
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+class _EtcdWatch:
+    """One watch of a waiter's, on the ``gateway``'s endpoints and credentials: open
+    while ``connection`` is, streaming the changes to ``watching`` after revision
+    ``watched``; ``streamed``: the revision of the latest change it streamed."""
+
+    def __init__(self, gateway: _EtcdGateway) -> None:
+        self.gateway = gateway
+        self.connection: _HttpConnection | None = None
+        # The keys it watches: from a key to a range's end (None: that key alone).
+        self.watching: tuple[bytes, bytes | None] | None = None
+        self.watched = 0  # the revision after which the open watch streams changes
+        self.streamed = 0  # the revision of the latest change a watch streamed
+
+    def vouches(self, seen: int) -> bool:
+        """Whether it is open, streams every change after revision ``seen`` and has
+        streamed none of them yet."""
+        return self.connection is not None and 0 < self.watched <= seen and self.streamed <= seen
+
+    def stop(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+    def start(self, until: float, keys: tuple[bytes, bytes | None]) -> bool:
+        """Watch ``keys`` (a key and a range's end, or None: that key alone) from now:
+        True once it streams, ``watched`` the revision it streams the changes after."""
+        gateway = self.gateway
+        gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+        key, end = keys
+        watch = {"key": _b64(key)}
+        if end is not None:
+            watch["range_end"] = _b64(end)
+        self.watching = keys
+        payload = json.dumps({"create_request": watch}).encode()
+        try:
+            gateway._authorize()
+        except (OSError, ValueError):
+            return False  # the next step says why
+        for endpoint in gateway.endpoints:
+            try:
+                self.connection = gateway._open(endpoint)
+                self.connection.send("/v3/watch", payload, gateway.headers, gateway.deadline)
+                if self.connection.start_answer(gateway.deadline) == 200 and self._created(until):
+                    return True
+            except (OSError, ValueError):
+                pass
+            self.stop()
+        return False
+
+    def _created(self, until: float) -> bool:
+        """Whether the watch's first message says it was made; ``watched``: its revision."""
+        try:
+            result = self._message(until)
+            revision = result["header"]["revision"]
+        except (AttributeError, KeyError, TypeError, ValueError):
+            return False
+        if not (result.get("created") and isinstance(revision, str) and revision.isdigit()):
+            return False
+        self.watched = int(revision)
+        return True
+
+    def deleted(self, until: float, kept: dict[bytes, Any] | None, seen: int) -> set[bytes]:
+        """The keys deleted after revision ``seen`` in the watch's next message; each
+        change after ``seen`` is applied to ``kept``. A watch kept from an earlier wait
+        may still bring changes the look at ``seen`` already saw: they are passed over.
+        ConnectionResetError if the stream ended."""
+        try:
+            result = self._message(until)
+            if result.get("canceled"):
+                raise ValueError("canceled")
+            deleted = set()
+            # A PUT, the default, has no type in etcd's JSON.
+            for event in result.get("events") or []:
+                kv = event["kv"]
+                revision = int(kv["mod_revision"])
+                if revision <= seen:
+                    continue
+                self.streamed = max(self.streamed, revision)
+                key = _unb64(kv["key"])
+                if event.get("type") == "DELETE":
+                    deleted.add(key)
+                    if kept is not None:
+                        kept.pop(key, None)
+                elif kept is not None:
+                    kept[key] = kv
+        except (AttributeError, KeyError, TypeError, ValueError):
+            raise ConnectionResetError(errno.ECONNRESET, "the watch ended") from None
+        return deleted
+
+    def _message(self, until: float) -> Any:
+        """The result of the watch's next message (TimeoutError if none came by then)."""
+        assert self.connection is not None
+        return json.loads(self.connection.readline(until).decode("utf-8"))["result"]
+''')
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/etcd_store.py, carried as text: compiled only for a lock of its store
+# The etcd store, which has etcd's HTTP/JSON gateway (etcd_gateway.py): the record at
+# KEY on a lease (the holder's timeout, on the server's clock), every change one transaction
+# compared against the revision it read, and waiters in line as keys on leases of their
+# own that they keep alive, each watching the key ahead of it (etcd_watch.py). Compiled
+# only for an etcd lock.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['etcd_store'] = (6113, ('etcd_gateway', 'etcd_watch', 'server_store'), r'''
 import time
 
 
@@ -5999,38 +6150,26 @@ def _wait_place(value: bytes, lease: object) -> _Place | None:
     return _place_of(lease, value)
 
 
-class _EtcdReading(_EtcdGateway):
-    """One lock on etcd, read: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``. The
-    record is at KEY on a lease; beside it, after a NUL, the last holder's (``last``),
-    each waiter's place (``wait``, a NUL, its lease) and, of several slots, each holder's
-    key on its lease (``slot``, a NUL, the lease). Here: the keys, a look at them in one
-    range, and the leases a change puts them on."""
+class _EtcdStore(_ServerStore):
+    """One lock on etcd (``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``), as the
+    algorithm asks of a store, spoken to through its ``gateway``. The record is at KEY on
+    a lease; beside it, after a NUL, the last holder's (``last``), each waiter's place
+    (``wait``, a NUL, its lease) and, of several slots, each holder's key on its lease
+    (``slot``, a NUL, the lease). Each change is one transaction that compares what the
+    call read; the line is kept by places on leases the waiters keep alive, and a waiter
+    waits on its ``watch``."""
 
-    name = "etcd"
-    env = "ETCDCTL_"
-    port = "etcd's client"
-    timeout_var = "ETCDCTL_COMMAND_TIMEOUT"
-    form = "{0}://HOST:PORT[,HOST:PORT...]/KEY"
-    many = True
-    secure = "etcd+https"
-    credentials = (
-        "names a user: credentials never go in the address; set ETCDCTL_USER (and"
-        " ETCDCTL_PASSWORD) instead"
-    )
+    gateway: _EtcdGateway
 
-    def __init__(self, address: str, prefix: bool = False) -> None:
-        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
-        super().__init__(address, prefix)
-        key = self.key_text
+    def __init__(self, address: str) -> None:
+        self.gateway = _EtcdGateway(address)
+        self.lock = self.gateway.lock
+        key = self.gateway.key_text
         self.key = key.encode()
         self.last_key = (key + "\0last").encode()
         self.wait_prefix = (key + "\0wait\0").encode()
         self.slot_prefix = (key + "\0slot\0").encode()
-        self.watcher: _HttpConnection | None = None  # a waiter's open watch
-        # The keys it watches: from a key to a range's end (None: that key alone).
-        self.watching: tuple[bytes, bytes | None] | None = None
-        self.watched = 0  # the revision after which the open watch streams changes
-        self.streamed = 0  # the revision of the latest change a watch streamed
+        self.watch = _EtcdWatch(self.gateway)  # a waiter's, open while it waits
         self.pause = _Pause()
         # Leases granted and not yet used: of tries that lost their race, and the one
         # granted ahead for a take to come (see _grant_ahead).
@@ -6080,7 +6219,7 @@ class _EtcdReading(_EtcdGateway):
         return {"key": _b64(self.key), "range_end": _b64(end)}
 
     def _range(self, line: bool) -> _Look:
-        answer = self.post("/v3/kv/range", self._span(line))
+        answer = self.gateway.post("/v3/kv/range", self._span(line))
         return self._look_of(answer, "range")
 
     def _look_of(self, answer: Any, what: str, ranged: Any = None) -> _Look:
@@ -6119,14 +6258,14 @@ class _EtcdReading(_EtcdGateway):
         ttl = _whole_seconds(stale_after) + 1
         if not any(ahead for _, _, _, ahead in self.spares):
             sent = time.monotonic()
-            answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
+            answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
             lease = _answer_field(answer, "ID", "lease/grant", digits=True)
             self.spares.append((ttl, lease, sent, True))
 
     def revoke(self, lease: str | None) -> None:
         if lease:
             try:
-                self.post("/v3/lease/revoke", {"ID": lease})
+                self.gateway.post("/v3/lease/revoke", {"ID": lease})
             except OSError:
                 pass  # it runs out by itself
 
@@ -6145,7 +6284,7 @@ class _EtcdReading(_EtcdGateway):
                 granted.append(spare)
                 return lease
         sent = time.monotonic()
-        answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
+        answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
         granted.append((ttl, lease, sent, False))
         return lease
@@ -6153,11 +6292,9 @@ class _EtcdReading(_EtcdGateway):
     def _slot_key(self, lease: str) -> bytes:
         return self.slot_prefix + lease.encode()
 
-
-class _EtcdWatching(_EtcdReading):
-    """A waiter on one etcd lock: it watches only what it waits on (the place just ahead
-    of it, or at its turn the record and the slots' keys), never polls, and at its turn
-    keeps what its watch streams, so that its take needs neither a grant nor a read."""
+    # -- Waiting: a waiter watches only what it waits on (the place just ahead of it, or
+    # at its turn the record and the slots' keys), never polls, and at its turn keeps
+    # what its watch streams, so that its take needs neither a grant nor a read.
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the place just ahead is deleted, or (its turn) the record or a slot's
@@ -6177,21 +6314,22 @@ class _EtcdWatching(_EtcdReading):
         self.told = None
         watching = self._target(ahead, away)
         seen = _revision_seen(look)
-        if self.watcher is not None and (self.watching != watching or self.watched > seen):
-            self._stop_watch()  # another key, or it cannot vouch for what came after look
+        watch = self.watch
+        if watch.connection is not None and (watch.watching != watching or watch.watched > seen):
+            watch.stop()  # another key, or it cannot vouch for what came after look
         until = time.monotonic() + left
         try:
             if turn:
                 self._grant_ahead(place.stale_after)
             kept = self._kept(look) if turn else None
-            if self.watcher is None:
-                if not self._watch(until, watching):
+            if watch.connection is None:
+                if not watch.start(until, watching):
                     self.pause.sleep(left)
                     return False
-                if self.watched > seen:
+                if watch.watched > seen:
                     return True  # changed since the look: what it waits on may have
             while True:
-                deleted = self._deleted(until, kept, seen)
+                deleted = watch.deleted(until, kept, seen)
                 if turn and (self.key in deleted or self._slot_in(deleted)):
                     if kept is not None:
                         self.told = self._told(kept)
@@ -6201,11 +6339,11 @@ class _EtcdWatching(_EtcdReading):
         except TimeoutError:
             return False  # the stream goes on
         except (OSError, ValueError):
-            self._stop_watch()
+            watch.stop()
             self.pause.sleep(max(0.0, until - time.monotonic()))
             return False
         finally:
-            self.next_step()
+            self.gateway.next_step()
 
     def vouches(self, look: _Look) -> bool:
         """While the watch is open, streams every change after ``look`` and has
@@ -6213,8 +6351,7 @@ class _EtcdWatching(_EtcdReading):
         (its turn) a slot that frees each delete a key it watches, and so wake the
         wait. (A change it streamed that woke nothing, such as a renewal at its turn,
         is in no look yet, so the next wait needs a new one.)"""
-        seen = _revision_seen(look)
-        return self.watcher is not None and 0 < self.watched <= seen and self.streamed <= seen
+        return self.watch.vouches(_revision_seen(look))
 
     def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:
         """What a waiter ``away`` from its turn watches: at its turn, the record and
@@ -6243,93 +6380,14 @@ class _EtcdWatching(_EtcdReading):
         revisions = [int(kv.get("mod_revision", 0)) for kv in kept.values()]
         return _looked(self.key, [*kept.values(), *line], max([seen, *revisions]))
 
-    def _stop_watch(self) -> None:
-        if self.watcher is not None:
-            self.watcher.close()
-            self.watcher = None
-
-    def _watch(self, until: float, keys: tuple[bytes, bytes | None]) -> bool:
-        """Watch ``keys`` (a key and a range's end, or None: that key alone) from now:
-        True once it streams, ``watched`` the revision it streams the changes after."""
-        self.deadline = min(until, time.monotonic() + self.timeout)
-        key, end = keys
-        watch = {"key": _b64(key)}
-        if end is not None:
-            watch["range_end"] = _b64(end)
-        self.watching = keys
-        payload = json.dumps({"create_request": watch}).encode()
-        try:
-            self._authorize()
-        except (OSError, ValueError):
-            return False  # the next step says why
-        for endpoint in self.endpoints:
-            try:
-                self.watcher = self._open(endpoint)
-                self.watcher.send("/v3/watch", payload, self.headers, self.deadline)
-                if self.watcher.start_answer(self.deadline) == 200 and self._created(until):
-                    return True
-            except (OSError, ValueError):
-                pass
-            self._stop_watch()
-        return False
-
-    def _created(self, until: float) -> bool:
-        """Whether the watch's first message says it was made; ``watched``: its revision."""
-        try:
-            result = self._message(until)
-            revision = result["header"]["revision"]
-        except (AttributeError, KeyError, TypeError, ValueError):
-            return False
-        if not (result.get("created") and isinstance(revision, str) and revision.isdigit()):
-            return False
-        self.watched = int(revision)
-        return True
-
-    def _deleted(self, until: float, kept: dict[bytes, Any] | None, seen: int) -> set[bytes]:
-        """The keys deleted after revision ``seen`` in the watch's next message; each
-        change after ``seen`` is applied to ``kept``. A watch kept from an earlier wait
-        may still bring changes the look at ``seen`` already saw: they are passed over.
-        ConnectionResetError if the stream ended."""
-        try:
-            result = self._message(until)
-            if result.get("canceled"):
-                raise ValueError("canceled")
-            deleted = set()
-            # A PUT, the default, has no type in etcd's JSON.
-            for event in result.get("events") or []:
-                kv = event["kv"]
-                revision = int(kv["mod_revision"])
-                if revision <= seen:
-                    continue
-                self.streamed = max(self.streamed, revision)
-                key = _unb64(kv["key"])
-                if event.get("type") == "DELETE":
-                    deleted.add(key)
-                    if kept is not None:
-                        kept.pop(key, None)
-                elif kept is not None:
-                    kept[key] = kv
-        except (AttributeError, KeyError, TypeError, ValueError):
-            raise ConnectionResetError(errno.ECONNRESET, "the watch ended") from None
-        return deleted
-
-    def _message(self, until: float) -> Any:
-        """The result of the watch's next message (TimeoutError if none came by then)."""
-        assert self.watcher is not None
-        return json.loads(self.watcher.readline(until).decode("utf-8"))["result"]
-
-
-class _EtcdStore(_EtcdWatching):
-    """One lock on etcd, as the algorithm asks of a store: each change one transaction
-    that compares what the call read, the line kept by places on leases the waiters
-    keep alive."""
+    # -- Changes, the line, and letting go
 
     def close(self) -> None:
         while self.spares:
             self.revoke(self.spares.pop()[1])
         self.told = self.fresh = None
-        self._hang_up()
-        self._stop_watch()
+        self.gateway._hang_up()
+        self.watch.stop()
 
     def by_hand(self) -> str:
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
@@ -6339,14 +6397,14 @@ class _EtcdStore(_EtcdWatching):
         puts it reads the lock as it then stands, for the waiter's first look."""
         if _ahead_of(_live(look.line, now), place.ticket) is not None:
             return
-        answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
+        answer = self.gateway.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
         place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
         place.since = int(now // 1)
         place.joined = True
         value = _place_value(place)
         put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
         ops = [{"request_put": put}, {"request_range": self._span(line=True)}]
-        self._found(self.post("/v3/kv/txn", {"success": ops}), 1, line=True)
+        self._found(self.gateway.post("/v3/kv/txn", {"success": ops}), 1, line=True)
 
     def prune(self, look: _Look, now: float) -> None:
         """Nothing to do: etcd ends the place of a waiter that stopped."""
@@ -6363,13 +6421,13 @@ class _EtcdStore(_EtcdWatching):
         return self._kept_alive(place.ticket)
 
     def _kept_alive(self, lease: str) -> bool:
-        answer = self.post("/v3/lease/keepalive", {"ID": lease})
+        answer = self.gateway.post("/v3/lease/keepalive", {"ID": lease})
         result = answer.get("result")
         ttl = result.get("TTL") if isinstance(result, dict) else None
         return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
 
     def leave(self, place: _Place) -> None:
-        self.next_step()
+        self.gateway.next_step()
         place.joined = False
         self.revoke(place.ticket)
 
@@ -6451,7 +6509,7 @@ class _EtcdStore(_EtcdWatching):
         # Lost, the transaction reads the lock instead, for the next try's read.
         failure = [{"request_range": self._span(self.line_read)}]
         txn = {"compare": compare, "success": ops, "failure": failure}
-        answer = self.post("/v3/kv/txn", txn, outcome=outcome)
+        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome)
         if answer.get("succeeded"):
             if record is not None and look.revision == "0":
                 _raise_fences(record, _answer_revision(answer))
@@ -6568,7 +6626,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6571, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6629, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6579,11 +6637,12 @@ _SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
 def _survey_etcd(address: str) -> _Survey:
     """Every lock whose key starts with the address's KEY, from ranges of one revision
     (one consistent view, a page at a time); read only."""
-    store = _EtcdStore(address, prefix=True)
+    gateway = _EtcdGateway(address, prefix=True)
+    prefix = gateway.key_text.encode()
     try:
         # etcd takes no empty key: the whole keyspace starts at NUL.
-        start = store.key or b"\0"
-        end = _prefix_end(store.key)
+        start = prefix or b"\0"
+        end = _prefix_end(prefix)
         revision = 0
         groups: dict[bytes, list[Any]] = {}
         while True:
@@ -6593,7 +6652,7 @@ def _survey_etcd(address: str) -> _Survey:
                 "limit": _SURVEY_PAGE,
                 "revision": revision,
             }
-            answer = store.post("/v3/kv/range", body)
+            answer = gateway.post("/v3/kv/range", body)
             try:
                 revision = revision or int(answer["header"]["revision"])
                 kvs = answer.get("kvs", [])
@@ -6606,12 +6665,12 @@ def _survey_etcd(address: str) -> _Survey:
                 break
             start = name + b"\0"
     finally:
-        store.close()
+        gateway._hang_up()
     try:
         looks = {key: _looked(key, found, revision) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _not_etcd("range", "kvs") from None
-    found = [(store.address_of(key, "replace"), look) for key, look in looks.items()]
+    found = [(gateway.address_of(key, "replace"), look) for key, look in looks.items()]
     return address, found, ""
 
 
@@ -6625,14 +6684,14 @@ def _prefix_end(prefix: bytes) -> bytes:
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/redis_store.py, carried as text: compiled only for a lock of its store
-# The Redis (or Valkey) store, in RESP2 over a socket: the record at KEY, expiring on the
-# server's clock; every change one MULTI/EXEC under a WATCH of KEY; every other key of the
-# lock in KEY's hash slot; waiters in line block on a bell of their own (BLPOP), rung by
-# the release in its transaction. Compiled only for a Redis lock.
+# src/skf_run_lock/redis_gateway.py, carried as text: compiled only for a lock of its store
+# Redis's gateway, as every Redis (or Valkey) lock speaks to it: one connection to a
+# node (authenticated, TLS with ``rediss``), commands pipelined on it within the step's
+# deadline, a Redis Cluster's redirects followed to the node that serves the lock's keys,
+# and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6635, ('resp', 'server_store'), r'''
+_CARRIED['redis_gateway'] = (6694, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6661,14 +6720,6 @@ def _redis_timeout(text: str) -> float:
     return float(text)
 
 
-def _slot_base(key: str) -> str | None:
-    """KEY if it has a hash tag, else ``{KEY}``; None for a ``}`` but no tag."""
-    start = key.find("{")
-    if start >= 0 and key.find("}", start + 1) > start + 1:
-        return key
-    return None if "}" in key else "{" + key + "}"
-
-
 def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
     """``commands`` for a node an ASK sent them to: ASKING before each one outside a
     transaction, and before its MULTI (inside one, the node keeps it until EXEC)."""
@@ -6683,37 +6734,6 @@ def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
         elif command[0] in ("EXEC", "DISCARD"):
             inside = False
     return sending
-
-
-def _server_us(clock: object) -> int:
-    """The server's time in microseconds from TIME's answer (seconds and microseconds)."""
-    if (
-        isinstance(clock, list)
-        and len(clock) == 2
-        and all(isinstance(part, bytes) and part.isdigit() for part in clock)
-    ):
-        return int(clock[0]) * 1_000_000 + int(clock[1])
-    raise OSError(errno.EPROTO, "Redis answered TIME in a shape it never has")
-
-
-def _left_ms(holder: _Record, server_ms: int) -> int:
-    """The ms until ``holder``'s slot ends by the server's clock (its mark: the ms it ends
-    at); 0 or less once ended, or if no server time ends it (no slot, then)."""
-    mark = holder.mark
-    return int(mark) - server_ms if mark is not None and mark.isdigit() else 0
-
-
-def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
-    """Judge each slot of ``record`` by the server's clock; the ms until the next live
-    one ends (else ``ttl``, the record's own)."""
-    ends = []
-    for holder in record.holders or []:
-        left = _left_ms(holder, server_ms)
-        live = left > 0
-        holder.lease = "live" if live else "expired"
-        if live:
-            ends.append(left)
-    return min(ends) if ends else ttl
 
 
 class _CommandDenied(PermissionError):
@@ -6738,21 +6758,13 @@ class _NotApplied(Exception):
     """A transaction under WATCH did not run (redirected, or the node was busy)."""
 
 
-class _RedisSeen:
-    """What a look at a Redis lock saw: the milliseconds until its next slot ends by the
-    server's clock (-1: none ends by time)."""
-
-    __slots__ = ("ttl_ms",)
-
-    def __init__(self, ttl_ms: int) -> None:
-        self.ttl_ms = ttl_ms
-
-
-class _RedisServer(_ServerStore):
-    """The conversation with Redis or Valkey for one lock's address: a connection
-    (authenticated, TLS with ``rediss``), commands pipelined on it within the step's
-    deadline, a Redis Cluster's redirects followed to the node that serves the lock's
-    keys, and Redis's refusals as errors a person can act on."""
+class _RedisGateway(_ServerGateway):
+    """The conversation with Redis or Valkey for one lock's address
+    (``redis[s]://[USER@]HOST[:PORT]/KEY``): a connection (authenticated, TLS with
+    ``rediss``), commands pipelined on it within the step's deadline, a Redis Cluster's
+    redirects followed to the node that serves the lock's keys, and Redis's refusals as
+    errors a person can act on. A waiter's ``bell`` is its connection too: a redirect
+    ends it."""
 
     name = "Redis"
     env = "SKF_REDIS_"
@@ -6940,18 +6952,92 @@ class _RedisServer(_ServerStore):
         host, _, port = self.endpoints[0].rpartition(":")
         key = self.key.decode("utf-8", "surrogateescape")
         return f"delete its key (redis-cli -c -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
+''')
 
 
-class _RedisStore(_RedisServer):
-    """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``. The record is
-    at KEY, expiring; the other keys share its Cluster slot: ``{KEY}``, a NUL, then
-    ``last``, ``line`` (tickets in order), and per waiter ``wait`` and ``wake`` with its
-    ticket: its place, and a list it blocks on until a release or a leaver pushes."""
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/redis_store.py, carried as text: compiled only for a lock of its store
+# The Redis (or Valkey) store, which has Redis's gateway (redis_gateway.py, RESP2 over a
+# socket): the record at KEY, expiring on the server's clock; every change one MULTI/EXEC
+# under a WATCH of KEY; every other key of the lock in KEY's hash slot; waiters in line
+# block on a bell of their own (BLPOP), rung by the release in its transaction. Compiled
+# only for a Redis lock.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['redis_store'] = (6967, ('redis_gateway', 'resp', 'server_store'), r'''
+import errno
+import os
+import time
+
+
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def _slot_base(key: str) -> str | None:
+    """KEY if it has a hash tag, else ``{KEY}``; None for a ``}`` but no tag."""
+    start = key.find("{")
+    if start >= 0 and key.find("}", start + 1) > start + 1:
+        return key
+    return None if "}" in key else "{" + key + "}"
+
+
+def _server_us(clock: object) -> int:
+    """The server's time in microseconds from TIME's answer (seconds and microseconds)."""
+    if (
+        isinstance(clock, list)
+        and len(clock) == 2
+        and all(isinstance(part, bytes) and part.isdigit() for part in clock)
+    ):
+        return int(clock[0]) * 1_000_000 + int(clock[1])
+    raise OSError(errno.EPROTO, "Redis answered TIME in a shape it never has")
+
+
+def _left_ms(holder: _Record, server_ms: int) -> int:
+    """The ms until ``holder``'s slot ends by the server's clock (its mark: the ms it ends
+    at); 0 or less once ended, or if no server time ends it (no slot, then)."""
+    mark = holder.mark
+    return int(mark) - server_ms if mark is not None and mark.isdigit() else 0
+
+
+def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
+    """Judge each slot of ``record`` by the server's clock; the ms until the next live
+    one ends (else ``ttl``, the record's own)."""
+    ends = []
+    for holder in record.holders or []:
+        left = _left_ms(holder, server_ms)
+        live = left > 0
+        holder.lease = "live" if live else "expired"
+        if live:
+            ends.append(left)
+    return min(ends) if ends else ttl
+
+
+class _RedisSeen:
+    """What a look at a Redis lock saw: the milliseconds until its next slot ends by the
+    server's clock (-1: none ends by time)."""
+
+    __slots__ = ("ttl_ms",)
+
+    def __init__(self, ttl_ms: int) -> None:
+        self.ttl_ms = ttl_ms
+
+
+class _RedisStore(_ServerStore):
+    """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``, spoken to
+    through its ``gateway``. The record is at KEY, expiring; the other keys share its
+    Cluster slot: ``{KEY}``, a NUL, then ``last``, ``line`` (tickets in order), and per
+    waiter ``wait`` and ``wake`` with its ticket: its place, and a list it blocks on
+    until a release or a leaver pushes."""
+
+    gateway: _RedisGateway
 
     def __init__(self, address: str, prefix: bool = False) -> None:
         """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
-        super().__init__(address, prefix)
-        key = self.key_text
+        self.gateway = _RedisGateway(address, prefix)
+        self.lock = self.gateway.lock
+        self.key = self.gateway.key
+        key = self.gateway.key_text
         base = _slot_base(key)
         if base is None and not prefix:
             raise ValueError(
@@ -6970,29 +7056,32 @@ class _RedisStore(_RedisServer):
         self.timeless = False
 
     def close(self) -> None:
-        self._drop()
-        self._stop_listening()
+        self.gateway._drop()
+        self.gateway._stop_listening()
+
+    def by_hand(self) -> str:
+        return self.gateway.by_hand()
 
     # -- What the algorithm asks of a store
 
     def look(self, upto: str | None = None) -> _Look:
         """The record (its expiry live, or none), the last holder's, and the line (up to
         ``upto``'s place, if it is in line: the places behind it are not read)."""
-        return self._looked(self.call(*self._reads(), *self._clock()), upto=upto)
+        return self._looked(self.gateway.call(*self._reads(), *self._clock()), upto=upto)
 
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
         with the line: a release rings the waiters it leaves a slot for."""
         clock: list[_Command] = [] if self.timeless else [("TIME",)]
         try:
-            answers = self.call(("WATCH", self.key), *self._reads(), *clock)[1:]
+            answers = self.gateway.call(("WATCH", self.key), *self._reads(), *clock)[1:]
         except _CommandDenied as denied:
             if not clock or denied.command != "time":
                 raise
             # A user without TIME takes, renews and releases a lock of one slot, as
             # before fences: its takes get no fence rather than a weaker one.
             self.timeless = True
-            answers = self.call(("WATCH", self.key), *self._reads())[1:]
+            answers = self.gateway.call(("WATCH", self.key), *self._reads())[1:]
         look = self._looked(answers)
         if not self.timeless:
             # A take's fence is at least the server's clock in microseconds, read with
@@ -7001,7 +7090,7 @@ class _RedisStore(_RedisServer):
             look.fence_floor = _server_us(answers[-1])
             if look.clock is None:  # the first slot's mark, should the change take one
                 look.clock = look.fence_floor // 1000
-        self.watched = self.connection
+        self.gateway.watched = self.gateway.connection
         return look
 
     def _clock(self) -> list[_Command]:
@@ -7031,7 +7120,9 @@ class _RedisStore(_RedisServer):
             if record.holders is not None:
                 # Of several slots: the server's clock ends each (a lock of one slot, its
                 # record's expiry, and a call on one never needs TIME).
-                server_ms = _server_us(clock[0] if clock else self.call(("TIME",))[0]) // 1000
+                server_ms = (
+                    _server_us(clock[0] if clock else self.gateway.call(("TIME",))[0]) // 1000
+                )
                 self.clocked = True
                 ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
@@ -7045,7 +7136,7 @@ class _RedisStore(_RedisServer):
             tickets = tickets[: tickets.index(upto) + 1]
         prefix = self.wait_prefix if wait_prefix is None else wait_prefix
         place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
-        places = self.call(("MGET", *place_keys)) if tickets else [[]]
+        places = self.gateway.call(("MGET", *place_keys)) if tickets else [[]]
         line = []
         for ticket, entry in zip(tickets, places[0], strict=False):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
@@ -7078,7 +7169,7 @@ class _RedisStore(_RedisServer):
         # place in line, before its answer is read, must still take it out on the way.
         place.joined = True
         ms = self._place_ms()
-        self.call(
+        self.gateway.call(
             ("UNWATCH",),
             ("MULTI",),
             ("SET", self._place_key(place.ticket), _place_value(place), "PX", ms),
@@ -7092,11 +7183,11 @@ class _RedisStore(_RedisServer):
         live = _live(look.line, now)
         dead = [("LREM", self.line_key, 0, p.ticket) for p in look.line if p not in live]
         if dead:
-            self.call(*dead, write=True)
+            self.gateway.call(*dead, write=True)
 
     def beat(self, place: _Place) -> bool:
         ms = self._place_ms()
-        kept, _, _ = self.call(
+        kept, _, _ = self.gateway.call(
             ("PEXPIRE", self._place_key(place.ticket), ms),
             ("PEXPIRE", self.line_key, ms),
             ("PEXPIRE", self._bell_key(place.ticket), ms),
@@ -7112,14 +7203,14 @@ class _RedisStore(_RedisServer):
 
     def leave(self, place: _Place) -> None:
         """Leave the line, waking the waiter behind (it may now be first)."""
-        self.next_step()
+        self.gateway.next_step()
         place.joined = False
 
-        (tickets,) = self.call(("UNWATCH",), ("LRANGE", self.line_key, 0, -1))[1:]
+        (tickets,) = self.gateway.call(("UNWATCH",), ("LRANGE", self.line_key, 0, -1))[1:]
         line = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
         behind = line[line.index(place.ticket) + 1 :] if place.ticket in line else []
         ring = self._ring(behind[0]) if behind else []
-        self.call(("MULTI",), *self._leaving(place.ticket), *ring, ("EXEC",), write=True)
+        self.gateway.call(("MULTI",), *self._leaving(place.ticket), *ring, ("EXEC",), write=True)
 
     def apply(
         self,
@@ -7134,8 +7225,9 @@ class _RedisStore(_RedisServer):
         clock = look.clock  # read() read the server's TIME with the lock
         if clock is None and record is not None and record.holders is not None:
             # Slots end on the server's clock: a user without TIME is refused here.
-            clock = _server_us(self.call(("TIME",))[0]) // 1000
-        if self.connection is None or self.connection is not self.watched:
+            clock = _server_us(self.gateway.call(("TIME",))[0]) // 1000
+        gateway = self.gateway
+        if gateway.connection is None or gateway.connection is not gateway.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []
         ms = 0 if record is None else _lifetime_ms(record, clock or 0)
@@ -7165,10 +7257,10 @@ class _RedisStore(_RedisServer):
         outcome = _unknown_outcome(owner, taking=taking)
         with _SIGNALS_HELD:
             try:
-                answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
+                answers = gateway.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
             except _NotApplied:
                 answers = [None]  # read again, on the node that serves the keys now
-            self.watched = None  # EXEC ends the watch
+            gateway.watched = None  # EXEC ends the watch
             applied = answers[-1] is not None
             if applied:
                 _Interrupts.disarm()
@@ -7184,16 +7276,17 @@ class _RedisStore(_RedisServer):
             left = min(left, ttl / 1000 + 0.001)
         until = time.monotonic() + left
         try:
-            if self.bell is None:
-                self.deadline = min(until, time.monotonic() + self.timeout)
-                self.bell = self._open()
-            return self._rung(self.bell, place.ticket, until)
+            gateway = self.gateway
+            if gateway.bell is None:
+                gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+                gateway.bell = gateway._open()
+            return self._rung(gateway.bell, place.ticket, until)
         except (OSError, ValueError):
             # A new connection next time.
-            self._stop_listening()
+            self.gateway._stop_listening()
             return False
         finally:
-            self.next_step()
+            self.gateway.next_step()
 
     def vouches(self, look: _Look) -> bool:
         """Never: a place ahead that expired rings no bell."""
@@ -7201,17 +7294,20 @@ class _RedisStore(_RedisServer):
 
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
         left = max(0.001, until - time.monotonic())
-        asking: list[_Command] = [("ASKING",)] if self.asking else []
-        bell.send([*asking, ("BLPOP", self._bell_key(ticket), f"{left:.3f}")], until + self.timeout)
+        asking: list[_Command] = [("ASKING",)] if self.gateway.asking else []
+        bell.send(
+            [*asking, ("BLPOP", self._bell_key(ticket), f"{left:.3f}")],
+            until + self.gateway.timeout,
+        )
         if asking:
-            bell.answer(until + self.timeout)
-        answer = bell.answer(until + self.timeout)
+            bell.answer(until + self.gateway.timeout)
+        answer = bell.answer(until + self.gateway.timeout)
         if isinstance(answer, _RedisError) and answer.code in ("MOVED", "ASK"):
             # Its slot moved (a blocked BLPOP is told so too): look again there.
-            self._redirect(answer)
+            self.gateway._redirect(answer)
             return False
         if isinstance(answer, _RedisError):
-            raise self._refusal(answer)
+            raise self.gateway._refusal(answer)
         return answer is not None
 
 
@@ -7259,7 +7355,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7262, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7358, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7296,17 +7392,23 @@ def _glob_escaped(data: bytes) -> bytes:
     return re.sub(rb"([*?\[\]\\])", rb"\\\1", data)
 
 
-class _RedisSurvey(_RedisStore):
-    """A Redis store that reads many locks at once, for a listing: the nodes to scan,
-    the locks' keys under the prefix on one, a look at a batch of them."""
+class _RedisSurvey:
+    """What reads many locks at once, for a listing, through a Redis ``store`` of the
+    prefix (its reads) and that store's ``gateway``: the nodes to scan, the locks' keys
+    under the prefix on one, a look at a batch of them."""
+
+    def __init__(self, address: str) -> None:
+        self.store = _RedisStore(address, prefix=True)
+        self.gateway = self.store.gateway
 
     def primaries(self) -> list[str]:
         """The address's node, or every primary of the Redis Cluster it is a node of."""
-        (nodes,) = self.call(("CLUSTER", "NODES"), raw=True)
+        gateway = self.gateway
+        (nodes,) = gateway.call(("CLUSTER", "NODES"), raw=True)
         if isinstance(nodes, _RedisError):
             if "cluster support disabled" in nodes.text:
-                return [self.endpoint]
-            raise self._refusal(nodes)
+                return [gateway.endpoint]
+            raise gateway._refusal(nodes)
         if not isinstance(nodes, bytes):
             raise OSError(errno.EPROTO, "Redis answered CLUSTER NODES in a shape it never has")
         found = []
@@ -7314,24 +7416,27 @@ class _RedisSurvey(_RedisStore):
             fields = line.split()
             flags = fields[2].split(",") if len(fields) > 2 else []
             if "master" in flags and "fail" not in flags and "noaddr" not in flags:
-                found.append(self._node_address(fields[1].partition("@")[0]))
-        return found or [self.endpoint]
+                found.append(gateway._node_address(fields[1].partition("@")[0]))
+        return found or [gateway.endpoint]
 
     def scan(self) -> set[bytes]:
         """The keys of the locks on this node that start with the prefix: the records'
         keys, and the locks of last holders and lines (``{KEY}`` starts them)."""
         keys = set()
-        escaped = _glob_escaped(self.key)
+        prefix = self.store.key
+        escaped = _glob_escaped(prefix)
         for pattern in (escaped + b"*", b"\\{" + escaped + b"*"):
             cursor: bytes | None = b"0"
             while cursor is not None:
-                (answer,) = self.call(("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT))
+                (answer,) = self.gateway.call(
+                    ("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT)
+                )
                 if not (isinstance(answer, list) and len(answer) == 2):
                     raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
                 following, names = answer
                 for name in names if isinstance(names, list) else []:
                     key = _lock_key_of(name) if isinstance(name, bytes) else None
-                    if key is not None and key.startswith(self.key):
+                    if key is not None and key.startswith(prefix):
                         keys.add(key)
                 cursor = following if isinstance(following, bytes) and following != b"0" else None
         return keys
@@ -7340,17 +7445,18 @@ class _RedisSurvey(_RedisStore):
         """A look at each lock of ``keys``, all read in one round trip; a lock whose
         slot moved meanwhile is looked at alone (following it), and a key that holds
         another type of value is no lock."""
-        commands = [command for key in keys for command in self._reads(_lock_keys(key))]
-        answers = self.call(*commands, raw=True)
-        per = len(self._reads())  # each lock's reads, answered in order
+        store = self.store
+        commands = [command for key in keys for command in store._reads(_lock_keys(key))]
+        answers = self.gateway.call(*commands, raw=True)
+        per = len(store._reads())  # each lock's reads, answered in order
         looks = []
         for at, key in enumerate(keys):
             mine = answers[per * at : per * at + per]
             errors = _errors_in(mine)
             if not errors:
-                looks.append((key, self._looked(mine, _lock_keys(key)[3])))
+                looks.append((key, store._looked(mine, _lock_keys(key)[3])))
             elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
-                lone = _RedisStore(self.address_of(key))
+                lone = _RedisStore(self.gateway.address_of(key))
                 try:
                     looks.append((key, lone.look()))
                 finally:
@@ -7362,12 +7468,13 @@ def _survey_redis(address: str) -> _Survey:
     """Every lock whose key starts with the address's KEY, on the node it names or on
     every primary of its Cluster: found with SCAN (never KEYS), then read a batch at
     a time; read only."""
-    store = _RedisSurvey(address, prefix=True)
+    survey = _RedisSurvey(address)
+    gateway = survey.gateway
     try:
         found: dict[bytes, str] = {}  # each lock's key, and the node that holds it
-        for node in store.primaries():
-            store._go(node)
-            for key in store.scan():
+        for node in survey.primaries():
+            gateway._go(node)
+            for key in survey.scan():
                 found.setdefault(key, node)
         by_node: dict[str, list[bytes]] = {}
         for key, node in found.items():
@@ -7375,11 +7482,11 @@ def _survey_redis(address: str) -> _Survey:
         looks: list[tuple[bytes, _Look]] = []
         for node, keys in by_node.items():
             for at in range(0, len(keys), _SURVEY_BATCH):
-                store._go(node)
-                looks += store.looks(keys[at : at + _SURVEY_BATCH])
+                gateway._go(node)
+                looks += survey.looks(keys[at : at + _SURVEY_BATCH])
     finally:
-        store.close()
-    return address, [(store.address_of(key), look) for key, look in looks], ""
+        survey.store.close()
+    return address, [(gateway.address_of(key), look) for key, look in looks], ""
 ''')
 
 
@@ -7390,7 +7497,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7393, (), r'''
+_CARRIED['file_listing'] = (7500, (), r'''
 import os
 import stat
 
@@ -7449,7 +7556,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '5c5c817632900b48c4b70bd2b562f0a0ed68c9a6da13aa34ccd7090f8e5ea91a'  # what a cache entry must name
+_BUILD = '40b7ec6141cb0dfd2c3bf4a479c7920bbea6d445099efabb53c47ee740e490ea'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -776,19 +776,19 @@ def start_etcd(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def round_trips(skf: ModuleType, call: Callable[[], object]) -> int:
-    """How many HTTP requests ``call`` sends (it goes through _EtcdStore.post)."""
-    real = skf._EtcdStore.post
+    """How many HTTP requests ``call`` sends (it goes through _EtcdGateway.post)."""
+    real = skf._EtcdGateway.post
     count = [0]
 
     def counting(self: object, *args: object, **kwargs: object) -> object:
         count[0] += 1
         return real(self, *args, **kwargs)
 
-    skf._EtcdStore.post = counting
+    skf._EtcdGateway.post = counting
     try:
         call()
     finally:
-        skf._EtcdStore.post = real
+        skf._EtcdGateway.post = real
     return count[0]
 
 

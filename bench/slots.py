@@ -196,7 +196,7 @@ def count_store_calls(skf: Any, counts: dict[str, int]) -> None:
 
     # On etcd, each request by its path (``/v3/kv/range`` ...) and each watch made.
     real_post = skf._EtcdGateway.post
-    real_watch = skf._EtcdStore._watch
+    real_watch = skf._EtcdWatch.start
 
     def post(self: object, path: str, *args: object, **kwargs: object) -> object:
         counts[path] = counts.get(path, 0) + 1
@@ -207,7 +207,7 @@ def count_store_calls(skf: Any, counts: dict[str, int]) -> None:
         return real_watch(self, *args)
 
     skf._EtcdGateway.post = post
-    skf._EtcdStore._watch = watch
+    skf._EtcdWatch.start = watch
     time_the_guard(skf._FileStore, counts)
     for store in (skf._FileStore, skf._EtcdStore, skf._RedisStore):
         for name in COUNTED:

@@ -4,8 +4,9 @@
     uv run python bench/trips.py path/to/other.py
 
 Starts an etcd and a Redis (as the tests do), then counts, for each call of each
-version, the requests it sends: etcd's HTTP requests (``_EtcdStore.post``) and Redis's
-round trips (``_RedisStore.call``, one pipeline each). A take now reads the server's
+version, the requests it sends: etcd's HTTP requests (``_EtcdGateway.post``) and Redis's
+round trips (``_RedisGateway.call``, one pipeline each; in a version older than the
+gateways, the store's). A take now reads the server's
 clock for its fence; this shows whether that costs a round trip.
 """
 
@@ -64,6 +65,12 @@ def counted(owner: type, name: str, call: Callable[[], object]) -> int:
     return count[0]
 
 
+def sender(skf: ModuleType, names: tuple[str, ...]) -> type:
+    """The first of the classes ``names`` that this version of the script defines."""
+    found: type = next(getattr(skf, name) for name in names if hasattr(skf, name))
+    return found
+
+
 def trips(skf: ModuleType, lock: str, sends: tuple[type, str]) -> list[int]:
     """Requests sent by: a take, a renewal, a refusal, status, a release."""
     owner, name = sends
@@ -93,8 +100,10 @@ def main() -> int:
         try:
             rows: dict[str, list[str]] = {call: [] for call in calls}
             for label, skf in versions.items():
-                on_etcd = trips(skf, etcd.url(f"trips/{label}"), (skf._EtcdStore, "post"))
-                on_redis = trips(skf, redis.url(f"trips/{label}"), (skf._RedisStore, "call"))
+                etcd_sends = sender(skf, ("_EtcdGateway", "_EtcdStore"))
+                redis_sends = sender(skf, ("_RedisGateway", "_RedisStore"))
+                on_etcd = trips(skf, etcd.url(f"trips/{label}"), (etcd_sends, "post"))
+                on_redis = trips(skf, redis.url(f"trips/{label}"), (redis_sends, "call"))
                 for call, e, r in zip(calls, on_etcd, on_redis, strict=True):
                     rows[call].append(f"{e} / {r}")
         finally:

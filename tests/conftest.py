@@ -321,14 +321,14 @@ def armed(skf: ModuleType) -> Iterator[Any]:
 def watching(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Set once a waiter sits reading its watch."""
     waiting = threading.Event()
-    real = skf._EtcdStore._deleted
+    real = skf._EtcdWatch.deleted
 
     def deleted(self: object, until: float, *kept: object) -> set[bytes]:
         waiting.set()
         gone: set[bytes] = real(self, until, *kept)
         return gone
 
-    monkeypatch.setattr(skf._EtcdStore, "_deleted", deleted)
+    monkeypatch.setattr(skf._EtcdWatch, "deleted", deleted)
     return waiting
 
 

@@ -77,9 +77,13 @@ def test_a_server_lock_call_compiles_only_its_own_store(
     code, compiled, error = compiled_by_cli("status", "--lock", address)
     starts = {skf._CARRIED[name][0]: name for name in skf._CARRIED}
     assert code == 1
-    protocol = [(str(SCRIPT), "resp")]
+    protocol = [(str(SCRIPT), "resp"), (str(SCRIPT), "redis_gateway")]
     if store == "etcd_store":
-        protocol = [(str(SCRIPT), "http1"), (str(SCRIPT), "etcd_gateway")]
+        protocol = [
+            (str(SCRIPT), "http1"),
+            (str(SCRIPT), "etcd_gateway"),
+            (str(SCRIPT), "etcd_watch"),
+        ]
     assert [(name, starts.get(line)) for name, line in compiled] == [
         (str(SCRIPT), "core"),
         (str(SCRIPT), "server_store"),
@@ -97,14 +101,22 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
     assert sorted(fresh._COMPILED) == ["core"]  # no server code
     with pytest.raises(ValueError, match="port"):
         fresh.status("redis://h:99999/x", 60)
-    assert sorted(fresh._COMPILED) == ["core", "redis_store", "resp", "server_store"]
+    assert sorted(fresh._COMPILED) == [
+        "core",
+        "redis_gateway",
+        "redis_store",
+        "resp",
+        "server_store",
+    ]
     with pytest.raises(ValueError, match="HOST:PORT"):
         fresh.status("etcd://no-port/x", 60)
     assert sorted(fresh._COMPILED) == [
         "core",
         "etcd_gateway",
         "etcd_store",
+        "etcd_watch",
         "http1",
+        "redis_gateway",
         "redis_store",
         "resp",
         "server_store",
@@ -398,8 +410,10 @@ STORES = (
     "http1",
     "resp",
     "etcd_gateway",
+    "etcd_watch",
     "etcd_store",
     "etcd_listing",
+    "redis_gateway",
     "redis_store",
     "redis_listing",
 )
@@ -415,6 +429,40 @@ def test_the_stores_import_nothing_from_the_layers_above_them() -> None:
             if isinstance(node, ast.ImportFrom) and node.level > 0 and node.module
         }
         assert imported.isdisjoint(ABOVE_THE_STORES), (store, imported & set(ABOVE_THE_STORES))
+
+
+def project_classes() -> dict[str, tuple[str, list[str]]]:
+    """Each class the modules define: its module, and the names of its bases that are
+    classes of the project's own (a base such as ``Exception`` or ``Protocol`` is not)."""
+    found: dict[str, tuple[str, list[str]]] = {}
+    bases: dict[str, list[ast.expr]] = {}
+    for path in sorted(PACKAGE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                assert node.name not in found, (node.name, path.name)  # one namespace
+                found[node.name] = (path.name, [])
+                bases[node.name] = node.bases
+    for name, (_, own) in found.items():
+        own += [base.id for base in bases[name] if isinstance(base, ast.Name) and base.id in found]
+    return found
+
+
+def test_no_class_inherits_more_than_one_level_from_the_projects_own() -> None:
+    """Composition over chains: a store has its gateway (and etcd's its watch) rather
+    than being one; a class may inherit from one of the project's classes only if that
+    one inherits from none of them (``_EtcdGateway`` from ``_ServerGateway``, say)."""
+    classes = project_classes()
+
+    def depth(name: str, path: tuple[str, ...]) -> int:
+        assert name not in path, " -> ".join([*path, name])
+        return max((1 + depth(base, (*path, name)) for base in classes[name][1]), default=0)
+
+    depths = {f"{module}: {name}": depth(name, ()) for name, (module, _) in classes.items()}
+    assert {where: levels for where, levels in depths.items() if levels > 1} == {}
+    # It looks where the chains were: each server store inherits from the servers' one
+    # base alone, and has its gateway.
+    assert classes["_EtcdStore"][1] == classes["_RedisStore"][1] == ["_ServerStore"]
+    assert classes["_RedisSurvey"][1] == []
 
 
 def test_no_module_is_loaded_by_a_name_in_a_string() -> None:

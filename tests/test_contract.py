@@ -452,12 +452,13 @@ def test_a_waiters_look_holds_every_place_ahead_of_it_and_its_own(
 
 
 # Where each store writes a waiter's place when it joins the line: the class holding the
-# write (None: the module), its name, and which of its calls puts the place there.
+# write (None: the module; a server's gateway), its name, and which of its calls puts the
+# place there.
 PLACE_WRITTEN_BY: dict[str, tuple[str | None, str, Callable[..., bool]]] = {
     "file": (None, "_write_record", lambda path, *rest, **named: path.endswith(".skf-line")),
-    "etcd": ("_EtcdStore", "post", lambda self, path, *rest, **named: path == "/v3/kv/txn"),
-    "redis": ("_RedisStore", "call", lambda *args, **named: True),
-    "cluster": ("_RedisStore", "call", lambda *args, **named: True),
+    "etcd": ("_EtcdGateway", "post", lambda self, path, *rest, **named: path == "/v3/kv/txn"),
+    "redis": ("_RedisGateway", "call", lambda *args, **named: True),
+    "cluster": ("_RedisGateway", "call", lambda *args, **named: True),
 }
 
 

@@ -554,7 +554,7 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     after the release, at a revision past the look's, so the waiter tries again at
     once rather than wait for a change that has already come."""
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    real_watch = skf._EtcdStore._watch
+    real_watch = skf._EtcdWatch.start
 
     def release_then_watch(self: object, until: float, keys: tuple[bytes, bytes | None]) -> bool:
         skf.release(etcd_lock, "wf:holder:1")
@@ -562,7 +562,7 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
         return woken
 
     monkeypatch_watch = pytest.MonkeyPatch()
-    monkeypatch_watch.setattr(skf._EtcdStore, "_watch", release_then_watch)
+    monkeypatch_watch.setattr(skf._EtcdWatch, "start", release_then_watch)
     try:
         thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
         assert joined(thread, outcome)["owner"] == "wf:waiter:1"
@@ -584,7 +584,7 @@ def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(
         place = skf._Place("", "wf:waiter:1", 0, 60.0, None)
         store.join(store.look(), place, time.time())
         assert store.wait(0.2, store.look(), [], place, 0) is False  # the watch stays
-        assert store.watcher is not None
+        assert store.watch.connection is not None
         skf.release(etcd_lock, "wf:holder:1")
         look = store.look()
         assert look.record is None
@@ -1077,4 +1077,4 @@ def test_a_signal_while_waiting_on_a_watch_ends_the_wait(
     armed: Any,
     etcd_lock: str,
 ) -> None:
-    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, etcd_lock, skf._EtcdStore, "_deleted")
+    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, etcd_lock, skf._EtcdWatch, "deleted")

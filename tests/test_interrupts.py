@@ -479,7 +479,7 @@ def test_an_etcd_request_cut_short_never_leaves_its_answer_for_the_next(
             patch.setattr(skf._HttpConnection, "start_answer", interrupted)
             with pytest.raises(KeyboardInterrupt):
                 store.look()
-        granted = store.post("/v3/lease/grant", {"TTL": "5"})
+        granted = store.gateway.post("/v3/lease/grant", {"TTL": "5"})
         assert "ID" in granted and "kvs" not in granted, granted
         store.revoke(granted["ID"])
     finally:
@@ -496,7 +496,7 @@ def test_a_redis_call_cut_short_never_leaves_its_answers_for_the_next(
             patch.setattr(skf._RespConnection, "answer", interrupted)
             with pytest.raises(KeyboardInterrupt):
                 store.look()
-        assert store.call(("ECHO", "the next answer")) == [b"the next answer"]
+        assert store.gateway.call(("ECHO", "the next answer")) == [b"the next answer"]
     finally:
         store.close()
 

@@ -200,9 +200,10 @@ def test_an_address_names_host_port_user_and_key(
     skf: ModuleType, address: str, endpoint: str, user: str
 ) -> None:
     store = skf._store_for(address)
-    assert (store.endpoint, store.user, store.lock) == (endpoint, user, address)
+    gateway = store.gateway
+    assert (gateway.endpoint, gateway.user, store.lock) == (endpoint, user, address)
     assert store.key == address.split("/", 3)[3].encode()
-    assert store.tls == address.startswith("rediss")
+    assert gateway.tls == address.startswith("rediss")
 
 
 @pytest.mark.parametrize("text", ["5 s", "-1", "0", "1e3", "inf", "nan", "86401", "s"])
@@ -374,7 +375,7 @@ def test_a_connection_lost_between_read_and_change_applies_nothing(
     store = skf._store_for(redis_lock)
     try:
         look = store.read()
-        store._drop()
+        store.gateway._drop()
         store.look()  # the next request opens a new connection, which watches nothing
         record = skf._Record("wf:sk:1", int(time.time()), 60.0)
         assert store.apply(look, record, "wf:sk:1") is False

@@ -17,7 +17,7 @@ import pytest
 from waiters import joined, waiter_thread
 
 # Where each server's waiter blocks: etcd reads its watch, Redis pops its bell.
-BLOCKS_IN = {"etcd": ("_EtcdStore", "_deleted"), "redis": ("_RedisStore", "_rung")}
+BLOCKS_IN = {"etcd": ("_EtcdWatch", "deleted"), "redis": ("_RedisStore", "_rung")}
 
 
 @pytest.fixture(params=["etcd", "redis"])
@@ -208,7 +208,7 @@ def test_an_etcd_waiter_whose_watch_went_silent_still_looks_every_few_beats(
         time.sleep(max(0.0, until - time.monotonic()))
         raise TimeoutError
 
-    monkeypatch.setattr(skf._EtcdStore, "_deleted", silent)
+    monkeypatch.setattr(skf._EtcdWatch, "deleted", silent)
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
     deadline = time.monotonic() + 30

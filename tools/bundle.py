@@ -62,16 +62,19 @@ FLAT = (
 
 # The texts a call compiles (or loads from its cache) only when a function imports one:
 # the words of --help, then what both server stores share, the servers' protocols
-# (etcd's HTTP/1.1, Redis's RESP), each server store and its listing, and the folder's
-# listing. A server store's own imports (socket, ssl, ...) run only with it.
+# (etcd's HTTP/1.1, Redis's RESP), each server's gateway, store (etcd's with its watch)
+# and listing, and the folder's listing. A server store's own imports (socket, ssl, ...)
+# run only with it.
 CARRIED = (
     "usage",
     "server_store",
     "http1",
     "resp",
     "etcd_gateway",
+    "etcd_watch",
     "etcd_store",
     "etcd_listing",
+    "redis_gateway",
     "redis_store",
     "redis_listing",
     "file_listing",

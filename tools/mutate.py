@@ -345,7 +345,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-watch-from-now": (
         "a watch made after something changed since the look sends the waiter to look again",
-        "                if self.watched > seen:\n                    return True",
+        "                if watch.watched > seen:\n                    return True",
         "                if False:\n                    return True",
     ),
     "etcd-told-read-ignored": (
@@ -390,8 +390,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-join-reads-nothing": (
         "a waiter's first look in line is what its join's transaction read",
-        '        self._found(self.post("/v3/kv/txn", {"success": ops}), 1, line=True)',
-        '        self.post("/v3/kv/txn", {"success": ops})',
+        '        self._found(self.gateway.post("/v3/kv/txn", {"success": ops}), 1, line=True)',
+        '        self.gateway.post("/v3/kv/txn", {"success": ops})',
     ),
     "etcd-lost-change-reads-again": (
         "a change that lost its race read the lock in its transaction, for the next try",
@@ -420,9 +420,9 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",
-        "            self._stop_watch()\n"
+        "            watch.stop()\n"
         "            self.pause.sleep(max(0.0, until - time.monotonic()))",
-        "            self._stop_watch()",
+        "            watch.stop()",
     ),
     "http-no-keep-alive": (
         "one connection serves every request of a call",
@@ -620,8 +620,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "redis-change-unwatched": (
         "every Redis change applies only if the lock is as the call read it",
-        '            answers = self.call(("MULTI",), *ops,',
-        '            answers = self.call(("UNWATCH",), ("MULTI",), *ops,',
+        '                answers = gateway.call(("MULTI",), *ops,',
+        '                answers = gateway.call(("UNWATCH",), ("MULTI",), *ops,',
     ),
     "redis-no-expiry": (
         "a Redis record expires after its holder's timeout",
@@ -630,7 +630,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "redis-dead-places-kept": (
         "a dead waiter's place is gone after the next call that reads the line",
-        "        if dead:\n            self.call(*dead, write=True)\n",
+        "        if dead:\n            self.gateway.call(*dead, write=True)\n",
         "",
     ),
     "file-dead-places-kept": (

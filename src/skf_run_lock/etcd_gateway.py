@@ -13,7 +13,7 @@ import time
 
 from .contract import _OutcomeUnknown
 from .http1 import _HttpConnection
-from .server_store import _TLS_FAILURE, _ServerStore
+from .server_store import _TLS_FAILURE, _ServerGateway
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -65,12 +65,26 @@ def _unb64(text: str) -> bytes:
     return binascii.a2b_base64(text)
 
 
-class _EtcdGateway(_ServerStore):
-    """What an etcd lock asks of the gateway: ``post`` a request and read its answer.
-    Its settings are etcdctl's: ``ETCDCTL_COMMAND_TIMEOUT``, ``ETCDCTL_USER`` and
-    ``ETCDCTL_PASSWORD`` (TLS: the server store's)."""
+class _EtcdGateway(_ServerGateway):
+    """What an etcd lock asks of the gateway, for an address
+    ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``: ``post`` a request and read its
+    answer. Its settings are etcdctl's: ``ETCDCTL_COMMAND_TIMEOUT``, ``ETCDCTL_USER``
+    and ``ETCDCTL_PASSWORD`` (TLS: the server gateway's)."""
+
+    name = "etcd"
+    env = "ETCDCTL_"
+    port = "etcd's client"
+    timeout_var = "ETCDCTL_COMMAND_TIMEOUT"
+    form = "{0}://HOST:PORT[,HOST:PORT...]/KEY"
+    many = True
+    secure = "etcd+https"
+    credentials = (
+        "names a user: credentials never go in the address; set ETCDCTL_USER (and"
+        " ETCDCTL_PASSWORD) instead"
+    )
 
     def __init__(self, address: str, prefix: bool = False) -> None:
+        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
         env = os.environ
         timeout = _etcd_duration(env.get("ETCDCTL_COMMAND_TIMEOUT") or "5s")
         super().__init__(address, timeout, prefix)

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from .etcd_gateway import _b64, _not_etcd, _unb64
-from .etcd_store import _EtcdStore, _looked
+from .etcd_gateway import _b64, _EtcdGateway, _not_etcd, _unb64
+from .etcd_store import _looked
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -18,11 +18,12 @@ _SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
 def _survey_etcd(address: str) -> _Survey:
     """Every lock whose key starts with the address's KEY, from ranges of one revision
     (one consistent view, a page at a time); read only."""
-    store = _EtcdStore(address, prefix=True)
+    gateway = _EtcdGateway(address, prefix=True)
+    prefix = gateway.key_text.encode()
     try:
         # etcd takes no empty key: the whole keyspace starts at NUL.
-        start = store.key or b"\0"
-        end = _prefix_end(store.key)
+        start = prefix or b"\0"
+        end = _prefix_end(prefix)
         revision = 0
         groups: dict[bytes, list[Any]] = {}
         while True:
@@ -32,7 +33,7 @@ def _survey_etcd(address: str) -> _Survey:
                 "limit": _SURVEY_PAGE,
                 "revision": revision,
             }
-            answer = store.post("/v3/kv/range", body)
+            answer = gateway.post("/v3/kv/range", body)
             try:
                 revision = revision or int(answer["header"]["revision"])
                 kvs = answer.get("kvs", [])
@@ -45,12 +46,12 @@ def _survey_etcd(address: str) -> _Survey:
                 break
             start = name + b"\0"
     finally:
-        store.close()
+        gateway._hang_up()
     try:
         looks = {key: _looked(key, found, revision) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
         raise _not_etcd("range", "kvs") from None
-    found = [(store.address_of(key, "replace"), look) for key, look in looks.items()]
+    found = [(gateway.address_of(key, "replace"), look) for key, look in looks.items()]
     return address, found, ""
 
 

@@ -1,22 +1,20 @@
-"""The etcd store, through etcd's HTTP/JSON gateway (etcd_gateway.py): the record at KEY
-on a lease (the holder's timeout, on the server's clock), every change one transaction
+"""The etcd store, which has etcd's HTTP/JSON gateway (etcd_gateway.py): the record at
+KEY on a lease (the holder's timeout, on the server's clock), every change one transaction
 compared against the revision it read, and waiters in line as keys on leases of their
-own that they keep alive, each watching the key ahead of it. Compiled only for an etcd
-lock."""
+own that they keep alive, each watching the key ahead of it (etcd_watch.py). Compiled
+only for an etcd lock."""
 
 from __future__ import annotations
 
-import errno
-import json
 import time
 
 from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
 from .etcd_gateway import _answer_field, _b64, _EtcdGateway, _not_etcd, _unb64
-from .http1 import _HttpConnection
+from .etcd_watch import _EtcdWatch
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .quoting import _quoted
 from .records import _MAX_FENCE, _bytes_of, _Look, _parse_record, _Place, _Record
-from .server_store import _Pause, _place_of, _place_value, _unknown_outcome
+from .server_store import _Pause, _place_of, _place_value, _ServerStore, _unknown_outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,38 +54,26 @@ def _wait_place(value: bytes, lease: object) -> _Place | None:
     return _place_of(lease, value)
 
 
-class _EtcdReading(_EtcdGateway):
-    """One lock on etcd, read: ``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``. The
-    record is at KEY on a lease; beside it, after a NUL, the last holder's (``last``),
-    each waiter's place (``wait``, a NUL, its lease) and, of several slots, each holder's
-    key on its lease (``slot``, a NUL, the lease). Here: the keys, a look at them in one
-    range, and the leases a change puts them on."""
+class _EtcdStore(_ServerStore):
+    """One lock on etcd (``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``), as the
+    algorithm asks of a store, spoken to through its ``gateway``. The record is at KEY on
+    a lease; beside it, after a NUL, the last holder's (``last``), each waiter's place
+    (``wait``, a NUL, its lease) and, of several slots, each holder's key on its lease
+    (``slot``, a NUL, the lease). Each change is one transaction that compares what the
+    call read; the line is kept by places on leases the waiters keep alive, and a waiter
+    waits on its ``watch``."""
 
-    name = "etcd"
-    env = "ETCDCTL_"
-    port = "etcd's client"
-    timeout_var = "ETCDCTL_COMMAND_TIMEOUT"
-    form = "{0}://HOST:PORT[,HOST:PORT...]/KEY"
-    many = True
-    secure = "etcd+https"
-    credentials = (
-        "names a user: credentials never go in the address; set ETCDCTL_USER (and"
-        " ETCDCTL_PASSWORD) instead"
-    )
+    gateway: _EtcdGateway
 
-    def __init__(self, address: str, prefix: bool = False) -> None:
-        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
-        super().__init__(address, prefix)
-        key = self.key_text
+    def __init__(self, address: str) -> None:
+        self.gateway = _EtcdGateway(address)
+        self.lock = self.gateway.lock
+        key = self.gateway.key_text
         self.key = key.encode()
         self.last_key = (key + "\0last").encode()
         self.wait_prefix = (key + "\0wait\0").encode()
         self.slot_prefix = (key + "\0slot\0").encode()
-        self.watcher: _HttpConnection | None = None  # a waiter's open watch
-        # The keys it watches: from a key to a range's end (None: that key alone).
-        self.watching: tuple[bytes, bytes | None] | None = None
-        self.watched = 0  # the revision after which the open watch streams changes
-        self.streamed = 0  # the revision of the latest change a watch streamed
+        self.watch = _EtcdWatch(self.gateway)  # a waiter's, open while it waits
         self.pause = _Pause()
         # Leases granted and not yet used: of tries that lost their race, and the one
         # granted ahead for a take to come (see _grant_ahead).
@@ -137,7 +123,7 @@ class _EtcdReading(_EtcdGateway):
         return {"key": _b64(self.key), "range_end": _b64(end)}
 
     def _range(self, line: bool) -> _Look:
-        answer = self.post("/v3/kv/range", self._span(line))
+        answer = self.gateway.post("/v3/kv/range", self._span(line))
         return self._look_of(answer, "range")
 
     def _look_of(self, answer: Any, what: str, ranged: Any = None) -> _Look:
@@ -176,14 +162,14 @@ class _EtcdReading(_EtcdGateway):
         ttl = _whole_seconds(stale_after) + 1
         if not any(ahead for _, _, _, ahead in self.spares):
             sent = time.monotonic()
-            answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
+            answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
             lease = _answer_field(answer, "ID", "lease/grant", digits=True)
             self.spares.append((ttl, lease, sent, True))
 
     def revoke(self, lease: str | None) -> None:
         if lease:
             try:
-                self.post("/v3/lease/revoke", {"ID": lease})
+                self.gateway.post("/v3/lease/revoke", {"ID": lease})
             except OSError:
                 pass  # it runs out by itself
 
@@ -202,7 +188,7 @@ class _EtcdReading(_EtcdGateway):
                 granted.append(spare)
                 return lease
         sent = time.monotonic()
-        answer = self.post("/v3/lease/grant", {"TTL": str(ttl)})
+        answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
         granted.append((ttl, lease, sent, False))
         return lease
@@ -210,11 +196,9 @@ class _EtcdReading(_EtcdGateway):
     def _slot_key(self, lease: str) -> bytes:
         return self.slot_prefix + lease.encode()
 
-
-class _EtcdWatching(_EtcdReading):
-    """A waiter on one etcd lock: it watches only what it waits on (the place just ahead
-    of it, or at its turn the record and the slots' keys), never polls, and at its turn
-    keeps what its watch streams, so that its take needs neither a grant nor a read."""
+    # -- Waiting: a waiter watches only what it waits on (the place just ahead of it, or
+    # at its turn the record and the slots' keys), never polls, and at its turn keeps
+    # what its watch streams, so that its take needs neither a grant nor a read.
 
     def wait(self, left: float, look: _Look, ahead: list[_Place], place: _Place, away: int) -> bool:
         """Until the place just ahead is deleted, or (its turn) the record or a slot's
@@ -234,21 +218,22 @@ class _EtcdWatching(_EtcdReading):
         self.told = None
         watching = self._target(ahead, away)
         seen = _revision_seen(look)
-        if self.watcher is not None and (self.watching != watching or self.watched > seen):
-            self._stop_watch()  # another key, or it cannot vouch for what came after look
+        watch = self.watch
+        if watch.connection is not None and (watch.watching != watching or watch.watched > seen):
+            watch.stop()  # another key, or it cannot vouch for what came after look
         until = time.monotonic() + left
         try:
             if turn:
                 self._grant_ahead(place.stale_after)
             kept = self._kept(look) if turn else None
-            if self.watcher is None:
-                if not self._watch(until, watching):
+            if watch.connection is None:
+                if not watch.start(until, watching):
                     self.pause.sleep(left)
                     return False
-                if self.watched > seen:
+                if watch.watched > seen:
                     return True  # changed since the look: what it waits on may have
             while True:
-                deleted = self._deleted(until, kept, seen)
+                deleted = watch.deleted(until, kept, seen)
                 if turn and (self.key in deleted or self._slot_in(deleted)):
                     if kept is not None:
                         self.told = self._told(kept)
@@ -258,11 +243,11 @@ class _EtcdWatching(_EtcdReading):
         except TimeoutError:
             return False  # the stream goes on
         except (OSError, ValueError):
-            self._stop_watch()
+            watch.stop()
             self.pause.sleep(max(0.0, until - time.monotonic()))
             return False
         finally:
-            self.next_step()
+            self.gateway.next_step()
 
     def vouches(self, look: _Look) -> bool:
         """While the watch is open, streams every change after ``look`` and has
@@ -270,8 +255,7 @@ class _EtcdWatching(_EtcdReading):
         (its turn) a slot that frees each delete a key it watches, and so wake the
         wait. (A change it streamed that woke nothing, such as a renewal at its turn,
         is in no look yet, so the next wait needs a new one.)"""
-        seen = _revision_seen(look)
-        return self.watcher is not None and 0 < self.watched <= seen and self.streamed <= seen
+        return self.watch.vouches(_revision_seen(look))
 
     def _target(self, ahead: list[_Place], away: int) -> tuple[bytes, bytes | None]:
         """What a waiter ``away`` from its turn watches: at its turn, the record and
@@ -300,93 +284,14 @@ class _EtcdWatching(_EtcdReading):
         revisions = [int(kv.get("mod_revision", 0)) for kv in kept.values()]
         return _looked(self.key, [*kept.values(), *line], max([seen, *revisions]))
 
-    def _stop_watch(self) -> None:
-        if self.watcher is not None:
-            self.watcher.close()
-            self.watcher = None
-
-    def _watch(self, until: float, keys: tuple[bytes, bytes | None]) -> bool:
-        """Watch ``keys`` (a key and a range's end, or None: that key alone) from now:
-        True once it streams, ``watched`` the revision it streams the changes after."""
-        self.deadline = min(until, time.monotonic() + self.timeout)
-        key, end = keys
-        watch = {"key": _b64(key)}
-        if end is not None:
-            watch["range_end"] = _b64(end)
-        self.watching = keys
-        payload = json.dumps({"create_request": watch}).encode()
-        try:
-            self._authorize()
-        except (OSError, ValueError):
-            return False  # the next step says why
-        for endpoint in self.endpoints:
-            try:
-                self.watcher = self._open(endpoint)
-                self.watcher.send("/v3/watch", payload, self.headers, self.deadline)
-                if self.watcher.start_answer(self.deadline) == 200 and self._created(until):
-                    return True
-            except (OSError, ValueError):
-                pass
-            self._stop_watch()
-        return False
-
-    def _created(self, until: float) -> bool:
-        """Whether the watch's first message says it was made; ``watched``: its revision."""
-        try:
-            result = self._message(until)
-            revision = result["header"]["revision"]
-        except (AttributeError, KeyError, TypeError, ValueError):
-            return False
-        if not (result.get("created") and isinstance(revision, str) and revision.isdigit()):
-            return False
-        self.watched = int(revision)
-        return True
-
-    def _deleted(self, until: float, kept: dict[bytes, Any] | None, seen: int) -> set[bytes]:
-        """The keys deleted after revision ``seen`` in the watch's next message; each
-        change after ``seen`` is applied to ``kept``. A watch kept from an earlier wait
-        may still bring changes the look at ``seen`` already saw: they are passed over.
-        ConnectionResetError if the stream ended."""
-        try:
-            result = self._message(until)
-            if result.get("canceled"):
-                raise ValueError("canceled")
-            deleted = set()
-            # A PUT, the default, has no type in etcd's JSON.
-            for event in result.get("events") or []:
-                kv = event["kv"]
-                revision = int(kv["mod_revision"])
-                if revision <= seen:
-                    continue
-                self.streamed = max(self.streamed, revision)
-                key = _unb64(kv["key"])
-                if event.get("type") == "DELETE":
-                    deleted.add(key)
-                    if kept is not None:
-                        kept.pop(key, None)
-                elif kept is not None:
-                    kept[key] = kv
-        except (AttributeError, KeyError, TypeError, ValueError):
-            raise ConnectionResetError(errno.ECONNRESET, "the watch ended") from None
-        return deleted
-
-    def _message(self, until: float) -> Any:
-        """The result of the watch's next message (TimeoutError if none came by then)."""
-        assert self.watcher is not None
-        return json.loads(self.watcher.readline(until).decode("utf-8"))["result"]
-
-
-class _EtcdStore(_EtcdWatching):
-    """One lock on etcd, as the algorithm asks of a store: each change one transaction
-    that compares what the call read, the line kept by places on leases the waiters
-    keep alive."""
+    # -- Changes, the line, and letting go
 
     def close(self) -> None:
         while self.spares:
             self.revoke(self.spares.pop()[1])
         self.told = self.fresh = None
-        self._hang_up()
-        self._stop_watch()
+        self.gateway._hang_up()
+        self.watch.stop()
 
     def by_hand(self) -> str:
         return f"delete its key (etcdctl del {_quoted(self.key.decode())})"
@@ -396,14 +301,14 @@ class _EtcdStore(_EtcdWatching):
         puts it reads the lock as it then stands, for the waiter's first look."""
         if _ahead_of(_live(look.line, now), place.ticket) is not None:
             return
-        answer = self.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
+        answer = self.gateway.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
         place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
         place.since = int(now // 1)
         place.joined = True
         value = _place_value(place)
         put = {"key": _b64(self._place_key(place)), "value": _b64(value), "lease": place.ticket}
         ops = [{"request_put": put}, {"request_range": self._span(line=True)}]
-        self._found(self.post("/v3/kv/txn", {"success": ops}), 1, line=True)
+        self._found(self.gateway.post("/v3/kv/txn", {"success": ops}), 1, line=True)
 
     def prune(self, look: _Look, now: float) -> None:
         """Nothing to do: etcd ends the place of a waiter that stopped."""
@@ -420,13 +325,13 @@ class _EtcdStore(_EtcdWatching):
         return self._kept_alive(place.ticket)
 
     def _kept_alive(self, lease: str) -> bool:
-        answer = self.post("/v3/lease/keepalive", {"ID": lease})
+        answer = self.gateway.post("/v3/lease/keepalive", {"ID": lease})
         result = answer.get("result")
         ttl = result.get("TTL") if isinstance(result, dict) else None
         return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
 
     def leave(self, place: _Place) -> None:
-        self.next_step()
+        self.gateway.next_step()
         place.joined = False
         self.revoke(place.ticket)
 
@@ -508,7 +413,7 @@ class _EtcdStore(_EtcdWatching):
         # Lost, the transaction reads the lock instead, for the next try's read.
         failure = [{"request_range": self._span(self.line_read)}]
         txn = {"compare": compare, "success": ops, "failure": failure}
-        answer = self.post("/v3/kv/txn", txn, outcome=outcome)
+        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome)
         if answer.get("succeeded"):
             if record is not None and look.revision == "0":
                 _raise_fences(record, _answer_revision(answer))

@@ -8,7 +8,8 @@ from __future__ import annotations
 import errno
 import re
 
-from .redis_store import _REDIS_BUSY, _RedisStore, _slot_base
+from .redis_gateway import _REDIS_BUSY
+from .redis_store import _RedisStore, _slot_base
 from .resp import _errors_in, _RedisError
 
 TYPE_CHECKING = False
@@ -48,17 +49,23 @@ def _glob_escaped(data: bytes) -> bytes:
     return re.sub(rb"([*?\[\]\\])", rb"\\\1", data)
 
 
-class _RedisSurvey(_RedisStore):
-    """A Redis store that reads many locks at once, for a listing: the nodes to scan,
-    the locks' keys under the prefix on one, a look at a batch of them."""
+class _RedisSurvey:
+    """What reads many locks at once, for a listing, through a Redis ``store`` of the
+    prefix (its reads) and that store's ``gateway``: the nodes to scan, the locks' keys
+    under the prefix on one, a look at a batch of them."""
+
+    def __init__(self, address: str) -> None:
+        self.store = _RedisStore(address, prefix=True)
+        self.gateway = self.store.gateway
 
     def primaries(self) -> list[str]:
         """The address's node, or every primary of the Redis Cluster it is a node of."""
-        (nodes,) = self.call(("CLUSTER", "NODES"), raw=True)
+        gateway = self.gateway
+        (nodes,) = gateway.call(("CLUSTER", "NODES"), raw=True)
         if isinstance(nodes, _RedisError):
             if "cluster support disabled" in nodes.text:
-                return [self.endpoint]
-            raise self._refusal(nodes)
+                return [gateway.endpoint]
+            raise gateway._refusal(nodes)
         if not isinstance(nodes, bytes):
             raise OSError(errno.EPROTO, "Redis answered CLUSTER NODES in a shape it never has")
         found = []
@@ -66,24 +73,27 @@ class _RedisSurvey(_RedisStore):
             fields = line.split()
             flags = fields[2].split(",") if len(fields) > 2 else []
             if "master" in flags and "fail" not in flags and "noaddr" not in flags:
-                found.append(self._node_address(fields[1].partition("@")[0]))
-        return found or [self.endpoint]
+                found.append(gateway._node_address(fields[1].partition("@")[0]))
+        return found or [gateway.endpoint]
 
     def scan(self) -> set[bytes]:
         """The keys of the locks on this node that start with the prefix: the records'
         keys, and the locks of last holders and lines (``{KEY}`` starts them)."""
         keys = set()
-        escaped = _glob_escaped(self.key)
+        prefix = self.store.key
+        escaped = _glob_escaped(prefix)
         for pattern in (escaped + b"*", b"\\{" + escaped + b"*"):
             cursor: bytes | None = b"0"
             while cursor is not None:
-                (answer,) = self.call(("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT))
+                (answer,) = self.gateway.call(
+                    ("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT)
+                )
                 if not (isinstance(answer, list) and len(answer) == 2):
                     raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
                 following, names = answer
                 for name in names if isinstance(names, list) else []:
                     key = _lock_key_of(name) if isinstance(name, bytes) else None
-                    if key is not None and key.startswith(self.key):
+                    if key is not None and key.startswith(prefix):
                         keys.add(key)
                 cursor = following if isinstance(following, bytes) and following != b"0" else None
         return keys
@@ -92,17 +102,18 @@ class _RedisSurvey(_RedisStore):
         """A look at each lock of ``keys``, all read in one round trip; a lock whose
         slot moved meanwhile is looked at alone (following it), and a key that holds
         another type of value is no lock."""
-        commands = [command for key in keys for command in self._reads(_lock_keys(key))]
-        answers = self.call(*commands, raw=True)
-        per = len(self._reads())  # each lock's reads, answered in order
+        store = self.store
+        commands = [command for key in keys for command in store._reads(_lock_keys(key))]
+        answers = self.gateway.call(*commands, raw=True)
+        per = len(store._reads())  # each lock's reads, answered in order
         looks = []
         for at, key in enumerate(keys):
             mine = answers[per * at : per * at + per]
             errors = _errors_in(mine)
             if not errors:
-                looks.append((key, self._looked(mine, _lock_keys(key)[3])))
+                looks.append((key, store._looked(mine, _lock_keys(key)[3])))
             elif errors[0].code in (*_REDIS_BUSY, "MOVED", "ASK"):
-                lone = _RedisStore(self.address_of(key))
+                lone = _RedisStore(self.gateway.address_of(key))
                 try:
                     looks.append((key, lone.look()))
                 finally:
@@ -114,12 +125,13 @@ def _survey_redis(address: str) -> _Survey:
     """Every lock whose key starts with the address's KEY, on the node it names or on
     every primary of its Cluster: found with SCAN (never KEYS), then read a batch at
     a time; read only."""
-    store = _RedisSurvey(address, prefix=True)
+    survey = _RedisSurvey(address)
+    gateway = survey.gateway
     try:
         found: dict[bytes, str] = {}  # each lock's key, and the node that holds it
-        for node in store.primaries():
-            store._go(node)
-            for key in store.scan():
+        for node in survey.primaries():
+            gateway._go(node)
+            for key in survey.scan():
                 found.setdefault(key, node)
         by_node: dict[str, list[bytes]] = {}
         for key, node in found.items():
@@ -127,8 +139,8 @@ def _survey_redis(address: str) -> _Survey:
         looks: list[tuple[bytes, _Look]] = []
         for node, keys in by_node.items():
             for at in range(0, len(keys), _SURVEY_BATCH):
-                store._go(node)
-                looks += store.looks(keys[at : at + _SURVEY_BATCH])
+                gateway._go(node)
+                looks += survey.looks(keys[at : at + _SURVEY_BATCH])
     finally:
-        store.close()
-    return address, [(store.address_of(key), look) for key, look in looks], ""
+        survey.store.close()
+    return address, [(gateway.address_of(key), look) for key, look in looks], ""

@@ -1,29 +1,21 @@
-"""The Redis (or Valkey) store, in RESP2 over a socket: the record at KEY, expiring on the
-server's clock; every change one MULTI/EXEC under a WATCH of KEY; every other key of the
-lock in KEY's hash slot; waiters in line block on a bell of their own (BLPOP), rung by
-the release in its transaction. Compiled only for a Redis lock."""
+"""The Redis (or Valkey) store, which has Redis's gateway (redis_gateway.py, RESP2 over a
+socket): the record at KEY, expiring on the server's clock; every change one MULTI/EXEC
+under a WATCH of KEY; every other key of the lock in KEY's hash slot; waiters in line
+block on a bell of their own (BLPOP), rung by the release in its transaction. Compiled
+only for a Redis lock."""
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import time
 
-from .contract import _MAX_WAIT_SEC
 from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live, _turns
-from .inputs import _PLAIN_DECIMAL
 from .interrupts import _SIGNALS_HELD, _Interrupts
-from .quoting import _quoted
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
-from .resp import _errors_in, _RedisError, _RespConnection
-from .server_store import (
-    _TLS_FAILURE,
-    _place_of,
-    _place_value,
-    _ServerStore,
-    _unknown_outcome,
-)
+from .redis_gateway import _CommandDenied, _NotApplied, _RedisGateway
+from .resp import _RedisError, _RespConnection
+from .server_store import _place_of, _place_value, _ServerStore, _unknown_outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,23 +24,6 @@ if TYPE_CHECKING:
     from .interface import _Store
     from .resp import _Command
 
-# A Redis Cluster's answers that send a call to another node, followed this often at
-# most per call (a slot moves once; more means the cluster is being reconfigured).
-_REDIRECTS_MAX = 5
-# Errors after which nothing ran and the server serves soon (loading, promoting, busy,
-# or a Cluster slot in mid-migration: TRYAGAIN).
-_REDIS_BUSY = ("LOADING", "BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN")
-
-
-def _redis_timeout(text: str) -> float:
-    """Seconds of SKF_REDIS_TIMEOUT, a plain number (at most a day)."""
-    if not _PLAIN_DECIMAL.fullmatch(text) or not 0 < float(text) <= _MAX_WAIT_SEC:
-        raise ValueError(
-            f"SKF_REDIS_TIMEOUT must be a number of seconds from 0 to 86400, like 5 or 0.5,"
-            f" not {text!r}"
-        )
-    return float(text)
-
 
 def _slot_base(key: str) -> str | None:
     """KEY if it has a hash tag, else ``{KEY}``; None for a ``}`` but no tag."""
@@ -56,22 +31,6 @@ def _slot_base(key: str) -> str | None:
     if start >= 0 and key.find("}", start + 1) > start + 1:
         return key
     return None if "}" in key else "{" + key + "}"
-
-
-def _with_asking(commands: tuple[_Command, ...]) -> list[_Command]:
-    """``commands`` for a node an ASK sent them to: ASKING before each one outside a
-    transaction, and before its MULTI (inside one, the node keeps it until EXEC)."""
-    sending: list[_Command] = []
-    inside = False
-    for command in commands:
-        if not inside:
-            sending.append(("ASKING",))
-        sending.append(command)
-        if command[0] == "MULTI":
-            inside = True
-        elif command[0] in ("EXEC", "DISCARD"):
-            inside = False
-    return sending
 
 
 def _server_us(clock: object) -> int:
@@ -105,28 +64,6 @@ def _slots_ended(record: _Record, server_ms: int, ttl: int) -> int:
     return min(ends) if ends else ttl
 
 
-class _CommandDenied(PermissionError):
-    """Redis refused the user a ``command`` (NOPERM), not a key."""
-
-    def __init__(self, command: str, message: str) -> None:
-        super().__init__(errno.EACCES, message)
-        self.command = command
-
-
-def _denied_command(text: str) -> str | None:
-    """The command a NOPERM refusal names (Redis and Valkey: "... no permissions to run
-    the 'time' command"), lowercase; None where it names a key or a channel."""
-    _, quote, rest = text.partition(" the '")
-    name, closing, after = rest.partition("'")
-    if quote and closing and after.startswith(" command"):
-        return name.lower()
-    return None
-
-
-class _NotApplied(Exception):
-    """A transaction under WATCH did not run (redirected, or the node was busy)."""
-
-
 class _RedisSeen:
     """What a look at a Redis lock saw: the milliseconds until its next slot ends by the
     server's clock (-1: none ends by time)."""
@@ -137,210 +74,21 @@ class _RedisSeen:
         self.ttl_ms = ttl_ms
 
 
-class _RedisServer(_ServerStore):
-    """The conversation with Redis or Valkey for one lock's address: a connection
-    (authenticated, TLS with ``rediss``), commands pipelined on it within the step's
-    deadline, a Redis Cluster's redirects followed to the node that serves the lock's
-    keys, and Redis's refusals as errors a person can act on."""
+class _RedisStore(_ServerStore):
+    """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``, spoken to
+    through its ``gateway``. The record is at KEY, expiring; the other keys share its
+    Cluster slot: ``{KEY}``, a NUL, then ``last``, ``line`` (tickets in order), and per
+    waiter ``wait`` and ``wake`` with its ticket: its place, and a list it blocks on
+    until a release or a leaver pushes."""
 
-    name = "Redis"
-    env = "SKF_REDIS_"
-    port = "Redis's"
-    timeout_var = "SKF_REDIS_TIMEOUT"
-    form = "{0}://HOST[:PORT]/KEY or {0}://USER@HOST[:PORT]/KEY"
-    default_port = 6379
-    users = True
-    secure = "rediss"
-    credentials = "holds a password: a password never goes in the address; set REDISCLI_AUTH"
+    gateway: _RedisGateway
 
     def __init__(self, address: str, prefix: bool = False) -> None:
         """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
-        env = os.environ
-        super().__init__(address, _redis_timeout(env.get("SKF_REDIS_TIMEOUT") or "5"), prefix)
-        (self.endpoint,) = self.endpoints
-        # Bytes as given: an argument may hold any (surrogate-escaped).
-        self.key = self.key_text.encode("utf-8", "surrogateescape")
-        self.password = env.get("REDISCLI_AUTH")
-        self.connection: _RespConnection | None = None
-        self.watched: _RespConnection | None = None  # the one whose WATCH is on KEY
-        self.bell: _RespConnection | None = None  # a waiter's, blocked on its bell
-        # True once a Cluster's ASK sent the lock's keys to the node importing their
-        # slot: each command there goes after an ASKING (harmless once it owns it).
-        self.asking = False
-
-    def _open(self) -> _RespConnection:
-        connection = _RespConnection(self.endpoint, self.tls_context(), self.deadline)
-        if self.password is not None or self.user:
-            who = (self.user,) if self.user else ()
-            try:
-                connection.send([("AUTH", *who, self.password or "")], self.deadline)
-                answer = connection.answer(self.deadline)
-            except BaseException:
-                connection.close()
-                raise
-            if isinstance(answer, _RedisError):
-                connection.close()
-                raise self._refusal(answer)
-        return connection
-
-    def call(
-        self,
-        *commands: _Command,
-        outcome: str | None = None,
-        write: bool = False,
-        watched: bool = False,
-        raw: bool = False,
-    ) -> list[Any]:
-        """The answers to ``commands``, followed to the node a Redis Cluster redirects
-        them to; a ``write`` that was sent is not tried again. ``watched``: a
-        transaction under an earlier call's WATCH, which a redirect or a busy node ends
-        in _NotApplied: sent again it would run without its WATCH. ``raw``: the answers
-        as they came, error answers among them (nothing redirected)."""
-        failure = None
-        redirects = 0
-        started = time.monotonic()
-        while True:
-            sending = _with_asking(commands) if self.asking else list(commands)
-            sent = False
-            try:
-                if self.connection is None:
-                    self.connection = self._open()
-                self.connection.send(sending, self.deadline)
-                sent = True
-                answers = [self.connection.answer(self.deadline) for _ in sending]
-            except (OSError, ValueError) as exc:
-                self._drop()
-                reason = self.describe(exc)
-                if sent and outcome is not None:
-                    raise self.lost_answer(self.endpoint, exc, outcome) from None
-                if sent and write:
-                    raise OSError(errno.EIO, f"Redis at {self.endpoint}: {reason}") from None
-                if isinstance(exc, PermissionError):
-                    raise  # trying again cannot help
-                if reason.startswith(_TLS_FAILURE):
-                    raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
-                self.give_up_if_refused(exc, started, self.endpoint, reason)
-                failure = failure or reason
-            except BaseException:
-                self._drop()  # an interrupt: never read its answers out of step
-                raise
-            else:
-                answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
-                errors = _errors_in(answers)
-                if raw or not errors:
-                    return answers
-                if self._redirected(errors[0], redirects, watched):
-                    redirects += 1
-                    continue
-                failure = errors[0].text
-            left = self.deadline - time.monotonic()
-            if left <= 0:
-                raise self.unreachable(self.endpoint, failure)
-            time.sleep(min(0.05, left))
-
-    def _redirected(self, error: _RedisError, redirects: int, watched: bool) -> bool:
-        """True if ``error`` sent the call to another node; False if the node is busy
-        (try again soon); else the refusal ``error`` means."""
-        if error.code in ("MOVED", "ASK") and redirects < _REDIRECTS_MAX:
-            # Nothing of a redirected command ran; the node it names serves it.
-            self._redirect(error)
-            if watched:
-                raise _NotApplied
-            return True
-        if error.code not in _REDIS_BUSY:
-            raise self._refusal(error)
-        if watched:
-            # The algorithm reads again and retries; a slot's keys finish moving within
-            # moments, so its tries (20 of them) span about 2 s.
-            time.sleep(min(0.1, max(0.0, self.deadline - time.monotonic())))
-            raise _NotApplied
-        return False
-
-    def _redirect(self, error: _RedisError) -> None:
-        """Go to the node a MOVED or ASK answer names (ASK: with ASKING, for now)."""
-        found = re.fullmatch(r"(MOVED|ASK) [0-9]+ (.*:[0-9]{1,5})", error.text)
-        if found is None:
-            raise self._refusal(error)
-        self._stop_listening()
-        self._go(self._node_address(found[2]), asking=found[1] == "ASK")
-
-    def _node_address(self, where: str) -> str:
-        """The endpoint of a node a Cluster names as ``HOST:PORT``."""
-        host, _, port = where.rpartition(":")
-        if not host or host == "?":  # the node does not know its name: the same host
-            host = self.endpoint.rpartition(":")[0]
-        elif ":" in host and not host.startswith("["):
-            host = f"[{host}]"  # an IPv6 address
-        return f"{host}:{port}"
-
-    def _go(self, endpoint: str, asking: bool = False) -> None:
-        """Send what follows to the node at ``endpoint`` (``asking``: after ASKING)."""
-        if endpoint != self.endpoint:
-            self._drop()
-            self.endpoint = endpoint
-        self.asking = asking
-
-    def _stop_listening(self) -> None:
-        if self.bell is not None:
-            self.bell.close()
-            self.bell = None
-
-    def _drop(self) -> None:
-        if self.connection is not None:
-            self.connection.close()
-        self.connection = None
-        self.watched = None
-
-    def _refusal(self, error: _RedisError) -> OSError:
-        code = error.code
-        text = error.text
-        who = f"user {self.user!r}" if self.user else "the default user"
-        if code == "ERR" and "AUTH" in text.upper():
-            code = "WRONGPASS"  # before ACLs, or no password set
-        key = self.key.decode("utf-8", "replace")
-        denied = {
-            "NOAUTH": f"Redis wants a password ({text}): set REDISCLI_AUTH",
-            "WRONGPASS": f"Redis refused {who} ({text}); check the user in the address"
-            " and REDISCLI_AUTH",
-            "NOPERM": f"Redis denied {who} access to the lock's keys ({key}): {text}",
-        }
-        command = _denied_command(text) if code == "NOPERM" else None
-        if command is not None:
-            return _CommandDenied(
-                command,
-                f"Redis denied {who} the command {command.upper()} ({text}): give the user"
-                f" +{command} (the commands a user needs: docs/redis.md, Permissions)",
-            )
-        if code in denied:
-            return PermissionError(errno.EACCES, denied[code])
-        advice = {
-            "WRONGTYPE": f"a key of the lock {self.lock} holds another type of value, not"
-            f" this tool's ({text}); {self.by_hand()} if it is no longer needed",
-            "MOVED": f"a Redis Cluster sent the lock's keys from node to node more than"
-            f" {_REDIRECTS_MAX} times ({text}): its slots are being moved; try again once"
-            " the cluster is stable",
-            "READONLY": f"{self.endpoint} is a replica ({text}): give the primary's address",
-        }
-        advice["ASK"] = advice["MOVED"]
-        return OSError(errno.EIO, advice.get(code, f"Redis refused the request: {text}"))
-
-    def by_hand(self) -> str:
-        # The address's own node; -c follows a Cluster's redirect, as this store does.
-        host, _, port = self.endpoints[0].rpartition(":")
-        key = self.key.decode("utf-8", "surrogateescape")
-        return f"delete its key (redis-cli -c -h {host.strip('[]')} -p {port} DEL {_quoted(key)})"
-
-
-class _RedisStore(_RedisServer):
-    """One lock on Redis or Valkey: ``redis[s]://[USER@]HOST[:PORT]/KEY``. The record is
-    at KEY, expiring; the other keys share its Cluster slot: ``{KEY}``, a NUL, then
-    ``last``, ``line`` (tickets in order), and per waiter ``wait`` and ``wake`` with its
-    ticket: its place, and a list it blocks on until a release or a leaver pushes."""
-
-    def __init__(self, address: str, prefix: bool = False) -> None:
-        """``prefix``: the address's KEY is a prefix of the locks to list (may be empty)."""
-        super().__init__(address, prefix)
-        key = self.key_text
+        self.gateway = _RedisGateway(address, prefix)
+        self.lock = self.gateway.lock
+        self.key = self.gateway.key
+        key = self.gateway.key_text
         base = _slot_base(key)
         if base is None and not prefix:
             raise ValueError(
@@ -359,29 +107,32 @@ class _RedisStore(_RedisServer):
         self.timeless = False
 
     def close(self) -> None:
-        self._drop()
-        self._stop_listening()
+        self.gateway._drop()
+        self.gateway._stop_listening()
+
+    def by_hand(self) -> str:
+        return self.gateway.by_hand()
 
     # -- What the algorithm asks of a store
 
     def look(self, upto: str | None = None) -> _Look:
         """The record (its expiry live, or none), the last holder's, and the line (up to
         ``upto``'s place, if it is in line: the places behind it are not read)."""
-        return self._looked(self.call(*self._reads(), *self._clock()), upto=upto)
+        return self._looked(self.gateway.call(*self._reads(), *self._clock()), upto=upto)
 
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
         with the line: a release rings the waiters it leaves a slot for."""
         clock: list[_Command] = [] if self.timeless else [("TIME",)]
         try:
-            answers = self.call(("WATCH", self.key), *self._reads(), *clock)[1:]
+            answers = self.gateway.call(("WATCH", self.key), *self._reads(), *clock)[1:]
         except _CommandDenied as denied:
             if not clock or denied.command != "time":
                 raise
             # A user without TIME takes, renews and releases a lock of one slot, as
             # before fences: its takes get no fence rather than a weaker one.
             self.timeless = True
-            answers = self.call(("WATCH", self.key), *self._reads())[1:]
+            answers = self.gateway.call(("WATCH", self.key), *self._reads())[1:]
         look = self._looked(answers)
         if not self.timeless:
             # A take's fence is at least the server's clock in microseconds, read with
@@ -390,7 +141,7 @@ class _RedisStore(_RedisServer):
             look.fence_floor = _server_us(answers[-1])
             if look.clock is None:  # the first slot's mark, should the change take one
                 look.clock = look.fence_floor // 1000
-        self.watched = self.connection
+        self.gateway.watched = self.gateway.connection
         return look
 
     def _clock(self) -> list[_Command]:
@@ -420,7 +171,9 @@ class _RedisStore(_RedisServer):
             if record.holders is not None:
                 # Of several slots: the server's clock ends each (a lock of one slot, its
                 # record's expiry, and a call on one never needs TIME).
-                server_ms = _server_us(clock[0] if clock else self.call(("TIME",))[0]) // 1000
+                server_ms = (
+                    _server_us(clock[0] if clock else self.gateway.call(("TIME",))[0]) // 1000
+                )
                 self.clocked = True
                 ttl = _slots_ended(record, server_ms, ttl)
         if isinstance(last_value, bytes) and record is None:
@@ -434,7 +187,7 @@ class _RedisStore(_RedisServer):
             tickets = tickets[: tickets.index(upto) + 1]
         prefix = self.wait_prefix if wait_prefix is None else wait_prefix
         place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
-        places = self.call(("MGET", *place_keys)) if tickets else [[]]
+        places = self.gateway.call(("MGET", *place_keys)) if tickets else [[]]
         line = []
         for ticket, entry in zip(tickets, places[0], strict=False):
             place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
@@ -467,7 +220,7 @@ class _RedisStore(_RedisServer):
         # place in line, before its answer is read, must still take it out on the way.
         place.joined = True
         ms = self._place_ms()
-        self.call(
+        self.gateway.call(
             ("UNWATCH",),
             ("MULTI",),
             ("SET", self._place_key(place.ticket), _place_value(place), "PX", ms),
@@ -481,11 +234,11 @@ class _RedisStore(_RedisServer):
         live = _live(look.line, now)
         dead = [("LREM", self.line_key, 0, p.ticket) for p in look.line if p not in live]
         if dead:
-            self.call(*dead, write=True)
+            self.gateway.call(*dead, write=True)
 
     def beat(self, place: _Place) -> bool:
         ms = self._place_ms()
-        kept, _, _ = self.call(
+        kept, _, _ = self.gateway.call(
             ("PEXPIRE", self._place_key(place.ticket), ms),
             ("PEXPIRE", self.line_key, ms),
             ("PEXPIRE", self._bell_key(place.ticket), ms),
@@ -501,14 +254,14 @@ class _RedisStore(_RedisServer):
 
     def leave(self, place: _Place) -> None:
         """Leave the line, waking the waiter behind (it may now be first)."""
-        self.next_step()
+        self.gateway.next_step()
         place.joined = False
 
-        (tickets,) = self.call(("UNWATCH",), ("LRANGE", self.line_key, 0, -1))[1:]
+        (tickets,) = self.gateway.call(("UNWATCH",), ("LRANGE", self.line_key, 0, -1))[1:]
         line = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
         behind = line[line.index(place.ticket) + 1 :] if place.ticket in line else []
         ring = self._ring(behind[0]) if behind else []
-        self.call(("MULTI",), *self._leaving(place.ticket), *ring, ("EXEC",), write=True)
+        self.gateway.call(("MULTI",), *self._leaving(place.ticket), *ring, ("EXEC",), write=True)
 
     def apply(
         self,
@@ -523,8 +276,9 @@ class _RedisStore(_RedisServer):
         clock = look.clock  # read() read the server's TIME with the lock
         if clock is None and record is not None and record.holders is not None:
             # Slots end on the server's clock: a user without TIME is refused here.
-            clock = _server_us(self.call(("TIME",))[0]) // 1000
-        if self.connection is None or self.connection is not self.watched:
+            clock = _server_us(self.gateway.call(("TIME",))[0]) // 1000
+        gateway = self.gateway
+        if gateway.connection is None or gateway.connection is not gateway.watched:
             return False  # its watch's connection was lost: read again
         ops: list[_Command] = []
         ms = 0 if record is None else _lifetime_ms(record, clock or 0)
@@ -554,10 +308,10 @@ class _RedisStore(_RedisServer):
         outcome = _unknown_outcome(owner, taking=taking)
         with _SIGNALS_HELD:
             try:
-                answers = self.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
+                answers = gateway.call(("MULTI",), *ops, ("EXEC",), outcome=outcome, watched=True)
             except _NotApplied:
                 answers = [None]  # read again, on the node that serves the keys now
-            self.watched = None  # EXEC ends the watch
+            gateway.watched = None  # EXEC ends the watch
             applied = answers[-1] is not None
             if applied:
                 _Interrupts.disarm()
@@ -573,16 +327,17 @@ class _RedisStore(_RedisServer):
             left = min(left, ttl / 1000 + 0.001)
         until = time.monotonic() + left
         try:
-            if self.bell is None:
-                self.deadline = min(until, time.monotonic() + self.timeout)
-                self.bell = self._open()
-            return self._rung(self.bell, place.ticket, until)
+            gateway = self.gateway
+            if gateway.bell is None:
+                gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+                gateway.bell = gateway._open()
+            return self._rung(gateway.bell, place.ticket, until)
         except (OSError, ValueError):
             # A new connection next time.
-            self._stop_listening()
+            self.gateway._stop_listening()
             return False
         finally:
-            self.next_step()
+            self.gateway.next_step()
 
     def vouches(self, look: _Look) -> bool:
         """Never: a place ahead that expired rings no bell."""
@@ -590,17 +345,20 @@ class _RedisStore(_RedisServer):
 
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
         left = max(0.001, until - time.monotonic())
-        asking: list[_Command] = [("ASKING",)] if self.asking else []
-        bell.send([*asking, ("BLPOP", self._bell_key(ticket), f"{left:.3f}")], until + self.timeout)
+        asking: list[_Command] = [("ASKING",)] if self.gateway.asking else []
+        bell.send(
+            [*asking, ("BLPOP", self._bell_key(ticket), f"{left:.3f}")],
+            until + self.gateway.timeout,
+        )
         if asking:
-            bell.answer(until + self.timeout)
-        answer = bell.answer(until + self.timeout)
+            bell.answer(until + self.gateway.timeout)
+        answer = bell.answer(until + self.gateway.timeout)
         if isinstance(answer, _RedisError) and answer.code in ("MOVED", "ASK"):
             # Its slot moved (a blocked BLPOP is told so too): look again there.
-            self._redirect(answer)
+            self.gateway._redirect(answer)
             return False
         if isinstance(answer, _RedisError):
-            raise self._refusal(answer)
+            raise self.gateway._refusal(answer)
         return answer is not None
 
 

@@ -1,6 +1,7 @@
-"""What the server stores share: a lock address parsed, a deadline for each step, TLS,
-a connection that never waits past its deadline, the wording of failures, and a
-waiter's place kept as a value on the server. Compiled only for a server's lock."""
+"""What the server stores share: a gateway's lock address parsed, a deadline for each
+step, TLS, patience and when to give up, a connection that never waits past its deadline,
+the wording of failures, a store that has its gateway, and a waiter's place kept as a
+value on the server. Compiled only for a server's lock."""
 
 from __future__ import annotations
 
@@ -85,14 +86,14 @@ def _value_fields(value: bytes) -> tuple[str, int, float, bool] | None:
 _REFUSED_GRACE_SEC = 1.5
 
 
-class _ServerStore:
-    """What the server stores share: addresses, no guard, a deadline per step, TLS."""
+class _ServerGateway:
+    """What each server store's gateway shares: the address, a deadline per step, TLS,
+    the call's patience and the rules for giving up, and the wording of failures."""
 
     patient = False  # a call that waits in line: a refusing server is tried until the deadline
     # The call's own deadline (a renewal's: when its holder must stop), which cuts every
     # step's; see ``deadline``.
     call_deadline = float("inf")
-    dated_in_seconds = False  # a hold ends on the server's clock (a lease, an expiry)
 
     # Each server store says, for its messages: the server's name, its variables'
     # prefix, what its port is called and the variable that sets the deadline.
@@ -230,6 +231,31 @@ class _ServerStore:
         if isinstance(exc, ValueError):
             return f"{exc}: is this {self.port} port?"
         return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+
+
+class _ServerStore:
+    """A lock on a server, as a store: it has its ``gateway`` (which keeps the call's
+    patience and deadline, set on the store by the algorithm) and no guard to enter."""
+
+    gateway: _ServerGateway
+    lock: str
+    dated_in_seconds = False  # a hold ends on the server's clock (a lease, an expiry)
+
+    @property
+    def patient(self) -> bool:
+        return self.gateway.patient
+
+    @patient.setter
+    def patient(self, patient: bool) -> None:
+        self.gateway.patient = patient
+
+    @property
+    def call_deadline(self) -> float:
+        return self.gateway.call_deadline
+
+    @call_deadline.setter
+    def call_deadline(self, moment: float) -> None:
+        self.gateway.call_deadline = moment
 
     def change(self, create: bool) -> Self:
         return self
