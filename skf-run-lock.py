@@ -382,6 +382,10 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
     "run-id": ("run_id",),
 }
 
+# What a command's output carries beside its keys, which --get prints too: acquire's
+# fence (a _Taken's; callers compare the JSON whole).
+_BESIDE_KEYS: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
+
 _EXIT_OK = 0
 _EXIT_BAD_ARGS = 1
 _EXIT_OS_ERROR = 2
@@ -800,14 +804,14 @@ class _Request:
         self.deadline = float("inf")  # the store's own timeout alone
         self.try_began = time.monotonic()  # no later than any try of it
 
-    def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
-        """The request that renews the hold this one took (``lock`` as its store named
-        it, ``owner`` and ``run_id`` as the take gave them): at once, never shortening
-        the hold, and only while it is still the owner's."""
+    def renewal(self, hold: _Hold) -> _Request:
+        """The request that renews ``hold``, which this one took (its lock as its store
+        named it, its whole owner and run id): at once, never shortening the hold, and
+        only while it is still the owner's."""
         return _Request(
-            lock,
-            owner,
-            run_id,
+            hold.lock,
+            hold.owner,
+            hold.run_id,
             self.stale_after,
             empty_is_stale=self.empty_is_stale,
             slots=self.slots,
@@ -1300,6 +1304,67 @@ def _record_bytes(owner: str, since: int, stale_after: float, fence: int | None 
     if fence is not None:
         record["fence"] = fence  # after the keys every version reads
     return (json.dumps(record) + "\n").encode("ascii")
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/hold.py
+# A hold: what one take gave (acquire, a renewal, run's, held()'s, a waiter's), as one
+# value. The outputs format it at the edge; run, held() and the renewer keep it and renew
+# it, never an output.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+
+class _Hold:
+    """One hold taken or renewed: the lock as its store names it, the whole owner and
+    its run id, its fence (None: the take could give none), whether it ``renewed`` the
+    owner's own hold, its ``holder_timeout`` (seconds), ``since`` (whole seconds), the
+    stale hold of another it ``replaced`` (renewing: the first it dropped; None: none),
+    and the record it left (``after``), which the message describes."""
+
+    __slots__ = (
+        "after",
+        "fence",
+        "holder_timeout",
+        "lock",
+        "owner",
+        "renewed",
+        "replaced",
+        "run_id",
+        "since",
+    )
+
+    def __init__(
+        self,
+        lock: str,
+        owner: str,
+        run_id: str,
+        *,
+        since: int,
+        holder_timeout: float,
+        renewed: bool,
+        replaced: _Record | None,
+        after: _Record,
+        fence: int | None,
+    ) -> None:
+        self.lock = lock
+        self.owner = owner
+        self.run_id = run_id
+        self.since = since
+        self.holder_timeout = holder_timeout
+        self.renewed = renewed
+        self.replaced = replaced
+        self.after = after
+        self.fence = fence
+
+    @property
+    def kind(self) -> Literal["exclusive", "slots", "shared"]:
+        """How it holds: the lock alone, one of several slots, or shared."""
+        if self.after.shared:
+            return "shared"
+        return "slots" if self.after.slots > 1 else "exclusive"
 
 
 # --------------------------------------------------------------------------------------
@@ -1847,55 +1912,39 @@ def _runs_text(count: int) -> str:
     return f"{count} run{'' if count == 1 else 's'}"
 
 
-def _acquired_result(
-    lock: str,
-    owner: str,
-    run_id: str,
-    *,
-    stale_after: float,
-    since: int,
-    renewed: bool,
-    replaced: _Record | None,
-    after: _Record | None = None,
-    fence: int | None = None,
-) -> AcquireResult:
-    """``renewed``: the take renewed ``owner``'s own hold; ``replaced``: the stale hold
-    of another it replaced or, renewing, the first it dropped; ``after``: the record the
-    take left, for a lock of several slots; ``fence``: the hold's, carried beside the
-    output's keys."""
-    stale_at = _stale_at(since, stale_after)
-    what = lock
-    if after is not None and after.shared:
-        what = f"a shared hold on {lock}"
-    elif after is not None and after.slots > 1:
-        what = f"a slot of {lock}"
-    done = f"renewed {what} for {owner}" if renewed else f"acquired {what} for {owner}"
+def _acquired_result(hold: _Hold) -> AcquireResult:
+    """The acquire output of ``hold``, carrying its fence beside the output's keys."""
+    lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
+    stale_at = _stale_at(hold.since, hold.holder_timeout)
+    kind = hold.kind
+    what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
+    done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
     if replaced is not None:
         holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
-        stale = "stale lock"
-        if after is not None and after.shared:
-            stale = "stale shared hold"
-        elif after is not None and after.slots > 1:
-            stale = "stale slot"
-        done += f", {'dropping' if renewed else 'replacing'} the {stale} {holder}"
-    if after is not None:
-        done += _holds_text(after)
+        stale = {"shared": "stale shared hold", "slots": "stale slot"}.get(kind, "stale lock")
+        done += f", {'dropping' if hold.renewed else 'replacing'} the {stale} {holder}"
+    done += _holds_text(after)
     result: AcquireResult = {
         "acquired": True,
-        "refreshed": renewed,
+        "refreshed": hold.renewed,
         "lock": lock,
         "owner": owner,
-        "run_id": run_id,
+        "run_id": hold.run_id,
         "held_by": owner,
-        "held_since": _format_time(since),
+        "held_since": _format_time(hold.since),
         "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(stale_after),
+        "stale_after_minutes": _minutes_for_output(hold.holder_timeout),
         "stale_replaced": {"held_by": replaced.owner, "held_since": _format_time(replaced.since)}
         if replaced is not None
         else None,
-        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(fence)}",
+        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(hold.fence)}",
     }
-    return _fenced(result, fence)
+    return _fenced(result, hold.fence)
+
+
+def _acquire_output(taken: _Hold | AcquireResult) -> AcquireResult:
+    """The acquire output of a take: its hold's, or the refusal's own."""
+    return taken if isinstance(taken, dict) else _acquired_result(taken)
 
 
 def _unfenced(fence: int | None) -> str:
@@ -3517,13 +3566,14 @@ def acquire(
         slots=slots,
         shared=shared,
     )
-    return _take(request)
+    return _acquire_output(_take(request))
 
 
-def _take(request: _Request) -> AcquireResult:
-    """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
-    hold; ``request.keep_longer``: a renewal never shortens the hold; no request waits
-    on the network past ``request.deadline``)."""
+def _take(request: _Request) -> _Hold | AcquireResult:
+    """acquire, checked: the hold, or the refusal's output (``request.renew_only``:
+    LockLost unless still the owner's live hold; ``request.keep_longer``: a renewal
+    never shortens the hold; no request waits on the network past
+    ``request.deadline``)."""
     store = _store_for(request.lock)
     store.call_deadline = request.deadline
     try:
@@ -3532,8 +3582,11 @@ def _take(request: _Request) -> AcquireResult:
         store.close()
 
 
-def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
-    """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+def _take_in(
+    store: _Store, request: _Request, place: _Place | None = None
+) -> _Hold | AcquireResult:
+    """One try of acquire: the hold, or the refusal's output; a waiter's ``place`` joins
+    the line, or leaves it taking."""
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
     request.try_began = time.monotonic()
@@ -3607,12 +3660,12 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
             new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
-                return _acquired_result(
+                return _Hold(
                     store.lock,
                     owner,
                     request.run_id,
-                    stale_after=timeout,
                     since=since,
+                    holder_timeout=timeout,
                     renewed=renewed is not None,
                     replaced=replaced,
                     after=after,
@@ -3643,7 +3696,7 @@ def acquire_within(
         slots=slots,
         shared=shared,
     )
-    return _wait_for(request, refused=None)
+    return _acquired_result(_wait_for(request, refused=None))
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -3712,8 +3765,9 @@ _VOUCHED_WAITS = 4
 
 def _wait_for(
     request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
-) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits up
+) -> _Hold:
+    """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
+    calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line."""
     deadline = time.monotonic() + request.wait
     store = _store_for(request.lock)
@@ -3725,7 +3779,7 @@ def _wait_for(
     try:
         while True:
             result = _take_in(store, request, place)
-            if result["acquired"]:
+            if isinstance(result, _Hold):
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
@@ -4073,13 +4127,15 @@ _CLOCK_RATE_MARGIN = 0.01
 
 
 class _Renewer:
-    """Renews the lock for held() and run every third of its timeout (sooner on failure),
+    """Renews the hold for held() and run every third of its timeout (sooner on failure),
     and finds it lost once too little is left of the hold to stop the work before it
-    ends: each renewal waits on the network no longer than that."""
+    ends: each renewal waits on the network no longer than that. ``hold`` is the hold
+    as last taken or renewed (a renewal beside a newer holder may get a new fence)."""
 
-    def __init__(self, request: _Request, taken: AcquireResult) -> None:
-        self.lock = taken["lock"]
-        self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
+    def __init__(self, request: _Request, hold: _Hold) -> None:
+        self.hold = hold
+        self.lock = hold.lock
+        self.renewal = request.renewal(hold)
         self.lasts = request.stale_after  # no longer than the hold: it may be kept longer
         self.every = self.lasts / 3
         self.margin = _MARGIN_SEC + self.lasts * _CLOCK_RATE_MARGIN
@@ -4106,7 +4162,7 @@ class _Renewer:
         if started < self.stop_at():
             self.renewal.deadline = self.stop_at()
             try:
-                _take(self.renewal)
+                renewed = _take(self.renewal)
             except LockLost as lost:
                 self.lost = lost
                 return lost
@@ -4114,6 +4170,8 @@ class _Renewer:
                 self.failure = exc
                 self.next = started + min(1.0, self.every / 3)
             else:
+                if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
+                    self.hold = renewed
                 self.renewed = self.renewal.try_began
                 self.next = self.renewed + self.every
                 self.failure = None
@@ -4164,8 +4222,9 @@ class _Lease:
 
     @property
     def fence(self) -> int | None:
-        """The hold's fence, for each write the block makes (None before it is entered)."""
-        return None if self.result is None else fence_of(self.result)
+        """The hold's fence as last taken or renewed, for each write the block makes
+        (None before it is entered)."""
+        return None if self.renewer is None else self.renewer.hold.fence
 
     @property
     def lost(self) -> bool:
@@ -4180,10 +4239,11 @@ class _Lease:
     def __enter__(self) -> _Lease:
         import threading
 
-        self.result = _wait_for(self.request, refused=None)
-        self.owner = self.result["owner"]
-        self.kept = self.result["refreshed"]
-        self.renewer = _Renewer(self.request, self.result)
+        hold = _wait_for(self.request, refused=None)
+        self.result = _acquired_result(hold)
+        self.owner = hold.owner
+        self.kept = hold.renewed
+        self.renewer = _Renewer(self.request, hold)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -4240,24 +4300,24 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread, grac
         waiter.join()
 
 
-def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) -> int:
-    """Run ``command`` holding the lock ``request`` took: its exit code, 3 if lost,
-    126/127 if not run."""
+def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
+    """Run ``command`` holding ``hold``, which ``request`` took: its exit code, 3 if
+    lost, 126/127 if not run."""
     import subprocess
     import threading
 
     lock = os.fspath(request.lock)
-    owner = taken["owner"]
+    owner = hold.owner
     # A hold the owner had before run started (a workflow's lock, a run step inside it)
     # is left held when run ends, however it ends.
-    kept = taken["refreshed"]
+    kept = hold.renewed
 
     if _Interrupts.pending is not None:  # came while the lock was taken
         _release_for_run(lock, owner, kept)
         _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
         return 128 + _Interrupts.pending
     env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
-    fence = fence_of(taken)
+    fence = hold.fence
     if fence is not None:  # the number its writes carry, for a resource that checks them
         env["SKF_RUN_LOCK_FENCE"] = str(fence)
     try:
@@ -4273,7 +4333,7 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(request, taken)
+    renewer = _Renewer(request, hold)
     lost = None
     while True:
         waiter.join(renewer.due_in())
@@ -4424,15 +4484,10 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     return command, options, tail, got
 
 
-# What --get prints beside a command's JSON keys: acquire's fence, which its output
-# carries beside its keys (callers compare the JSON whole).
-_GOT_BESIDE: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
-
-
 def _check_get(command: str, options: dict[str, str], got: list[str]) -> None:
     """Each ``--get KEY``: a key the command prints, checked before it runs."""
     keys = _OUTPUT_KEYS[command]
-    beside = _GOT_BESIDE.get(command, ())
+    beside = _BESIDE_KEYS.get(command, ())
     if "--table" in options:
         raise _UsageError("--get prints keys of the JSON, which --table does not print")
     for key in got:
@@ -4443,14 +4498,16 @@ def _check_get(command: str, options: dict[str, str], got: list[str]) -> None:
             )
 
 
-def _got_lines(command: str, result: Output, got: list[str]) -> str:
-    """What ``--get`` prints: each key's value on a line of its own, in the order given.
-    With more than one key, a string that holds a line break (a path may) is written as
-    JSON, so that each value stays on its own line for ``read``."""
-    beside = _GOT_BESIDE.get(command, ())
+def _got_lines(result: Output, got: list[str]) -> str:
+    """What ``--get`` prints: each key's value on a line of its own, in the order given
+    (a key of the JSON, else what the output carries beside its keys: None where it
+    carries nothing, a refusal's fence). With more than one key, a string that holds a
+    line break (a path may) is written as JSON, so that each value stays on its own line
+    for ``read``."""
     lines = []
     for key in got:
-        value = fence_of(result) if key in beside else dict(result)[key]
+        keys = dict(result)
+        value = keys[key] if key in keys else getattr(result, key, None)
         text = _value_text(value)
         if len(got) > 1 and ("\n" in text or "\r" in text):
             text = json.dumps(value)
@@ -4612,10 +4669,14 @@ def _cli_request(
     )
 
 
-def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
-    """acquire's take, waiting in line if the request may, and its exit code."""
+def _cli_take(request: _Request) -> tuple[_Hold | None, AcquireResult]:
+    """acquire's take, waiting in line if the request may: the hold (None: refused) and
+    its output."""
+    hold: _Hold | None = None
     if not request.wait:
-        result = _take(request)
+        taken = _take(request)
+        hold = taken if isinstance(taken, _Hold) else None
+        result = _acquire_output(taken)
     else:
         started = time.monotonic()
         line = None
@@ -4624,7 +4685,8 @@ def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
 
             line = _WaitLine()
         try:
-            result = _wait_for(request, refused=line)
+            hold = _wait_for(request, refused=line)
+            result = _acquired_result(hold)
         except LockBusy as busy:
             result = busy.result
         finally:
@@ -4635,12 +4697,13 @@ def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
         result["message"] = (
             f"{outcome} {waited:.1f} s (of up to {request.wait:g} s): {result['message']}"
         )
-    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
+    return hold, result
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
     stale_after = _stale_after_seconds(options)
-    result, code = _cli_take(_cli_request(options, stale_after))
+    hold, result = _cli_take(_cli_request(options, stale_after))
+    code = _EXIT_HELD if hold is None else _EXIT_OK
     text = options.get("--stale-after", "")
     bare = text.replace(".", "", 1).isdigit()
     if code == _EXIT_OK and bare and stale_after > _BARE_MINUTES_NOTED_SEC:
@@ -4668,11 +4731,11 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
     stale_after, unit, shown = _stale_after_given(options)
     _checked_renewable(stale_after, "--stale-after", unit, shown)
     request = _cli_request(options, stale_after, keep_longer=True)
-    result, code = _cli_take(request)
-    if code != _EXIT_OK:
+    hold, result = _cli_take(request)
+    if hold is None:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
-        return None, code
-    return None, _run_holding(request, result, tail)
+        return None, _EXIT_HELD
+    return None, _run_holding(request, hold, tail)
 
 
 def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
@@ -4754,7 +4817,7 @@ def main(argv: list[str] | None = None) -> int:
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
         if isinstance(result, dict) and got:
-            sys.stdout.write(_got_lines(command, result, got))
+            sys.stdout.write(_got_lines(result, got))
             if command == "acquire" and code == _EXIT_HELD:
                 # Why it was refused, and what to do, as run shows it: stdout is the value.
                 sys.stderr.write(json.dumps(result) + "\n")
@@ -4809,7 +4872,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4812, (), r'''
+_CARRIED['usage'] = (4875, (), r'''
 import os
 import sys
 import textwrap
@@ -5034,7 +5097,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5037, (), r'''
+_CARRIED['server_store'] = (5100, (), r'''
 import errno
 import json
 import os
@@ -5330,7 +5393,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5333, ('server_store',), r'''
+_CARRIED['http1'] = (5396, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5457,7 +5520,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5460, ('server_store',), r'''
+_CARRIED['resp'] = (5523, ('server_store',), r'''
 import re
 
 
@@ -5592,7 +5655,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5595, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5658, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5786,7 +5849,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5789, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5852, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6397,7 +6460,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6400, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6463, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6461,7 +6524,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6464, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6527, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7088,7 +7151,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7091, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7154, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7219,7 +7282,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7222, (), r'''
+_CARRIED['file_listing'] = (7285, (), r'''
 import os
 import stat
 
@@ -7278,7 +7341,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '0d453e42bfb6abdfef3d9a987aa6d1dce69723d5e7e33f350980d3cc403d16b6'  # what a cache entry must name
+_BUILD = '383eb18e5e8c42008554e59f23d03e82d69c40d0540923be891fd135fc996550'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -48,6 +48,7 @@ FLAT = (
     "inputs",
     "interrupts",
     "records",
+    "hold",
     "decisions",
     "outputs",
     "interface",

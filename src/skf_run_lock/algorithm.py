@@ -27,6 +27,7 @@ from .decisions import (
     _verdict,
     _waits_on,
 )
+from .hold import _Hold
 from .inputs import (
     _checked_slots,
     _checked_stale_after,
@@ -37,6 +38,7 @@ from .inputs import (
 )
 from .interrupts import _Interrupts
 from .outputs import (
+    _acquire_output,
     _acquired_result,
     _another_programs_refusal,
     _holds_text,
@@ -108,13 +110,14 @@ def acquire(
         slots=slots,
         shared=shared,
     )
-    return _take(request)
+    return _acquire_output(_take(request))
 
 
-def _take(request: _Request) -> AcquireResult:
-    """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
-    hold; ``request.keep_longer``: a renewal never shortens the hold; no request waits
-    on the network past ``request.deadline``)."""
+def _take(request: _Request) -> _Hold | AcquireResult:
+    """acquire, checked: the hold, or the refusal's output (``request.renew_only``:
+    LockLost unless still the owner's live hold; ``request.keep_longer``: a renewal
+    never shortens the hold; no request waits on the network past
+    ``request.deadline``)."""
     store = _store_for(request.lock)
     store.call_deadline = request.deadline
     try:
@@ -123,8 +126,11 @@ def _take(request: _Request) -> AcquireResult:
         store.close()
 
 
-def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
-    """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+def _take_in(
+    store: _Store, request: _Request, place: _Place | None = None
+) -> _Hold | AcquireResult:
+    """One try of acquire: the hold, or the refusal's output; a waiter's ``place`` joins
+    the line, or leaves it taking."""
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
     request.try_began = time.monotonic()
@@ -199,12 +205,12 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
             new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
-                return _acquired_result(
+                return _Hold(
                     store.lock,
                     owner,
                     request.run_id,
-                    stale_after=timeout,
                     since=since,
+                    holder_timeout=timeout,
                     renewed=renewed is not None,
                     replaced=replaced,
                     after=after,
@@ -235,7 +241,7 @@ def acquire_within(
         slots=slots,
         shared=shared,
     )
-    return _wait_for(request, refused=None)
+    return _acquired_result(_wait_for(request, refused=None))
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -304,8 +310,9 @@ _VOUCHED_WAITS = 4
 
 def _wait_for(
     request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
-) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits up
+) -> _Hold:
+    """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
+    calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line."""
     deadline = time.monotonic() + request.wait
     store = _store_for(request.lock)
@@ -317,7 +324,7 @@ def _wait_for(
     try:
         while True:
             result = _take_in(store, request, place)
-            if result["acquired"]:
+            if isinstance(result, _Hold):
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)

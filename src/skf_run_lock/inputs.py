@@ -21,6 +21,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from .hold import _Hold
+
 __all__ = ["new_run_id"]
 
 _PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
@@ -249,14 +251,14 @@ class _Request:
         self.deadline = float("inf")  # the store's own timeout alone
         self.try_began = time.monotonic()  # no later than any try of it
 
-    def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
-        """The request that renews the hold this one took (``lock`` as its store named
-        it, ``owner`` and ``run_id`` as the take gave them): at once, never shortening
-        the hold, and only while it is still the owner's."""
+    def renewal(self, hold: _Hold) -> _Request:
+        """The request that renews ``hold``, which this one took (its lock as its store
+        named it, its whole owner and run id): at once, never shortening the hold, and
+        only while it is still the owner's."""
         return _Request(
-            lock,
-            owner,
-            run_id,
+            hold.lock,
+            hold.owner,
+            hold.run_id,
             self.stale_after,
             empty_is_stale=self.empty_is_stale,
             slots=self.slots,

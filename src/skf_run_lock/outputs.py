@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from typing import Literal
 
     from .contract import AcquireResult, ReleaseResult, StatusResult
+    from .hold import _Hold
     from .records import _Place, _Record
 
 
@@ -209,55 +210,39 @@ def _runs_text(count: int) -> str:
     return f"{count} run{'' if count == 1 else 's'}"
 
 
-def _acquired_result(
-    lock: str,
-    owner: str,
-    run_id: str,
-    *,
-    stale_after: float,
-    since: int,
-    renewed: bool,
-    replaced: _Record | None,
-    after: _Record | None = None,
-    fence: int | None = None,
-) -> AcquireResult:
-    """``renewed``: the take renewed ``owner``'s own hold; ``replaced``: the stale hold
-    of another it replaced or, renewing, the first it dropped; ``after``: the record the
-    take left, for a lock of several slots; ``fence``: the hold's, carried beside the
-    output's keys."""
-    stale_at = _stale_at(since, stale_after)
-    what = lock
-    if after is not None and after.shared:
-        what = f"a shared hold on {lock}"
-    elif after is not None and after.slots > 1:
-        what = f"a slot of {lock}"
-    done = f"renewed {what} for {owner}" if renewed else f"acquired {what} for {owner}"
+def _acquired_result(hold: _Hold) -> AcquireResult:
+    """The acquire output of ``hold``, carrying its fence beside the output's keys."""
+    lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
+    stale_at = _stale_at(hold.since, hold.holder_timeout)
+    kind = hold.kind
+    what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
+    done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
     if replaced is not None:
         holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
-        stale = "stale lock"
-        if after is not None and after.shared:
-            stale = "stale shared hold"
-        elif after is not None and after.slots > 1:
-            stale = "stale slot"
-        done += f", {'dropping' if renewed else 'replacing'} the {stale} {holder}"
-    if after is not None:
-        done += _holds_text(after)
+        stale = {"shared": "stale shared hold", "slots": "stale slot"}.get(kind, "stale lock")
+        done += f", {'dropping' if hold.renewed else 'replacing'} the {stale} {holder}"
+    done += _holds_text(after)
     result: AcquireResult = {
         "acquired": True,
-        "refreshed": renewed,
+        "refreshed": hold.renewed,
         "lock": lock,
         "owner": owner,
-        "run_id": run_id,
+        "run_id": hold.run_id,
         "held_by": owner,
-        "held_since": _format_time(since),
+        "held_since": _format_time(hold.since),
         "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(stale_after),
+        "stale_after_minutes": _minutes_for_output(hold.holder_timeout),
         "stale_replaced": {"held_by": replaced.owner, "held_since": _format_time(replaced.since)}
         if replaced is not None
         else None,
-        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(fence)}",
+        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(hold.fence)}",
     }
-    return _fenced(result, fence)
+    return _fenced(result, hold.fence)
+
+
+def _acquire_output(taken: _Hold | AcquireResult) -> AcquireResult:
+    """The acquire output of a take: its hold's, or the refusal's own."""
+    return taken if isinstance(taken, dict) else _acquired_result(taken)
 
 
 def _unfenced(fence: int | None) -> str:
