@@ -28,8 +28,8 @@ from .holding import _checked_renewable, _run_holding
 from .inputs import (
     _checked_slots,
     _duration_seconds,
+    _owner_with_run_id,
     _Request,
-    _request,
     _stale_after_within,
     _wait_within,
     new_run_id,
@@ -296,13 +296,16 @@ def _cli_request(
     options: dict[str, str], stale_after: float, *, keep_longer: bool = False
 ) -> _Request:
     """What acquire or run asks (``keep_longer``: run, which never shortens a hold its
-    owner already has), from its options, each checked."""
+    owner already has), from its options, each checked once, here (``stale_after``:
+    checked already), the owner last (a run id added if it has none)."""
     wait = _wait_seconds(options)
     slots = _slots(options)
     shared = _shared(options)
-    return _request(
+    owner, run_id = _owner_with_run_id(options["--owner"])
+    return _Request(
         options["--lock"],
-        options["--owner"],
+        owner,
+        run_id,
         stale_after,
         wait=wait,
         empty_is_stale="--empty-is-stale" in options,

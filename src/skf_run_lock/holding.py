@@ -13,7 +13,7 @@ import time
 from .algorithm import _take, _wait_for, release
 from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost
 from .hold import _Hold
-from .inputs import _checked_stale_after, _owner_with_run_id, _Request, _request
+from .inputs import _check_how, _check_owner_and_timeout, _check_wait, _Request
 from .interrupts import _Interrupts, _signal_name
 from .outputs import _acquired_result, _describe_os_error, _fail
 from .times import _duration_text
@@ -65,13 +65,10 @@ def held(
     least 3), released however the block ends; :class:`LockLost` at the end of a block
     that ended normally without it.
     """
-    _owner_with_run_id(owner)
-    _checked_renewable(
-        _checked_stale_after(stale_after), "stale_after", "seconds", repr(stale_after)
-    )
-    request = _request(
+    request = _Request(
         lock,
         owner,
+        "",
         stale_after,
         wait=wait,
         empty_is_stale=empty_is_stale,
@@ -79,6 +76,11 @@ def held(
         shared=shared,
         keep_longer=True,
     )
+    # Each part checked once, the owner and the timeout first (held()'s order).
+    _check_owner_and_timeout(request)
+    _checked_renewable(request.stale_after, "stale_after", "seconds", repr(stale_after))
+    _check_wait(request)
+    _check_how(request)
     return _Lease(request)
 
 
