@@ -1656,9 +1656,10 @@ def _outcome(
         return "kind" if record is not None and record.shared != shared else "take"
     if shared:
         return _shared_verdict(in_force, before)
-    if request.slots - len(live) <= 0:
+    free = request.slots - len(live)
+    if free <= 0:
         return "held"
-    return "take" if len(before) < request.slots - len(live) else "line"
+    return "take" if len(before) < free else "line"
 
 
 def _shared_verdict(
@@ -4938,7 +4939,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4941, (), r'''
+_CARRIED['usage'] = (4942, (), r'''
 import os
 import sys
 import textwrap
@@ -5163,7 +5164,7 @@ class _WaitLine:
 # waiter's place kept as a value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5166, (), r'''
+_CARRIED['server_store'] = (5167, (), r'''
 import errno
 import json
 import os
@@ -5459,7 +5460,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5462, ('server_store',), r'''
+_CARRIED['http1'] = (5463, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5586,7 +5587,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5589, ('server_store',), r'''
+_CARRIED['resp'] = (5590, ('server_store',), r'''
 import re
 
 
@@ -5721,7 +5722,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5724, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5725, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5915,7 +5916,7 @@ class _EtcdGateway(_ServerStore):
 # lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (5918, ('etcd_gateway', 'http1', 'server_store'), r'''
+_CARRIED['etcd_store'] = (5919, ('etcd_gateway', 'http1', 'server_store'), r'''
 import errno
 import json
 import time
@@ -6526,7 +6527,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6529, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6530, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6590,7 +6591,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # the release in its transaction. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6593, ('resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (6594, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7217,7 +7218,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7220, ('redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7221, ('redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7348,7 +7349,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7351, (), r'''
+_CARRIED['file_listing'] = (7352, (), r'''
 import os
 import stat
 
@@ -7407,7 +7408,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '3045de358ab2437d7ad8f81d8c3ff28066ce4f68713eedb0492b2760692b9428'  # what a cache entry must name
+_BUILD = '4bbd026aa4ced2b9c9c7d43114c404ad4f04d8da49ecca8c6209a24b0ed5ce4d'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -278,9 +278,10 @@ def _outcome(
         return "kind" if record is not None and record.shared != shared else "take"
     if shared:
         return _shared_verdict(in_force, before)
-    if request.slots - len(live) <= 0:
+    free = request.slots - len(live)
+    if free <= 0:
         return "held"
-    return "take" if len(before) < request.slots - len(live) else "line"
+    return "take" if len(before) < free else "line"
 
 
 def _shared_verdict(
