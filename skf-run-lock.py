@@ -1589,11 +1589,12 @@ class _Verdict:
     hold); all are "held"; the free ones go to those ahead in line ("line"); it asks for
     another "count" than the one in force (of slots, or slots where holds are shared);
     or for the other "kind" than the one it holds (exclusive or shared). With it, what a
-    refusal tells: ``record``, its ``live`` holders (oldest first), the ``first`` of
-    them to go stale (None: none live) and its ``holder_timeout``, and the ``waiter``
-    whose turn comes before the call's (None: none)."""
+    refusal tells: ``record``, its ``live`` holders (oldest first), the ``waiter`` whose
+    turn comes before the call's (None: none), and who stands in the way (``blocker``:
+    the holder, of several the first to go stale, else the waiter's place as a record;
+    None: nobody) with its ``holder_timeout``."""
 
-    __slots__ = ("first", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
+    __slots__ = ("blocker", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
 
     def __init__(
         self,
@@ -1609,12 +1610,18 @@ class _Verdict:
         self.record = record
         self.shared = shared
         self.live = sorted(live, key=lambda h: h.since)
-        self.first = _first_to_go(live, stale_after) if live else None
-        self.holder_timeout = stale_after
-        if self.first is not None:
-            self.holder_timeout = _deciding_timeout(self.first, stale_after)
         waiting = [p for p in before if not p.shared] if shared else before
         self.waiter = (waiting or before)[0] if before else None
+        self.blocker: _Record | None = None
+        if outcome == "held":
+            several = record is not None and record.holders is not None
+            self.blocker = _first_to_go(live, stale_after) if several else record
+        elif self.waiter is not None:
+            waiter = self.waiter
+            self.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
+        self.holder_timeout = stale_after
+        if self.blocker is not None:
+            self.holder_timeout = _deciding_timeout(self.blocker, stale_after)
 
 
 def _verdict(
@@ -2100,16 +2107,9 @@ def _refused_result(
     owner, run_id, record, shared = request.owner, request.run_id, verdict.record, verdict.shared
     held = verdict.outcome == "held"
     several = record is not None and record.holders is not None
-    live, waiter = verdict.live, verdict.waiter
-    if held and several:
-        holder: _Record | None = verdict.first
-    elif held:
-        holder = record
-    else:
-        assert waiter is not None
-        holder = _Record(waiter.owner, waiter.since, waiter.stale_after)
+    live, waiter, holder = verdict.live, verdict.waiter, verdict.blocker
     assert holder is not None
-    holder_timeout = _deciding_timeout(holder, request.stale_after)
+    holder_timeout = verdict.holder_timeout
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, holder_timeout)
     if waiter is not None and not held:
@@ -7408,7 +7408,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '4bbd026aa4ced2b9c9c7d43114c404ad4f04d8da49ecca8c6209a24b0ed5ce4d'  # what a cache entry must name
+_BUILD = 'cd12d90ef151f9234e4ad292361cbc54fdc93af9bb8f4cbe03c24efd770b85e9'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

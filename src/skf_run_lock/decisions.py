@@ -211,11 +211,12 @@ class _Verdict:
     hold); all are "held"; the free ones go to those ahead in line ("line"); it asks for
     another "count" than the one in force (of slots, or slots where holds are shared);
     or for the other "kind" than the one it holds (exclusive or shared). With it, what a
-    refusal tells: ``record``, its ``live`` holders (oldest first), the ``first`` of
-    them to go stale (None: none live) and its ``holder_timeout``, and the ``waiter``
-    whose turn comes before the call's (None: none)."""
+    refusal tells: ``record``, its ``live`` holders (oldest first), the ``waiter`` whose
+    turn comes before the call's (None: none), and who stands in the way (``blocker``:
+    the holder, of several the first to go stale, else the waiter's place as a record;
+    None: nobody) with its ``holder_timeout``."""
 
-    __slots__ = ("first", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
+    __slots__ = ("blocker", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
 
     def __init__(
         self,
@@ -231,12 +232,18 @@ class _Verdict:
         self.record = record
         self.shared = shared
         self.live = sorted(live, key=lambda h: h.since)
-        self.first = _first_to_go(live, stale_after) if live else None
-        self.holder_timeout = stale_after
-        if self.first is not None:
-            self.holder_timeout = _deciding_timeout(self.first, stale_after)
         waiting = [p for p in before if not p.shared] if shared else before
         self.waiter = (waiting or before)[0] if before else None
+        self.blocker: _Record | None = None
+        if outcome == "held":
+            several = record is not None and record.holders is not None
+            self.blocker = _first_to_go(live, stale_after) if several else record
+        elif self.waiter is not None:
+            waiter = self.waiter
+            self.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
+        self.holder_timeout = stale_after
+        if self.blocker is not None:
+            self.holder_timeout = _deciding_timeout(self.blocker, stale_after)
 
 
 def _verdict(

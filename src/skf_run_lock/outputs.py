@@ -281,16 +281,9 @@ def _refused_result(
     owner, run_id, record, shared = request.owner, request.run_id, verdict.record, verdict.shared
     held = verdict.outcome == "held"
     several = record is not None and record.holders is not None
-    live, waiter = verdict.live, verdict.waiter
-    if held and several:
-        holder: _Record | None = verdict.first
-    elif held:
-        holder = record
-    else:
-        assert waiter is not None
-        holder = _Record(waiter.owner, waiter.since, waiter.stale_after)
+    live, waiter, holder = verdict.live, verdict.waiter, verdict.blocker
     assert holder is not None
-    holder_timeout = _deciding_timeout(holder, request.stale_after)
+    holder_timeout = verdict.holder_timeout
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, holder_timeout)
     if waiter is not None and not held:
