@@ -385,6 +385,10 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
     "run-id": ("run_id",),
 }
 
+# What a command's output carries beside its keys, which --get prints too: acquire's
+# fence (a _Taken's; callers compare the JSON whole).
+_BESIDE_KEYS: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
+
 _EXIT_OK = 0
 _EXIT_BAD_ARGS = 1
 _EXIT_OS_ERROR = 2
@@ -1052,14 +1056,38 @@ def _duration_seconds(text: str, name: str, unit: str) -> tuple[float, str]:
 # --- What a call asks, gathered into one value where it is checked
 
 
-class _Request:
-    """What a call that takes a lock asks, each part checked: the lock (a path or an
-    address, checked by its store), the whole owner and its run id, its timeout
-    (seconds), how long it may wait in line, a fixed time (a test's), how it holds
-    (``slots``, ``shared``, ``empty_is_stale``), and for run and held()
-    ``keep_longer`` (a renewal never shortens a hold the owner has) and
-    ``renew_only`` (a renewal that must find the hold still the owner's). A new
-    capability is a part here, and every layer that takes a request has it.
+class _Query:
+    """What a call that judges a lock asks (status, each lock of a listing, and every
+    take): the lock (a path or an address, checked by its store), ``stale_after``, the
+    caller's timeout in seconds, which judges a record without one of its own, a fixed
+    time (``fixed_now``, a test's; None: the clock), whether an empty record is stale,
+    and the count of ``slots`` it names. Each part is checked where it is given."""
+
+    __slots__ = ("empty_is_stale", "fixed_now", "lock", "slots", "stale_after")
+
+    def __init__(
+        self,
+        lock: str | os.PathLike[str],
+        stale_after: float,
+        *,
+        fixed_now: float | None = None,
+        empty_is_stale: bool = False,
+        slots: int = 1,
+    ) -> None:
+        self.lock = lock
+        self.stale_after = stale_after
+        self.fixed_now = fixed_now
+        self.empty_is_stale = empty_is_stale
+        self.slots = slots
+
+
+class _Request(_Query):
+    """What a call that takes a lock asks, each part checked: a query's parts, the
+    whole owner and its run id, how long it may wait in line, whether it asks for a
+    ``shared`` hold, and for run and held() ``keep_longer`` (a renewal never shortens a
+    hold the owner has) and ``renew_only`` (a renewal that must find the hold still the
+    owner's). A new capability is a part here, and every layer that takes a request
+    has it.
 
     Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
     no try waits on the network (a renewal's: its holder must stop by then), and
@@ -1068,16 +1096,11 @@ class _Request:
 
     __slots__ = (
         "deadline",
-        "empty_is_stale",
-        "fixed_now",
         "keep_longer",
-        "lock",
         "owner",
         "renew_only",
         "run_id",
         "shared",
-        "slots",
-        "stale_after",
         "try_began",
         "wait",
     )
@@ -1097,28 +1120,26 @@ class _Request:
         keep_longer: bool = False,
         renew_only: bool = False,
     ) -> None:
-        self.lock = lock
+        super().__init__(
+            lock, stale_after, fixed_now=fixed_now, empty_is_stale=empty_is_stale, slots=slots
+        )
         self.owner = owner
         self.run_id = run_id
-        self.stale_after = stale_after
         self.wait = wait
-        self.fixed_now = fixed_now
-        self.empty_is_stale = empty_is_stale
-        self.slots = slots
         self.shared = shared
         self.keep_longer = keep_longer
         self.renew_only = renew_only
         self.deadline = float("inf")  # the store's own timeout alone
         self.try_began = time.monotonic()  # no later than any try of it
 
-    def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
-        """The request that renews the hold this one took (``lock`` as its store named
-        it, ``owner`` and ``run_id`` as the take gave them): at once, never shortening
-        the hold, and only while it is still the owner's."""
+    def renewal(self, hold: _Hold) -> _Request:
+        """The request that renews ``hold``, which this one took (its lock as its store
+        named it, its whole owner and run id): at once, never shortening the hold, and
+        only while it is still the owner's."""
         return _Request(
-            lock,
-            owner,
-            run_id,
+            hold.lock,
+            hold.owner,
+            hold.run_id,
             self.stale_after,
             empty_is_stale=self.empty_is_stale,
             slots=self.slots,
@@ -1128,38 +1149,34 @@ class _Request:
         )
 
 
-def _request(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    *,
-    wait: float = 0.0,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    slots: int = 1,
-    shared: bool = False,
-    keep_longer: bool = False,
-) -> _Request:
-    """What a call asks, each part checked in the order a caller's mistakes are told:
-    the wait, the owner (a run id added if it has none), the timeout, the count of
-    slots, a shared hold; ValueError for the first that is wrong."""
-    wait = _checked_wait(wait)
-    owner, run_id = _owner_with_run_id(owner, fixed_now)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    shared = _checked_shared(shared, slots)
-    return _Request(
-        lock,
-        owner,
-        run_id,
-        stale_after,
-        wait=wait,
-        fixed_now=fixed_now,
-        empty_is_stale=empty_is_stale,
-        slots=slots,
-        shared=shared,
-        keep_longer=keep_longer,
-    )
+# A library call's request is made as the caller gave it (the owner's run id yet to
+# add), then checked here, each part once, in the order the call tells mistakes.
+
+
+def _check_wait(request: _Request) -> None:
+    request.wait = _checked_wait(request.wait)
+
+
+def _check_owner_and_timeout(request: _Request) -> None:
+    """The owner (a run id added if it has none), then the timeout."""
+    request.owner, request.run_id = _owner_with_run_id(request.owner, request.fixed_now)
+    request.stale_after = _checked_stale_after(request.stale_after)
+
+
+def _check_how(request: _Request) -> None:
+    """The count of slots, then a shared hold."""
+    request.slots = _checked_slots(request.slots)
+    request.shared = _checked_shared(request.shared, request.slots)
+
+
+def _checked(request: _Request) -> _Request:
+    """acquire's and acquire_within's ``request``, each part checked in the order a
+    caller's mistakes are told: the wait, the owner (a run id added if it has none), the
+    timeout, the count of slots, a shared hold; ValueError for the first that is wrong."""
+    _check_wait(request)
+    _check_owner_and_timeout(request)
+    _check_how(request)
+    return request
 
 
 # --------------------------------------------------------------------------------------
@@ -1614,6 +1631,67 @@ def _record_bytes(owner: str, since: int, stale_after: float, fence: int | None 
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/hold.py
+# A hold: what one take gave (acquire, a renewal, run's, held()'s, a waiter's), as one
+# value. The outputs format it at the edge; run, held() and the renewer keep it and renew
+# it, never an output.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from typing import Literal
+
+
+class _Hold:
+    """One hold taken or renewed: the lock as its store names it, the whole owner and
+    its run id, its fence (None: the take could give none), whether it ``renewed`` the
+    owner's own hold, its ``holder_timeout`` (seconds), ``since`` (whole seconds), the
+    stale hold of another it ``replaced`` (renewing: the first it dropped; None: none),
+    and the record it left (``after``), which the message describes."""
+
+    __slots__ = (
+        "after",
+        "fence",
+        "holder_timeout",
+        "lock",
+        "owner",
+        "renewed",
+        "replaced",
+        "run_id",
+        "since",
+    )
+
+    def __init__(
+        self,
+        lock: str,
+        owner: str,
+        run_id: str,
+        *,
+        since: int,
+        holder_timeout: float,
+        renewed: bool,
+        replaced: _Record | None,
+        after: _Record,
+        fence: int | None,
+    ) -> None:
+        self.lock = lock
+        self.owner = owner
+        self.run_id = run_id
+        self.since = since
+        self.holder_timeout = holder_timeout
+        self.renewed = renewed
+        self.replaced = replaced
+        self.after = after
+        self.fence = fence
+
+    @property
+    def kind(self) -> Literal["exclusive", "slots", "shared"]:
+        """How it holds: the lock alone, one of several slots, or shared."""
+        if self.after.shared:
+            return "shared"
+        return "slots" if self.after.slots > 1 else "exclusive"
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/decisions.py
 # The decisions, as pure functions of what a store read and the time: is a record
 # stale, may an owner take the lock (one of its slots, or a shared hold), who in the line
@@ -1631,18 +1709,18 @@ _PLACE_TTL_SEC = 3.0
 _BEAT_SEC = 1.0
 
 
-def _deciding_timeout(record: _Record, caller_timeout: float) -> float:
+def _deciding_timeout(record: _Record, stale_after: float) -> float:
     """The timeout that decides ``record``'s staleness: its holder's, else the caller's."""
-    return caller_timeout if record.stale_after is None else record.stale_after
+    return stale_after if record.stale_after is None else record.stale_after
 
 
-def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale: bool) -> bool:
+def _is_stale(record: _Record, stale_after: float, now: float, empty_is_stale: bool) -> bool:
     """True if ``record``'s lock is abandoned at ``now`` (on a server, its clock decides)."""
     if record.lease is not None:
         return record.lease == "expired"
     if empty_is_stale and record.empty:
         return True
-    return now - record.since >= _deciding_timeout(record, caller_timeout)
+    return now - record.since >= _deciding_timeout(record, stale_after)
 
 
 # --- Slots: a lock held by up to N runs at once, each under its own owner and timeout.
@@ -1658,43 +1736,26 @@ def _holders(record: _Record | None) -> list[_Record]:
 
 
 def _live_holders(
-    record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+    record: _Record | None, stale_after: float, now: float, empty_is_stale: bool
 ) -> list[_Record]:
     """The holders of ``record`` whose slots are not stale at ``now``."""
     return [
         holder
         for holder in _holders(record)
-        if not _is_stale(holder, caller_timeout, now, empty_is_stale)
+        if not _is_stale(holder, stale_after, now, empty_is_stale)
     ]
 
 
-def _in_force(
-    record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
-) -> int | Literal["shared"] | None:
-    """What stands while any hold is live: the count of slots, or "shared" (shared
-    holds); None once no hold is live."""
-    if record is None or not _live_holders(record, caller_timeout, now, empty_is_stale):
-        return None
-    return "shared" if record.shared else record.slots
-
-
-def _first_to_go(holders: list[_Record], caller_timeout: float) -> _Record:
+def _first_to_go(holders: list[_Record], stale_after: float) -> _Record:
     """The holder of ``holders`` whose slot goes stale first by its time."""
-    return min(holders, key=lambda h: h.since + _deciding_timeout(h, caller_timeout))
-
-
-def _free_slots(
-    record: _Record | None, slots: int, caller_timeout: float, now: float, empty_is_stale: bool
-) -> int:
-    """How many of ``slots`` a taker may have now: free, or held by a stale holder."""
-    return slots - len(_live_holders(record, caller_timeout, now, empty_is_stale))
+    return min(holders, key=lambda h: h.since + _deciding_timeout(h, stale_after))
 
 
 def _still_holds(
-    record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
+    record: _Record | None, owner: str, stale_after: float, now: float, empty_is_stale: bool
 ) -> bool:
     """True if ``owner`` holds a slot of ``record`` that is not stale."""
-    live = _live_holders(record, caller_timeout, now, empty_is_stale)
+    live = _live_holders(record, stale_after, now, empty_is_stale)
     return any(holder.owner == owner for holder in live)
 
 
@@ -1708,22 +1769,17 @@ def _kept_timeout(record: _Record | None, owner: str, stale_after: float) -> flo
 
 
 def _taken(
-    record: _Record | None,
-    last: _Record | None,
-    new: _Record,
-    slots: int,
-    *,
-    shared: bool = False,
-    caller_timeout: float,
-    now: float,
+    look: _Look, new: _Record, request: _Request, shared: bool, now: float
 ) -> tuple[_Record, _Record | None, _Record | None]:
-    """The record a take by ``new`` leaves, the hold of its own it renews (None: none),
-    and the stale hold of another it replaces or, renewing, the first of those it
-    drops (None: none). Its own slot (or shared hold) is renewed, else the first stale
-    one replaced, else a free one taken; the other holders' are untouched. A count or
-    kind that changes (no hold live) starts a new record; ``last`` is a server's record
-    that expired whole, whose holders the new record drops."""
-    gone = _holders(record) or _holders(last)
+    """The record a take by ``new`` (of ``request``'s slots, or a shared hold:
+    ``shared``) leaves, the hold of its own it renews (None: none), and the stale hold
+    of another it replaces or, renewing, the first of those it drops (None: none). Its
+    own slot (or shared hold) is renewed, else the first stale one replaced, else a
+    free one taken; the other holders' are untouched. A count or kind that changes (no
+    hold live) starts a new record; ``look.last`` is a server's record that expired
+    whole, whose holders the new record drops."""
+    record, slots, stale_after = look.record, request.slots, request.stale_after
+    gone = _holders(record) or _holders(look.last)
     if shared:
         same_kind = record is not None and record.shared
     else:
@@ -1731,9 +1787,9 @@ def _taken(
     kept = _holders(record) if same_kind else []
     at = next((i for i, h in enumerate(kept) if h.owner == new.owner), None)
     if at is None:
-        stale = [h for h in kept if _is_stale(h, caller_timeout, now, False)]
+        stale = [h for h in kept if _is_stale(h, stale_after, now, False)]
         if stale:
-            at = kept.index(_first_to_go(stale, caller_timeout))
+            at = kept.index(_first_to_go(stale, stale_after))
     if kept and at is not None:
         before: _Record | None = kept[at]
         holders = [*kept[:at], new, *kept[at + 1 :]]
@@ -1744,14 +1800,14 @@ def _taken(
         # A new record: its own hold (a server's expired one) is what it renews, else a
         # stale holder is what it replaces; the others are dropped.
         own = [h for h in gone if h.owner == new.owner]
-        before = own[0] if own else _first_to_go(gone, caller_timeout) if gone else None
+        before = own[0] if own else _first_to_go(gone, stale_after) if gone else None
         holders = [new]
     renewed = before if before is not None and before.owner == new.owner else None
     dropped = [h for h in gone if h is not before and h not in holders]
     if renewed is None:
         replaced = before
     else:
-        replaced = _first_to_go(dropped, caller_timeout) if dropped else None
+        replaced = _first_to_go(dropped, stale_after) if dropped else None
     if shared:
         after = _shared_record(holders)
     elif slots == 1:
@@ -1839,35 +1895,86 @@ def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: b
     return any(holder.owner == owner for holder in _holders(record))
 
 
+class _Verdict:
+    """What a take may do at ``now``, and why: ``outcome`` "take" a slot (or a shared
+    hold); all are "held"; the free ones go to those ahead in line ("line"); it asks for
+    another "count" than the one in force (of slots, or slots where holds are shared);
+    or for the other "kind" than the one it holds (exclusive or shared). With it, what a
+    refusal tells: ``record``, its ``live`` holders (oldest first), the ``waiter`` whose
+    turn comes before the call's (None: none), and who stands in the way (``blocker``:
+    the holder, of several the first to go stale, else the waiter's place as a record;
+    None: nobody) with its ``holder_timeout``."""
+
+    __slots__ = ("blocker", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
+
+    def __init__(
+        self,
+        outcome: Literal["take", "held", "line", "count", "kind"],
+        record: _Record | None,
+        live: list[_Record],
+        before: list[_Place],
+        *,
+        stale_after: float,
+        shared: bool,
+    ) -> None:
+        self.outcome = outcome
+        self.record = record
+        self.shared = shared
+        self.live = sorted(live, key=lambda h: h.since)
+        waiting = [p for p in before if not p.shared] if shared else before
+        self.waiter = (waiting or before)[0] if before else None
+        self.blocker: _Record | None = None
+        if outcome == "held":
+            several = record is not None and record.holders is not None
+            self.blocker = _first_to_go(live, stale_after) if several else record
+        elif self.waiter is not None:
+            waiter = self.waiter
+            self.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
+        self.holder_timeout = stale_after
+        if self.blocker is not None:
+            self.holder_timeout = _deciding_timeout(self.blocker, stale_after)
+
+
 def _verdict(
     record: _Record | None,
     line: list[_Place],
-    owner: str,
     ticket: str | None,
+    request: _Request,
     *,
-    slots: int = 1,
-    shared: bool = False,
-    caller_timeout: float,
+    shared: bool,
     now: float,
-    empty_is_stale: bool,
-) -> Literal["take", "held", "line", "count", "kind"]:
-    """May ``owner`` "take" a slot (or a shared hold), are all "held", do the free ones
-    go to those ahead in ``line`` ("line"), does it ask for another "count" than the one
-    in force (of slots, or slots where holds are shared), or for the other "kind" than
-    the one it holds (exclusive or shared)? The first k in line take the k free slots; a
-    call with no place comes after them all. The shared waiters at the head of the line
-    go in together, but none passes an exclusive waiter ahead of it."""
-    in_force = _in_force(record, caller_timeout, now, empty_is_stale)
-    if in_force is not None and _counts_clash(in_force, slots, shared):
-        return "count"
-    mine = [holder for holder in _holders(record) if holder.owner == owner]
-    if mine:
-        return "kind" if record is not None and record.shared != shared else "take"
+) -> _Verdict:
+    """May ``request``'s owner take a slot of ``record`` (or a shared hold, ``shared``:
+    as the try asks) at ``now``, with ``line`` the live line and ``ticket`` its place
+    (None: none)? The first k in line take the k free slots; a call with no place comes
+    after them all. The shared waiters at the head of the line go in together, but none
+    passes an exclusive waiter ahead of it."""
+    live = _live_holders(record, request.stale_after, now, request.empty_is_stale)
     ahead = _ahead_of(line, ticket) if ticket is not None else None
     before = line if ahead is None else ahead
+    outcome = _outcome(record, live, before, request, shared)
+    return _Verdict(outcome, record, live, before, stale_after=request.stale_after, shared=shared)
+
+
+def _outcome(
+    record: _Record | None,
+    live: list[_Record],
+    before: list[_Place],
+    request: _Request,
+    shared: bool,
+) -> Literal["take", "held", "line", "count", "kind"]:
+    """The verdict's outcome, with ``live`` the live holders of ``record`` and
+    ``before`` the places ahead of the call."""
+    in_force: int | Literal["shared"] | None = None
+    if record is not None and live:
+        in_force = "shared" if record.shared else record.slots
+    if in_force is not None and _counts_clash(in_force, request.slots, shared):
+        return "count"
+    if any(holder.owner == request.owner for holder in _holders(record)):
+        return "kind" if record is not None and record.shared != shared else "take"
     if shared:
         return _shared_verdict(in_force, before)
-    free = _free_slots(record, slots, caller_timeout, now, empty_is_stale)
+    free = request.slots - len(live)
     if free <= 0:
         return "held"
     return "take" if len(before) < free else "line"
@@ -1924,15 +2031,98 @@ def _turns(line: list[_Place], after: _Record | None, free: int) -> list[_Place]
     return line[: max(0, free)]
 
 
-def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> float:
+def _stale_in(record: _Record | None, stale_after: float, now: float) -> float:
     """Seconds until a live slot of ``record`` goes stale by its time alone (inf: never
     by time: none is live, or a server's clock ends them)."""
     ends = [
-        holder.since + _deciding_timeout(holder, caller_timeout) - now
+        holder.since + _deciding_timeout(holder, stale_after) - now
         for holder in _holders(record)
         if holder.lease is None
     ]
     return min((end for end in ends if end > 0), default=float("inf"))
+
+
+class _Standing:
+    """status's verdict on a lock at ``now``: its ``state`` ("free", "held", "stale");
+    the ``case`` its report tells ("all held", "all shared stale", "one", "slot stale",
+    "some held", "no slot held", "free"); the count of ``slots`` it shows (the one in
+    force, else the caller's); every holder and the ``live`` ones (oldest first); the
+    holder it names (``shown``, None: none) and that holder's ``holder_timeout`` (else
+    the caller's); of a lock of slots with one gone stale, the first of those
+    (``gone``); how it is held (``mode``, None: no live hold); and the largest of the
+    live holders' fences."""
+
+    __slots__ = (
+        "case",
+        "fence",
+        "gone",
+        "holder_timeout",
+        "holders",
+        "live",
+        "mode",
+        "shown",
+        "slots",
+        "stale_after",
+        "state",
+    )
+
+    def __init__(
+        self, record: _Record | None, live: list[_Record], slots: int, stale_after: float
+    ) -> None:
+        self.stale_after = stale_after
+        self.slots = slots
+        self.holders = sorted(_holders(record), key=lambda h: h.since)
+        self.live = sorted(live, key=lambda h: h.since)
+        self.shown: _Record | None = None
+        self.gone: _Record | None = None
+        self.holder_timeout = stale_after
+        self.state: Literal["free", "held", "stale"] = "free"
+        self.case = "free"
+        shared = record is not None and record.shared
+        self.mode: Literal["shared", "exclusive"] | None = None
+        if live:
+            self.mode = "shared" if shared else "exclusive"
+        self.fence = max((h.fence for h in live if h.fence is not None), default=None)
+
+    def timeout_of(self, holder: _Record) -> float:
+        """The timeout that decides ``holder``'s staleness."""
+        return _deciding_timeout(holder, self.stale_after)
+
+    def naming(
+        self, case: str, state: Literal["free", "held", "stale"], shown: _Record | None
+    ) -> None:
+        """The case the report tells, the state, and the holder it names."""
+        self.case, self.state, self.shown = case, state, shown
+        if shown is not None:
+            self.holder_timeout = self.timeout_of(shown)
+
+
+def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
+    """Who holds ``record``'s lock at ``now``, by the count in force (else
+    ``query.slots``, the caller's): see _Standing."""
+    stale_after = query.stale_after
+    live = _live_holders(record, stale_after, now, query.empty_is_stale)
+    slots = record.slots if record is not None and live else query.slots
+    standing = _Standing(record, live, slots, stale_after)
+    several = slots > 1 or (record is not None and record.slots > 1)
+    holders = _holders(record)
+    shared = record is not None and record.shared
+    if live and (shared or (several and len(live) >= slots)):
+        standing.naming("all held", "held", _first_to_go(live, stale_after))
+    elif shared and holders:
+        last = max(holders, key=lambda h: h.since + _deciding_timeout(h, stale_after))
+        standing.naming("all shared stale", "stale", last)
+    elif not several and record is not None:
+        stale = _is_stale(record, stale_after, now, query.empty_is_stale)
+        standing.naming("one", "stale" if stale else "held", record)
+    elif record is not None and record.slots == slots and len(holders) >= slots:
+        standing.naming("slot stale", "stale", None)
+        standing.gone = _first_to_go([h for h in holders if h not in live], stale_after)
+    elif live:
+        standing.naming("some held", "free", None)
+    elif several:
+        standing.naming("no slot held", "free", None)
+    return standing
 
 
 # A name that says it is a lock: what stands there blocks acquire, whatever it holds.
@@ -2027,13 +2217,13 @@ def _in_line_text(line: list[_Place]) -> str:
     return f"; {count} {verb} in line, {line[0].owner} first" if line else ""
 
 
-def _minutes_for_output(stale_after: float) -> int | float:
-    minutes = round(stale_after / 60, 4)
+def _minutes_for_output(holder_timeout: float) -> int | float:
+    minutes = round(holder_timeout / 60, 4)
     return int(minutes) if minutes.is_integer() else minutes
 
 
-def _stale_at(since: int, stale_after: float) -> str:
-    return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
+def _stale_at(since: int, holder_timeout: float) -> str:
+    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
 
 
 def _lapses_at(place: _Place, now: float) -> str:
@@ -2136,55 +2326,39 @@ def _runs_text(count: int) -> str:
     return f"{count} run{'' if count == 1 else 's'}"
 
 
-def _acquired_result(
-    lock: str,
-    owner: str,
-    run_id: str,
-    *,
-    stale_after: float,
-    since: int,
-    renewed: bool,
-    replaced: _Record | None,
-    after: _Record | None = None,
-    fence: int | None = None,
-) -> AcquireResult:
-    """``renewed``: the take renewed ``owner``'s own hold; ``replaced``: the stale hold
-    of another it replaced or, renewing, the first it dropped; ``after``: the record the
-    take left, for a lock of several slots; ``fence``: the hold's, carried beside the
-    output's keys."""
-    stale_at = _stale_at(since, stale_after)
-    what = lock
-    if after is not None and after.shared:
-        what = f"a shared hold on {lock}"
-    elif after is not None and after.slots > 1:
-        what = f"a slot of {lock}"
-    done = f"renewed {what} for {owner}" if renewed else f"acquired {what} for {owner}"
+def _acquired_result(hold: _Hold) -> AcquireResult:
+    """The acquire output of ``hold``, carrying its fence beside the output's keys."""
+    lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
+    stale_at = _stale_at(hold.since, hold.holder_timeout)
+    kind = hold.kind
+    what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
+    done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
     if replaced is not None:
         holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
-        stale = "stale lock"
-        if after is not None and after.shared:
-            stale = "stale shared hold"
-        elif after is not None and after.slots > 1:
-            stale = "stale slot"
-        done += f", {'dropping' if renewed else 'replacing'} the {stale} {holder}"
-    if after is not None:
-        done += _holds_text(after)
+        stale = {"shared": "stale shared hold", "slots": "stale slot"}.get(kind, "stale lock")
+        done += f", {'dropping' if hold.renewed else 'replacing'} the {stale} {holder}"
+    done += _holds_text(after)
     result: AcquireResult = {
         "acquired": True,
-        "refreshed": renewed,
+        "refreshed": hold.renewed,
         "lock": lock,
         "owner": owner,
-        "run_id": run_id,
+        "run_id": hold.run_id,
         "held_by": owner,
-        "held_since": _format_time(since),
+        "held_since": _format_time(hold.since),
         "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(stale_after),
+        "stale_after_minutes": _minutes_for_output(hold.holder_timeout),
         "stale_replaced": {"held_by": replaced.owner, "held_since": _format_time(replaced.since)}
         if replaced is not None
         else None,
-        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(fence)}",
+        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(hold.fence)}",
     }
-    return _fenced(result, fence)
+    return _fenced(result, hold.fence)
+
+
+def _acquire_output(taken: _Hold | AcquireResult) -> AcquireResult:
+    """The acquire output of a take: its hold's, or the refusal's own."""
+    return taken if isinstance(taken, dict) else _acquired_result(taken)
 
 
 def _unfenced(fence: int | None) -> str:
@@ -2208,35 +2382,26 @@ def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
 
 def _refused_result(
     lock: str,
-    owner: str,
-    run_id: str,
-    *,
-    caller_timeout: float,
-    record: _Record | None,
-    now: float,
-    by_hand: str,
+    request: _Request,
+    verdict: _Verdict,
     line: list[_Place],
-    held: bool,
-    shared: bool = False,
+    *,
+    by_hand: str,
+    now: float,
 ) -> AcquireResult:
-    """The acquire output when ``record`` (or a waiter in ``line``) stands in the way:
-    of several slots or shared holds, the holder whose hold goes stale first is named;
-    a ``shared`` call waits behind the first exclusive waiter, any other behind the
-    first waiter."""
+    """The acquire output when ``verdict`` refuses ``request``, with ``line`` the live
+    line but its own place: of several slots or shared holds, the holder whose hold goes
+    stale first is named; a shared call waits behind the first exclusive waiter, any
+    other behind the first waiter."""
+    owner, run_id, record, shared = request.owner, request.run_id, verdict.record, verdict.shared
+    held = verdict.outcome == "held"
     several = record is not None and record.holders is not None
-    if held and several:
-        live = _live_holders(record, caller_timeout, now, False)
-        holder: _Record | None = _first_to_go(live, caller_timeout)
-    elif held:
-        holder = record
-    else:
-        waiter = next((p for p in line if not p.shared), line[0]) if shared else line[0]
-        holder = _Record(waiter.owner, waiter.since, waiter.stale_after)
+    live, waiter, holder = verdict.live, verdict.waiter, verdict.blocker
     assert holder is not None
-    timeout = _deciding_timeout(holder, caller_timeout)
+    holder_timeout = verdict.holder_timeout
     held_since = _format_time(holder.since)
-    stale_at = _stale_at(holder.since, timeout)
-    if not held:
+    stale_at = _stale_at(holder.since, holder_timeout)
+    if waiter is not None and not held:
         stale_at = _lapses_at(waiter, now)
     if held:
         age = now - holder.since
@@ -2245,7 +2410,6 @@ def _refused_result(
         clear = _maybe_the_callers_own(owner, holder.owner) + clear
         if several:
             assert record is not None
-            live = sorted(_live_holders(record, caller_timeout, now, False), key=lambda h: h.since)
             if record.shared:  # a slot frees with one release; a shared lock with all
                 clear = _clear_all_advice(lock, live, by_hand)
             how = (
@@ -2265,7 +2429,6 @@ def _refused_result(
                 f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}. {clear}"
             )
     elif shared:
-        live = _live_holders(record, caller_timeout, now, False)
         state = f"held shared by {_runs_text(len(live))}" if live else "free"
         message = (
             f"lock {lock} is {state}, but {holder.owner} waits in line ahead for an"
@@ -2295,15 +2458,14 @@ def _refused_result(
         "held_by": holder.owner,
         "held_since": held_since,
         "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(timeout),
+        "stale_after_minutes": _minutes_for_output(holder_timeout),
         "stale_replaced": None,
         "message": message,
     }
 
 
-def _lost(
-    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
-) -> LockLost:
+def _lost(lock: str, record: _Record | None, request: _Request, now: float) -> LockLost:
+    """Why ``request``'s renewal finds its hold of ``record`` lost at ``now``."""
     if record is not None and record.holders is not None:
         # Of several slots or shared holds: this owner's is gone (cleared, or stale).
         hold = "shared hold" if record.shared else "slot"
@@ -2311,8 +2473,8 @@ def _lost(
     if record is None:
         return LockLost(lock, None, None, "it was cleared, and no run holds it now")
     since = _format_time(record.since)
-    if _is_stale(record, caller_timeout, now, empty_is_stale):
-        stale_at = _stale_at(record.since, _deciding_timeout(record, caller_timeout))
+    if _is_stale(record, request.stale_after, now, request.empty_is_stale):
+        stale_at = _stale_at(record.since, _deciding_timeout(record, request.stale_after))
         why = f"it went stale at {stale_at} before it was renewed"
     else:
         why = f"{_holder_text(record.owner)} holds it since {since}"
@@ -2372,107 +2534,78 @@ def _fail(message: str) -> None:
 # --- status's report, which a listing gives for each lock too
 
 
-def _status_result(
-    lock: str,
-    record: _Record | None,
-    caller_timeout: float,
-    now: float,
-    empty_is_stale: bool,
-    *,
-    line: list[_Place],
-    slots: int = 1,
-) -> StatusResult:
-    """Who holds the lock, by the count in force (else ``slots``, the caller's), and in
-    which ``mode``: shared or exclusive while any hold is live, else None; its ``fence``
-    is the largest of the live holders' (the newest take's), None while none is live."""
-    live = _live_holders(record, caller_timeout, now, empty_is_stale)
-    if record is not None and live:
-        slots = record.slots
-    several = slots > 1 or (record is not None and record.slots > 1)
-    holders = _holders(record)
-    state: Literal["free", "held", "stale"] = "free"
-    timeout = caller_timeout
-    shown: _Record | None = None
+def _status_result(lock: str, standing: _Standing, line: list[_Place], now: float) -> StatusResult:
+    """status's report of ``standing``, the lock's at ``now``, with its live ``line``."""
+    slots, live, shown = standing.slots, standing.live, standing.shown
+    holder_timeout = standing.holder_timeout
+    case = standing.case
     message = f"no lock at {lock}; it is free"
-    shared = record is not None and record.shared
-    if live and (shared or (several and len(live) >= slots)):
-        state = "held"
-        shown = _first_to_go(live, caller_timeout)
-        timeout = _deciding_timeout(shown, caller_timeout)
+    if case == "all held":
+        assert shown is not None
         how = (
             f"held shared by {_runs_text(len(live))},"
-            if shared
+            if standing.mode == "shared"
             else f"held in all {slots} of its slots, by"
         )
         message = (
-            f"{lock} is {how} {_names_text(sorted(live, key=lambda h: h.since))}; the first"
+            f"{lock} is {how} {_names_text(live)}; the first"
             f" to go stale is {_holder_text(shown.owner)}'s, at"
-            f" {_stale_at(shown.since, timeout)}"
+            f" {_stale_at(shown.since, holder_timeout)}"
         )
-    elif shared and holders:
-        state = "stale"
-        shown = max(holders, key=lambda h: h.since + _deciding_timeout(h, caller_timeout))
-        timeout = _deciding_timeout(shown, caller_timeout)
+    elif case == "all shared stale":
+        assert shown is not None
         message = (
             f"{lock} was held shared, but every hold went stale, the last"
-            f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, timeout)}, so the"
+            f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, holder_timeout)}, so the"
             " next acquire takes it"
         )
-    elif not several and record is not None:
-        shown = record
-        timeout = _deciding_timeout(record, caller_timeout)
-        stale_at = _stale_at(record.since, timeout)
-        stale = _is_stale(record, caller_timeout, now, empty_is_stale)
-        state = "stale" if stale else "held"
+    elif case == "one":
+        assert shown is not None
+        stale_at = _stale_at(shown.since, holder_timeout)
         then = (
             f"went stale at {stale_at}, so the next acquire takes it"
-            if stale
+            if standing.state == "stale"
             else f"goes stale at {stale_at}"
         )
-        since = _format_time(record.since)
-        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
-    elif record is not None and record.slots == slots and len(holders) >= slots:
-        state = "stale"
-        gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
+        since = _format_time(shown.since)
+        message = f"{lock} is held by {_holder_text(shown.owner)} since {since}; it {then}"
+    elif case == "slot stale":
+        gone = standing.gone
+        assert gone is not None
         message = (
             f"{lock} has no free slot of its {slots}, but {_holder_text(gone.owner)}'s went"
-            f" stale at {_stale_at(gone.since, _deciding_timeout(gone, caller_timeout))},"
+            f" stale at {_stale_at(gone.since, standing.timeout_of(gone))},"
             " so the next acquire takes it"
         )
-    elif live:
+    elif case == "some held":
         message = (
-            f"{lock} has {slots - len(live)} of its {slots} slots free; held by"
-            f" {_names_text(sorted(live, key=lambda h: h.since))}"
+            f"{lock} has {slots - len(live)} of its {slots} slots free; held by {_names_text(live)}"
         )
-    elif several:
+    elif case == "no slot held":
         message = f"no slot of {lock} is held; it is free (slots: {slots})"
     return {
-        "state": state,
+        "state": standing.state,
         "lock": lock,
         "held_by": None if shown is None else shown.owner,
         "held_since": None if shown is None else _format_time(shown.since),
-        "stale_at": None if shown is None else _stale_at(shown.since, timeout),
+        "stale_at": None if shown is None else _stale_at(shown.since, holder_timeout),
         "age_seconds": None if shown is None else int((now - shown.since) // 1),
-        "stale_after_minutes": _minutes_for_output(timeout),
+        "stale_after_minutes": _minutes_for_output(holder_timeout),
         "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
         "slots": slots,
         "holders": [
             {
                 "owner": holder.owner,
                 "since": _format_time(holder.since),
-                "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
+                "stale_at": _stale_at(holder.since, standing.timeout_of(holder)),
                 "fence": holder.fence,
             }
-            for holder in sorted(holders, key=lambda h: h.since)
+            for holder in standing.holders
         ],
-        "mode": None if not live else _mode_of(record),
-        "fence": max((h.fence for h in live if h.fence is not None), default=None),
+        "mode": standing.mode,
+        "fence": standing.fence,
         "message": message + _in_line_text(line),
     }
-
-
-def _mode_of(record: _Record | None) -> Literal["shared", "exclusive"]:
-    return "shared" if record is not None and record.shared else "exclusive"
 
 
 def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
@@ -3714,22 +3847,24 @@ def acquire(
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
-    request = _request(
+    request = _Request(
         lock,
         owner,
+        "",
         stale_after,
         fixed_now=fixed_now,
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
     )
-    return _take(request)
+    return _acquire_output(_take(_checked(request)))
 
 
-def _take(request: _Request) -> AcquireResult:
-    """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
-    hold; ``request.keep_longer``: a renewal never shortens the hold; no request waits
-    on the network past ``request.deadline``)."""
+def _take(request: _Request) -> _Hold | AcquireResult:
+    """acquire, checked: the hold, or the refusal's output (``request.renew_only``:
+    LockLost unless still the owner's live hold; ``request.keep_longer``: a renewal
+    never shortens the hold; no request waits on the network past
+    ``request.deadline``)."""
     store = _store_for(request.lock)
     store.call_deadline = request.deadline
     try:
@@ -3738,18 +3873,21 @@ def _take(request: _Request) -> AcquireResult:
         store.close()
 
 
-def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
-    """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+def _take_in(
+    store: _Store, request: _Request, place: _Place | None = None
+) -> _Hold | AcquireResult:
+    """One try of acquire: the hold, or the refusal's output; a waiter's ``place`` joins
+    the line, or leaves it taking."""
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
     request.try_began = time.monotonic()
     owner = request.owner
     stale_after = request.stale_after
-    empty_is_stale = request.empty_is_stale
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not request.renew_only) as change:
             look = change.read()
-            now = time.time() if request.fixed_now is None else request.fixed_now
+            clock = time.time()  # once a try: a place's beat is always the clock's
+            now = clock if request.fixed_now is None else request.fixed_now
             read_at = time.monotonic()
             record = look.record
             if _another_programs_file(record):
@@ -3757,60 +3895,35 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                 raise ValueError(_another_programs_refusal(store.lock, record))
             shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
-                record, owner, stale_after, now, empty_is_stale
+                record, owner, stale_after, now, request.empty_is_stale
             ):
-                raise _lost(store.lock, record, stale_after, now, empty_is_stale)
+                raise _lost(store.lock, record, request, now)
             line = _live(look.line, now)
             ticket = None if place is None else place.ticket
             if place is not None and _ahead_of(line, place.ticket) is None:
                 place.joined = False  # a new place if refused
-            verdict = _verdict(
-                record,
-                line,
-                owner,
-                ticket,
-                slots=request.slots,
-                shared=shared,
-                caller_timeout=stale_after,
-                now=now,
-                empty_is_stale=empty_is_stale,
-            )
-            if verdict in ("count", "kind"):
+            verdict = _verdict(record, line, ticket, request, shared=shared, now=now)
+            if verdict.outcome in ("count", "kind"):
                 assert record is not None
 
-                if verdict == "kind":
+                if verdict.outcome == "kind":
                     raise ValueError(_kind_refusal(store.lock, record, owner, shared))
                 raise ValueError(_count_refusal(store.lock, record, request.slots, shared))
-            if verdict != "take":
+            if verdict.outcome != "take":
                 if place is None:
                     change.prune(look, now)
                 else:
-                    change.join(look, place, time.time())
+                    change.join(look, place, clock)
+                others = [p for p in line if p.ticket != ticket]
+                by_hand = store.by_hand()
                 return _refused_result(
-                    store.lock,
-                    owner,
-                    request.run_id,
-                    caller_timeout=stale_after,
-                    record=record,
-                    now=now,
-                    by_hand=store.by_hand(),
-                    held=verdict == "held",
-                    line=[p for p in line if p.ticket != ticket],
-                    shared=shared,
+                    store.lock, request, verdict, others, by_hand=by_hand, now=now
                 )
             since = int(now // 1)
             keep = request.keep_longer
-            timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
-            new = _Record(owner, since, timeout)
-            after, renewed, replaced = _taken(
-                record,
-                look.last,
-                new,
-                request.slots,
-                shared=shared,
-                caller_timeout=stale_after,
-                now=now,
-            )
+            holder_timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
+            new = _Record(owner, since, holder_timeout)
+            after, renewed, replaced = _taken(look, new, request, shared, now)
             new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
@@ -3818,12 +3931,12 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                     # Others judge this hold from its record's time, a whole second:
                     # up to a second before this try began, by the renewer's count.
                     request.try_began = min(request.try_began, read_at - (now - since))
-                return _acquired_result(
+                return _Hold(
                     store.lock,
                     owner,
                     request.run_id,
-                    stale_after=timeout,
                     since=since,
+                    holder_timeout=holder_timeout,
                     renewed=renewed is not None,
                     replaced=replaced,
                     after=after,
@@ -3845,16 +3958,17 @@ def acquire_within(
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free; the shared waiters at its
     head go in together); :class:`LockBusy` if the wait runs out."""
-    request = _request(
+    request = _Request(
         lock,
         owner,
+        "",
         stale_after,
         wait=wait,
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
     )
-    return _wait_for(request, refused=None)
+    return _acquired_result(_wait_for(_checked(request), refused=None))
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -3895,22 +4009,33 @@ def status(
     is the count shown while no slot is held (else the count in force is). Its
     ``fence`` is the largest of the live holders' (the newest take's), None while
     nobody holds the lock."""
-    seconds = _seconds_of(now)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    store = _store_for(lock)
+    fixed_now = None if now is None else _seconds_of(now)
+    query = _Query(
+        lock,
+        _checked_stale_after(stale_after),
+        fixed_now=fixed_now,
+        empty_is_stale=empty_is_stale,
+        slots=_checked_slots(slots),
+    )
+    return _status_of(query)
+
+
+def _status_of(query: _Query) -> StatusResult:
+    """status, checked: the lock judged at ``query.fixed_now`` (None: the clock), its
+    line by the clock, read once."""
+    store = _store_for(query.lock)
     try:
         look = store.look()
     finally:
         store.close()
+    clock = time.time()
     record = look.record or look.last
     if _another_programs_file(record):
         assert record is not None
         raise ValueError(_another_programs_refusal(store.lock, record))
-    line = _live(look.line, time.time())
-    return _status_result(
-        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
-    )
+    seconds = clock if query.fixed_now is None else query.fixed_now
+    standing = _standing(record, query, seconds)
+    return _status_result(store.lock, standing, _live(look.line, clock), seconds)
 
 
 # At most this many waits in a row go on from one look, each ended by a beat (a
@@ -3923,8 +4048,9 @@ _VOUCHED_WAITS = 4
 
 def _wait_for(
     request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
-) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits up
+) -> _Hold:
+    """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
+    calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line."""
     deadline = time.monotonic() + request.wait
     store = _store_for(request.lock)
@@ -3936,7 +4062,7 @@ def _wait_for(
     try:
         while True:
             result = _take_in(store, request, place)
-            if result["acquired"]:
+            if isinstance(result, _Hold):
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
@@ -4006,18 +4132,8 @@ def _found_in_line(
     ahead = _ahead_of(line, place.ticket)
     if ahead is None:
         return None
-    verdict = _verdict(
-        look.record,
-        line,
-        place.owner,
-        place.ticket,
-        slots=request.slots,
-        shared=place.shared,
-        caller_timeout=request.stale_after,
-        now=now,
-        empty_is_stale=request.empty_is_stale,
-    )
-    if verdict not in ("held", "line"):
+    verdict = _verdict(look.record, line, place.ticket, request, shared=place.shared, now=now)
+    if verdict.outcome not in ("held", "line"):
         return None
     # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
     # that frees may be its own: it watches them.
@@ -4065,7 +4181,7 @@ def list_locks(
 
 def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
     """list_locks's work: survey ``under``, keep the locks, judge each."""
-    stale_after = _checked_stale_after(stale_after)
+    query = _Query(under, _checked_stale_after(stale_after))  # what it asks of each lock
     shown, found, note = _survey_for(under)
     now = time.time()
     statuses: list[StatusResult] = []
@@ -4074,7 +4190,7 @@ def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult
         record = look.record or look.last
         line = _live(look.line, now)
         if _listed(lock, record, line):
-            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
+            statuses.append(_status_result(lock, _standing(record, query, now), line, now))
         elif _left_out(lock, record):
             others += 1
     result = _list_result(shown, statuses, note, now)
@@ -4249,13 +4365,10 @@ def held(
     least 3), released however the block ends; :class:`LockLost` at the end of a block
     that ended normally without it.
     """
-    _owner_with_run_id(owner)
-    _checked_renewable(
-        _checked_stale_after(stale_after), "stale_after", "seconds", repr(stale_after)
-    )
-    request = _request(
+    request = _Request(
         lock,
         owner,
+        "",
         stale_after,
         wait=wait,
         empty_is_stale=empty_is_stale,
@@ -4263,6 +4376,11 @@ def held(
         shared=shared,
         keep_longer=True,
     )
+    # Each part checked once, the owner and the timeout first (held()'s order).
+    _check_owner_and_timeout(request)
+    _checked_renewable(request.stale_after, "stale_after", "seconds", repr(stale_after))
+    _check_wait(request)
+    _check_how(request)
     return _Lease(request)
 
 
@@ -4283,13 +4401,15 @@ _CLOCK_RATE_MARGIN = 0.01
 
 
 class _Renewer:
-    """Renews the lock for held() and run every third of its timeout (sooner on failure),
+    """Renews the hold for held() and run every third of its timeout (sooner on failure),
     and finds it lost once too little is left of the hold to stop the work before it
-    ends: each renewal waits on the network no longer than that."""
+    ends: each renewal waits on the network no longer than that. ``hold`` is the hold
+    as last taken or renewed (a renewal beside a newer holder may get a new fence)."""
 
-    def __init__(self, request: _Request, taken: AcquireResult) -> None:
-        self.lock = taken["lock"]
-        self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
+    def __init__(self, request: _Request, hold: _Hold) -> None:
+        self.hold = hold
+        self.lock = hold.lock
+        self.renewal = request.renewal(hold)
         self.lasts = request.stale_after  # no longer than the hold: it may be kept longer
         self.every = self.lasts / 3
         self.margin = _MARGIN_SEC + self.lasts * _CLOCK_RATE_MARGIN
@@ -4316,7 +4436,7 @@ class _Renewer:
         if started < self.stop_at():
             self.renewal.deadline = self.stop_at()
             try:
-                _take(self.renewal)
+                renewed = _take(self.renewal)
             except LockLost as lost:
                 self.lost = lost
                 return lost
@@ -4324,6 +4444,8 @@ class _Renewer:
                 self.failure = exc
                 self.next = started + min(1.0, self.every / 3)
             else:
+                if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
+                    self.hold = renewed
                 self.renewed = self.renewal.try_began
                 self.next = self.renewed + self.every
                 self.failure = None
@@ -4374,8 +4496,9 @@ class _Lease:
 
     @property
     def fence(self) -> int | None:
-        """The hold's fence, for each write the block makes (None before it is entered)."""
-        return None if self.result is None else fence_of(self.result)
+        """The hold's fence as last taken or renewed, for each write the block makes
+        (None before it is entered)."""
+        return None if self.renewer is None else self.renewer.hold.fence
 
     @property
     def lost(self) -> bool:
@@ -4390,10 +4513,11 @@ class _Lease:
     def __enter__(self) -> _Lease:
         import threading
 
-        self.result = _wait_for(self.request, refused=None)
-        self.owner = self.result["owner"]
-        self.kept = self.result["refreshed"]
-        self.renewer = _Renewer(self.request, self.result)
+        hold = _wait_for(self.request, refused=None)
+        self.result = _acquired_result(hold)
+        self.owner = hold.owner
+        self.kept = hold.renewed
+        self.renewer = _Renewer(self.request, hold)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -4450,24 +4574,24 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread, grac
         waiter.join()
 
 
-def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) -> int:
-    """Run ``command`` holding the lock ``request`` took: its exit code, 3 if lost,
-    126/127 if not run."""
+def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
+    """Run ``command`` holding ``hold``, which ``request`` took: its exit code, 3 if
+    lost, 126/127 if not run."""
     import subprocess
     import threading
 
     lock = os.fspath(request.lock)
-    owner = taken["owner"]
+    owner = hold.owner
     # A hold the owner had before run started (a workflow's lock, a run step inside it)
     # is left held when run ends, however it ends.
-    kept = taken["refreshed"]
+    kept = hold.renewed
 
     if _Interrupts.pending is not None:  # came while the lock was taken
         _release_for_run(lock, owner, kept)
         _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
         return 128 + _Interrupts.pending
     env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
-    fence = fence_of(taken)
+    fence = hold.fence
     if fence is not None:  # the number its writes carry, for a resource that checks them
         env["SKF_RUN_LOCK_FENCE"] = str(fence)
     try:
@@ -4484,7 +4608,7 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(request, taken)
+    renewer = _Renewer(request, hold)
     lost = None
     while True:
         waiter.join(renewer.due_in())
@@ -4605,15 +4729,10 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     return command, options, tail, got
 
 
-# What --get prints beside a command's JSON keys: acquire's fence, which its output
-# carries beside its keys (callers compare the JSON whole).
-_GOT_BESIDE: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
-
-
 def _check_get(command: str, options: dict[str, str], got: list[str]) -> None:
     """Each ``--get KEY``: a key the command prints, checked before it runs."""
     keys = _OUTPUT_KEYS[command]
-    beside = _GOT_BESIDE.get(command, ())
+    beside = _BESIDE_KEYS.get(command, ())
     if "--table" in options:
         raise _UsageError("--get prints keys of the JSON, which --table does not print")
     for key in got:
@@ -4624,14 +4743,16 @@ def _check_get(command: str, options: dict[str, str], got: list[str]) -> None:
             )
 
 
-def _got_lines(command: str, result: Output, got: list[str]) -> str:
-    """What ``--get`` prints: each key's value on a line of its own, in the order given.
-    With more than one key, a string that holds a line break (a path may) is written as
-    JSON, so that each value stays on its own line for ``read``."""
-    beside = _GOT_BESIDE.get(command, ())
+def _got_lines(result: Output, got: list[str]) -> str:
+    """What ``--get`` prints: each key's value on a line of its own, in the order given
+    (a key of the JSON, else what the output carries beside its keys: None where it
+    carries nothing, a refusal's fence). With more than one key, a string that holds a
+    line break (a path may) is written as JSON, so that each value stays on its own line
+    for ``read``."""
     lines = []
     for key in got:
-        value = fence_of(result) if key in beside else dict(result)[key]
+        keys = dict(result)
+        value = keys[key] if key in keys else getattr(result, key, None)
         text = _value_text(value)
         if len(got) > 1 and ("\n" in text or "\r" in text):
             text = json.dumps(value)
@@ -4777,13 +4898,16 @@ def _cli_request(
     options: dict[str, str], stale_after: float, *, keep_longer: bool = False
 ) -> _Request:
     """What acquire or run asks (``keep_longer``: run, which never shortens a hold its
-    owner already has), from its options, each checked."""
+    owner already has), from its options, each checked once, here (``stale_after``:
+    checked already), the owner last (a run id added if it has none)."""
     wait = _wait_seconds(options)
     slots = _slots(options)
     shared = _shared(options)
-    return _request(
+    owner, run_id = _owner_with_run_id(options["--owner"])
+    return _Request(
         options["--lock"],
-        options["--owner"],
+        owner,
+        run_id,
         stale_after,
         wait=wait,
         empty_is_stale="--empty-is-stale" in options,
@@ -4793,10 +4917,14 @@ def _cli_request(
     )
 
 
-def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
-    """acquire's take, waiting in line if the request may, and its exit code."""
+def _cli_take(request: _Request) -> tuple[_Hold | None, AcquireResult]:
+    """acquire's take, waiting in line if the request may: the hold (None: refused) and
+    its output."""
+    hold: _Hold | None = None
     if not request.wait:
-        result = _take(request)
+        taken = _take(request)
+        hold = taken if isinstance(taken, _Hold) else None
+        result = _acquire_output(taken)
     else:
         started = time.monotonic()
         line = None
@@ -4805,7 +4933,8 @@ def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
 
             line = _WaitLine()
         try:
-            result = _wait_for(request, refused=line)
+            hold = _wait_for(request, refused=line)
+            result = _acquired_result(hold)
         except LockBusy as busy:
             result = busy.result
         finally:
@@ -4816,12 +4945,13 @@ def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
         result["message"] = (
             f"{outcome} {waited:.1f} s (of up to {request.wait:g} s): {result['message']}"
         )
-    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
+    return hold, result
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
     stale_after = _stale_after_seconds(options)
-    result, code = _cli_take(_cli_request(options, stale_after))
+    hold, result = _cli_take(_cli_request(options, stale_after))
+    code = _EXIT_HELD if hold is None else _EXIT_OK
     text = options.get("--stale-after", "")
     bare = text.replace(".", "", 1).isdigit()
     if code == _EXIT_OK and bare and stale_after > _BARE_MINUTES_NOTED_SEC:
@@ -4849,11 +4979,11 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
     stale_after, unit, shown = _stale_after_given(options)
     _checked_renewable(stale_after, "--stale-after", unit, shown)
     request = _cli_request(options, stale_after, keep_longer=True)
-    result, code = _cli_take(request)
-    if code != _EXIT_OK:
+    hold, result = _cli_take(request)
+    if hold is None:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
-        return None, code
-    return None, _run_holding(request, result, tail)
+        return None, _EXIT_HELD
+    return None, _run_holding(request, hold, tail)
 
 
 def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
@@ -4935,7 +5065,7 @@ def main(argv: list[str] | None = None) -> int:
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
         if isinstance(result, dict) and got:
-            sys.stdout.write(_got_lines(command, result, got))
+            sys.stdout.write(_got_lines(result, got))
             if command == "acquire" and code == _EXIT_HELD:
                 # Why it was refused, and what to do, as run shows it: stdout is the value.
                 sys.stderr.write(json.dumps(result) + "\n")
@@ -4979,7 +5109,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (4982, (), r'''
+_CARRIED['usage'] = (5112, (), r'''
 import os
 import sys
 import textwrap
@@ -5205,7 +5335,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5208, (), r'''
+_CARRIED['server_store'] = (5338, (), r'''
 import errno
 import json
 import os
@@ -5527,7 +5657,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5530, ('server_store',), r'''
+_CARRIED['http1'] = (5660, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5654,7 +5784,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5657, ('server_store',), r'''
+_CARRIED['resp'] = (5787, ('server_store',), r'''
 import re
 
 
@@ -5789,7 +5919,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5792, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5922, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -5995,7 +6125,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (5998, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6128, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6110,7 +6240,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6113, ('etcd_gateway', 'etcd_watch', 'server_store'), r'''
+_CARRIED['etcd_store'] = (6243, ('etcd_gateway', 'etcd_watch', 'server_store'), r'''
 import time
 
 
@@ -6626,7 +6756,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6629, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6759, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6691,7 +6821,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6694, ('resp', 'server_store'), r'''
+_CARRIED['redis_gateway'] = (6824, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -6964,7 +7094,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (6967, ('redis_gateway', 'resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (7097, ('redis_gateway', 'resp', 'server_store'), r'''
 import errno
 import os
 import time
@@ -7355,7 +7485,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7358, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7488, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7497,7 +7627,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7500, (), r'''
+_CARRIED['file_listing'] = (7630, (), r'''
 import os
 import stat
 
@@ -7556,7 +7686,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '40b7ec6141cb0dfd2c3bf4a479c7920bbea6d445099efabb53c47ee740e490ea'  # what a cache entry must name
+_BUILD = '5d75bdd4e281251c3d0a65b7119c73a15644cb0836ec8557a854875fc91854d9'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

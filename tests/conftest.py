@@ -338,11 +338,11 @@ def counted_tries(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[bool
     tries: list[bool] = []
     real = skf._take_in
 
-    def counting(store: object, request: Any, *args: object) -> dict[str, Any]:
-        result: dict[str, Any] = real(store, request, *args)
+    def counting(store: object, request: Any, *args: object) -> object:
+        taken = real(store, request, *args)  # a hold, or a refusal's output
         if request.owner.startswith("wf:waiter:"):
-            tries.append(result["acquired"])
-        return result
+            tries.append(skf._acquire_output(taken)["acquired"])
+        return taken
 
     monkeypatch.setattr(skf, "_take_in", counting)
     return tries

@@ -545,6 +545,47 @@ def test_both_platforms_rules_import_on_any_system() -> None:
         assert imported <= {"errno", "os", "re", "sys"}, (name, imported)
 
 
+# A function a call passes what it asks through takes that as one value (a request, a
+# hold, a verdict), not one parameter a part: the public API aside, none takes more.
+MOST_PARAMETERS = 6
+
+
+def public_names() -> set[str]:
+    """The names the modules' ``__all__`` lists: the public API, whose signatures are
+    the contract's."""
+    names: set[str] = set()
+    for path in PACKAGE.glob("*.py"):
+        for node in ast.parse(path.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+            ):
+                assert isinstance(node.value, ast.List | ast.Tuple), path.name
+                names |= {ast.literal_eval(item) for item in node.value.elts}
+    return names
+
+
+def test_no_function_outside_the_public_api_takes_more_than_six_parameters() -> None:
+    """Counting every parameter (positional, keyword-only, ``*args``, ``**kwargs``),
+    ``self`` and ``cls`` aside; a value's constructor (``__init__``) aside too."""
+    public = public_names()
+    assert {"acquire", "acquire_within", "held", "main"} <= public
+    over = []
+    for path in sorted(PACKAGE.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            if node.name in public or node.name == "__init__":
+                continue
+            args = node.args
+            names = [arg.arg for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs]]
+            names += [arg.arg for arg in (args.vararg, args.kwarg) if arg is not None]
+            if names[:1] in (["self"], ["cls"]):
+                names = names[1:]
+            if len(names) > MOST_PARAMETERS:
+                over.append(f"{path.name}:{node.lineno} {node.name} takes {len(names)}")
+    assert not over, over
+
+
 # --- The package is the source ------------------------------------------------------------
 
 

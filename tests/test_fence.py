@@ -158,6 +158,25 @@ def test_run_held_and_the_library_give_the_fence_status_shows(
     assert skf.fence_of(taken) == skf.status(lock, 60.0)["fence"] > lease.fence
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", [{"slots": 2}, {"shared": True}])
+def test_a_leases_fence_is_its_current_holds_after_a_renewal_beside_a_newer_holder(
+    skf: ModuleType, store: StoreUnderTest, kind: dict[str, object]
+) -> None:
+    """A renewal keeps its fence only while no other holder shows a larger one: beside a
+    newer holder of another slot (or shared hold), it gets a new fence, and the lease's
+    fence is the hold's as renewed, not the first take's."""
+    with skf.held(store.lock, "wf:held", 3.0, **kind) as lease:
+        first = lease.fence
+        newer = skf.fence_of(skf.acquire(store.lock, "wf:newer:1", 60.0, **kind))
+        assert first is not None and newer is not None and newer > first
+        renewed = until(lambda: lease.fence, lambda fence: fence != first)  # every second
+        assert renewed is not None and renewed > newer
+        holders = skf.status(store.lock, 60.0)["holders"]
+        assert renewed in [holder["fence"] for holder in holders]
+        assert skf.fence_of(lease.result) == first  # the take's output, as it was
+
+
 def resource_code() -> str:
     """docs/design.md's resource that checks fences: the Python it shows."""
     section = (ROOT / "docs" / "design.md").read_text(encoding="utf-8").split("## Fencing", 1)[1]

@@ -164,8 +164,8 @@ def test_a_lock_is_handed_over_between_two_users_both_ways(skf: ModuleType, shar
             real_take = skf._take_in
 
             def take(*args: object, **kwargs: object) -> object:
-                result = real_take(*args, **kwargs)
-                if not result["acquired"]:
+                result = real_take(*args, **kwargs)  # a hold, or a refusal's output
+                if not skf._acquire_output(result)["acquired"]:
                     say("refused")  # the other user's lock was read and kept: it waits
                 return result
 

@@ -51,6 +51,7 @@ FLAT = (
     "inputs",
     "interrupts",
     "records",
+    "hold",
     "decisions",
     "outputs",
     "interface",

@@ -46,8 +46,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "caller-timeout-decides": (
         "the holder's timeout decides",
-        "    return caller_timeout if record.stale_after is None else record.stale_after",
-        "    return caller_timeout",
+        "    return stale_after if record.stale_after is None else record.stale_after",
+        "    return stale_after",
     ),
     "holder-timeout-unchecked": (
         "an invalid holder timeout falls back to the caller's",
@@ -233,8 +233,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "held-exit-0": (
         "a refusal exits 3",
-        '    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD',
-        "    return result, _EXIT_OK",
+        "    code = _EXIT_HELD if hold is None else _EXIT_OK",
+        "    code = _EXIT_OK",
     ),
     "os-error-exit-1": (
         "an OS error exits 2",
@@ -507,7 +507,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-held-up-by-line": (
         "renewing one's own lock is never held up by the line",
-        "    if mine:\n"
+        "    if any(holder.owner == request.owner for holder in _holders(record)):\n"
         '        return "kind" if record is not None and record.shared != shared else "take"\n',
         "",
     ),
@@ -673,8 +673,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "slots-one-too-many": (
         "a lock of N slots has at most N live holders",
-        "    return slots - len(_live_holders(record, caller_timeout, now, empty_is_stale))",
-        "    return slots + 1 - len(_live_holders(record, caller_timeout, now, empty_is_stale))",
+        "    free = request.slots - len(live)",
+        "    free = request.slots + 1 - len(live)",
     ),
     "slots-release-frees-another": (
         "a release frees the caller's slot only",
@@ -683,7 +683,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "slots-stale-replaces-live": (
         "only a stale slot is replaced",
-        "        stale = [h for h in kept if _is_stale(h, caller_timeout, now, False)]",
+        "        stale = [h for h in kept if _is_stale(h, stale_after, now, False)]",
         "        stale = kept",
     ),
     "slots-count-not-in-force": (
@@ -708,7 +708,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "run-releases-a-kept-hold": (
         "run never releases a hold its owner had before it started",
-        '    kept = taken["refreshed"]',
+        "    kept = hold.renewed",
         "    kept = False",
     ),
     "held-shortens-a-kept-hold": (
@@ -733,9 +733,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "shared-writer-beside-readers": (
         "an exclusive hold is never taken beside a live shared hold",
-        "    free = _free_slots(record, slots, caller_timeout, now, empty_is_stale)",
-        "    free = 1 if record is not None and record.shared"
-        " else _free_slots(record, slots, caller_timeout, now, empty_is_stale)",
+        "    free = request.slots - len(live)",
+        "    free = 1 if record is not None and record.shared else request.slots - len(live)",
     ),
     "shared-reader-beside-writer": (
         "a shared hold is never taken beside a live exclusive hold",

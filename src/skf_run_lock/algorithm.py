@@ -22,21 +22,25 @@ from .decisions import (
     _live,
     _released,
     _stale_in,
+    _standing,
     _still_holds,
     _taken,
     _verdict,
     _waits_on,
 )
+from .hold import _Hold
 from .inputs import (
+    _checked,
     _checked_slots,
     _checked_stale_after,
     _has_run_id,
+    _Query,
     _Request,
-    _request,
     _seconds_of,
 )
 from .interrupts import _Interrupts
 from .outputs import (
+    _acquire_output,
     _acquired_result,
     _another_programs_refusal,
     _holds_text,
@@ -99,22 +103,24 @@ def acquire(
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
-    request = _request(
+    request = _Request(
         lock,
         owner,
+        "",
         stale_after,
         fixed_now=fixed_now,
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
     )
-    return _take(request)
+    return _acquire_output(_take(_checked(request)))
 
 
-def _take(request: _Request) -> AcquireResult:
-    """acquire, checked (``request.renew_only``: LockLost unless still the owner's live
-    hold; ``request.keep_longer``: a renewal never shortens the hold; no request waits
-    on the network past ``request.deadline``)."""
+def _take(request: _Request) -> _Hold | AcquireResult:
+    """acquire, checked: the hold, or the refusal's output (``request.renew_only``:
+    LockLost unless still the owner's live hold; ``request.keep_longer``: a renewal
+    never shortens the hold; no request waits on the network past
+    ``request.deadline``)."""
     store = _store_for(request.lock)
     store.call_deadline = request.deadline
     try:
@@ -123,18 +129,21 @@ def _take(request: _Request) -> AcquireResult:
         store.close()
 
 
-def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> AcquireResult:
-    """One try of acquire; a waiter's ``place`` joins the line, or leaves it taking."""
+def _take_in(
+    store: _Store, request: _Request, place: _Place | None = None
+) -> _Hold | AcquireResult:
+    """One try of acquire: the hold, or the refusal's output; a waiter's ``place`` joins
+    the line, or leaves it taking."""
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
     request.try_began = time.monotonic()
     owner = request.owner
     stale_after = request.stale_after
-    empty_is_stale = request.empty_is_stale
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not request.renew_only) as change:
             look = change.read()
-            now = time.time() if request.fixed_now is None else request.fixed_now
+            clock = time.time()  # once a try: a place's beat is always the clock's
+            now = clock if request.fixed_now is None else request.fixed_now
             read_at = time.monotonic()
             record = look.record
             if _another_programs_file(record):
@@ -142,61 +151,36 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                 raise ValueError(_another_programs_refusal(store.lock, record))
             shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
-                record, owner, stale_after, now, empty_is_stale
+                record, owner, stale_after, now, request.empty_is_stale
             ):
-                raise _lost(store.lock, record, stale_after, now, empty_is_stale)
+                raise _lost(store.lock, record, request, now)
             line = _live(look.line, now)
             ticket = None if place is None else place.ticket
             if place is not None and _ahead_of(line, place.ticket) is None:
                 place.joined = False  # a new place if refused
-            verdict = _verdict(
-                record,
-                line,
-                owner,
-                ticket,
-                slots=request.slots,
-                shared=shared,
-                caller_timeout=stale_after,
-                now=now,
-                empty_is_stale=empty_is_stale,
-            )
-            if verdict in ("count", "kind"):
+            verdict = _verdict(record, line, ticket, request, shared=shared, now=now)
+            if verdict.outcome in ("count", "kind"):
                 assert record is not None
                 from .outputs import _count_refusal, _kind_refusal
 
-                if verdict == "kind":
+                if verdict.outcome == "kind":
                     raise ValueError(_kind_refusal(store.lock, record, owner, shared))
                 raise ValueError(_count_refusal(store.lock, record, request.slots, shared))
-            if verdict != "take":
+            if verdict.outcome != "take":
                 if place is None:
                     change.prune(look, now)
                 else:
-                    change.join(look, place, time.time())
+                    change.join(look, place, clock)
+                others = [p for p in line if p.ticket != ticket]
+                by_hand = store.by_hand()
                 return _refused_result(
-                    store.lock,
-                    owner,
-                    request.run_id,
-                    caller_timeout=stale_after,
-                    record=record,
-                    now=now,
-                    by_hand=store.by_hand(),
-                    held=verdict == "held",
-                    line=[p for p in line if p.ticket != ticket],
-                    shared=shared,
+                    store.lock, request, verdict, others, by_hand=by_hand, now=now
                 )
             since = int(now // 1)
             keep = request.keep_longer
-            timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
-            new = _Record(owner, since, timeout)
-            after, renewed, replaced = _taken(
-                record,
-                look.last,
-                new,
-                request.slots,
-                shared=shared,
-                caller_timeout=stale_after,
-                now=now,
-            )
+            holder_timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
+            new = _Record(owner, since, holder_timeout)
+            after, renewed, replaced = _taken(look, new, request, shared, now)
             new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
             if change.apply(look, after, owner, leaving):
@@ -204,12 +188,12 @@ def _take_in(store: _Store, request: _Request, place: _Place | None = None) -> A
                     # Others judge this hold from its record's time, a whole second:
                     # up to a second before this try began, by the renewer's count.
                     request.try_began = min(request.try_began, read_at - (now - since))
-                return _acquired_result(
+                return _Hold(
                     store.lock,
                     owner,
                     request.run_id,
-                    stale_after=timeout,
                     since=since,
+                    holder_timeout=holder_timeout,
                     renewed=renewed is not None,
                     replaced=replaced,
                     after=after,
@@ -231,16 +215,17 @@ def acquire_within(
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free; the shared waiters at its
     head go in together); :class:`LockBusy` if the wait runs out."""
-    request = _request(
+    request = _Request(
         lock,
         owner,
+        "",
         stale_after,
         wait=wait,
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
     )
-    return _wait_for(request, refused=None)
+    return _acquired_result(_wait_for(_checked(request), refused=None))
 
 
 def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
@@ -281,22 +266,33 @@ def status(
     is the count shown while no slot is held (else the count in force is). Its
     ``fence`` is the largest of the live holders' (the newest take's), None while
     nobody holds the lock."""
-    seconds = _seconds_of(now)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    store = _store_for(lock)
+    fixed_now = None if now is None else _seconds_of(now)
+    query = _Query(
+        lock,
+        _checked_stale_after(stale_after),
+        fixed_now=fixed_now,
+        empty_is_stale=empty_is_stale,
+        slots=_checked_slots(slots),
+    )
+    return _status_of(query)
+
+
+def _status_of(query: _Query) -> StatusResult:
+    """status, checked: the lock judged at ``query.fixed_now`` (None: the clock), its
+    line by the clock, read once."""
+    store = _store_for(query.lock)
     try:
         look = store.look()
     finally:
         store.close()
+    clock = time.time()
     record = look.record or look.last
     if _another_programs_file(record):
         assert record is not None
         raise ValueError(_another_programs_refusal(store.lock, record))
-    line = _live(look.line, time.time())
-    return _status_result(
-        store.lock, record, stale_after, seconds, empty_is_stale, line=line, slots=slots
-    )
+    seconds = clock if query.fixed_now is None else query.fixed_now
+    standing = _standing(record, query, seconds)
+    return _status_result(store.lock, standing, _live(look.line, clock), seconds)
 
 
 # At most this many waits in a row go on from one look, each ended by a beat (a
@@ -309,8 +305,9 @@ _VOUCHED_WAITS = 4
 
 def _wait_for(
     request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
-) -> AcquireResult:
-    """acquire_within, calling ``refused(result, seconds left, place)`` as it waits up
+) -> _Hold:
+    """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
+    calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line."""
     deadline = time.monotonic() + request.wait
     store = _store_for(request.lock)
@@ -322,7 +319,7 @@ def _wait_for(
     try:
         while True:
             result = _take_in(store, request, place)
-            if result["acquired"]:
+            if isinstance(result, _Hold):
                 return result
             if place is None or time.monotonic() >= deadline:
                 raise LockBusy(result)
@@ -392,18 +389,8 @@ def _found_in_line(
     ahead = _ahead_of(line, place.ticket)
     if ahead is None:
         return None
-    verdict = _verdict(
-        look.record,
-        line,
-        place.owner,
-        place.ticket,
-        slots=request.slots,
-        shared=place.shared,
-        caller_timeout=request.stale_after,
-        now=now,
-        empty_is_stale=request.empty_is_stale,
-    )
-    if verdict not in ("held", "line"):
+    verdict = _verdict(look.record, line, place.ticket, request, shared=place.shared, now=now)
+    if verdict.outcome not in ("held", "line"):
         return None
     # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
     # that frees may be its own: it watches them.

@@ -10,6 +10,7 @@ import time
 
 from .algorithm import _take, _wait_for, release, status
 from .contract import (
+    _BESIDE_KEYS,
     _EXIT_BAD_ARGS,
     _EXIT_HELD,
     _EXIT_OK,
@@ -21,21 +22,21 @@ from .contract import (
     LockBusy,
     __version__,
     _UsageError,
-    fence_of,
 )
+from .hold import _Hold
 from .holding import _checked_renewable, _run_holding
 from .inputs import (
     _checked_slots,
     _duration_seconds,
+    _owner_with_run_id,
     _Request,
-    _request,
     _stale_after_within,
     _wait_within,
     new_run_id,
 )
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import _list_table, list_locks
-from .outputs import _describe_os_error, _fail
+from .outputs import _acquire_output, _acquired_result, _describe_os_error, _fail
 from .platforms import _PLATFORM
 from .quoting import _quoted
 
@@ -127,15 +128,10 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     return command, options, tail, got
 
 
-# What --get prints beside a command's JSON keys: acquire's fence, which its output
-# carries beside its keys (callers compare the JSON whole).
-_GOT_BESIDE: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
-
-
 def _check_get(command: str, options: dict[str, str], got: list[str]) -> None:
     """Each ``--get KEY``: a key the command prints, checked before it runs."""
     keys = _OUTPUT_KEYS[command]
-    beside = _GOT_BESIDE.get(command, ())
+    beside = _BESIDE_KEYS.get(command, ())
     if "--table" in options:
         raise _UsageError("--get prints keys of the JSON, which --table does not print")
     for key in got:
@@ -146,14 +142,16 @@ def _check_get(command: str, options: dict[str, str], got: list[str]) -> None:
             )
 
 
-def _got_lines(command: str, result: Output, got: list[str]) -> str:
-    """What ``--get`` prints: each key's value on a line of its own, in the order given.
-    With more than one key, a string that holds a line break (a path may) is written as
-    JSON, so that each value stays on its own line for ``read``."""
-    beside = _GOT_BESIDE.get(command, ())
+def _got_lines(result: Output, got: list[str]) -> str:
+    """What ``--get`` prints: each key's value on a line of its own, in the order given
+    (a key of the JSON, else what the output carries beside its keys: None where it
+    carries nothing, a refusal's fence). With more than one key, a string that holds a
+    line break (a path may) is written as JSON, so that each value stays on its own line
+    for ``read``."""
     lines = []
     for key in got:
-        value = fence_of(result) if key in beside else dict(result)[key]
+        keys = dict(result)
+        value = keys[key] if key in keys else getattr(result, key, None)
         text = _value_text(value)
         if len(got) > 1 and ("\n" in text or "\r" in text):
             text = json.dumps(value)
@@ -299,13 +297,16 @@ def _cli_request(
     options: dict[str, str], stale_after: float, *, keep_longer: bool = False
 ) -> _Request:
     """What acquire or run asks (``keep_longer``: run, which never shortens a hold its
-    owner already has), from its options, each checked."""
+    owner already has), from its options, each checked once, here (``stale_after``:
+    checked already), the owner last (a run id added if it has none)."""
     wait = _wait_seconds(options)
     slots = _slots(options)
     shared = _shared(options)
-    return _request(
+    owner, run_id = _owner_with_run_id(options["--owner"])
+    return _Request(
         options["--lock"],
-        options["--owner"],
+        owner,
+        run_id,
         stale_after,
         wait=wait,
         empty_is_stale="--empty-is-stale" in options,
@@ -315,10 +316,14 @@ def _cli_request(
     )
 
 
-def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
-    """acquire's take, waiting in line if the request may, and its exit code."""
+def _cli_take(request: _Request) -> tuple[_Hold | None, AcquireResult]:
+    """acquire's take, waiting in line if the request may: the hold (None: refused) and
+    its output."""
+    hold: _Hold | None = None
     if not request.wait:
-        result = _take(request)
+        taken = _take(request)
+        hold = taken if isinstance(taken, _Hold) else None
+        result = _acquire_output(taken)
     else:
         started = time.monotonic()
         line = None
@@ -327,7 +332,8 @@ def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
 
             line = _WaitLine()
         try:
-            result = _wait_for(request, refused=line)
+            hold = _wait_for(request, refused=line)
+            result = _acquired_result(hold)
         except LockBusy as busy:
             result = busy.result
         finally:
@@ -338,12 +344,13 @@ def _cli_take(request: _Request) -> tuple[AcquireResult, int]:
         result["message"] = (
             f"{outcome} {waited:.1f} s (of up to {request.wait:g} s): {result['message']}"
         )
-    return result, _EXIT_OK if result["acquired"] else _EXIT_HELD
+    return hold, result
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
     stale_after = _stale_after_seconds(options)
-    result, code = _cli_take(_cli_request(options, stale_after))
+    hold, result = _cli_take(_cli_request(options, stale_after))
+    code = _EXIT_HELD if hold is None else _EXIT_OK
     text = options.get("--stale-after", "")
     bare = text.replace(".", "", 1).isdigit()
     if code == _EXIT_OK and bare and stale_after > _BARE_MINUTES_NOTED_SEC:
@@ -371,11 +378,11 @@ def _cli_run(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
     stale_after, unit, shown = _stale_after_given(options)
     _checked_renewable(stale_after, "--stale-after", unit, shown)
     request = _cli_request(options, stale_after, keep_longer=True)
-    result, code = _cli_take(request)
-    if code != _EXIT_OK:
+    hold, result = _cli_take(request)
+    if hold is None:
         sys.stderr.write(json.dumps(result) + "\n")  # stdout is COMMAND's
-        return None, code
-    return None, _run_holding(request, result, tail)
+        return None, _EXIT_HELD
+    return None, _run_holding(request, hold, tail)
 
 
 def _cli_release(options: dict[str, str], tail: list[str]) -> tuple[ReleaseResult, int]:
@@ -457,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         error = f"the lock could not be read or written: {_describe_os_error(exc)}"
     else:
         if isinstance(result, dict) and got:
-            sys.stdout.write(_got_lines(command, result, got))
+            sys.stdout.write(_got_lines(result, got))
             if command == "acquire" and code == _EXIT_HELD:
                 # Why it was refused, and what to do, as run shows it: stdout is the value.
                 sys.stderr.write(json.dumps(result) + "\n")

@@ -138,6 +138,10 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
     "run-id": ("run_id",),
 }
 
+# What a command's output carries beside its keys, which --get prints too: acquire's
+# fence (a _Taken's; callers compare the JSON whole).
+_BESIDE_KEYS: dict[str, tuple[str, ...]] = {"acquire": ("fence",)}
+
 _EXIT_OK = 0
 _EXIT_BAD_ARGS = 1
 _EXIT_OS_ERROR = 2

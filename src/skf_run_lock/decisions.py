@@ -11,6 +11,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Literal
 
+    from .inputs import _Query, _Request
     from .records import _Look, _Place
 
 # A place in line lapses _PLACE_TTL_SEC after its waiter's last beat; a waiter beats
@@ -19,18 +20,18 @@ _PLACE_TTL_SEC = 3.0
 _BEAT_SEC = 1.0
 
 
-def _deciding_timeout(record: _Record, caller_timeout: float) -> float:
+def _deciding_timeout(record: _Record, stale_after: float) -> float:
     """The timeout that decides ``record``'s staleness: its holder's, else the caller's."""
-    return caller_timeout if record.stale_after is None else record.stale_after
+    return stale_after if record.stale_after is None else record.stale_after
 
 
-def _is_stale(record: _Record, caller_timeout: float, now: float, empty_is_stale: bool) -> bool:
+def _is_stale(record: _Record, stale_after: float, now: float, empty_is_stale: bool) -> bool:
     """True if ``record``'s lock is abandoned at ``now`` (on a server, its clock decides)."""
     if record.lease is not None:
         return record.lease == "expired"
     if empty_is_stale and record.empty:
         return True
-    return now - record.since >= _deciding_timeout(record, caller_timeout)
+    return now - record.since >= _deciding_timeout(record, stale_after)
 
 
 # --- Slots: a lock held by up to N runs at once, each under its own owner and timeout.
@@ -46,43 +47,26 @@ def _holders(record: _Record | None) -> list[_Record]:
 
 
 def _live_holders(
-    record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
+    record: _Record | None, stale_after: float, now: float, empty_is_stale: bool
 ) -> list[_Record]:
     """The holders of ``record`` whose slots are not stale at ``now``."""
     return [
         holder
         for holder in _holders(record)
-        if not _is_stale(holder, caller_timeout, now, empty_is_stale)
+        if not _is_stale(holder, stale_after, now, empty_is_stale)
     ]
 
 
-def _in_force(
-    record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
-) -> int | Literal["shared"] | None:
-    """What stands while any hold is live: the count of slots, or "shared" (shared
-    holds); None once no hold is live."""
-    if record is None or not _live_holders(record, caller_timeout, now, empty_is_stale):
-        return None
-    return "shared" if record.shared else record.slots
-
-
-def _first_to_go(holders: list[_Record], caller_timeout: float) -> _Record:
+def _first_to_go(holders: list[_Record], stale_after: float) -> _Record:
     """The holder of ``holders`` whose slot goes stale first by its time."""
-    return min(holders, key=lambda h: h.since + _deciding_timeout(h, caller_timeout))
-
-
-def _free_slots(
-    record: _Record | None, slots: int, caller_timeout: float, now: float, empty_is_stale: bool
-) -> int:
-    """How many of ``slots`` a taker may have now: free, or held by a stale holder."""
-    return slots - len(_live_holders(record, caller_timeout, now, empty_is_stale))
+    return min(holders, key=lambda h: h.since + _deciding_timeout(h, stale_after))
 
 
 def _still_holds(
-    record: _Record | None, owner: str, caller_timeout: float, now: float, empty_is_stale: bool
+    record: _Record | None, owner: str, stale_after: float, now: float, empty_is_stale: bool
 ) -> bool:
     """True if ``owner`` holds a slot of ``record`` that is not stale."""
-    live = _live_holders(record, caller_timeout, now, empty_is_stale)
+    live = _live_holders(record, stale_after, now, empty_is_stale)
     return any(holder.owner == owner for holder in live)
 
 
@@ -96,22 +80,17 @@ def _kept_timeout(record: _Record | None, owner: str, stale_after: float) -> flo
 
 
 def _taken(
-    record: _Record | None,
-    last: _Record | None,
-    new: _Record,
-    slots: int,
-    *,
-    shared: bool = False,
-    caller_timeout: float,
-    now: float,
+    look: _Look, new: _Record, request: _Request, shared: bool, now: float
 ) -> tuple[_Record, _Record | None, _Record | None]:
-    """The record a take by ``new`` leaves, the hold of its own it renews (None: none),
-    and the stale hold of another it replaces or, renewing, the first of those it
-    drops (None: none). Its own slot (or shared hold) is renewed, else the first stale
-    one replaced, else a free one taken; the other holders' are untouched. A count or
-    kind that changes (no hold live) starts a new record; ``last`` is a server's record
-    that expired whole, whose holders the new record drops."""
-    gone = _holders(record) or _holders(last)
+    """The record a take by ``new`` (of ``request``'s slots, or a shared hold:
+    ``shared``) leaves, the hold of its own it renews (None: none), and the stale hold
+    of another it replaces or, renewing, the first of those it drops (None: none). Its
+    own slot (or shared hold) is renewed, else the first stale one replaced, else a
+    free one taken; the other holders' are untouched. A count or kind that changes (no
+    hold live) starts a new record; ``look.last`` is a server's record that expired
+    whole, whose holders the new record drops."""
+    record, slots, stale_after = look.record, request.slots, request.stale_after
+    gone = _holders(record) or _holders(look.last)
     if shared:
         same_kind = record is not None and record.shared
     else:
@@ -119,9 +98,9 @@ def _taken(
     kept = _holders(record) if same_kind else []
     at = next((i for i, h in enumerate(kept) if h.owner == new.owner), None)
     if at is None:
-        stale = [h for h in kept if _is_stale(h, caller_timeout, now, False)]
+        stale = [h for h in kept if _is_stale(h, stale_after, now, False)]
         if stale:
-            at = kept.index(_first_to_go(stale, caller_timeout))
+            at = kept.index(_first_to_go(stale, stale_after))
     if kept and at is not None:
         before: _Record | None = kept[at]
         holders = [*kept[:at], new, *kept[at + 1 :]]
@@ -132,14 +111,14 @@ def _taken(
         # A new record: its own hold (a server's expired one) is what it renews, else a
         # stale holder is what it replaces; the others are dropped.
         own = [h for h in gone if h.owner == new.owner]
-        before = own[0] if own else _first_to_go(gone, caller_timeout) if gone else None
+        before = own[0] if own else _first_to_go(gone, stale_after) if gone else None
         holders = [new]
     renewed = before if before is not None and before.owner == new.owner else None
     dropped = [h for h in gone if h is not before and h not in holders]
     if renewed is None:
         replaced = before
     else:
-        replaced = _first_to_go(dropped, caller_timeout) if dropped else None
+        replaced = _first_to_go(dropped, stale_after) if dropped else None
     if shared:
         after = _shared_record(holders)
     elif slots == 1:
@@ -227,35 +206,86 @@ def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: b
     return any(holder.owner == owner for holder in _holders(record))
 
 
+class _Verdict:
+    """What a take may do at ``now``, and why: ``outcome`` "take" a slot (or a shared
+    hold); all are "held"; the free ones go to those ahead in line ("line"); it asks for
+    another "count" than the one in force (of slots, or slots where holds are shared);
+    or for the other "kind" than the one it holds (exclusive or shared). With it, what a
+    refusal tells: ``record``, its ``live`` holders (oldest first), the ``waiter`` whose
+    turn comes before the call's (None: none), and who stands in the way (``blocker``:
+    the holder, of several the first to go stale, else the waiter's place as a record;
+    None: nobody) with its ``holder_timeout``."""
+
+    __slots__ = ("blocker", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
+
+    def __init__(
+        self,
+        outcome: Literal["take", "held", "line", "count", "kind"],
+        record: _Record | None,
+        live: list[_Record],
+        before: list[_Place],
+        *,
+        stale_after: float,
+        shared: bool,
+    ) -> None:
+        self.outcome = outcome
+        self.record = record
+        self.shared = shared
+        self.live = sorted(live, key=lambda h: h.since)
+        waiting = [p for p in before if not p.shared] if shared else before
+        self.waiter = (waiting or before)[0] if before else None
+        self.blocker: _Record | None = None
+        if outcome == "held":
+            several = record is not None and record.holders is not None
+            self.blocker = _first_to_go(live, stale_after) if several else record
+        elif self.waiter is not None:
+            waiter = self.waiter
+            self.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
+        self.holder_timeout = stale_after
+        if self.blocker is not None:
+            self.holder_timeout = _deciding_timeout(self.blocker, stale_after)
+
+
 def _verdict(
     record: _Record | None,
     line: list[_Place],
-    owner: str,
     ticket: str | None,
+    request: _Request,
     *,
-    slots: int = 1,
-    shared: bool = False,
-    caller_timeout: float,
+    shared: bool,
     now: float,
-    empty_is_stale: bool,
-) -> Literal["take", "held", "line", "count", "kind"]:
-    """May ``owner`` "take" a slot (or a shared hold), are all "held", do the free ones
-    go to those ahead in ``line`` ("line"), does it ask for another "count" than the one
-    in force (of slots, or slots where holds are shared), or for the other "kind" than
-    the one it holds (exclusive or shared)? The first k in line take the k free slots; a
-    call with no place comes after them all. The shared waiters at the head of the line
-    go in together, but none passes an exclusive waiter ahead of it."""
-    in_force = _in_force(record, caller_timeout, now, empty_is_stale)
-    if in_force is not None and _counts_clash(in_force, slots, shared):
-        return "count"
-    mine = [holder for holder in _holders(record) if holder.owner == owner]
-    if mine:
-        return "kind" if record is not None and record.shared != shared else "take"
+) -> _Verdict:
+    """May ``request``'s owner take a slot of ``record`` (or a shared hold, ``shared``:
+    as the try asks) at ``now``, with ``line`` the live line and ``ticket`` its place
+    (None: none)? The first k in line take the k free slots; a call with no place comes
+    after them all. The shared waiters at the head of the line go in together, but none
+    passes an exclusive waiter ahead of it."""
+    live = _live_holders(record, request.stale_after, now, request.empty_is_stale)
     ahead = _ahead_of(line, ticket) if ticket is not None else None
     before = line if ahead is None else ahead
+    outcome = _outcome(record, live, before, request, shared)
+    return _Verdict(outcome, record, live, before, stale_after=request.stale_after, shared=shared)
+
+
+def _outcome(
+    record: _Record | None,
+    live: list[_Record],
+    before: list[_Place],
+    request: _Request,
+    shared: bool,
+) -> Literal["take", "held", "line", "count", "kind"]:
+    """The verdict's outcome, with ``live`` the live holders of ``record`` and
+    ``before`` the places ahead of the call."""
+    in_force: int | Literal["shared"] | None = None
+    if record is not None and live:
+        in_force = "shared" if record.shared else record.slots
+    if in_force is not None and _counts_clash(in_force, request.slots, shared):
+        return "count"
+    if any(holder.owner == request.owner for holder in _holders(record)):
+        return "kind" if record is not None and record.shared != shared else "take"
     if shared:
         return _shared_verdict(in_force, before)
-    free = _free_slots(record, slots, caller_timeout, now, empty_is_stale)
+    free = request.slots - len(live)
     if free <= 0:
         return "held"
     return "take" if len(before) < free else "line"
@@ -312,15 +342,98 @@ def _turns(line: list[_Place], after: _Record | None, free: int) -> list[_Place]
     return line[: max(0, free)]
 
 
-def _stale_in(record: _Record | None, caller_timeout: float, now: float) -> float:
+def _stale_in(record: _Record | None, stale_after: float, now: float) -> float:
     """Seconds until a live slot of ``record`` goes stale by its time alone (inf: never
     by time: none is live, or a server's clock ends them)."""
     ends = [
-        holder.since + _deciding_timeout(holder, caller_timeout) - now
+        holder.since + _deciding_timeout(holder, stale_after) - now
         for holder in _holders(record)
         if holder.lease is None
     ]
     return min((end for end in ends if end > 0), default=float("inf"))
+
+
+class _Standing:
+    """status's verdict on a lock at ``now``: its ``state`` ("free", "held", "stale");
+    the ``case`` its report tells ("all held", "all shared stale", "one", "slot stale",
+    "some held", "no slot held", "free"); the count of ``slots`` it shows (the one in
+    force, else the caller's); every holder and the ``live`` ones (oldest first); the
+    holder it names (``shown``, None: none) and that holder's ``holder_timeout`` (else
+    the caller's); of a lock of slots with one gone stale, the first of those
+    (``gone``); how it is held (``mode``, None: no live hold); and the largest of the
+    live holders' fences."""
+
+    __slots__ = (
+        "case",
+        "fence",
+        "gone",
+        "holder_timeout",
+        "holders",
+        "live",
+        "mode",
+        "shown",
+        "slots",
+        "stale_after",
+        "state",
+    )
+
+    def __init__(
+        self, record: _Record | None, live: list[_Record], slots: int, stale_after: float
+    ) -> None:
+        self.stale_after = stale_after
+        self.slots = slots
+        self.holders = sorted(_holders(record), key=lambda h: h.since)
+        self.live = sorted(live, key=lambda h: h.since)
+        self.shown: _Record | None = None
+        self.gone: _Record | None = None
+        self.holder_timeout = stale_after
+        self.state: Literal["free", "held", "stale"] = "free"
+        self.case = "free"
+        shared = record is not None and record.shared
+        self.mode: Literal["shared", "exclusive"] | None = None
+        if live:
+            self.mode = "shared" if shared else "exclusive"
+        self.fence = max((h.fence for h in live if h.fence is not None), default=None)
+
+    def timeout_of(self, holder: _Record) -> float:
+        """The timeout that decides ``holder``'s staleness."""
+        return _deciding_timeout(holder, self.stale_after)
+
+    def naming(
+        self, case: str, state: Literal["free", "held", "stale"], shown: _Record | None
+    ) -> None:
+        """The case the report tells, the state, and the holder it names."""
+        self.case, self.state, self.shown = case, state, shown
+        if shown is not None:
+            self.holder_timeout = self.timeout_of(shown)
+
+
+def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
+    """Who holds ``record``'s lock at ``now``, by the count in force (else
+    ``query.slots``, the caller's): see _Standing."""
+    stale_after = query.stale_after
+    live = _live_holders(record, stale_after, now, query.empty_is_stale)
+    slots = record.slots if record is not None and live else query.slots
+    standing = _Standing(record, live, slots, stale_after)
+    several = slots > 1 or (record is not None and record.slots > 1)
+    holders = _holders(record)
+    shared = record is not None and record.shared
+    if live and (shared or (several and len(live) >= slots)):
+        standing.naming("all held", "held", _first_to_go(live, stale_after))
+    elif shared and holders:
+        last = max(holders, key=lambda h: h.since + _deciding_timeout(h, stale_after))
+        standing.naming("all shared stale", "stale", last)
+    elif not several and record is not None:
+        stale = _is_stale(record, stale_after, now, query.empty_is_stale)
+        standing.naming("one", "stale" if stale else "held", record)
+    elif record is not None and record.slots == slots and len(holders) >= slots:
+        standing.naming("slot stale", "stale", None)
+        standing.gone = _first_to_go([h for h in holders if h not in live], stale_after)
+    elif live:
+        standing.naming("some held", "free", None)
+    elif several:
+        standing.naming("no slot held", "free", None)
+    return standing
 
 
 # A name that says it is a lock: what stands there blocks acquire, whatever it holds.

@@ -10,10 +10,11 @@ import os
 import time
 
 from .algorithm import _take, _wait_for, release
-from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost, fence_of
-from .inputs import _checked_stale_after, _owner_with_run_id, _Request, _request
+from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost
+from .hold import _Hold
+from .inputs import _check_how, _check_owner_and_timeout, _check_wait, _Request
 from .interrupts import _Interrupts, _signal_name
-from .outputs import _describe_os_error, _fail
+from .outputs import _acquired_result, _describe_os_error, _fail
 from .platforms import _PLATFORM
 from .times import _duration_text
 
@@ -63,13 +64,10 @@ def held(
     least 3), released however the block ends; :class:`LockLost` at the end of a block
     that ended normally without it.
     """
-    _owner_with_run_id(owner)
-    _checked_renewable(
-        _checked_stale_after(stale_after), "stale_after", "seconds", repr(stale_after)
-    )
-    request = _request(
+    request = _Request(
         lock,
         owner,
+        "",
         stale_after,
         wait=wait,
         empty_is_stale=empty_is_stale,
@@ -77,6 +75,11 @@ def held(
         shared=shared,
         keep_longer=True,
     )
+    # Each part checked once, the owner and the timeout first (held()'s order).
+    _check_owner_and_timeout(request)
+    _checked_renewable(request.stale_after, "stale_after", "seconds", repr(stale_after))
+    _check_wait(request)
+    _check_how(request)
     return _Lease(request)
 
 
@@ -97,13 +100,15 @@ _CLOCK_RATE_MARGIN = 0.01
 
 
 class _Renewer:
-    """Renews the lock for held() and run every third of its timeout (sooner on failure),
+    """Renews the hold for held() and run every third of its timeout (sooner on failure),
     and finds it lost once too little is left of the hold to stop the work before it
-    ends: each renewal waits on the network no longer than that."""
+    ends: each renewal waits on the network no longer than that. ``hold`` is the hold
+    as last taken or renewed (a renewal beside a newer holder may get a new fence)."""
 
-    def __init__(self, request: _Request, taken: AcquireResult) -> None:
-        self.lock = taken["lock"]
-        self.renewal = request.renewal(taken["lock"], taken["owner"], taken["run_id"])
+    def __init__(self, request: _Request, hold: _Hold) -> None:
+        self.hold = hold
+        self.lock = hold.lock
+        self.renewal = request.renewal(hold)
         self.lasts = request.stale_after  # no longer than the hold: it may be kept longer
         self.every = self.lasts / 3
         self.margin = _MARGIN_SEC + self.lasts * _CLOCK_RATE_MARGIN
@@ -130,7 +135,7 @@ class _Renewer:
         if started < self.stop_at():
             self.renewal.deadline = self.stop_at()
             try:
-                _take(self.renewal)
+                renewed = _take(self.renewal)
             except LockLost as lost:
                 self.lost = lost
                 return lost
@@ -138,6 +143,8 @@ class _Renewer:
                 self.failure = exc
                 self.next = started + min(1.0, self.every / 3)
             else:
+                if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
+                    self.hold = renewed
                 self.renewed = self.renewal.try_began
                 self.next = self.renewed + self.every
                 self.failure = None
@@ -188,8 +195,9 @@ class _Lease:
 
     @property
     def fence(self) -> int | None:
-        """The hold's fence, for each write the block makes (None before it is entered)."""
-        return None if self.result is None else fence_of(self.result)
+        """The hold's fence as last taken or renewed, for each write the block makes
+        (None before it is entered)."""
+        return None if self.renewer is None else self.renewer.hold.fence
 
     @property
     def lost(self) -> bool:
@@ -204,10 +212,11 @@ class _Lease:
     def __enter__(self) -> _Lease:
         import threading
 
-        self.result = _wait_for(self.request, refused=None)
-        self.owner = self.result["owner"]
-        self.kept = self.result["refreshed"]
-        self.renewer = _Renewer(self.request, self.result)
+        hold = _wait_for(self.request, refused=None)
+        self.result = _acquired_result(hold)
+        self.owner = hold.owner
+        self.kept = hold.renewed
+        self.renewer = _Renewer(self.request, hold)
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._keep, name="skf-run-lock renewal", daemon=True)
         try:
@@ -264,24 +273,24 @@ def _stop_command(child: subprocess.Popen[bytes], waiter: threading.Thread, grac
         waiter.join()
 
 
-def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) -> int:
-    """Run ``command`` holding the lock ``request`` took: its exit code, 3 if lost,
-    126/127 if not run."""
+def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
+    """Run ``command`` holding ``hold``, which ``request`` took: its exit code, 3 if
+    lost, 126/127 if not run."""
     import subprocess
     import threading
 
     lock = os.fspath(request.lock)
-    owner = taken["owner"]
+    owner = hold.owner
     # A hold the owner had before run started (a workflow's lock, a run step inside it)
     # is left held when run ends, however it ends.
-    kept = taken["refreshed"]
+    kept = hold.renewed
 
     if _Interrupts.pending is not None:  # came while the lock was taken
         _release_for_run(lock, owner, kept)
         _fail(f"interrupted by {_signal_name(_Interrupts.pending)} before the command started")
         return 128 + _Interrupts.pending
     env = {**os.environ, "SKF_RUN_LOCK": lock, "SKF_RUN_LOCK_OWNER": owner}
-    fence = fence_of(taken)
+    fence = hold.fence
     if fence is not None:  # the number its writes carry, for a resource that checks them
         env["SKF_RUN_LOCK_FENCE"] = str(fence)
     try:
@@ -298,7 +307,7 @@ def _run_holding(request: _Request, taken: AcquireResult, command: list[str]) ->
         _signal_child(child, _Interrupts.pending)
     waiter = threading.Thread(target=child.wait, daemon=True)
     waiter.start()
-    renewer = _Renewer(request, taken)
+    renewer = _Renewer(request, hold)
     lost = None
     while True:
         waiter.join(renewer.due_in())

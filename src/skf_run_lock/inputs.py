@@ -21,6 +21,8 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from .hold import _Hold
+
 __all__ = ["new_run_id"]
 
 _PLAIN_DECIMAL = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
@@ -190,14 +192,38 @@ def _duration_seconds(text: str, name: str, unit: str) -> tuple[float, str]:
 # --- What a call asks, gathered into one value where it is checked
 
 
-class _Request:
-    """What a call that takes a lock asks, each part checked: the lock (a path or an
-    address, checked by its store), the whole owner and its run id, its timeout
-    (seconds), how long it may wait in line, a fixed time (a test's), how it holds
-    (``slots``, ``shared``, ``empty_is_stale``), and for run and held()
-    ``keep_longer`` (a renewal never shortens a hold the owner has) and
-    ``renew_only`` (a renewal that must find the hold still the owner's). A new
-    capability is a part here, and every layer that takes a request has it.
+class _Query:
+    """What a call that judges a lock asks (status, each lock of a listing, and every
+    take): the lock (a path or an address, checked by its store), ``stale_after``, the
+    caller's timeout in seconds, which judges a record without one of its own, a fixed
+    time (``fixed_now``, a test's; None: the clock), whether an empty record is stale,
+    and the count of ``slots`` it names. Each part is checked where it is given."""
+
+    __slots__ = ("empty_is_stale", "fixed_now", "lock", "slots", "stale_after")
+
+    def __init__(
+        self,
+        lock: str | os.PathLike[str],
+        stale_after: float,
+        *,
+        fixed_now: float | None = None,
+        empty_is_stale: bool = False,
+        slots: int = 1,
+    ) -> None:
+        self.lock = lock
+        self.stale_after = stale_after
+        self.fixed_now = fixed_now
+        self.empty_is_stale = empty_is_stale
+        self.slots = slots
+
+
+class _Request(_Query):
+    """What a call that takes a lock asks, each part checked: a query's parts, the
+    whole owner and its run id, how long it may wait in line, whether it asks for a
+    ``shared`` hold, and for run and held() ``keep_longer`` (a renewal never shortens a
+    hold the owner has) and ``renew_only`` (a renewal that must find the hold still the
+    owner's). A new capability is a part here, and every layer that takes a request
+    has it.
 
     Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
     no try waits on the network (a renewal's: its holder must stop by then), and
@@ -206,16 +232,11 @@ class _Request:
 
     __slots__ = (
         "deadline",
-        "empty_is_stale",
-        "fixed_now",
         "keep_longer",
-        "lock",
         "owner",
         "renew_only",
         "run_id",
         "shared",
-        "slots",
-        "stale_after",
         "try_began",
         "wait",
     )
@@ -235,28 +256,26 @@ class _Request:
         keep_longer: bool = False,
         renew_only: bool = False,
     ) -> None:
-        self.lock = lock
+        super().__init__(
+            lock, stale_after, fixed_now=fixed_now, empty_is_stale=empty_is_stale, slots=slots
+        )
         self.owner = owner
         self.run_id = run_id
-        self.stale_after = stale_after
         self.wait = wait
-        self.fixed_now = fixed_now
-        self.empty_is_stale = empty_is_stale
-        self.slots = slots
         self.shared = shared
         self.keep_longer = keep_longer
         self.renew_only = renew_only
         self.deadline = float("inf")  # the store's own timeout alone
         self.try_began = time.monotonic()  # no later than any try of it
 
-    def renewal(self, lock: str, owner: str, run_id: str) -> _Request:
-        """The request that renews the hold this one took (``lock`` as its store named
-        it, ``owner`` and ``run_id`` as the take gave them): at once, never shortening
-        the hold, and only while it is still the owner's."""
+    def renewal(self, hold: _Hold) -> _Request:
+        """The request that renews ``hold``, which this one took (its lock as its store
+        named it, its whole owner and run id): at once, never shortening the hold, and
+        only while it is still the owner's."""
         return _Request(
-            lock,
-            owner,
-            run_id,
+            hold.lock,
+            hold.owner,
+            hold.run_id,
             self.stale_after,
             empty_is_stale=self.empty_is_stale,
             slots=self.slots,
@@ -266,35 +285,31 @@ class _Request:
         )
 
 
-def _request(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float,
-    *,
-    wait: float = 0.0,
-    fixed_now: float | None = None,
-    empty_is_stale: bool = False,
-    slots: int = 1,
-    shared: bool = False,
-    keep_longer: bool = False,
-) -> _Request:
-    """What a call asks, each part checked in the order a caller's mistakes are told:
-    the wait, the owner (a run id added if it has none), the timeout, the count of
-    slots, a shared hold; ValueError for the first that is wrong."""
-    wait = _checked_wait(wait)
-    owner, run_id = _owner_with_run_id(owner, fixed_now)
-    stale_after = _checked_stale_after(stale_after)
-    slots = _checked_slots(slots)
-    shared = _checked_shared(shared, slots)
-    return _Request(
-        lock,
-        owner,
-        run_id,
-        stale_after,
-        wait=wait,
-        fixed_now=fixed_now,
-        empty_is_stale=empty_is_stale,
-        slots=slots,
-        shared=shared,
-        keep_longer=keep_longer,
-    )
+# A library call's request is made as the caller gave it (the owner's run id yet to
+# add), then checked here, each part once, in the order the call tells mistakes.
+
+
+def _check_wait(request: _Request) -> None:
+    request.wait = _checked_wait(request.wait)
+
+
+def _check_owner_and_timeout(request: _Request) -> None:
+    """The owner (a run id added if it has none), then the timeout."""
+    request.owner, request.run_id = _owner_with_run_id(request.owner, request.fixed_now)
+    request.stale_after = _checked_stale_after(request.stale_after)
+
+
+def _check_how(request: _Request) -> None:
+    """The count of slots, then a shared hold."""
+    request.slots = _checked_slots(request.slots)
+    request.shared = _checked_shared(request.shared, request.slots)
+
+
+def _checked(request: _Request) -> _Request:
+    """acquire's and acquire_within's ``request``, each part checked in the order a
+    caller's mistakes are told: the wait, the owner (a run id added if it has none), the
+    timeout, the count of slots, a shared hold; ValueError for the first that is wrong."""
+    _check_wait(request)
+    _check_owner_and_timeout(request)
+    _check_how(request)
+    return request

@@ -11,8 +11,8 @@ import sys
 import time
 
 from .contract import DEFAULT_STALE_AFTER_MIN
-from .decisions import _left_out, _listed, _live
-from .inputs import _checked_stale_after
+from .decisions import _left_out, _listed, _live, _standing
+from .inputs import _checked_stale_after, _Query
 from .outputs import _holder_text, _status_result
 from .registry import _survey_for
 from .times import _duration_text, _parse_time
@@ -42,7 +42,7 @@ def list_locks(
 
 def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult:
     """list_locks's work: survey ``under``, keep the locks, judge each."""
-    stale_after = _checked_stale_after(stale_after)
+    query = _Query(under, _checked_stale_after(stale_after))  # what it asks of each lock
     shown, found, note = _survey_for(under)
     now = time.time()
     statuses: list[StatusResult] = []
@@ -51,7 +51,7 @@ def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult
         record = look.record or look.last
         line = _live(look.line, now)
         if _listed(lock, record, line):
-            statuses.append(_status_result(lock, record, stale_after, now, False, line=line))
+            statuses.append(_status_result(lock, _standing(record, query, now), line, now))
         elif _left_out(lock, record):
             others += 1
     result = _list_result(shown, statuses, note, now)

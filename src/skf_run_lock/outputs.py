@@ -15,7 +15,6 @@ from .decisions import (
     _first_to_go,
     _holders,
     _is_stale,
-    _live_holders,
 )
 from .inputs import _releasable
 from .platforms import _PLATFORM
@@ -28,6 +27,9 @@ if TYPE_CHECKING:
     from typing import Literal
 
     from .contract import AcquireResult, ReleaseResult, StatusResult
+    from .decisions import _Standing, _Verdict
+    from .hold import _Hold
+    from .inputs import _Request
     from .records import _Place, _Record
 
 
@@ -79,13 +81,13 @@ def _in_line_text(line: list[_Place]) -> str:
     return f"; {count} {verb} in line, {line[0].owner} first" if line else ""
 
 
-def _minutes_for_output(stale_after: float) -> int | float:
-    minutes = round(stale_after / 60, 4)
+def _minutes_for_output(holder_timeout: float) -> int | float:
+    minutes = round(holder_timeout / 60, 4)
     return int(minutes) if minutes.is_integer() else minutes
 
 
-def _stale_at(since: int, stale_after: float) -> str:
-    return _format_time(-(-(since + stale_after) // 1))  # _format_time caps it
+def _stale_at(since: int, holder_timeout: float) -> str:
+    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
 
 
 def _lapses_at(place: _Place, now: float) -> str:
@@ -188,55 +190,39 @@ def _runs_text(count: int) -> str:
     return f"{count} run{'' if count == 1 else 's'}"
 
 
-def _acquired_result(
-    lock: str,
-    owner: str,
-    run_id: str,
-    *,
-    stale_after: float,
-    since: int,
-    renewed: bool,
-    replaced: _Record | None,
-    after: _Record | None = None,
-    fence: int | None = None,
-) -> AcquireResult:
-    """``renewed``: the take renewed ``owner``'s own hold; ``replaced``: the stale hold
-    of another it replaced or, renewing, the first it dropped; ``after``: the record the
-    take left, for a lock of several slots; ``fence``: the hold's, carried beside the
-    output's keys."""
-    stale_at = _stale_at(since, stale_after)
-    what = lock
-    if after is not None and after.shared:
-        what = f"a shared hold on {lock}"
-    elif after is not None and after.slots > 1:
-        what = f"a slot of {lock}"
-    done = f"renewed {what} for {owner}" if renewed else f"acquired {what} for {owner}"
+def _acquired_result(hold: _Hold) -> AcquireResult:
+    """The acquire output of ``hold``, carrying its fence beside the output's keys."""
+    lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
+    stale_at = _stale_at(hold.since, hold.holder_timeout)
+    kind = hold.kind
+    what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
+    done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
     if replaced is not None:
         holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
-        stale = "stale lock"
-        if after is not None and after.shared:
-            stale = "stale shared hold"
-        elif after is not None and after.slots > 1:
-            stale = "stale slot"
-        done += f", {'dropping' if renewed else 'replacing'} the {stale} {holder}"
-    if after is not None:
-        done += _holds_text(after)
+        stale = {"shared": "stale shared hold", "slots": "stale slot"}.get(kind, "stale lock")
+        done += f", {'dropping' if hold.renewed else 'replacing'} the {stale} {holder}"
+    done += _holds_text(after)
     result: AcquireResult = {
         "acquired": True,
-        "refreshed": renewed,
+        "refreshed": hold.renewed,
         "lock": lock,
         "owner": owner,
-        "run_id": run_id,
+        "run_id": hold.run_id,
         "held_by": owner,
-        "held_since": _format_time(since),
+        "held_since": _format_time(hold.since),
         "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(stale_after),
+        "stale_after_minutes": _minutes_for_output(hold.holder_timeout),
         "stale_replaced": {"held_by": replaced.owner, "held_since": _format_time(replaced.since)}
         if replaced is not None
         else None,
-        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(fence)}",
+        "message": f"{done}; it goes stale at {stale_at} unless renewed{_unfenced(hold.fence)}",
     }
-    return _fenced(result, fence)
+    return _fenced(result, hold.fence)
+
+
+def _acquire_output(taken: _Hold | AcquireResult) -> AcquireResult:
+    """The acquire output of a take: its hold's, or the refusal's own."""
+    return taken if isinstance(taken, dict) else _acquired_result(taken)
 
 
 def _unfenced(fence: int | None) -> str:
@@ -260,35 +246,26 @@ def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
 
 def _refused_result(
     lock: str,
-    owner: str,
-    run_id: str,
-    *,
-    caller_timeout: float,
-    record: _Record | None,
-    now: float,
-    by_hand: str,
+    request: _Request,
+    verdict: _Verdict,
     line: list[_Place],
-    held: bool,
-    shared: bool = False,
+    *,
+    by_hand: str,
+    now: float,
 ) -> AcquireResult:
-    """The acquire output when ``record`` (or a waiter in ``line``) stands in the way:
-    of several slots or shared holds, the holder whose hold goes stale first is named;
-    a ``shared`` call waits behind the first exclusive waiter, any other behind the
-    first waiter."""
+    """The acquire output when ``verdict`` refuses ``request``, with ``line`` the live
+    line but its own place: of several slots or shared holds, the holder whose hold goes
+    stale first is named; a shared call waits behind the first exclusive waiter, any
+    other behind the first waiter."""
+    owner, run_id, record, shared = request.owner, request.run_id, verdict.record, verdict.shared
+    held = verdict.outcome == "held"
     several = record is not None and record.holders is not None
-    if held and several:
-        live = _live_holders(record, caller_timeout, now, False)
-        holder: _Record | None = _first_to_go(live, caller_timeout)
-    elif held:
-        holder = record
-    else:
-        waiter = next((p for p in line if not p.shared), line[0]) if shared else line[0]
-        holder = _Record(waiter.owner, waiter.since, waiter.stale_after)
+    live, waiter, holder = verdict.live, verdict.waiter, verdict.blocker
     assert holder is not None
-    timeout = _deciding_timeout(holder, caller_timeout)
+    holder_timeout = verdict.holder_timeout
     held_since = _format_time(holder.since)
-    stale_at = _stale_at(holder.since, timeout)
-    if not held:
+    stale_at = _stale_at(holder.since, holder_timeout)
+    if waiter is not None and not held:
         stale_at = _lapses_at(waiter, now)
     if held:
         age = now - holder.since
@@ -297,7 +274,6 @@ def _refused_result(
         clear = _maybe_the_callers_own(owner, holder.owner) + clear
         if several:
             assert record is not None
-            live = sorted(_live_holders(record, caller_timeout, now, False), key=lambda h: h.since)
             if record.shared:  # a slot frees with one release; a shared lock with all
                 clear = _clear_all_advice(lock, live, by_hand)
             how = (
@@ -317,7 +293,6 @@ def _refused_result(
                 f" ({age_text}); it goes stale at {stale_at}{_in_line_text(line)}. {clear}"
             )
     elif shared:
-        live = _live_holders(record, caller_timeout, now, False)
         state = f"held shared by {_runs_text(len(live))}" if live else "free"
         message = (
             f"lock {lock} is {state}, but {holder.owner} waits in line ahead for an"
@@ -347,15 +322,14 @@ def _refused_result(
         "held_by": holder.owner,
         "held_since": held_since,
         "stale_at": stale_at,
-        "stale_after_minutes": _minutes_for_output(timeout),
+        "stale_after_minutes": _minutes_for_output(holder_timeout),
         "stale_replaced": None,
         "message": message,
     }
 
 
-def _lost(
-    lock: str, record: _Record | None, caller_timeout: float, now: float, empty_is_stale: bool
-) -> LockLost:
+def _lost(lock: str, record: _Record | None, request: _Request, now: float) -> LockLost:
+    """Why ``request``'s renewal finds its hold of ``record`` lost at ``now``."""
     if record is not None and record.holders is not None:
         # Of several slots or shared holds: this owner's is gone (cleared, or stale).
         hold = "shared hold" if record.shared else "slot"
@@ -363,8 +337,8 @@ def _lost(
     if record is None:
         return LockLost(lock, None, None, "it was cleared, and no run holds it now")
     since = _format_time(record.since)
-    if _is_stale(record, caller_timeout, now, empty_is_stale):
-        stale_at = _stale_at(record.since, _deciding_timeout(record, caller_timeout))
+    if _is_stale(record, request.stale_after, now, request.empty_is_stale):
+        stale_at = _stale_at(record.since, _deciding_timeout(record, request.stale_after))
         why = f"it went stale at {stale_at} before it was renewed"
     else:
         why = f"{_holder_text(record.owner)} holds it since {since}"
@@ -424,107 +398,78 @@ def _fail(message: str) -> None:
 # --- status's report, which a listing gives for each lock too
 
 
-def _status_result(
-    lock: str,
-    record: _Record | None,
-    caller_timeout: float,
-    now: float,
-    empty_is_stale: bool,
-    *,
-    line: list[_Place],
-    slots: int = 1,
-) -> StatusResult:
-    """Who holds the lock, by the count in force (else ``slots``, the caller's), and in
-    which ``mode``: shared or exclusive while any hold is live, else None; its ``fence``
-    is the largest of the live holders' (the newest take's), None while none is live."""
-    live = _live_holders(record, caller_timeout, now, empty_is_stale)
-    if record is not None and live:
-        slots = record.slots
-    several = slots > 1 or (record is not None and record.slots > 1)
-    holders = _holders(record)
-    state: Literal["free", "held", "stale"] = "free"
-    timeout = caller_timeout
-    shown: _Record | None = None
+def _status_result(lock: str, standing: _Standing, line: list[_Place], now: float) -> StatusResult:
+    """status's report of ``standing``, the lock's at ``now``, with its live ``line``."""
+    slots, live, shown = standing.slots, standing.live, standing.shown
+    holder_timeout = standing.holder_timeout
+    case = standing.case
     message = f"no lock at {lock}; it is free"
-    shared = record is not None and record.shared
-    if live and (shared or (several and len(live) >= slots)):
-        state = "held"
-        shown = _first_to_go(live, caller_timeout)
-        timeout = _deciding_timeout(shown, caller_timeout)
+    if case == "all held":
+        assert shown is not None
         how = (
             f"held shared by {_runs_text(len(live))},"
-            if shared
+            if standing.mode == "shared"
             else f"held in all {slots} of its slots, by"
         )
         message = (
-            f"{lock} is {how} {_names_text(sorted(live, key=lambda h: h.since))}; the first"
+            f"{lock} is {how} {_names_text(live)}; the first"
             f" to go stale is {_holder_text(shown.owner)}'s, at"
-            f" {_stale_at(shown.since, timeout)}"
+            f" {_stale_at(shown.since, holder_timeout)}"
         )
-    elif shared and holders:
-        state = "stale"
-        shown = max(holders, key=lambda h: h.since + _deciding_timeout(h, caller_timeout))
-        timeout = _deciding_timeout(shown, caller_timeout)
+    elif case == "all shared stale":
+        assert shown is not None
         message = (
             f"{lock} was held shared, but every hold went stale, the last"
-            f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, timeout)}, so the"
+            f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, holder_timeout)}, so the"
             " next acquire takes it"
         )
-    elif not several and record is not None:
-        shown = record
-        timeout = _deciding_timeout(record, caller_timeout)
-        stale_at = _stale_at(record.since, timeout)
-        stale = _is_stale(record, caller_timeout, now, empty_is_stale)
-        state = "stale" if stale else "held"
+    elif case == "one":
+        assert shown is not None
+        stale_at = _stale_at(shown.since, holder_timeout)
         then = (
             f"went stale at {stale_at}, so the next acquire takes it"
-            if stale
+            if standing.state == "stale"
             else f"goes stale at {stale_at}"
         )
-        since = _format_time(record.since)
-        message = f"{lock} is held by {_holder_text(record.owner)} since {since}; it {then}"
-    elif record is not None and record.slots == slots and len(holders) >= slots:
-        state = "stale"
-        gone = _first_to_go([h for h in holders if h not in live], caller_timeout)
+        since = _format_time(shown.since)
+        message = f"{lock} is held by {_holder_text(shown.owner)} since {since}; it {then}"
+    elif case == "slot stale":
+        gone = standing.gone
+        assert gone is not None
         message = (
             f"{lock} has no free slot of its {slots}, but {_holder_text(gone.owner)}'s went"
-            f" stale at {_stale_at(gone.since, _deciding_timeout(gone, caller_timeout))},"
+            f" stale at {_stale_at(gone.since, standing.timeout_of(gone))},"
             " so the next acquire takes it"
         )
-    elif live:
+    elif case == "some held":
         message = (
-            f"{lock} has {slots - len(live)} of its {slots} slots free; held by"
-            f" {_names_text(sorted(live, key=lambda h: h.since))}"
+            f"{lock} has {slots - len(live)} of its {slots} slots free; held by {_names_text(live)}"
         )
-    elif several:
+    elif case == "no slot held":
         message = f"no slot of {lock} is held; it is free (slots: {slots})"
     return {
-        "state": state,
+        "state": standing.state,
         "lock": lock,
         "held_by": None if shown is None else shown.owner,
         "held_since": None if shown is None else _format_time(shown.since),
-        "stale_at": None if shown is None else _stale_at(shown.since, timeout),
+        "stale_at": None if shown is None else _stale_at(shown.since, holder_timeout),
         "age_seconds": None if shown is None else int((now - shown.since) // 1),
-        "stale_after_minutes": _minutes_for_output(timeout),
+        "stale_after_minutes": _minutes_for_output(holder_timeout),
         "waiting": [{"owner": p.owner, "since": _format_time(p.since)} for p in line],
         "slots": slots,
         "holders": [
             {
                 "owner": holder.owner,
                 "since": _format_time(holder.since),
-                "stale_at": _stale_at(holder.since, _deciding_timeout(holder, caller_timeout)),
+                "stale_at": _stale_at(holder.since, standing.timeout_of(holder)),
                 "fence": holder.fence,
             }
-            for holder in sorted(holders, key=lambda h: h.since)
+            for holder in standing.holders
         ],
-        "mode": None if not live else _mode_of(record),
-        "fence": max((h.fence for h in live if h.fence is not None), default=None),
+        "mode": standing.mode,
+        "fence": standing.fence,
         "message": message + _in_line_text(line),
     }
-
-
-def _mode_of(record: _Record | None) -> Literal["shared", "exclusive"]:
-    return "shared" if record is not None and record.shared else "exclusive"
 
 
 def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
