@@ -3049,10 +3049,9 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )
-            waited = time.monotonic() - start
             raise TimeoutError(
                 errno.ETIMEDOUT,
-                f"the guard {guard} stayed locked for {waited:.0f} s;"
+                f"the guard {guard} stayed locked for {deadline - start:.3g} s;"
                 " another call is stuck holding it",
             )
         time.sleep(pause)
@@ -5109,7 +5108,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5112, (), r'''
+_CARRIED['usage'] = (5111, (), r'''
 import os
 import sys
 import textwrap
@@ -5335,7 +5334,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5338, (), r'''
+_CARRIED['server_store'] = (5337, (), r'''
 import errno
 import json
 import os
@@ -5657,7 +5656,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5660, ('server_store',), r'''
+_CARRIED['http1'] = (5659, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5784,7 +5783,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5787, ('server_store',), r'''
+_CARRIED['resp'] = (5786, ('server_store',), r'''
 import re
 
 
@@ -5919,7 +5918,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5922, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5921, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -6125,7 +6124,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6128, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6127, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6240,7 +6239,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6243, ('etcd_gateway', 'etcd_watch', 'server_store'), r'''
+_CARRIED['etcd_store'] = (6242, ('etcd_gateway', 'etcd_watch', 'server_store'), r'''
 import time
 
 
@@ -6756,7 +6755,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6759, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6758, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6821,7 +6820,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6824, ('resp', 'server_store'), r'''
+_CARRIED['redis_gateway'] = (6823, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7094,7 +7093,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7097, ('redis_gateway', 'resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (7096, ('redis_gateway', 'resp', 'server_store'), r'''
 import errno
 import os
 import time
@@ -7485,7 +7484,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7488, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7487, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7627,7 +7626,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7630, (), r'''
+_CARRIED['file_listing'] = (7629, (), r'''
 import os
 import stat
 
@@ -7686,7 +7685,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '5d75bdd4e281251c3d0a65b7119c73a15644cb0836ec8557a854875fc91854d9'  # what a cache entry must name
+_BUILD = '8f9ca96ad74edd580f24e11366b2cc611203424006e31b544f5e4a7b6ab96351'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -295,10 +295,9 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )
-            waited = time.monotonic() - start
             raise TimeoutError(
                 errno.ETIMEDOUT,
-                f"the guard {guard} stayed locked for {waited:.0f} s;"
+                f"the guard {guard} stayed locked for {deadline - start:.3g} s;"
                 " another call is stuck holding it",
             )
         time.sleep(pause)
