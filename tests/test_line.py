@@ -74,11 +74,16 @@ def finished(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str
 
 
 def took_it_last(skf: ModuleType, waiter: subprocess.Popen[str], lock: str, owner: str) -> None:
-    """The waiter ``owner`` ends holding ``lock``; its release leaves nothing behind."""
+    """The waiter ``owner`` ends holding ``lock``; its release leaves nothing behind but,
+    for a moment, a bell rung for a place the waiter had left (it lapses in 3 s, as a
+    place does: a loaded CI's Cluster lane saw one)."""
     code, out, _ = finished(waiter)
     assert code == 0 and json.loads(out)["owner"] == owner
     assert skf.release(lock, owner)["released"]
-    assert left_behind(lock) == []
+    deadline = time.monotonic() + 5
+    while (left := left_behind(lock)) != []:
+        assert time.monotonic() < deadline and all("\0wake\0" in key for key in left), left
+        time.sleep(0.1)
 
 
 def run_appending(lock: str, owner: str, log: Path, name: str) -> list[str]:
