@@ -1,13 +1,18 @@
-"""Another caller that takes a lock once a hold ends, for the tests of holds that must
-end on the holder's side first (tests/test_lease_end.py, test_renewal_on_a_file.py)."""
+"""For the tests of holds that must end on the holder's side first (tests/
+test_lease_end.py, test_renewal_on_a_file.py): the run whose hold it is, started, and
+another caller that takes the lock once the hold ends."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 from types import ModuleType
+
+from loader import SCRIPT
 
 
 def alive(pid: int) -> bool:
@@ -59,3 +64,21 @@ class Taker:
     def join(self) -> None:
         self.thread.join(timeout=60)
         self.stop.set()
+
+
+def started_run(
+    argv: list[str], ready: Path, started: list[subprocess.Popen[str]]
+) -> subprocess.Popen[str]:
+    """The built file run with ``argv`` (a ``run`` call), kept in ``started`` (reaped()),
+    once ``ready`` exists (its command's first marker, or the lock it took)."""
+    run = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started.append(run)
+    while not ready.exists():
+        assert run.poll() is None, run.communicate()
+        time.sleep(0.002)
+    return run

@@ -8,7 +8,6 @@ as it went (an order, not a duration)."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import textwrap
 import time
@@ -18,9 +17,8 @@ from types import ModuleType
 import pytest
 from calls import posix_only, reaped
 from conftest import key_of_its_own
-from loader import SCRIPT
 from proxy import Fault, proxy_to
-from takers import Taker
+from takers import Taker, started_run
 
 FAULTS = ["blackhole", "reset", "slow"]
 SERVERS = ["etcd", "redis"]
@@ -74,16 +72,7 @@ def test_run_stops_its_command_before_a_hold_it_cannot_renew_ends(
     with proxy_to(port) as proxy, reaped() as started:
         argv = ["run", "--lock", through.format(port=proxy.port), "--owner", "wf:sk"]
         argv += ["--stale-after", "6s", "--", sys.executable, "-c", COMMAND, str(tmp_path)]
-        run = subprocess.Popen(
-            [sys.executable, str(SCRIPT), *argv],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        started.append(run)
-        while not (tmp_path / "marker").exists():
-            assert run.poll() is None, run.communicate()
-            time.sleep(0.02)
+        run = started_run(argv, tmp_path / "marker", started)
         time.sleep(2)
         proxy.cut(fault)
         taker = Taker(skf, direct, watched=int((tmp_path / "pid").read_text()))

@@ -21,8 +21,7 @@ from types import ModuleType
 
 import pytest
 from calls import posix_only, reaped
-from loader import SCRIPT
-from takers import Taker
+from takers import Taker, started_run
 
 # run's command: the time every 50 ms, written whole; SIGTERM ignored (a command slow to
 # stop), so that it is gone only once SIGKILL comes.
@@ -46,17 +45,7 @@ def start_run(
 ) -> subprocess.Popen[str]:
     argv = ["run", "--lock", str(lock), "--owner", "wf:sk", "--stale-after", "3s", "--"]
     argv += [sys.executable, "-c", STUBBORN, str(folder)]
-    run = subprocess.Popen(
-        [sys.executable, str(SCRIPT), *argv],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    started.append(run)
-    while not (folder / "marker").exists():
-        assert run.poll() is None, run.communicate()
-        time.sleep(0.01)
-    return run
+    return started_run(argv, folder / "marker", started)
 
 
 @pytest.mark.timeout(90)
@@ -106,16 +95,7 @@ def test_run_stops_its_command_before_a_take_of_a_record_dated_in_whole_seconds(
                 time.sleep(0.002)
             argv = ["run", "--lock", str(lock), "--owner", "wf:sk", "--stale-after", "3s", "--"]
             argv += [sys.executable, "-c", TERMED, str(tmp_path)]
-            run = subprocess.Popen(
-                [sys.executable, str(SCRIPT), *argv],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            started.append(run)
-            while not lock.exists():
-                assert run.poll() is None, run.communicate()
-                time.sleep(0.002)
+            run = started_run(argv, lock, started)
             # Each renewal fails at once (an OS error, as a disk may give), from now on.
             os.mkdir(guard)
             if time.time() % 1 > 0.6:
