@@ -1456,17 +1456,15 @@ class _Look:
 _RECORD_START = b'{"owner"'
 
 
-def _another_programs(data: bytes, record: _Record) -> int:
-    """The size of ``data``, which gave ``record``, if it is plainly another program's
-    file (a data file, another tool's lockfile), else 0: it names no owner, and is not
-    empty, the start of a record, or an older version's PID line and time line."""
+def _another_programs(data: bytes, record: _Record) -> bool:
+    """True if ``data``, which gave ``record``, is plainly another program's (a data
+    file, another tool's lockfile): it names no owner, and is not empty, the start of a
+    record, or an older version's PID line and time line."""
     if record.owner is not None or not data.strip():
-        return 0
+        return False
     if data.lstrip().startswith(_RECORD_START):
-        return 0
-    if data.partition(b"\n")[0].strip().isdigit():
-        return 0  # an older version's PID line, then its time
-    return len(data)
+        return False
+    return not data.partition(b"\n")[0].strip().isdigit()  # an older version's PID
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -3224,7 +3222,8 @@ def _read_record(lock: str) -> _Record | None:
     finally:
         os.close(fd)
     record = _parse_record(data, int(info.st_mtime // 1))
-    record.other = _another_programs(data, record)
+    # Its whole size, which a read of the first 64 KiB does not tell.
+    record.other = info.st_size if _another_programs(data, record) else 0
     return record
 
 
@@ -5108,7 +5107,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5111, (), r'''
+_CARRIED['usage'] = (5110, (), r'''
 import os
 import sys
 import textwrap
@@ -5334,7 +5333,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5337, (), r'''
+_CARRIED['server_store'] = (5336, (), r'''
 import errno
 import json
 import os
@@ -5656,7 +5655,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5659, ('server_store',), r'''
+_CARRIED['http1'] = (5658, ('server_store',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5783,7 +5782,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5786, ('server_store',), r'''
+_CARRIED['resp'] = (5785, ('server_store',), r'''
 import re
 
 
@@ -5918,7 +5917,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5921, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5920, ('http1', 'server_store'), r'''
 import binascii
 import errno
 import json
@@ -6124,7 +6123,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6127, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6126, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6239,7 +6238,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6242, ('etcd_gateway', 'etcd_watch', 'server_store'), r'''
+_CARRIED['etcd_store'] = (6241, ('etcd_gateway', 'etcd_watch', 'server_store'), r'''
 import time
 
 
@@ -6755,7 +6754,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6758, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6757, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6820,7 +6819,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6823, ('resp', 'server_store'), r'''
+_CARRIED['redis_gateway'] = (6822, ('resp', 'server_store'), r'''
 import errno
 import os
 import re
@@ -7093,7 +7092,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7096, ('redis_gateway', 'resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (7095, ('redis_gateway', 'resp', 'server_store'), r'''
 import errno
 import os
 import time
@@ -7484,7 +7483,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7487, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7486, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7626,7 +7625,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7629, (), r'''
+_CARRIED['file_listing'] = (7628, (), r'''
 import os
 import stat
 
@@ -7685,7 +7684,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '8f9ca96ad74edd580f24e11366b2cc611203424006e31b544f5e4a7b6ab96351'  # what a cache entry must name
+_BUILD = 'f324c14234f2bc1dc644504e4be91237ded3db42eb3348f0da9d8e7d965d7f35'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -73,3 +73,14 @@ def test_list_leaves_out_other_programs_lockfiles_and_says_how_many(
         str(tmp_path / "mine.lock"),
     ]
     assert listing["message"].endswith("; left out 2 files of other programs named *.lock")
+
+
+def test_the_refusal_gives_the_whole_size_of_a_large_file(
+    cli: Callable[..., Run], tmp_path: Path
+) -> None:
+    """A lock's first 64 KiB are all a call reads; the message says the file's size."""
+    path = tmp_path / "big.txt"
+    path.write_bytes(DATA_FILE * 20)  # 160,000 bytes
+    refused = cli("status", "--lock", path)
+    assert refused.code == 1
+    assert f"is a file of another program's ({len(DATA_FILE) * 20} bytes" in refused.error

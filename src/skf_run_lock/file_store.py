@@ -154,7 +154,8 @@ def _read_record(lock: str) -> _Record | None:
     finally:
         os.close(fd)
     record = _parse_record(data, int(info.st_mtime // 1))
-    record.other = _another_programs(data, record)
+    # Its whole size, which a read of the first 64 KiB does not tell.
+    record.other = info.st_size if _another_programs(data, record) else 0
     return record
 
 

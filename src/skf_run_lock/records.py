@@ -167,17 +167,15 @@ class _Look:
 _RECORD_START = b'{"owner"'
 
 
-def _another_programs(data: bytes, record: _Record) -> int:
-    """The size of ``data``, which gave ``record``, if it is plainly another program's
-    file (a data file, another tool's lockfile), else 0: it names no owner, and is not
-    empty, the start of a record, or an older version's PID line and time line."""
+def _another_programs(data: bytes, record: _Record) -> bool:
+    """True if ``data``, which gave ``record``, is plainly another program's (a data
+    file, another tool's lockfile): it names no owner, and is not empty, the start of a
+    record, or an older version's PID line and time line."""
     if record.owner is not None or not data.strip():
-        return 0
+        return False
     if data.lstrip().startswith(_RECORD_START):
-        return 0
-    if data.partition(b"\n")[0].strip().isdigit():
-        return 0  # an older version's PID line, then its time
-    return len(data)
+        return False
+    return not data.partition(b"\n")[0].strip().isdigit()  # an older version's PID
 
 
 def _holder_timeout(value: object) -> float | None:
