@@ -39,7 +39,7 @@ from types import CodeType as _CodeType
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/carrying.py
+# src/skf_run_lock/code_cache.py
 # The code of the one file users copy, carried as text and compiled once. Python
 # compiles a script run as ``python3 FILE`` whole on every call and caches bytecode only
 # for imported modules, so the build (tools/bundle.py) puts every module into that file
@@ -260,7 +260,7 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/contract.py
+# src/skf_run_lock/public_surface.py
 # The contract's names: the version, the limits callers may read, the exit codes, the
 # exceptions, and the shapes of the outputs (docs/reference.md says what each key means).
 # --------------------------------------------------------------------------------------
@@ -875,7 +875,7 @@ if TYPE_CHECKING:
 _POSIX: _Platform = _Posix()
 _WINDOWS: _Platform = _Windows()
 # The one test of the platform in the modules (posix.py tells Linux from the other
-# POSIX systems for run, and carrying.py, which runs first, finds its cache folder).
+# POSIX systems for run, and code_cache.py, which runs first, finds its cache folder).
 _PLATFORM: _Platform = _WINDOWS if sys.platform == "win32" else _POSIX
 
 
@@ -2661,7 +2661,7 @@ def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/interface.py
+# src/skf_run_lock/store_protocol.py
 # The store interface: what the algorithm asks of a store. A store reads, applies a
 # change atomically against what it read, keeps the line of waiters, and waits; it decides
 # nothing (the decisions are functions of what it read). Every store class is checked
@@ -3794,7 +3794,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/algorithm.py
+# src/skf_run_lock/lock_calls.py
 # The algorithm: acquire, release and status, one algorithm over any store, and waiting
 # in line. Each call reads the lock, decides by the pure functions of the decisions, and
 # applies its change atomically against what it read, trying again when another writer
@@ -4314,18 +4314,12 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/holding.py
-# Holding a lock while work runs: ``held()`` for a ``with`` block, ``run``'s command,
-# and the renewer they share (every third of the timeout, sooner on failure). Both take
-# the lock as acquire does and release it however the work ends, unless their owner held
-# it before they started: that hold is theirs to renew, never to end, and is left no
-# shorter than it was. A lock lost meanwhile is reported.
+# src/skf_run_lock/renewer.py
+# The renewer: it keeps a hold taken for work that runs (``held()``'s block, ``run``'s
+# command, a session's holds) by renewing it every third of its timeout (sooner on
+# failure), and finds it lost once too little is left of it to stop the work before it
+# can end on the store's side.
 # --------------------------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    import subprocess
-    import threading
-
 
 _MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
 
@@ -4342,46 +4336,6 @@ def _checked_renewable(stale_after: float, name: str, unit: str, shown: str) -> 
     return stale_after
 
 
-def held(
-    lock: str | os.PathLike[str],
-    owner: str,
-    stale_after: float = 3600.0,
-    wait: float = 0.0,
-    *,
-    empty_is_stale: bool = False,
-    slots: int = 1,
-    shared: bool = False,
-) -> _Lease:
-    """Hold the lock for a ``with`` block::
-
-        with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
-            ...  # lease.check() raises LockLost if the lock was lost
-
-
-    Taken as by :func:`acquire_within` (``slots``: one of that many; ``shared``: a
-    shared hold), renewed from a thread every third of ``stale_after`` (seconds, at
-    least 3), released however the block ends; :class:`LockLost` at the end of a block
-    that ended normally without it.
-    """
-    request = _Request(
-        lock,
-        owner,
-        "",
-        stale_after,
-        wait=wait,
-        empty_is_stale=empty_is_stale,
-        slots=slots,
-        shared=shared,
-        keep_longer=True,
-    )
-    # Each part checked once, the owner and the timeout first (held()'s order).
-    _check_owner_and_timeout(request)
-    _checked_renewable(request.stale_after, "stale_after", "seconds", repr(stale_after))
-    _check_wait(request)
-    _check_how(request)
-    return _Lease(request)
-
-
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL, for a lock found lost
 
 # A hold that cannot be renewed must end on this side before it can on the server's.
@@ -4393,9 +4347,6 @@ _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL, for a lock found lost
 _GRACE_SHARE = 1 / 6
 _MARGIN_SEC = 0.5
 _CLOCK_RATE_MARGIN = 0.01
-
-
-# --- The renewer, held()'s lease, run's command
 
 
 class _Renewer:
@@ -4476,6 +4427,60 @@ class _Renewer:
             return _RUN_GRACE_SEC
         left = self.renewed + self.lasts - self.margin - time.monotonic()
         return max(0.0, min(_RUN_GRACE_SEC, left))
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/held_and_run.py
+# Work done while a lock is held: ``held()`` for a ``with`` block and ``run``'s
+# command. Both take the lock as acquire does, keep it with the renewer, and release it
+# however the work ends, unless their owner held it before they started: that hold is
+# theirs to renew, never to end, and is left no shorter than it was. A lock lost meanwhile
+# is reported.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    import subprocess
+    import threading
+
+
+def held(
+    lock: str | os.PathLike[str],
+    owner: str,
+    stale_after: float = 3600.0,
+    wait: float = 0.0,
+    *,
+    empty_is_stale: bool = False,
+    slots: int = 1,
+    shared: bool = False,
+) -> _Lease:
+    """Hold the lock for a ``with`` block::
+
+        with skf.held(path, "forge-tier-rw:write", 60.0, wait=30.0) as lease:
+            ...  # lease.check() raises LockLost if the lock was lost
+
+
+    Taken as by :func:`acquire_within` (``slots``: one of that many; ``shared``: a
+    shared hold), renewed from a thread every third of ``stale_after`` (seconds, at
+    least 3), released however the block ends; :class:`LockLost` at the end of a block
+    that ended normally without it.
+    """
+    request = _Request(
+        lock,
+        owner,
+        "",
+        stale_after,
+        wait=wait,
+        empty_is_stale=empty_is_stale,
+        slots=slots,
+        shared=shared,
+        keep_longer=True,
+    )
+    # Each part checked once, the owner and the timeout first (held()'s order).
+    _check_owner_and_timeout(request)
+    _checked_renewable(request.stale_after, "stale_after", "seconds", repr(stale_after))
+    _check_wait(request)
+    _check_how(request)
+    return _Lease(request)
 
 
 class _Lease:
@@ -5107,7 +5112,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5110, (), r'''
+_CARRIED['usage'] = (5115, (), r'''
 import os
 import sys
 import textwrap
@@ -5326,14 +5331,14 @@ class _WaitLine:
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/server_store.py, carried as text: compiled only for a lock of its store
+# src/skf_run_lock/server_gateway.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a gateway's lock address parsed, a deadline for each
 # step, TLS, patience and when to give up, a connection that never waits past its deadline,
 # the wording of failures, a store that has its gateway, and a waiter's place kept as a
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_store'] = (5336, (), r'''
+_CARRIED['server_gateway'] = (5341, (), r'''
 import errno
 import json
 import os
@@ -5655,7 +5660,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5658, ('server_store',), r'''
+_CARRIED['http1'] = (5663, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5782,7 +5787,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5785, ('server_store',), r'''
+_CARRIED['resp'] = (5790, ('server_gateway',), r'''
 import re
 
 
@@ -5917,7 +5922,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5920, ('http1', 'server_store'), r'''
+_CARRIED['etcd_gateway'] = (5925, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6123,7 +6128,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6126, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6131, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6238,7 +6243,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6241, ('etcd_gateway', 'etcd_watch', 'server_store'), r'''
+_CARRIED['etcd_store'] = (6246, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6754,7 +6759,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6757, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6762, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6819,7 +6824,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6822, ('resp', 'server_store'), r'''
+_CARRIED['redis_gateway'] = (6827, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7092,7 +7097,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7095, ('redis_gateway', 'resp', 'server_store'), r'''
+_CARRIED['redis_store'] = (7100, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7483,7 +7488,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7486, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7491, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7625,7 +7630,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7628, (), r'''
+_CARRIED['file_listing'] = (7633, (), r'''
 import os
 import stat
 
@@ -7684,7 +7689,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = 'f324c14234f2bc1dc644504e4be91237ded3db42eb3348f0da9d8e7d965d7f35'  # what a cache entry must name
+_BUILD = '868f7ccd8dab644622d836792ab4b43faa1d0a2f93795377b78ab9a77eb89170'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

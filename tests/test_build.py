@@ -86,7 +86,7 @@ def test_a_server_lock_call_compiles_only_its_own_store(
         ]
     assert [(name, starts.get(line)) for name, line in compiled] == [
         (str(SCRIPT), "core"),
-        (str(SCRIPT), "server_store"),
+        (str(SCRIPT), "server_gateway"),
         *protocol,
         (str(SCRIPT), store),
     ]
@@ -106,7 +106,7 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
         "redis_gateway",
         "redis_store",
         "resp",
-        "server_store",
+        "server_gateway",
     ]
     with pytest.raises(ValueError, match="HOST:PORT"):
         fresh.status("etcd://no-port/x", 60)
@@ -119,7 +119,7 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
         "redis_gateway",
         "redis_store",
         "resp",
-        "server_store",
+        "server_gateway",
     ]
 
 
@@ -281,10 +281,10 @@ def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Pa
             "inputs.py imports cli.py, which comes after it",
         ),
         (
-            "holding.py",
+            "held_and_run.py",
             "import os\n",
             "import os\n\nfrom .etcd_store import _open_etcd\n",
-            "holding.py imports the carried module etcd_store.py",
+            "held_and_run.py imports the carried module etcd_store.py",
         ),
     ],
 )
@@ -343,7 +343,7 @@ def test_every_function_in_the_built_file_stands_at_its_modules_line(skf: Module
         heading = max(n for n, text in enumerate(built[:number]) if text.startswith("# src/"))
         assert built[heading].startswith(f"# src/skf_run_lock/{line.module}.py")
         seen.add(line.module)
-    assert {"server_store", "etcd_store", "redis_store", "algorithm", "cli"} <= seen
+    assert {"server_gateway", "etcd_store", "redis_store", "lock_calls", "cli"} <= seen
 
 
 def test_a_traceback_from_a_carried_store_shows_its_line(skf: ModuleType) -> None:
@@ -357,7 +357,7 @@ def test_a_traceback_from_a_carried_store_shows_its_line(skf: ModuleType) -> Non
     assert built[last.lineno - 1].strip() == last.line
     heading = max(n for n, text in enumerate(built[: last.lineno]) if text.startswith("# src/"))
     # The servers' shared module parses HOST:PORT.
-    assert built[heading].startswith("# src/skf_run_lock/server_store.py, carried as text")
+    assert built[heading].startswith("# src/skf_run_lock/server_gateway.py, carried as text")
 
 
 def test_every_module_says_in_its_first_line_what_it_holds() -> None:
@@ -406,7 +406,7 @@ STORES = (
     "guard",
     "file_store",
     "file_listing",
-    "server_store",
+    "server_gateway",
     "http1",
     "resp",
     "etcd_gateway",
@@ -417,7 +417,16 @@ STORES = (
     "redis_store",
     "redis_listing",
 )
-ABOVE_THE_STORES = ("registry", "algorithm", "holding", "listing", "outputs", "usage", "cli")
+ABOVE_THE_STORES = (
+    "registry",
+    "lock_calls",
+    "renewer",
+    "held_and_run",
+    "listing",
+    "outputs",
+    "usage",
+    "cli",
+)
 
 
 def test_the_stores_import_nothing_from_the_layers_above_them() -> None:
@@ -467,7 +476,7 @@ def test_no_class_inherits_more_than_one_level_from_the_projects_own() -> None:
 
 def test_no_module_is_loaded_by_a_name_in_a_string() -> None:
     """Every module is reached by an import that mypy, editors and import graphs follow;
-    only the build's carrying compiles text, and only text the build put there."""
+    only the build's code cache compiles text, and only text the build put there."""
     for path in PACKAGE.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -478,7 +487,7 @@ def test_no_module_is_loaded_by_a_name_in_a_string() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 called = node.func.id
                 assert called not in ("exec", "__import__", "compile") or (
-                    path.name == "carrying.py"
+                    path.name == "code_cache.py"
                 ), (path.name, node.lineno)
 
 
@@ -487,7 +496,7 @@ def test_no_module_is_loaded_by_a_name_in_a_string() -> None:
 # The modules that may test which system runs them: the one choice of the platform's
 # rules, POSIX's rules (Linux among the POSIX systems, for run), and the boot code, which
 # finds its cache folder before the choice is compiled.
-TESTS_THE_PLATFORM = {"platforms.py", "posix.py", "carrying.py"}
+TESTS_THE_PLATFORM = {"platforms.py", "posix.py", "code_cache.py"}
 
 
 def platform_checks_in(tree: ast.Module) -> list[int]:
@@ -510,7 +519,7 @@ def test_no_module_but_the_platforms_tests_the_platform() -> None:
         if (lines := platform_checks_in(ast.parse(path.read_text(encoding="utf-8"))))
     }
     assert set(found) <= TESTS_THE_PLATFORM, found
-    assert len(found["platforms.py"]) == 1 and len(found["carrying.py"]) == 1, found
+    assert len(found["platforms.py"]) == 1 and len(found["code_cache.py"]) == 1, found
 
 
 def test_posix_and_windows_give_the_same_names_with_the_same_signatures(

@@ -13,7 +13,7 @@ a file-lock call never runs (``CARRIED``: the server stores, the listings, --hel
 in as text instead, which costs a call next to nothing to read. A module imports one
 where it is used, inside a function (``from .etcd_store import _open_etcd``): the build
 turns that import into ``_compile_carried("etcd_store")``
-(carrying.py), which compiles the text on first use, numbered as it stands in the built
+(in code_cache.py), which compiles the text on first use, numbered as it stands in the built
 file, so a traceback shows the line that failed. An import of a flat module inside a
 function is dropped: its names are already there.
 
@@ -38,11 +38,11 @@ OUTPUT = ROOT / "skf-run-lock.py"
 # The chapters, in the order a reader meets them: what the contract names, POSIX's and
 # Windows' rules and the choice of one, what callers give, interrupts, the record, the
 # decisions, the outputs, the store interface and the file store, the registry, the
-# server stores, the algorithm, the listing, holding, the CLI.
+# server stores, the lock calls, the listing, the renewer, held() and run, the CLI.
 FLAT = (
     "__init__",
-    "carrying",
-    "contract",
+    "code_cache",
+    "public_surface",
     "times",
     "quoting",
     "posix",
@@ -54,7 +54,7 @@ FLAT = (
     "hold",
     "decisions",
     "outputs",
-    "interface",
+    "store_protocol",
     "guard",
     "file_store",
     "registry",
@@ -68,7 +68,7 @@ FLAT = (
 # run only with it.
 CARRIED = (
     "usage",
-    "server_store",
+    "server_gateway",
     "http1",
     "resp",
     "etcd_gateway",
@@ -80,10 +80,10 @@ CARRIED = (
     "redis_listing",
     "file_listing",
 )
-AFTER = ("algorithm", "listing", "holding", "cli", "__main__")
+AFTER = ("lock_calls", "listing", "renewer", "held_and_run", "cli", "__main__")
 # The chapter that runs as code and compiles the others (all text), and the name of the
 # text every call runs: the flat modules, one after another.
-BOOT = "carrying"
+BOOT = "code_cache"
 CORE = "core"
 
 HEADER = """\
@@ -314,13 +314,13 @@ def _check(chapters: list[Chapter]) -> None:
 
 
 def _version(package: Path) -> str:
-    tree = ast.parse((package / "contract.py").read_text(encoding="utf-8"))
+    tree = ast.parse((package / "public_surface.py").read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__version__":
             value = ast.literal_eval(node.value)
             assert isinstance(value, str)
             return value
-    raise BuildError("contract.py defines no __version__")
+    raise BuildError("public_surface.py defines no __version__")
 
 
 def build(package: Path = PACKAGE) -> list[Line]:
@@ -348,7 +348,7 @@ def build(package: Path = PACKAGE) -> list[Line]:
     imports = sorted({i for c in chapters for i in c.imports if i.startswith("import ")})
     imports += sorted({i for c in chapters for i in c.imports if i.startswith("from ")})
     out += [Line(text) for text in imports]
-    # The carrying chapter runs as code: it compiles (or loads) the rest, all text.
+    # The code cache's chapter runs as code: it compiles (or loads) the rest, all text.
     out += _heading(boot, False)
     out += boot.body
     out.append(Line(""))

@@ -4,9 +4,12 @@ it names its holder, and is abandoned once older than the holder's timeout. CLI:
 
 from __future__ import annotations
 
-from .algorithm import acquire, acquire_within, release, status
 from .cli import main
-from .contract import (
+from .held_and_run import held
+from .inputs import new_run_id
+from .listing import list_locks
+from .lock_calls import acquire, acquire_within, release, status
+from .public_surface import (
     DEFAULT_STALE_AFTER_MIN,
     GUARD_WAIT_SEC,
     MAX_SLOTS,
@@ -17,10 +20,7 @@ from .contract import (
     LockLost,
     fence_of,
 )
-from .contract import __version__ as __version__
-from .holding import held
-from .inputs import new_run_id
-from .listing import list_locks
+from .public_surface import __version__ as __version__
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",

@@ -8,8 +8,23 @@ import json
 import sys
 import time
 
-from .algorithm import _take, _wait_for, release, status
-from .contract import (
+from .held_and_run import _run_holding
+from .hold import _Hold
+from .inputs import (
+    _checked_slots,
+    _duration_seconds,
+    _owner_with_run_id,
+    _Request,
+    _stale_after_within,
+    _wait_within,
+    new_run_id,
+)
+from .interrupts import _Interrupted, _interrupted, _Interrupts
+from .listing import _list_table, list_locks
+from .lock_calls import _take, _wait_for, release, status
+from .outputs import _acquire_output, _acquired_result, _describe_os_error, _fail
+from .platforms import _PLATFORM
+from .public_surface import (
     _BESIDE_KEYS,
     _EXIT_BAD_ARGS,
     _EXIT_HELD,
@@ -23,28 +38,14 @@ from .contract import (
     __version__,
     _UsageError,
 )
-from .hold import _Hold
-from .holding import _checked_renewable, _run_holding
-from .inputs import (
-    _checked_slots,
-    _duration_seconds,
-    _owner_with_run_id,
-    _Request,
-    _stale_after_within,
-    _wait_within,
-    new_run_id,
-)
-from .interrupts import _Interrupted, _interrupted, _Interrupts
-from .listing import _list_table, list_locks
-from .outputs import _acquire_output, _acquired_result, _describe_os_error, _fail
-from .platforms import _PLATFORM
 from .quoting import _quoted
+from .renewer import _checked_renewable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .contract import AcquireResult, ListResult, Output, ReleaseResult, StatusResult
+    from .public_surface import AcquireResult, ListResult, Output, ReleaseResult, StatusResult
 
 __all__ = ["main"]
 

@@ -11,9 +11,9 @@ import os
 import re
 import time
 
-from .contract import _OutcomeUnknown
 from .http1 import _HttpConnection
-from .server_store import _TLS_FAILURE, _ServerGateway
+from .public_surface import _OutcomeUnknown
+from .server_gateway import _TLS_FAILURE, _ServerGateway
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .interface import _Survey
+    from .store_protocol import _Survey
 
 _SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
 

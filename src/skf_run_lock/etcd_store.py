@@ -14,13 +14,13 @@ from .etcd_watch import _EtcdWatch
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .quoting import _quoted
 from .records import _MAX_FENCE, _bytes_of, _Look, _parse_record, _Place, _Record
-from .server_store import _Pause, _place_of, _place_value, _ServerStore, _unknown_outcome
+from .server_gateway import _Pause, _place_of, _place_value, _ServerStore, _unknown_outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .interface import _Store
+    from .store_protocol import _Store
 
 # A lease granted and not used yet: its TTL, its ID, when it was granted or last kept
 # alive (by the monotonic clock), and whether it was granted ahead of a take.

@@ -13,7 +13,7 @@ from .records import _Look
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .interface import _Survey
+    from .store_protocol import _Survey
 
 
 def _survey_folder(under: str | os.PathLike[str]) -> _Survey:

@@ -11,7 +11,6 @@ import re
 import stat
 import time
 
-from .contract import _NoFolder
 from .decisions import _ahead_of, _holders, _live
 from .guard import (
     _COMMON_FLAGS,
@@ -26,6 +25,7 @@ from .guard import (
 )
 from .interrupts import _Interrupts
 from .platforms import _PLATFORM
+from .public_surface import _NoFolder
 from .quoting import _quoted
 from .records import (
     _RECORD_MAX_BYTES,

@@ -10,9 +10,9 @@ import errno
 import os
 import time
 
-from .contract import GUARD_WAIT_SEC, _NoFolder
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .platforms import _PLATFORM
+from .public_surface import GUARD_WAIT_SEC, _NoFolder
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

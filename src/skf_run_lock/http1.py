@@ -4,7 +4,7 @@ every size bounded. Compiled only for an etcd lock."""
 
 from __future__ import annotations
 
-from .server_store import _ANSWER_MAX_BYTES, _Connection, _seconds_left
+from .server_gateway import _ANSWER_MAX_BYTES, _Connection, _seconds_left
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -7,7 +7,7 @@ import os
 import re
 import time
 
-from .contract import (
+from .public_surface import (
     _MAX_SLOTS,
     _MAX_STALE_AFTER_SEC,
     _MIN_STALE_AFTER_SEC,

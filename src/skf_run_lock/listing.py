@@ -10,16 +10,16 @@ import os
 import sys
 import time
 
-from .contract import DEFAULT_STALE_AFTER_MIN
 from .decisions import _left_out, _listed, _live, _standing
 from .inputs import _checked_stale_after, _Query
 from .outputs import _holder_text, _status_result
+from .public_surface import DEFAULT_STALE_AFTER_MIN
 from .registry import _survey_for
 from .times import _duration_text, _parse_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .contract import Holder, ListedLock, ListResult, StatusResult
+    from .public_surface import Holder, ListedLock, ListResult, StatusResult
 
 __all__ = ["list_locks"]
 

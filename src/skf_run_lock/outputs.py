@@ -8,7 +8,6 @@ import json
 import os
 import sys
 
-from .contract import LockLost, _Taken
 from .decisions import (
     _PLACE_TTL_SEC,
     _deciding_timeout,
@@ -18,6 +17,7 @@ from .decisions import (
 )
 from .inputs import _releasable
 from .platforms import _PLATFORM
+from .public_surface import LockLost, _Taken
 from .quoting import _quoted
 from .records import _Record
 from .times import _duration_text, _format_time
@@ -26,10 +26,10 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Literal
 
-    from .contract import AcquireResult, ReleaseResult, StatusResult
     from .decisions import _Standing, _Verdict
     from .hold import _Hold
     from .inputs import _Request
+    from .public_surface import AcquireResult, ReleaseResult, StatusResult
     from .records import _Place, _Record
 
 

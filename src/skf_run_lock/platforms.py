@@ -65,5 +65,5 @@ if TYPE_CHECKING:
 _POSIX: _Platform = _Posix()
 _WINDOWS: _Platform = _Windows()
 # The one test of the platform in the modules (posix.py tells Linux from the other
-# POSIX systems for run, and carrying.py, which runs first, finds its cache folder).
+# POSIX systems for run, and code_cache.py, which runs first, finds its cache folder).
 _PLATFORM: _Platform = _WINDOWS if sys.platform == "win32" else _POSIX

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from .contract import _MAX_SLOTS, _MAX_STALE_AFTER_SEC, _TOOL
+from .public_surface import _MAX_SLOTS, _MAX_STALE_AFTER_SEC, _TOOL
 from .times import _format_time, _parse_time
 
 TYPE_CHECKING = False

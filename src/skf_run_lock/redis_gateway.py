@@ -10,11 +10,11 @@ import os
 import re
 import time
 
-from .contract import _MAX_WAIT_SEC
 from .inputs import _PLAIN_DECIMAL
+from .public_surface import _MAX_WAIT_SEC
 from .quoting import _quoted
 from .resp import _errors_in, _RedisError, _RespConnection
-from .server_store import _TLS_FAILURE, _ServerGateway
+from .server_gateway import _TLS_FAILURE, _ServerGateway
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

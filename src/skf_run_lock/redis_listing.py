@@ -14,8 +14,8 @@ from .resp import _errors_in, _RedisError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .interface import _Survey
     from .records import _Look
+    from .store_protocol import _Survey
 
 _SCAN_COUNT = 1000  # keys a node looks at for one SCAN
 _SURVEY_BATCH = 500  # locks read in one round trip

@@ -15,14 +15,14 @@ from .interrupts import _SIGNALS_HELD, _Interrupts
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
 from .redis_gateway import _CommandDenied, _NotApplied, _RedisGateway
 from .resp import _RedisError, _RespConnection
-from .server_store import _place_of, _place_value, _ServerStore, _unknown_outcome
+from .server_gateway import _place_of, _place_value, _ServerStore, _unknown_outcome
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-    from .interface import _Store
     from .resp import _Command
+    from .store_protocol import _Store
 
 
 def _slot_base(key: str) -> str | None:

@@ -18,7 +18,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .interface import _Store, _Survey
+    from .store_protocol import _Store, _Survey
 
 
 # Each server store's module is imported by the function that needs it, so that a call

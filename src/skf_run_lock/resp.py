@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .server_store import _ANSWER_MAX_BYTES, _Connection, _seconds_left
+from .server_gateway import _ANSWER_MAX_BYTES, _Connection, _seconds_left
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -10,19 +10,19 @@ import os
 import sys
 import textwrap
 
-from .contract import (
+from .outputs import _holder_text, _ordinal
+from .public_surface import (
     _MAX_SLOTS,
     _OUTPUT_KEYS,
     DEFAULT_STALE_AFTER_MIN,
     MAX_STALE_AFTER_MIN,
 )
-from .outputs import _holder_text, _ordinal
 from .registry import _SERVER_STORES
 from .times import _duration_text
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from .contract import AcquireResult
+    from .public_surface import AcquireResult
 
 # Each command: what it does, in a line, and an example that runs as shown.
 _COMMAND_HELP = {

@@ -12,7 +12,7 @@ import re
 import sys
 import time
 
-from .contract import _OutcomeUnknown
+from .public_surface import _OutcomeUnknown
 from .quoting import _shown_address
 from .records import _holder_timeout, _Place, _remembered, _time_of
 from .times import _format_time

@@ -10,7 +10,6 @@ import errno
 import os
 import time
 
-from .contract import LockBusy
 from .decisions import (
     _BEAT_SEC,
     _ahead_of,
@@ -50,6 +49,7 @@ from .outputs import (
     _status_result,
     _whole_owner_needed,
 )
+from .public_surface import LockBusy
 from .records import _Place, _Record
 from .registry import _store_for
 
@@ -58,9 +58,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
 
-    from .contract import AcquireResult, ReleaseResult, StatusResult
-    from .interface import _Store
+    from .public_surface import AcquireResult, ReleaseResult, StatusResult
     from .records import _Look
+    from .store_protocol import _Store
 
 __all__ = ["acquire", "acquire_within", "release", "status"]
 

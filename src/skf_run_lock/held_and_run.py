@@ -1,46 +1,30 @@
-"""Holding a lock while work runs: ``held()`` for a ``with`` block, ``run``'s command,
-and the renewer they share (every third of the timeout, sooner on failure). Both take
-the lock as acquire does and release it however the work ends, unless their owner held
-it before they started: that hold is theirs to renew, never to end, and is left no
-shorter than it was. A lock lost meanwhile is reported."""
+"""Work done while a lock is held: ``held()`` for a ``with`` block and ``run``'s
+command. Both take the lock as acquire does, keep it with the renewer, and release it
+however the work ends, unless their owner held it before they started: that hold is
+theirs to renew, never to end, and is left no shorter than it was. A lock lost meanwhile
+is reported."""
 
 from __future__ import annotations
 
 import os
-import time
 
-from .algorithm import _take, _wait_for, release
-from .contract import _EXIT_HELD, _UNIT_SECONDS, LockLost
 from .hold import _Hold
 from .inputs import _check_how, _check_owner_and_timeout, _check_wait, _Request
 from .interrupts import _Interrupts, _signal_name
+from .lock_calls import _wait_for, release
 from .outputs import _acquired_result, _describe_os_error, _fail
 from .platforms import _PLATFORM
-from .times import _duration_text
+from .public_surface import _EXIT_HELD
+from .renewer import _checked_renewable, _Renewer
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import subprocess
     import threading
 
-    from .contract import AcquireResult
+    from .public_surface import AcquireResult
 
 __all__ = ["held"]
-
-
-_MIN_RENEWABLE_SEC = 3.0  # renewed every third of it: a second between
-
-
-def _checked_renewable(stale_after: float, name: str, unit: str, shown: str) -> float:
-    """``stale_after`` if a holder can renew so short a hold in time; ValueError in
-    ``unit``, quoting what the caller gave as ``shown``."""
-    if stale_after < _MIN_RENEWABLE_SEC:
-        least = _MIN_RENEWABLE_SEC / _UNIT_SECONDS[unit]
-        raise ValueError(
-            f"{name} of {shown} is too short to renew the lock safely while work runs;"
-            f" give at least {least:g} {unit}"
-        )
-    return stale_after
 
 
 def held(
@@ -81,102 +65,6 @@ def held(
     _check_wait(request)
     _check_how(request)
     return _Lease(request)
-
-
-_RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL, for a lock found lost
-
-# A hold that cannot be renewed must end on this side before it can on the server's.
-# The renewer counts it from the moment the try that took or last renewed it began (a
-# lease, a record's expiry start later), and the work is stopped when what is left falls
-# to a grace (run's SIGTERM to SIGKILL: 5 s, a sixth of a shorter hold) plus a margin:
-# half a second for the killed command to be gone, and 1% of the hold for a server
-# clock that runs faster than ours.
-_GRACE_SHARE = 1 / 6
-_MARGIN_SEC = 0.5
-_CLOCK_RATE_MARGIN = 0.01
-
-
-# --- The renewer, held()'s lease, run's command
-
-
-class _Renewer:
-    """Renews the hold for held() and run every third of its timeout (sooner on failure),
-    and finds it lost once too little is left of the hold to stop the work before it
-    ends: each renewal waits on the network no longer than that. ``hold`` is the hold
-    as last taken or renewed (a renewal beside a newer holder may get a new fence)."""
-
-    def __init__(self, request: _Request, hold: _Hold) -> None:
-        self.hold = hold
-        self.lock = hold.lock
-        self.renewal = request.renewal(hold)
-        self.lasts = request.stale_after  # no longer than the hold: it may be kept longer
-        self.every = self.lasts / 3
-        self.margin = _MARGIN_SEC + self.lasts * _CLOCK_RATE_MARGIN
-        self.grace = min(_RUN_GRACE_SEC, self.lasts * _GRACE_SHARE)
-        self.renewed = request.try_began  # the hold began no sooner
-        self.next = self.renewed + self.every
-        self.failure: Exception | None = None  # the last renewal's, since one succeeded
-        self.ran_out = False  # lost by the clock, not found lost
-        self.lost: LockLost | None = None
-
-    def stop_at(self) -> float:
-        """When the work must stop (monotonic clock): the grace and the margin before
-        the soonest the hold may end."""
-        return self.renewed + self.lasts - self.grace - self.margin
-
-    def due_in(self) -> float:
-        return max(0.0, min(self.next, self.stop_at()) - time.monotonic())
-
-    def renew(self) -> LockLost | None:
-        """Renew the lock now: None while held, its LockLost once not."""
-        if self.lost is not None:
-            return self.lost
-        started = time.monotonic()
-        if started < self.stop_at():
-            self.renewal.deadline = self.stop_at()
-            try:
-                renewed = _take(self.renewal)
-            except LockLost as lost:
-                self.lost = lost
-                return lost
-            except (OSError, ValueError) as exc:
-                self.failure = exc
-                self.next = started + min(1.0, self.every / 3)
-            else:
-                if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
-                    self.hold = renewed
-                self.renewed = self.renewal.try_began
-                self.next = self.renewed + self.every
-                self.failure = None
-                return None
-        if max(self.next, time.monotonic()) >= self.stop_at():  # no try left in time
-            self.ran_out_now()
-        return self.lost
-
-    def lost_by_now(self) -> LockLost | None:
-        """Its LockLost once lost, or once the work must stop by the clock, even while
-        a renewal is still under way (held()'s check)."""
-        if self.lost is None and time.monotonic() >= self.stop_at():
-            self.ran_out_now()
-        return self.lost
-
-    def ran_out_now(self) -> None:
-        failing = _duration_text(time.monotonic() - self.renewed)
-        kept = f"{self.grace + self.margin:.1f}"
-        why = f"renewals failed for {failing}, until the hold would go stale within the {kept} s"
-        why += " kept to stop the work"
-        if self.failure is not None:
-            why += f" ({self.failure})"
-        self.ran_out = True
-        self.lost = LockLost(self.lock, None, None, why)
-
-    def grace_left(self) -> float:
-        """run's time between SIGTERM and SIGKILL: what is left of the hold less the
-        margin (at most 5 s) when it ran out; 5 s for a lock found lost, no longer its."""
-        if not self.ran_out:
-            return _RUN_GRACE_SEC
-        left = self.renewed + self.lasts - self.margin - time.monotonic()
-        return max(0.0, min(_RUN_GRACE_SEC, left))
 
 
 class _Lease:
