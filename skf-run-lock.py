@@ -1085,8 +1085,9 @@ class _Request(_Query):
     """What a call that takes a lock asks, each part checked: a query's parts, the
     whole owner and its run id, how long it may wait in line, whether it asks for a
     ``shared`` hold, and for run and held() ``keep_longer`` (a renewal never shortens a
-    hold the owner has) and ``renew_only`` (a renewal that must find the hold still the
-    owner's). A new capability is a part here, and every layer that takes a request
+    hold the owner has), ``renew_only`` (a renewal that must find the hold still the
+    owner's) and ``session`` (an agent session's take: its hold is marked as the
+    session's and lasts its lease; see decisions._take_timeout). A new capability is a part here, and every layer that takes a request
     has it.
 
     Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
@@ -1100,6 +1101,7 @@ class _Request(_Query):
         "owner",
         "renew_only",
         "run_id",
+        "session",
         "shared",
         "try_began",
         "wait",
@@ -1119,6 +1121,7 @@ class _Request(_Query):
         shared: bool = False,
         keep_longer: bool = False,
         renew_only: bool = False,
+        session: bool = False,
     ) -> None:
         super().__init__(
             lock, stale_after, fixed_now=fixed_now, empty_is_stale=empty_is_stale, slots=slots
@@ -1129,6 +1132,7 @@ class _Request(_Query):
         self.shared = shared
         self.keep_longer = keep_longer
         self.renew_only = renew_only
+        self.session = session
         self.deadline = float("inf")  # the store's own timeout alone
         self.try_began = time.monotonic()  # no later than any try of it
 
@@ -1146,6 +1150,7 @@ class _Request(_Query):
             shared=self.shared,
             keep_longer=True,
             renew_only=True,
+            session=self.session,
         )
 
 
@@ -1318,7 +1323,8 @@ class _Record:
     A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
     record of its own with a ``mark``: how its server ends it (Redis: the server's time
     in ms; etcd: a lease). ``fence``: the number of the take that made this hold (None:
-    a record written before fences, or by another tool)."""
+    a record written before fences, or by another tool). ``session``: the hold is an
+    agent session's (``serve``), kept for the session's lease by whoever renews it."""
 
     __slots__ = (
         "empty",
@@ -1328,6 +1334,7 @@ class _Record:
         "mark",
         "other",
         "owner",
+        "session",
         "shared",
         "since",
         "slots",
@@ -1347,6 +1354,7 @@ class _Record:
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
         self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
+        self.session = False
         # The bytes of a file that is plainly another program's (0: none): no record,
         # not the start of one, not empty, not an older version's PID and time lines.
         self.other = 0
@@ -1521,6 +1529,7 @@ def _record_of(content: dict[str, object], mtime: int) -> _Record:
         _holder_timeout(content.get("stale_after_seconds")),
     )
     record.fence = _fence_valid(content.get("fence"))
+    record.session = content.get("session") is True
     return record
 
 
@@ -1570,7 +1579,9 @@ def _bytes_of(record: _Record) -> bytes:
     never be or release, going stale when the last of the holds does."""
     if record.holders is None:
         assert record.owner is not None and record.stale_after is not None
-        return _record_bytes(record.owner, record.since, record.stale_after, record.fence)
+        return _record_bytes(
+            record.owner, record.since, record.stale_after, record.fence, record.session
+        )
     holders = record.holders
     last = max(holders, key=_holder_end)
     assert last.stale_after is not None
@@ -1586,6 +1597,8 @@ def _bytes_of(record: _Record) -> bytes:
             entry["mark"] = holder.mark
         if holder.fence is not None:
             entry["fence"] = holder.fence
+        if holder.session:
+            entry["session"] = True
         entries.append(entry)
     content: dict[str, object] = {
         "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
@@ -1616,16 +1629,22 @@ def _json_seconds(stale_after: float) -> int | float:
     return int(stale_after) if stale_after.is_integer() else stale_after
 
 
-def _record_bytes(owner: str, since: int, stale_after: float, fence: int | None = None) -> bytes:
-    record: dict[str, object] = {
+def _record_bytes(
+    owner: str, since: int, stale_after: float, fence: int | None = None, session: bool = False
+) -> bytes:
+    """The bytes of one holder's record: the keys every version reads, then its fence
+    and whether it is a session's, which older versions pass over."""
+    content: dict[str, object] = {
         "owner": owner,
         "acquired_at": _format_time(since),
         "stale_after_seconds": _json_seconds(stale_after),
         "tool": _TOOL,
     }
     if fence is not None:
-        record["fence"] = fence  # after the keys every version reads
-    return (json.dumps(record) + "\n").encode("ascii")
+        content["fence"] = fence
+    if session:
+        content["session"] = True
+    return (json.dumps(content) + "\n").encode("ascii")
 
 
 # --------------------------------------------------------------------------------------
@@ -1644,7 +1663,8 @@ class _Hold:
     its run id, its fence (None: the take could give none), whether it ``renewed`` the
     owner's own hold, its ``holder_timeout`` (seconds), ``since`` (whole seconds), the
     stale hold of another it ``replaced`` (renewing: the first it dropped; None: none),
-    and the record it left (``after``), which the message describes."""
+    the record it left (``after``), which the message describes, and whether it is an
+    agent session's hold (``session``: kept for the session's lease)."""
 
     __slots__ = (
         "after",
@@ -1655,6 +1675,7 @@ class _Hold:
         "renewed",
         "replaced",
         "run_id",
+        "session",
         "since",
     )
 
@@ -1670,6 +1691,7 @@ class _Hold:
         replaced: _Record | None,
         after: _Record,
         fence: int | None,
+        session: bool = False,
     ) -> None:
         self.lock = lock
         self.owner = owner
@@ -1680,6 +1702,7 @@ class _Hold:
         self.replaced = replaced
         self.after = after
         self.fence = fence
+        self.session = session
 
     @property
     def kind(self) -> Literal["exclusive", "slots", "shared"]:
@@ -1757,13 +1780,25 @@ def _still_holds(
     return any(holder.owner == owner for holder in live)
 
 
-def _kept_timeout(record: _Record | None, owner: str, stale_after: float) -> float:
-    """The timeout of a take that keeps ``owner``'s hold no shorter than it was (run and
-    held() on a lock their owner held before they started): the longer of
-    ``stale_after`` and the hold's own. A renewal starts its time now, so the lock goes
-    stale no sooner than before; an owner that holds nothing takes ``stale_after``."""
-    own = [_deciding_timeout(h, stale_after) for h in _holders(record) if h.owner == owner]
-    return max([stale_after, *own])
+def _take_timeout(record: _Record | None, request: _Request, now: float) -> tuple[float, bool]:
+    """The timeout of a take by ``request``, and whether its hold is an agent session's.
+    A live session hold of its owner stays the session's: whoever renews it (the CLI, run,
+    held(), the session) renews it for the session's lease, never longer, so that it
+    ends within that lease once the session is gone. Otherwise a session's take is
+    marked with its lease, unless its owner already held the lock (then it is kept, as
+    run and held() keep one); run and held() (``keep_longer``) keep the owner's hold no
+    shorter than it was, the longer of the hold's and theirs (a renewal starts its time
+    now, so the lock goes stale no sooner); any other take has its own timeout."""
+    stale_after = request.stale_after
+    own = [h for h in _holders(record) if h.owner == request.owner]
+    live = [h for h in own if not _is_stale(h, stale_after, now, False)]
+    sessions = [_deciding_timeout(h, stale_after) for h in live if h.session]
+    if sessions:
+        return min(sessions), True
+    longest = max([stale_after, *(_deciding_timeout(h, stale_after) for h in own)])
+    if request.session:
+        return (longest, False) if live else (stale_after, True)
+    return (longest if request.keep_longer else stale_after), False
 
 
 def _taken(
@@ -3918,9 +3953,9 @@ def _take_in(
                     store.lock, request, verdict, others, by_hand=by_hand, now=now
                 )
             since = int(now // 1)
-            keep = request.keep_longer
-            holder_timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
+            holder_timeout, session = _take_timeout(record, request, now)
             new = _Record(owner, since, holder_timeout)
+            new.session = session
             after, renewed, replaced = _taken(look, new, request, shared, now)
             new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
@@ -3939,6 +3974,7 @@ def _take_in(
                     replaced=replaced,
                     after=after,
                     fence=new.fence,
+                    session=session,
                 )
     raise _kept_changing(store.lock)
 
@@ -4359,7 +4395,9 @@ class _Renewer:
         self.hold = hold
         self.lock = hold.lock
         self.renewal = request.renewal(hold)
-        self.lasts = request.stale_after  # no longer than the hold: it may be kept longer
+        # As long as the request asked, which a hold kept longer outlasts; a session's
+        # hold, which keeps its lease whoever renews it, may be shorter.
+        self.lasts = min(request.stale_after, hold.holder_timeout)
         self.every = self.lasts / 3
         self.margin = _MARGIN_SEC + self.lasts * _CLOCK_RATE_MARGIN
         self.grace = min(_RUN_GRACE_SEC, self.lasts * _GRACE_SHARE)
@@ -5112,7 +5150,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5115, (), r'''
+_CARRIED['usage'] = (5153, (), r'''
 import os
 import sys
 import textwrap
@@ -5338,7 +5376,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5341, (), r'''
+_CARRIED['server_gateway'] = (5379, (), r'''
 import errno
 import json
 import os
@@ -5660,7 +5698,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5663, ('server_gateway',), r'''
+_CARRIED['http1'] = (5701, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5787,7 +5825,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5790, ('server_gateway',), r'''
+_CARRIED['resp'] = (5828, ('server_gateway',), r'''
 import re
 
 
@@ -5922,7 +5960,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5925, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (5963, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6128,7 +6166,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6131, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6169, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6243,7 +6281,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6246, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6284, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6759,7 +6797,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6762, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6800, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6824,7 +6862,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6827, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (6865, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7097,7 +7135,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7100, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7138, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7488,7 +7526,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7491, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7529, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7630,7 +7668,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7633, (), r'''
+_CARRIED['file_listing'] = (7671, (), r'''
 import os
 import stat
 
@@ -7689,7 +7727,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '868f7ccd8dab644622d836792ab4b43faa1d0a2f93795377b78ab9a77eb89170'  # what a cache entry must name
+_BUILD = 'e56bca925595acbe1af938764f1db77aaf9bd51b3ec5e1f73eff5393df4343bd'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

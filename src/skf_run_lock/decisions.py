@@ -70,13 +70,25 @@ def _still_holds(
     return any(holder.owner == owner for holder in live)
 
 
-def _kept_timeout(record: _Record | None, owner: str, stale_after: float) -> float:
-    """The timeout of a take that keeps ``owner``'s hold no shorter than it was (run and
-    held() on a lock their owner held before they started): the longer of
-    ``stale_after`` and the hold's own. A renewal starts its time now, so the lock goes
-    stale no sooner than before; an owner that holds nothing takes ``stale_after``."""
-    own = [_deciding_timeout(h, stale_after) for h in _holders(record) if h.owner == owner]
-    return max([stale_after, *own])
+def _take_timeout(record: _Record | None, request: _Request, now: float) -> tuple[float, bool]:
+    """The timeout of a take by ``request``, and whether its hold is an agent session's.
+    A live session hold of its owner stays the session's: whoever renews it (the CLI, run,
+    held(), the session) renews it for the session's lease, never longer, so that it
+    ends within that lease once the session is gone. Otherwise a session's take is
+    marked with its lease, unless its owner already held the lock (then it is kept, as
+    run and held() keep one); run and held() (``keep_longer``) keep the owner's hold no
+    shorter than it was, the longer of the hold's and theirs (a renewal starts its time
+    now, so the lock goes stale no sooner); any other take has its own timeout."""
+    stale_after = request.stale_after
+    own = [h for h in _holders(record) if h.owner == request.owner]
+    live = [h for h in own if not _is_stale(h, stale_after, now, False)]
+    sessions = [_deciding_timeout(h, stale_after) for h in live if h.session]
+    if sessions:
+        return min(sessions), True
+    longest = max([stale_after, *(_deciding_timeout(h, stale_after) for h in own)])
+    if request.session:
+        return (longest, False) if live else (stale_after, True)
+    return (longest if request.keep_longer else stale_after), False
 
 
 def _taken(

@@ -16,7 +16,8 @@ class _Hold:
     its run id, its fence (None: the take could give none), whether it ``renewed`` the
     owner's own hold, its ``holder_timeout`` (seconds), ``since`` (whole seconds), the
     stale hold of another it ``replaced`` (renewing: the first it dropped; None: none),
-    and the record it left (``after``), which the message describes."""
+    the record it left (``after``), which the message describes, and whether it is an
+    agent session's hold (``session``: kept for the session's lease)."""
 
     __slots__ = (
         "after",
@@ -27,6 +28,7 @@ class _Hold:
         "renewed",
         "replaced",
         "run_id",
+        "session",
         "since",
     )
 
@@ -42,6 +44,7 @@ class _Hold:
         replaced: _Record | None,
         after: _Record,
         fence: int | None,
+        session: bool = False,
     ) -> None:
         self.lock = lock
         self.owner = owner
@@ -52,6 +55,7 @@ class _Hold:
         self.replaced = replaced
         self.after = after
         self.fence = fence
+        self.session = session
 
     @property
     def kind(self) -> Literal["exclusive", "slots", "shared"]:

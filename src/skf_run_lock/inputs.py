@@ -221,8 +221,9 @@ class _Request(_Query):
     """What a call that takes a lock asks, each part checked: a query's parts, the
     whole owner and its run id, how long it may wait in line, whether it asks for a
     ``shared`` hold, and for run and held() ``keep_longer`` (a renewal never shortens a
-    hold the owner has) and ``renew_only`` (a renewal that must find the hold still the
-    owner's). A new capability is a part here, and every layer that takes a request
+    hold the owner has), ``renew_only`` (a renewal that must find the hold still the
+    owner's) and ``session`` (an agent session's take: its hold is marked as the
+    session's and lasts its lease; see decisions._take_timeout). A new capability is a part here, and every layer that takes a request
     has it.
 
     Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
@@ -236,6 +237,7 @@ class _Request(_Query):
         "owner",
         "renew_only",
         "run_id",
+        "session",
         "shared",
         "try_began",
         "wait",
@@ -255,6 +257,7 @@ class _Request(_Query):
         shared: bool = False,
         keep_longer: bool = False,
         renew_only: bool = False,
+        session: bool = False,
     ) -> None:
         super().__init__(
             lock, stale_after, fixed_now=fixed_now, empty_is_stale=empty_is_stale, slots=slots
@@ -265,6 +268,7 @@ class _Request(_Query):
         self.shared = shared
         self.keep_longer = keep_longer
         self.renew_only = renew_only
+        self.session = session
         self.deadline = float("inf")  # the store's own timeout alone
         self.try_began = time.monotonic()  # no later than any try of it
 
@@ -282,6 +286,7 @@ class _Request(_Query):
             shared=self.shared,
             keep_longer=True,
             renew_only=True,
+            session=self.session,
         )
 
 

@@ -17,12 +17,12 @@ from .decisions import (
     _asks_shared,
     _away,
     _fence_of_take,
-    _kept_timeout,
     _live,
     _released,
     _stale_in,
     _standing,
     _still_holds,
+    _take_timeout,
     _taken,
     _verdict,
     _waits_on,
@@ -177,9 +177,9 @@ def _take_in(
                     store.lock, request, verdict, others, by_hand=by_hand, now=now
                 )
             since = int(now // 1)
-            keep = request.keep_longer
-            holder_timeout = _kept_timeout(record, owner, stale_after) if keep else stale_after
+            holder_timeout, session = _take_timeout(record, request, now)
             new = _Record(owner, since, holder_timeout)
+            new.session = session
             after, renewed, replaced = _taken(look, new, request, shared, now)
             new.fence = _fence_of_take(look, new, renewed)
             leaving = place if place is not None and place.joined else None
@@ -198,6 +198,7 @@ def _take_in(
                     replaced=replaced,
                     after=after,
                     fence=new.fence,
+                    session=session,
                 )
     raise _kept_changing(store.lock)
 

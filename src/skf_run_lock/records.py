@@ -29,7 +29,8 @@ class _Record:
     A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
     record of its own with a ``mark``: how its server ends it (Redis: the server's time
     in ms; etcd: a lease). ``fence``: the number of the take that made this hold (None:
-    a record written before fences, or by another tool)."""
+    a record written before fences, or by another tool). ``session``: the hold is an
+    agent session's (``serve``), kept for the session's lease by whoever renews it."""
 
     __slots__ = (
         "empty",
@@ -39,6 +40,7 @@ class _Record:
         "mark",
         "other",
         "owner",
+        "session",
         "shared",
         "since",
         "slots",
@@ -58,6 +60,7 @@ class _Record:
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
         self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
+        self.session = False
         # The bytes of a file that is plainly another program's (0: none): no record,
         # not the start of one, not empty, not an older version's PID and time lines.
         self.other = 0
@@ -232,6 +235,7 @@ def _record_of(content: dict[str, object], mtime: int) -> _Record:
         _holder_timeout(content.get("stale_after_seconds")),
     )
     record.fence = _fence_valid(content.get("fence"))
+    record.session = content.get("session") is True
     return record
 
 
@@ -281,7 +285,9 @@ def _bytes_of(record: _Record) -> bytes:
     never be or release, going stale when the last of the holds does."""
     if record.holders is None:
         assert record.owner is not None and record.stale_after is not None
-        return _record_bytes(record.owner, record.since, record.stale_after, record.fence)
+        return _record_bytes(
+            record.owner, record.since, record.stale_after, record.fence, record.session
+        )
     holders = record.holders
     last = max(holders, key=_holder_end)
     assert last.stale_after is not None
@@ -297,6 +303,8 @@ def _bytes_of(record: _Record) -> bytes:
             entry["mark"] = holder.mark
         if holder.fence is not None:
             entry["fence"] = holder.fence
+        if holder.session:
+            entry["session"] = True
         entries.append(entry)
     content: dict[str, object] = {
         "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
@@ -327,13 +335,19 @@ def _json_seconds(stale_after: float) -> int | float:
     return int(stale_after) if stale_after.is_integer() else stale_after
 
 
-def _record_bytes(owner: str, since: int, stale_after: float, fence: int | None = None) -> bytes:
-    record: dict[str, object] = {
+def _record_bytes(
+    owner: str, since: int, stale_after: float, fence: int | None = None, session: bool = False
+) -> bytes:
+    """The bytes of one holder's record: the keys every version reads, then its fence
+    and whether it is a session's, which older versions pass over."""
+    content: dict[str, object] = {
         "owner": owner,
         "acquired_at": _format_time(since),
         "stale_after_seconds": _json_seconds(stale_after),
         "tool": _TOOL,
     }
     if fence is not None:
-        record["fence"] = fence  # after the keys every version reads
-    return (json.dumps(record) + "\n").encode("ascii")
+        content["fence"] = fence
+    if session:
+        content["session"] = True
+    return (json.dumps(content) + "\n").encode("ascii")

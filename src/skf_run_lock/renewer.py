@@ -55,7 +55,9 @@ class _Renewer:
         self.hold = hold
         self.lock = hold.lock
         self.renewal = request.renewal(hold)
-        self.lasts = request.stale_after  # no longer than the hold: it may be kept longer
+        # As long as the request asked, which a hold kept longer outlasts; a session's
+        # hold, which keeps its lease whoever renews it, may be shorter.
+        self.lasts = min(request.stale_after, hold.holder_timeout)
         self.every = self.lasts / 3
         self.margin = _MARGIN_SEC + self.lasts * _CLOCK_RATE_MARGIN
         self.grace = min(_RUN_GRACE_SEC, self.lasts * _GRACE_SHARE)
