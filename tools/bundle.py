@@ -79,6 +79,7 @@ CARRIED = (
     "redis_store",
     "redis_listing",
     "file_listing",
+    "serve",
 )
 AFTER = ("lock_calls", "listing", "renewer", "held_and_run", "cli", "__main__")
 # The chapter that runs as code and compiles the others (all text), and the name of the

@@ -22,7 +22,7 @@ from .inputs import (
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import _list_table, list_locks
 from .lock_calls import _take, _wait_for, release, status
-from .outputs import _acquire_output, _acquired_result, _describe_os_error, _fail
+from .outputs import _acquire_output, _acquired_result, _describe_os_error, _fail, _waited
 from .platforms import _PLATFORM
 from .public_surface import (
     _BESIDE_KEYS,
@@ -71,11 +71,12 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--get": False,
     },
     "list": {"--under": True, "--stale-after": False, "--table": None, "--get": False},
+    "serve": {"--lease": False},
     "run-id": {"--get": False},
 }
 # run takes acquire's options but --get: it prints nothing of its own on stdout.
 _OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
-_COMMAND_NAMES = "acquire, release, status, run, list or run-id"
+_COMMAND_NAMES = "acquire, release, status, run, list, serve or run-id"
 _HELP_HINT = "--help shows how to use each"
 
 
@@ -340,11 +341,7 @@ def _cli_take(request: _Request) -> tuple[_Hold | None, AcquireResult]:
         finally:
             if line is not None:
                 line.clear()
-        waited = time.monotonic() - started
-        outcome = "after waiting" if result["acquired"] else "gave up after waiting"
-        result["message"] = (
-            f"{outcome} {waited:.1f} s (of up to {request.wait:g} s): {result['message']}"
-        )
+        result = _waited(result, time.monotonic() - started, request.wait)
     return hold, result
 
 
@@ -408,6 +405,22 @@ def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | st
     return result, _EXIT_OK
 
 
+# A session hold's timeout: renewed every third of it, so a killed server's holds lapse
+# within it; at least run's shortest.
+_DEFAULT_LEASE = "30s"
+
+
+def _cli_serve(options: dict[str, str], tail: list[str]) -> tuple[None, int]:
+    """serve: an MCP server over stdio; it exits 0 when the session ends."""
+    text = options.get("--lease", _DEFAULT_LEASE)
+    seconds, unit = _duration_seconds(text, "--lease", "seconds")
+    lease = _stale_after_within(seconds, "--lease", unit, repr(text))
+    _checked_renewable(lease, "--lease", unit, repr(text))
+    from .serve import _serve
+
+    return None, _serve(lease)
+
+
 def _cli_help(options: dict[str, str], tail: list[str]) -> tuple[str, int]:
     """--help: the whole tool's, or (``COMMAND --help``) that command's."""
     command = options.get("command")
@@ -433,6 +446,7 @@ _COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | 
     "release": _cli_release,
     "status": _cli_status,
     "list": _cli_list,
+    "serve": _cli_serve,
     "run-id": _cli_run_id,
     "version": _cli_version,
 }

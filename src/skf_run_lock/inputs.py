@@ -223,8 +223,8 @@ class _Request(_Query):
     ``shared`` hold, and for run and held() ``keep_longer`` (a renewal never shortens a
     hold the owner has), ``renew_only`` (a renewal that must find the hold still the
     owner's) and ``session`` (an agent session's take: its hold is marked as the
-    session's and lasts its lease; see decisions._take_timeout). A new capability is a part here, and every layer that takes a request
-    has it.
+    session's and lasts its lease; see decisions._take_timeout). A new capability is a
+    part here, and every layer that takes a request has it.
 
     Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
     no try waits on the network (a renewal's: its holder must stop by then), and

@@ -225,6 +225,13 @@ def _acquire_output(taken: _Hold | AcquireResult) -> AcquireResult:
     return taken if isinstance(taken, dict) else _acquired_result(taken)
 
 
+def _waited(result: AcquireResult, waited: float, wait: float) -> AcquireResult:
+    """``result`` of a take that waited in line, its message saying how long it waited."""
+    outcome = "after waiting" if result["acquired"] else "gave up after waiting"
+    result["message"] = f"{outcome} {waited:.1f} s (of up to {wait:g} s): {result['message']}"
+    return result
+
+
 def _unfenced(fence: int | None) -> str:
     """What a take's message says of a hold it could give no fence."""
     if fence is not None:

@@ -47,6 +47,10 @@ _COMMAND_HELP = {
         "every lock under PLACE, as status sees each one",
         "{name} list --under ~/.locks --table",
     ),
+    "serve": (
+        "an MCP server over stdio for an agent session, whose holds end with it",
+        "uv run --with 'mcp>=2.3,<3' {name} serve --lease 30s",
+    ),
     "run-id": (
         "print a new run id",
         'owner="demo:build:$({name} run-id --get run_id)"',
@@ -63,6 +67,9 @@ _EXITS = {
     "run": "COMMAND's own; before it starts 1, 2 or 3 as acquire (JSON on stderr), 126 or"
     " 127 if it cannot start; 3 if the lock is lost while it runs (COMMAND is stopped)",
     "list": "0 listed, 1 bad arguments, 2 the place could not be read",
+    "serve": "0 when the session ends (stdin closed, SIGTERM, SIGINT, SIGHUP, the parent"
+    " gone), its holds released; 1 bad arguments, or the MCP SDK missing (the message says"
+    " how to bring it)",
     "run-id": "0",
 }
 
@@ -121,6 +128,12 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "an empty lock file (flock(1) leaves one) is stale at once",
         ),
         "--table": ("--table", "a table for a person instead of JSON"),
+        "--lease": (
+            "--lease DURATION",
+            "the timeout of the session's holds, renewed every third of it while the"
+            " server lives: a killed server's holds lapse within it; 30s, 2m (a bare number"
+            " is seconds; default 30s, at least 3s)",
+        ),
         "--get": (
             "--get KEY",
             "print only KEY's value, alone on one line (null: an empty line); given more"
@@ -163,7 +176,9 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
     lines.append(
         textwrap.fill(_EXITS[command], 88, initial_indent="exit: ", subsequent_indent="      ")
     )
-    if command != "run":
+    if command == "serve":
+        lines.append("Speaks MCP on stdin and stdout; an error is one JSON line on stderr.")
+    elif command != "run":
         lines.append("Prints one line of JSON on stdout; an error is one JSON line on stderr.")
     return "\n".join(lines) + "\n"
 
