@@ -8201,14 +8201,13 @@ def _watch_parent(session: _Session) -> None:
 def _serve(lease: float) -> int:
     """Serve the tools over stdio until the session ends (this process then exits 0)."""
     try:
-        import anyio
-        import anyio.from_thread
-        import anyio.to_thread
         from mcp import types
         from mcp.server.lowlevel import Server
         from mcp.server.stdio import stdio_server
     except ImportError:
         raise ValueError(_sdk_missing()) from None
+    import asyncio
+
 
     session = _Session(lease)
     _Interrupts.disarm()
@@ -8225,22 +8224,28 @@ def _serve(lease: float) -> int:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        # The SDK runs on asyncio: each call waits on a thread of its own, so that other
+        # calls are served meanwhile; a cancelled call stops waiting for its thread.
+        loop = asyncio.get_running_loop()
         cancelled = threading.Event()
 
         def progress(done: float, total: float, message: str) -> None:
             if cancelled.is_set():
                 raise _Cancelled
+            sent = asyncio.run_coroutine_threadsafe(
+                ctx.session.report_progress(done, total, message), loop
+            )
             try:
-                anyio.from_thread.run(ctx.session.report_progress, done, total, message)
+                sent.result()
             except Exception:  # the call ended meanwhile (cancelled, or the session)
                 raise _Cancelled from None
 
         arguments = dict(params.arguments or {})
         try:
-            answer, error = await anyio.to_thread.run_sync(
-                _call, session, params.name, arguments, progress, abandon_on_cancel=True
+            answer, error = await asyncio.to_thread(
+                _call, session, params.name, arguments, progress
             )
-        except anyio.get_cancelled_exc_class():
+        except asyncio.CancelledError:
             cancelled.set()  # the waiting thread leaves the line at its next beat
             raise
         if answer is None:
@@ -8263,13 +8268,13 @@ def _serve(lease: float) -> int:
             sys.stdout = sys.stderr  # nothing but the protocol on stdout
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(run)
+    asyncio.run(run())
     session.ending.set()  # stdin closed
     while True:  # the ending thread exits the process
         time.sleep(60)
 ''')
 
-_BUILD = '5299e4b10344978a489ef79ece6fb8838afc6543da0f2af65384fd0fbb469321'  # what a cache entry must name
+_BUILD = 'fed1fa510e6400901824ba3af22b2bbf7accbc474d382215e63252abe748d12e'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

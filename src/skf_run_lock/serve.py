@@ -458,14 +458,13 @@ def _watch_parent(session: _Session) -> None:
 def _serve(lease: float) -> int:
     """Serve the tools over stdio until the session ends (this process then exits 0)."""
     try:
-        import anyio
-        import anyio.from_thread
-        import anyio.to_thread
         from mcp import types
         from mcp.server.lowlevel import Server
         from mcp.server.stdio import stdio_server
     except ImportError:
         raise ValueError(_sdk_missing()) from None
+    import asyncio
+
     from .interrupts import _Interrupts
 
     session = _Session(lease)
@@ -483,22 +482,28 @@ def _serve(lease: float) -> int:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        # The SDK runs on asyncio: each call waits on a thread of its own, so that other
+        # calls are served meanwhile; a cancelled call stops waiting for its thread.
+        loop = asyncio.get_running_loop()
         cancelled = threading.Event()
 
         def progress(done: float, total: float, message: str) -> None:
             if cancelled.is_set():
                 raise _Cancelled
+            sent = asyncio.run_coroutine_threadsafe(
+                ctx.session.report_progress(done, total, message), loop
+            )
             try:
-                anyio.from_thread.run(ctx.session.report_progress, done, total, message)
+                sent.result()
             except Exception:  # the call ended meanwhile (cancelled, or the session)
                 raise _Cancelled from None
 
         arguments = dict(params.arguments or {})
         try:
-            answer, error = await anyio.to_thread.run_sync(
-                _call, session, params.name, arguments, progress, abandon_on_cancel=True
+            answer, error = await asyncio.to_thread(
+                _call, session, params.name, arguments, progress
             )
-        except anyio.get_cancelled_exc_class():
+        except asyncio.CancelledError:
             cancelled.set()  # the waiting thread leaves the line at its next beat
             raise
         if answer is None:
@@ -521,7 +526,7 @@ def _serve(lease: float) -> int:
             sys.stdout = sys.stderr  # nothing but the protocol on stdout
             await server.run(read, write, server.create_initialization_options())
 
-    anyio.run(run)
+    asyncio.run(run())
     session.ending.set()  # stdin closed
     while True:  # the ending thread exits the process
         time.sleep(60)
