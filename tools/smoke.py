@@ -5,7 +5,9 @@
 Run with the Python of the environment the wheel went into: the module must come
 from there, not from this checkout. The command takes a file lock, a second call waits
 for it in line and gets it once the first releases, and ``--version`` names the
-module's version; the module does the same through its library API.
+module's version; the module does the same through its library API. ``serve``: without
+the ``mcp`` extra it says how to bring it (exit 1); with it, it answers a client line by
+line, takes a session hold and releases it when its stdin closes.
 """
 
 from __future__ import annotations
@@ -87,10 +89,60 @@ def main(command: str) -> None:
         _check("the advice names the command", advice.startswith("skf-run-lock release "))
         code, answer = _call(*shlex.split(advice), env=on_path)
         _check("the advice runs as printed", code == 0 and answer["released"] is True)
+    _smoke_serve(command)
     metadata = importlib.metadata.metadata("skf-run-lock")
     licensed = (metadata["License-Expression"], metadata.get_all("Classifier") or [])
     _check("the license is an SPDX expression", licensed[0] == "MIT")
     _check("no license classifier", not any(c.startswith("License ::") for c in licensed[1]))
+
+
+def _smoke_serve(command: str) -> None:
+    """serve without the extra, or with it: one session, as a client drives it."""
+    try:
+        importlib.metadata.version("mcp")
+    except importlib.metadata.PackageNotFoundError:
+        done = subprocess.run(
+            [command, "serve"], capture_output=True, text=True, timeout=60, check=False
+        )
+        says = json.loads(done.stderr)["message"]
+        _check("serve without the extra names it", done.returncode == 1 and "[mcp]" in says)
+        return
+    with tempfile.TemporaryDirectory() as folder:
+        lock = str(Path(folder) / "session.lock")
+        server = subprocess.Popen(
+            [command, "serve", "--lease", "5s"], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert server.stdin is not None and server.stdout is not None
+        calls = [
+            {
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "smoke", "version": "1"},
+                },
+            },
+            {
+                "method": "tools/call",
+                "params": {
+                    "name": "acquire",
+                    "arguments": {"lock": lock, "owner": "smoke:session:1"},
+                },
+            },
+        ]
+        answers = []
+        for at, call in enumerate(calls, 1):
+            server.stdin.write(json.dumps({"jsonrpc": "2.0", "id": at, **call}).encode() + b"\n")
+            server.stdin.flush()
+            answers.append(json.loads(server.stdout.readline()))
+            if at == 1:
+                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                server.stdin.write(json.dumps(initialized).encode() + b"\n")
+        taken = answers[1]["result"]["structuredContent"]
+        _check("serve takes a session hold", taken["acquired"] is True)
+        server.stdin.close()
+        _check("serve exits 0 when its stdin closes", server.wait(timeout=30) == 0)
+        _check("and its hold is released", not Path(lock).exists())
 
 
 if __name__ == "__main__":
