@@ -713,8 +713,13 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "held-shortens-a-kept-hold": (
         "held() and run never shorten a hold their owner had",
-        "    return max([stale_after, *own])",
-        "    return stale_after",
+        "    return (longest if request.keep_longer else stale_after), False",
+        "    return stale_after, False",
+    ),
+    "session-hold-lengthened": (
+        "a renewal under a session hold's owner keeps the session's lease",
+        "    if sessions:\n        return min(sessions), True",
+        "    if sessions:\n        return max(sessions + [stale_after]), True",
     ),
     "get-key-unchecked": (
         "--get refuses a key the command does not print, before it runs",
