@@ -8320,13 +8320,12 @@ def _serve(lease: float) -> int:
             await server.run(read, write, server.create_initialization_options())
             session.ending.set()  # stdin closed: released now, not after asyncio's teardown
 
-    asyncio.run(run())
-    session.ending.set()  # stdin closed
+    asyncio.run(run())  # once stdin closes, the session is ending
     while True:  # the ending thread exits the process
         time.sleep(60)
 ''')
 
-_BUILD = 'ce4257307d839671660a00d1c1f415a84077c1b66b897a1b2662a11ca774b0b4'  # what a cache entry must name
+_BUILD = '98430f863f1876ac66867df4aadc020e91bf0515ec30eb59e959285e4f99efe5'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -578,7 +578,6 @@ def _serve(lease: float) -> int:
             await server.run(read, write, server.create_initialization_options())
             session.ending.set()  # stdin closed: released now, not after asyncio's teardown
 
-    asyncio.run(run())
-    session.ending.set()  # stdin closed
+    asyncio.run(run())  # once stdin closes, the session is ending
     while True:  # the ending thread exits the process
         time.sleep(60)
