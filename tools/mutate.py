@@ -867,7 +867,12 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-calls-on-a-pool": (
         "every call is answered however many acquires wait",
-        "    thread.start()\n    try:\n        return await answered\n",
+        "    thread = threading.Thread(target=work, daemon=True)\n"
+        "    with session.guard:\n"
+        "        session.calls.add(thread)\n"
+        "    thread.start()\n"
+        "    try:\n"
+        "        return await answered\n",
         "    try:\n"
         "        return await asyncio.to_thread(_call, session, name, arguments, progress)\n",
     ),
