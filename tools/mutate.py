@@ -713,8 +713,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "held-shortens-a-kept-hold": (
         "held() and run never shorten a hold their owner had",
-        "    return max([stale_after, *own])",
-        "    return stale_after",
+        "    return (longest if request.keep_longer else stale_after), False\n",
+        "    return stale_after, False\n",
     ),
     "get-key-unchecked": (
         "--get refuses a key the command does not print, before it runs",
