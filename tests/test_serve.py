@@ -44,7 +44,7 @@ from signals import freeze_outside_the_guard
 from stores import StoreUnderTest
 
 pytestmark = posix_only(
-    "the session's ends by POSIX signals and SIGKILL; the Windows lane installs no MCP SDK"
+    "sessions ended by POSIX signals and SIGKILL; the Windows lane installs no MCP SDK"
 )
 
 LEASE = 3.0  # the shortest lease there is: renewed every second
