@@ -2,7 +2,8 @@
 servers for the session, and the hooks that make a skipped test fail the run on Linux.
 
 Helpers live in modules of their own: calls.py (a CLI call's outcome, processes),
-lockfiles.py, contenders.py, servers.py, pki.py, signals.py, stores.py and waiters.py.
+lockfiles.py, contenders.py, servers.py, pki.py, signals.py, stores.py, waiters.py and
+sessions.py (agent sessions over serve's stdio).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from calls import NOT_ON_WINDOWS, SYSTEM_TOOL, WORKER, Run, reaped
 from loader import SCRIPT, build_if_stale, load_script
 from pki import Pki, make_pki
 from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
+from sessions import SERVE, Served
 from stores import PlaceUnderTest, StoreUnderTest
 from windows_rules import FakeMsvcrt, follow_windows_rules
 
@@ -141,6 +143,21 @@ def worker() -> Iterator[Callable[..., subprocess.Popen[str]]]:
             )
             started.append(proc)
             return proc
+
+        yield start
+
+
+@pytest.fixture
+def serving() -> Iterator[Callable[..., Served]]:
+    """Start ``skf-run-lock.py serve ARGS`` (or the process ``argv``, with its
+    ``Popen`` keywords), to be driven line by line over its stdio; every one still
+    running at the end is killed."""
+    with reaped() as started:
+
+        def start(*args: str, argv: list[str] | None = None, **popen: Any) -> Served:
+            served = Served(argv or [*SERVE, *args], **popen)
+            started.append(served.proc)
+            return served
 
         yield start
 

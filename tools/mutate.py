@@ -713,13 +713,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "held-shortens-a-kept-hold": (
         "held() and run never shorten a hold their owner had",
-        "    return (longest if request.keep_longer else stale_after), False",
-        "    return stale_after, False",
-    ),
-    "session-hold-lengthened": (
-        "a renewal under a session hold's owner keeps the session's lease",
-        "    if sessions:\n        return min(sessions), True",
-        "    if sessions:\n        return max(sessions + [stale_after]), True",
+        "    return (longest if request.keep_longer else stale_after), False\n",
+        "    return stale_after, False\n",
     ),
     "get-key-unchecked": (
         "--get refuses a key the command does not print, before it runs",
@@ -786,6 +781,120 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "a take on Redis drops the places of waiters that died",
         "            if dead not in live and dead.ticket != leaving:\n",
         "            if False:\n",
+    ),
+    "serve-holds-not-renewed": (
+        "a session renews its holds while it lives",
+        "                if one.renewer.due_in() <= 0 and not self.ending.is_set():\n",
+        "                if False:\n",
+    ),
+    "serve-end-frees-nothing": (
+        "a session's end releases what it took",
+        "    session.release_all(until)\n",
+        "    pass\n",
+    ),
+    "serve-deaf-to-sigterm-sigint-sighup": (
+        "SIGTERM, SIGINT and SIGHUP end the session",
+        "    _Interrupts.handle(lambda signum, frame: session.ending.set())\n",
+        "    pass\n",
+    ),
+    "serve-closed-stdin-unseen": (
+        "a closed stdin ends the session",
+        "            session.ending.set()  # stdin closed",
+        "            pass  # stdin closed",
+    ),
+    "serve-parent-unwatched": (
+        "a session ends once the process that started the server is gone",
+        "        if os.getppid() != parent:\n",
+        "        if False:\n",
+    ),
+    "serve-parent-looked-at-rarely": (
+        "the parent gone is seen within a fraction of the 2 s a session's end may take",
+        "_PARENT_LOOK_SEC = 0.2\n",
+        "_PARENT_LOOK_SEC = 5.0\n",
+    ),
+    "serve-lease-not-the-timeout": (
+        "a session hold's timeout is the server's lease",
+        "        lease,\n        wait=wait,\n",
+        "        3600.0,\n        wait=wait,\n",
+    ),
+    "serve-hold-not-marked": (
+        "a session hold is marked as the session's in its record",
+        "        keep_longer=True,\n        session=True,\n",
+        "        keep_longer=True,\n        session=False,\n",
+    ),
+    "serve-session-lease-outlived-by-a-renewal": (
+        "a CLI renewal, run or held() under a session hold's owner keeps the lease",
+        "    if sessions:\n        return min(sessions), True\n",
+        "    if sessions and request.session:\n        return min(sessions), True\n",
+    ),
+    "serve-kept-hold-shortened": (
+        "a hold its owner had keeps its timeout when a session takes it",
+        "        return (longest, False) if live else (stale_after, True)\n",
+        "        return stale_after, True\n",
+    ),
+    "serve-kept-hold-released": (
+        "a session never releases a hold its owner had before it",
+        "        self.kept = hold.renewed and not hold.session\n",
+        "        self.kept = False\n",
+    ),
+    "serve-lost-holds-untold": (
+        "each answer tells the holds the session lost since the last",
+        '    answer["lost_holds"] = session.told()\n',
+        '    answer["lost_holds"] = []\n',
+    ),
+    "serve-lost-told-as-released": (
+        "a hold another run took is told lost, not released",
+        '            one.state = "released" if free else "lost"\n',
+        '            one.state = "released"\n',
+    ),
+    "serve-released-told-as-lost": (
+        "a hold the CLI released is told released, not lost",
+        '            one.state = "released" if free else "lost"\n',
+        '            one.state = "lost"\n',
+    ),
+    "serve-ended-hold-taken-back": (
+        "a hold released or lost is never taken back by the session on its own",
+        "            free = lost.held_by is None and not one.renewer.ran_out\n",
+        "            one.renewer = _Renewer(one.renewer.renewal, one.renewer.hold)\n"
+        "            one.renewer.renewal.renew_only = False\n"
+        "            one.renewer.renewed = one.renewer.next = time.monotonic()\n"
+        "            return\n",
+    ),
+    "serve-cancel-unheard": (
+        "a cancelled acquire leaves the line",
+        "        if cancelled.is_set() or session.ending.is_set():\n",
+        "        if session.ending.is_set():\n",
+    ),
+    "serve-calls-on-a-pool": (
+        "every call is answered however many acquires wait",
+        "    thread = threading.Thread(target=work, daemon=True)\n"
+        "    with session.guard:\n"
+        "        session.calls.add(thread)\n"
+        "    thread.start()\n"
+        "    try:\n"
+        "        return await answered\n",
+        "    try:\n"
+        "        return await asyncio.to_thread(_call, session, name, arguments, progress)\n",
+    ),
+    "serve-wait-untold": (
+        "a waiting acquire tells its place each beat",
+        "            hold = _wait_for(request, refused=refused)\n",
+        "            hold = _wait_for(request, refused=None)\n",
+    ),
+    "serve-wait-uncut": (
+        "a call waits 50 s at most",
+        "    return min(wait, _LONGEST_CALL_WAIT_SEC)\n",
+        "    return wait\n",
+    ),
+    "serve-relative-path-taken": (
+        "a lock path the server would resolve in its own folder is refused",
+        "    if _ADDRESS.match(text) or os.path.isabs(os.path.expanduser(text)):\n",
+        "    if True:\n",
+    ),
+    "serve-unknown-argument-passed": (
+        "an argument a tool does not take is refused",
+        "    if unknown:\n        takes",
+        "    if False:\n        takes",
     ),
 }
 

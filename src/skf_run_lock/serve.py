@@ -126,6 +126,7 @@ class _Session:
         self.added = threading.Event()  # a hold was added: the renewal thread looks again
         self.ending = threading.Event()
         self.untold: list[_SessionHold] = []  # ended, by no call of this session's
+        self.calls: set[threading.Thread] = set()  # the tool calls under way, a thread each
 
     def keep(self, request: _Request, hold: _Hold) -> None:
         """Keep ``hold``, which ``request`` took, renewing it from now on."""
@@ -177,9 +178,10 @@ class _Session:
             one.why = str(lost)
             self.untold.append(one)
 
-    def release_all(self) -> None:
+    def release_all(self, until: float | None = None) -> None:
         """Release every hold the session took (not those it kept), each at once on a
-        thread of its own, waiting for them no longer than _RELEASES_WITHIN_SEC."""
+        thread of its own, waiting for them until ``until`` (monotonic clock) at the
+        latest, by default _RELEASES_WITHIN_SEC from now."""
         with self.guard:
             mine = [h for h in self.holds.values() if h.state == "held" and not h.kept]
             for one in mine:
@@ -190,7 +192,8 @@ class _Session:
         ]
         for thread in threads:
             thread.start()
-        until = time.monotonic() + _RELEASES_WITHIN_SEC
+        if until is None:
+            until = time.monotonic() + _RELEASES_WITHIN_SEC
         for thread in threads:
             thread.join(max(0.0, until - time.monotonic()))
 
@@ -435,10 +438,80 @@ def _call(
 # --- The session's end, however it comes
 
 
+async def _answered(
+    session: _Session, ctx: Any, name: str, arguments: dict[str, Any]
+) -> tuple[dict[str, Any] | None, str]:
+    """The answer of a tool call (as _call gives it), worked out on a thread of its own
+    while the SDK's asyncio loop serves other calls, however many acquires wait in line:
+    a pool's N threads (asyncio.to_thread's) left every other call unanswered while N
+    waited, 6 on 2 cores. A cancelled call stops waiting for its thread, which leaves
+    the line at its next beat, as it does once the session ends."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    cancelled = threading.Event()
+    answered: asyncio.Future[tuple[dict[str, Any] | None, str]] = loop.create_future()
+
+    def progress(done: float, total: float, message: str) -> None:
+        if cancelled.is_set() or session.ending.is_set():
+            raise _Cancelled
+        sent = asyncio.run_coroutine_threadsafe(
+            ctx.session.report_progress(done, total, message), loop
+        )
+        try:
+            sent.result()
+        except Exception:  # the call ended meanwhile (cancelled, or the session)
+            raise _Cancelled from None
+
+    def work() -> None:
+        outcome: tuple[dict[str, Any] | None, str] | None = None
+        failure: BaseException | None = None
+        try:
+            outcome = _call(session, name, arguments, progress)
+        except _Cancelled:
+            outcome = None, "the call was cancelled, or the session ended, as it waited"
+        except BaseException as exc:  # the SDK tells the client of an internal error
+            failure = exc
+        finally:
+            with session.guard:
+                session.calls.discard(threading.current_thread())
+        try:
+            loop.call_soon_threadsafe(_settle, answered, outcome, failure)
+        except RuntimeError:  # the loop is closed: the session has ended
+            pass
+
+    thread = threading.Thread(target=work, daemon=True)
+    with session.guard:
+        session.calls.add(thread)
+    thread.start()
+    try:
+        return await answered
+    except asyncio.CancelledError:
+        cancelled.set()  # the waiting thread leaves the line at its next beat
+        raise
+
+
+def _settle(future: Any, outcome: Any, failure: BaseException | None) -> None:
+    """Give the call awaiting ``future`` its thread's outcome, unless it stopped waiting."""
+    if future.done():
+        return
+    if failure is not None:
+        future.set_exception(failure)
+    else:
+        future.set_result(outcome)
+
+
 def _end_when_told(session: _Session) -> None:
-    """Once the session ends: release its holds, and exit 0."""
+    """Once the session ends: release its holds, and exit 0. A call still waiting in
+    line leaves it at its next beat, given what is left of the releases' time (its
+    place lapses if it cannot)."""
     session.ending.wait()
-    session.release_all()
+    until = time.monotonic() + _RELEASES_WITHIN_SEC
+    session.release_all(until)
+    with session.guard:
+        calls = list(session.calls)
+    for call in calls:
+        call.join(max(0.0, until - time.monotonic()))
     try:
         sys.stderr.flush()
     except (OSError, ValueError):
@@ -482,30 +555,8 @@ def _serve(lease: float) -> int:
         return types.ListToolsResult(tools=tools)
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        # The SDK runs on asyncio: each call waits on a thread of its own, so that other
-        # calls are served meanwhile; a cancelled call stops waiting for its thread.
-        loop = asyncio.get_running_loop()
-        cancelled = threading.Event()
-
-        def progress(done: float, total: float, message: str) -> None:
-            if cancelled.is_set():
-                raise _Cancelled
-            sent = asyncio.run_coroutine_threadsafe(
-                ctx.session.report_progress(done, total, message), loop
-            )
-            try:
-                sent.result()
-            except Exception:  # the call ended meanwhile (cancelled, or the session)
-                raise _Cancelled from None
-
         arguments = dict(params.arguments or {})
-        try:
-            answer, error = await asyncio.to_thread(
-                _call, session, params.name, arguments, progress
-            )
-        except asyncio.CancelledError:
-            cancelled.set()  # the waiting thread leaves the line at its next beat
-            raise
+        answer, error = await _answered(session, ctx, params.name, arguments)
         if answer is None:
             text = types.TextContent(type="text", text=error)
             return types.CallToolResult(content=[text], is_error=True)
@@ -525,8 +576,8 @@ def _serve(lease: float) -> int:
         async with stdio_server() as (read, write):
             sys.stdout = sys.stderr  # nothing but the protocol on stdout
             await server.run(read, write, server.create_initialization_options())
+            session.ending.set()  # stdin closed: released now, not after asyncio's teardown
 
-    asyncio.run(run())
-    session.ending.set()  # stdin closed
+    asyncio.run(run())  # once stdin closes, the session is ending
     while True:  # the ending thread exits the process
         time.sleep(60)

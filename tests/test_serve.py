@@ -1,0 +1,546 @@
+"""serve: the MCP server of an agent session, driven as clients drive it, in real
+processes: line by line over its stdio (one JSON-RPC message a line) and with the MCP
+SDK's own client. Its holds are the session's: renewed while it lives, freed when it
+ends (stdin closed, SIGTERM, SIGINT, SIGHUP, its parent gone), lapsed within the lease
+when it is killed outright; a hold its owner had before is kept, and one the session
+lost is told, never taken back.
+
+What a store keeps (renewal, the end of a session, the lapse, turns, a CLI release)
+is proven on every store; the server's own mechanics (each signal, the parent gone,
+uv, bad input, the schemas, progress and cancelling) on a file.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shlex
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from calls import UV, Run, linux_only, posix_only
+from loader import SCRIPT
+from sessions import (
+    FREED_WITHIN,
+    SDK,
+    SESSIONS,
+    TOOLS,
+    Served,
+    answer_of,
+    freed,
+    held_throughout,
+    sdk_answer,
+    sdk_session,
+    taken_by_another,
+)
+from signals import freeze_outside_the_guard
+from stores import StoreUnderTest
+
+pytestmark = posix_only(
+    "sessions ended by POSIX signals and SIGKILL; the Windows lane installs no MCP SDK"
+)
+
+LEASE = 3.0  # the shortest lease there is: renewed every second
+# A killed session's hold lapses within its lease of its last renewal; another run sees
+# it free within this more (a status poll, a server's expiry).
+LAPSE_MARGIN = 2.0
+# What the holds tool shows of each hold.
+HOLD_VIEW = ["lock", "owner", "fence", "kind", "state", "kept", "last_renewal", "message"]
+
+
+def _under(store: StoreUnderTest) -> str:
+    """A place to list that holds ``store``'s lock: its folder, or its key as a prefix."""
+    return os.path.dirname(store.lock) if store.kind == "file" else store.lock
+
+
+def _session_record(store: StoreUnderTest, owner: str) -> dict[str, Any]:
+    """The record of a session hold of ``owner``: marked as the session's, with the
+    lease for its timeout."""
+    record = store.record()
+    assert record["owner"] == owner, record
+    assert record["session"] is True, record
+    assert record["stale_after_seconds"] == LEASE, record
+    return record
+
+
+# --- On every store ------------------------------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_a_session_hold_is_renewed_while_the_session_lives_and_freed_when_its_stdin_closes(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    store: StoreUnderTest,
+) -> None:
+    """A hold taken through the server outlives three leases, its fence unchanged; a
+    CLI release of another of its holds stands (told once as released, never undone);
+    each tool answers the CLI's keys for its command (acquire's with its fence), then
+    the holds the session lost; once stdin closes another run takes the lock within
+    2 s, and the server exits 0."""
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    began = time.monotonic()
+    taken = served.tool("acquire", lock=store.lock, owner="wf:session")
+    assert taken["acquired"] is True and taken["lost_holds"] == [], taken
+    owner, fence = taken["owner"], taken["fence"]
+    assert owner.startswith("wf:session:") and isinstance(fence, int)
+    _session_record(store, owner)
+
+    # Each tool's keys are the CLI's for that command, outcome for outcome.
+    refused = served.tool("acquire", lock=store.lock, owner="wf:other:1")
+    cli_refused = cli("acquire", "--lock", store.lock, "--owner", "wf:cli:1")
+    assert refused["acquired"] is False and refused["fence"] is None
+    assert list(refused) == [*cli_refused.json, "fence", "lost_holds"]
+    not_released = served.tool("release", lock=store.lock, owner="wf:other:1")
+    cli_not_released = cli("release", "--lock", store.lock, "--owner", "wf:cli:1")
+    assert not_released["released"] is False
+    assert list(not_released) == [*cli_not_released.json, "lost_holds"]
+
+    # Another hold of the session, released by the CLI: it stays released.
+    second = StoreUnderTest(store.kind, store.lock + "-2")
+    other = served.tool("acquire", lock=second.lock, owner="wf:session")
+    assert other["acquired"] is True
+    released = cli("release", "--lock", second.lock, "--owner", other["owner"]).json
+    assert released["released"] is True
+
+    # Past three leases: held by the session all along (renewed), the other free.
+    until = began + 3.5 * LEASE
+    while time.monotonic() < until:
+        held_throughout(skf, store.lock, owner, fence, time.monotonic() + 0.5)
+        assert skf.status(second.lock, 60.0)["state"] == "free"
+    status = cli("status", "--lock", store.lock).json
+    assert status["held_by"] == owner and status["fence"] == fence
+    _session_record(store, owner)
+
+    answer = served.tool("status", lock=store.lock)
+    assert list(answer) == [*status, "lost_holds"]
+    assert answer["held_by"] == owner and answer["fence"] == fence
+    [told] = answer["lost_holds"]
+    assert list(told) == HOLD_VIEW
+    assert (told["lock"], told["owner"], told["state"], told["kept"]) == (
+        second.lock,
+        other["owner"],
+        "released",
+        False,
+    )
+    holds = served.tool("holds")
+    assert list(holds) == ["holds", "lost_holds"] and holds["lost_holds"] == []  # told once
+    states = {(h["lock"], h["owner"], h["fence"]): h["state"] for h in holds["holds"]}
+    assert states == {
+        (store.lock, owner, fence): "held",
+        (second.lock, other["owner"], other["fence"]): "released",
+    }
+    listed = served.tool("list", under=_under(store))
+    cli_listed = cli("list", "--under", _under(store)).json
+    assert list(listed) == [*cli_listed, "lost_holds"]
+    assert store.lock in [lock["lock"] for lock in listed["locks"]]
+    assert skf.status(second.lock, 60.0)["state"] == "free"
+
+    ended = served.end_input()
+    another = freed(skf, cli, store.lock, ended)
+    assert list(taken) == [*another, "fence", "lost_holds"]
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(120)
+def test_sessions_take_turns_and_a_killed_session_lapses_within_its_lease(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    store: StoreUnderTest,
+) -> None:
+    """Session B waits in line while A holds, told its place each beat; A's stdin
+    closes and B has the lock within 2 s. A CLI renewal under B's owner keeps the
+    session's lease (a session's promise holds whoever renews), so once B is killed
+    outright its hold lapses within the lease."""
+    first, second = serving("--lease", f"{LEASE:g}s"), serving("--lease", f"{LEASE:g}s")
+    first.initialize()
+    second.initialize()
+    assert first.tool("acquire", lock=store.lock, owner="wf:first")["acquired"] is True
+    waiting = second.call(
+        "acquire", {"lock": store.lock, "owner": "wf:second", "wait": "30s"}, token="turn"
+    )
+    told = second.await_progress("turn", 2)  # in line, and again a beat later
+    for progress in told:
+        assert progress["total"] == 30 and "1st in line: " in progress["message"]
+    assert second.progress("turn") and waiting not in second.replies
+
+    ended = first.end_input()
+    result = second.result(waiting, within=ended + FREED_WITHIN - time.monotonic())
+    answer = answer_of(result)
+    assert answer["acquired"] is True and answer["owner"].startswith("wf:second:")
+    assert answer["message"].startswith("after waiting ")
+    assert first.exit_code() == 0, first.err()
+    _session_record(store, answer["owner"])
+
+    owner = answer["owner"]
+    renewed = cli("acquire", "--lock", store.lock, "--owner", owner, "--stale-after", "60m")
+    assert renewed.json["acquired"] is True and renewed.json["refreshed"] is True
+    assert list(answer) == [*renewed.json, "fence", "lost_holds"]
+    _session_record(store, answer["owner"])  # the lease, not 60 minutes
+
+    killed = second.signal(signal.SIGKILL)
+    taken_by_another(skf, cli, store.lock, killed + LEASE + LAPSE_MARGIN)
+
+
+# --- The server's own mechanics, on a file ----------------------------------------------
+
+
+@pytest.mark.timeout(120)
+def test_the_tools_their_schemas_and_waits_told_answered_beside_and_cancelled(
+    tmp_path: Path, cli: Callable[..., Run]
+) -> None:
+    """With the SDK's client: the five tools, each schema closed to other arguments.
+    While more acquires wait in line than any default pool has threads, each is told
+    its place a beat at a time (of a wait cut to 50 s) and a status call is answered;
+    cancelled, they leave the line within a few seconds."""
+    import anyio
+
+    lock = str(tmp_path / "locks" / "run.lock")
+    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+    waiters = 33  # more at once than a default pool of threads runs (32 at most)
+    told: dict[int, list[tuple[float, float | None, str | None]]] = {}
+
+    async def told_of(n: int, done: float, total: float | None, message: str | None) -> None:
+        told.setdefault(n, []).append((done, total, message))
+
+    async def session() -> None:
+        with (tmp_path / "serve.err").open("w") as errlog:
+            async with sdk_session(errlog=errlog) as client:
+                listed = await client.list_tools()
+                schemas = {tool.name: tool.input_schema for tool in listed.tools}
+                assert list(schemas) == TOOLS
+                assert {name: s.get("required", []) for name, s in schemas.items()} == {
+                    "acquire": ["lock", "owner"],
+                    "release": ["lock", "owner"],
+                    "status": ["lock"],
+                    "list": ["under"],
+                    "holds": [],
+                }
+                assert {name: list(s["properties"]) for name, s in schemas.items()} == {
+                    "acquire": ["lock", "owner", "wait", "slots", "shared"],
+                    "release": ["lock", "owner"],
+                    "status": ["lock"],
+                    "list": ["under"],
+                    "holds": [],
+                }
+                for schema in schemas.values():
+                    assert schema["type"] == "object"
+                    assert schema["additionalProperties"] is False
+                holds = sdk_answer(await client.call_tool("holds", {}))
+                assert holds == {"holds": [], "lost_holds": []}
+
+                async with anyio.create_task_group() as waiting:
+                    for n in range(waiters):
+                        arguments = {"lock": lock, "owner": f"wf:waiter{n}", "wait": "2m"}
+                        call = functools.partial(
+                            client.call_tool,
+                            "acquire",
+                            arguments,
+                            progress_callback=functools.partial(told_of, n),
+                        )
+                        waiting.start_soon(call)
+                    with anyio.fail_after(40):
+                        while len(told) < waiters or len(told[0]) < 2:
+                            await anyio.sleep(0.05)
+                    status = await client.call_tool("status", {"lock": lock}, 30)
+                    waiting_now = sdk_answer(status)["waiting"]
+                    in_line = [place["owner"].rpartition(":")[0] for place in waiting_now]
+                    assert sorted(in_line) == sorted(f"wf:waiter{n}" for n in range(waiters))
+                    waiting.cancel_scope.cancel()
+
+                line = StoreUnderTest("file", lock)
+                with anyio.fail_after(10):  # left, not lapsed: a lapsed place stays listed
+                    while line.line_tickets():
+                        await anyio.sleep(0.05)
+                status = sdk_answer(await client.call_tool("status", {"lock": lock}))
+                assert status["waiting"] == [] and status["held_by"] == "wf:holder:1"
+
+    anyio.run(session)
+    for n in range(waiters):
+        for done, total, message in told[n]:
+            assert 0 <= done <= 50 and total == 50  # 2 minutes asked, 50 s a call at most
+            assert message is not None and " in line: lock " in message
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("name", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_a_signal_ends_the_session_and_frees_its_holds(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    tmp_path: Path,
+    name: str,
+) -> None:
+    """SIGTERM, SIGINT or SIGHUP: another run takes the session's lock within 2 s and
+    the server exits 0."""
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    assert served.tool("acquire", lock=lock, owner="wf:session")["acquired"] is True
+    sent = served.signal(getattr(signal, name))
+    freed(skf, cli, lock, sent)
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(90)
+@linux_only("a subreaper (prctl), to see how a server whose parent was killed ends")
+def test_a_session_ends_when_its_client_is_killed(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """A client process (the SDK's) that started the server dies by SIGKILL: the
+    server's stdin ends and its parent is gone. Another run takes the lock within 2 s
+    and the server exits 0."""
+    lock = str(tmp_path / "locks" / "run.lock")
+    client = [sys.executable, SESSIONS, "client", lock, "wf:session", f"{LEASE:g}s"]
+    reaper = serving(argv=[sys.executable, SESSIONS, "reap", str(tmp_path / "log"), *client])
+    pid = reaper.report("started")["started"]
+    answer = reaper.line(time.monotonic() + 60)
+    assert answer["acquired"] is True and answer["owner"].startswith("wf:session:"), answer
+    killed = _kill(pid)
+    freed(skf, cli, lock, killed)
+    _both_ended(reaper, pid, tmp_path / "log")
+
+
+@pytest.mark.timeout(120)
+@linux_only("a subreaper (prctl), to see how a server whose parent was killed ends")
+def test_a_session_under_uv_run_ends_when_uv_alone_is_killed(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """The server as a client starts it, under ``uv run --with 'mcp...'``; the client
+    kills uv alone, leaving the server's stdin open: the server finds its parent gone,
+    another run takes the lock within 2 s, and the server exits 0."""
+    uv = UV or shutil.which("uv")
+    assert uv is not None, "the suite runs under uv run, which names itself in UV"
+    # This Python, whose packages uv sync cached (the SDK's compiled parts are per version).
+    python = ["--python", sys.executable]
+    serve = [uv, "run", "--offline", *python, "--with", SDK, str(SCRIPT), "serve", "--lease", "3s"]
+    environment = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
+    reaper = serving(
+        argv=[sys.executable, SESSIONS, "reap", str(tmp_path / "log"), *serve],
+        cwd=tmp_path,
+        env=environment,
+    )
+    pid = reaper.report("started")["started"]
+    reaper.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    assert reaper.tool("acquire", lock=lock, owner="wf:session")["acquired"] is True
+    killed = _kill(pid)
+    freed(skf, cli, lock, killed)
+    _both_ended(reaper, pid, tmp_path / "log")
+
+
+def _kill(pid: int) -> float:
+    os.kill(pid, signal.SIGKILL)
+    return time.monotonic()
+
+
+def _both_ended(reaper: Served, killed: int, log: Path) -> None:
+    """The reaper saw ``killed`` die by SIGKILL and every other process under it (the
+    server) exit 0, and then ended, none left."""
+    codes: dict[int, int] = {}
+    while True:
+        report = reaper.report("exited", within=30)
+        codes[report["exited"]] = report["code"]
+        if len(codes) >= 2 and killed in codes:
+            break
+    assert codes.pop(killed) == -signal.SIGKILL
+    assert set(codes.values()) == {0}, (codes, log.read_text())
+    reaper.report("done")
+    assert reaper.exit_code() == 0
+
+
+@pytest.mark.timeout(90)
+def test_a_session_keeps_what_its_owner_held_and_ends_while_a_call_waits(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """A hold its owner had (the CLI's, 60 minutes) taken through the server is kept:
+    renewed as it was, never shortened, and still held after the session ends. As
+    stdin closes while an acquire waits, what the session took is freed within 2 s
+    all the same, and its place does not stand in line."""
+    locks = tmp_path / "locks"
+    kept_lock, own_lock, busy_lock = (str(locks / n) for n in ("kept", "own", "busy"))
+    assert cli("acquire", "--lock", kept_lock, "--owner", "wf:keeper:1").code == 0
+    assert cli("acquire", "--lock", busy_lock, "--owner", "wf:holder:1").code == 0
+    kept_store = StoreUnderTest("file", kept_lock)
+    before = kept_store.record()
+    assert before["stale_after_seconds"] == 3600
+
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    kept = served.tool("acquire", lock=kept_lock, owner="wf:keeper:1")
+    assert kept["acquired"] is True and kept["refreshed"] is True
+    assert kept["owner"] == "wf:keeper:1" and kept["stale_after_minutes"] == 60
+    [view] = served.tool("holds")["holds"]
+    assert (view["lock"], view["state"], view["kept"]) == (kept_lock, "held", True)
+    record, deadline = kept_store.record(), time.monotonic() + 10
+    while record["acquired_at"] == kept_store.record()["acquired_at"]:  # until a renewal
+        assert time.monotonic() < deadline, "the kept hold was never renewed"
+        time.sleep(0.1)
+    assert kept_store.record()["stale_after_seconds"] == 3600
+    assert "session" not in kept_store.record()
+
+    assert served.tool("acquire", lock=own_lock, owner="wf:session")["acquired"] is True
+    waiting = served.call("acquire", {"lock": busy_lock, "owner": "wf:waiter", "wait": 40}, "w")
+    served.await_progress("w", 1)
+    assert len(StoreUnderTest("file", busy_lock).line_tickets()) == 1
+
+    ended = served.end_input()
+    freed(skf, cli, own_lock, ended)
+    assert served.exit_code() == 0, served.err()
+    assert waiting not in served.replies
+    deadline = time.monotonic() + 10  # left the line, or at worst lapsed from it
+    while skf.status(busy_lock, 60.0)["waiting"]:
+        assert time.monotonic() < deadline, "the ended session's place stands in line"
+        time.sleep(0.05)
+    status = cli("status", "--lock", kept_lock).json
+    assert status["held_by"] == "wf:keeper:1" and status["stale_after_minutes"] == 60
+    assert kept_store.record()["stale_after_seconds"] == 3600
+
+
+@pytest.mark.timeout(90)
+def test_a_hold_lost_to_another_run_is_told_and_never_taken_back(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """The server frozen (SIGSTOP) past its lease, another run takes the lock; woken,
+    the session tells the hold lost, in lost_holds once and in holds, and leaves it to
+    the other run through several renewal periods, and free once that run releases."""
+    lock = str(tmp_path / "locks" / "run.lock")
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    taken = served.tool("acquire", lock=lock, owner="wf:session")
+    assert taken["acquired"] is True
+    freeze_outside_the_guard(served.pid, lock)
+    try:
+        another = taken_by_another(skf, cli, lock, time.monotonic() + LEASE + 30)
+    finally:
+        os.kill(served.pid, signal.SIGCONT)
+    assert another["owner"] == "wf:another:1"
+    fence = skf.status(lock, 60.0)["fence"]
+    assert fence != taken["fence"]
+
+    told: list[dict[str, Any]] = []
+    deadline = time.monotonic() + 10
+    while True:
+        answer = served.tool("holds")
+        told += answer["lost_holds"]
+        [view] = answer["holds"]
+        if view["state"] != "held":
+            break
+        assert time.monotonic() < deadline, "the loss was never seen"
+        time.sleep(0.1)
+    assert view["state"] == "lost" and view["fence"] == taken["fence"]
+    assert [(h["lock"], h["owner"], h["state"]) for h in told] == [(lock, taken["owner"], "lost")]
+    held_throughout(skf, lock, "wf:another:1", fence, time.monotonic() + LEASE)
+    released = cli("release", "--lock", lock, "--owner", "wf:another:1").json
+    assert released["released"] is True
+    free_until = time.monotonic() + LEASE  # free, three renewal periods: not taken back
+    while time.monotonic() < free_until:
+        assert skf.status(lock, 60.0)["state"] == "free"
+        time.sleep(0.1)
+    assert served.tool("holds")["lost_holds"] == []
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+def test_bad_input_is_a_tool_error_saying_what_the_cli_says(
+    cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """Line by line: the tools listed; a relative lock path, an unknown tool or
+    argument, a bad owner or wait, slots with shared: each a tool error (isError) with
+    the CLI's message, naming the argument as the tool does. Nothing is taken, and the
+    session goes on."""
+    served = serving(cwd=tmp_path)  # where a relative path taken by mistake would land
+    served.initialize()
+    listed = served.reply(served.request("tools/list"))["result"]["tools"]
+    assert [tool["name"] for tool in listed] == TOOLS
+    lock = str(tmp_path / "locks" / "run.lock")
+
+    for name, arguments in [
+        ("acquire", {"lock": "locks/run.lock", "owner": "wf:s"}),
+        ("release", {"lock": "run.lock", "owner": "wf:s:1"}),
+        ("status", {"lock": "./run.lock"}),
+        ("list", {"under": "locks"}),
+    ]:
+        message = served.tool_error(name, arguments)
+        assert "is a relative path" in message and "give it as an absolute path" in message
+    assert served.tool_error("steal", {"lock": lock}) == (
+        "unknown tool 'steal'; the tools are acquire, release, status, list, holds"
+    )
+    assert served.tool_error("acquire", {"lock": lock, "owner": "wf:s", "stale_after": 60}) == (
+        "usage error: acquire takes lock, owner, wait, slots, shared, not 'stale_after'"
+    )
+    missing = served.tool_error("acquire", {"lock": lock})
+    assert missing == "usage error: owner is required: a string"
+
+    def clis(*args: str) -> str:
+        """The CLI's message for ``args``, its options named as the tool names them."""
+        return cli("acquire", "--lock", lock, *args).error.replace("--", "")
+
+    assert served.tool_error("acquire", {"lock": lock, "owner": "nobody"}) == clis(
+        "--owner", "nobody"
+    )
+    assert served.tool_error("acquire", {"lock": lock, "owner": "wf:s", "wait": "soon"}) == clis(
+        "--owner", "wf:s", "--wait", "soon"
+    )
+    assert served.tool_error(
+        "acquire", {"lock": lock, "owner": "wf:s", "slots": 2, "shared": True}
+    ) == clis("--owner", "wf:s", "--slots", "2", "--shared")
+    negative = served.tool_error("acquire", {"lock": lock, "owner": "wf:s", "wait": -1})
+    assert negative == "wait must be a finite number of seconds >= 0 and <= 86400, not -1"
+
+    assert served.tool("holds") == {"holds": [], "lost_holds": []}
+    assert os.listdir(tmp_path) == []
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.parametrize(
+    ("lease", "message"),
+    [
+        (
+            "1s",
+            "--lease of '1s' is too short to renew the lock safely while work runs;"
+            " give at least 3 seconds",
+        ),
+        (
+            "x",
+            "usage error: --lease must be a number of seconds or a duration such as 90s,"
+            " 10m, 2h, 1.5h, 1d or 1h30m, not 'x'",
+        ),
+    ],
+)
+def test_serve_refuses_a_lease_it_cannot_keep(
+    cli: Callable[..., Run], lease: str, message: str
+) -> None:
+    run = cli("serve", "--lease", lease)
+    assert run.code == 1 and run.error == message
+
+
+def test_serve_without_the_sdk_says_how_to_run_it(tmp_path: Path) -> None:
+    """A Python that lacks the MCP SDK (this one, blind to its site-packages): exit 1,
+    one JSON error line naming the command that brings the SDK."""
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(SCRIPT), "serve"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    run = Run(done.returncode, done.stdout, done.stderr)
+    assert run.code == 1
+    assert run.error == (
+        "serve needs the MCP Python SDK (mcp>=2.3,<3), which this Python lacks: run it as"
+        f" uv run --with 'mcp>=2.3,<3' {shlex.quote(str(SCRIPT))} serve"
+    )
