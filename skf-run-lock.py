@@ -7862,8 +7862,9 @@ class _Session:
     """The holds of one agent session: kept by one renewal thread, released when the
     session ends. ``ending`` is set once it ends, however it ends."""
 
-    def __init__(self, lease: float) -> None:
+    def __init__(self, lease: float, parent: int) -> None:
         self.lease = lease
+        self.parent = parent  # the process that started the server, as it started
         self.holds: dict[tuple[str, str], _SessionHold] = {}
         self.guard = threading.Lock()  # the holds, their states, what is yet untold
         self.added = threading.Event()  # a hold was added: the renewal thread looks again
@@ -8265,14 +8266,15 @@ def _end_when_told(session: _Session) -> None:
 def _watch_parent(session: _Session) -> None:
     """End the session once the process that started the server is gone (a client that
     killed ``uv run`` alone leaves the server to another parent)."""
-    parent = os.getppid()
-    while not session.ending.wait(_PARENT_LOOK_SEC):
-        if os.getppid() != parent:
-            session.ending.set()
+    while os.getppid() == session.parent:
+        if session.ending.wait(_PARENT_LOOK_SEC):
+            return
+    session.ending.set()
 
 
 def _serve(lease: float) -> int:
     """Serve the tools over stdio until the session ends (this process then exits 0)."""
+    parent = os.getppid()  # before the SDK loads, which takes seconds: a parent gone meanwhile
     try:
         from mcp import types
         from mcp.server.lowlevel import Server
@@ -8282,7 +8284,7 @@ def _serve(lease: float) -> int:
     import asyncio
 
 
-    session = _Session(lease)
+    session = _Session(lease, parent)
     _Interrupts.disarm()
     _Interrupts.handle(lambda signum, frame: session.ending.set())
     for work in (_end_when_told, _watch_parent, _Session.keep_renewing):
@@ -8320,12 +8322,17 @@ def _serve(lease: float) -> int:
             await server.run(read, write, server.create_initialization_options())
             session.ending.set()  # stdin closed: released now, not after asyncio's teardown
 
-    asyncio.run(run())  # once stdin closes, the session is ending
+    try:
+        asyncio.run(run())  # once stdin closes, the session is ending
+    except Exception as exc:  # the client's end of the pipes gone, most likely
+        _fail(f"the session ended: {exc}")
+    finally:
+        session.ending.set()
     while True:  # the ending thread exits the process
         time.sleep(60)
 ''')
 
-_BUILD = '579b5ac94ff131862bccdf88b966a22ed6a746b2a6332ca6df3f9eefa3b8b082'  # what a cache entry must name
+_BUILD = 'c2e4caf94cf13ac1e6fc5e6005aae7c968c415c71354824c9dfad917af3a1712'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -804,8 +804,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-parent-unwatched": (
         "a session ends once the process that started the server is gone",
-        "        if os.getppid() != parent:\n",
-        "        if False:\n",
+        "    while os.getppid() == session.parent:\n",
+        "    while True:\n",
     ),
     "serve-parent-looked-at-rarely": (
         "the parent gone is seen within a fraction of the 2 s a session's end may take",
