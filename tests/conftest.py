@@ -80,8 +80,8 @@ def skf() -> ModuleType:
 
 @pytest.fixture
 def windows_rules(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> FakeMsvcrt | None:
-    """``skf`` following Windows' rules for one test, on any system (its ``_PLATFORM``
-    set to ``_WINDOWS``): on POSIX its guard locks through a fake msvcrt, returned."""
+    """``skf`` following Windows' rules for one test, on any system (``_WINDOWS`` the
+    platform in force): on POSIX its guard locks through a fake msvcrt, returned."""
     return follow_windows_rules(skf, monkeypatch)
 
 
@@ -351,8 +351,8 @@ def counted_tries(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[bool
 @pytest.fixture
 def no_beats(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     """Places in line that need no keeping alive: a waiter wakes only for what it watches."""
-    monkeypatch.setattr(skf, "_PLACE_TTL_SEC", 3600.0)
-    monkeypatch.setattr(skf, "_BEAT_SEC", 3600.0)
+    monkeypatch.setattr(skf._SEAMS, "place_ttl_sec", 3600.0)
+    monkeypatch.setattr(skf._SEAMS, "beat_sec", 3600.0)
 
 
 # --- Fuzzing: a sample by default, every mutation with --fuzz-long ---------------------

@@ -251,17 +251,17 @@ def test_a_kill_names_the_first_test_that_failed() -> None:
 
 @BUILDING
 def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Path) -> None:
-    decisions = tree / "src" / "skf_run_lock" / "decisions.py"
-    edit(decisions, "_PLACE_TTL_SEC = 3.0", "_PLACE_TTL_SEC = 4.0")
+    guard = tree / "src" / "skf_run_lock" / "guard.py"
+    edit(guard, "_GUARD_POLL_SEC = 0.001", "_GUARD_POLL_SEC = 0.002")
     before = (tree / "skf-run-lock.py").read_bytes()
-    number = before.decode().split("\n").index("_PLACE_TTL_SEC = 3.0") + 1
+    number = before.decode().split("\n").index("_GUARD_POLL_SEC = 0.001") + 1
     done = run_bundle(tree, "--check")
     assert done.returncode == 1 and done.stdout == ""
-    assert f"line {number} differs: '_PLACE_TTL_SEC = 3.0'" in done.stderr
+    assert f"line {number} differs: '_GUARD_POLL_SEC = 0.001'" in done.stderr
     assert (tree / "skf-run-lock.py").read_bytes() == before  # a check writes nothing
     assert run_bundle(tree).returncode == 0
     assert run_bundle(tree, "--check").returncode == 0
-    assert "_PLACE_TTL_SEC = 4.0" in (tree / "skf-run-lock.py").read_text(encoding="utf-8")
+    assert "_GUARD_POLL_SEC = 0.002" in (tree / "skf-run-lock.py").read_text(encoding="utf-8")
 
 
 @BUILDING

@@ -509,7 +509,7 @@ def test_a_dead_waiters_place_is_gone_after_the_next_call_that_reads_it(
     place_in_line(skf, store.lock, "wf:dead:1")
     assert store.left_behind() != held_alone  # its place is kept on the store
     assert [w["owner"] for w in skf.status(store.lock, 60.0)["waiting"]] == ["wf:dead:1"]
-    time.sleep(skf._PLACE_TTL_SEC + 0.2)
+    time.sleep(skf._SEAMS.place_ttl_sec + 0.2)
     # From the first read that finds it lapsed (etcd's lease may end a moment late),
     # nothing of it is left on the store, and the holder still holds.
     deadline = time.monotonic() + 10
@@ -534,7 +534,7 @@ def test_a_dead_waiters_place_leaves_a_line_that_lives_on(
     thread, outcome = waiter_thread(skf, store.lock, "wf:alive:1")
     wait_for("the live waiter behind it", lambda: len(store.line_tickets()) == 2)
     (alive,) = [ticket for ticket in store.line_tickets() if ticket != dead.ticket]
-    time.sleep(skf._PLACE_TTL_SEC + 0.2)
+    time.sleep(skf._SEAMS.place_ttl_sec + 0.2)
     deadline = time.monotonic() + 10
     while dead.ticket in store.line_tickets():
         refused = skf.acquire(store.lock, "wf:other:1", 600.0)

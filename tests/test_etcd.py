@@ -766,7 +766,7 @@ def test_beats_keep_a_lease_granted_ahead_of_use(
 ) -> None:
     """A waiter at its turn for longer than a second still takes on the lease granted
     ahead: each beat keeps it alive with the place."""
-    monkeypatch.setattr(skf, "_BEAT_SEC", 0.2)
+    monkeypatch.setattr(skf._SEAMS, "beat_sec", 0.2)
     after, lease = handed_over(skf, etcd, etcd_lock, sent, 1.5)
     assert lease["grantedTTL"] == "61" and 60 <= int(lease["TTL"]) <= 61
     assert "/v3/lease/grant" not in after

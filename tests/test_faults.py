@@ -328,7 +328,7 @@ def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(
     monkeypatch: pytest.MonkeyPatch,
     name: str,
 ) -> None:
-    monkeypatch.setattr(skf, "_SHARING_RETRY_SEC", 0.2)
+    monkeypatch.setattr(skf._SEAMS, "sharing_retry_sec", 0.2)
     write_record(lock, "wf:sk:r", ago(seconds=5))
     before = lock.read_bytes()
     calls: list[tuple[Any, ...]] = []

@@ -388,8 +388,8 @@ def windows(skf: ModuleType, windows_rules: FakeMsvcrt | None) -> Windows:
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_rules_are_the_ones_followed(windows: Windows, lock: Path) -> None:
     module, fake = windows
-    assert module._PLATFORM is module._WINDOWS
-    assert module._PLATFORM.remove_guard_while_held is False
+    assert module._SEAMS.platform is module._WINDOWS
+    assert module._SEAMS.platform.remove_guard_while_held is False
     assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
     assert fake.calls == ["lock", "unlock"]  # through msvcrt
 
@@ -467,7 +467,7 @@ def test_windows_guard_wait_times_out_with_an_os_error(
 ) -> None:
     module, fake = windows
     fake.busy_times = 10**6
-    monkeypatch.setattr(module, "GUARD_WAIT_SEC", 0.05)
+    monkeypatch.setattr(module._SEAMS, "guard_wait_sec", 0.05)
     with pytest.raises(TimeoutError, match="guard"):
         module.acquire(lock, "wf:sk:r", 60.0)
     assert beside(lock) == ["run.lock.skf-guard"]  # its holder's: only the holder removes it

@@ -174,7 +174,7 @@ def test_a_waiter_keeps_its_place_through_a_long_wait(
     first = procs("acquire", "--lock", any_lock, "--owner", "wf:first:1", "--wait", "120")
     wait_for("first in line", lambda: in_line(skf, any_lock) == ["wf:first:1"])
     (place,) = skf.status(any_lock, 60.0)["waiting"]
-    time.sleep(skf._PLACE_TTL_SEC * 2.5)
+    time.sleep(skf._SEAMS.place_ttl_sec * 2.5)
     procs("acquire", "--lock", any_lock, "--owner", "wf:second:1", "--wait", "120")
     wait_for("second in line", lambda: len(in_line(skf, any_lock)) == 2)
     assert skf.status(any_lock, 60.0)["waiting"][0] == place
@@ -553,7 +553,7 @@ def test_a_refusal_naming_the_first_waiter_says_when_its_place_lapses(
     cli: Callable[..., Run], tmp_path: Path
 ) -> None:
     """Not when a hold of that waiter's timeout would go stale (an hour away): a place
-    lapses _PLACE_TTL_SEC (3 s) after its waiter's last beat, a killed waiter's too."""
+    lapses _SEAMS.place_ttl_sec (3 s) after its waiter's last beat, a killed waiter's too."""
     lock = tmp_path / "lapse.lock"
     beat = time.time()
     place: dict[str, object] = {"ticket": "7", "owner": "wf:sk:dead"}

@@ -146,7 +146,7 @@ def test_two_slots_freed_in_a_row_wake_two_waiters(
 @pytest.fixture
 def quick_beats(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Beats every 0.2 s (five a second), each beat recorded as it is sent."""
-    monkeypatch.setattr(skf, "_BEAT_SEC", 0.2)
+    monkeypatch.setattr(skf._SEAMS, "beat_sec", 0.2)
     beats: list[float] = []
     real = skf._EtcdStore.beat
 

@@ -11,7 +11,6 @@ import os
 import time
 
 from .decisions import (
-    _BEAT_SEC,
     _ahead_of,
     _another_programs_file,
     _asks_shared,
@@ -52,6 +51,7 @@ from .outputs import (
 from .public_surface import LockBusy
 from .records import _Place, _Record
 from .registry import _store_for
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -342,7 +342,7 @@ def _wait_turn(
     """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
     ``shown(result, seconds left, place)`` is told each new place in line. A waiter
     among the first N in line (N slots) watches the slots: one that frees may be its."""
-    beat_at = time.monotonic() + _BEAT_SEC
+    beat_at = time.monotonic() + _SEAMS.beat_sec
     last_shown = 0
     found = None  # what the last look found, while the wait goes on from it
     vouched = 0  # waits in a row that went on from one look
@@ -356,7 +356,7 @@ def _wait_turn(
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
                 return
-            beat_at = time.monotonic() + _BEAT_SEC
+            beat_at = time.monotonic() + _SEAMS.beat_sec
             last_shown = 0  # shown again after a beat
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
