@@ -2,7 +2,9 @@
 servers for the session, and the hooks that make a skipped test fail the run on Linux.
 
 Helpers live in modules of their own: calls.py (a CLI call's outcome, processes),
-lockfiles.py, contenders.py, servers.py, pki.py, signals.py, stores.py and waiters.py.
+lockfiles.py, contenders.py, servers.py, pki.py, signals.py, stores.py and waiters.py;
+what a test sets through the built file's seams (a store of its own around each store a
+call opens, the platform in force) in wrapped.py.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pki import Pki, make_pki
 from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
 from stores import PlaceUnderTest, StoreUnderTest
 from windows_rules import FakeMsvcrt, follow_windows_rules
+from wrapped import WrappedStore, wrap_stores
 
 if sys.platform == "win32" and os.environ.get("SKF_WINDOWS_LANE"):
     # Wine 8 lacks CopyFile2, which shutil.copy2 (and so copytree) calls first on
@@ -319,32 +322,38 @@ def armed(skf: ModuleType) -> Iterator[Any]:
 
 @pytest.fixture
 def watching(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Set once a waiter sits reading its watch."""
+    """Set once a waiter sits waiting on its store (etcd: on its watch)."""
     waiting = threading.Event()
-    real = skf._EtcdWatch.deleted
 
-    def deleted(self: object, until: float, *kept: object) -> set[bytes]:
-        waiting.set()
-        gone: set[bytes] = real(self, until, *kept)
-        return gone
+    class Watched(WrappedStore):
+        def wait(self, *args: object) -> bool:
+            waiting.set()
+            return bool(self.real.wait(*args))
 
-    monkeypatch.setattr(skf._EtcdWatch, "deleted", deleted)
+    wrap_stores(skf, monkeypatch, Watched)
     return waiting
 
 
 @pytest.fixture
 def counted_tries(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Each try a waiter (an owner "wf:waiter:...") makes, as whether it took the lock."""
+    """Each try a waiter (an owner "wf:waiter:...") makes, as whether it took the lock:
+    a try refused puts its place in line (or finds it there), one that takes applies
+    its change."""
     tries: list[bool] = []
-    real = skf._take_in
 
-    def counting(store: object, request: Any, *args: object) -> object:
-        taken = real(store, request, *args)  # a hold, or a refusal's output
-        if request.owner.startswith("wf:waiter:"):
-            tries.append(skf._acquire_output(taken)["acquired"])
-        return taken
+    class Counted(WrappedStore):
+        def join(self, look: Any, place: Any, now: float) -> None:
+            if place.owner.startswith("wf:waiter:"):
+                tries.append(False)
+            self.real.join(look, place, now)
 
-    monkeypatch.setattr(skf, "_take_in", counting)
+        def apply(self, look: Any, record: Any, owner: str, place: Any = None) -> bool:
+            applied = bool(self.real.apply(look, record, owner, place))
+            if applied and record is not None and owner.startswith("wf:waiter:"):
+                tries.append(True)
+            return applied
+
+    wrap_stores(skf, monkeypatch, Counted)
     return tries
 
 

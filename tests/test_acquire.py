@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from calls import first_arguments_of
 from lockfiles import NOW, ago, beside, read_json, write_record
-from stores import StoreUnderTest
+from wrapped import WrappedStore, wrap_stores
 
 ACQUIRE_KEYS = [
     "acquired",
@@ -205,16 +205,31 @@ def test_acquire_within_raises_lock_busy_with_the_last_answer(skf: ModuleType, l
     assert "stale" in str(busy.value)
 
 
-def takes_seen(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The owner of every try a waiter makes (one change of the lock each) from now on."""
-    owners: list[str] = []
-    real = skf._take_in
+def takes_seen(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """Each try this thread's calls make from now on, as the owner it was made for: a
+    try refused puts the waiter's place in line (or finds it there), or, of a call that
+    does not wait (None: no place, no owner shown), prunes the line; a take applies its
+    change."""
+    owners: list[str | None] = []
+    mine = threading.current_thread()
 
-    def spy(store: StoreUnderTest, request: Any, *args: object) -> object:
-        owners.append(request.owner)
-        return real(store, request, *args)
+    class Seen(WrappedStore):
+        def join(self, look: Any, place: Any, now: float) -> None:
+            if threading.current_thread() is mine:
+                owners.append(place.owner)
+            self.real.join(look, place, now)
 
-    monkeypatch.setattr(skf, "_take_in", spy)
+        def prune(self, look: Any, now: float) -> None:
+            if threading.current_thread() is mine:
+                owners.append(None)
+            self.real.prune(look, now)
+
+        def apply(self, look: Any, record: Any, owner: str, place: Any = None) -> bool:
+            if threading.current_thread() is mine and record is not None:
+                owners.append(owner)
+            return bool(self.real.apply(look, record, owner, place))
+
+    wrap_stores(skf, monkeypatch, Seen)
     return owners
 
 
@@ -245,7 +260,7 @@ def test_acquire_within_zero_wait_tries_once(
     monkeypatch.setattr(skf.time, "sleep", lambda s: pytest.fail("a zero wait must not pause"))
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(lock, "wf:sk:w", 3600.0, 0)
-    assert tries == ["wf:sk:w"]
+    assert tries == [None]  # one try, refused: no place in line
     assert beside(lock) == ["run.lock"]  # it never stood in line
 
 

@@ -38,6 +38,7 @@ from servers import (
 from signals import a_wait_ended_by_sigint
 from tcp_fakes import serving
 from waiters import joined, waiter_thread
+from wrapped import WrappedStore, wrap_stores
 
 
 def kv_put(etcd: Etcd, key: str, value: bytes) -> None:
@@ -554,21 +555,22 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     after the release, at a revision past the look's, so the waiter tries again at
     once rather than wait for a change that has already come."""
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    real_watch = skf._EtcdWatch.start
+    released: list[bool] = []
 
-    def release_then_watch(self: object, until: float, keys: tuple[bytes, bytes | None]) -> bool:
-        skf.release(etcd_lock, "wf:holder:1")
-        woken: bool = real_watch(self, until, keys)
-        return woken
+    class ReleasedFirst(WrappedStore):
+        def wait(self, *args: object) -> bool:
+            if not released:  # once: the look is taken, the wait (and its watch) to come
+                released.append(skf.release(etcd_lock, "wf:holder:1")["released"])
+            return bool(self.real.wait(*args))
 
     monkeypatch_watch = pytest.MonkeyPatch()
-    monkeypatch_watch.setattr(skf._EtcdWatch, "start", release_then_watch)
+    wrap_stores(skf, monkeypatch_watch, ReleasedFirst)
     try:
         thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
         assert joined(thread, outcome)["owner"] == "wf:waiter:1"
     finally:
         monkeypatch_watch.undo()
-    assert counted_tries == [False, True]
+    assert released == [True] and counted_tries == [False, True]
 
 
 def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(
@@ -793,13 +795,13 @@ def test_a_waiter_takes_a_record_stale_by_its_time_alone(
 def counted_looks(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """One entry per look a waiter takes at its lock on etcd."""
     looks: list[int] = []
-    real = skf._EtcdStore.look
 
-    def counted(self: object, upto: object = None) -> object:
-        looks.append(1)
-        return real(self, upto)
+    class Counted(WrappedStore):
+        def look(self, upto: str | None = None) -> object:
+            looks.append(1)
+            return self.real.look(upto)
 
-    monkeypatch.setattr(skf._EtcdStore, "look", counted)
+    wrap_stores(skf, monkeypatch, Counted)
     return looks
 
 

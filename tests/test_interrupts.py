@@ -31,6 +31,7 @@ from servers import redis_keys
 from signals import INTERRUPTING, SIGHUP, assert_signal_outcome, deliver
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
+from wrapped import WrappedStore, wrap_stores
 
 pytestmark = posix_only("POSIX signals (SIGTERM, SIGHUP) sent to real processes")
 SIGNALS = list(INTERRUPTING)
@@ -61,17 +62,17 @@ def test_signal_while_the_guard_is_held_ends_a_refusal_at_the_drop(
 ) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=5))
     before = lock.read_bytes()
-    real_read = skf._read_record
     dropped: list[bool] = []
 
-    def read_then_signal(path: str) -> object:
-        record = real_read(path)
-        deliver(armed, SIGHUP)
-        dropped.append(os.path.exists(path + ".skf-guard"))  # still held: deferred
-        return record
+    class SignalledAfterRead(WrappedStore):
+        def read(self, line: bool = True) -> object:
+            look = self.real.read(line)
+            deliver(armed, SIGHUP)
+            dropped.append(os.path.exists(f"{lock}.skf-guard"))  # still held: deferred
+            return look
 
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(skf, "_read_record", read_then_signal)
+        wrap_stores(skf, patched, SignalledAfterRead)
         run = main("acquire", "--lock", lock, "--owner", "wf:sk:me")
     assert dropped == [True]
     assert run.code == 129 and "SIGHUP" in run.error and "before it changed anything" in run.error

@@ -43,6 +43,7 @@ from waiters import (
     served_after_a_release,
     waiter_thread,
 )
+from wrapped import WrappedStore, wrap_stores
 
 
 def key_of(address: str) -> str:
@@ -436,16 +437,16 @@ def test_a_ring_before_the_wait_begins_is_not_missed(
     """The release lands between the waiter's look and its wait: the ring waits in the
     bell's list, and the wait pops it at once."""
     skf.acquire(redis_lock, "wf:holder:1", 600.0)
-    real = skf._RedisStore._rung
     rings: list[bool] = []
 
-    def release_then_wait(self: object, bell: object, ticket: str, until: float) -> bool:
-        if not rings:
-            skf.release(redis_lock, "wf:holder:1")
-        rings.append(real(self, bell, ticket, until))
-        return rings[-1]
+    class ReleasedFirst(WrappedStore):
+        def wait(self, *args: object) -> bool:
+            if not rings:  # once: the look is taken, the wait to come
+                skf.release(redis_lock, "wf:holder:1")
+            rings.append(bool(self.real.wait(*args)))
+            return rings[-1]
 
-    monkeypatch.setattr(skf._RedisStore, "_rung", release_then_wait)
+    wrap_stores(skf, monkeypatch, ReleasedFirst)
     thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
     assert joined(thread, outcome)["owner"] == "wf:waiter:1"
     assert counted_tries == [False, True] and rings == [True]
