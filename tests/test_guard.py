@@ -19,6 +19,7 @@ from collections.abc import Callable
 from calls import Run, pipe, posix_only
 from lockfiles import NOW, ago, beside, write_record
 from windows_rules import FakeMsvcrt
+from wrapped import WrappedPlatform, follow_rules
 
 
 @posix_only("removing a file that is open and locked")
@@ -85,16 +86,15 @@ def test_guard_replaced_by_a_link_to_itself_is_not_taken(
     this call locked does not make it the guard (lstat, not stat)."""
     lock.parent.mkdir()
     guard = str(lock) + ".skf-guard"
-    real_try_lock = skf._PLATFORM.try_lock
 
-    def swap_then_lock(fd: int) -> bool:
-        if not os.path.islink(guard):
-            os.rename(guard, guard + ".moved")
-            os.symlink(guard + ".moved", guard)
-        locked: bool = real_try_lock(fd)
-        return locked
+    class SwappedThenLocked(WrappedPlatform):
+        def try_lock(self, fd: int) -> bool:
+            if not os.path.islink(guard):
+                os.rename(guard, guard + ".moved")
+                os.symlink(guard + ".moved", guard)
+            return bool(self.real.try_lock(fd))
 
-    monkeypatch.setattr(skf._PLATFORM, "try_lock", swap_then_lock)
+    follow_rules(skf, monkeypatch, SwappedThenLocked(skf._SEAMS.platform))
     with pytest.raises(OSError, match="symbolic link"):
         skf.acquire(lock, "wf:sk:r", 60.0)
     assert not lock.exists()
@@ -197,18 +197,19 @@ def test_guard_replaced_after_opening_is_retried(
     """A waiter that locks a guard file its holder already removed must not go on."""
     lock.parent.mkdir()
     guard = str(lock) + ".skf-guard"
-    checks: list[bool] = []
-    real_same = skf._names_same_file
+    locked: list[bool] = []
 
-    def same(fd: int, path: str) -> bool:
-        if not checks:
-            os.unlink(path)  # the holder removes the file between our open and our check
-        checks.append(real_same(fd, path))
-        return checks[-1]
+    class RemovedOnce(WrappedPlatform):
+        def try_lock(self, fd: int) -> bool:
+            locked.append(bool(self.real.try_lock(fd)))
+            if len(locked) == 1:
+                os.unlink(guard)  # the holder removes the file between our open and our check
+            return locked[-1]
 
-    monkeypatch.setattr(skf, "_names_same_file", same)
+    follow_rules(skf, monkeypatch, RemovedOnce(skf._SEAMS.platform))
     assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
-    assert checks == [False, True]
+    # The file it locked first was gone: it made the guard anew and locked that.
+    assert locked == [True, True]
     assert not os.path.exists(guard)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from calls import root_only
 from lockfiles import beside, read_json
-from wrapped import WrappedStore, wrap_stores
+from wrapped import WrappedPlatform, WrappedStore, follow_rules, wrap_stores
 
 NOBODY = 65534
 NOGROUP = 65534
@@ -122,16 +122,15 @@ def test_a_guard_made_by_another_user_makes_a_call_wait_not_fail(
         return "dropped"
 
     def take(say: Say, wait_for_go: Go) -> object:
-        real_try_lock = skf._PLATFORM.try_lock
-
-        def try_lock(fd: int) -> bool:
-            locked: bool = real_try_lock(fd)
-            if not locked:
-                say("blocked")  # it opened root's guard and found it held: it waits
-            return locked
+        class Told(WrappedPlatform):
+            def try_lock(self, fd: int) -> bool:
+                locked = bool(self.real.try_lock(fd))
+                if not locked:
+                    say("blocked")  # it opened root's guard and found it held: it waits
+                return locked
 
         # In this child, never undone.
-        pytest.MonkeyPatch().setattr(skf._PLATFORM, "try_lock", try_lock)
+        follow_rules(skf, pytest.MonkeyPatch(), Told(skf._SEAMS.platform))
         return skf.acquire(lock, "user:nobody:1", 60.0)
 
     root = User(0, 0).run(hold_guard)
