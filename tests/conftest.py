@@ -4,7 +4,7 @@ servers for the session, and the hooks that make a skipped test fail the run on 
 Helpers live in modules of their own: calls.py (a CLI call's outcome, processes),
 lockfiles.py, contenders.py, servers.py, pki.py, signals.py, stores.py and waiters.py;
 what a test sets through the built file's seams (a store of its own around each store a
-call opens, the platform in force) in wrapped.py.
+call opens, the platform in force) in wrapped.py, and what it sees on the wire in wire.py.
 """
 
 from __future__ import annotations

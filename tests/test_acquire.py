@@ -271,15 +271,20 @@ def test_a_waiter_takes_the_guard_only_to_keep_its_place(
     the waiter alive about once a second, and to leave; every other look is made
     without it, so a waiter frozen mid-look holds up nobody."""
     skf.acquire(lock, "wf:sk:holder", 3600.0)
-    guards = first_arguments_of(monkeypatch, skf, "_take_guard")
-    looks = first_arguments_of(monkeypatch, skf, "_signature")
+    guard = f"{lock}.skf-guard"
+    opened = first_arguments_of(monkeypatch, os, "open")  # a guard is opened to be taken
+    looks = first_arguments_of(monkeypatch, os, "lstat")  # a look at a file's signature
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(lock, "wf:sk:w", 3600.0, 2.5)
     # join, two beats, the last try, leave (a beat may fall on the deadline)
-    assert 4 <= len(guards) <= 6, len(guards)
+    guards = opened.count(guard)
+    assert 4 <= guards <= 6, guards
     # The first in line looks at the lock file every few milliseconds, without the guard
-    # (and at the line's file, with the lock's, when it reads the line).
-    assert looks.count(str(lock)) >= 100 and set(looks) == {str(lock), f"{lock}.skf-line"}
+    # (and at the line's file, with the lock's, when it reads the line); the guard's
+    # own check of what it locked looks at it once a take.
+    assert looks.count(str(lock)) >= 100, looks.count(str(lock))
+    assert set(looks) == {str(lock), f"{lock}.skf-line", guard}
+    assert looks.count(guard) == guards
     assert beside(lock) == ["run.lock"]
 
 

@@ -27,15 +27,15 @@ def test_guard_is_removed_while_still_held(
     skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[str] = []
-    real_unlink, real_close = os.unlink, os.close
+    real_open, real_unlink, real_close = os.open, os.unlink, os.close
     guard = str(lock) + ".skf-guard"
     fds: dict[int, str] = {}
-    real_take = skf._take_guard
 
-    def take(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
-        fd, created = real_take(guard, make_parents, until)
-        fds[fd] = "guard"
-        return fd, created
+    def open_(path: str, *a: Any, **k: Any) -> int:
+        fd = real_open(path, *a, **k)
+        if path == guard:
+            fds[fd] = "guard"
+        return fd
 
     def unlink(path: str, *a: Any, **k: Any) -> None:
         if path == guard:
@@ -47,7 +47,7 @@ def test_guard_is_removed_while_still_held(
             events.append("close guard")
         real_close(fd)
 
-    monkeypatch.setattr(skf, "_take_guard", take)
+    monkeypatch.setattr(os, "open", open_)
     monkeypatch.setattr(os, "unlink", unlink)
     monkeypatch.setattr(os, "close", close)
     skf.acquire(lock, "wf:sk:r", 60.0)

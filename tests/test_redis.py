@@ -43,6 +43,7 @@ from waiters import (
     served_after_a_release,
     waiter_thread,
 )
+from wire import when_blocked
 from wrapped import WrappedStore, wrap_stores
 
 
@@ -413,17 +414,10 @@ def test_an_expired_record_race_has_exactly_one_winner(
 
 
 @pytest.fixture
-def blocked(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+def blocked(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Set once a waiter sits blocked on its bell."""
     event = threading.Event()
-    real = skf._RedisStore._rung
-
-    def rung(self: object, bell: object, ticket: str, until: float) -> bool:
-        event.set()
-        rang: bool = real(self, bell, ticket, until)
-        return rang
-
-    monkeypatch.setattr(skf._RedisStore, "_rung", rung)
+    when_blocked(monkeypatch, "redis", event.set)
     return event
 
 
@@ -501,7 +495,7 @@ def test_a_signal_while_blocked_on_the_bell_ends_the_wait_and_leaves_the_line(
     armed: Any,
     redis_lock: str,
 ) -> None:
-    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, redis_lock, skf._RedisStore, "_rung")
+    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, redis_lock)
     assert redis_keys(redis_lock) == ["", "\0last"]  # no place, bell or line left
 
 

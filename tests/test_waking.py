@@ -15,10 +15,8 @@ from typing import Any
 
 import pytest
 from waiters import joined, waiter_thread
+from wire import when_blocked
 from wrapped import WrappedStore, wrap_stores
-
-# Where each server's waiter blocks: etcd reads its watch, Redis pops its bell.
-BLOCKS_IN = {"etcd": ("_EtcdWatch", "deleted"), "redis": ("_RedisStore", "_rung")}
 
 
 @pytest.fixture(params=["etcd", "redis"])
@@ -29,18 +27,11 @@ def server_lock(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def blocked(skf: ModuleType, server_lock: str, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Set once a waiter sits blocked on its store."""
-    cls_name, method = BLOCKS_IN[server_lock.partition("://")[0]]
-    cls = getattr(skf, cls_name)
+def blocked(server_lock: str, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set once a waiter sits blocked on its store: on etcd, reading a watch etcd said
+    it made; on Redis, waiting for its bell."""
     event = threading.Event()
-    real = getattr(cls, method)
-
-    def blocking(self: object, *args: object) -> object:
-        event.set()
-        return real(self, *args)
-
-    monkeypatch.setattr(cls, method, blocking)
+    when_blocked(monkeypatch, server_lock.partition("://")[0], event.set)
     return event
 
 
