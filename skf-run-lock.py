@@ -1082,6 +1082,19 @@ class _Query:
         self.slots = slots
 
 
+class _Release:
+    """What a release asks: the lock (a path or an address, checked by its store) and
+    the whole ``owner`` whose hold it ends (checked once the store has named the lock,
+    which the refusal of an owner without its run id shows). A value of its own, not a
+    ``_Request``: a release has no timeout, wait, count of slots or kind of hold."""
+
+    __slots__ = ("lock", "owner")
+
+    def __init__(self, lock: str | os.PathLike[str], owner: str) -> None:
+        self.lock = lock
+        self.owner = owner
+
+
 class _Request(_Query):
     """What a call that takes a lock asks, each part checked: a query's parts, the
     whole owner and its run id, how long it may wait in line, whether it asks for a
@@ -4030,7 +4043,15 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
     several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
     ValueError, OSError as :func:`acquire`."""
-    store = _store_for(lock)
+    return _release_of(_Release(lock, owner))
+
+
+def _release_of(request: _Release) -> ReleaseResult:
+    """release, as asked: the lock checked by its store, then the owner (whole, with
+    its run id); what the store read decided (``_released``), applied against it, and
+    the output."""
+    store = _store_for(request.lock)
+    owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)
     try:
@@ -5169,7 +5190,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5172, (), r'''
+_CARRIED['usage'] = (5193, (), r'''
 import os
 import sys
 import textwrap
@@ -5395,7 +5416,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5398, (), r'''
+_CARRIED['server_gateway'] = (5419, (), r'''
 import errno
 import json
 import os
@@ -5717,7 +5738,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5720, ('server_gateway',), r'''
+_CARRIED['http1'] = (5741, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5844,7 +5865,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5847, ('server_gateway',), r'''
+_CARRIED['resp'] = (5868, ('server_gateway',), r'''
 import re
 
 
@@ -5979,7 +6000,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5982, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6003, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6185,7 +6206,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6188, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6209, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6300,7 +6321,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6303, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6324, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6816,7 +6837,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6819, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6840, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6878,7 +6899,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6881, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (6902, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7151,7 +7172,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7154, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7175, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7542,7 +7563,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7545, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7566, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7680,7 +7701,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7683, (), r'''
+_CARRIED['file_listing'] = (7704, (), r'''
 import os
 import stat
 
@@ -7739,7 +7760,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
     return [(entry.path, _Look(record, line=line))]
 ''')
 
-_BUILD = '3ecc86e895c2754486785f6ec4281cfedacb1af51f61d18c0b466c526deadf7f'  # what a cache entry must name
+_BUILD = '305c01fa3a7c62e9cced4bb1f3b8097a80834820660ba44768a39f6ad6ab4735'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -33,6 +33,7 @@ from .inputs import (
     _checked_stale_after,
     _has_run_id,
     _Query,
+    _Release,
     _Request,
     _seconds_of,
 )
@@ -232,7 +233,15 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
     several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
     ValueError, OSError as :func:`acquire`."""
-    store = _store_for(lock)
+    return _release_of(_Release(lock, owner))
+
+
+def _release_of(request: _Release) -> ReleaseResult:
+    """release, as asked: the lock checked by its store, then the owner (whole, with
+    its run id); what the store read decided (``_released``), applied against it, and
+    the output."""
+    store = _store_for(request.lock)
+    owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)
     try:
