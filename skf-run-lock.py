@@ -817,9 +817,10 @@ class _Windows:
 # src/skf_run_lock/platforms.py
 # The platform: POSIX's rules (posix.py) or Windows' (windows.py), each one value with
 # the names of ``_Platform``, and ``_PLATFORM``, the one this system follows, chosen here
-# once. Everything else asks ``_PLATFORM`` and tests no platform itself (the built file's
-# boot code aside: it finds the cache folder before this is compiled). Both modules import
-# on any system, so the tests select ``_WINDOWS`` on Linux to drive Windows' rules.
+# once. Everything else asks the rules in force, ``_SEAMS.platform`` (seams.py: this one),
+# and tests no platform itself (the built file's boot code aside: it finds the cache folder
+# before this is compiled). Both modules import on any system, so the tests set
+# ``_WINDOWS`` in force on Linux to drive Windows' rules.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
@@ -1081,6 +1082,19 @@ class _Query:
         self.slots = slots
 
 
+class _Release:
+    """What a release asks: the lock (a path or an address, checked by its store) and
+    the whole ``owner`` whose hold it ends (checked once the store has named the lock,
+    which the refusal of an owner without its run id shows). A value of its own, not a
+    ``_Request``: a release has no timeout, wait, count of slots or kind of hold."""
+
+    __slots__ = ("lock", "owner")
+
+    def __init__(self, lock: str | os.PathLike[str], owner: str) -> None:
+        self.lock = lock
+        self.owner = owner
+
+
 class _Request(_Query):
     """What a call that takes a lock asks, each part checked: a query's parts, the
     whole owner and its run id, how long it may wait in line, whether it asks for a
@@ -1295,6 +1309,63 @@ def _signal_name(signum: int) -> str:
 def _interrupted(signum: int) -> str:
     """What the CLI says when signal ``signum`` ended it."""
     return f"interrupted by {_signal_name(signum)} before it changed anything"
+
+
+# --------------------------------------------------------------------------------------
+# src/skf_run_lock/seams.py
+# The seams: the one value, ``_SEAMS``, whose fields the tests may set, and nothing else
+# of the code. Every store a call opens passes through ``opened`` (as it is, unless a test
+# wraps it in a store of its own), ``platform`` is the platform's rules in force, and the
+# timings and sizes are read where they are used, so a test may shorten them for a call.
+# Each is an attribute read where it is used: a call pays nothing for it.
+# --------------------------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+
+def _as_opened(store: _Store) -> _Store:
+    """A store as its opener made it: what ``opened`` is unless a test sets it."""
+    return store
+
+
+class _Seams:
+    """What a test may set, each field read by the code where it is used."""
+
+    __slots__ = (
+        "beat_sec",
+        "guard_wait_sec",
+        "opened",
+        "place_ttl_sec",
+        "platform",
+        "scan_count",
+        "sharing_retry_sec",
+        "survey_batch",
+        "survey_page",
+    )
+
+    def __init__(self) -> None:
+        # Every store a call opens (the registry's _store_for) is what this gives for it.
+        self.opened: Callable[[_Store], _Store] = _as_opened
+        # The platform's rules every call follows: this system's, chosen once.
+        self.platform: _Platform = _PLATFORM
+        # A place in line lapses place_ttl_sec after its waiter's last beat; a waiter
+        # beats every beat_sec.
+        self.place_ttl_sec = 3.0
+        self.beat_sec = 1.0
+        # How long a call waits for a lock's guard (the public GUARD_WAIT_SEC).
+        self.guard_wait_sec = GUARD_WAIT_SEC
+        # Windows: how long a file another program has open (a scanner, an indexer, a
+        # sync client) may refuse to be read, replaced or deleted before a call says so.
+        self.sharing_retry_sec = 5.0
+        # A listing: the keys a range of etcd's asks for at once, the keys a Redis node
+        # looks at for one SCAN, and the locks read in one round trip.
+        self.survey_page = 1000
+        self.scan_count = 1000
+        self.survey_batch = 500
+
+
+_SEAMS = _Seams()
 
 
 # --------------------------------------------------------------------------------------
@@ -1724,12 +1795,6 @@ if TYPE_CHECKING:
     from typing import Literal
 
 
-# A place in line lapses _PLACE_TTL_SEC after its waiter's last beat; a waiter beats
-# every _BEAT_SEC.
-_PLACE_TTL_SEC = 3.0
-_BEAT_SEC = 1.0
-
-
 def _deciding_timeout(record: _Record, stale_after: float) -> float:
     """The timeout that decides ``record``'s staleness: its holder's, else the caller's."""
     return stale_after if record.stale_after is None else record.stale_after
@@ -1907,8 +1972,10 @@ def _shared_record(holders: list[_Record]) -> _Record:
 
 
 def _live(line: list[_Place], now: float) -> list[_Place]:
-    """The places of ``line`` whose waiters are alive at ``now``, in order."""
-    return [p for p in line if p.beat is None or abs(now - p.beat) < _PLACE_TTL_SEC]
+    """The places of ``line`` whose waiters are alive at ``now``, in order (a place
+    lapses ``_SEAMS.place_ttl_sec`` after its waiter's last beat)."""
+    ttl = _SEAMS.place_ttl_sec
+    return [p for p in line if p.beat is None or abs(now - p.beat) < ttl]
 
 
 def _ahead_of(line: list[_Place], ticket: str) -> list[_Place] | None:
@@ -2209,11 +2276,11 @@ def _this_command() -> str:
     under it (that machine's python3 may be older than 3.11, or missing), else by
     python3 (on Windows, which has no python3, by the interpreter)."""
     if __name__ == "skf_run_lock.outputs":
-        return _installed_command() or f"{_PLATFORM.interpreter()} -m skf_run_lock"
+        return _installed_command() or f"{_SEAMS.platform.interpreter()} -m skf_run_lock"
     script = _quoted(os.path.abspath(__file__))
     if os.environ.get("UV") and _on_path("uv") is not None:
         return f"uv run {script}"
-    return f"{_PLATFORM.script_runner()} {script}"
+    return f"{_SEAMS.platform.script_runner()} {script}"
 
 
 def _installed_command() -> str | None:
@@ -2228,7 +2295,7 @@ def _installed_command() -> str | None:
             return "skf-run-lock"
     except OSError:
         pass  # Windows may start it by a name that is not a file: its path then
-    return _PLATFORM.runnable_path(os.path.abspath(started))
+    return _SEAMS.platform.runnable_path(os.path.abspath(started))
 
 
 def _on_path(name: str) -> str | None:
@@ -2260,10 +2327,10 @@ def _stale_at(since: int, holder_timeout: float) -> str:
 
 
 def _lapses_at(place: _Place, now: float) -> str:
-    """When ``place`` lapses unless its waiter beats again: _PLACE_TTL_SEC after its
+    """When ``place`` lapses unless its waiter beats again: _SEAMS.place_ttl_sec after its
     last beat (a server's expiry keeps it: at the latest that long from ``now``)."""
     beat = now if place.beat is None else place.beat
-    return _stale_at(int(-(-beat // 1)), _PLACE_TTL_SEC)
+    return _stale_at(int(-(-beat // 1)), _SEAMS.place_ttl_sec)
 
 
 def _maybe_the_callers_own(owner: str, holder: str | None) -> str:
@@ -2816,9 +2883,6 @@ if TYPE_CHECKING:
     _T = TypeVar("_T")
 
 _GUARD_SUFFIX = ".skf-guard"
-# Windows: how long a file another program has open (a scanner, an indexer, a sync
-# client) may refuse to be read, replaced or deleted before a call says so.
-_SHARING_RETRY_SEC = 5.0
 # A guard is held for one change, about a millisecond: a call polls it every ms while
 # others take their turns (on a busy lock, many a second), and backs off to 50 ms only
 # once it has waited longer than a busy lock would make it wait.
@@ -2845,20 +2909,20 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
     """``action()`` on ``lock`` or a file beside it, tried again for up to 5 s while
     Windows refuses it because another program has the file open; past that, an error
     that names the lock file and the cause (the system's own names a temp file)."""
-    deadline = time.monotonic() + _SHARING_RETRY_SEC
+    deadline = time.monotonic() + _SEAMS.sharing_retry_sec
     pause = 0.001
     while True:
         try:
             return action()
         except PermissionError as exc:
-            if not _PLATFORM.refused_by_sharing(exc):
+            if not _SEAMS.platform.refused_by_sharing(exc):
                 raise
             if time.monotonic() >= deadline:
                 raise _SharingRefused(
                     exc.errno,
                     f"another program has the lock file {lock} open (an editor, a virus"
                     " scanner, an indexer or a sync client), or this user may not change"
-                    f" it: it was refused for {_SHARING_RETRY_SEC:g} s ({exc.strerror});"
+                    f" it: it was refused for {_SEAMS.sharing_retry_sec:g} s ({exc.strerror});"
                     " close that program or keep the lock in a folder it does not watch",
                 ) from None
         time.sleep(pause)
@@ -2944,7 +3008,7 @@ def _open_existing_guard(guard: str) -> int:
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT, 0o666)
     except PermissionError:
-        if _PLATFORM.guard_open_busy:
+        if _SEAMS.platform.guard_open_busy:
             raise
         return os.open(guard, _GUARD_READ_ONLY_FLAGS)
 
@@ -2979,7 +3043,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
             return _open_existing_guard(guard), False
     except FileNotFoundError:
         return None
-    except _PLATFORM.guard_open_busy:
+    except _SEAMS.platform.guard_open_busy:
         raise  # Windows: a guard being deleted or open elsewhere; _take_guard tries again
     except OSError as exc:
         if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop
@@ -2996,7 +3060,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
 def _locked_guard(fd: int, guard: str) -> bool:
     """True once the open guard ``fd`` is locked and still at ``guard``."""
     try:
-        if not _PLATFORM.try_lock(fd):
+        if not _SEAMS.platform.try_lock(fd):
             return False
     except OSError as exc:
         if exc.errno in _LOCKS_UNSUPPORTED:
@@ -3009,22 +3073,22 @@ def _locked_guard(fd: int, guard: str) -> bool:
         raise
     if _names_same_file(fd, guard):
         return True
-    _PLATFORM.unlock(fd)  # a guard its holder has already removed
+    _SEAMS.platform.unlock(fd)  # a guard its holder has already removed
     return False
 
 
 def _close_guard(fd: int, guard: str, remove: bool) -> None:
-    if remove and _PLATFORM.remove_guard_while_held:
+    if remove and _SEAMS.platform.remove_guard_while_held:
         _remove_quietly(guard)
     try:
-        _PLATFORM.unlock(fd)
+        _SEAMS.platform.unlock(fd)
     except OSError:
         pass  # closing releases it anyway
     try:
         os.close(fd)
     except OSError:
         pass  # closed by a drop an interrupt cut short
-    if remove and not _PLATFORM.remove_guard_while_held:
+    if remove and not _SEAMS.platform.remove_guard_while_held:
         _remove_quietly(guard)
 
 
@@ -3038,7 +3102,7 @@ def _still_names(fd: int, guard: str) -> bool:
 def _abandon_guard(fd: int, guard: str) -> None:
     """Close a guard not fully taken, removing it unless another call holds it."""
     try:
-        held_elsewhere = not _PLATFORM.try_lock(fd)
+        held_elsewhere = not _SEAMS.platform.try_lock(fd)
     except OSError:
         held_elsewhere = False  # nobody can hold it
     _close_guard(fd, guard, remove=not held_elsewhere and _names_same_file(fd, guard))
@@ -3053,11 +3117,11 @@ def _abandon_guard_at(guard: str) -> None:
 
 
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
-    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, or at ``until``, a call's
-    deadline by the monotonic clock: a renewal that must stop its work by then); see
-    _open_guard."""
+    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, ``_SEAMS.guard_wait_sec``, or at
+    ``until``, a call's deadline by the monotonic clock: a renewal that must stop its
+    work by then); see _open_guard."""
     start = time.monotonic()
-    deadline = min(start + GUARD_WAIT_SEC, until)
+    deadline = min(start + _SEAMS.guard_wait_sec, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -3070,7 +3134,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
                 fd, created = opened
                 if _locked_guard(fd, guard):
                     return fd, created
-        except _PLATFORM.guard_open_busy as exc:
+        except _SEAMS.platform.guard_open_busy as exc:
             refused = exc
         except BaseException as exc:
             if fd is not None:
@@ -3085,7 +3149,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             if refused is not None:
                 raise _SharingRefused(
                     refused.errno,
-                    f"the guard {guard} could not be opened for {GUARD_WAIT_SEC:g} s"
+                    f"the guard {guard} could not be opened for {_SEAMS.guard_wait_sec:g} s"
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )
@@ -3190,7 +3254,7 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
     if path.startswith("~"):
         path = os.path.expanduser(path)
     # Before abspath, which turns CON into \\.\CON and drops a dot that ends a name.
-    _PLATFORM.refuse_reserved_names(path)
+    _SEAMS.platform.refuse_reserved_names(path)
     return os.path.abspath(path)
 
 
@@ -3297,7 +3361,7 @@ def _create_temp(lock: str) -> tuple[int, str]:
             except OSError:
                 path = _random_temp(lock)
         except PermissionError as exc:
-            if not _PLATFORM.refused_by_sharing(exc) or not _still_listed(path):
+            if not _SEAMS.platform.refused_by_sharing(exc) or not _still_listed(path):
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
             # Windows: a temp file another program still has open is being deleted,
             # and its name refuses to be made again until that program closes it.
@@ -3343,7 +3407,7 @@ def _unlink_freeing_the_name(path: str, lock: str) -> None:
     """Delete ``path`` (the lock file or its line) so that its name is free at once:
     where a deleted file's name stays while another program has it open (Windows), by
     renaming it away first."""
-    if not _PLATFORM.delete_keeps_the_name:  # POSIX frees the name at unlink
+    if not _SEAMS.platform.delete_keeps_the_name:  # POSIX frees the name at unlink
         os.unlink(path)
         return
     away = _random_temp(lock)
@@ -3673,6 +3737,11 @@ class _FileStore:
         return f"delete the file {_quoted(self.lock)}"
 
 
+def _open_file(lock: str | os.PathLike[str]) -> _Store:
+    """The registry's opener: a file lock (mypy checks the class against _Store here)."""
+    return _FileStore(lock)
+
+
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/registry.py
 # The registry of stores: which store keeps a lock, by the form of its name. A file
@@ -3783,7 +3852,7 @@ def _refuse_scheme_typos(lock: str) -> None:
     # Windows names no file with a colon: there the address is the only way.
     as_a_file = (
         f"; a file whose path starts so is given as ./{scheme}:..."
-        if _PLATFORM.colon_in_a_file_name
+        if _SEAMS.platform.colon_in_a_file_name
         else ""
     )
     raise ValueError(
@@ -3817,11 +3886,12 @@ def _server_kind(address: str) -> _ServerKind:
 
 
 def _store_for(lock: str | os.PathLike[str]) -> _Store:
-    """The store of a lock; ValueError for an unknown scheme (never a folder)."""
+    """The store of a lock, as the seam gives it (``_SEAMS.opened``: as it is, unless a
+    test wraps it); ValueError for an unknown scheme (never a folder)."""
     if isinstance(lock, str) and _ADDRESS.match(lock):
-        return _server_kind(lock).opener(lock)
+        return _SEAMS.opened(_server_kind(lock).opener(lock))
     _refuse_scheme_typos(os.fspath(lock))
-    return _FileStore(lock)
+    return _SEAMS.opened(_open_file(lock))
 
 
 def _survey_for(under: str | os.PathLike[str]) -> _Survey:
@@ -4016,7 +4086,15 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
     several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
     ValueError, OSError as :func:`acquire`."""
-    store = _store_for(lock)
+    return _release_of(_Release(lock, owner))
+
+
+def _release_of(request: _Release) -> ReleaseResult:
+    """release, as asked: the lock checked by its store, then the owner (whole, with
+    its run id); what the store read decided (``_released``), applied against it, and
+    the output."""
+    store = _store_for(request.lock)
+    owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)
     try:
@@ -4126,7 +4204,7 @@ def _wait_turn(
     """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
     ``shown(result, seconds left, place)`` is told each new place in line. A waiter
     among the first N in line (N slots) watches the slots: one that frees may be its."""
-    beat_at = time.monotonic() + _BEAT_SEC
+    beat_at = time.monotonic() + _SEAMS.beat_sec
     last_shown = 0
     found = None  # what the last look found, while the wait goes on from it
     vouched = 0  # waits in a row that went on from one look
@@ -4140,7 +4218,7 @@ def _wait_turn(
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
                 return
-            beat_at = time.monotonic() + _BEAT_SEC
+            beat_at = time.monotonic() + _SEAMS.beat_sec
             last_shown = 0  # shown again after a beat
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
@@ -4645,7 +4723,7 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
     try:
         # The request runs between fork and exec, where a lock another thread held at
         # the fork would never be let go: it calls one C function and takes no lock.
-        dies_with_run = _PLATFORM.dies_with_run()  # Linux: SIGTERM when run dies
+        dies_with_run = _SEAMS.platform.dies_with_run()  # Linux: SIGTERM when run dies
         child = subprocess.Popen(command, env=env, preexec_fn=dies_with_run)  # noqa: PLW1509
     except OSError as exc:
         _release_for_run(lock, owner, kept)
@@ -5141,7 +5219,7 @@ def main(argv: list[str] | None = None) -> int:
 def _entry() -> None:
     """The program: the copied file run as a script, or the installed command. Signals
     end it cleanly; it exits with main()'s code once its output is out."""
-    _PLATFORM.end_lines_in_lf()  # Windows: as everywhere else
+    _SEAMS.platform.end_lines_in_lf()  # Windows: as everywhere else
     try:
         try:
             _Interrupts.install()
@@ -5171,7 +5249,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5174, (), r'''
+_CARRIED['usage'] = (5252, (), r'''
 import os
 import sys
 import textwrap
@@ -5412,7 +5490,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5415, (), r'''
+_CARRIED['server_gateway'] = (5493, (), r'''
 import errno
 import json
 import os
@@ -5734,7 +5812,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5737, ('server_gateway',), r'''
+_CARRIED['http1'] = (5815, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5861,7 +5939,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5864, ('server_gateway',), r'''
+_CARRIED['resp'] = (5942, ('server_gateway',), r'''
 import re
 
 
@@ -5996,7 +6074,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (5999, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6077, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6202,7 +6280,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6205, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6283, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6317,7 +6395,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6320, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6398, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6604,7 +6682,7 @@ class _EtcdStore(_ServerStore):
         puts it reads the lock as it then stands, for the waiter's first look."""
         if _ahead_of(_live(look.line, now), place.ticket) is not None:
             return
-        answer = self.gateway.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
+        answer = self.gateway.post("/v3/lease/grant", {"TTL": str(int(_SEAMS.place_ttl_sec))})
         place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
         place.since = int(now // 1)
         place.joined = True
@@ -6833,12 +6911,9 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6836, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6914, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
-
-
-_SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
 
 
 def _survey_etcd(address: str) -> _Survey:
@@ -6856,7 +6931,7 @@ def _survey_etcd(address: str) -> _Survey:
             body: dict[str, Any] = {
                 "key": _b64(start),
                 "range_end": _b64(end),
-                "limit": _SURVEY_PAGE,
+                "limit": _SEAMS.survey_page,
                 "revision": revision,
             }
             answer = gateway.post("/v3/kv/range", body)
@@ -6898,7 +6973,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6901, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (6976, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7171,7 +7246,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7174, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7249, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7364,7 +7439,7 @@ class _RedisStore(_ServerStore):
         return [("RPUSH", bell, 1), ("PEXPIRE", bell, self._place_ms())]
 
     def _place_ms(self) -> int:
-        return max(1, int(_PLACE_TTL_SEC * 1000))
+        return max(1, int(_SEAMS.place_ttl_sec * 1000))
 
     def join(self, look: _Look, place: _Place, now: float) -> None:
         """A new ticket (a lapsed one must never come back) and its place, expiring."""
@@ -7562,13 +7637,9 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7565, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7640, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
-
-
-_SCAN_COUNT = 1000  # keys a node looks at for one SCAN
-_SURVEY_BATCH = 500  # locks read in one round trip
 
 
 def _lock_keys(key: bytes) -> tuple[bytes, bytes, bytes, bytes]:
@@ -7636,7 +7707,7 @@ class _RedisSurvey:
             cursor: bytes | None = b"0"
             while cursor is not None:
                 (answer,) = self.gateway.call(
-                    ("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT)
+                    ("SCAN", cursor, "MATCH", pattern, "COUNT", _SEAMS.scan_count)
                 )
                 if not (isinstance(answer, list) and len(answer) == 2):
                     raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
@@ -7688,9 +7759,9 @@ def _survey_redis(address: str) -> _Survey:
             by_node.setdefault(node, []).append(key)
         looks: list[tuple[bytes, _Look]] = []
         for node, keys in by_node.items():
-            for at in range(0, len(keys), _SURVEY_BATCH):
+            for at in range(0, len(keys), _SEAMS.survey_batch):
                 gateway._go(node)
-                looks += survey.looks(keys[at : at + _SURVEY_BATCH])
+                looks += survey.looks(keys[at : at + _SEAMS.survey_batch])
     finally:
         survey.store.close()
     return address, [(gateway.address_of(key), look) for key, look in looks], ""
@@ -7704,7 +7775,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7707, (), r'''
+_CARRIED['file_listing'] = (7778, (), r'''
 import os
 import stat
 
@@ -7775,7 +7846,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (7778, (), r'''
+_CARRIED['serve'] = (7849, (), r'''
 import json
 import os
 import sys
@@ -8332,7 +8403,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'c2e4caf94cf13ac1e6fc5e6005aae7c968c415c71354824c9dfad917af3a1712'  # what a cache entry must name
+_BUILD = '7721d2ecbb6e7253021ff4aa1a647f4e0f000d7feb138c9b45e60f4f1230dfde'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

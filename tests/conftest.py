@@ -3,7 +3,9 @@ servers for the session, and the hooks that make a skipped test fail the run on 
 
 Helpers live in modules of their own: calls.py (a CLI call's outcome, processes),
 lockfiles.py, contenders.py, servers.py, pki.py, signals.py, stores.py, waiters.py and
-sessions.py (agent sessions over serve's stdio).
+sessions.py (agent sessions over serve's stdio); what a test sets through the built
+file's seams (a store of its own around each store a call opens, the platform in force)
+in wrapped.py, and what it sees on the wire in wire.py.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_re
 from sessions import SERVE, Served
 from stores import PlaceUnderTest, StoreUnderTest
 from windows_rules import FakeMsvcrt, follow_windows_rules
+from wrapped import WrappedStore, wrap_stores
 
 if sys.platform == "win32" and os.environ.get("SKF_WINDOWS_LANE"):
     # Wine 8 lacks CopyFile2, which shutil.copy2 (and so copytree) calls first on
@@ -82,8 +85,8 @@ def skf() -> ModuleType:
 
 @pytest.fixture
 def windows_rules(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> FakeMsvcrt | None:
-    """``skf`` following Windows' rules for one test, on any system (its ``_PLATFORM``
-    set to ``_WINDOWS``): on POSIX its guard locks through a fake msvcrt, returned."""
+    """``skf`` following Windows' rules for one test, on any system (``_WINDOWS`` the
+    platform in force): on POSIX its guard locks through a fake msvcrt, returned."""
     return follow_windows_rules(skf, monkeypatch)
 
 
@@ -336,40 +339,46 @@ def armed(skf: ModuleType) -> Iterator[Any]:
 
 @pytest.fixture
 def watching(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Set once a waiter sits reading its watch."""
+    """Set once a waiter sits waiting on its store (etcd: on its watch)."""
     waiting = threading.Event()
-    real = skf._EtcdWatch.deleted
 
-    def deleted(self: object, until: float, *kept: object) -> set[bytes]:
-        waiting.set()
-        gone: set[bytes] = real(self, until, *kept)
-        return gone
+    class Watched(WrappedStore):
+        def wait(self, *args: object) -> bool:
+            waiting.set()
+            return bool(self.real.wait(*args))
 
-    monkeypatch.setattr(skf._EtcdWatch, "deleted", deleted)
+    wrap_stores(skf, monkeypatch, Watched)
     return waiting
 
 
 @pytest.fixture
 def counted_tries(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Each try a waiter (an owner "wf:waiter:...") makes, as whether it took the lock."""
+    """Each try a waiter (an owner "wf:waiter:...") makes, as whether it took the lock:
+    a try refused puts its place in line (or finds it there), one that takes applies
+    its change."""
     tries: list[bool] = []
-    real = skf._take_in
 
-    def counting(store: object, request: Any, *args: object) -> object:
-        taken = real(store, request, *args)  # a hold, or a refusal's output
-        if request.owner.startswith("wf:waiter:"):
-            tries.append(skf._acquire_output(taken)["acquired"])
-        return taken
+    class Counted(WrappedStore):
+        def join(self, look: Any, place: Any, now: float) -> None:
+            if place.owner.startswith("wf:waiter:"):
+                tries.append(False)
+            self.real.join(look, place, now)
 
-    monkeypatch.setattr(skf, "_take_in", counting)
+        def apply(self, look: Any, record: Any, owner: str, place: Any = None) -> bool:
+            applied = bool(self.real.apply(look, record, owner, place))
+            if applied and record is not None and owner.startswith("wf:waiter:"):
+                tries.append(True)
+            return applied
+
+    wrap_stores(skf, monkeypatch, Counted)
     return tries
 
 
 @pytest.fixture
 def no_beats(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> None:
     """Places in line that need no keeping alive: a waiter wakes only for what it watches."""
-    monkeypatch.setattr(skf, "_PLACE_TTL_SEC", 3600.0)
-    monkeypatch.setattr(skf, "_BEAT_SEC", 3600.0)
+    monkeypatch.setattr(skf._SEAMS, "place_ttl_sec", 3600.0)
+    monkeypatch.setattr(skf._SEAMS, "beat_sec", 3600.0)
 
 
 # --- Fuzzing: a sample by default, every mutation with --fuzz-long ---------------------

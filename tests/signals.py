@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from calls import Run
+from wire import when_blocked
 
 # SIGHUP's number on every POSIX system; Windows has no SIGHUP, and a test that sends one
 # to a real process says it needs POSIX signals (posix_only).
@@ -34,27 +35,20 @@ def assert_signal_outcome(run: Run, code: int) -> None:
         assert "SIGHUP" in run.error and "before it changed anything" in run.error
 
 
-def a_wait_ended_by_sigint(  # noqa: PLR0917
+def a_wait_ended_by_sigint(
     skf: ModuleType,
     main: Callable[..., Run],
     monkeypatch: pytest.MonkeyPatch,
     armed: Any,
     lock: str,
-    store: type,
-    blocking: str,
 ) -> dict[str, Any]:
-    """ "wf:holder:1" holds ``lock``; a CLI ``acquire --wait`` gets SIGINT each time it
-    blocks in ``store.blocking``: it ends with 130 naming SIGINT, the holder keeps the
-    lock and nobody is left in line. Returns the status after."""
+    """ "wf:holder:1" holds ``lock``, on a server; a CLI ``acquire --wait`` gets SIGINT
+    each time it blocks on the server (wire.when_blocked): it ends with 130 naming
+    SIGINT, the holder keeps the lock and nobody is left in line. Returns the status
+    after."""
     skf.acquire(lock, "wf:holder:1", 600.0)
     armed.armed = True  # that take disarmed the CLI state, as a finished change does
-    real = getattr(store, blocking)
-
-    def signal_then_block(self: object, *args: object) -> Any:
-        deliver(armed, signal.SIGINT)
-        return real(self, *args)
-
-    monkeypatch.setattr(store, blocking, signal_then_block)
+    when_blocked(monkeypatch, lock.partition("://")[0], lambda: deliver(armed, signal.SIGINT))
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--wait", "600")
     assert run.code == 130 and "SIGINT" in run.error
     monkeypatch.undo()

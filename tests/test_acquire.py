@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from calls import first_arguments_of
 from lockfiles import NOW, ago, beside, read_json, write_record
-from stores import StoreUnderTest
+from wrapped import WrappedStore, wrap_stores
 
 ACQUIRE_KEYS = [
     "acquired",
@@ -205,16 +205,31 @@ def test_acquire_within_raises_lock_busy_with_the_last_answer(skf: ModuleType, l
     assert "stale" in str(busy.value)
 
 
-def takes_seen(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The owner of every try a waiter makes (one change of the lock each) from now on."""
-    owners: list[str] = []
-    real = skf._take_in
+def takes_seen(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[str | None]:
+    """Each try this thread's calls make from now on, as the owner it was made for: a
+    try refused puts the waiter's place in line (or finds it there), or, of a call that
+    does not wait (None: no place, no owner shown), prunes the line; a take applies its
+    change."""
+    owners: list[str | None] = []
+    mine = threading.current_thread()
 
-    def spy(store: StoreUnderTest, request: Any, *args: object) -> object:
-        owners.append(request.owner)
-        return real(store, request, *args)
+    class Seen(WrappedStore):
+        def join(self, look: Any, place: Any, now: float) -> None:
+            if threading.current_thread() is mine:
+                owners.append(place.owner)
+            self.real.join(look, place, now)
 
-    monkeypatch.setattr(skf, "_take_in", spy)
+        def prune(self, look: Any, now: float) -> None:
+            if threading.current_thread() is mine:
+                owners.append(None)
+            self.real.prune(look, now)
+
+        def apply(self, look: Any, record: Any, owner: str, place: Any = None) -> bool:
+            if threading.current_thread() is mine and record is not None:
+                owners.append(owner)
+            return bool(self.real.apply(look, record, owner, place))
+
+    wrap_stores(skf, monkeypatch, Seen)
     return owners
 
 
@@ -245,7 +260,7 @@ def test_acquire_within_zero_wait_tries_once(
     monkeypatch.setattr(skf.time, "sleep", lambda s: pytest.fail("a zero wait must not pause"))
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(lock, "wf:sk:w", 3600.0, 0)
-    assert tries == ["wf:sk:w"]
+    assert tries == [None]  # one try, refused: no place in line
     assert beside(lock) == ["run.lock"]  # it never stood in line
 
 
@@ -256,15 +271,20 @@ def test_a_waiter_takes_the_guard_only_to_keep_its_place(
     the waiter alive about once a second, and to leave; every other look is made
     without it, so a waiter frozen mid-look holds up nobody."""
     skf.acquire(lock, "wf:sk:holder", 3600.0)
-    guards = first_arguments_of(monkeypatch, skf, "_take_guard")
-    looks = first_arguments_of(monkeypatch, skf, "_signature")
+    guard = f"{lock}.skf-guard"
+    opened = first_arguments_of(monkeypatch, os, "open")  # a guard is opened to be taken
+    looks = first_arguments_of(monkeypatch, os, "lstat")  # a look at a file's signature
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(lock, "wf:sk:w", 3600.0, 2.5)
     # join, two beats, the last try, leave (a beat may fall on the deadline)
-    assert 4 <= len(guards) <= 6, len(guards)
+    guards = opened.count(guard)
+    assert 4 <= guards <= 6, guards
     # The first in line looks at the lock file every few milliseconds, without the guard
-    # (and at the line's file, with the lock's, when it reads the line).
-    assert looks.count(str(lock)) >= 100 and set(looks) == {str(lock), f"{lock}.skf-line"}
+    # (and at the line's file, with the lock's, when it reads the line); the guard's
+    # own check of what it locked looks at it once a take.
+    assert looks.count(str(lock)) >= 100, looks.count(str(lock))
+    assert set(looks) == {str(lock), f"{lock}.skf-line", guard}
+    assert looks.count(guard) == guards
     assert beside(lock) == ["run.lock"]
 
 

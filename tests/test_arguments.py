@@ -433,7 +433,7 @@ def test_upstreams_guard_context_manager_holds_the_guard(
     skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The upstream suite holds the guard with _Guard(lock), lock a pathlib.Path."""
-    monkeypatch.setattr(skf, "GUARD_WAIT_SEC", 0.05)
+    monkeypatch.setattr(skf._SEAMS, "guard_wait_sec", 0.05)
     with skf._Guard(lock):
         assert beside(lock) == ["run.lock.skf-guard"]
         with pytest.raises(TimeoutError, match="guard"):

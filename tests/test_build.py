@@ -251,17 +251,17 @@ def test_a_kill_names_the_first_test_that_failed() -> None:
 
 @BUILDING
 def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Path) -> None:
-    decisions = tree / "src" / "skf_run_lock" / "decisions.py"
-    edit(decisions, "_PLACE_TTL_SEC = 3.0", "_PLACE_TTL_SEC = 4.0")
+    guard = tree / "src" / "skf_run_lock" / "guard.py"
+    edit(guard, "_GUARD_POLL_SEC = 0.001", "_GUARD_POLL_SEC = 0.002")
     before = (tree / "skf-run-lock.py").read_bytes()
-    number = before.decode().split("\n").index("_PLACE_TTL_SEC = 3.0") + 1
+    number = before.decode().split("\n").index("_GUARD_POLL_SEC = 0.001") + 1
     done = run_bundle(tree, "--check")
     assert done.returncode == 1 and done.stdout == ""
-    assert f"line {number} differs: '_PLACE_TTL_SEC = 3.0'" in done.stderr
+    assert f"line {number} differs: '_GUARD_POLL_SEC = 0.001'" in done.stderr
     assert (tree / "skf-run-lock.py").read_bytes() == before  # a check writes nothing
     assert run_bundle(tree).returncode == 0
     assert run_bundle(tree, "--check").returncode == 0
-    assert "_PLACE_TTL_SEC = 4.0" in (tree / "skf-run-lock.py").read_text(encoding="utf-8")
+    assert "_GUARD_POLL_SEC = 0.002" in (tree / "skf-run-lock.py").read_text(encoding="utf-8")
 
 
 @BUILDING
@@ -552,6 +552,177 @@ def test_both_platforms_rules_import_on_any_system() -> None:
             alias.name for node in tree.body if isinstance(node, ast.Import) for alias in node.names
         }
         assert imported <= {"errno", "os", "re", "sys"}, (name, imported)
+
+
+def test_no_module_but_the_seams_reads_the_platform_chosen() -> None:
+    """Every module follows the rules in force, ``_SEAMS.platform``, which the seams
+    take from platforms.py's choice: none reads that choice itself, so a test that
+    sets Windows' rules in force has every module follow them."""
+    readers = sorted(
+        path.name
+        for path in PACKAGE.glob("*.py")
+        if any(
+            isinstance(node, ast.Name) and node.id == "_PLATFORM"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        )
+    )
+    assert readers == ["platforms.py", "seams.py"]
+
+
+# --- The tests reach the code through its seams ------------------------------------------
+
+# The built file, as the tests name it: the ``skf`` fixture, and ``module`` where a test
+# holds it beside something else (Windows' rules and their fake msvcrt).
+BUILT = {"skf", "module"}
+# The one value of it a test may set the fields of.
+SEAMS = "_SEAMS"
+TESTS = ROOT / "tests"
+
+
+def derived_from_the_built_file(function: ast.AST) -> set[str]:
+    """The names ``function`` binds to something reached from the built file (a class
+    of it, a store it opened, a method of either), until none is added."""
+    names = set(BUILT)
+    while True:
+        before = len(names)
+        for node in ast.walk(function):
+            if not isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) or not node.value:
+                continue
+            if {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} & names:
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        if len(names) == before:
+            return names
+
+
+def patched_at(target: ast.expr, name: ast.expr, derived: set[str]) -> str | None:
+    """What a setattr of ``name`` on ``target`` patches, if it is something of the built
+    file's other than a field of the seams (None: it is not): the built file itself,
+    anything reached from it but a standard module it imports (``skf.os.urandom`` is
+    the standard library's), or a private name of anything."""
+    given = name.value if isinstance(name, ast.Constant) else None
+    private = isinstance(given, str) and given.startswith("_") and not given.endswith("__")
+    roots = {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+    seams = (
+        isinstance(target, ast.Attribute)
+        and target.attr == SEAMS
+        and isinstance(target.value, ast.Name)
+        and target.value.id in BUILT
+    )
+    if seams and isinstance(given, str) and not given.startswith("_"):
+        return None
+    standard = (
+        isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id in BUILT
+        and target.attr in sys.stdlib_module_names
+    )
+    if roots & derived and not standard:
+        return ast.unparse(target) + (f".{given}" if isinstance(given, str) else "")
+    if private or (roots & derived and not isinstance(given, str)):
+        return f"{ast.unparse(target)}.{given if isinstance(given, str) else '?'}"
+    return None
+
+
+def setattr_arguments(call: ast.Call) -> tuple[ast.expr, ast.expr] | None:
+    """The target and the name of a patch: ``setattr(X, "name", ...)`` and
+    ``monkeypatch.setattr(X, "name", ...)`` (``delattr`` alike); None for another call."""
+    func = call.func
+    verb = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if verb not in ("setattr", "delattr") or len(call.args) < 2:
+        return None
+    return call.args[0], call.args[1]
+
+
+def scopes(tree: ast.Module) -> list[ast.stmt]:
+    """The functions and classes a test file defines at its top, each with all it holds."""
+    return [node for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef)]
+
+
+def patching_helpers(trees: dict[str, ast.Module]) -> dict[str, tuple[int, int]]:
+    """The tests' helpers that patch what they are given (``first_arguments_of(
+    monkeypatch, owner, name)``): by name, the positions of the target and the name."""
+    helpers = {}
+    for tree in trees.values():
+        for function in [n for n in tree.body if isinstance(n, ast.FunctionDef)]:
+            params = [arg.arg for arg in function.args.args]
+            for call in ast.walk(function):
+                found = isinstance(call, ast.Call) and setattr_arguments(call)
+                if found and all(isinstance(a, ast.Name) and a.id in params for a in found):
+                    target, name = found
+                    assert isinstance(target, ast.Name) and isinstance(name, ast.Name)
+                    helpers[function.name] = (params.index(target.id), params.index(name.id))
+    return helpers
+
+
+def private_patches_in(trees: dict[str, ast.Module]) -> list[str]:
+    """Every patch the tests make of the built file beyond its seams' fields, as
+    ``file:line what``."""
+    helpers = patching_helpers(trees)
+    found = []
+    for file, tree in sorted(trees.items()):
+        for scope in scopes(tree):
+            derived = derived_from_the_built_file(scope)
+            name = getattr(scope, "name", "")
+            for call in ast.walk(scope):
+                if not isinstance(call, ast.Call):
+                    continue
+                callee = call.func.id if isinstance(call.func, ast.Name) else None
+                arguments = setattr_arguments(call)
+                if callee in helpers and name != callee:
+                    at, named = helpers[callee]
+                    if max(at, named) < len(call.args):
+                        arguments = call.args[at], call.args[named]
+                elif name in helpers:
+                    arguments = None  # checked where the helper is called
+                what = arguments and patched_at(*arguments, derived)
+                if what:
+                    found.append(f"{file}:{call.lineno} {what}")
+    return sorted(set(found))
+
+
+def test_no_test_patches_the_built_file_but_its_seams() -> None:
+    """The tests reach behaviour through the seams the code offers (``_SEAMS``: a store
+    of their own around each store a call opens, the platform in force, the timings),
+    through the standard library's functions, or through real faults: none patches a
+    private name of the built file or of any of its classes, nor the file's own names."""
+    trees = {path.name: ast.parse(path.read_text(encoding="utf-8")) for path in TESTS.glob("*.py")}
+    assert private_patches_in(trees) == []
+
+
+@pytest.mark.parametrize(
+    "patch",
+    [
+        'monkeypatch.setattr(skf, "_take_in", spy)',
+        'monkeypatch.setattr(skf, "os", failing)',
+        'monkeypatch.setattr(skf, "GUARD_WAIT_SEC", 0.05)',
+        'monkeypatch.setattr(skf._EtcdStore, "look", counted)',
+        'monkeypatch.setattr(skf._SEAMS.platform, "try_lock", swapped)',
+        'cls = getattr(skf, "_RedisStore")\n    monkeypatch.setattr(cls, "read", read)',
+        'monkeypatch.setattr(module._PLATFORM, "try_lock", locked)',
+        'patched.setattr(store, "_rung", rung)',
+        'first_arguments_of(monkeypatch, skf, "_signature")',
+        'setattr(skf._SEAMS, "_hidden", 1)',
+    ],
+)
+def test_a_test_that_patches_the_built_file_beyond_its_seams_is_found(patch: str) -> None:
+    helper = (
+        "def first_arguments_of(monkeypatch, owner, name):\n"
+        "    monkeypatch.setattr(owner, name, 1)\n"
+    )
+    test = f"def test_it(skf, monkeypatch, patched, store):\n    {patch}\n"
+    allowed = (
+        "def test_fine(skf, monkeypatch):\n"
+        '    monkeypatch.setattr(skf._SEAMS, "beat_sec", 0.2)\n'
+        '    monkeypatch.setattr(skf.os, "urandom", lambda n: b"")\n'
+        '    monkeypatch.setattr(os, "open", spying)\n'
+        '    first_arguments_of(monkeypatch, os, "lstat")\n'
+    )
+    trees = {"calls.py": ast.parse(helper), "test_x.py": ast.parse(test + allowed)}
+    (found,) = private_patches_in(trees)
+    file, _, line = found.partition(" ")[0].partition(":")
+    assert file == "test_x.py" and int(line) < test.count("\n") + 1, found
 
 
 # A function a call passes what it asks through takes that as one value (a request, a

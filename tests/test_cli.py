@@ -20,6 +20,7 @@ from stores import StoreUnderTest, planted_record, shown_time
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
+from wrapped import WrappedStore, wrap_stores
 
 
 def test_acquire_renew_refuse_release_through_the_cli(cli: Callable[..., Run], lock: Path) -> None:
@@ -226,13 +227,13 @@ def test_wait_adds_one_run_id_for_all_tries(
 ) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=1))
     owners: list[str] = []
-    real = skf._take_in
 
-    def take_in(store: object, request: Any, *args: object) -> object:
-        owners.append(request.owner)
-        return real(store, request, *args)
+    class Seen(WrappedStore):
+        def join(self, look: Any, place: Any, now: float) -> None:
+            owners.append(place.owner)  # each try refused puts its place in line
+            self.real.join(look, place, now)
 
-    monkeypatch.setattr(skf, "_take_in", take_in)
+    wrap_stores(skf, monkeypatch, Seen)
     run = main("acquire", "--lock", lock, "--owner", "wf:sk", "--wait", "0.2")
     assert run.code == 3 and skf.RUN_ID_RE.match(run.json["run_id"])
     assert len(owners) >= 2 and set(owners) == {run.json["owner"]}

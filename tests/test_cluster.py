@@ -20,6 +20,7 @@ from redis.crc import key_slot
 from servers import RedisCluster, redis_keys, start_redis_cluster
 from stores import planted_record, shown_time
 from waiters import held_with_a_waiter
+from wrapped import WrappedStore, wrap_stores
 
 
 @pytest.fixture
@@ -248,19 +249,19 @@ def test_a_change_redirected_after_its_read_is_never_sent_on_without_its_watch(
     lock = own_cluster.url(key)
     stale = planted_record("wf:sk:old", shown_time(7200), stale_after_seconds=60)
     own_cluster.nodes[0].client().set(key, stale)
-    real = skf._RedisStore.read
     moved: list[bool] = []
     contender: dict[str, object] = {}
 
-    def read_then_move(self: object, line: bool = True) -> object:
-        look = real(self, line)
-        if not moved:
-            moved.append(True)  # once: the contender's own read comes here too
-            own_cluster.move_slot(key_slot(key.encode()), 2)
-            contender.update(skf.acquire(own_cluster.url(key, node=2), "wf:sk:other", 3600.0))
-        return look
+    class MovedAfterRead(WrappedStore):
+        def read(self, line: bool = True) -> object:
+            look = self.real.read(line)
+            if not moved:
+                moved.append(True)  # once: the contender's own read comes here too
+                own_cluster.move_slot(key_slot(key.encode()), 2)
+                contender.update(skf.acquire(own_cluster.url(key, node=2), "wf:sk:other", 3600.0))
+            return look
 
-    monkeypatch.setattr(skf._RedisStore, "read", read_then_move)
+    wrap_stores(skf, monkeypatch, MovedAfterRead)
     mine = skf.acquire(lock, "wf:sk:me", 3600.0)
     assert contender["acquired"]
     assert (mine["acquired"], mine["held_by"]) == (False, "wf:sk:other")

@@ -28,6 +28,7 @@ from test_line import place_in_line, wait_for
 from test_release import RELEASE_KEYS
 from test_status import STATUS_KEYS
 from waiters import joined, waiter_thread
+from wrapped import WrappedStore, wrap_stores
 
 
 def test_take_renew_refuse_with_every_key_in_order(main: Callable[..., Run], any_lock: str) -> None:
@@ -318,14 +319,6 @@ def test_cli_refusal_and_status_agree_on_the_holders_timeout(
 # --- The races every store must win ----------------------------------------------------------
 
 
-STORE_CLASSES = {
-    "file": "_FileStore",
-    "etcd": "_EtcdStore",
-    "redis": "_RedisStore",
-    "cluster": "_RedisStore",
-}
-
-
 @pytest.fixture
 def contender_after_read(
     skf: ModuleType, store: StoreUnderTest, monkeypatch: pytest.MonkeyPatch
@@ -333,23 +326,22 @@ def contender_after_read(
     """Once, right after a change reads the lock, "wf:sk:other" takes it in a thread (the
     lock is stale): on a server it lands between the read and the change; a file's guard
     holds it off until the change is done. The contender's outcome, once it has one."""
-    cls = getattr(skf, STORE_CLASSES[store.kind])
-    real = cls.read
     outcome: dict[str, object] = {}
     threads: list[threading.Thread] = []
 
     def contend() -> None:
         outcome.update(skf.acquire(store.lock, "wf:sk:other", 3600.0))
 
-    def read_then_contend(self: object, line: bool = True) -> object:
-        look = real(self, line)
-        if not threads:
-            threads.append(threading.Thread(target=contend, daemon=True))
-            threads[0].start()
-            threads[0].join(timeout=1.0)  # a server's contender is done long before
-        return look
+    class ContendedAfterRead(WrappedStore):
+        def read(self, line: bool = True) -> object:
+            look = self.real.read(line)
+            if not threads:
+                threads.append(threading.Thread(target=contend, daemon=True))
+                threads[0].start()
+                threads[0].join(timeout=1.0)  # a server's contender is done long before
+            return look
 
-    monkeypatch.setattr(cls, "read", read_then_contend)
+    wrap_stores(skf, monkeypatch, ContendedAfterRead)
     yield outcome
     for thread in threads:
         thread.join(timeout=30)
@@ -451,17 +443,6 @@ def test_a_waiters_look_holds_every_place_ahead_of_it_and_its_own(
     assert store.left_behind() == []
 
 
-# Where each store writes a waiter's place when it joins the line: the class holding the
-# write (None: the module; a server's gateway), its name, and which of its calls puts the
-# place there.
-PLACE_WRITTEN_BY: dict[str, tuple[str | None, str, Callable[..., bool]]] = {
-    "file": (None, "_write_record", lambda path, *rest, **named: path.endswith(".skf-line")),
-    "etcd": ("_EtcdGateway", "post", lambda self, path, *rest, **named: path == "/v3/kv/txn"),
-    "redis": ("_RedisGateway", "call", lambda *args, **named: True),
-    "cluster": ("_RedisGateway", "call", lambda *args, **named: True),
-}
-
-
 def test_a_place_the_store_wrote_is_left_however_the_join_is_cut_short(
     skf: ModuleType, store: StoreUnderTest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -470,31 +451,19 @@ def test_a_place_the_store_wrote_is_left_however_the_join_is_cut_short(
     its place is left behind."""
     assert skf.acquire(store.lock, "wf:holder:1", 600.0)["acquired"]
     before = store.left_behind()
-    owner, name, writes_the_place = PLACE_WRITTEN_BY[store.kind]
-    where = skf if owner is None else getattr(skf, owner)
-    real_write = getattr(where, name)
-    store_class = getattr(skf, STORE_CLASSES[store.kind])
-    real_join = store_class.join
-    joining = []
+    landed: list[bool] = []
 
-    def join_marked(self: object, *args: object) -> None:
-        joining.append(True)
-        try:
-            real_join(self, *args)
-        finally:
-            joining.pop()
-
-    def write_then_cut(*args: object, **named: object) -> object:
-        answer = real_write(*args, **named)
-        if joining and writes_the_place(*args, **named):
+    class CutShort(WrappedStore):
+        def join(self, *args: object) -> None:
+            self.real.join(*args)
+            landed.append(store.left_behind() != before)  # the place is on the store
             raise skf._Interrupted(2)  # as SIGINT would, once the write has landed
-        return answer
 
-    monkeypatch.setattr(store_class, "join", join_marked)
-    monkeypatch.setattr(where, name, write_then_cut)  # on a class: a method, self first
+    wrap_stores(skf, monkeypatch, CutShort)
     with pytest.raises(skf._Interrupted):
         skf.acquire_within(store.lock, "wf:w:1", 600.0, 30.0)
     monkeypatch.undo()
+    assert landed == [True]
     assert skf.status(store.lock, 600.0)["waiting"] == []
     assert store.left_behind() == before
 
@@ -509,7 +478,7 @@ def test_a_dead_waiters_place_is_gone_after_the_next_call_that_reads_it(
     place_in_line(skf, store.lock, "wf:dead:1")
     assert store.left_behind() != held_alone  # its place is kept on the store
     assert [w["owner"] for w in skf.status(store.lock, 60.0)["waiting"]] == ["wf:dead:1"]
-    time.sleep(skf._PLACE_TTL_SEC + 0.2)
+    time.sleep(skf._SEAMS.place_ttl_sec + 0.2)
     # From the first read that finds it lapsed (etcd's lease may end a moment late),
     # nothing of it is left on the store, and the holder still holds.
     deadline = time.monotonic() + 10
@@ -534,7 +503,7 @@ def test_a_dead_waiters_place_leaves_a_line_that_lives_on(
     thread, outcome = waiter_thread(skf, store.lock, "wf:alive:1")
     wait_for("the live waiter behind it", lambda: len(store.line_tickets()) == 2)
     (alive,) = [ticket for ticket in store.line_tickets() if ticket != dead.ticket]
-    time.sleep(skf._PLACE_TTL_SEC + 0.2)
+    time.sleep(skf._SEAMS.place_ttl_sec + 0.2)
     deadline = time.monotonic() + 10
     while dead.ticket in store.line_tickets():
         refused = skf.acquire(store.lock, "wf:other:1", 600.0)

@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, pipe, posix_only
+from calls import Run, first_arguments_of, pipe, posix_only
 from contenders import assert_one_winner_of_a_race
 from servers import (
     Etcd,
@@ -38,6 +38,8 @@ from servers import (
 from signals import a_wait_ended_by_sigint
 from tcp_fakes import serving
 from waiters import joined, waiter_thread
+from wire import Sent, etcd_requests
+from wrapped import WrappedStore, wrap_stores
 
 
 def kv_put(etcd: Etcd, key: str, value: bytes) -> None:
@@ -554,21 +556,22 @@ def test_a_release_just_before_the_watch_begins_is_not_missed(
     after the release, at a revision past the look's, so the waiter tries again at
     once rather than wait for a change that has already come."""
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
-    real_watch = skf._EtcdWatch.start
+    released: list[bool] = []
 
-    def release_then_watch(self: object, until: float, keys: tuple[bytes, bytes | None]) -> bool:
-        skf.release(etcd_lock, "wf:holder:1")
-        woken: bool = real_watch(self, until, keys)
-        return woken
+    class ReleasedFirst(WrappedStore):
+        def wait(self, *args: object) -> bool:
+            if not released:  # once: the look is taken, the wait (and its watch) to come
+                released.append(skf.release(etcd_lock, "wf:holder:1")["released"])
+            return bool(self.real.wait(*args))
 
     monkeypatch_watch = pytest.MonkeyPatch()
-    monkeypatch_watch.setattr(skf._EtcdWatch, "start", release_then_watch)
+    wrap_stores(skf, monkeypatch_watch, ReleasedFirst)
     try:
         thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
         assert joined(thread, outcome)["owner"] == "wf:waiter:1"
     finally:
         monkeypatch_watch.undo()
-    assert counted_tries == [False, True]
+    assert released == [True] and counted_tries == [False, True]
 
 
 def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(
@@ -597,23 +600,10 @@ def test_a_watch_kept_from_an_earlier_wait_passes_over_what_the_look_saw(
         store.close()
 
 
-# Requests sent to etcd, each as (the sending thread's name, path, JSON body).
-Sent = list[tuple[str, str, dict[str, Any]]]
-
-
 @pytest.fixture
-def sent(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> Sent:
+def sent(monkeypatch: pytest.MonkeyPatch) -> Sent:
     """Every request sent to etcd, as (the sending thread's name, path, JSON body)."""
-    skf._compile_carried("etcd_store")
-    requests: Sent = []
-    real = skf._HttpConnection.send
-
-    def send(self: object, path: str, payload: bytes, *args: object) -> None:
-        requests.append((threading.current_thread().name, path, json.loads(payload)))
-        real(self, path, payload, *args)
-
-    monkeypatch.setattr(skf._HttpConnection, "send", send)
-    return requests
+    return etcd_requests(monkeypatch)
 
 
 def waiting_at_its_turn(sent: Sent, waiter: threading.Thread) -> int:
@@ -766,7 +756,7 @@ def test_beats_keep_a_lease_granted_ahead_of_use(
 ) -> None:
     """A waiter at its turn for longer than a second still takes on the lease granted
     ahead: each beat keeps it alive with the place."""
-    monkeypatch.setattr(skf, "_BEAT_SEC", 0.2)
+    monkeypatch.setattr(skf._SEAMS, "beat_sec", 0.2)
     after, lease = handed_over(skf, etcd, etcd_lock, sent, 1.5)
     assert lease["grantedTTL"] == "61" and 60 <= int(lease["TTL"]) <= 61
     assert "/v3/lease/grant" not in after
@@ -793,13 +783,13 @@ def test_a_waiter_takes_a_record_stale_by_its_time_alone(
 def counted_looks(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """One entry per look a waiter takes at its lock on etcd."""
     looks: list[int] = []
-    real = skf._EtcdStore.look
 
-    def counted(self: object, upto: object = None) -> object:
-        looks.append(1)
-        return real(self, upto)
+    class Counted(WrappedStore):
+        def look(self, upto: str | None = None) -> object:
+            looks.append(1)
+            return self.real.look(upto)
 
-    monkeypatch.setattr(skf._EtcdStore, "look", counted)
+    wrap_stores(skf, monkeypatch, Counted)
     return looks
 
 
@@ -865,13 +855,15 @@ def test_a_watch_that_keeps_ending_is_not_a_busy_loop(
     before, sends the waiter to its growing pause before it watches again, never
     straight round to another look and watch."""
     events: list[str] = []  # in the order they happen: each watch asked for, each pause
-    real_sleep = skf._Pause.sleep
+    waiter = threading.current_thread()  # the one that waits here: its sleeps are pauses
+    real_sleep = time.sleep
 
-    def paused(self: object, left: float) -> None:
-        events.append("pause")
-        real_sleep(self, left)
+    def paused(seconds: float) -> None:
+        if threading.current_thread() is waiter:
+            events.append("pause")
+        real_sleep(seconds)
 
-    monkeypatch.setattr(skf._Pause, "sleep", paused)
+    monkeypatch.setattr(time, "sleep", paused)
 
     def answer(path: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         if path != "/v3/watch":
@@ -896,27 +888,14 @@ def test_a_watch_that_keeps_ending_is_not_a_busy_loop(
 # --- The HTTP client: real answers, odd framings, broken servers ------------------------
 
 
-def first_arguments(monkeypatch: pytest.MonkeyPatch, cls: type, method: str) -> list[object]:
-    """The first argument (after self) of every call of ``cls.method`` from now on."""
-    seen: list[object] = []
-    real = getattr(cls, method)
-
-    def recording(self: object, first: object, *args: object) -> object:
-        seen.append(first)
-        return real(self, first, *args)
-
-    monkeypatch.setattr(cls, method, recording)
-    return seen
-
-
 def test_one_connection_serves_every_request_of_a_call(
     skf: ModuleType, etcd_lock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Keep-alive against the real server: a take is three requests on one connection."""
-    opened = first_arguments(monkeypatch, skf._HttpConnection, "__init__")
-    sent = first_arguments(monkeypatch, skf._HttpConnection, "send")
+    opened = first_arguments_of(monkeypatch, socket, "create_connection")
+    sent = etcd_requests(monkeypatch)
     assert skf.acquire(etcd_lock, "wf:sk:r", 60.0)["acquired"]
-    assert sent == ["/v3/kv/range", "/v3/lease/grant", "/v3/kv/txn"]
+    assert [path for _, path, _ in sent] == ["/v3/kv/range", "/v3/lease/grant", "/v3/kv/txn"]
     assert len(opened) == 1
 
 
@@ -1077,4 +1056,4 @@ def test_a_signal_while_waiting_on_a_watch_ends_the_wait(
     armed: Any,
     etcd_lock: str,
 ) -> None:
-    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, etcd_lock, skf._EtcdWatch, "deleted")
+    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, etcd_lock)

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -19,25 +20,30 @@ from lockfiles import ago, beside, write_record
 
 
 class FailingOs:
-    """The os module, but one function fails with ``code`` when ``hits(args)`` is true."""
+    """One function of the os module failing with ``code`` when ``hits(args)`` is true,
+    in the thread that set it (the call under test), until ``monkeypatch`` is undone;
+    ``failed``: how often it failed."""
 
-    def __init__(self, name: str, hits: Callable[[tuple[Any, ...]], bool], code: int) -> None:
-        self.name, self.hits, self.code = name, hits, code
+    def __init__(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        name: str,
+        hits: Callable[[tuple[Any, ...]], bool],
+        code: int,
+    ) -> None:
+        self.hits, self.code = hits, code
         self.failed = 0
-
-    def __getattr__(self, attr: str) -> Any:
-        real = getattr(os, attr)
-        if attr != self.name:
-            return real
+        real = getattr(os, name)
+        mine = threading.current_thread()
 
         def failing(*args: Any, **kwargs: Any) -> Any:
-            if self.hits(args):
+            if threading.current_thread() is mine and self.hits(args):
                 self.failed += 1
                 path = args[0] if args and isinstance(args[0], str) else None
                 raise OSError(self.code, os.strerror(self.code), path)
             return real(*args, **kwargs)
 
-        return failing
+        monkeypatch.setattr(os, name, failing)
 
 
 def _path_ends(suffix: str) -> Callable[[tuple[Any, ...]], bool]:
@@ -94,8 +100,7 @@ def test_fault_leaves_the_old_lock_and_no_litter(  # noqa: PLR0917
     write_record(lock, "wf:sk:old", ago(hours=2))
     before = (lock.read_bytes(), os.stat(lock).st_mtime_ns)
     name, hits = STEPS[step]
-    failing = FailingOs(name, hits, code)
-    monkeypatch.setattr(skf, "os", failing)
+    failing = FailingOs(monkeypatch, name, hits, code)
     run = main(*_argv(scenario, lock))
     monkeypatch.undo()
     assert failing.failed >= 1, f"{step} was never reached"
@@ -108,7 +113,7 @@ def test_fault_leaves_the_old_lock_and_no_litter(  # noqa: PLR0917
 def test_fault_creating_the_folder_is_exit_2(
     skf: ModuleType, main: Callable[..., Run], lock: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(skf, "os", FailingOs("makedirs", _always, errno.EACCES))
+    FailingOs(monkeypatch, "makedirs", _always, errno.EACCES)
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
     assert run.code == 2 and "Permission denied" in run.error
     assert not lock.parent.exists()
@@ -122,8 +127,7 @@ def test_failing_clean_up_listing_does_not_fail_the_call(
     if call == "take":
         lock.unlink()
     (lock.parent / "run.lock.skf-guard").touch()  # left by a call that died: a listing is due
-    failing = FailingOs("listdir", _always, errno.EIO)
-    monkeypatch.setattr(skf, "os", failing)
+    failing = FailingOs(monkeypatch, "listdir", _always, errno.EIO)
     if call == "release":
         assert skf.release(lock, "wf:sk:r")["released"]
     else:
@@ -137,17 +141,10 @@ def test_interrupt_during_the_write_removes_the_temp(
     write_record(lock, "wf:sk:old", ago(hours=2))
     before = lock.read_bytes()
 
-    class Interrupting(FailingOs):
-        def __getattr__(self, attr: str) -> Any:
-            if attr == "fsync":
+    def interrupt(fd: int) -> None:
+        raise KeyboardInterrupt
 
-                def interrupt(fd: int) -> None:
-                    raise KeyboardInterrupt
-
-                return interrupt
-            return getattr(os, attr)
-
-    monkeypatch.setattr(skf, "os", Interrupting("", _always, 0))
+    monkeypatch.setattr(os, "fsync", interrupt)
     with pytest.raises(KeyboardInterrupt):
         skf.acquire(lock, "wf:sk:new", 60.0)
     monkeypatch.undo()
@@ -328,7 +325,7 @@ def test_a_lasting_sharing_refusal_is_exit_2_leaving_the_lock(
     monkeypatch: pytest.MonkeyPatch,
     name: str,
 ) -> None:
-    monkeypatch.setattr(skf, "_SHARING_RETRY_SEC", 0.2)
+    monkeypatch.setattr(skf._SEAMS, "sharing_retry_sec", 0.2)
     write_record(lock, "wf:sk:r", ago(seconds=5))
     before = lock.read_bytes()
     calls: list[tuple[Any, ...]] = []

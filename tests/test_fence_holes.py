@@ -22,32 +22,29 @@ from servers import Redis, start_redis_with_agent
 from stores import StoreUnderTest, planted_record, shown_time
 
 PY = sys.executable
+TESTS = str(Path(__file__).resolve().parent)  # the tests' helpers: wrapped.py
 MAX_FENCE = 2**52
 
 # A taker that stops itself (SIGSTOP) between its read of the lock and its commit, then
-# says whether it took the lock and its fence. It wraps its store's apply, which a
-# change calls once it has read the lock and decided.
+# says whether it took the lock and its fence. It wraps its store (the store seam), whose
+# apply a change calls once it has read the lock and decided.
 PAUSED_TAKER = """
 import importlib.util, json, os, signal, sys
+sys.path.insert(0, sys.argv[3])
+from wrapped import WrappedStore
 spec = importlib.util.spec_from_file_location("skf_paused_taker", sys.argv[1])
 skf = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(skf)
-opened = skf._store_for
+paused = []
 
-def store_for(lock):
-    store = opened(lock)
-    store_class = type(store)
-    applying = store_class.apply
-
+class Paused(WrappedStore):
     def apply(self, *args, **kwargs):
-        store_class.apply = applying  # once
-        os.kill(os.getpid(), signal.SIGSTOP)
-        return applying(self, *args, **kwargs)
+        if not paused:  # once
+            paused.append(True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+        return self.real.apply(*args, **kwargs)
 
-    store_class.apply = apply
-    return store
-
-skf._store_for = store_for
+skf._SEAMS.opened = Paused
 taken = skf.acquire(sys.argv[2], "wf:paused:1", 60.0)
 print(json.dumps([taken["acquired"], skf.fence_of(taken)]), flush=True)
 """
@@ -62,7 +59,9 @@ def test_a_take_paused_between_its_read_and_its_commit_gets_a_fence_above_one_ta
     it (where the store lets it: a file's guard makes it wait). Whatever each store
     lets happen, the fences of the takes, in the order they committed, only grow."""
     paused = subprocess.Popen(
-        [PY, "-c", PAUSED_TAKER, SCRIPT, store.lock], stdout=subprocess.PIPE, text=True
+        [PY, "-c", PAUSED_TAKER, SCRIPT, store.lock, TESTS],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     other = None
     try:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from calls import Run, pipe, posix_only
 from lockfiles import NOW, ago, beside, write_record
 from windows_rules import FakeMsvcrt
+from wrapped import WrappedPlatform, follow_rules
 
 
 @posix_only("removing a file that is open and locked")
@@ -26,15 +27,15 @@ def test_guard_is_removed_while_still_held(
     skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events: list[str] = []
-    real_unlink, real_close = os.unlink, os.close
+    real_open, real_unlink, real_close = os.open, os.unlink, os.close
     guard = str(lock) + ".skf-guard"
     fds: dict[int, str] = {}
-    real_take = skf._take_guard
 
-    def take(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
-        fd, created = real_take(guard, make_parents, until)
-        fds[fd] = "guard"
-        return fd, created
+    def open_(path: str, *a: Any, **k: Any) -> int:
+        fd = real_open(path, *a, **k)
+        if path == guard:
+            fds[fd] = "guard"
+        return fd
 
     def unlink(path: str, *a: Any, **k: Any) -> None:
         if path == guard:
@@ -46,7 +47,7 @@ def test_guard_is_removed_while_still_held(
             events.append("close guard")
         real_close(fd)
 
-    monkeypatch.setattr(skf, "_take_guard", take)
+    monkeypatch.setattr(os, "open", open_)
     monkeypatch.setattr(os, "unlink", unlink)
     monkeypatch.setattr(os, "close", close)
     skf.acquire(lock, "wf:sk:r", 60.0)
@@ -85,16 +86,15 @@ def test_guard_replaced_by_a_link_to_itself_is_not_taken(
     this call locked does not make it the guard (lstat, not stat)."""
     lock.parent.mkdir()
     guard = str(lock) + ".skf-guard"
-    real_try_lock = skf._PLATFORM.try_lock
 
-    def swap_then_lock(fd: int) -> bool:
-        if not os.path.islink(guard):
-            os.rename(guard, guard + ".moved")
-            os.symlink(guard + ".moved", guard)
-        locked: bool = real_try_lock(fd)
-        return locked
+    class SwappedThenLocked(WrappedPlatform):
+        def try_lock(self, fd: int) -> bool:
+            if not os.path.islink(guard):
+                os.rename(guard, guard + ".moved")
+                os.symlink(guard + ".moved", guard)
+            return bool(self.real.try_lock(fd))
 
-    monkeypatch.setattr(skf._PLATFORM, "try_lock", swap_then_lock)
+    follow_rules(skf, monkeypatch, SwappedThenLocked(skf._SEAMS.platform))
     with pytest.raises(OSError, match="symbolic link"):
         skf.acquire(lock, "wf:sk:r", 60.0)
     assert not lock.exists()
@@ -197,18 +197,19 @@ def test_guard_replaced_after_opening_is_retried(
     """A waiter that locks a guard file its holder already removed must not go on."""
     lock.parent.mkdir()
     guard = str(lock) + ".skf-guard"
-    checks: list[bool] = []
-    real_same = skf._names_same_file
+    locked: list[bool] = []
 
-    def same(fd: int, path: str) -> bool:
-        if not checks:
-            os.unlink(path)  # the holder removes the file between our open and our check
-        checks.append(real_same(fd, path))
-        return checks[-1]
+    class RemovedOnce(WrappedPlatform):
+        def try_lock(self, fd: int) -> bool:
+            locked.append(bool(self.real.try_lock(fd)))
+            if len(locked) == 1:
+                os.unlink(guard)  # the holder removes the file between our open and our check
+            return locked[-1]
 
-    monkeypatch.setattr(skf, "_names_same_file", same)
+    follow_rules(skf, monkeypatch, RemovedOnce(skf._SEAMS.platform))
     assert skf.acquire(lock, "wf:sk:r", 60.0)["acquired"]
-    assert checks == [False, True]
+    # The file it locked first was gone: it made the guard anew and locked that.
+    assert locked == [True, True]
     assert not os.path.exists(guard)
 
 
@@ -388,8 +389,8 @@ def windows(skf: ModuleType, windows_rules: FakeMsvcrt | None) -> Windows:
 @posix_only("fakes msvcrt with POSIX record locks (fcntl.lockf)")
 def test_windows_rules_are_the_ones_followed(windows: Windows, lock: Path) -> None:
     module, fake = windows
-    assert module._PLATFORM is module._WINDOWS
-    assert module._PLATFORM.remove_guard_while_held is False
+    assert module._SEAMS.platform is module._WINDOWS
+    assert module._SEAMS.platform.remove_guard_while_held is False
     assert module.acquire(lock, "wf:sk:r", 60.0)["acquired"]
     assert fake.calls == ["lock", "unlock"]  # through msvcrt
 
@@ -467,7 +468,7 @@ def test_windows_guard_wait_times_out_with_an_os_error(
 ) -> None:
     module, fake = windows
     fake.busy_times = 10**6
-    monkeypatch.setattr(module, "GUARD_WAIT_SEC", 0.05)
+    monkeypatch.setattr(module._SEAMS, "guard_wait_sec", 0.05)
     with pytest.raises(TimeoutError, match="guard"):
         module.acquire(lock, "wf:sk:r", 60.0)
     assert beside(lock) == ["run.lock.skf-guard"]  # its holder's: only the holder removes it

@@ -31,6 +31,8 @@ from servers import redis_keys
 from signals import INTERRUPTING, SIGHUP, assert_signal_outcome, deliver
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
+from wire import after_each_send, before_each_receive, first_command, http_request
+from wrapped import WrappedStore, wrap_stores
 
 pytestmark = posix_only("POSIX signals (SIGTERM, SIGHUP) sent to real processes")
 SIGNALS = list(INTERRUPTING)
@@ -61,17 +63,17 @@ def test_signal_while_the_guard_is_held_ends_a_refusal_at_the_drop(
 ) -> None:
     write_record(lock, "wf:sk:holder", ago(seconds=5))
     before = lock.read_bytes()
-    real_read = skf._read_record
     dropped: list[bool] = []
 
-    def read_then_signal(path: str) -> object:
-        record = real_read(path)
-        deliver(armed, SIGHUP)
-        dropped.append(os.path.exists(path + ".skf-guard"))  # still held: deferred
-        return record
+    class SignalledAfterRead(WrappedStore):
+        def read(self, line: bool = True) -> object:
+            look = self.real.read(line)
+            deliver(armed, SIGHUP)
+            dropped.append(os.path.exists(f"{lock}.skf-guard"))  # still held: deferred
+            return look
 
     with pytest.MonkeyPatch.context() as patched:
-        patched.setattr(skf, "_read_record", read_then_signal)
+        wrap_stores(skf, patched, SignalledAfterRead)
         run = main("acquire", "--lock", lock, "--owner", "wf:sk:me")
     assert dropped == [True]
     assert run.code == 129 and "SIGHUP" in run.error and "before it changed anything" in run.error
@@ -417,12 +419,12 @@ def test_a_wrapper_running_the_script_keeps_its_finally_and_atexit(lock: Path) -
 
 # --- On a server: a change once sent is finished and answered; a read is not -------------
 
-# Per server: the connection class whose send() carries a request; the request that
-# carries an acquire's change and one that only reads; what a sent request is named by
-# (etcd: its HTTP path; Redis: the first command of its batch).
-SERVER_REQUESTS: dict[str, tuple[str, str, str, Callable[[Any], object]]] = {
-    "etcd": ("_HttpConnection", "/v3/kv/txn", "/v3/kv/range", lambda request: request),
-    "redis": ("_RespConnection", "MULTI", "WATCH", lambda batch: batch[0][0]),
+# Per server: the request that carries an acquire's change and one that only reads,
+# as each is named on the wire (etcd: its HTTP path; Redis: the first command of its
+# batch).
+SERVER_REQUESTS: dict[str, tuple[str, str, Callable[[bytes], object]]] = {
+    "etcd": ("/v3/kv/txn", "/v3/kv/range", lambda data: (http_request(data) or ("",))[0]),
+    "redis": ("MULTI", "WATCH", first_command),
 }
 
 
@@ -446,16 +448,13 @@ def test_a_signal_lets_a_sent_change_finish_and_ends_a_call_before_one(  # noqa:
     would: after the change, the call finishes and answers (exit 0, the lock taken);
     after a mere read, it ends (128 + n) with nothing changed."""
     lock = request.getfixturevalue(f"{server}_lock")
-    skf._store_for(lock).close()  # compiles the server's code: its classes exist
-    connection, change, read, name_of = SERVER_REQUESTS[server]
-    real_send = getattr(skf, connection).send
+    change, read, name_of = SERVER_REQUESTS[server]
 
-    def send_then_signal(self: object, what: object, *args: object) -> None:
-        real_send(self, what, *args)
-        if name_of(what) == (change if sent == "change" else read):
+    def signal_after(sock: object, data: bytes) -> None:
+        if name_of(data) == (change if sent == "change" else read):
             deliver(armed, signum)
 
-    monkeypatch.setattr(getattr(skf, connection), "send", send_then_signal)
+    after_each_send(monkeypatch, signal_after)
     assert_signal_outcome(main("acquire", "--lock", lock, "--owner", "wf:sk:r"), code)
     monkeypatch.undo()
     assert skf.status(lock, 60.0)["held_by"] == ("wf:sk:r" if code == 0 else None)
@@ -476,7 +475,7 @@ def test_an_etcd_request_cut_short_never_leaves_its_answer_for_the_next(
     try:
         store.look()  # the call's connection is open
         with monkeypatch.context() as patch:
-            patch.setattr(skf._HttpConnection, "start_answer", interrupted)
+            before_each_receive(patch, interrupted, {})
             with pytest.raises(KeyboardInterrupt):
                 store.look()
         granted = store.gateway.post("/v3/lease/grant", {"TTL": "5"})
@@ -493,7 +492,7 @@ def test_a_redis_call_cut_short_never_leaves_its_answers_for_the_next(
     try:
         store.look()
         with monkeypatch.context() as patch:
-            patch.setattr(skf._RespConnection, "answer", interrupted)
+            before_each_receive(patch, interrupted, {})
             with pytest.raises(KeyboardInterrupt):
                 store.look()
         assert store.gateway.call(("ECHO", "the next answer")) == [b"the next answer"]

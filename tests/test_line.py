@@ -25,6 +25,7 @@ from signals import INTERRUPTING, freeze_outside_the_guard
 from stores import left_behind
 from test_acquire import ACQUIRE_KEYS
 from waiters import joined, waiter_thread
+from wrapped import WrappedStore, wrap_stores
 
 APPEND = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))"
 
@@ -174,7 +175,7 @@ def test_a_waiter_keeps_its_place_through_a_long_wait(
     first = procs("acquire", "--lock", any_lock, "--owner", "wf:first:1", "--wait", "120")
     wait_for("first in line", lambda: in_line(skf, any_lock) == ["wf:first:1"])
     (place,) = skf.status(any_lock, 60.0)["waiting"]
-    time.sleep(skf._PLACE_TTL_SEC * 2.5)
+    time.sleep(skf._SEAMS.place_ttl_sec * 2.5)
     procs("acquire", "--lock", any_lock, "--owner", "wf:second:1", "--wait", "120")
     wait_for("second in line", lambda: len(in_line(skf, any_lock)) == 2)
     assert skf.status(any_lock, 60.0)["waiting"][0] == place
@@ -232,23 +233,19 @@ def test_a_beat_costs_a_waiter_no_look_of_its_own(
     """A waiter keeps its place alive every second; a beat changes nothing its look
     saw, so a long wait costs one look a beat (64 waiters each looking twice a second
     kept etcd busy), not a look before the beat and another after it."""
-    scheme = str(any_lock).partition("://")[0]
-    store = {"etcd": skf._EtcdStore, "redis": skf._RedisStore}.get(scheme, skf._FileStore)
     looks: list[int] = []
     beats: list[int] = []
-    real_look = store.look
-    real_beat = store.beat
 
-    def look(self: object, upto: object = None) -> object:
-        looks.append(1)
-        return real_look(self, upto)
+    class Counted(WrappedStore):
+        def look(self, upto: str | None = None) -> object:
+            looks.append(1)
+            return self.real.look(upto)
 
-    def beat(self: object, place: object) -> object:
-        beats.append(1)
-        return real_beat(self, place)
+        def beat(self, place: object) -> bool:
+            beats.append(1)
+            return bool(self.real.beat(place))
 
-    monkeypatch.setattr(store, "look", look)
-    monkeypatch.setattr(store, "beat", beat)
+    wrap_stores(skf, monkeypatch, Counted)
     skf.acquire(any_lock, "wf:holder:1", 600.0)
     with pytest.raises(skf.LockBusy):
         skf.acquire_within(any_lock, "wf:waiter:1", 600.0, 4.5)
@@ -499,18 +496,19 @@ def test_a_place_appended_is_left_however_the_join_is_cut_short(
     assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
     place_in_line(skf, lock, "wf:other:1")
     before = line.read_bytes()
-    real = skf._appended
     appended = []
 
-    def append_then_cut(path: str, text: bytes, size: int) -> bool:
-        appended.append(real(path, text, size))
-        raise skf._Interrupted(2)  # as SIGINT would, once the place is in the file
+    class CutShort(WrappedStore):
+        def join(self, *args: object) -> None:
+            self.real.join(*args)
+            appended.append(line.read_bytes().startswith(before) and line.read_bytes() != before)
+            raise skf._Interrupted(2)  # as SIGINT would, once the place is in the file
 
-    monkeypatch.setattr(skf, "_appended", append_then_cut)
+    wrap_stores(skf, monkeypatch, CutShort)
     with pytest.raises(skf._Interrupted):
         skf.acquire_within(lock, "wf:waiter:1", 600.0, 30.0)
     monkeypatch.undo()
-    assert appended == [True]
+    assert appended == [True]  # appended to the line as it stood
     assert in_line(skf, lock) == ["wf:other:1"]
     assert line.read_bytes() == before
 
@@ -553,7 +551,7 @@ def test_a_refusal_naming_the_first_waiter_says_when_its_place_lapses(
     cli: Callable[..., Run], tmp_path: Path
 ) -> None:
     """Not when a hold of that waiter's timeout would go stale (an hour away): a place
-    lapses _PLACE_TTL_SEC (3 s) after its waiter's last beat, a killed waiter's too."""
+    lapses _SEAMS.place_ttl_sec (3 s) after its waiter's last beat, a killed waiter's too."""
     lock = tmp_path / "lapse.lock"
     beat = time.time()
     place: dict[str, object] = {"ticket": "7", "owner": "wf:sk:dead"}

@@ -420,9 +420,9 @@ def test_pages_and_batches_never_split_or_repeat_a_lock(
 ) -> None:
     """Tiny pages on etcd and tiny batches and scans on Redis: a lock's keys may fall in
     two pages, and still every lock is listed once, with its line."""
-    monkeypatch.setattr(skf, "_SURVEY_PAGE", 3)
-    monkeypatch.setattr(skf, "_SURVEY_BATCH", 2)
-    monkeypatch.setattr(skf, "_SCAN_COUNT", 2)
+    monkeypatch.setattr(skf._SEAMS, "survey_page", 3)
+    monkeypatch.setattr(skf._SEAMS, "survey_batch", 2)
+    monkeypatch.setattr(skf._SEAMS, "scan_count", 2)
     for server in ("etcd", "redis", "redis_cluster"):
         store = request.getfixturevalue(server)
         root = store.url(f"skf-list/{os.urandom(4).hex()}/")

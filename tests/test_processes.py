@@ -64,7 +64,7 @@ def test_guard_held_past_the_wait_is_exit_2(
 ) -> None:
     holder = worker("hold-guard", lock)
     assert pipe(holder.stdout).readline() == "held\n"
-    monkeypatch.setattr(skf, "GUARD_WAIT_SEC", 0.2)
+    monkeypatch.setattr(skf._SEAMS, "guard_wait_sec", 0.2)
     run = main("acquire", "--lock", lock, "--owner", "wf:sk:r")
     assert run.code == 2 and "guard" in run.error and "0.2 s" in run.error
     assert beside(lock) == ["run.lock.skf-guard"]  # still the holder's

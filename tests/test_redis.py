@@ -43,6 +43,8 @@ from waiters import (
     served_after_a_release,
     waiter_thread,
 )
+from wire import when_blocked
+from wrapped import WrappedStore, wrap_stores
 
 
 def key_of(address: str) -> str:
@@ -412,17 +414,10 @@ def test_an_expired_record_race_has_exactly_one_winner(
 
 
 @pytest.fixture
-def blocked(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+def blocked(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
     """Set once a waiter sits blocked on its bell."""
     event = threading.Event()
-    real = skf._RedisStore._rung
-
-    def rung(self: object, bell: object, ticket: str, until: float) -> bool:
-        event.set()
-        rang: bool = real(self, bell, ticket, until)
-        return rang
-
-    monkeypatch.setattr(skf._RedisStore, "_rung", rung)
+    when_blocked(monkeypatch, "redis", event.set)
     return event
 
 
@@ -436,16 +431,16 @@ def test_a_ring_before_the_wait_begins_is_not_missed(
     """The release lands between the waiter's look and its wait: the ring waits in the
     bell's list, and the wait pops it at once."""
     skf.acquire(redis_lock, "wf:holder:1", 600.0)
-    real = skf._RedisStore._rung
     rings: list[bool] = []
 
-    def release_then_wait(self: object, bell: object, ticket: str, until: float) -> bool:
-        if not rings:
-            skf.release(redis_lock, "wf:holder:1")
-        rings.append(real(self, bell, ticket, until))
-        return rings[-1]
+    class ReleasedFirst(WrappedStore):
+        def wait(self, *args: object) -> bool:
+            if not rings:  # once: the look is taken, the wait to come
+                skf.release(redis_lock, "wf:holder:1")
+            rings.append(bool(self.real.wait(*args)))
+            return rings[-1]
 
-    monkeypatch.setattr(skf._RedisStore, "_rung", release_then_wait)
+    wrap_stores(skf, monkeypatch, ReleasedFirst)
     thread, outcome = waiter_thread(skf, redis_lock, "wf:waiter:1")
     assert joined(thread, outcome)["owner"] == "wf:waiter:1"
     assert counted_tries == [False, True] and rings == [True]
@@ -500,7 +495,7 @@ def test_a_signal_while_blocked_on_the_bell_ends_the_wait_and_leaves_the_line(
     armed: Any,
     redis_lock: str,
 ) -> None:
-    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, redis_lock, skf._RedisStore, "_rung")
+    a_wait_ended_by_sigint(skf, main, monkeypatch, armed, redis_lock)
     assert redis_keys(redis_lock) == ["", "\0last"]  # no place, bell or line left
 
 

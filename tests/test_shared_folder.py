@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from calls import root_only
 from lockfiles import beside, read_json
+from wrapped import WrappedPlatform, WrappedStore, follow_rules, wrap_stores
 
 NOBODY = 65534
 NOGROUP = 65534
@@ -121,16 +122,15 @@ def test_a_guard_made_by_another_user_makes_a_call_wait_not_fail(
         return "dropped"
 
     def take(say: Say, wait_for_go: Go) -> object:
-        real_try_lock = skf._PLATFORM.try_lock
-
-        def try_lock(fd: int) -> bool:
-            locked: bool = real_try_lock(fd)
-            if not locked:
-                say("blocked")  # it opened root's guard and found it held: it waits
-            return locked
+        class Told(WrappedPlatform):
+            def try_lock(self, fd: int) -> bool:
+                locked = bool(self.real.try_lock(fd))
+                if not locked:
+                    say("blocked")  # it opened root's guard and found it held: it waits
+                return locked
 
         # In this child, never undone.
-        pytest.MonkeyPatch().setattr(skf._PLATFORM, "try_lock", try_lock)
+        follow_rules(skf, pytest.MonkeyPatch(), Told(skf._SEAMS.platform))
         return skf.acquire(lock, "user:nobody:1", 60.0)
 
     root = User(0, 0).run(hold_guard)
@@ -161,15 +161,12 @@ def test_a_lock_is_handed_over_between_two_users_both_ways(skf: ModuleType, shar
 
     def wait_for_it(owner: str) -> Child:
         def run(say: Say, wait_for_go: Go) -> object:
-            real_take = skf._take_in
-
-            def take(*args: object, **kwargs: object) -> object:
-                result = real_take(*args, **kwargs)  # a hold, or a refusal's output
-                if not skf._acquire_output(result)["acquired"]:
+            class Told(WrappedStore):
+                def join(self, look: Any, place: Any, now: float) -> None:
+                    self.real.join(look, place, now)
                     say("refused")  # the other user's lock was read and kept: it waits
-                return result
 
-            pytest.MonkeyPatch().setattr(skf, "_take_in", take)  # in this child, never undone
+            wrap_stores(skf, pytest.MonkeyPatch(), Told)  # in this child, never undone
             return skf.acquire_within(lock, owner, 600.0, 60.0)
 
         return run

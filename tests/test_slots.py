@@ -23,6 +23,7 @@ from servers import etcd_post
 from stores import StoreUnderTest, status_now
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
+from wrapped import WrappedStore, wrap_stores
 
 # Minutes: a timeout for slots that must go stale within a test, and outlast the
 # calls made before it should: 3 s, and 8 s where a process starts in half a second
@@ -172,23 +173,22 @@ def test_a_change_that_keeps_losing_its_race_to_another_holder_still_lands(
     lock = request.getfixturevalue(f"{kind}_lock")
     skf.acquire(lock, "wf:mine:1", 600.0, slots=3)
     skf.acquire(lock, "wf:other:1", 600.0, slots=3)
-    store_class = type(skf._store_for(lock))
-    real_read = store_class.read
     renewals: list[dict[str, Any]] = []
     renewing = False  # while the other holder renews, its own reads are not beaten
 
-    def read_then_beaten(self: object, line: bool = True) -> object:
-        nonlocal renewing
-        look = real_read(self, line)
-        if len(renewals) < LOST_IN_A_ROW and not renewing:
-            renewing = True
-            try:
-                renewals.append(skf.acquire(lock, "wf:other:1", 600.0, slots=3))
-            finally:
-                renewing = False
-        return look
+    class BeatenAfterRead(WrappedStore):
+        def read(self, line: bool = True) -> object:
+            nonlocal renewing
+            look = self.real.read(line)
+            if len(renewals) < LOST_IN_A_ROW and not renewing:
+                renewing = True
+                try:
+                    renewals.append(skf.acquire(lock, "wf:other:1", 600.0, slots=3))
+                finally:
+                    renewing = False
+            return look
 
-    monkeypatch.setattr(store_class, "read", read_then_beaten)
+    wrap_stores(skf, monkeypatch, BeatenAfterRead)
     if call == "release":
         done = skf.release(lock, "wf:mine:1")
         assert done["released"] is True and done["reason"] is None

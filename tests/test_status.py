@@ -8,6 +8,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from calls import first_arguments_of
 from lockfiles import NOW, beside, write_record
 
 STATUS_KEYS = [
@@ -88,8 +89,9 @@ def test_status_never_writes_or_takes_the_guard(
 ) -> None:
     write_record(lock, "wf:sk:r1", NOW)
     before = (lock.read_bytes(), os.stat(lock).st_mtime_ns)
-    monkeypatch.setattr(skf, "_take_guard", None)  # calling it would raise TypeError
+    opened = first_arguments_of(monkeypatch, os, "open")
     skf.status(lock, 60.0)
+    assert str(lock) in opened and f"{lock}.skf-guard" not in opened
     assert (lock.read_bytes(), os.stat(lock).st_mtime_ns) == before
     assert beside(lock) == ["run.lock"]
 

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 from waiters import joined, waiter_thread
-
-# Where each server's waiter blocks: etcd reads its watch, Redis pops its bell.
-BLOCKS_IN = {"etcd": ("_EtcdWatch", "deleted"), "redis": ("_RedisStore", "_rung")}
+from wire import when_blocked
+from wrapped import WrappedStore, wrap_stores
 
 
 @pytest.fixture(params=["etcd", "redis"])
@@ -28,18 +27,11 @@ def server_lock(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def blocked(skf: ModuleType, server_lock: str, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
-    """Set once a waiter sits blocked on its store."""
-    cls_name, method = BLOCKS_IN[server_lock.partition("://")[0]]
-    cls = getattr(skf, cls_name)
+def blocked(server_lock: str, monkeypatch: pytest.MonkeyPatch) -> threading.Event:
+    """Set once a waiter sits blocked on its store: on etcd, reading a watch etcd said
+    it made; on Redis, waiting for its bell."""
     event = threading.Event()
-    real = getattr(cls, method)
-
-    def blocking(self: object, *args: object) -> object:
-        event.set()
-        return real(self, *args)
-
-    monkeypatch.setattr(cls, method, blocking)
+    when_blocked(monkeypatch, server_lock.partition("://")[0], event.set)
     return event
 
 
@@ -99,17 +91,25 @@ def test_two_slots_freed_in_a_row_wake_two_waiters(
     to take (0.5 s), so the second release finds it still first in line: the second is
     woken by that release and takes its slot first (woken only by the first's take, it
     would come after it; with no beats, never woken, it would wait for good)."""
-    real = skf._take_in
-    tries: dict[str, int] = {}
 
-    def slow_first(store: object, request: Any, *args: object) -> object:
-        owner = request.owner
-        tries[owner] = tries.get(owner, 0) + 1
-        if owner == "wf:waiter:1" and tries[owner] == 2:
-            time.sleep(0.5)
-        return real(store, request, *args)
+    class SlowFirst(WrappedStore):
+        """The first waiter's second try (the first after its place joined the line)
+        begins half a second late."""
 
-    monkeypatch.setattr(skf, "_take_in", slow_first)
+        joined_by = ""
+        slowed = False
+
+        def join(self, look: Any, place: Any, now: float) -> None:
+            self.real.join(look, place, now)
+            self.joined_by = place.owner
+
+        def change(self, create: bool) -> WrappedStore:
+            if self.joined_by == "wf:waiter:1" and not self.slowed:
+                self.slowed = True
+                time.sleep(0.5)
+            return super().change(create)
+
+    wrap_stores(skf, monkeypatch, SlowFirst)
     for owner in ("wf:h1:1", "wf:h2:1"):
         skf.acquire(server_lock, owner, 600.0, slots=2)
     outcomes: dict[str, list[dict[str, Any]]] = {}
@@ -146,15 +146,15 @@ def test_two_slots_freed_in_a_row_wake_two_waiters(
 @pytest.fixture
 def quick_beats(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Beats every 0.2 s (five a second), each beat recorded as it is sent."""
-    monkeypatch.setattr(skf, "_BEAT_SEC", 0.2)
+    monkeypatch.setattr(skf._SEAMS, "beat_sec", 0.2)
     beats: list[float] = []
-    real = skf._EtcdStore.beat
 
-    def beating(self: object, place: object) -> bool:
-        beats.append(time.monotonic())
-        return bool(real(self, place))
+    class Beating(WrappedStore):
+        def beat(self, place: object) -> bool:
+            beats.append(time.monotonic())
+            return bool(self.real.beat(place))
 
-    monkeypatch.setattr(skf._EtcdStore, "beat", beating)
+    wrap_stores(skf, monkeypatch, Beating)
     return beats
 
 
@@ -162,13 +162,13 @@ def quick_beats(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[float]
 def looks(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """Each look a waiter takes at an etcd lock, recorded."""
     seen: list[float] = []
-    real = skf._EtcdStore.look
 
-    def looking(self: object, upto: str | None = None) -> object:
-        seen.append(time.monotonic())
-        return real(self, upto)
+    class Looking(WrappedStore):
+        def look(self, upto: str | None = None) -> object:
+            seen.append(time.monotonic())
+            return self.real.look(upto)
 
-    monkeypatch.setattr(skf._EtcdStore, "look", looking)
+    wrap_stores(skf, monkeypatch, Looking)
     return seen
 
 
@@ -202,13 +202,19 @@ def test_an_etcd_waiter_whose_watch_went_silent_still_looks_every_few_beats(
 ) -> None:
     """A watch whose connection died unseen streams nothing, and the waiter cannot tell
     it from a quiet one: the look it takes every fifth beat all the same finds the lock
-    released, about a second later here (five beats of 0.2 s), not when its budget ends."""
+    released, about a second later here (five beats of 0.2 s), not when its budget ends.
+    Here its store's waits see nothing, as such a watch would, and vouch that nothing
+    changed, as the store does while its watch is open and streamed nothing."""
 
-    def silent(self: object, until: float, *args: object) -> set[bytes]:
-        time.sleep(max(0.0, until - time.monotonic()))
-        raise TimeoutError
+    class Silent(WrappedStore):
+        def wait(self, left: float, *args: object) -> bool:
+            time.sleep(left)
+            return False
 
-    monkeypatch.setattr(skf._EtcdWatch, "deleted", silent)
+        def vouches(self, look: object) -> bool:
+            return True
+
+    wrap_stores(skf, monkeypatch, Silent)
     skf.acquire(etcd_lock, "wf:holder:1", 600.0)
     thread, outcome = waiter_thread(skf, etcd_lock, "wf:waiter:1")
     deadline = time.monotonic() + 30

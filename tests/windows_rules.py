@@ -1,6 +1,6 @@
-"""Windows' rules, driven on any system: the script's ``_PLATFORM`` set to its
-``_WINDOWS`` for one test (the seam platforms.py gives), and on POSIX a fake msvcrt
-that locks through POSIX record locks, with failures to inject."""
+"""Windows' rules, driven on any system: the script's ``_WINDOWS`` the platform in
+force for one test (``_SEAMS.platform``), and on POSIX a fake msvcrt that locks
+through POSIX record locks, with failures to inject."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import types
 from types import ModuleType
 
 import pytest
+from wrapped import follow_rules
 
 if sys.platform != "win32":
     import fcntl
@@ -49,7 +50,7 @@ class FakeMsvcrt(types.ModuleType):
 def follow_windows_rules(skf: ModuleType, monkeypatch: pytest.MonkeyPatch) -> FakeMsvcrt | None:
     """Make ``skf`` follow Windows' rules until ``monkeypatch`` is undone: on POSIX
     through a fake msvcrt (returned; None on Windows, whose own is used)."""
-    monkeypatch.setattr(skf, "_PLATFORM", skf._WINDOWS)
+    follow_rules(skf, monkeypatch, skf._WINDOWS)
     if sys.platform == "win32":
         return None
     fake = FakeMsvcrt()

@@ -36,9 +36,10 @@ PACKAGE = ROOT / "src" / "skf_run_lock"
 OUTPUT = ROOT / "skf-run-lock.py"
 
 # The chapters, in the order a reader meets them: what the contract names, POSIX's and
-# Windows' rules and the choice of one, what callers give, interrupts, the record, the
-# decisions, the outputs, the store interface and the file store, the registry, the
-# server stores, the lock calls, the listing, the renewer, held() and run, the CLI.
+# Windows' rules and the choice of one, what callers give, interrupts, the seams (what
+# the tests may set), the record, the decisions, the outputs, the store interface and
+# the file store, the registry, the server stores, the lock calls, the listing, the
+# renewer, held() and run, the CLI.
 FLAT = (
     "__init__",
     "code_cache",
@@ -50,6 +51,7 @@ FLAT = (
     "platforms",
     "inputs",
     "interrupts",
+    "seams",
     "records",
     "hold",
     "decisions",

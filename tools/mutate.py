@@ -131,7 +131,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "windows-release-renames-first": (
         "a release on Windows renames the lock file away before deleting it",
-        "    if not _PLATFORM.delete_keeps_the_name:",
+        "    if not _SEAMS.platform.delete_keeps_the_name:",
         "    if True:",
     ),
     "fence-not-kept-on-renewal": (
@@ -151,8 +151,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "sharing-not-waited": (
         "a file another program has open is waited for, 5 s",
-        "_SHARING_RETRY_SEC = 5.0",
-        "_SHARING_RETRY_SEC = 0.0",
+        "        self.sharing_retry_sec = 5.0",
+        "        self.sharing_retry_sec = 0.0",
     ),
     "no-read-only-guard": (
         "a guard of another user is locked read-only",
@@ -513,7 +513,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "place-never-lapses": (
         "a place lapses once its waiter stops showing it is alive",
-        "    return [p for p in line if p.beat is None or abs(now - p.beat) < _PLACE_TTL_SEC]",
+        "    return [p for p in line if p.beat is None or abs(now - p.beat) < ttl]",
         "    return list(line)",
     ),
     "waiter-never-beats": (

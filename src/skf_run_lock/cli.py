@@ -23,7 +23,6 @@ from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import _list_table, list_locks
 from .lock_calls import _take, _wait_for, release, status
 from .outputs import _acquire_output, _acquired_result, _describe_os_error, _fail, _waited
-from .platforms import _PLATFORM
 from .public_surface import (
     _BESIDE_KEYS,
     _EXIT_BAD_ARGS,
@@ -40,6 +39,7 @@ from .public_surface import (
 )
 from .quoting import _quoted
 from .renewer import _checked_renewable
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -493,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
 def _entry() -> None:
     """The program: the copied file run as a script, or the installed command. Signals
     end it cleanly; it exits with main()'s code once its output is out."""
-    _PLATFORM.end_lines_in_lf()  # Windows: as everywhere else
+    _SEAMS.platform.end_lines_in_lf()  # Windows: as everywhere else
     try:
         try:
             _Interrupts.install()

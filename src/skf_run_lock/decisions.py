@@ -6,6 +6,7 @@ each only reads, applies a change atomically, and waits."""
 from __future__ import annotations
 
 from .records import _MAX_FENCE, _Record
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -13,11 +14,6 @@ if TYPE_CHECKING:
 
     from .inputs import _Query, _Request
     from .records import _Look, _Place
-
-# A place in line lapses _PLACE_TTL_SEC after its waiter's last beat; a waiter beats
-# every _BEAT_SEC.
-_PLACE_TTL_SEC = 3.0
-_BEAT_SEC = 1.0
 
 
 def _deciding_timeout(record: _Record, stale_after: float) -> float:
@@ -197,8 +193,10 @@ def _shared_record(holders: list[_Record]) -> _Record:
 
 
 def _live(line: list[_Place], now: float) -> list[_Place]:
-    """The places of ``line`` whose waiters are alive at ``now``, in order."""
-    return [p for p in line if p.beat is None or abs(now - p.beat) < _PLACE_TTL_SEC]
+    """The places of ``line`` whose waiters are alive at ``now``, in order (a place
+    lapses ``_SEAMS.place_ttl_sec`` after its waiter's last beat)."""
+    ttl = _SEAMS.place_ttl_sec
+    return [p for p in line if p.beat is None or abs(now - p.beat) < ttl]
 
 
 def _ahead_of(line: list[_Place], ticket: str) -> list[_Place] | None:

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from .etcd_gateway import _b64, _EtcdGateway, _not_etcd, _unb64
 from .etcd_store import _looked
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
     from .store_protocol import _Survey
-
-_SURVEY_PAGE = 1000  # keys a range of a listing asks for at once
 
 
 def _survey_etcd(address: str) -> _Survey:
@@ -30,7 +29,7 @@ def _survey_etcd(address: str) -> _Survey:
             body: dict[str, Any] = {
                 "key": _b64(start),
                 "range_end": _b64(end),
-                "limit": _SURVEY_PAGE,
+                "limit": _SEAMS.survey_page,
                 "revision": revision,
             }
             answer = gateway.post("/v3/kv/range", body)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import time
 
-from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live
+from .decisions import _ahead_of, _holders, _live
 from .etcd_gateway import _answer_field, _b64, _EtcdGateway, _not_etcd, _unb64
 from .etcd_watch import _EtcdWatch
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .quoting import _quoted
 from .records import _MAX_FENCE, _bytes_of, _Look, _parse_record, _Place, _Record
+from .seams import _SEAMS
 from .server_gateway import _Pause, _place_of, _place_value, _ServerStore, _unknown_outcome
 
 TYPE_CHECKING = False
@@ -301,7 +302,7 @@ class _EtcdStore(_ServerStore):
         puts it reads the lock as it then stands, for the waiter's first look."""
         if _ahead_of(_live(look.line, now), place.ticket) is not None:
             return
-        answer = self.gateway.post("/v3/lease/grant", {"TTL": str(int(_PLACE_TTL_SEC))})
+        answer = self.gateway.post("/v3/lease/grant", {"TTL": str(int(_SEAMS.place_ttl_sec))})
         place.ticket = _answer_field(answer, "ID", "lease/grant", digits=True)
         place.since = int(now // 1)
         place.joined = True

@@ -24,7 +24,6 @@ from .guard import (
     _SharingRefused,
 )
 from .interrupts import _Interrupts
-from .platforms import _PLATFORM
 from .public_surface import _NoFolder
 from .quoting import _quoted
 from .records import (
@@ -40,7 +39,12 @@ from .records import (
     _remembered,
     _time_of,
 )
+from .seams import _SEAMS
 from .times import _format_time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .store_protocol import _Store
 
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
 _TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
@@ -80,7 +84,7 @@ def _lock_path(lock: str | os.PathLike[str]) -> str:
     if path.startswith("~"):
         path = os.path.expanduser(path)
     # Before abspath, which turns CON into \\.\CON and drops a dot that ends a name.
-    _PLATFORM.refuse_reserved_names(path)
+    _SEAMS.platform.refuse_reserved_names(path)
     return os.path.abspath(path)
 
 
@@ -187,7 +191,7 @@ def _create_temp(lock: str) -> tuple[int, str]:
             except OSError:
                 path = _random_temp(lock)
         except PermissionError as exc:
-            if not _PLATFORM.refused_by_sharing(exc) or not _still_listed(path):
+            if not _SEAMS.platform.refused_by_sharing(exc) or not _still_listed(path):
                 raise _not_writable_error(os.path.dirname(lock), exc) from None
             # Windows: a temp file another program still has open is being deleted,
             # and its name refuses to be made again until that program closes it.
@@ -233,7 +237,7 @@ def _unlink_freeing_the_name(path: str, lock: str) -> None:
     """Delete ``path`` (the lock file or its line) so that its name is free at once:
     where a deleted file's name stays while another program has it open (Windows), by
     renaming it away first."""
-    if not _PLATFORM.delete_keeps_the_name:  # POSIX frees the name at unlink
+    if not _SEAMS.platform.delete_keeps_the_name:  # POSIX frees the name at unlink
         os.unlink(path)
         return
     away = _random_temp(lock)
@@ -561,3 +565,8 @@ class _FileStore:
 
     def by_hand(self) -> str:
         return f"delete the file {_quoted(self.lock)}"
+
+
+def _open_file(lock: str | os.PathLike[str]) -> _Store:
+    """The registry's opener: a file lock (mypy checks the class against _Store here)."""
+    return _FileStore(lock)

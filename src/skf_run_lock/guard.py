@@ -11,8 +11,8 @@ import os
 import time
 
 from .interrupts import _SIGNALS_HELD, _Interrupts
-from .platforms import _PLATFORM
-from .public_surface import GUARD_WAIT_SEC, _NoFolder
+from .public_surface import _NoFolder
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -22,9 +22,6 @@ if TYPE_CHECKING:
     _T = TypeVar("_T")
 
 _GUARD_SUFFIX = ".skf-guard"
-# Windows: how long a file another program has open (a scanner, an indexer, a sync
-# client) may refuse to be read, replaced or deleted before a call says so.
-_SHARING_RETRY_SEC = 5.0
 # A guard is held for one change, about a millisecond: a call polls it every ms while
 # others take their turns (on a busy lock, many a second), and backs off to 50 ms only
 # once it has waited longer than a busy lock would make it wait.
@@ -51,20 +48,20 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
     """``action()`` on ``lock`` or a file beside it, tried again for up to 5 s while
     Windows refuses it because another program has the file open; past that, an error
     that names the lock file and the cause (the system's own names a temp file)."""
-    deadline = time.monotonic() + _SHARING_RETRY_SEC
+    deadline = time.monotonic() + _SEAMS.sharing_retry_sec
     pause = 0.001
     while True:
         try:
             return action()
         except PermissionError as exc:
-            if not _PLATFORM.refused_by_sharing(exc):
+            if not _SEAMS.platform.refused_by_sharing(exc):
                 raise
             if time.monotonic() >= deadline:
                 raise _SharingRefused(
                     exc.errno,
                     f"another program has the lock file {lock} open (an editor, a virus"
                     " scanner, an indexer or a sync client), or this user may not change"
-                    f" it: it was refused for {_SHARING_RETRY_SEC:g} s ({exc.strerror});"
+                    f" it: it was refused for {_SEAMS.sharing_retry_sec:g} s ({exc.strerror});"
                     " close that program or keep the lock in a folder it does not watch",
                 ) from None
         time.sleep(pause)
@@ -150,7 +147,7 @@ def _open_existing_guard(guard: str) -> int:
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT, 0o666)
     except PermissionError:
-        if _PLATFORM.guard_open_busy:
+        if _SEAMS.platform.guard_open_busy:
             raise
         return os.open(guard, _GUARD_READ_ONLY_FLAGS)
 
@@ -185,7 +182,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
             return _open_existing_guard(guard), False
     except FileNotFoundError:
         return None
-    except _PLATFORM.guard_open_busy:
+    except _SEAMS.platform.guard_open_busy:
         raise  # Windows: a guard being deleted or open elsewhere; _take_guard tries again
     except OSError as exc:
         if exc.errno == errno.ELOOP and os.path.islink(guard):  # not a loop
@@ -202,7 +199,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
 def _locked_guard(fd: int, guard: str) -> bool:
     """True once the open guard ``fd`` is locked and still at ``guard``."""
     try:
-        if not _PLATFORM.try_lock(fd):
+        if not _SEAMS.platform.try_lock(fd):
             return False
     except OSError as exc:
         if exc.errno in _LOCKS_UNSUPPORTED:
@@ -215,22 +212,22 @@ def _locked_guard(fd: int, guard: str) -> bool:
         raise
     if _names_same_file(fd, guard):
         return True
-    _PLATFORM.unlock(fd)  # a guard its holder has already removed
+    _SEAMS.platform.unlock(fd)  # a guard its holder has already removed
     return False
 
 
 def _close_guard(fd: int, guard: str, remove: bool) -> None:
-    if remove and _PLATFORM.remove_guard_while_held:
+    if remove and _SEAMS.platform.remove_guard_while_held:
         _remove_quietly(guard)
     try:
-        _PLATFORM.unlock(fd)
+        _SEAMS.platform.unlock(fd)
     except OSError:
         pass  # closing releases it anyway
     try:
         os.close(fd)
     except OSError:
         pass  # closed by a drop an interrupt cut short
-    if remove and not _PLATFORM.remove_guard_while_held:
+    if remove and not _SEAMS.platform.remove_guard_while_held:
         _remove_quietly(guard)
 
 
@@ -244,7 +241,7 @@ def _still_names(fd: int, guard: str) -> bool:
 def _abandon_guard(fd: int, guard: str) -> None:
     """Close a guard not fully taken, removing it unless another call holds it."""
     try:
-        held_elsewhere = not _PLATFORM.try_lock(fd)
+        held_elsewhere = not _SEAMS.platform.try_lock(fd)
     except OSError:
         held_elsewhere = False  # nobody can hold it
     _close_guard(fd, guard, remove=not held_elsewhere and _names_same_file(fd, guard))
@@ -259,11 +256,11 @@ def _abandon_guard_at(guard: str) -> None:
 
 
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
-    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, or at ``until``, a call's
-    deadline by the monotonic clock: a renewal that must stop its work by then); see
-    _open_guard."""
+    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, ``_SEAMS.guard_wait_sec``, or at
+    ``until``, a call's deadline by the monotonic clock: a renewal that must stop its
+    work by then); see _open_guard."""
     start = time.monotonic()
-    deadline = min(start + GUARD_WAIT_SEC, until)
+    deadline = min(start + _SEAMS.guard_wait_sec, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -276,7 +273,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
                 fd, created = opened
                 if _locked_guard(fd, guard):
                     return fd, created
-        except _PLATFORM.guard_open_busy as exc:
+        except _SEAMS.platform.guard_open_busy as exc:
             refused = exc
         except BaseException as exc:
             if fd is not None:
@@ -291,7 +288,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             if refused is not None:
                 raise _SharingRefused(
                     refused.errno,
-                    f"the guard {guard} could not be opened for {GUARD_WAIT_SEC:g} s"
+                    f"the guard {guard} could not be opened for {_SEAMS.guard_wait_sec:g} s"
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )

@@ -13,9 +13,9 @@ from .inputs import _check_how, _check_owner_and_timeout, _check_wait, _Request
 from .interrupts import _Interrupts, _signal_name
 from .lock_calls import _wait_for, release
 from .outputs import _acquired_result, _describe_os_error, _fail
-from .platforms import _PLATFORM
 from .public_surface import _EXIT_HELD
 from .renewer import _checked_renewable, _Renewer
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
     try:
         # The request runs between fork and exec, where a lock another thread held at
         # the fork would never be let go: it calls one C function and takes no lock.
-        dies_with_run = _PLATFORM.dies_with_run()  # Linux: SIGTERM when run dies
+        dies_with_run = _SEAMS.platform.dies_with_run()  # Linux: SIGTERM when run dies
         child = subprocess.Popen(command, env=env, preexec_fn=dies_with_run)  # noqa: PLW1509
     except OSError as exc:
         _release_for_run(lock, owner, kept)

@@ -217,6 +217,19 @@ class _Query:
         self.slots = slots
 
 
+class _Release:
+    """What a release asks: the lock (a path or an address, checked by its store) and
+    the whole ``owner`` whose hold it ends (checked once the store has named the lock,
+    which the refusal of an owner without its run id shows). A value of its own, not a
+    ``_Request``: a release has no timeout, wait, count of slots or kind of hold."""
+
+    __slots__ = ("lock", "owner")
+
+    def __init__(self, lock: str | os.PathLike[str], owner: str) -> None:
+        self.lock = lock
+        self.owner = owner
+
+
 class _Request(_Query):
     """What a call that takes a lock asks, each part checked: a query's parts, the
     whole owner and its run id, how long it may wait in line, whether it asks for a

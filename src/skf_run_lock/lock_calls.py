@@ -11,7 +11,6 @@ import os
 import time
 
 from .decisions import (
-    _BEAT_SEC,
     _ahead_of,
     _another_programs_file,
     _asks_shared,
@@ -34,6 +33,7 @@ from .inputs import (
     _checked_stale_after,
     _has_run_id,
     _Query,
+    _Release,
     _Request,
     _seconds_of,
 )
@@ -52,6 +52,7 @@ from .outputs import (
 from .public_surface import LockBusy
 from .records import _Place, _Record
 from .registry import _store_for
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -233,7 +234,15 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
     """Delete the lock if its record names ``owner`` (with its run id), or, of a lock of
     several slots, free ``owner``'s slot; else ``reason`` says "absent" or "not-owner".
     ValueError, OSError as :func:`acquire`."""
-    store = _store_for(lock)
+    return _release_of(_Release(lock, owner))
+
+
+def _release_of(request: _Release) -> ReleaseResult:
+    """release, as asked: the lock checked by its store, then the owner (whole, with
+    its run id); what the store read decided (``_released``), applied against it, and
+    the output."""
+    store = _store_for(request.lock)
+    owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)
     try:
@@ -343,7 +352,7 @@ def _wait_turn(
     """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
     ``shown(result, seconds left, place)`` is told each new place in line. A waiter
     among the first N in line (N slots) watches the slots: one that frees may be its."""
-    beat_at = time.monotonic() + _BEAT_SEC
+    beat_at = time.monotonic() + _SEAMS.beat_sec
     last_shown = 0
     found = None  # what the last look found, while the wait goes on from it
     vouched = 0  # waits in a row that went on from one look
@@ -357,7 +366,7 @@ def _wait_turn(
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
                 return
-            beat_at = time.monotonic() + _BEAT_SEC
+            beat_at = time.monotonic() + _SEAMS.beat_sec
             last_shown = 0  # shown again after a beat
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1

@@ -9,17 +9,16 @@ import os
 import sys
 
 from .decisions import (
-    _PLACE_TTL_SEC,
     _deciding_timeout,
     _first_to_go,
     _holders,
     _is_stale,
 )
 from .inputs import _releasable
-from .platforms import _PLATFORM
 from .public_surface import LockLost, _Taken
 from .quoting import _quoted
 from .records import _Record
+from .seams import _SEAMS
 from .times import _duration_text, _format_time
 
 TYPE_CHECKING = False
@@ -40,11 +39,11 @@ def _this_command() -> str:
     under it (that machine's python3 may be older than 3.11, or missing), else by
     python3 (on Windows, which has no python3, by the interpreter)."""
     if __name__ == "skf_run_lock.outputs":
-        return _installed_command() or f"{_PLATFORM.interpreter()} -m skf_run_lock"
+        return _installed_command() or f"{_SEAMS.platform.interpreter()} -m skf_run_lock"
     script = _quoted(os.path.abspath(__file__))
     if os.environ.get("UV") and _on_path("uv") is not None:
         return f"uv run {script}"
-    return f"{_PLATFORM.script_runner()} {script}"
+    return f"{_SEAMS.platform.script_runner()} {script}"
 
 
 def _installed_command() -> str | None:
@@ -59,7 +58,7 @@ def _installed_command() -> str | None:
             return "skf-run-lock"
     except OSError:
         pass  # Windows may start it by a name that is not a file: its path then
-    return _PLATFORM.runnable_path(os.path.abspath(started))
+    return _SEAMS.platform.runnable_path(os.path.abspath(started))
 
 
 def _on_path(name: str) -> str | None:
@@ -91,10 +90,10 @@ def _stale_at(since: int, holder_timeout: float) -> str:
 
 
 def _lapses_at(place: _Place, now: float) -> str:
-    """When ``place`` lapses unless its waiter beats again: _PLACE_TTL_SEC after its
+    """When ``place`` lapses unless its waiter beats again: _SEAMS.place_ttl_sec after its
     last beat (a server's expiry keeps it: at the latest that long from ``now``)."""
     beat = now if place.beat is None else place.beat
-    return _stale_at(int(-(-beat // 1)), _PLACE_TTL_SEC)
+    return _stale_at(int(-(-beat // 1)), _SEAMS.place_ttl_sec)
 
 
 def _maybe_the_callers_own(owner: str, holder: str | None) -> str:

@@ -1,8 +1,9 @@
 """The platform: POSIX's rules (posix.py) or Windows' (windows.py), each one value with
 the names of ``_Platform``, and ``_PLATFORM``, the one this system follows, chosen here
-once. Everything else asks ``_PLATFORM`` and tests no platform itself (the built file's
-boot code aside: it finds the cache folder before this is compiled). Both modules import
-on any system, so the tests select ``_WINDOWS`` on Linux to drive Windows' rules."""
+once. Everything else asks the rules in force, ``_SEAMS.platform`` (seams.py: this one),
+and tests no platform itself (the built file's boot code aside: it finds the cache folder
+before this is compiled). Both modules import on any system, so the tests set
+``_WINDOWS`` in force on Linux to drive Windows' rules."""
 
 from __future__ import annotations
 

@@ -11,14 +11,12 @@ import re
 from .redis_gateway import _REDIS_BUSY
 from .redis_store import _RedisStore, _slot_base
 from .resp import _errors_in, _RedisError
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .records import _Look
     from .store_protocol import _Survey
-
-_SCAN_COUNT = 1000  # keys a node looks at for one SCAN
-_SURVEY_BATCH = 500  # locks read in one round trip
 
 
 def _lock_keys(key: bytes) -> tuple[bytes, bytes, bytes, bytes]:
@@ -86,7 +84,7 @@ class _RedisSurvey:
             cursor: bytes | None = b"0"
             while cursor is not None:
                 (answer,) = self.gateway.call(
-                    ("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_COUNT)
+                    ("SCAN", cursor, "MATCH", pattern, "COUNT", _SEAMS.scan_count)
                 )
                 if not (isinstance(answer, list) and len(answer) == 2):
                     raise OSError(errno.EPROTO, "Redis answered SCAN in a shape it never has")
@@ -138,9 +136,9 @@ def _survey_redis(address: str) -> _Survey:
             by_node.setdefault(node, []).append(key)
         looks: list[tuple[bytes, _Look]] = []
         for node, keys in by_node.items():
-            for at in range(0, len(keys), _SURVEY_BATCH):
+            for at in range(0, len(keys), _SEAMS.survey_batch):
                 gateway._go(node)
-                looks += survey.looks(keys[at : at + _SURVEY_BATCH])
+                looks += survey.looks(keys[at : at + _SEAMS.survey_batch])
     finally:
         survey.store.close()
     return address, [(gateway.address_of(key), look) for key, look in looks], ""

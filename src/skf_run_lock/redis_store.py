@@ -10,11 +10,12 @@ import errno
 import os
 import time
 
-from .decisions import _PLACE_TTL_SEC, _ahead_of, _holders, _live, _turns
+from .decisions import _ahead_of, _holders, _live, _turns
 from .interrupts import _SIGNALS_HELD, _Interrupts
 from .records import _bytes_of, _Look, _parse_record, _Place, _Record
 from .redis_gateway import _CommandDenied, _NotApplied, _RedisGateway
 from .resp import _RedisError, _RespConnection
+from .seams import _SEAMS
 from .server_gateway import _place_of, _place_value, _ServerStore, _unknown_outcome
 
 TYPE_CHECKING = False
@@ -208,7 +209,7 @@ class _RedisStore(_ServerStore):
         return [("RPUSH", bell, 1), ("PEXPIRE", bell, self._place_ms())]
 
     def _place_ms(self) -> int:
-        return max(1, int(_PLACE_TTL_SEC * 1000))
+        return max(1, int(_SEAMS.place_ttl_sec * 1000))
 
     def join(self, look: _Look, place: _Place, now: float) -> None:
         """A new ticket (a lapsed one must never come back) and its place, expiring."""

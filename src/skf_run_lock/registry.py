@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 import re
 
-from .file_store import _FileStore
-from .platforms import _PLATFORM
+from .file_store import _open_file
 from .quoting import _shown_address
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def _refuse_scheme_typos(lock: str) -> None:
     # Windows names no file with a colon: there the address is the only way.
     as_a_file = (
         f"; a file whose path starts so is given as ./{scheme}:..."
-        if _PLATFORM.colon_in_a_file_name
+        if _SEAMS.platform.colon_in_a_file_name
         else ""
     )
     raise ValueError(
@@ -151,11 +151,12 @@ def _server_kind(address: str) -> _ServerKind:
 
 
 def _store_for(lock: str | os.PathLike[str]) -> _Store:
-    """The store of a lock; ValueError for an unknown scheme (never a folder)."""
+    """The store of a lock, as the seam gives it (``_SEAMS.opened``: as it is, unless a
+    test wraps it); ValueError for an unknown scheme (never a folder)."""
     if isinstance(lock, str) and _ADDRESS.match(lock):
-        return _server_kind(lock).opener(lock)
+        return _SEAMS.opened(_server_kind(lock).opener(lock))
     _refuse_scheme_typos(os.fspath(lock))
-    return _FileStore(lock)
+    return _SEAMS.opened(_open_file(lock))
 
 
 def _survey_for(under: str | os.PathLike[str]) -> _Survey:

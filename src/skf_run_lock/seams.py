@@ -1,0 +1,61 @@
+"""The seams: the one value, ``_SEAMS``, whose fields the tests may set, and nothing else
+of the code. Every store a call opens passes through ``opened`` (as it is, unless a test
+wraps it in a store of its own), ``platform`` is the platform's rules in force, and the
+timings and sizes are read where they are used, so a test may shorten them for a call.
+Each is an attribute read where it is used: a call pays nothing for it."""
+
+from __future__ import annotations
+
+from .platforms import _PLATFORM
+from .public_surface import GUARD_WAIT_SEC
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .platforms import _Platform
+    from .store_protocol import _Store
+
+
+def _as_opened(store: _Store) -> _Store:
+    """A store as its opener made it: what ``opened`` is unless a test sets it."""
+    return store
+
+
+class _Seams:
+    """What a test may set, each field read by the code where it is used."""
+
+    __slots__ = (
+        "beat_sec",
+        "guard_wait_sec",
+        "opened",
+        "place_ttl_sec",
+        "platform",
+        "scan_count",
+        "sharing_retry_sec",
+        "survey_batch",
+        "survey_page",
+    )
+
+    def __init__(self) -> None:
+        # Every store a call opens (the registry's _store_for) is what this gives for it.
+        self.opened: Callable[[_Store], _Store] = _as_opened
+        # The platform's rules every call follows: this system's, chosen once.
+        self.platform: _Platform = _PLATFORM
+        # A place in line lapses place_ttl_sec after its waiter's last beat; a waiter
+        # beats every beat_sec.
+        self.place_ttl_sec = 3.0
+        self.beat_sec = 1.0
+        # How long a call waits for a lock's guard (the public GUARD_WAIT_SEC).
+        self.guard_wait_sec = GUARD_WAIT_SEC
+        # Windows: how long a file another program has open (a scanner, an indexer, a
+        # sync client) may refuse to be read, replaced or deleted before a call says so.
+        self.sharing_retry_sec = 5.0
+        # A listing: the keys a range of etcd's asks for at once, the keys a Redis node
+        # looks at for one SCAN, and the locks read in one round trip.
+        self.survey_page = 1000
+        self.scan_count = 1000
+        self.survey_batch = 500
+
+
+_SEAMS = _Seams()
