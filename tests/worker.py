@@ -24,7 +24,8 @@ share-slots LOCK OWNER SLOTS FOLDER OUT  until FOLDER/stop exists: wait in line 
                                          (W the wait; INSIDE: the marks inside midway) or
                                          "gave-up W" to OUT
 hold-slot LOCK OWNER SLOTS SECONDS       take one of SLOTS for SECONDS, say "held", wait for stdin
-slot-append LOCK OWNER SLOTS LOG NAME    wait in line for one of SLOTS, append NAME to LOG, release
+slot-append LOCK OWNER SLOTS LOG NAME    wait in line for one of SLOTS, append NAME and the
+                                         take's fence to LOG, release
 read-or-write LOCK OWNER KIND FOLDER OUT until FOLDER/stop exists: wait in line (5 s) for a
                                          shared hold (KIND r) or the lock alone (KIND w), put
                                          OWNER's mark in FOLDER/inside and look who else is
@@ -326,7 +327,7 @@ def hold_slot(lock: str, owner: str, slots: str, seconds: str) -> int:
 def slot_append(lock: str, owner: str, slots: str, log: str, name: str) -> int:
     skf = load()
     taken = skf.acquire_within(lock, owner, 60.0, 120.0, slots=int(slots))
-    append(log, name)
+    append(log, f"{name} {skf.fence_of(taken)}")
     assert skf.release(lock, taken["owner"])["released"]
     return 0
 
