@@ -96,7 +96,10 @@ class FaultyProxy:
 
     def _pump(self, source: socket.socket, sink: socket.socket) -> None:
         """Forward what ``source`` sends to ``sink``, as the fault of the moment lets."""
-        source.settimeout(_POLL_SEC)
+        try:
+            source.settimeout(_POLL_SEC)
+        except OSError:
+            return  # reset (closed) by cut() before this thread began
         while not self._ended():
             try:
                 data = source.recv(65536)

@@ -136,11 +136,24 @@ def start_etcd(
     raise RuntimeError("etcd exited at once three times: no ports it was given were free")
 
 
+# A single member keeps etcd's own timeouts (a tick every 100 ms; it is healthy within
+# half a second all the same): ticks every 20 ms cost an idle member 1% of a core, and
+# CI keeps 9 (3 workers on each of 3 Pythons) for the whole run. A cluster's members
+# tick every 20 ms, so that a new leader is elected within a test.
+QUICK_ELECTIONS = ["--heartbeat-interval", "20", "--election-timeout", "200"]
+
+# Passwords hashed at bcrypt's least cost: etcd checks one on each authentication (each
+# call of a user, each renewal whose token expired), which at its default cost took
+# the tests of users and of 2 s tokens 40% more of a core. What a client does with a
+# password is the same at any cost.
+CHEAP_PASSWORDS = ["--bcrypt-cost", "4"]
+
+
 def _etcd_member(
     data: Path, name: str, client: str, peer: str, *, cluster: str, scheme: str, more: list[str]
 ) -> subprocess.Popen[bytes]:
     """An etcd member on loopback, serving ``client`` by ``scheme``, its peers over
-    ``peer``, of ``cluster`` (``name=url,...``), with quick elections."""
+    ``peer``, of ``cluster`` (``name=url,...``), with ``more`` flags."""
     return subprocess.Popen(
         [
             etcd_binary(),
@@ -158,10 +171,7 @@ def _etcd_member(
             f"http://{peer}",
             "--initial-cluster",
             cluster,
-            "--heartbeat-interval",
-            "20",
-            "--election-timeout",
-            "200",
+            *CHEAP_PASSWORDS,
             *more,
         ],
         stdout=subprocess.DEVNULL,
@@ -200,6 +210,7 @@ def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
     servers = []
     for i, (client, peer) in enumerate(zip(clients, peers, strict=True)):
         more = ["--initial-cluster-state", "new", "--initial-cluster-token", "skf-tests"]
+        more += QUICK_ELECTIONS
         proc = _etcd_member(
             data / f"m{i}", f"m{i}", client, peer, cluster=cluster, scheme="http", more=more
         )

@@ -4,15 +4,26 @@ the real etcd and Redis through a proxy (tests/proxy.py) that is cut 2 s in, by 
 blackhole, a reset or a slow link, while another caller connected directly tries to
 take the lock until it does. The command must be gone, and held() must have reported
 the hold lost, before that take: the times compared are the ones each side recorded
-as it went (an order, not a duration)."""
+as it went (an order, not a duration).
+
+Each fault has a lock, a proxy, a holder and a taker of its own, and the faults of a
+test run side by side, each on the timeline it would have alone (its own start, its
+cut 2 s in): a hold of 6 s that must end takes some 12 s, and the fourteen of them,
+one after another, were the suite's longest file (160 s of a worker's time)."""
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import sys
 import textwrap
+import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
+from typing import Any, TypeVar
 
 import pytest
 from calls import posix_only, reaped
@@ -20,7 +31,7 @@ from conftest import key_of_its_own
 from proxy import Fault, proxy_to
 from takers import Taker, started_run
 
-FAULTS = ["blackhole", "reset", "slow"]
+FAULTS: tuple[Fault, ...] = ("blackhole", "reset", "slow")
 SERVERS = ["etcd", "redis"]
 
 # run's command: its process id, then the time every 100 ms; on SIGTERM, the time it
@@ -46,109 +57,248 @@ COMMAND = textwrap.dedent(
 )
 
 
-def server_port_and_addresses(server: str, request: pytest.FixtureRequest) -> tuple[int, str, str]:
-    """The server's port, and the address of a lock of the test's own there, with
-    ``{port}`` for the port it is reached at (the server's, or the proxy's)."""
-    key = key_of_its_own(request)
+def server_port(server: str, request: pytest.FixtureRequest) -> int:
+    """The port of the session's ``server`` (its fixture asked for here, in the test's
+    own thread: pytest's fixtures are not for threads)."""
     if server == "etcd":
-        port = int(request.getfixturevalue("etcd").client.rpartition(":")[2])
-        return port, f"etcd://127.0.0.1:{port}/{key}", "etcd://127.0.0.1:{port}/" + key
-    port = request.getfixturevalue("redis").port
-    return port, f"redis://127.0.0.1:{port}/{key}", "redis://127.0.0.1:{port}/" + key
+        return int(request.getfixturevalue("etcd").client.rpartition(":")[2])
+    return int(request.getfixturevalue("redis").port)
+
+
+def addresses(server: str, port: int, request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The address of a lock of its own on ``server`` (a new key each call), and the
+    same with ``{port}`` for the port it is reached at (the server's, or the proxy's)."""
+    through = f"{server}://127.0.0.1:{{port}}/{key_of_its_own(request)}"
+    return through.format(port=port), through
+
+
+T = TypeVar("T")
+
+
+def side_by_side(cases: dict[str, Callable[[], T]]) -> dict[str, T]:
+    """Each case run in a thread of its own, all at once: what each returned, once all
+    have ended. A case that raised fails the test, named, after every case has ended
+    (each cleans up after itself)."""
+    results: dict[str, T] = {}
+    failures: dict[str, BaseException] = {}
+
+    def run(name: str, case: Callable[[], T]) -> None:
+        try:
+            results[name] = case()
+        except BaseException as exc:  # reported below, with the case's name
+            failures[name] = exc
+
+    threads = [threading.Thread(target=run, args=item, daemon=True) for item in cases.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=80)
+    assert all(not thread.is_alive() for thread in threads), "a case never ended"
+    if failures:
+        told = "; ".join(f"{name}: {failure!r}" for name, failure in failures.items())
+        raise AssertionError(told) from next(iter(failures.values()))
+    return results
+
+
+def each_holds(ended: dict[str, T], check: Callable[[str, T], None]) -> None:
+    """``check`` (asserting) on each case's outcome: every case that fails it is
+    named, with what failed, not only the first."""
+    failed: list[str] = []
+    for name, outcome in ended.items():
+        try:
+            check(name, outcome)
+        except AssertionError as exc:
+            failed.append(f"{name}: {exc}")
+    assert not failed, "\n".join(failed)
+
+
+@dataclass
+class RunEnded:
+    """What a ``run`` whose renewals were cut left: its exit and stderr, its command's
+    last marker and the time it ended (None: killed without its SIGTERM), and the
+    taker that took the lock once the hold ended."""
+
+    code: int
+    err: str
+    last_marker: float
+    exited: float | None
+    taker: Taker
+
+
+def run_cut_by(
+    skf: ModuleType,
+    request: pytest.FixtureRequest,
+    folder: Path,
+    server: tuple[str, int],
+    fault: Fault,
+) -> RunEnded:
+    """A ``run`` through a proxy to ``server`` (its name and port) that ``fault`` cuts 2 s
+    in, and a taker."""
+    port = server[1]
+    direct, through = addresses(*server, request)
+    folder.mkdir()
+    with proxy_to(port) as proxy, reaped() as started:
+        argv = ["run", "--lock", through.format(port=proxy.port), "--owner", "wf:sk"]
+        argv += ["--stale-after", "6s", "--", sys.executable, "-c", COMMAND, str(folder)]
+        run = started_run(argv, folder / "marker", started)
+        time.sleep(2)
+        proxy.cut(fault)
+        taker = Taker(skf, direct, watched=int((folder / "pid").read_text()))
+        _, err = run.communicate(timeout=60)
+        taker.join()
+    exited = folder / "exited"  # written on SIGTERM: it had its grace
+    return RunEnded(
+        run.returncode,
+        err,
+        float((folder / "marker").read_text()),
+        float(exited.read_text()) if exited.exists() else None,
+        taker,
+    )
 
 
 @pytest.mark.timeout(90)
 @posix_only("SIGTERM handled by the command, which records when it ended")
-@pytest.mark.parametrize("fault", FAULTS)
 @pytest.mark.parametrize("server", SERVERS)
 def test_run_stops_its_command_before_a_hold_it_cannot_renew_ends(
-    skf: ModuleType,
-    request: pytest.FixtureRequest,
-    tmp_path: Path,
-    server: str,
-    fault: Fault,
+    skf: ModuleType, request: pytest.FixtureRequest, tmp_path: Path, server: str
 ) -> None:
-    port, direct, through = server_port_and_addresses(server, request)
-    with proxy_to(port) as proxy, reaped() as started:
-        argv = ["run", "--lock", through.format(port=proxy.port), "--owner", "wf:sk"]
-        argv += ["--stale-after", "6s", "--", sys.executable, "-c", COMMAND, str(tmp_path)]
-        run = started_run(argv, tmp_path / "marker", started)
-        time.sleep(2)
-        proxy.cut(fault)
-        taker = Taker(skf, direct, watched=int((tmp_path / "pid").read_text()))
-        _, err = run.communicate(timeout=60)
-        taker.join()
-    assert taker.began is not None, "the lock was never taken directly"
-    last_marker = float((tmp_path / "marker").read_text())
-    assert last_marker < taker.began, "the command ran on after the other take"
-    assert taker.command_alive is False, "the command's process outlived the hold"
-    exited = tmp_path / "exited"  # written on SIGTERM: it had its grace
-    assert exited.exists(), "the command was killed without its SIGTERM"
-    assert last_marker <= float(exited.read_text()) < taker.began
-    assert run.returncode == 3, err  # the lock was lost: its command was stopped
-    assert "was stopped" in err and "renewals failed" in err, err
+    """Under each fault (side by side), the run's command is stopped, with its SIGTERM,
+    before another caller takes the lock."""
+    at = (server, server_port(server, request))
+    ended = side_by_side(
+        {
+            fault: functools.partial(run_cut_by, skf, request, tmp_path / fault, at, fault)
+            for fault in FAULTS
+        }
+    )
+
+    def check(fault: str, run: RunEnded) -> None:
+        taker = run.taker
+        assert taker.began is not None, "the lock was never taken directly"
+        assert run.last_marker < taker.began, "the command ran on after the other take"
+        assert taker.command_alive is False, "the command's process outlived the hold"
+        assert run.exited is not None, "the command was killed without its SIGTERM"
+        assert run.last_marker <= run.exited < taker.began
+        assert run.code == 3, run.err  # the lock was lost: its command was stopped
+        assert "was stopped" in run.err and "renewals failed" in run.err, run.err
+
+    each_holds(ended, check)
 
 
-@pytest.mark.timeout(90)
-@pytest.mark.parametrize("fault", FAULTS)
-@pytest.mark.parametrize("server", SERVERS)
-def test_held_reports_a_hold_it_cannot_renew_lost_before_it_ends(
-    skf: ModuleType, request: pytest.FixtureRequest, server: str, fault: Fault
-) -> None:
-    port, direct, through = server_port_and_addresses(server, request)
+@dataclass
+class BlockEnded:
+    """What a held() block whose renewals were cut saw: its last step, when it was told
+    the hold was lost (by check(), or by the renewal thread's own verdict), what it was
+    told, whether the lease says lost, and the taker."""
+
+    last_step: float
+    seen_lost: float
+    raised: BaseException | None
+    lost: bool
+    taker: Taker
+
+
+@contextlib.contextmanager
+def held_through_a_proxy(
+    skf: ModuleType, request: pytest.FixtureRequest, server: tuple[str, int]
+) -> Iterator[tuple[Any, Callable[[Fault], Taker]]]:
+    """held() on ``server`` (its name and port) through a proxy, unentered, and a
+    function that cuts the proxy by a fault and starts the taker (connected directly)."""
+    port = server[1]
+    direct, through = addresses(*server, request)
+    with proxy_to(port) as proxy:
+
+        def cut(fault: Fault) -> Taker:
+            proxy.cut(fault)
+            return Taker(skf, direct)
+
+        yield skf.held(through.format(port=proxy.port), "wf:sk", 6.0), cut
+
+
+def block_cut_by(
+    skf: ModuleType, request: pytest.FixtureRequest, server: tuple[str, int], fault: Fault
+) -> BlockEnded:
+    """A held() block through a proxy that ``fault`` cuts 2 s in, doing a step every
+    100 ms and checking the lease at each, until check() raises LockLost."""
     taker: Taker | None = None
     last_step = seen_lost = 0.0
-    with proxy_to(port) as proxy:
-        with (
-            pytest.raises(skf.LockLost) as lost,
-            skf.held(through.format(port=proxy.port), "wf:sk", 6.0) as lease,
-        ):
-            started = time.monotonic()
-            while True:  # the block's work: a step every 100 ms, checking the lease
-                if taker is None and time.monotonic() - started >= 2:
-                    proxy.cut(fault)
-                    taker = Taker(skf, direct)
-                try:
-                    lease.check()
-                except skf.LockLost:
-                    seen_lost = time.time()
-                    raise
-                last_step = time.time()
-                time.sleep(0.1)
-        assert taker is not None
-        taker.join()
-    assert taker.began is not None, "the lock was never taken directly"
-    assert last_step < seen_lost < taker.began, "the block worked on after the other take"
-    assert lease.lost and "renewals failed" in str(lost.value)
+    with held_through_a_proxy(skf, request, server) as (lease, cut):
+        try:
+            with pytest.raises(skf.LockLost) as lost, lease as entered:
+                started = time.monotonic()
+                while True:  # the block's work: a step every 100 ms, checking the lease
+                    if taker is None and time.monotonic() - started >= 2:
+                        taker = cut(fault)
+                    try:
+                        entered.check()
+                    except skf.LockLost:
+                        seen_lost = time.time()
+                        raise
+                    last_step = time.time()
+                    time.sleep(0.1)
+        finally:
+            if taker is not None:
+                taker.join()
+    assert taker is not None
+    return BlockEnded(last_step, seen_lost, lost.value, entered.lost, taker)
 
 
-@pytest.mark.timeout(90)
-@pytest.mark.parametrize("server", SERVERS)
-def test_a_renewal_through_a_blackhole_gives_up_in_time_by_itself(
-    skf: ModuleType, request: pytest.FixtureRequest, server: str
-) -> None:
-    """held()'s renewal thread itself, not only check()'s look at the clock, finds the
-    hold lost before another caller can take it: its renewal waits on the network no
-    longer than its holder may, not the server's 5 s timeout."""
-    port, direct, through = server_port_and_addresses(server, request)
+def renewal_thread_cut(
+    skf: ModuleType, request: pytest.FixtureRequest, server: tuple[str, int]
+) -> BlockEnded:
+    """A held() block through a proxy blackholed 2 s in, that never calls check(): it
+    waits on the renewal thread's own verdict (``lease.renewer.lost``)."""
+    taker: Taker | None = None
     thread_found_it_lost = 0.0
     raised: BaseException | None = None
-    with proxy_to(port) as proxy:
-        lease = skf.held(through.format(port=proxy.port), "wf:sk", 6.0)
+    with held_through_a_proxy(skf, request, server) as (lease, cut):
         try:
-            with lease:
-                assert lease.renewer is not None
+            with lease as entered:
+                assert entered.renewer is not None
                 time.sleep(2)
-                proxy.cut("blackhole")
-                taker = Taker(skf, direct)
-                while lease.renewer.lost is None:  # the thread's own verdict
+                taker = cut("blackhole")
+                while entered.renewer.lost is None:  # the thread's own verdict
                     time.sleep(0.05)
                 thread_found_it_lost = time.time()
         except Exception as exc:
             raised = exc
-        taker.join()
-    assert taker.began is not None, "the lock was never taken directly"
-    assert thread_found_it_lost < taker.began
-    # The block is told LockLost, its failed release (no server in reach) a note on it.
-    assert isinstance(raised, skf.LockLost), raised
-    assert "could not be released" in str(raised.__notes__)
+        finally:
+            if taker is not None:
+                taker.join()
+    assert taker is not None
+    return BlockEnded(0.0, thread_found_it_lost, raised, entered.lost, taker)
+
+
+THREAD = "blackhole, the renewal thread by itself"
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("server", SERVERS)
+def test_held_reports_a_hold_it_cannot_renew_lost_before_it_ends(
+    skf: ModuleType, request: pytest.FixtureRequest, server: str
+) -> None:
+    """Under each fault (side by side), the block is told LockLost before another
+    caller takes the lock, and does no step after it was told. Beside them, a block
+    that never calls check(): held()'s renewal thread itself, not only check()'s look
+    at the clock, finds the hold lost before another caller can take it, since its
+    renewal waits on the network no longer than its holder may, not the server's 5 s
+    timeout."""
+    at = (server, server_port(server, request))
+    cases: dict[str, Callable[[], BlockEnded]] = {
+        fault: functools.partial(block_cut_by, skf, request, at, fault) for fault in FAULTS
+    }
+    cases[THREAD] = functools.partial(renewal_thread_cut, skf, request, at)
+    ended = side_by_side(cases)
+
+    def check(name: str, block: BlockEnded) -> None:
+        taker = block.taker
+        assert taker.began is not None, "the lock was never taken directly"
+        assert block.last_step < block.seen_lost < taker.began, "worked on after the other take"
+        assert isinstance(block.raised, skf.LockLost), block.raised
+        if name == THREAD:
+            # Told LockLost, its failed release (no server in reach) a note on it.
+            assert "could not be released" in str(block.raised.__notes__)
+        else:
+            assert block.lost and "renewals failed" in str(block.raised), block.raised
+
+    each_holds(ended, check)
