@@ -4056,6 +4056,25 @@ def _take_in(
     raise _kept_changing(store.lock)
 
 
+def _take_waiting(
+    request: _Request, refused: Callable[[AcquireResult, float, int], None] | None
+) -> tuple[_Hold | None, AcquireResult]:
+    """A take that waits in line when the request may (the CLI's acquire and run, the
+    session's acquire tool): the hold (None: refused) and its output, whose message says
+    how long it waited; ``refused(result, seconds left, place)`` as _wait_for calls it."""
+    if not request.wait:
+        taken = _take(request)
+        return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
+    started = time.monotonic()
+    hold: _Hold | None = None
+    try:
+        hold = _wait_for(request, refused=refused)
+        result = _acquired_result(hold)
+    except LockBusy as busy:
+        result = busy.result
+    return hold, _waited(result, time.monotonic() - started, request.wait)
+
+
 def acquire_within(
     lock: str | os.PathLike[str],
     owner: str,
@@ -5045,30 +5064,18 @@ def _cli_request(
 
 
 def _cli_take(request: _Request) -> tuple[_Hold | None, AcquireResult]:
-    """acquire's take, waiting in line if the request may: the hold (None: refused) and
-    its output."""
-    hold: _Hold | None = None
-    if not request.wait:
-        taken = _take(request)
-        hold = taken if isinstance(taken, _Hold) else None
-        result = _acquire_output(taken)
-    else:
-        started = time.monotonic()
-        line = None
-        if _is_terminal(sys.stderr):  # the line a person sees, on a terminal only
-            _compile_carried('usage')
+    """acquire's take, waiting in line if the request may, a line on the terminal saying
+    its place: the hold (None: refused) and its output."""
+    line = None
+    if request.wait and _is_terminal(sys.stderr):  # a person sees it on a terminal only
+        _compile_carried('usage')
 
-            line = _WaitLine()
-        try:
-            hold = _wait_for(request, refused=line)
-            result = _acquired_result(hold)
-        except LockBusy as busy:
-            result = busy.result
-        finally:
-            if line is not None:
-                line.clear()
-        result = _waited(result, time.monotonic() - started, request.wait)
-    return hold, result
+        line = _WaitLine()
+    try:
+        return _take_waiting(request, line)
+    finally:
+        if line is not None:
+            line.clear()
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:
@@ -5249,7 +5256,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5252, (), r'''
+_CARRIED['usage'] = (5259, (), r'''
 import os
 import sys
 import textwrap
@@ -5490,7 +5497,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5493, (), r'''
+_CARRIED['server_gateway'] = (5500, (), r'''
 import errno
 import json
 import os
@@ -5812,7 +5819,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5815, ('server_gateway',), r'''
+_CARRIED['http1'] = (5822, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5939,7 +5946,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5942, ('server_gateway',), r'''
+_CARRIED['resp'] = (5949, ('server_gateway',), r'''
 import re
 
 
@@ -6074,7 +6081,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6077, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6084, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6280,7 +6287,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6283, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6290, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6395,7 +6402,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6398, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6405, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6911,7 +6918,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6914, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6921, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6973,7 +6980,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6976, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (6983, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7246,7 +7253,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7249, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7256, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7637,7 +7644,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7640, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7647, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7775,7 +7782,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7778, (), r'''
+_CARRIED['file_listing'] = (7785, (), r'''
 import os
 import stat
 
@@ -7846,7 +7853,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (7849, (), r'''
+_CARRIED['serve'] = (7856, (), r'''
 import json
 import os
 import sys
@@ -8086,24 +8093,13 @@ def _session_request(arguments: dict[str, Any], lease: float) -> _Request:
 def _acquire(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
     """The acquire tool: the CLI's acquire output and the hold's fence."""
     request = _session_request(arguments, session.lease)
-    hold: _Hold | None = None
-    if not request.wait:
-        taken = _take(request)
-        hold = taken if isinstance(taken, _Hold) else None
-        result = _acquire_output(taken)
-    else:
-        started = time.monotonic()
+    started = time.monotonic()
 
-        def refused(result: Any, left: float, place: int) -> None:
-            waited = time.monotonic() - started
-            progress(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
+    def refused(result: Any, left: float, place: int) -> None:
+        waited = time.monotonic() - started
+        progress(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-        try:
-            hold = _wait_for(request, refused=refused)
-            result = _acquired_result(hold)
-        except LockBusy as busy:
-            result = busy.result
-        result = _waited(result, time.monotonic() - started, request.wait)
+    hold, result = _take_waiting(request, refused)
     if hold is not None:
         session.keep(request, hold)
     return {**result, "fence": None if hold is None else hold.fence}
@@ -8403,7 +8399,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '7721d2ecbb6e7253021ff4aa1a647f4e0f000d7feb138c9b45e60f4f1230dfde'  # what a cache entry must name
+_BUILD = '2303bfed114bd280095d104f05b577845e611e7f091a7eaad97bf4080c678296'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -615,8 +615,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "wait-line-on-any-stderr": (
         "the waiting line is written only to a terminal",
-        "        if _is_terminal(sys.stderr):  # the line a person sees",
-        "        if True:  # the line a person sees",
+        "    if request.wait and _is_terminal(sys.stderr):",
+        "    if request.wait:",
     ),
     "redis-change-unwatched": (
         "every Redis change applies only if the lock is as the call read it",
@@ -878,8 +878,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-wait-untold": (
         "a waiting acquire tells its place each beat",
-        "            hold = _wait_for(request, refused=refused)\n",
-        "            hold = _wait_for(request, refused=None)\n",
+        "    hold, result = _take_waiting(request, refused)\n",
+        "    hold, result = _take_waiting(request, None)\n",
     ),
     "serve-wait-uncut": (
         "a call waits 50 s at most",

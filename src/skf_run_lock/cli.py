@@ -21,8 +21,8 @@ from .inputs import (
 )
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import _list_table, list_locks
-from .lock_calls import _take, _wait_for, release, status
-from .outputs import _acquire_output, _acquired_result, _describe_os_error, _fail, _waited
+from .lock_calls import _take_waiting, release, status
+from .outputs import _describe_os_error, _fail
 from .public_surface import (
     _BESIDE_KEYS,
     _EXIT_BAD_ARGS,
@@ -33,7 +33,6 @@ from .public_surface import (
     _OUTPUT_KEYS,
     DEFAULT_STALE_AFTER_MIN,
     MAX_SLOTS,
-    LockBusy,
     __version__,
     _UsageError,
 )
@@ -319,30 +318,18 @@ def _cli_request(
 
 
 def _cli_take(request: _Request) -> tuple[_Hold | None, AcquireResult]:
-    """acquire's take, waiting in line if the request may: the hold (None: refused) and
-    its output."""
-    hold: _Hold | None = None
-    if not request.wait:
-        taken = _take(request)
-        hold = taken if isinstance(taken, _Hold) else None
-        result = _acquire_output(taken)
-    else:
-        started = time.monotonic()
-        line = None
-        if _is_terminal(sys.stderr):  # the line a person sees, on a terminal only
-            from .usage import _WaitLine
+    """acquire's take, waiting in line if the request may, a line on the terminal saying
+    its place: the hold (None: refused) and its output."""
+    line = None
+    if request.wait and _is_terminal(sys.stderr):  # a person sees it on a terminal only
+        from .usage import _WaitLine
 
-            line = _WaitLine()
-        try:
-            hold = _wait_for(request, refused=line)
-            result = _acquired_result(hold)
-        except LockBusy as busy:
-            result = busy.result
-        finally:
-            if line is not None:
-                line.clear()
-        result = _waited(result, time.monotonic() - started, request.wait)
-    return hold, result
+        line = _WaitLine()
+    try:
+        return _take_waiting(request, line)
+    finally:
+        if line is not None:
+            line.clear()
 
 
 def _cli_acquire(options: dict[str, str], tail: list[str]) -> tuple[AcquireResult, int]:

@@ -47,6 +47,7 @@ from .outputs import (
     _refused_result,
     _release_result,
     _status_result,
+    _waited,
     _whole_owner_needed,
 )
 from .public_surface import LockBusy
@@ -202,6 +203,25 @@ def _take_in(
                     session=session,
                 )
     raise _kept_changing(store.lock)
+
+
+def _take_waiting(
+    request: _Request, refused: Callable[[AcquireResult, float, int], None] | None
+) -> tuple[_Hold | None, AcquireResult]:
+    """A take that waits in line when the request may (the CLI's acquire and run, the
+    session's acquire tool): the hold (None: refused) and its output, whose message says
+    how long it waited; ``refused(result, seconds left, place)`` as _wait_for calls it."""
+    if not request.wait:
+        taken = _take(request)
+        return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
+    started = time.monotonic()
+    hold: _Hold | None = None
+    try:
+        hold = _wait_for(request, refused=refused)
+        result = _acquired_result(hold)
+    except LockBusy as busy:
+        result = busy.result
+    return hold, _waited(result, time.monotonic() - started, request.wait)
 
 
 def acquire_within(

@@ -24,19 +24,15 @@ from .inputs import (
     _wait_within,
 )
 from .listing import list_locks
-from .lock_calls import _take, _wait_for, release, status
+from .lock_calls import _take_waiting, release, status
 from .outputs import (
-    _acquire_output,
-    _acquired_result,
     _describe_os_error,
     _fail,
     _ordinal,
-    _waited,
 )
 from .public_surface import (
     _MAX_WAIT_SEC,
     DEFAULT_STALE_AFTER_MIN,
-    LockBusy,
     LockLost,
     __version__,
     _UsageError,
@@ -279,24 +275,13 @@ def _session_request(arguments: dict[str, Any], lease: float) -> _Request:
 def _acquire(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
     """The acquire tool: the CLI's acquire output and the hold's fence."""
     request = _session_request(arguments, session.lease)
-    hold: _Hold | None = None
-    if not request.wait:
-        taken = _take(request)
-        hold = taken if isinstance(taken, _Hold) else None
-        result = _acquire_output(taken)
-    else:
-        started = time.monotonic()
+    started = time.monotonic()
 
-        def refused(result: Any, left: float, place: int) -> None:
-            waited = time.monotonic() - started
-            progress(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
+    def refused(result: Any, left: float, place: int) -> None:
+        waited = time.monotonic() - started
+        progress(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-        try:
-            hold = _wait_for(request, refused=refused)
-            result = _acquired_result(hold)
-        except LockBusy as busy:
-            result = busy.result
-        result = _waited(result, time.monotonic() - started, request.wait)
+    hold, result = _take_waiting(request, refused)
     if hold is not None:
         session.keep(request, hold)
     return {**result, "fence": None if hold is None else hold.fence}
