@@ -2771,7 +2771,7 @@ def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
 
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/store_protocol.py
-# The store interface: what the algorithm asks of a store. A store reads, applies a
+# The store protocol: what the lock calls ask of a store. A store reads, applies a
 # change atomically against what it read, keeps the line of waiters, and waits; it decides
 # nothing (the decisions are functions of what it read). Every store class is checked
 # against this Protocol by mypy: each store module's opener returns a ``_Store``, and
@@ -3907,7 +3907,7 @@ def _survey_for(under: str | os.PathLike[str]) -> _Survey:
 
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/lock_calls.py
-# The algorithm: acquire, release and status, one algorithm over any store, and waiting
+# The lock calls: acquire, release and status, one algorithm over any store, and waiting
 # in line. Each call reads the lock, decides by the pure functions of the decisions, and
 # applies its change atomically against what it read, trying again when another writer
 # came first. A waiter joins the line, keeps its place alive, waits for what may make it
@@ -5723,7 +5723,7 @@ class _ServerGateway:
 
 class _ServerStore:
     """A lock on a server, as a store: it has its ``gateway`` (which keeps the call's
-    patience and deadline, set on the store by the algorithm) and no guard to enter."""
+    patience and deadline, set on the store by the lock calls) and no guard to enter."""
 
     gateway: _ServerGateway
     lock: str
@@ -6444,7 +6444,7 @@ def _wait_place(value: bytes, lease: object) -> _Place | None:
 
 class _EtcdStore(_ServerStore):
     """One lock on etcd (``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``), as the
-    algorithm asks of a store, spoken to through its ``gateway``. The record is at KEY on
+    lock calls ask of a store, spoken to through its ``gateway``. The record is at KEY on
     a lease; beside it, after a NUL, the last holder's (``last``), each waiter's place
     (``wait``, a NUL, its lease) and, of several slots, each holder's key on its lease
     (``slot``, a NUL, the lease). Each change is one transaction that compares what the
@@ -7162,7 +7162,7 @@ class _RedisGateway(_ServerGateway):
         if error.code not in _REDIS_BUSY:
             raise self._refusal(error)
         if watched:
-            # The algorithm reads again and retries; a slot's keys finish moving within
+            # The lock call reads again and retries; a slot's keys finish moving within
             # moments, so its tries (20 of them) span about 2 s.
             time.sleep(min(0.1, max(0.0, self.deadline - time.monotonic())))
             raise _NotApplied
@@ -7351,7 +7351,7 @@ class _RedisStore(_ServerStore):
     def by_hand(self) -> str:
         return self.gateway.by_hand()
 
-    # -- What the algorithm asks of a store
+    # -- What the lock calls ask of a store
 
     def look(self, upto: str | None = None) -> _Look:
         """The record (its expiry live, or none), the last holder's, and the line (up to
@@ -8399,7 +8399,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '2303bfed114bd280095d104f05b577845e611e7f091a7eaad97bf4080c678296'  # what a cache entry must name
+_BUILD = '8edda9fedb8fe6b3ddccaa49c02cec6b97ef8eb2c02dc9d9d9ae79e456210f3e'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

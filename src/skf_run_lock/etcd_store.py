@@ -57,7 +57,7 @@ def _wait_place(value: bytes, lease: object) -> _Place | None:
 
 class _EtcdStore(_ServerStore):
     """One lock on etcd (``etcd[+https]://HOST:PORT[,HOST:PORT...]/KEY``), as the
-    algorithm asks of a store, spoken to through its ``gateway``. The record is at KEY on
+    lock calls ask of a store, spoken to through its ``gateway``. The record is at KEY on
     a lease; beside it, after a NUL, the last holder's (``last``), each waiter's place
     (``wait``, a NUL, its lease) and, of several slots, each holder's key on its lease
     (``slot``, a NUL, the lease). Each change is one transaction that compares what the

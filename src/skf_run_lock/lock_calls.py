@@ -1,4 +1,4 @@
-"""The algorithm: acquire, release and status, one algorithm over any store, and waiting
+"""The lock calls: acquire, release and status, one algorithm over any store, and waiting
 in line. Each call reads the lock, decides by the pure functions of the decisions, and
 applies its change atomically against what it read, trying again when another writer
 came first. A waiter joins the line, keeps its place alive, waits for what may make it

@@ -193,7 +193,7 @@ class _RedisGateway(_ServerGateway):
         if error.code not in _REDIS_BUSY:
             raise self._refusal(error)
         if watched:
-            # The algorithm reads again and retries; a slot's keys finish moving within
+            # The lock call reads again and retries; a slot's keys finish moving within
             # moments, so its tries (20 of them) span about 2 s.
             time.sleep(min(0.1, max(0.0, self.deadline - time.monotonic())))
             raise _NotApplied

@@ -114,7 +114,7 @@ class _RedisStore(_ServerStore):
     def by_hand(self) -> str:
         return self.gateway.by_hand()
 
-    # -- What the algorithm asks of a store
+    # -- What the lock calls ask of a store
 
     def look(self, upto: str | None = None) -> _Look:
         """The record (its expiry live, or none), the last holder's, and the line (up to

@@ -235,7 +235,7 @@ class _ServerGateway:
 
 class _ServerStore:
     """A lock on a server, as a store: it has its ``gateway`` (which keeps the call's
-    patience and deadline, set on the store by the algorithm) and no guard to enter."""
+    patience and deadline, set on the store by the lock calls) and no guard to enter."""
 
     gateway: _ServerGateway
     lock: str

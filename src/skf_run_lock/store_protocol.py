@@ -1,4 +1,4 @@
-"""The store interface: what the algorithm asks of a store. A store reads, applies a
+"""The store protocol: what the lock calls ask of a store. A store reads, applies a
 change atomically against what it read, keeps the line of waiters, and waits; it decides
 nothing (the decisions are functions of what it read). Every store class is checked
 against this Protocol by mypy: each store module's opener returns a ``_Store``, and
