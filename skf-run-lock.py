@@ -7865,7 +7865,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    _Progress = Callable[[float, float, str], None]
 
 _SDK = "mcp>=2.3,<3"
 
@@ -7896,6 +7895,25 @@ def _sdk_missing() -> str:
 
 class _Cancelled(BaseException):
     """The client cancelled a waiting acquire: it leaves the line (no except stops it)."""
+
+
+class _Progress:
+    """What a tool call tells its client as it waits, and whether the call still stands:
+    once the client cancels it, or the session ends, it does not."""
+
+    def __init__(self, session: _Session, report: Callable[[float, float, str], None]) -> None:
+        self.session = session
+        self.report = report
+        self.cancelled = threading.Event()
+
+    def stands(self) -> bool:
+        return not self.cancelled.is_set() and not self.session.ending.is_set()
+
+    def __call__(self, done: float, total: float, message: str) -> None:
+        """Tell the client; _Cancelled once the call no longer stands."""
+        if not self.stands():
+            raise _Cancelled
+        self.report(done, total, message)
 
 
 # --- What a session holds
@@ -8100,6 +8118,10 @@ def _acquire(session: _Session, arguments: dict[str, Any], progress: _Progress) 
         progress(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
     hold, result = _take_waiting(request, refused)
+    if hold is not None and not hold.renewed and not progress.stands():
+        # Taken as the client cancelled the call: nobody would know of the hold.
+        _release_quietly(hold)
+        raise _Cancelled
     if hold is not None:
         session.keep(request, hold)
     return {**result, "fence": None if hold is None else hold.fence}
@@ -8260,12 +8282,9 @@ async def _answered(
     import asyncio
 
     loop = asyncio.get_running_loop()
-    cancelled = threading.Event()
     answered: asyncio.Future[tuple[dict[str, Any] | None, str]] = loop.create_future()
 
-    def progress(done: float, total: float, message: str) -> None:
-        if cancelled.is_set() or session.ending.is_set():
-            raise _Cancelled
+    def report(done: float, total: float, message: str) -> None:
         sent = asyncio.run_coroutine_threadsafe(
             ctx.session.report_progress(done, total, message), loop
         )
@@ -8273,6 +8292,8 @@ async def _answered(
             sent.result()
         except Exception:  # the call ended meanwhile (cancelled, or the session)
             raise _Cancelled from None
+
+    progress = _Progress(session, report)
 
     def work() -> None:
         outcome: tuple[dict[str, Any] | None, str] | None = None
@@ -8298,7 +8319,7 @@ async def _answered(
     try:
         return await answered
     except asyncio.CancelledError:
-        cancelled.set()  # the waiting thread leaves the line at its next beat
+        progress.cancelled.set()  # the waiting thread leaves the line at its next beat
         raise
 
 
@@ -8399,7 +8420,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '8edda9fedb8fe6b3ddccaa49c02cec6b97ef8eb2c02dc9d9d9ae79e456210f3e'  # what a cache entry must name
+_BUILD = 'cbb21c41bda27cdd7a1f358d3a534e4c7f7b26d3692e9b799ad6bd057e4fc640'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

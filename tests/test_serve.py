@@ -544,3 +544,33 @@ def test_serve_without_the_sdk_says_how_to_run_it(tmp_path: Path) -> None:
         "serve needs the MCP Python SDK (mcp>=2.3,<3), which this Python lacks: run it as"
         f" uv run --with 'mcp>=2.3,<3' {shlex.quote(str(SCRIPT))} serve"
     )
+
+
+@pytest.mark.timeout(90)
+def test_an_acquire_cancelled_as_the_lock_frees_never_keeps_it(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """A waiting acquire the client cancels, and whose turn comes a moment later (before
+    its next beat could see the cancel), takes nothing the client would not know of: a
+    hold taken as the call was cancelled is released at once, never kept by the session."""
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    for round_ in range(3):
+        lock = str(tmp_path / "locks" / f"busy-{round_}")
+        assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+        token = f"c{round_}"
+        waiting = served.call("acquire", {"lock": lock, "owner": "wf:waiter", "wait": 30}, token)
+        served.await_progress(token, 1)
+        served.notify("notifications/cancelled", {"requestId": waiting})
+        time.sleep(0.05 * round_)
+        assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
+        deadline = time.monotonic() + 5  # past several beats: the waiter has acted on it
+        while time.monotonic() < deadline:
+            status = skf.status(lock, 60.0)
+            assert status["state"] == "free" or not status["waiting"], status
+            time.sleep(0.1)
+        assert skf.status(lock, 60.0)["state"] == "free", skf.status(lock, 60.0)
+        assert served.tool("holds")["holds"] == []
+        assert waiting not in served.replies
+    ended = served.end_input()
+    assert served.exit_code() == 0, (ended, served.err())
