@@ -58,13 +58,6 @@ CI_SELECTION = [
 ]
 CI_KEYWORDS = "not etcd_cluster and not slow"
 
-# A test's time limit where it sets none (pyproject's 60 s elsewhere): a process under
-# Wine starts three to four times slower than on Linux, and CI runs this lane beside
-# the Linux lanes on the same two cores, where a test of some fifty calls (test_get's)
-# took 26 s alone and passed 60 s under load, its worker killed. The limit catches a
-# hang; it is no measure of speed.
-WINE_TIMEOUT_SEC = 180
-
 
 def _say(text: str) -> None:
     print(f"windows lane: {text}", flush=True)
@@ -248,8 +241,6 @@ def main(argv: list[str] | None = None) -> int:
                 "no:cacheprovider",
                 "-o",
                 "addopts=-ra --strict-markers --durations=10",
-                "-o",
-                f"timeout={WINE_TIMEOUT_SEC}",
                 *(["-n", str(args.workers)] if args.workers > 1 else ["-p", "no:xdist"]),
                 *selection,
                 *args.pytest_args,
