@@ -320,9 +320,10 @@ def test_a_session_under_uv_run_ends_when_uv_alone_is_killed(
     another run takes the lock within 2 s, and the server exits 0."""
     uv = UV or shutil.which("uv")
     assert uv is not None, "the suite runs under uv run, which names itself in UV"
-    # This Python, whose packages uv sync cached (the SDK's compiled parts are per version).
+    # This Python: uv brings the SDK for it (the compiled parts are per version, and the
+    # cache may hold none yet for it: so not --offline).
     python = ["--python", sys.executable]
-    serve = [uv, "run", "--offline", *python, "--with", SDK, str(SCRIPT), "serve", "--lease", "3s"]
+    serve = [uv, "run", *python, "--with", SDK, str(SCRIPT), "serve", "--lease", "3s"]
     environment = {k: v for k, v in os.environ.items() if k != "VIRTUAL_ENV"}
     reaper = serving(
         argv=[sys.executable, SESSIONS, "reap", str(tmp_path / "log"), *serve],
