@@ -862,8 +862,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-cancel-unheard": (
         "a cancelled acquire leaves the line",
-        "        if cancelled.is_set() or session.ending.is_set():\n",
-        "        if session.ending.is_set():\n",
+        "        return not self.cancelled.is_set() and not self.session.ending.is_set()\n",
+        "        return not self.session.ending.is_set()\n",
     ),
     "serve-calls-on-a-pool": (
         "every call is answered however many acquires wait",
