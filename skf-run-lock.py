@@ -35,6 +35,7 @@ import time
 from datetime import UTC as _UTC
 from datetime import datetime as _datetime
 from datetime import timedelta as _timedelta
+from functools import partial as _partial
 from types import CodeType as _CodeType
 
 
@@ -236,7 +237,7 @@ def _prune(folder: str) -> None:
     except OSError:
         pass
 
-_CARRIED['core'] = (239, (), r'''
+_CARRIED['core'] = (240, (), r'''
 TYPE_CHECKING = False  # typing is imported by type checkers alone
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -642,6 +643,18 @@ class _Posix:
     def end_lines_in_lf(self) -> None:
         """Nothing: lines printed end in LF already."""
 
+    def hold_clock(self) -> Callable[[], float]:
+        """The clock that counts the machine's sleep: Linux's CLOCK_BOOTTIME, and
+        macOS's CLOCK_MONOTONIC (time.monotonic reads mach_absolute_time there, which
+        stops while the machine sleeps, as CLOCK_MONOTONIC does on Linux). Elsewhere
+        (the BSDs) time.monotonic, which may not count sleep: the docs say so."""
+        clock_id = getattr(time, "CLOCK_BOOTTIME", None)
+        if sys.platform == "darwin":
+            clock_id = getattr(time, "CLOCK_MONOTONIC", None)
+        if sys.platform not in ("linux", "darwin") or clock_id is None:
+            return time.monotonic
+        return _partial(time.clock_gettime, clock_id)
+
     def dies_with_run(self) -> Callable[[], None] | None:
         """On Linux, what the command's process runs before the command: it asks for
         SIGTERM when run dies, however it dies (SIGKILL included), so that the command
@@ -807,6 +820,12 @@ class _Windows:
             if reconfigure is not None:
                 reconfigure(newline="\n")
 
+    def hold_clock(self) -> Callable[[], float]:
+        """time.monotonic, which counts the machine's sleep here: Python reads
+        GetTickCount64 (3.11, 3.12) or QueryPerformanceCounter (3.13 on), and Windows
+        counts the time asleep or hibernating in both."""
+        return time.monotonic
+
     def dies_with_run(self) -> Callable[[], None] | None:
         """None: Windows has no request for a signal when a parent dies, so a command
         outlives a killed run, and the lock goes stale."""
@@ -867,6 +886,11 @@ if TYPE_CHECKING:
 
         def end_lines_in_lf(self) -> None:
             """Make every line printed end in LF alone."""
+
+        def hold_clock(self) -> Callable[[], float]:
+            """The clock every deadline of a hold counts on (seconds, from any start):
+            one that goes on counting while the machine sleeps, where the system has
+            one, so that a hold that lapsed in its sleep is found lost on waking."""
 
         def dies_with_run(self) -> Callable[[], None] | None:
             """What run's command runs before the command, so that it ends when run dies;
@@ -1104,7 +1128,7 @@ class _Request(_Query):
     session's and lasts its lease; see decisions._take_timeout). A new capability is a
     part here, and every layer that takes a request has it.
 
-    Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
+    Two parts are the renewer's: ``deadline``, the moment (``_SEAMS.clock``) past which
     no try waits on the network (a renewal's: its holder must stop by then), and
     ``try_began``, set by each try as it begins, before it sends anything: a hold the
     try took or renewed started no sooner, so the renewer counts the hold from it."""
@@ -1148,7 +1172,7 @@ class _Request(_Query):
         self.renew_only = renew_only
         self.session = session
         self.deadline = float("inf")  # the store's own timeout alone
-        self.try_began = time.monotonic()  # no later than any try of it
+        self.try_began = float("-inf")  # each try sets it as it begins
 
     def renewal(self, hold: _Hold) -> _Request:
         """The request that renews ``hold``, which this one took (its lock as its store
@@ -1318,10 +1342,24 @@ def _interrupted(signum: int) -> str:
 # wraps it in a store of its own), ``platform`` is the platform's rules in force, and the
 # timings and sizes are read where they are used, so a test may shorten them for a call.
 # Each is an attribute read where it is used: a call pays nothing for it.
+#
+# No wait on another clock (a sleep, a thread's join, an event's or a socket's timeout:
+# the system's, which may stop while the machine sleeps) lasts longer than
+# ``_LONGEST_BLIND_WAIT_SEC``: after that it reads ``clock`` again, so a machine that wakes
+# finds a deadline that passed in its sleep within a second.
 # --------------------------------------------------------------------------------------
 
 if TYPE_CHECKING:
     from collections.abc import Callable
+
+
+_LONGEST_BLIND_WAIT_SEC = 1.0
+
+
+def _blind_wait(seconds: float) -> float:
+    """How long a wait on another clock than ``_SEAMS.clock`` may last of the ``seconds``
+    left: at most a second, then the deadline is read again on the clock."""
+    return min(seconds, _LONGEST_BLIND_WAIT_SEC)
 
 
 def _as_opened(store: _Store) -> _Store:
@@ -1334,6 +1372,7 @@ class _Seams:
 
     __slots__ = (
         "beat_sec",
+        "clock",
         "guard_wait_sec",
         "opened",
         "place_ttl_sec",
@@ -1349,6 +1388,9 @@ class _Seams:
         self.opened: Callable[[_Store], _Store] = _as_opened
         # The platform's rules every call follows: this system's, chosen once.
         self.platform: _Platform = _PLATFORM
+        # The clock every deadline counts on (a hold's, a call's, a wait's): one that
+        # counts the machine's sleep where the system has one (seconds, any start).
+        self.clock: Callable[[], float] = _PLATFORM.hold_clock()
         # A place in line lapses place_ttl_sec after its waiter's last beat; a waiter
         # beats every beat_sec.
         self.place_ttl_sec = 3.0
@@ -2909,7 +2951,7 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
     """``action()`` on ``lock`` or a file beside it, tried again for up to 5 s while
     Windows refuses it because another program has the file open; past that, an error
     that names the lock file and the cause (the system's own names a temp file)."""
-    deadline = time.monotonic() + _SEAMS.sharing_retry_sec
+    deadline = _SEAMS.clock() + _SEAMS.sharing_retry_sec
     pause = 0.001
     while True:
         try:
@@ -2917,7 +2959,7 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
         except PermissionError as exc:
             if not _SEAMS.platform.refused_by_sharing(exc):
                 raise
-            if time.monotonic() >= deadline:
+            if _SEAMS.clock() >= deadline:
                 raise _SharingRefused(
                     exc.errno,
                     f"another program has the lock file {lock} open (an editor, a virus"
@@ -3118,9 +3160,9 @@ def _abandon_guard_at(guard: str) -> None:
 
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
     """Lock the guard (TimeoutError after GUARD_WAIT_SEC, ``_SEAMS.guard_wait_sec``, or at
-    ``until``, a call's deadline by the monotonic clock: a renewal that must stop its
+    ``until``, a call's deadline on ``_SEAMS.clock``: a renewal that must stop its
     work by then); see _open_guard."""
-    start = time.monotonic()
+    start = _SEAMS.clock()
     deadline = min(start + _SEAMS.guard_wait_sec, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
@@ -3145,7 +3187,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             raise
         if fd is not None:
             os.close(fd)
-        if time.monotonic() >= deadline:
+        if _SEAMS.clock() >= deadline:
             if refused is not None:
                 raise _SharingRefused(
                     refused.errno,
@@ -3159,7 +3201,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
                 " another call is stuck holding it",
             )
         time.sleep(pause)
-        if time.monotonic() - start >= _GUARD_BUSY_SEC:
+        if _SEAMS.clock() - start >= _GUARD_BUSY_SEC:
             pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
 
 
@@ -3174,7 +3216,7 @@ class _Guard:
     ) -> None:
         self.guard = os.fspath(lock) + _GUARD_SUFFIX
         self.make_parents = make_parents
-        self.deadline = deadline  # a call's, by the monotonic clock (inf: none)
+        self.deadline = deadline  # a call's, on _SEAMS.clock (inf: none)
         self.fd = -1
         self.dropping = False
         self.created = True  # False: left by a dead call
@@ -3722,8 +3764,8 @@ class _FileStore:
         seen = _file_seen(look)
         # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and seen.lock is None else None
-        until = time.monotonic() + left
-        while (pause := min(every, until - time.monotonic())) > 0:
+        until = _SEAMS.clock() + left
+        while (pause := min(every, until - _SEAMS.clock())) > 0:
             time.sleep(pause)
             if _signature(self.lock) != seen.lock or (line and _signature(line) != seen.line):
                 return True
@@ -3990,7 +4032,7 @@ def _take_in(
     the line, or leaves it taking."""
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
-    request.try_began = time.monotonic()
+    request.try_began = _SEAMS.clock()
     owner = request.owner
     stale_after = request.stale_after
     for _ in range(_CHANGE_TRIES):
@@ -3998,7 +4040,7 @@ def _take_in(
             look = change.read()
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
-            read_at = time.monotonic()
+            read_at = _SEAMS.clock()
             record = look.record
             if _another_programs_file(record):
                 assert record is not None
@@ -4065,14 +4107,14 @@ def _take_waiting(
     if not request.wait:
         taken = _take(request)
         return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
-    started = time.monotonic()
+    started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
         hold = _wait_for(request, refused=refused)
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
-    return hold, _waited(result, time.monotonic() - started, request.wait)
+    return hold, _waited(result, _SEAMS.clock() - started, request.wait)
 
 
 def acquire_within(
@@ -4190,7 +4232,7 @@ def _wait_for(
     """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
     calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line."""
-    deadline = time.monotonic() + request.wait
+    deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
     store.patient = bool(request.wait)
     ticket = os.urandom(4).hex()
@@ -4202,7 +4244,7 @@ def _wait_for(
             result = _take_in(store, request, place)
             if isinstance(result, _Hold):
                 return result
-            if place is None or time.monotonic() >= deadline:
+            if place is None or _SEAMS.clock() >= deadline:
                 raise LockBusy(result)
             _wait_turn(store, place, deadline, request, result=result, shown=refused)
     finally:
@@ -4223,33 +4265,33 @@ def _wait_turn(
     """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
     ``shown(result, seconds left, place)`` is told each new place in line. A waiter
     among the first N in line (N slots) watches the slots: one that frees may be its."""
-    beat_at = time.monotonic() + _SEAMS.beat_sec
+    beat_at = _SEAMS.clock() + _SEAMS.beat_sec
     last_shown = 0
     found = None  # what the last look found, while the wait goes on from it
     vouched = 0  # waits in a row that went on from one look
-    while (left := deadline - time.monotonic()) > 0:
+    while (left := deadline - _SEAMS.clock()) > 0:
         if found is None:
             found = _found_in_line(store, place, request, left=left)
             if found is None:
                 return
         look, ahead, away, stale_at = found
-        if time.monotonic() >= beat_at:
+        if _SEAMS.clock() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
                 return
-            beat_at = time.monotonic() + _SEAMS.beat_sec
+            beat_at = _SEAMS.clock() + _SEAMS.beat_sec
             last_shown = 0  # shown again after a beat
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
-        pause = min(left, beat_at - time.monotonic(), stale_at - time.monotonic())
+        pause = min(left, beat_at - _SEAMS.clock(), stale_at - _SEAMS.clock())
         woken = store.wait(pause, look, _waits_on(ahead, away, place.shared), place, away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
         # A wait that ended unwoken, for its beat, goes on from the same look where the
         # store vouches that nothing it waits on changed since. A look every few beats
         # all the same catches a watch whose connection died unseen.
-        trusted = not woken and vouched < _VOUCHED_WAITS and time.monotonic() < stale_at
+        trusted = not woken and vouched < _VOUCHED_WAITS and _SEAMS.clock() < stale_at
         if trusted and store.vouches(look):
             vouched += 1
         else:
@@ -4261,8 +4303,8 @@ def _found_in_line(
     store: _Store, place: _Place, request: _Request, *, left: float
 ) -> tuple[_Look, list[_Place], int, float] | None:
     """A look for a waiter: the look, the places ahead of ``place``, how many must
-    leave before it is among the first N (N ``slots``), and when (by the monotonic
-    clock) to wake for a slot going stale by its time. None: its turn may have come,
+    leave before it is among the first N (N ``slots``), and when (on
+    ``_SEAMS.clock``) to wake for a slot going stale by its time. None: its turn may have come,
     or its place lapsed, and it tries again."""
     look = store.look(upto=place.ticket)  # only the places ahead of it matter
     now = time.time()
@@ -4278,7 +4320,7 @@ def _found_in_line(
     away = _away(ahead, request.slots, place.shared)
     # The next to take a slot also wakes when one goes stale.
     until_stale = _stale_in(look.record, request.stale_after, now) if away == 0 else left
-    return look, ahead, away, time.monotonic() + until_stale
+    return look, ahead, away, _SEAMS.clock() + until_stale
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
@@ -4512,18 +4554,29 @@ class _Renewer:
         self.lost: LockLost | None = None
 
     def stop_at(self) -> float:
-        """When the work must stop (monotonic clock): the grace and the margin before
+        """When the work must stop (``_SEAMS.clock``): the grace and the margin before
         the soonest the hold may end."""
         return self.renewed + self.lasts - self.grace - self.margin
 
     def due_in(self) -> float:
-        return max(0.0, min(self.next, self.stop_at()) - time.monotonic())
+        return max(0.0, min(self.next, self.stop_at()) - _SEAMS.clock())
+
+    def next_look(self) -> float:
+        """How long the work's thread may wait before it looks again (renew_if_due): at
+        most a second on the system's clock, which may stop while the machine sleeps."""
+        return _blind_wait(self.due_in())
+
+    def renew_if_due(self) -> LockLost | None:
+        """Renew the lock once due, else find it lost by the clock: None while held."""
+        if self.due_in() > 0:
+            return self.lost_by_now()
+        return self.renew()
 
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:
             return self.lost
-        started = time.monotonic()
+        started = _SEAMS.clock()
         if started < self.stop_at():
             self.renewal.deadline = self.stop_at()
             try:
@@ -4541,19 +4594,19 @@ class _Renewer:
                 self.next = self.renewed + self.every
                 self.failure = None
                 return None
-        if max(self.next, time.monotonic()) >= self.stop_at():  # no try left in time
+        if max(self.next, _SEAMS.clock()) >= self.stop_at():  # no try left in time
             self.ran_out_now()
         return self.lost
 
     def lost_by_now(self) -> LockLost | None:
         """Its LockLost once lost, or once the work must stop by the clock, even while
         a renewal is still under way (held()'s check)."""
-        if self.lost is None and time.monotonic() >= self.stop_at():
+        if self.lost is None and _SEAMS.clock() >= self.stop_at():
             self.ran_out_now()
         return self.lost
 
     def ran_out_now(self) -> None:
-        failing = _duration_text(time.monotonic() - self.renewed)
+        failing = _duration_text(_SEAMS.clock() - self.renewed)
         kept = f"{self.grace + self.margin:.1f}"
         why = f"renewals failed for {failing}, until the hold would go stale within the {kept} s"
         why += " kept to stop the work"
@@ -4567,7 +4620,7 @@ class _Renewer:
         margin (at most 5 s) when it ran out; 5 s for a lock found lost, no longer its."""
         if not self.ran_out:
             return _RUN_GRACE_SEC
-        left = self.renewed + self.lasts - self.margin - time.monotonic()
+        left = self.renewed + self.lasts - self.margin - _SEAMS.clock()
         return max(0.0, min(_RUN_GRACE_SEC, left))
 
 
@@ -4675,8 +4728,8 @@ class _Lease:
 
     def _keep(self) -> None:
         assert self.renewer is not None and self.stop is not None
-        while not self.stop.wait(self.renewer.due_in()):
-            if self.renewer.renew() is not None:
+        while not self.stop.wait(self.renewer.next_look()):
+            if self.renewer.renew_if_due() is not None:
                 return
 
     def __exit__(
@@ -4756,10 +4809,10 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
     renewer = _Renewer(request, hold)
     lost = None
     while True:
-        waiter.join(renewer.due_in())
+        waiter.join(renewer.next_look())
         if not waiter.is_alive():
             break
-        lost = renewer.renew()
+        lost = renewer.renew_if_due()
         if lost is not None:
             _stop_command(child, waiter, renewer.grace_left())
             break
@@ -5256,7 +5309,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5259, (), r'''
+_CARRIED['usage'] = (5312, (), r'''
 import os
 import sys
 import textwrap
@@ -5497,7 +5550,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5500, (), r'''
+_CARRIED['server_gateway'] = (5553, (), r'''
 import errno
 import json
 import os
@@ -5819,7 +5872,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5822, ('server_gateway',), r'''
+_CARRIED['http1'] = (5875, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5946,7 +5999,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5949, ('server_gateway',), r'''
+_CARRIED['resp'] = (6002, ('server_gateway',), r'''
 import re
 
 
@@ -6081,7 +6134,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6084, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6137, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6287,7 +6340,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6290, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6343, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6402,7 +6455,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6405, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6458, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6918,7 +6971,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6921, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6974, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6980,7 +7033,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6983, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7036, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7259,7 +7312,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7262, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7315, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7650,7 +7703,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7653, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7706, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7788,7 +7841,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7791, (), r'''
+_CARRIED['file_listing'] = (7844, (), r'''
 import os
 import stat
 
@@ -7859,7 +7912,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (7862, (), r'''
+_CARRIED['serve'] = (7915, (), r'''
 import json
 import os
 import sys
@@ -8426,7 +8479,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'b2ddc6556fc621a44c2996a1a2438cdc9e06070d504a1b4075fe37166c26e90a'  # what a cache entry must name
+_BUILD = '9a9e8e291e05b0cdb01435fbd4ef8ad93e5990221f5d8813ed93a7de89a458d5'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -116,7 +116,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "guard-blocks-forever": (
         "the guard is waited for at most GUARD_WAIT_SEC",
-        "        if time.monotonic() >= deadline:\n            if refused is not None:",
+        "        if _SEAMS.clock() >= deadline:\n            if refused is not None:",
         "        if False:\n            if refused is not None:",
     ),
     "windows-lock-errno-read": (
@@ -385,8 +385,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "vouched-without-end": (
         "a waiter looks every fifth beat, even while its store vouches for the look",
-        "        trusted = not woken and vouched < _VOUCHED_WAITS and time.monotonic() < stale_at",
-        "        trusted = not woken and time.monotonic() < stale_at",
+        "        trusted = not woken and vouched < _VOUCHED_WAITS and _SEAMS.clock() < stale_at",
+        "        trusted = not woken and _SEAMS.clock() < stale_at",
     ),
     "etcd-join-reads-nothing": (
         "a waiter's first look in line is what its join's transaction read",
@@ -479,6 +479,16 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "a lost lock stops the command",
         "            _stop_command(child, waiter, renewer.grace_left())\n            break",
         "            waiter.join()\n            break",
+    ),
+    "sleep-waits-past-a-wake": (
+        "no wait of a holder lasts over a second on a clock that stops while the machine sleeps",
+        "        return _blind_wait(self.due_in())",
+        "        return self.due_in()",
+    ),
+    "sleep-uncounted": (
+        "every deadline of a hold counts on a clock that counts the machine's sleep",
+        '        if sys.platform not in ("linux", "darwin") or clock_id is None:',
+        "        if True:",
     ),
     "renewal-waits-out-the-network": (
         "a renewal waits on the network no longer than its holder may go on",

@@ -552,8 +552,8 @@ class _FileStore:
         seen = _file_seen(look)
         # A take and a release can leave no lock file again: the line shows it.
         line = self.line if ahead and seen.lock is None else None
-        until = time.monotonic() + left
-        while (pause := min(every, until - time.monotonic())) > 0:
+        until = _SEAMS.clock() + left
+        while (pause := min(every, until - _SEAMS.clock())) > 0:
             time.sleep(pause)
             if _signature(self.lock) != seen.lock or (line and _signature(line) != seen.line):
                 return True

@@ -48,7 +48,7 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
     """``action()`` on ``lock`` or a file beside it, tried again for up to 5 s while
     Windows refuses it because another program has the file open; past that, an error
     that names the lock file and the cause (the system's own names a temp file)."""
-    deadline = time.monotonic() + _SEAMS.sharing_retry_sec
+    deadline = _SEAMS.clock() + _SEAMS.sharing_retry_sec
     pause = 0.001
     while True:
         try:
@@ -56,7 +56,7 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
         except PermissionError as exc:
             if not _SEAMS.platform.refused_by_sharing(exc):
                 raise
-            if time.monotonic() >= deadline:
+            if _SEAMS.clock() >= deadline:
                 raise _SharingRefused(
                     exc.errno,
                     f"another program has the lock file {lock} open (an editor, a virus"
@@ -257,9 +257,9 @@ def _abandon_guard_at(guard: str) -> None:
 
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
     """Lock the guard (TimeoutError after GUARD_WAIT_SEC, ``_SEAMS.guard_wait_sec``, or at
-    ``until``, a call's deadline by the monotonic clock: a renewal that must stop its
+    ``until``, a call's deadline on ``_SEAMS.clock``: a renewal that must stop its
     work by then); see _open_guard."""
-    start = time.monotonic()
+    start = _SEAMS.clock()
     deadline = min(start + _SEAMS.guard_wait_sec, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
@@ -284,7 +284,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             raise
         if fd is not None:
             os.close(fd)
-        if time.monotonic() >= deadline:
+        if _SEAMS.clock() >= deadline:
             if refused is not None:
                 raise _SharingRefused(
                     refused.errno,
@@ -298,7 +298,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
                 " another call is stuck holding it",
             )
         time.sleep(pause)
-        if time.monotonic() - start >= _GUARD_BUSY_SEC:
+        if _SEAMS.clock() - start >= _GUARD_BUSY_SEC:
             pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
 
 
@@ -313,7 +313,7 @@ class _Guard:
     ) -> None:
         self.guard = os.fspath(lock) + _GUARD_SUFFIX
         self.make_parents = make_parents
-        self.deadline = deadline  # a call's, by the monotonic clock (inf: none)
+        self.deadline = deadline  # a call's, on _SEAMS.clock (inf: none)
         self.fd = -1
         self.dropping = False
         self.created = True  # False: left by a dead call

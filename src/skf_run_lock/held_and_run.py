@@ -117,8 +117,8 @@ class _Lease:
 
     def _keep(self) -> None:
         assert self.renewer is not None and self.stop is not None
-        while not self.stop.wait(self.renewer.due_in()):
-            if self.renewer.renew() is not None:
+        while not self.stop.wait(self.renewer.next_look()):
+            if self.renewer.renew_if_due() is not None:
                 return
 
     def __exit__(
@@ -198,10 +198,10 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
     renewer = _Renewer(request, hold)
     lost = None
     while True:
-        waiter.join(renewer.due_in())
+        waiter.join(renewer.next_look())
         if not waiter.is_alive():
             break
-        lost = renewer.renew()
+        lost = renewer.renew_if_due()
         if lost is not None:
             _stop_command(child, waiter, renewer.grace_left())
             break

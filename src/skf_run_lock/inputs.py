@@ -239,7 +239,7 @@ class _Request(_Query):
     session's and lasts its lease; see decisions._take_timeout). A new capability is a
     part here, and every layer that takes a request has it.
 
-    Two parts are the renewer's: ``deadline``, the moment (monotonic clock) past which
+    Two parts are the renewer's: ``deadline``, the moment (``_SEAMS.clock``) past which
     no try waits on the network (a renewal's: its holder must stop by then), and
     ``try_began``, set by each try as it begins, before it sends anything: a hold the
     try took or renewed started no sooner, so the renewer counts the hold from it."""
@@ -283,7 +283,7 @@ class _Request(_Query):
         self.renew_only = renew_only
         self.session = session
         self.deadline = float("inf")  # the store's own timeout alone
-        self.try_began = time.monotonic()  # no later than any try of it
+        self.try_began = float("-inf")  # each try sets it as it begins
 
     def renewal(self, hold: _Hold) -> _Request:
         """The request that renews ``hold``, which this one took (its lock as its store

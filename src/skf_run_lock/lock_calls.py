@@ -138,7 +138,7 @@ def _take_in(
     the line, or leaves it taking."""
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
-    request.try_began = time.monotonic()
+    request.try_began = _SEAMS.clock()
     owner = request.owner
     stale_after = request.stale_after
     for _ in range(_CHANGE_TRIES):
@@ -146,7 +146,7 @@ def _take_in(
             look = change.read()
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
-            read_at = time.monotonic()
+            read_at = _SEAMS.clock()
             record = look.record
             if _another_programs_file(record):
                 assert record is not None
@@ -214,14 +214,14 @@ def _take_waiting(
     if not request.wait:
         taken = _take(request)
         return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
-    started = time.monotonic()
+    started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
         hold = _wait_for(request, refused=refused)
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
-    return hold, _waited(result, time.monotonic() - started, request.wait)
+    return hold, _waited(result, _SEAMS.clock() - started, request.wait)
 
 
 def acquire_within(
@@ -339,7 +339,7 @@ def _wait_for(
     """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
     calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line."""
-    deadline = time.monotonic() + request.wait
+    deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
     store.patient = bool(request.wait)
     ticket = os.urandom(4).hex()
@@ -351,7 +351,7 @@ def _wait_for(
             result = _take_in(store, request, place)
             if isinstance(result, _Hold):
                 return result
-            if place is None or time.monotonic() >= deadline:
+            if place is None or _SEAMS.clock() >= deadline:
                 raise LockBusy(result)
             _wait_turn(store, place, deadline, request, result=result, shown=refused)
     finally:
@@ -372,33 +372,33 @@ def _wait_turn(
     """Wait, keeping ``place`` alive, until its turn may have come (or its place lapsed);
     ``shown(result, seconds left, place)`` is told each new place in line. A waiter
     among the first N in line (N slots) watches the slots: one that frees may be its."""
-    beat_at = time.monotonic() + _SEAMS.beat_sec
+    beat_at = _SEAMS.clock() + _SEAMS.beat_sec
     last_shown = 0
     found = None  # what the last look found, while the wait goes on from it
     vouched = 0  # waits in a row that went on from one look
-    while (left := deadline - time.monotonic()) > 0:
+    while (left := deadline - _SEAMS.clock()) > 0:
         if found is None:
             found = _found_in_line(store, place, request, left=left)
             if found is None:
                 return
         look, ahead, away, stale_at = found
-        if time.monotonic() >= beat_at:
+        if _SEAMS.clock() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
                 return
-            beat_at = time.monotonic() + _SEAMS.beat_sec
+            beat_at = _SEAMS.clock() + _SEAMS.beat_sec
             last_shown = 0  # shown again after a beat
         if shown is not None and last_shown != len(ahead) + 1:
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
-        pause = min(left, beat_at - time.monotonic(), stale_at - time.monotonic())
+        pause = min(left, beat_at - _SEAMS.clock(), stale_at - _SEAMS.clock())
         woken = store.wait(pause, look, _waits_on(ahead, away, place.shared), place, away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
         # A wait that ended unwoken, for its beat, goes on from the same look where the
         # store vouches that nothing it waits on changed since. A look every few beats
         # all the same catches a watch whose connection died unseen.
-        trusted = not woken and vouched < _VOUCHED_WAITS and time.monotonic() < stale_at
+        trusted = not woken and vouched < _VOUCHED_WAITS and _SEAMS.clock() < stale_at
         if trusted and store.vouches(look):
             vouched += 1
         else:
@@ -410,8 +410,8 @@ def _found_in_line(
     store: _Store, place: _Place, request: _Request, *, left: float
 ) -> tuple[_Look, list[_Place], int, float] | None:
     """A look for a waiter: the look, the places ahead of ``place``, how many must
-    leave before it is among the first N (N ``slots``), and when (by the monotonic
-    clock) to wake for a slot going stale by its time. None: its turn may have come,
+    leave before it is among the first N (N ``slots``), and when (on
+    ``_SEAMS.clock``) to wake for a slot going stale by its time. None: its turn may have come,
     or its place lapsed, and it tries again."""
     look = store.look(upto=place.ticket)  # only the places ahead of it matter
     now = time.time()
@@ -427,7 +427,7 @@ def _found_in_line(
     away = _away(ahead, request.slots, place.shared)
     # The next to take a slot also wakes when one goes stale.
     until_stale = _stale_in(look.record, request.stale_after, now) if away == 0 else left
-    return look, ahead, away, time.monotonic() + until_stale
+    return look, ahead, away, _SEAMS.clock() + until_stale
 
 
 def _leave_line(store: _Store, place: _Place) -> None:

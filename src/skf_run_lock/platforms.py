@@ -58,6 +58,11 @@ if TYPE_CHECKING:
         def end_lines_in_lf(self) -> None:
             """Make every line printed end in LF alone."""
 
+        def hold_clock(self) -> Callable[[], float]:
+            """The clock every deadline of a hold counts on (seconds, from any start):
+            one that goes on counting while the machine sleeps, where the system has
+            one, so that a hold that lapsed in its sleep is found lost on waking."""
+
         def dies_with_run(self) -> Callable[[], None] | None:
             """What run's command runs before the command, so that it ends when run dies;
             None where the system has no such request."""

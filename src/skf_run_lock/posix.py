@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from functools import partial as _partial
 
 from .quoting import _quoted
 
@@ -73,6 +75,18 @@ class _Posix:
 
     def end_lines_in_lf(self) -> None:
         """Nothing: lines printed end in LF already."""
+
+    def hold_clock(self) -> Callable[[], float]:
+        """The clock that counts the machine's sleep: Linux's CLOCK_BOOTTIME, and
+        macOS's CLOCK_MONOTONIC (time.monotonic reads mach_absolute_time there, which
+        stops while the machine sleeps, as CLOCK_MONOTONIC does on Linux). Elsewhere
+        (the BSDs) time.monotonic, which may not count sleep: the docs say so."""
+        clock_id = getattr(time, "CLOCK_BOOTTIME", None)
+        if sys.platform == "darwin":
+            clock_id = getattr(time, "CLOCK_MONOTONIC", None)
+        if sys.platform not in ("linux", "darwin") or clock_id is None:
+            return time.monotonic
+        return _partial(time.clock_gettime, clock_id)
 
     def dies_with_run(self) -> Callable[[], None] | None:
         """On Linux, what the command's process runs before the command: it asks for

@@ -5,11 +5,10 @@ can end on the store's side."""
 
 from __future__ import annotations
 
-import time
-
 from .hold import _Hold
 from .lock_calls import _take
 from .public_surface import _UNIT_SECONDS, LockLost
+from .seams import _SEAMS, _blind_wait
 from .times import _duration_text
 
 TYPE_CHECKING = False
@@ -68,18 +67,29 @@ class _Renewer:
         self.lost: LockLost | None = None
 
     def stop_at(self) -> float:
-        """When the work must stop (monotonic clock): the grace and the margin before
+        """When the work must stop (``_SEAMS.clock``): the grace and the margin before
         the soonest the hold may end."""
         return self.renewed + self.lasts - self.grace - self.margin
 
     def due_in(self) -> float:
-        return max(0.0, min(self.next, self.stop_at()) - time.monotonic())
+        return max(0.0, min(self.next, self.stop_at()) - _SEAMS.clock())
+
+    def next_look(self) -> float:
+        """How long the work's thread may wait before it looks again (renew_if_due): at
+        most a second on the system's clock, which may stop while the machine sleeps."""
+        return _blind_wait(self.due_in())
+
+    def renew_if_due(self) -> LockLost | None:
+        """Renew the lock once due, else find it lost by the clock: None while held."""
+        if self.due_in() > 0:
+            return self.lost_by_now()
+        return self.renew()
 
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:
             return self.lost
-        started = time.monotonic()
+        started = _SEAMS.clock()
         if started < self.stop_at():
             self.renewal.deadline = self.stop_at()
             try:
@@ -97,19 +107,19 @@ class _Renewer:
                 self.next = self.renewed + self.every
                 self.failure = None
                 return None
-        if max(self.next, time.monotonic()) >= self.stop_at():  # no try left in time
+        if max(self.next, _SEAMS.clock()) >= self.stop_at():  # no try left in time
             self.ran_out_now()
         return self.lost
 
     def lost_by_now(self) -> LockLost | None:
         """Its LockLost once lost, or once the work must stop by the clock, even while
         a renewal is still under way (held()'s check)."""
-        if self.lost is None and time.monotonic() >= self.stop_at():
+        if self.lost is None and _SEAMS.clock() >= self.stop_at():
             self.ran_out_now()
         return self.lost
 
     def ran_out_now(self) -> None:
-        failing = _duration_text(time.monotonic() - self.renewed)
+        failing = _duration_text(_SEAMS.clock() - self.renewed)
         kept = f"{self.grace + self.margin:.1f}"
         why = f"renewals failed for {failing}, until the hold would go stale within the {kept} s"
         why += " kept to stop the work"
@@ -123,5 +133,5 @@ class _Renewer:
         margin (at most 5 s) when it ran out; 5 s for a lock found lost, no longer its."""
         if not self.ran_out:
             return _RUN_GRACE_SEC
-        left = self.renewed + self.lasts - self.margin - time.monotonic()
+        left = self.renewed + self.lasts - self.margin - _SEAMS.clock()
         return max(0.0, min(_RUN_GRACE_SEC, left))

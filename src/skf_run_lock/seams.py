@@ -2,7 +2,12 @@
 of the code. Every store a call opens passes through ``opened`` (as it is, unless a test
 wraps it in a store of its own), ``platform`` is the platform's rules in force, and the
 timings and sizes are read where they are used, so a test may shorten them for a call.
-Each is an attribute read where it is used: a call pays nothing for it."""
+Each is an attribute read where it is used: a call pays nothing for it.
+
+No wait on another clock (a sleep, a thread's join, an event's or a socket's timeout:
+the system's, which may stop while the machine sleeps) lasts longer than
+``_LONGEST_BLIND_WAIT_SEC``: after that it reads ``clock`` again, so a machine that wakes
+finds a deadline that passed in its sleep within a second."""
 
 from __future__ import annotations
 
@@ -17,6 +22,15 @@ if TYPE_CHECKING:
     from .store_protocol import _Store
 
 
+_LONGEST_BLIND_WAIT_SEC = 1.0
+
+
+def _blind_wait(seconds: float) -> float:
+    """How long a wait on another clock than ``_SEAMS.clock`` may last of the ``seconds``
+    left: at most a second, then the deadline is read again on the clock."""
+    return min(seconds, _LONGEST_BLIND_WAIT_SEC)
+
+
 def _as_opened(store: _Store) -> _Store:
     """A store as its opener made it: what ``opened`` is unless a test sets it."""
     return store
@@ -27,6 +41,7 @@ class _Seams:
 
     __slots__ = (
         "beat_sec",
+        "clock",
         "guard_wait_sec",
         "opened",
         "place_ttl_sec",
@@ -42,6 +57,9 @@ class _Seams:
         self.opened: Callable[[_Store], _Store] = _as_opened
         # The platform's rules every call follows: this system's, chosen once.
         self.platform: _Platform = _PLATFORM
+        # The clock every deadline counts on (a hold's, a call's, a wait's): one that
+        # counts the machine's sleep where the system has one (seconds, any start).
+        self.clock: Callable[[], float] = _PLATFORM.hold_clock()
         # A place in line lapses place_ttl_sec after its waiter's last beat; a waiter
         # beats every beat_sec.
         self.place_ttl_sec = 3.0

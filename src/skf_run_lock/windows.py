@@ -9,6 +9,7 @@ import errno
 import os
 import re
 import sys
+import time
 
 from .quoting import _quoted
 
@@ -142,6 +143,12 @@ class _Windows:
             reconfigure = getattr(stream, "reconfigure", None)
             if reconfigure is not None:
                 reconfigure(newline="\n")
+
+    def hold_clock(self) -> Callable[[], float]:
+        """time.monotonic, which counts the machine's sleep here: Python reads
+        GetTickCount64 (3.11, 3.12) or QueryPerformanceCounter (3.13 on), and Windows
+        counts the time asleep or hibernating in both."""
+        return time.monotonic
 
     def dies_with_run(self) -> Callable[[], None] | None:
         """None: Windows has no request for a signal when a parent dies, so a command
