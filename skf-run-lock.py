@@ -1353,8 +1353,9 @@ class _Seams:
         # beats every beat_sec.
         self.place_ttl_sec = 3.0
         self.beat_sec = 1.0
-        # How long a call waits for a lock's guard (the public GUARD_WAIT_SEC).
-        self.guard_wait_sec = GUARD_WAIT_SEC
+        # How long a call waits for a lock's guard; None: the public GUARD_WAIT_SEC, as
+        # the caller has set it on the module it loaded when the call runs (guard.py).
+        self.guard_wait_sec: float | None = None
         # Windows: how long a file another program has open (a scanner, an indexer, a
         # sync client) may refuse to be read, replaced or deleted before a call says so.
         self.sharing_retry_sec = 5.0
@@ -3116,12 +3117,25 @@ def _abandon_guard_at(guard: str) -> None:
     _abandon_guard(fd, guard)
 
 
+def _guard_wait_sec() -> float:
+    """How long a call waits for a guard: ``_SEAMS.guard_wait_sec`` if a test set it,
+    else GUARD_WAIT_SEC as it is now on the module the caller loaded. Callers set it
+    there (the contract reads it when a call runs): in the built file that name is this
+    namespace's own, which the build leaves this import out for; in the package it is
+    the package's, which no module's copy of the number would follow."""
+    if _SEAMS.guard_wait_sec is not None:
+        return _SEAMS.guard_wait_sec
+
+    return GUARD_WAIT_SEC
+
+
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
-    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, ``_SEAMS.guard_wait_sec``, or at
-    ``until``, a call's deadline by the monotonic clock: a renewal that must stop its
-    work by then); see _open_guard."""
+    """Lock the guard (TimeoutError after _guard_wait_sec(), or at ``until``, a call's
+    deadline by the monotonic clock: a renewal that must stop its work by then); see
+    _open_guard."""
+    wait = _guard_wait_sec()
     start = time.monotonic()
-    deadline = min(start + _SEAMS.guard_wait_sec, until)
+    deadline = min(start + wait, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -3149,7 +3163,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             if refused is not None:
                 raise _SharingRefused(
                     refused.errno,
-                    f"the guard {guard} could not be opened for {_SEAMS.guard_wait_sec:g} s"
+                    f"the guard {guard} could not be opened for {wait:g} s"
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )
@@ -5256,7 +5270,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5259, (), r'''
+_CARRIED['usage'] = (5273, (), r'''
 import os
 import sys
 import textwrap
@@ -5497,7 +5511,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5500, (), r'''
+_CARRIED['server_gateway'] = (5514, (), r'''
 import errno
 import json
 import os
@@ -5819,7 +5833,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5822, ('server_gateway',), r'''
+_CARRIED['http1'] = (5836, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5946,7 +5960,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5949, ('server_gateway',), r'''
+_CARRIED['resp'] = (5963, ('server_gateway',), r'''
 import re
 
 
@@ -6081,7 +6095,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6084, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6098, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6287,7 +6301,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6290, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6304, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6402,7 +6416,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6405, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6419, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6918,7 +6932,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6921, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (6935, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6980,7 +6994,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6983, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (6997, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7259,7 +7273,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7262, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7276, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7650,7 +7664,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7653, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7667, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7788,7 +7802,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7791, (), r'''
+_CARRIED['file_listing'] = (7805, (), r'''
 import os
 import stat
 
@@ -7859,7 +7873,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (7862, (), r'''
+_CARRIED['serve'] = (7876, (), r'''
 import json
 import os
 import sys
@@ -8426,7 +8440,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'b2ddc6556fc621a44c2996a1a2438cdc9e06070d504a1b4075fe37166c26e90a'  # what a cache entry must name
+_BUILD = 'b367acfd573bf676deceb7b56b927a4e72006c424ae23b2275132a6974b11824'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -15,7 +15,8 @@ where it is used, inside a function (``from .etcd_store import _open_etcd``): th
 turns that import into ``_compile_carried("etcd_store")``
 (in code_cache.py), which compiles the text on first use, numbered as it stands in the built
 file, so a traceback shows the line that failed. An import of a flat module inside a
-function is dropped: its names are already there.
+function is dropped: its names are already there (``from . import NAME`` too, a name a
+caller may set on the package, which in the built file is the namespace's own).
 
 Any python3 >= 3.11 runs this; it needs nothing but the standard library. The build
 refuses a name defined by two modules (one namespace holds them all), a flat module
@@ -206,6 +207,15 @@ def _imports_in_functions(tree: ast.Module) -> list[ast.ImportFrom]:
     return found
 
 
+def _package_names(name: str, node: ast.ImportFrom) -> str:
+    """The module whose names ``from . import NAME`` brings: the package's own, as a
+    caller may have set them (GUARD_WAIT_SEC); never a module, which that would load."""
+    modules = set(FLAT + CARRIED + AFTER)
+    if node.level != 1 or any(alias.name in modules for alias in node.names):
+        raise BuildError(f"{name}.py: import what a module defines, not the module")
+    return FLAT[0]
+
+
 def _drop(keep: list[bool], node: ast.stmt) -> None:
     for number in range(node.lineno, (node.end_lineno or node.lineno) + 1):
         keep[number] = False
@@ -266,10 +276,9 @@ def read_chapter(package: Path, name: str, *, first: bool = False, hoist: bool =
     # names are in the one namespace already.
     replaced: dict[int, str] = {}
     for node in _imports_in_functions(tree):
-        if node.module is None:
-            raise BuildError(f"{name}.py: import what a module defines, not the module")
+        used = node.module or _package_names(name, node)
         _drop(keep, node)
-        chapter.uses.append(node.module)
+        chapter.uses.append(used)
         if node.module in CARRIED:
             replaced[node.lineno] = " " * node.col_offset + f"_compile_carried({node.module!r})"
     kept = [
