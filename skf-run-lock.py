@@ -607,6 +607,9 @@ class _Posix:
     delete_keeps_the_name = False
     # A file name may hold a colon (./redis:x.lock is a file).
     colon_in_a_file_name = True
+    # Names ignore case on macOS (as its file systems are made by default), not on the
+    # others.
+    names_fold_case = sys.platform == "darwin"
 
     def try_lock(self, fd: int) -> bool:
         """Take an exclusive flock without waiting; False if another process has it."""
@@ -718,6 +721,8 @@ class _Windows:
     # Windows names no file with a colon (it names a stream): an address is the only
     # way to say redis:...
     colon_in_a_file_name = False
+    # File names ignore case (NTFS, as Windows opens them).
+    names_fold_case = True
 
     def try_lock(self, fd: int) -> bool:
         """Lock the guard's first byte without waiting; False if another process has it.
@@ -841,6 +846,9 @@ if TYPE_CHECKING:
         delete_keeps_the_name: bool
         # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file).
         colon_in_a_file_name: bool
+        # Whether the system's file names ignore case (Windows, macOS): UV.LOCK is then
+        # the file a package manager writes as uv.lock.
+        names_fold_case: bool
 
         def try_lock(self, fd: int) -> bool:
             """Lock the open guard ``fd`` without waiting: False if another process has it."""
@@ -1401,14 +1409,15 @@ class _Record:
     __slots__ = (
         "empty",
         "fence",
+        "form",
         "holders",
         "lease",
         "mark",
-        "other",
         "owner",
         "session",
         "shared",
         "since",
+        "size",
         "slots",
         "stale_after",
     )
@@ -1427,9 +1436,10 @@ class _Record:
         self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
         self.session = False
-        # The bytes of a file that is plainly another program's (0: none): no record,
-        # not the start of one, not empty, not an older version's PID and time lines.
-        self.other = 0
+        # What its bytes were, by their form (a _FORM_*), and a file's whole size: by
+        # these a file is told from another program's (decisions.py).
+        self.form = _FORM_NO_OWNER
+        self.size = 0
 
 
 class _Place:
@@ -1504,7 +1514,17 @@ def _time_of(text: str) -> int | None:
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
-    __slots__ = ("clock", "fence_floor", "last", "lease", "line", "record", "revision", "seen")
+    __slots__ = (
+        "clock",
+        "fence_floor",
+        "file_name",
+        "last",
+        "lease",
+        "line",
+        "record",
+        "revision",
+        "seen",
+    )
 
     def __init__(
         self,
@@ -1515,6 +1535,7 @@ class _Look:
         *,
         line: list[_Place] | None = None,
         seen: object = None,
+        file_name: str | None = None,
     ) -> None:
         self.record = record
         self.last = last  # on a server: the last holder's record, once its own expired
@@ -1524,6 +1545,8 @@ class _Look:
         # What the store saw, to tell later whether the lock changed since: a value of
         # that store's own type (_FileSeen, _EtcdSeen, _RedisSeen), read by it alone.
         self.seen = seen
+        # A file lock's name, by which a file may be another program's (None: a key).
+        self.file_name = file_name
         self.clock: int | None = None  # the server's time at the read, in ms (Redis)
         # The least fence a take on this look may have (None: a look outside a change):
         # a file's clock and Redis's TIME in microseconds, one more than the revision
@@ -1531,20 +1554,47 @@ class _Look:
         self.fence_floor: int | None = None
 
 
+# What a lock's bytes are, by their form; only a file may be another program's
+# (decisions.py). A record: a JSON object with an "owner" or a "tool", a lock whatever
+# the file's name. A document: a JSON object or array that is no record, or a TOML
+# document with a key (a uv.lock, a pyproject.toml), another program's whatever its
+# size. No owner: what a lock that names none holds (nothing, an older version's PID
+# and time lines, a record cut short; a link). Bytes: anything else (a short line such
+# as "locked" is a lock; a data file, too large to be one, is another program's).
+_FORM_RECORD = "record"
+_FORM_DOCUMENT = "document"
+_FORM_NO_OWNER = "no owner"
+_FORM_BYTES = "bytes"
+
 # A record begins so (this tool's, every version's): bytes that begin so are a record,
 # or one cut short, never another program's.
 _RECORD_START = b'{"owner"'
+_NOT_JSON = object()  # what bytes that are no JSON document give
 
 
-def _another_programs(data: bytes, record: _Record) -> bool:
-    """True if ``data``, which gave ``record``, is plainly another program's (a data
-    file, another tool's lockfile): it names no owner, and is not empty, the start of a
-    record, or an older version's PID line and time line."""
-    if record.owner is not None or not data.strip():
+def _form_of_text(data: bytes, content: object) -> str:
+    """The form of bytes that are no JSON object (``content``: the JSON they are, or
+    _NOT_JSON). TOML is read (its module imported) only for bytes that are no JSON and
+    none of a lock's own forms, which no call on a lock of this tool's meets."""
+    if isinstance(content, list):
+        return _FORM_DOCUMENT
+    if not data.strip() or data.lstrip().startswith(_RECORD_START):
+        return _FORM_NO_OWNER
+    if data.partition(b"\n")[0].strip().isdigit():  # an older version's PID line
+        return _FORM_NO_OWNER
+    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES and _toml_with_a_key(data):
+        return _FORM_DOCUMENT
+    return _FORM_BYTES
+
+
+def _toml_with_a_key(data: bytes) -> bool:
+    """True if ``data`` is a TOML document with at least one key."""
+    import tomllib
+
+    try:
+        return bool(tomllib.loads(data.decode("utf-8")))
+    except (ValueError, RecursionError):  # not UTF-8, not TOML, nested past the stack
         return False
-    if data.lstrip().startswith(_RECORD_START):
-        return False
-    return not data.partition(b"\n")[0].strip().isdigit()  # an older version's PID
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -1557,13 +1607,16 @@ def _holder_timeout(value: object) -> float | None:
 def _parse_record(data: bytes, mtime: int) -> _Record:
     """The record a lock's bytes give (else no owner, dated by a second line or ``mtime``)."""
     if len(data) > _RECORD_MAX_BYTES:
-        return _Record(None, mtime)
+        record = _Record(None, mtime)
+        record.form = _form_of_text(data, _NOT_JSON)  # cut at the read: no document
+        return record
     try:
         content = json.loads(data.decode("utf-8"), parse_int=_short_int)
     except (ValueError, RecursionError):
-        content = None
+        content = _NOT_JSON
     if isinstance(content, dict):
         record = _record_of(content, mtime)
+        record.form = _FORM_RECORD if "owner" in content or "tool" in content else _FORM_DOCUMENT
         slots = content.get("slots")
         entries = content.get("holders")
         several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
@@ -1577,7 +1630,9 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         return record
     lines = data.split(b"\n", 2)
     since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
-    return _Record(None, mtime if since is None else since, empty=not data)
+    record = _Record(None, mtime if since is None else since, empty=not data)
+    record.form = _form_of_text(data, content)
+    return record
 
 
 # The most digits a number in a record may have to be read as one: more can be no valid
@@ -2230,31 +2285,76 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
 _LOCK_NAME_SUFFIX = ".lock"
 
 
-# The most bytes a file may hold that is another program's and still be taken as a
-# foreign lock, as the contract has it: a larger one is no lock (a data file, another
-# tool's lockfile), and acquire and status refuse it.
+# The names package managers give their lockfiles: a file so named is theirs, there
+# or not, empty or not, unless it holds a record (a lock of this tool's, by its bytes).
+_PACKAGE_LOCKFILES = frozenset(
+    (
+        "uv.lock",
+        "Pipfile.lock",
+        "poetry.lock",
+        "pdm.lock",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "bun.lock",
+        "Cargo.lock",
+        "Gemfile.lock",
+        "composer.lock",
+        "flake.lock",
+        "go.sum",
+    )
+)
+_PACKAGE_LOCKFILES_FOLDED = frozenset(name.casefold() for name in _PACKAGE_LOCKFILES)
+
+# The most bytes a file may hold that is no record, no document and none of a lock's
+# own forms, and still be taken as a foreign lock, as the contract has it ("locked",
+# garbage): a larger one is a data file.
 _OTHER_FILE_MAX_BYTES = 4096
 
 
-def _another_programs_file(record: _Record | None) -> bool:
-    """True if ``record`` is a file of another program's too large to be a lock."""
-    return record is not None and record.other > _OTHER_FILE_MAX_BYTES
+def _named_as_a_package_lockfile(name: str) -> bool:
+    """True if a file's name is a package manager's lockfile's: the very name, or, where
+    the system's names ignore case, the name in any case."""
+    if _SEAMS.platform.names_fold_case:
+        return name.casefold() in _PACKAGE_LOCKFILES_FOLDED
+    return name in _PACKAGE_LOCKFILES
 
 
-def _left_out(lock: str, record: _Record | None) -> bool:
-    """True if a listing leaves out ``lock``, named as a lock is but plainly another
-    program's file (uv.lock, Pipfile.lock), and says so."""
-    return _another_programs_file(record) and lock.endswith(_LOCK_NAME_SUFFIX)
+_BY_ITS_NAME = "name"
 
 
-def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
-    """True if a listing shows the lock ``lock`` whose record (or last holder's) is
-    ``record`` and whose live line is ``line``: a record this tool wrote (a JSON object
-    naming an owner); anything else at a name ending in ``.lock``, which acquire would
-    refuse or replace (an empty file, foreign bytes, an older version's PID and time);
-    or, with none, waiters in line. A store's other values are no locks, nor a file
-    that acquire refuses as another program's (uv.lock, Pipfile.lock)."""
-    if record is None or _another_programs_file(record):
+def _another_programs_file(look: _Look) -> str:
+    """Why ``look`` is at another program's file, no lock ("": it is a lock): its name,
+    a package manager's lockfile's (_BY_ITS_NAME); its form, a document (_FORM_DOCUMENT);
+    or its bytes, too many to be a lock (_FORM_BYTES). A record never is another
+    program's; a server's value always is a lock's."""
+    record = look.record
+    if look.file_name is None or (record is not None and record.form == _FORM_RECORD):
+        return ""
+    if _named_as_a_package_lockfile(look.file_name):
+        return _BY_ITS_NAME
+    if record is None or record.form == _FORM_DOCUMENT:
+        return "" if record is None else _FORM_DOCUMENT
+    large = record.form == _FORM_BYTES and record.size > _OTHER_FILE_MAX_BYTES
+    return _FORM_BYTES if large else ""
+
+
+def _left_out(lock: str, look: _Look) -> bool:
+    """True if a listing leaves out ``lock``, a file named as a lock is but another
+    program's (uv.lock, Pipfile.lock), and says so."""
+    found = look.record is not None and lock.endswith(_LOCK_NAME_SUFFIX)
+    return found and bool(_another_programs_file(look))
+
+
+def _listed(lock: str, look: _Look, line: list[_Place]) -> bool:
+    """True if a listing shows the lock ``lock`` that ``look`` saw, whose live line is
+    ``line``: a record this tool wrote (a JSON object naming an owner); anything else at
+    a name ending in ``.lock``, which acquire would refuse or replace (an empty file,
+    foreign bytes, an older version's PID and time); or, with none, waiters in line. A
+    store's other values are no locks, nor another program's file (uv.lock)."""
+    record = look.record or look.last
+    if record is None or _another_programs_file(look):
         return bool(line)
     return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)
 
@@ -2743,13 +2843,36 @@ def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
     )
 
 
-def _another_programs_refusal(lock: str, record: _Record) -> str:
+def _another_programs_text(look: _Look, why: str) -> str:
+    """What the lock path is, another program's file by ``why`` (as the decision gave
+    it), in words: by its name (there or not), or by its size and form."""
+    if why == _BY_ITS_NAME:
+        return f"names another program's file ({look.file_name}: a package manager's lockfile)"
+    size = 0 if look.record is None else look.record.size
+    form = ", a JSON or TOML document" if why == _FORM_DOCUMENT else ""
+    return f"is a file of another program's ({size} bytes{form}, no lock record)"
+
+
+def _another_programs_refusal(lock: str, look: _Look, why: str) -> str:
     """Why a file of another program's is no lock (acquire and status say it alike)."""
     return (
-        f"the lock path {lock} is a file of another program's ({record.other} bytes, no"
-        " lock record): a lock needs a file of its own; give --lock a path no other"
-        " program uses"
+        f"the lock path {lock} {_another_programs_text(look, why)}: a lock needs a file"
+        " of its own; give --lock a path no other program uses"
     )
+
+
+def _another_programs_left(lock: str, owner: str, look: _Look, why: str) -> ReleaseResult:
+    """A release's output for a file of another program's, which it leaves as it is."""
+    return {
+        "released": False,
+        "reason": "not-owner",
+        "lock": lock,
+        "owner": owner,
+        "held_by": None,
+        "held_since": None,
+        "message": f"left {lock} in place: the path {_another_programs_text(look, why)};"
+        " a release never deletes another program's file",
+    }
 
 
 def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
@@ -3342,8 +3465,7 @@ def _read_record(lock: str) -> _Record | None:
     finally:
         os.close(fd)
     record = _parse_record(data, int(info.st_mtime // 1))
-    # Its whole size, which a read of the first 64 KiB does not tell.
-    record.other = info.st_size if _another_programs(data, record) else 0
+    record.size = info.st_size  # its whole size, which a read of 64 KiB does not tell
     return record
 
 
@@ -3609,6 +3731,7 @@ class _FileStore:
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
         _refuse_names_too_long(self.lock)
+        self.file_name = os.path.basename(self.lock)
         self.line = self.lock + _LINE_SUFFIX
         self.guard: _Guard | None = None  # the change's
         self.held = False
@@ -3621,18 +3744,22 @@ class _FileStore:
 
     def look(self, upto: str | None = None) -> _Look:
         seen = _FileSeen(self.lock, self.line)
-        return _Look(_read_record(self.lock), line=_read_line(self.line, upto), seen=seen)
+        line = _read_line(self.line, upto)
+        return _Look(_read_record(self.lock), line=line, seen=seen, file_name=self.file_name)
 
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)
         self.line_file = line is not None
-        look = _Look(_read_record(self.lock), line=line)
+        look = _Look(_read_record(self.lock), line=line, file_name=self.file_name)
         # A take's fence is at least this machine's clock in microseconds: larger than
         # that of a take whose record a release deleted, unless the clock steps back.
         look.fence_floor = time.time_ns() // 1000
         return look
 
     def change(self, create: bool) -> _FileStore:
+        # No folder is made for a package manager's lockfile's name: with none, there is
+        # no record there, and so no lock, only another program's file to refuse.
+        create = create and not _named_as_a_package_lockfile(self.file_name)
         self.guard = _Guard(self.lock, make_parents=create, deadline=self.call_deadline)
         return self
 
@@ -3658,7 +3785,7 @@ class _FileStore:
 
     def read(self, line: bool = True) -> _Look:
         """Always with the line: a release drops the places of waiters that died."""
-        return self._read_in_change() if self.held else _Look(None)
+        return self._read_in_change() if self.held else _Look(None, file_name=self.file_name)
 
     def apply(
         self,
@@ -4014,9 +4141,9 @@ def _take_in(
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = time.monotonic()
             record = look.record
-            if _another_programs_file(record):
-                assert record is not None
-                raise ValueError(_another_programs_refusal(store.lock, record))
+            theirs = _another_programs_file(look)
+            if theirs:
+                raise ValueError(_another_programs_refusal(store.lock, look, theirs))
             shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
                 record, owner, stale_after, now, request.empty_is_stale
@@ -4135,6 +4262,9 @@ def _release_of(request: _Release) -> ReleaseResult:
             with store.change(create=False) as change:
                 look = change.read(line=False)
                 record = look.record
+                theirs = _another_programs_file(look) if record is not None else ""
+                if theirs:  # left as it is, whatever it holds
+                    return _another_programs_left(store.lock, owner, look, theirs)
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
                 if freed is None:
@@ -4182,9 +4312,9 @@ def _status_of(query: _Query) -> StatusResult:
         store.close()
     clock = time.time()
     record = look.record or look.last
-    if _another_programs_file(record):
-        assert record is not None
-        raise ValueError(_another_programs_refusal(store.lock, record))
+    theirs = _another_programs_file(look)
+    if theirs:
+        raise ValueError(_another_programs_refusal(store.lock, look, theirs))
     seconds = clock if query.fixed_now is None else query.fixed_now
     standing = _standing(record, query, seconds)
     return _status_result(store.lock, standing, _live(look.line, clock), seconds)
@@ -4341,9 +4471,9 @@ def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult
     for lock, look in found:
         record = look.record or look.last
         line = _live(look.line, now)
-        if _listed(lock, record, line):
+        if _listed(lock, look, line):
             statuses.append(_status_result(lock, _standing(record, query, now), line, now))
-        elif _left_out(lock, record):
+        elif _left_out(lock, look):
             others += 1
     result = _list_result(shown, statuses, note, now)
     if others:
@@ -5270,7 +5400,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5273, (), r'''
+_CARRIED['usage'] = (5403, (), r'''
 import os
 import sys
 import textwrap
@@ -5511,7 +5641,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5514, (), r'''
+_CARRIED['server_gateway'] = (5644, (), r'''
 import errno
 import json
 import os
@@ -5833,7 +5963,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5836, ('server_gateway',), r'''
+_CARRIED['http1'] = (5966, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5960,7 +6090,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5963, ('server_gateway',), r'''
+_CARRIED['resp'] = (6093, ('server_gateway',), r'''
 import re
 
 
@@ -6095,7 +6225,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6098, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6228, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6301,7 +6431,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6304, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6434, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6416,7 +6546,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6419, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6549, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6932,7 +7062,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6935, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7065, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6994,7 +7124,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6997, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7127, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7273,7 +7403,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7276, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7406, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7664,7 +7794,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7667, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7797, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7802,7 +7932,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7805, (), r'''
+_CARRIED['file_listing'] = (7935, (), r'''
 import os
 import stat
 
@@ -7853,12 +7983,13 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
         if name[: -len(_LINE_SUFFIX)] in names:
             return []  # looked at with its lock file
         lock = entry.path[: -len(_LINE_SUFFIX)]
-        return [(lock, _Look(None, line=_read_line(entry.path) or []))]
+        look = _Look(None, line=_read_line(entry.path) or [], file_name=os.path.basename(lock))
+        return [(lock, look)]
     if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
         return []
     record = _read_record(entry.path)
     line = _read_line(entry.path + _LINE_SUFFIX) if name + _LINE_SUFFIX in names else None
-    return [(entry.path, _Look(record, line=line))]
+    return [(entry.path, _Look(record, line=line, file_name=name))]
 ''')
 
 
@@ -7873,7 +8004,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (7876, (), r'''
+_CARRIED['serve'] = (8007, (), r'''
 import json
 import os
 import sys
@@ -8440,7 +8571,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'b367acfd573bf676deceb7b56b927a4e72006c424ae23b2275132a6974b11824'  # what a cache entry must name
+_BUILD = '5f459efe5031f2739f20df1d0761f7a6462e5a0419411d59f1131b348f82a43e'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
