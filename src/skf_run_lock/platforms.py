@@ -68,6 +68,6 @@ if TYPE_CHECKING:
 
 _POSIX: _Platform = _Posix()
 _WINDOWS: _Platform = _Windows()
-# The one test of the platform in the modules (posix.py tells Linux from the other
-# POSIX systems for run, and code_cache.py, which runs first, finds its cache folder).
+# The one test of the platform in the modules (posix.py tells Linux and macOS from the
+# other POSIX systems; the built file's boot code, which runs first, finds its cache).
 _PLATFORM: _Platform = _WINDOWS if sys.platform == "win32" else _POSIX
