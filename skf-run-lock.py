@@ -2334,8 +2334,10 @@ def _another_programs_file(look: _Look) -> str:
         return ""
     if _named_as_a_package_lockfile(look.file_name):
         return _BY_ITS_NAME
-    if record is None or record.form == _FORM_DOCUMENT:
-        return "" if record is None else _FORM_DOCUMENT
+    if record is None:
+        return ""
+    if record.form == _FORM_DOCUMENT:
+        return _FORM_DOCUMENT
     large = record.form == _FORM_BYTES and record.size > _OTHER_FILE_MAX_BYTES
     return _FORM_BYTES if large else ""
 
@@ -5400,7 +5402,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5403, (), r'''
+_CARRIED['usage'] = (5405, (), r'''
 import os
 import sys
 import textwrap
@@ -5641,7 +5643,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5644, (), r'''
+_CARRIED['server_gateway'] = (5646, (), r'''
 import errno
 import json
 import os
@@ -5963,7 +5965,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5966, ('server_gateway',), r'''
+_CARRIED['http1'] = (5968, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6090,7 +6092,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6093, ('server_gateway',), r'''
+_CARRIED['resp'] = (6095, ('server_gateway',), r'''
 import re
 
 
@@ -6225,7 +6227,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6228, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6230, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6431,7 +6433,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6434, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6436, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6546,7 +6548,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6549, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6551, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7062,7 +7064,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7065, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7067, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7124,7 +7126,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7127, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7129, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7403,7 +7405,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7406, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7408, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7794,7 +7796,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7797, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7799, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7932,7 +7934,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7935, (), r'''
+_CARRIED['file_listing'] = (7937, (), r'''
 import os
 import stat
 
@@ -8004,7 +8006,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8007, (), r'''
+_CARRIED['serve'] = (8009, (), r'''
 import json
 import os
 import sys
@@ -8571,7 +8573,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'd6f9c680924987bfac5407bf3a35bf6e6f0053f93dac504acbea0163a049b6b6'  # what a cache entry must name
+_BUILD = 'e58fded91f8649f0a1c93b4008910010c7a8097028571ca76bc2ca6fcd998837'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -499,8 +499,10 @@ def _another_programs_file(look: _Look) -> str:
         return ""
     if _named_as_a_package_lockfile(look.file_name):
         return _BY_ITS_NAME
-    if record is None or record.form == _FORM_DOCUMENT:
-        return "" if record is None else _FORM_DOCUMENT
+    if record is None:
+        return ""
+    if record.form == _FORM_DOCUMENT:
+        return _FORM_DOCUMENT
     large = record.form == _FORM_BYTES and record.size > _OTHER_FILE_MAX_BYTES
     return _FORM_BYTES if large else ""
 
