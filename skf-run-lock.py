@@ -3746,8 +3746,9 @@ class _FileStore:
 
     def look(self, upto: str | None = None) -> _Look:
         seen = _FileSeen(self.lock, self.line)
+        record = _read_record(self.lock)  # then the line, as ever
         line = _read_line(self.line, upto)
-        return _Look(_read_record(self.lock), line=line, seen=seen, file_name=self.file_name)
+        return _Look(record, line=line, seen=seen, file_name=self.file_name)
 
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)
@@ -4264,8 +4265,9 @@ def _release_of(request: _Release) -> ReleaseResult:
             with store.change(create=False) as change:
                 look = change.read(line=False)
                 record = look.record
+                # Another program's file is left as it is (none there: "absent").
                 theirs = _another_programs_file(look) if record is not None else ""
-                if theirs:  # left as it is, whatever it holds
+                if theirs:
                     return _another_programs_left(store.lock, owner, look, theirs)
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
@@ -5402,7 +5404,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5405, (), r'''
+_CARRIED['usage'] = (5407, (), r'''
 import os
 import sys
 import textwrap
@@ -5643,7 +5645,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5646, (), r'''
+_CARRIED['server_gateway'] = (5648, (), r'''
 import errno
 import json
 import os
@@ -5965,7 +5967,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5968, ('server_gateway',), r'''
+_CARRIED['http1'] = (5970, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6092,7 +6094,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6095, ('server_gateway',), r'''
+_CARRIED['resp'] = (6097, ('server_gateway',), r'''
 import re
 
 
@@ -6227,7 +6229,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6230, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6232, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6433,7 +6435,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6436, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6438, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6548,7 +6550,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6551, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6553, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7064,7 +7066,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7067, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7069, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7126,7 +7128,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7129, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7131, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7405,7 +7407,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7408, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7410, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7796,7 +7798,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7799, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7801, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7934,7 +7936,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7937, (), r'''
+_CARRIED['file_listing'] = (7939, (), r'''
 import os
 import stat
 
@@ -8006,7 +8008,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8009, (), r'''
+_CARRIED['serve'] = (8011, (), r'''
 import json
 import os
 import sys
@@ -8573,7 +8575,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'e58fded91f8649f0a1c93b4008910010c7a8097028571ca76bc2ca6fcd998837'  # what a cache entry must name
+_BUILD = '3e37aad667c17630c9456eed9fdac600033b97f9924ffcd87bc3ccd6f6508c35'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

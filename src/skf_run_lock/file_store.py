@@ -436,8 +436,9 @@ class _FileStore:
 
     def look(self, upto: str | None = None) -> _Look:
         seen = _FileSeen(self.lock, self.line)
+        record = _read_record(self.lock)  # then the line, as ever
         line = _read_line(self.line, upto)
-        return _Look(_read_record(self.lock), line=line, seen=seen, file_name=self.file_name)
+        return _Look(record, line=line, seen=seen, file_name=self.file_name)
 
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)

@@ -271,8 +271,9 @@ def _release_of(request: _Release) -> ReleaseResult:
             with store.change(create=False) as change:
                 look = change.read(line=False)
                 record = look.record
+                # Another program's file is left as it is (none there: "absent").
                 theirs = _another_programs_file(look) if record is not None else ""
-                if theirs:  # left as it is, whatever it holds
+                if theirs:
                     return _another_programs_left(store.lock, owner, look, theirs)
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
