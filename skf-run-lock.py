@@ -40,13 +40,13 @@ from types import CodeType as _CodeType
 
 
 # --------------------------------------------------------------------------------------
-# src/skf_run_lock/code_cache.py
-# The code of the one file users copy, carried as text and compiled once. Python
-# compiles a script run as ``python3 FILE`` whole on every call and caches bytecode only
-# for imported modules, so the build (tools/bundle.py) puts every module into that file
-# as text, compiled here: the modules every call runs at once, the rest (each server
-# store, the listings, --help) only when a function imports one where it runs (``from
-# .etcd_store import _open_etcd`` becomes ``_compile_carried("etcd_store")``).
+# tools/boot.py
+# The built file's boot code: the build's own first chapter of the one file users
+# copy (tools/bundle.py puts it there), no module of the package. Python compiles a
+# script run as ``python3 FILE`` whole on every call, and caches bytecode only for
+# imported modules, so the build puts every module into that file as text, compiled
+# here: those every call runs at once, the rest (each server store, the listings,
+# --help) only when a function imports one (``from .etcd_store import _open_etcd``).
 #
 # What is compiled is kept, as Python keeps an imported module's bytecode, in a cache of
 # this user's own (``$XDG_CACHE_HOME/skf-run-lock``, else ``~/.cache/skf-run-lock``; on
@@ -55,13 +55,13 @@ from types import CodeType as _CodeType
 # is used only when it names this very build, this Python and this file as it stands (its
 # size and time), and only from a folder and a file that this user owns and nobody else
 # may write: another user's files are never run. Any failure of the cache falls back to
-# compiling. ``SKF_RUN_LOCK_NO_CACHE=1`` turns the cache off. In the package nothing is
-# carried, and none of this runs.
+# compiling. ``SKF_RUN_LOCK_NO_CACHE=1`` turns the cache off. The package has none of
+# this: Python compiles and caches its modules itself.
 # --------------------------------------------------------------------------------------
 
 # Filled by the build in the file users copy: a carried text's name -> the line of that
 # file its text starts at, the carried texts it needs compiled first, and the text; and
-# the build's own name for its texts, which a cache entry must carry. Empty in the package.
+# the build's own name for its texts, which a cache entry must carry. Empty here.
 _CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
 _COMPILED: set[str] = set()
 _BUILD = ""
@@ -608,6 +608,9 @@ class _Posix:
     delete_keeps_the_name = False
     # A file name may hold a colon (./redis:x.lock is a file).
     colon_in_a_file_name = True
+    # Names ignore case on macOS (as its file systems are made by default), not on the
+    # others.
+    names_fold_case = sys.platform == "darwin"
 
     def try_lock(self, fd: int) -> bool:
         """Take an exclusive flock without waiting; False if another process has it."""
@@ -731,6 +734,8 @@ class _Windows:
     # Windows names no file with a colon (it names a stream): an address is the only
     # way to say redis:...
     colon_in_a_file_name = False
+    # File names ignore case (NTFS, as Windows opens them).
+    names_fold_case = True
 
     def try_lock(self, fd: int) -> bool:
         """Lock the guard's first byte without waiting; False if another process has it.
@@ -860,6 +865,9 @@ if TYPE_CHECKING:
         delete_keeps_the_name: bool
         # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file).
         colon_in_a_file_name: bool
+        # Whether the system's file names ignore case (Windows, macOS): UV.LOCK is then
+        # the file a package manager writes as uv.lock.
+        names_fold_case: bool
 
         def try_lock(self, fd: int) -> bool:
             """Lock the open guard ``fd`` without waiting: False if another process has it."""
@@ -899,8 +907,8 @@ if TYPE_CHECKING:
 
 _POSIX: _Platform = _Posix()
 _WINDOWS: _Platform = _Windows()
-# The one test of the platform in the modules (posix.py tells Linux from the other
-# POSIX systems for run, and code_cache.py, which runs first, finds its cache folder).
+# The one test of the platform in the modules (posix.py tells Linux and macOS from the
+# other POSIX systems; the built file's boot code, which runs first, finds its cache).
 _PLATFORM: _Platform = _WINDOWS if sys.platform == "win32" else _POSIX
 
 
@@ -1395,8 +1403,9 @@ class _Seams:
         # beats every beat_sec.
         self.place_ttl_sec = 3.0
         self.beat_sec = 1.0
-        # How long a call waits for a lock's guard (the public GUARD_WAIT_SEC).
-        self.guard_wait_sec = GUARD_WAIT_SEC
+        # How long a call waits for a lock's guard; None: the public GUARD_WAIT_SEC, as
+        # the caller has set it on the module it loaded when the call runs (guard.py).
+        self.guard_wait_sec: float | None = None
         # Windows: how long a file another program has open (a scanner, an indexer, a
         # sync client) may refuse to be read, replaced or deleted before a call says so.
         self.sharing_retry_sec = 5.0
@@ -1442,14 +1451,15 @@ class _Record:
     __slots__ = (
         "empty",
         "fence",
+        "form",
         "holders",
         "lease",
         "mark",
-        "other",
         "owner",
         "session",
         "shared",
         "since",
+        "size",
         "slots",
         "stale_after",
     )
@@ -1468,9 +1478,10 @@ class _Record:
         self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
         self.session = False
-        # The bytes of a file that is plainly another program's (0: none): no record,
-        # not the start of one, not empty, not an older version's PID and time lines.
-        self.other = 0
+        # What its bytes were, by their form (a _FORM_*), and a file's whole size: by
+        # these a file is told from another program's (decisions.py).
+        self.form = _FORM_NO_OWNER
+        self.size = 0
 
 
 class _Place:
@@ -1545,7 +1556,17 @@ def _time_of(text: str) -> int | None:
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
-    __slots__ = ("clock", "fence_floor", "last", "lease", "line", "record", "revision", "seen")
+    __slots__ = (
+        "clock",
+        "fence_floor",
+        "file_name",
+        "last",
+        "lease",
+        "line",
+        "record",
+        "revision",
+        "seen",
+    )
 
     def __init__(
         self,
@@ -1556,6 +1577,7 @@ class _Look:
         *,
         line: list[_Place] | None = None,
         seen: object = None,
+        file_name: str | None = None,
     ) -> None:
         self.record = record
         self.last = last  # on a server: the last holder's record, once its own expired
@@ -1565,6 +1587,8 @@ class _Look:
         # What the store saw, to tell later whether the lock changed since: a value of
         # that store's own type (_FileSeen, _EtcdSeen, _RedisSeen), read by it alone.
         self.seen = seen
+        # A file lock's name, by which a file may be another program's (None: a key).
+        self.file_name = file_name
         self.clock: int | None = None  # the server's time at the read, in ms (Redis)
         # The least fence a take on this look may have (None: a look outside a change):
         # a file's clock and Redis's TIME in microseconds, one more than the revision
@@ -1572,20 +1596,47 @@ class _Look:
         self.fence_floor: int | None = None
 
 
+# What a lock's bytes are, by their form; only a file may be another program's
+# (decisions.py). A record: a JSON object with an "owner" or a "tool", a lock whatever
+# the file's name. A document: a JSON object or array that is no record, or a TOML
+# document with a key (a uv.lock, a pyproject.toml), another program's whatever its
+# size. No owner: what a lock that names none holds (nothing, an older version's PID
+# and time lines, a record cut short; a link). Bytes: anything else (a short line such
+# as "locked" is a lock; a data file, too large to be one, is another program's).
+_FORM_RECORD = "record"
+_FORM_DOCUMENT = "document"
+_FORM_NO_OWNER = "no owner"
+_FORM_BYTES = "bytes"
+
 # A record begins so (this tool's, every version's): bytes that begin so are a record,
 # or one cut short, never another program's.
 _RECORD_START = b'{"owner"'
+_NOT_JSON = object()  # what bytes that are no JSON document give
 
 
-def _another_programs(data: bytes, record: _Record) -> bool:
-    """True if ``data``, which gave ``record``, is plainly another program's (a data
-    file, another tool's lockfile): it names no owner, and is not empty, the start of a
-    record, or an older version's PID line and time line."""
-    if record.owner is not None or not data.strip():
+def _form_of_text(data: bytes, content: object) -> str:
+    """The form of bytes that are no JSON object (``content``: the JSON they are, or
+    _NOT_JSON). TOML is read (its module imported) only for bytes that are no JSON and
+    none of a lock's own forms, which no call on a lock of this tool's meets."""
+    if isinstance(content, list):
+        return _FORM_DOCUMENT
+    if not data.strip() or data.lstrip().startswith(_RECORD_START):
+        return _FORM_NO_OWNER
+    if data.partition(b"\n")[0].strip().isdigit():  # an older version's PID line
+        return _FORM_NO_OWNER
+    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES and _toml_with_a_key(data):
+        return _FORM_DOCUMENT
+    return _FORM_BYTES
+
+
+def _toml_with_a_key(data: bytes) -> bool:
+    """True if ``data`` is a TOML document with at least one key."""
+    import tomllib
+
+    try:
+        return bool(tomllib.loads(data.decode("utf-8")))
+    except (ValueError, RecursionError):  # not UTF-8, not TOML, nested past the stack
         return False
-    if data.lstrip().startswith(_RECORD_START):
-        return False
-    return not data.partition(b"\n")[0].strip().isdigit()  # an older version's PID
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -1598,13 +1649,16 @@ def _holder_timeout(value: object) -> float | None:
 def _parse_record(data: bytes, mtime: int) -> _Record:
     """The record a lock's bytes give (else no owner, dated by a second line or ``mtime``)."""
     if len(data) > _RECORD_MAX_BYTES:
-        return _Record(None, mtime)
+        record = _Record(None, mtime)
+        record.form = _form_of_text(data, _NOT_JSON)  # cut at the read: no document
+        return record
     try:
         content = json.loads(data.decode("utf-8"), parse_int=_short_int)
     except (ValueError, RecursionError):
-        content = None
+        content = _NOT_JSON
     if isinstance(content, dict):
         record = _record_of(content, mtime)
+        record.form = _FORM_RECORD if "owner" in content or "tool" in content else _FORM_DOCUMENT
         slots = content.get("slots")
         entries = content.get("holders")
         several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
@@ -1618,7 +1672,9 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         return record
     lines = data.split(b"\n", 2)
     since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
-    return _Record(None, mtime if since is None else since, empty=not data)
+    record = _Record(None, mtime if since is None else since, empty=not data)
+    record.form = _form_of_text(data, content)
+    return record
 
 
 # The most digits a number in a record may have to be read as one: more can be no valid
@@ -2271,31 +2327,78 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
 _LOCK_NAME_SUFFIX = ".lock"
 
 
-# The most bytes a file may hold that is another program's and still be taken as a
-# foreign lock, as the contract has it: a larger one is no lock (a data file, another
-# tool's lockfile), and acquire and status refuse it.
+# The names package managers give their lockfiles: a file so named is theirs, there
+# or not, empty or not, unless it holds a record (a lock of this tool's, by its bytes).
+_PACKAGE_LOCKFILES = frozenset(
+    (
+        "uv.lock",
+        "Pipfile.lock",
+        "poetry.lock",
+        "pdm.lock",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "bun.lock",
+        "Cargo.lock",
+        "Gemfile.lock",
+        "composer.lock",
+        "flake.lock",
+        "go.sum",
+    )
+)
+_PACKAGE_LOCKFILES_FOLDED = frozenset(name.casefold() for name in _PACKAGE_LOCKFILES)
+
+# The most bytes a file may hold that is no record, no document and none of a lock's
+# own forms, and still be taken as a foreign lock, as the contract has it ("locked",
+# garbage): a larger one is a data file.
 _OTHER_FILE_MAX_BYTES = 4096
 
 
-def _another_programs_file(record: _Record | None) -> bool:
-    """True if ``record`` is a file of another program's too large to be a lock."""
-    return record is not None and record.other > _OTHER_FILE_MAX_BYTES
+def _named_as_a_package_lockfile(name: str) -> bool:
+    """True if a file's name is a package manager's lockfile's: the very name, or, where
+    the system's names ignore case, the name in any case."""
+    if _SEAMS.platform.names_fold_case:
+        return name.casefold() in _PACKAGE_LOCKFILES_FOLDED
+    return name in _PACKAGE_LOCKFILES
 
 
-def _left_out(lock: str, record: _Record | None) -> bool:
-    """True if a listing leaves out ``lock``, named as a lock is but plainly another
-    program's file (uv.lock, Pipfile.lock), and says so."""
-    return _another_programs_file(record) and lock.endswith(_LOCK_NAME_SUFFIX)
+_BY_ITS_NAME = "name"
 
 
-def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
-    """True if a listing shows the lock ``lock`` whose record (or last holder's) is
-    ``record`` and whose live line is ``line``: a record this tool wrote (a JSON object
-    naming an owner); anything else at a name ending in ``.lock``, which acquire would
-    refuse or replace (an empty file, foreign bytes, an older version's PID and time);
-    or, with none, waiters in line. A store's other values are no locks, nor a file
-    that acquire refuses as another program's (uv.lock, Pipfile.lock)."""
-    if record is None or _another_programs_file(record):
+def _another_programs_file(look: _Look) -> str:
+    """Why ``look`` is at another program's file, no lock ("": it is a lock): its name,
+    a package manager's lockfile's (_BY_ITS_NAME); its form, a document (_FORM_DOCUMENT);
+    or its bytes, too many to be a lock (_FORM_BYTES). A record never is another
+    program's; a server's value always is a lock's."""
+    record = look.record
+    if look.file_name is None or (record is not None and record.form == _FORM_RECORD):
+        return ""
+    if _named_as_a_package_lockfile(look.file_name):
+        return _BY_ITS_NAME
+    if record is None:
+        return ""
+    if record.form == _FORM_DOCUMENT:
+        return _FORM_DOCUMENT
+    large = record.form == _FORM_BYTES and record.size > _OTHER_FILE_MAX_BYTES
+    return _FORM_BYTES if large else ""
+
+
+def _left_out(lock: str, look: _Look) -> bool:
+    """True if a listing leaves out ``lock``, a file named as a lock is but another
+    program's (uv.lock, Pipfile.lock), and says so."""
+    found = look.record is not None and lock.endswith(_LOCK_NAME_SUFFIX)
+    return found and bool(_another_programs_file(look))
+
+
+def _listed(lock: str, look: _Look, line: list[_Place]) -> bool:
+    """True if a listing shows the lock ``lock`` that ``look`` saw, whose live line is
+    ``line``: a record this tool wrote (a JSON object naming an owner); anything else at
+    a name ending in ``.lock``, which acquire would refuse or replace (an empty file,
+    foreign bytes, an older version's PID and time); or, with none, waiters in line. A
+    store's other values are no locks, nor another program's file (uv.lock)."""
+    record = look.record or look.last
+    if record is None or _another_programs_file(look):
         return bool(line)
     return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)
 
@@ -2784,13 +2887,36 @@ def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
     )
 
 
-def _another_programs_refusal(lock: str, record: _Record) -> str:
+def _another_programs_text(look: _Look, why: str) -> str:
+    """What the lock path is, another program's file by ``why`` (as the decision gave
+    it), in words: by its name (there or not), or by its size and form."""
+    if why == _BY_ITS_NAME:
+        return f"names another program's file ({look.file_name}: a package manager's lockfile)"
+    size = 0 if look.record is None else look.record.size
+    form = ", a JSON or TOML document" if why == _FORM_DOCUMENT else ""
+    return f"is a file of another program's ({size} bytes{form}, no lock record)"
+
+
+def _another_programs_refusal(lock: str, look: _Look, why: str) -> str:
     """Why a file of another program's is no lock (acquire and status say it alike)."""
     return (
-        f"the lock path {lock} is a file of another program's ({record.other} bytes, no"
-        " lock record): a lock needs a file of its own; give --lock a path no other"
-        " program uses"
+        f"the lock path {lock} {_another_programs_text(look, why)}: a lock needs a file"
+        " of its own; give --lock a path no other program uses"
     )
+
+
+def _another_programs_left(lock: str, owner: str, look: _Look, why: str) -> ReleaseResult:
+    """A release's output for a file of another program's, which it leaves as it is."""
+    return {
+        "released": False,
+        "reason": "not-owner",
+        "lock": lock,
+        "owner": owner,
+        "held_by": None,
+        "held_since": None,
+        "message": f"left {lock} in place: the path {_another_programs_text(look, why)};"
+        " a release never deletes another program's file",
+    }
 
 
 def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
@@ -3158,12 +3284,25 @@ def _abandon_guard_at(guard: str) -> None:
     _abandon_guard(fd, guard)
 
 
+def _guard_wait_sec() -> float:
+    """How long a call waits for a guard: ``_SEAMS.guard_wait_sec`` if a test set it,
+    else GUARD_WAIT_SEC as it is now on the module the caller loaded. Callers set it
+    there (the contract reads it when a call runs): in the built file that name is this
+    namespace's own, which the build leaves this import out for; in the package it is
+    the package's, which no module's copy of the number would follow."""
+    if _SEAMS.guard_wait_sec is not None:
+        return _SEAMS.guard_wait_sec
+
+    return GUARD_WAIT_SEC
+
+
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
-    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, ``_SEAMS.guard_wait_sec``, or at
-    ``until``, a call's deadline on ``_SEAMS.clock``: a renewal that must stop its
-    work by then); see _open_guard."""
+    """Lock the guard (TimeoutError after _guard_wait_sec(), or at ``until``, a call's
+    deadline on ``_SEAMS.clock``: a renewal that must stop its work by then); see
+    _open_guard."""
+    wait = _guard_wait_sec()
     start = _SEAMS.clock()
-    deadline = min(start + _SEAMS.guard_wait_sec, until)
+    deadline = min(start + wait, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -3191,7 +3330,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             if refused is not None:
                 raise _SharingRefused(
                     refused.errno,
-                    f"the guard {guard} could not be opened for {_SEAMS.guard_wait_sec:g} s"
+                    f"the guard {guard} could not be opened for {wait:g} s"
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )
@@ -3370,8 +3509,7 @@ def _read_record(lock: str) -> _Record | None:
     finally:
         os.close(fd)
     record = _parse_record(data, int(info.st_mtime // 1))
-    # Its whole size, which a read of the first 64 KiB does not tell.
-    record.other = info.st_size if _another_programs(data, record) else 0
+    record.size = info.st_size  # its whole size, which a read of 64 KiB does not tell
     return record
 
 
@@ -3637,6 +3775,7 @@ class _FileStore:
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
         _refuse_names_too_long(self.lock)
+        self.file_name = os.path.basename(self.lock)
         self.line = self.lock + _LINE_SUFFIX
         self.guard: _Guard | None = None  # the change's
         self.held = False
@@ -3649,18 +3788,23 @@ class _FileStore:
 
     def look(self, upto: str | None = None) -> _Look:
         seen = _FileSeen(self.lock, self.line)
-        return _Look(_read_record(self.lock), line=_read_line(self.line, upto), seen=seen)
+        record = _read_record(self.lock)  # then the line, as ever
+        line = _read_line(self.line, upto)
+        return _Look(record, line=line, seen=seen, file_name=self.file_name)
 
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)
         self.line_file = line is not None
-        look = _Look(_read_record(self.lock), line=line)
+        look = _Look(_read_record(self.lock), line=line, file_name=self.file_name)
         # A take's fence is at least this machine's clock in microseconds: larger than
         # that of a take whose record a release deleted, unless the clock steps back.
         look.fence_floor = time.time_ns() // 1000
         return look
 
     def change(self, create: bool) -> _FileStore:
+        # No folder is made for a package manager's lockfile's name: with none, there is
+        # no record there, and so no lock, only another program's file to refuse.
+        create = create and not _named_as_a_package_lockfile(self.file_name)
         self.guard = _Guard(self.lock, make_parents=create, deadline=self.call_deadline)
         return self
 
@@ -3686,7 +3830,7 @@ class _FileStore:
 
     def read(self, line: bool = True) -> _Look:
         """Always with the line: a release drops the places of waiters that died."""
-        return self._read_in_change() if self.held else _Look(None)
+        return self._read_in_change() if self.held else _Look(None, file_name=self.file_name)
 
     def apply(
         self,
@@ -4042,9 +4186,9 @@ def _take_in(
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = _SEAMS.clock()
             record = look.record
-            if _another_programs_file(record):
-                assert record is not None
-                raise ValueError(_another_programs_refusal(store.lock, record))
+            theirs = _another_programs_file(look)
+            if theirs:
+                raise ValueError(_another_programs_refusal(store.lock, look, theirs))
             shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
                 record, owner, stale_after, now, request.empty_is_stale
@@ -4163,6 +4307,10 @@ def _release_of(request: _Release) -> ReleaseResult:
             with store.change(create=False) as change:
                 look = change.read(line=False)
                 record = look.record
+                # Another program's file is left as it is (none there: "absent").
+                theirs = _another_programs_file(look) if record is not None else ""
+                if theirs:
+                    return _another_programs_left(store.lock, owner, look, theirs)
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
                 if freed is None:
@@ -4210,9 +4358,9 @@ def _status_of(query: _Query) -> StatusResult:
         store.close()
     clock = time.time()
     record = look.record or look.last
-    if _another_programs_file(record):
-        assert record is not None
-        raise ValueError(_another_programs_refusal(store.lock, record))
+    theirs = _another_programs_file(look)
+    if theirs:
+        raise ValueError(_another_programs_refusal(store.lock, look, theirs))
     seconds = clock if query.fixed_now is None else query.fixed_now
     standing = _standing(record, query, seconds)
     return _status_result(store.lock, standing, _live(look.line, clock), seconds)
@@ -4369,9 +4517,9 @@ def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult
     for lock, look in found:
         record = look.record or look.last
         line = _live(look.line, now)
-        if _listed(lock, record, line):
+        if _listed(lock, look, line):
             statuses.append(_status_result(lock, _standing(record, query, now), line, now))
-        elif _left_out(lock, record):
+        elif _left_out(lock, look):
             others += 1
     result = _list_result(shown, statuses, note, now)
     if others:
@@ -5309,7 +5457,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5312, (), r'''
+_CARRIED['usage'] = (5460, (), r'''
 import os
 import sys
 import textwrap
@@ -5550,7 +5698,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5553, (), r'''
+_CARRIED['server_gateway'] = (5701, (), r'''
 import errno
 import json
 import os
@@ -5872,7 +6020,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5875, ('server_gateway',), r'''
+_CARRIED['http1'] = (6023, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5999,7 +6147,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6002, ('server_gateway',), r'''
+_CARRIED['resp'] = (6150, ('server_gateway',), r'''
 import re
 
 
@@ -6134,7 +6282,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6137, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6285, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6340,7 +6488,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6343, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6491, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6455,7 +6603,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6458, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6606, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6971,7 +7119,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6974, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7122, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7033,7 +7181,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7036, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7184, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7312,7 +7460,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7315, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7463, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7703,7 +7851,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7706, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7854, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7841,7 +7989,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7844, (), r'''
+_CARRIED['file_listing'] = (7992, (), r'''
 import os
 import stat
 
@@ -7892,12 +8040,13 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
         if name[: -len(_LINE_SUFFIX)] in names:
             return []  # looked at with its lock file
         lock = entry.path[: -len(_LINE_SUFFIX)]
-        return [(lock, _Look(None, line=_read_line(entry.path) or []))]
+        look = _Look(None, line=_read_line(entry.path) or [], file_name=os.path.basename(lock))
+        return [(lock, look)]
     if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
         return []
     record = _read_record(entry.path)
     line = _read_line(entry.path + _LINE_SUFFIX) if name + _LINE_SUFFIX in names else None
-    return [(entry.path, _Look(record, line=line))]
+    return [(entry.path, _Look(record, line=line, file_name=name))]
 ''')
 
 
@@ -7912,7 +8061,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (7915, (), r'''
+_CARRIED['serve'] = (8064, (), r'''
 import json
 import os
 import sys
@@ -8479,7 +8628,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '9a9e8e291e05b0cdb01435fbd4ef8ad93e5990221f5d8813ed93a7de89a458d5'  # what a cache entry must name
+_BUILD = 'b1f0daca236737f4474cd10da402c7f102ff53eff771e53c6ee0adaa399cd5f2'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -6,7 +6,9 @@ the CLI's own call never imports, which once hid a crash). This file itself impo
 only ``sys`` and ``os``, which every interpreter has loaded before it runs a line.
 
 - ``file``: each file in CASES is put at a lock path, then ``acquire``, ``status``
-  and ``release`` run through ``main()``; each must end 0 or 3 with one JSON line.
+  and ``release`` run through ``main()``; each must end 0 or 3 with one JSON line, or
+  (acquire, status) 1 with one that names another program's file (a JSON or TOML
+  document, too many bytes).
 - ``line``: each file in CASES is put at a free lock's line of waiters
   (``<lock>.skf-line``), then ``acquire``, ``status``, ``acquire --wait`` and
   ``release``; each must end 0 or 3 with one JSON line, and a change leaves at
@@ -79,6 +81,8 @@ def check(argv: list[str], codes: tuple[int, ...], limit: float) -> str | None:
     code, out, err, seconds = call(argv)
     if code not in codes:
         return f"exit {code}, not one of {codes}: {out}{err}"
+    if code == 1 and "another program's" not in err:
+        return f"exit 1 for another cause than another program's file: {err}"
     text = out if code in (0, 3) and out else err
     if not text.endswith("}\n") or text.count("\n") != 1 or (out and err):
         return f"not one JSON line: {out!r} {err!r}"
@@ -163,8 +167,8 @@ def run_file_cases(names: list[str]) -> str | None:
     lock = os.path.join(CASES + "-locks", "fz.lock")
     os.makedirs(os.path.dirname(lock), exist_ok=True)
     calls = [
-        (["acquire", "--lock", lock, "--owner", "fz:me"], (0, 3)),
-        (["status", "--lock", lock], (0, 3)),
+        (["acquire", "--lock", lock, "--owner", "fz:me"], (0, 1, 3)),
+        (["status", "--lock", lock], (0, 1, 3)),
         (["release", "--lock", lock, "--owner", "fz:me:r1"], (0,)),
     ]
     for name in names:

@@ -138,12 +138,13 @@ def run_bundle(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    """A copy of what the build reads and writes: the modules, the tool, and the file
-    built from those modules (under a planted bug, both are the mutated ones: the
-    committed file would differ from them, and fail a test of the build for a bug the
-    build has nothing to do with)."""
+    """A copy of what the build reads and writes: the modules, the tool and its boot
+    code, and the file built from those modules (under a planted bug, both are the
+    mutated ones: the committed file would differ from them, and fail a test of the
+    build for a bug the build has nothing to do with)."""
     (tmp_path / "tools").mkdir()
-    shutil.copy(ROOT / "tools" / "bundle.py", tmp_path / "tools" / "bundle.py")
+    for tool in ("bundle.py", "boot.py"):
+        shutil.copy(ROOT / "tools" / tool, tmp_path / "tools" / tool)
     shutil.copytree(PACKAGE, tmp_path / "src" / "skf_run_lock", ignore=NO_CACHE)
     shutil.copy(SCRIPT, tmp_path / "skf-run-lock.py")
     return tmp_path
@@ -332,18 +333,22 @@ def test_every_function_in_the_built_file_stands_at_its_modules_line(skf: Module
     assert [line.text for line in origin] == built
     modules: dict[str, list[str]] = {}
     seen: set[str] = set()
+    tool = bundle_tool()
     for function in functions_of(skf):
         number = function.__code__.co_firstlineno
         line = origin[number - 1]
         assert line.module is not None, (function, line)
+        source = tool.source_of(line.module, PACKAGE)
         if line.module not in modules:
-            text = (PACKAGE / f"{line.module}.py").read_text(encoding="utf-8")
-            modules[line.module] = text.split("\n")
+            modules[line.module] = source.read_text(encoding="utf-8").split("\n")
         assert modules[line.module][line.number - 1] == built[number - 1], function
-        heading = max(n for n, text in enumerate(built[:number]) if text.startswith("# src/"))
-        assert built[heading].startswith(f"# src/skf_run_lock/{line.module}.py")
+        shown = source.relative_to(source.parents[1 if source == tool.BOOT else 2]).as_posix()
+        headings = [
+            n for n, text in enumerate(built[:number]) if text.startswith(("# src/", "# tools/"))
+        ]
+        assert built[max(headings)].startswith(f"# {shown}"), (function, shown)
         seen.add(line.module)
-    assert {"server_gateway", "etcd_store", "redis_store", "lock_calls", "cli"} <= seen
+    assert {"server_gateway", "etcd_store", "redis_store", "lock_calls", "cli", "boot"} <= seen
 
 
 def test_a_traceback_from_a_carried_store_shows_its_line(skf: ModuleType) -> None:
@@ -476,7 +481,8 @@ def test_no_class_inherits_more_than_one_level_from_the_projects_own() -> None:
 
 def test_no_module_is_loaded_by_a_name_in_a_string() -> None:
     """Every module is reached by an import that mypy, editors and import graphs follow;
-    only the build's code cache compiles text, and only text the build put there."""
+    only the build's own boot code (tools/boot.py, no module) compiles text, and only
+    text the build put there."""
     for path in PACKAGE.glob("*.py"):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
@@ -486,17 +492,38 @@ def test_no_module_is_loaded_by_a_name_in_a_string() -> None:
                 assert node.module != "importlib", path.name
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 called = node.func.id
-                assert called not in ("exec", "__import__", "compile") or (
-                    path.name == "code_cache.py"
-                ), (path.name, node.lineno)
+                assert called not in ("exec", "__import__", "compile"), (path.name, node.lineno)
+
+
+def test_every_module_is_reached_by_an_import() -> None:
+    """A module of the package is code the package runs: each is imported, when its
+    importer is or when a function runs, from the package itself or its ``python -m``
+    entry. Code only the built file runs (its boot code) is the build's, in tools/."""
+    imports: dict[str, set[str]] = {}
+    for path in PACKAGE.glob("*.py"):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imports[path.stem] = {
+            node.module or "__init__"
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level > 0
+        }
+    reached: set[str] = set()
+    pending = ["__init__", "__main__"]
+    while pending:
+        module = pending.pop()
+        if module not in reached:
+            reached.add(module)
+            pending += sorted(imports[module])
+    assert sorted(set(imports) - reached) == []
 
 
 # --- Each platform in one place ----------------------------------------------------------
 
 # The modules that may test which system runs them: the one choice of the platform's
-# rules, POSIX's rules (Linux among the POSIX systems, for run), and the boot code, which
-# finds its cache folder before the choice is compiled.
-TESTS_THE_PLATFORM = {"platforms.py", "posix.py", "code_cache.py"}
+# rules, and POSIX's rules (Linux among the POSIX systems, for run; macOS, whose names
+# ignore case). Beside them the build's boot code, which finds its cache folder before
+# the choice is compiled, tests it once.
+TESTS_THE_PLATFORM = {"platforms.py", "posix.py"}
 
 
 def platform_checks_in(tree: ast.Module) -> list[int]:
@@ -519,7 +546,9 @@ def test_no_module_but_the_platforms_tests_the_platform() -> None:
         if (lines := platform_checks_in(ast.parse(path.read_text(encoding="utf-8"))))
     }
     assert set(found) <= TESTS_THE_PLATFORM, found
-    assert len(found["platforms.py"]) == 1 and len(found["code_cache.py"]) == 1, found
+    assert len(found["platforms.py"]) == 1, found
+    boot = bundle_tool().BOOT
+    assert len(platform_checks_in(ast.parse(boot.read_text(encoding="utf-8")))) == 1
 
 
 def test_posix_and_windows_give_the_same_names_with_the_same_signatures(

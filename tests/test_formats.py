@@ -37,7 +37,7 @@ MTIME_TEXT = "2023-11-14T22:13:20Z"
         (b'{"owner": "", "acquired_at": "2026-09-30T10:15:00Z"}', None, "2026-09-30T10:15:00Z"),
         (b'{"owner": 42, "acquired_at": "2026-09-30T10:15:00Z"}', None, "2026-09-30T10:15:00Z"),
         (b'{"owner": null}', None, MTIME_TEXT),
-        (b"{}", None, MTIME_TEXT),
+        (b'{"tool": "skf-run-lock"}', None, MTIME_TEXT),
         (b"4242\n2026-09-30T10:15:00Z\n", None, "2026-09-30T10:15:00Z"),
         (b"4242\r\n2026-09-30T10:15:00Z\r\n", None, "2026-09-30T10:15:00Z"),
         (b"4242\n", None, MTIME_TEXT),
@@ -45,12 +45,14 @@ MTIME_TEXT = "2023-11-14T22:13:20Z"
         (b"", None, MTIME_TEXT),
         (b"garbage \x00\x01 here", None, MTIME_TEXT),
         (b"\xff\xfe\n2026-09-30T10:15:00Z", None, "2026-09-30T10:15:00Z"),
-        (b'["wf:sk:r", "2026-09-30T10:15:00Z"]', None, MTIME_TEXT),
+        (b'"wf:sk:r"', None, MTIME_TEXT),
         (b'"wf:sk:r"\n2026-09-30T10:15:00Z', None, "2026-09-30T10:15:00Z"),
+        (b"locked\n", None, MTIME_TEXT),
+        (b"# a comment, no key\n", None, MTIME_TEXT),
         (b'{"owner": "wf:sk:r", "acquired_at": "2026-09-30T10:15:00Z"} x', None, MTIME_TEXT),
         (b'{"owner": "wf:sk:r"}{"owner": "wf:sk:s"}', None, MTIME_TEXT),
         (b'  {"owner": "wf:sk:r"} \r\n\t', "wf:sk:r", MTIME_TEXT),
-        # Nested deeper than json reads, as large as another program's file may be
+        # Nested deeper than json reads, as large as bytes that are no document may be
         # and still count as a lock (a larger one is refused: test_other_programs_files).
         (b"[" * 4096, None, MTIME_TEXT),
         (b"[" * 2000, None, MTIME_TEXT),

@@ -17,6 +17,7 @@ import subprocess
 from collections.abc import Callable
 
 from calls import Run, pipe, posix_only
+from loader import PACKAGE, SCRIPT
 from lockfiles import NOW, ago, beside, write_record
 from windows_rules import FakeMsvcrt
 from wrapped import WrappedPlatform, follow_rules
@@ -504,3 +505,49 @@ def test_windows_branch_passes_the_record_tests(windows: Windows, lock: Path) ->
     result = module.acquire(lock, "wf:sk:new", 60.0, now=NOW)
     assert not result["acquired"] and result["held_by"] == "wf:sk:old"
     assert module.release(lock, "wf:sk:old")["released"]
+
+
+# A caller's script: it loads the file by path as a sibling script does, or imports the
+# installed package, sets GUARD_WAIT_SEC on what it loaded, and calls twice, once from
+# the library and once through main(), each after setting another wait.
+SETS_THE_GUARDS_WAIT = """
+import importlib.util, sys
+where, lock = sys.argv[1:]
+if where == "package":
+    import skf_run_lock as skf
+else:
+    spec = importlib.util.spec_from_file_location("sibling", where)
+    skf = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(skf)
+skf.GUARD_WAIT_SEC = 0.05
+try:
+    skf.acquire(lock, "wf:sk:r", 60.0)
+except TimeoutError as exc:
+    print(exc)
+skf.GUARD_WAIT_SEC = 0.25
+print(skf.main(["acquire", "--lock", lock, "--owner", "wf:sk:r"]))
+"""
+
+
+@pytest.mark.parametrize("loaded", ["file", "package"])
+def test_guard_wait_sec_set_on_the_loaded_file_or_the_package_governs_the_next_call(
+    lock: Path, worker: Callable[..., subprocess.Popen[str]], loaded: str
+) -> None:
+    """The contract reads GUARD_WAIT_SEC when a call runs: each call waits as long as the
+    caller last set it (not the 10 s of the import), as its error says."""
+    holder = worker("hold-guard", lock)
+    assert pipe(holder.stdout).readline() == "held\n"
+    where = "package" if loaded == "package" else str(SCRIPT)
+    caller = subprocess.run(
+        [sys.executable, "-c", SETS_THE_GUARDS_WAIT, where, str(lock)],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+        env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+    )
+    said = caller.stdout.splitlines()
+    assert len(said) == 2 and said[1] == "2", caller
+    assert said[0].endswith("stayed locked for 0.05 s; another call is stuck holding it")
+    assert "stayed locked for 0.25 s" in caller.stderr
+    assert beside(lock) == ["run.lock.skf-guard"]  # still the holder's

@@ -314,8 +314,8 @@ def test_a_folder_that_does_not_exist_holds_no_locks_and_says_so(
 
 @pytest.mark.parametrize(
     "content",
-    [b"", bytes(range(256)), b"12345\n2026-01-01T00:00:00Z\n", b'["json", "not an object"]'],
-    ids=["empty", "foreign bytes", "an older version's PID and time", "JSON not an object"],
+    [b"", bytes(range(256)), b"12345\n2026-01-01T00:00:00Z\n", b"locked\n", b'"json"'],
+    ids=["empty", "foreign bytes", "an older version's PID and time", "a word", "JSON text"],
 )
 def test_a_lock_file_acquire_would_refuse_or_replace_is_listed_as_status_sees_it(
     cli: Callable[..., Run], tmp_path: Path, content: bytes

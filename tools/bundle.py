@@ -12,10 +12,12 @@ its chapter. A script run as ``__main__`` is compiled whole on every call, so th
 a file-lock call never runs (``CARRIED``: the server stores, the listings, --help) go
 in as text instead, which costs a call next to nothing to read. A module imports one
 where it is used, inside a function (``from .etcd_store import _open_etcd``): the build
-turns that import into ``_compile_carried("etcd_store")``
-(in code_cache.py), which compiles the text on first use, numbered as it stands in the built
-file, so a traceback shows the line that failed. An import of a flat module inside a
-function is dropped: its names are already there.
+turns that import into ``_compile_carried("etcd_store")``, which compiles the text on
+first use, numbered as it stands in the built file, so a traceback shows the line that
+failed. That function is the boot code's (tools/boot.py), the build's own first chapter,
+which runs as code and compiles the others; the package needs none of it. An import of
+a flat module inside a function is dropped, as its names are already there; so is
+``from . import NAME``, a name a caller may set on the package (here, this namespace's).
 
 Any python3 >= 3.11 runs this; it needs nothing but the standard library. The build
 refuses a name defined by two modules (one namespace holds them all), a flat module
@@ -34,6 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "src" / "skf_run_lock"
 OUTPUT = ROOT / "skf-run-lock.py"
+# The boot code: the chapter that runs as code and compiles (or loads from its cache)
+# the others, all text. The build's own, beside it: no module of the package.
+BOOT = Path(__file__).resolve().parent / "boot.py"
 
 # The chapters, in the order a reader meets them: what the contract names, POSIX's and
 # Windows' rules and the choice of one, what callers give, interrupts, the seams (what
@@ -42,7 +47,6 @@ OUTPUT = ROOT / "skf-run-lock.py"
 # renewer, held() and run, the CLI.
 FLAT = (
     "__init__",
-    "code_cache",
     "public_surface",
     "times",
     "quoting",
@@ -84,9 +88,7 @@ CARRIED = (
     "serve",
 )
 AFTER = ("lock_calls", "listing", "renewer", "held_and_run", "cli", "__main__")
-# The chapter that runs as code and compiles the others (all text), and the name of the
-# text every call runs: the flat modules, one after another.
-BOOT = "code_cache"
+# The name of the text every call runs: the flat modules, one after another.
 CORE = "core"
 
 HEADER = """\
@@ -136,6 +138,7 @@ class Chapter:
     docstring: list[str] = field(default_factory=list)
     imports: list[str] = field(default_factory=list)  # the standard library's, top level
     body: list[Line] = field(default_factory=list)
+    shown: str = ""  # its file, as its heading names it
     needs: list[str] = field(default_factory=list)  # modules of the package it imports
     uses: list[str] = field(default_factory=list)  # those its functions import as they run
     defines: set[str] = field(default_factory=set)
@@ -206,6 +209,15 @@ def _imports_in_functions(tree: ast.Module) -> list[ast.ImportFrom]:
     return found
 
 
+def _package_names(name: str, node: ast.ImportFrom) -> str:
+    """The module whose names ``from . import NAME`` brings: the package's own, as a
+    caller may have set them (GUARD_WAIT_SEC); never a module, which that would load."""
+    modules = set(FLAT + CARRIED + AFTER)
+    if node.level != 1 or any(alias.name in modules for alias in node.names):
+        raise BuildError(f"{name}.py: import what a module defines, not the module")
+    return FLAT[0]
+
+
 def _drop(keep: list[bool], node: ast.stmt) -> None:
     for number in range(node.lineno, (node.end_lineno or node.lineno) + 1):
         keep[number] = False
@@ -246,13 +258,15 @@ def _squeezed(lines: list[Line]) -> list[Line]:
 
 
 def read_chapter(package: Path, name: str, *, first: bool = False, hoist: bool = True) -> Chapter:
-    """The chapter module ``name`` gives: ``hoist`` its standard-library imports to the
-    top (a carried module keeps them, so that only its call pays for them)."""
+    """The chapter module ``name`` of ``package`` gives: ``hoist`` its standard-library
+    imports to the top (a carried module keeps them, so that only its call pays for
+    them). The boot code is read the same way, from beside the build."""
     path = package / f"{name}.py"
     source = path.read_text(encoding="utf-8")
     lines = source.split("\n")
     tree = ast.parse(source, str(path))
-    chapter = Chapter(name)
+    shown = BOOT.relative_to(ROOT) if path == BOOT else Path("src", "skf_run_lock", path.name)
+    chapter = Chapter(name, shown=shown.as_posix())
     keep = [True] * (len(lines) + 2)  # by line number, from 1
     body = tree.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -266,10 +280,9 @@ def read_chapter(package: Path, name: str, *, first: bool = False, hoist: bool =
     # names are in the one namespace already.
     replaced: dict[int, str] = {}
     for node in _imports_in_functions(tree):
-        if node.module is None:
-            raise BuildError(f"{name}.py: import what a module defines, not the module")
+        used = node.module or _package_names(name, node)
         _drop(keep, node)
-        chapter.uses.append(node.module)
+        chapter.uses.append(used)
         if node.module in CARRIED:
             replaced[node.lineno] = " " * node.col_offset + f"_compile_carried({node.module!r})"
     kept = [
@@ -281,8 +294,14 @@ def read_chapter(package: Path, name: str, *, first: bool = False, hoist: bool =
     return chapter
 
 
+def source_of(module: str, package: Path = PACKAGE) -> Path:
+    """The file a chapter's lines come from (a built line's ``module``): the boot code,
+    or a module of ``package``."""
+    return BOOT if module == BOOT.stem else package / f"{module}.py"
+
+
 def _heading(chapter: Chapter, carried: bool) -> list[Line]:
-    path = f"src/skf_run_lock/{chapter.name}.py"
+    path = chapter.shown
     rule = "# " + "-" * 86
     how = ", carried as text: compiled only for a lock of its store" if carried else ""
     lines = [Line(""), Line(""), Line(rule), Line(f"# {path}{how}")]
@@ -333,14 +352,14 @@ def build(package: Path = PACKAGE) -> list[Line]:
     missing = sorted({p.stem for p in package.glob("*.py")} - set(names))
     if missing:
         raise BuildError(f"modules the build does not place: {', '.join(missing)}")
+    boot = read_chapter(BOOT.parent, BOOT.stem)
     chapters = [read_chapter(package, FLAT[0], first=True)]
     chapters += [read_chapter(package, name) for name in FLAT[1:]]
     chapters += [read_chapter(package, name) for name in AFTER[:-1]]
     chapters += [read_chapter(package, name, hoist=False) for name in CARRIED]
     main = read_chapter(package, AFTER[-1])  # __main__: the file runs, last
-    _check([*chapters, main])
+    _check([boot, *chapters, main])
     first, *rest = chapters
-    boot = next(chapter for chapter in rest if chapter.name == BOOT)
     out = [Line(text) for text in HEADER.format(version=_version(package)).split("\n")]
     out.pop()  # the header's last newline
     out += [Line(text, first.name, number) for number, text in enumerate(first.docstring, 1)]
@@ -348,8 +367,8 @@ def build(package: Path = PACKAGE) -> list[Line]:
     out.append(Line("from __future__ import annotations"))
     out.append(Line(""))
     out += [Line(text) for text in OLDER_PYTHONS.split("\n")]
-    imports = sorted({i for c in chapters for i in c.imports if i.startswith("import ")})
-    imports += sorted({i for c in chapters for i in c.imports if i.startswith("from ")})
+    imports = sorted({i for c in [boot, *chapters] for i in c.imports if i.startswith("import ")})
+    imports += sorted({i for c in [boot, *chapters] for i in c.imports if i.startswith("from ")})
     out += [Line(text) for text in imports]
     # The code cache's chapter runs as code: it compiles (or loads) the rest, all text.
     out += _heading(boot, False)
@@ -359,7 +378,7 @@ def build(package: Path = PACKAGE) -> list[Line]:
     core = [Line("TYPE_CHECKING = False  # typing is imported by type checkers alone")]
     core += first.body
     for chapter in rest:
-        if chapter.name in CARRIED or chapter is boot:
+        if chapter.name in CARRIED:
             continue
         core += _heading(chapter, False)
         core += chapter.body

@@ -78,7 +78,7 @@ def mapped_lines() -> dict[str, set[int]]:
     for number in ran:
         line = origin[number - 1]
         if line.module is not None:
-            path = str(PACKAGE / f"{line.module}.py")
+            path = str(bundle.source_of(line.module, PACKAGE))
             by_module.setdefault(path, set()).add(line.number)
     return by_module
 
@@ -102,7 +102,8 @@ def report() -> float:
 
 
 def _modules() -> list[Path]:
-    return sorted(PACKAGE.glob("*.py"))
+    """The files the built file is made of: the modules, and the build's boot code."""
+    return [*sorted(PACKAGE.glob("*.py")), bundle.BOOT]
 
 
 def main(argv: list[str] | None = None) -> int:

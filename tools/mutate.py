@@ -171,8 +171,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "unbounded-read": (
         "a lock file is read at most 64 KiB + 1",
-        "    if len(data) > _RECORD_MAX_BYTES:\n        return _Record(None, mtime)",
-        "    if False:\n        return _Record(None, mtime)",
+        "    if len(data) > _RECORD_MAX_BYTES:\n        record = _Record(None, mtime)",
+        "    if False:\n        record = _Record(None, mtime)",
     ),
     "orphans-kept": (
         "orphaned temp files are removed",
@@ -654,6 +654,21 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)",
         "    return True",
     ),
+    "lockfile-name-a-lock": (
+        "a file named as a package manager's lockfile is another program's, there or not",
+        "    if _named_as_a_package_lockfile(look.file_name):\n        return _BY_ITS_NAME\n",
+        "",
+    ),
+    "json-document-a-lock": (
+        "a JSON object that is no record is another program's, whatever its size",
+        '        record.form = _FORM_RECORD if "owner" in content or "tool" in content else',
+        "        record.form = _FORM_RECORD if True else",
+    ),
+    "toml-document-a-lock": (
+        "a TOML document with a key is another program's, whatever its size",
+        '        return bool(tomllib.loads(data.decode("utf-8")))',
+        "        return False",
+    ),
     "list-follows-links": (
         "a listing never follows a link to a folder",
         "                if entry.is_dir(follow_symlinks=False):",
@@ -932,6 +947,9 @@ _KILLED_IN = {
     "vouched-without-end": "test_waking",
     "renewal-waits-out-the-network": "test_lease_end",  # these two: killed by hand, 2026-12-06
     "work-stopped-at-the-lease-end": "test_lease_end",
+    "lockfile-name-a-lock": "test_other_programs_files",
+    "json-document-a-lock": "test_other_programs_files",
+    "toml-document-a-lock": "test_other_programs_files",
 }
 
 

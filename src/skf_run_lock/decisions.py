@@ -5,7 +5,7 @@ each only reads, applies a change atomically, and waits."""
 
 from __future__ import annotations
 
-from .records import _MAX_FENCE, _Record
+from .records import _FORM_BYTES, _FORM_DOCUMENT, _FORM_RECORD, _MAX_FENCE, _Record
 from .seams import _SEAMS
 
 TYPE_CHECKING = False
@@ -450,30 +450,77 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
 _LOCK_NAME_SUFFIX = ".lock"
 
 
-# The most bytes a file may hold that is another program's and still be taken as a
-# foreign lock, as the contract has it: a larger one is no lock (a data file, another
-# tool's lockfile), and acquire and status refuse it.
+# The names package managers give their lockfiles: a file so named is theirs, there
+# or not, empty or not, unless it holds a record (a lock of this tool's, by its bytes).
+_PACKAGE_LOCKFILES = frozenset(
+    (
+        "uv.lock",
+        "Pipfile.lock",
+        "poetry.lock",
+        "pdm.lock",
+        "package-lock.json",
+        "npm-shrinkwrap.json",
+        "yarn.lock",
+        "pnpm-lock.yaml",
+        "bun.lock",
+        "Cargo.lock",
+        "Gemfile.lock",
+        "composer.lock",
+        "flake.lock",
+        "go.sum",
+    )
+)
+_PACKAGE_LOCKFILES_FOLDED = frozenset(name.casefold() for name in _PACKAGE_LOCKFILES)
+
+# The most bytes a file may hold that is no record, no document and none of a lock's
+# own forms, and still be taken as a foreign lock, as the contract has it ("locked",
+# garbage): a larger one is a data file.
 _OTHER_FILE_MAX_BYTES = 4096
 
 
-def _another_programs_file(record: _Record | None) -> bool:
-    """True if ``record`` is a file of another program's too large to be a lock."""
-    return record is not None and record.other > _OTHER_FILE_MAX_BYTES
+def _named_as_a_package_lockfile(name: str) -> bool:
+    """True if a file's name is a package manager's lockfile's: the very name, or, where
+    the system's names ignore case, the name in any case."""
+    if _SEAMS.platform.names_fold_case:
+        return name.casefold() in _PACKAGE_LOCKFILES_FOLDED
+    return name in _PACKAGE_LOCKFILES
 
 
-def _left_out(lock: str, record: _Record | None) -> bool:
-    """True if a listing leaves out ``lock``, named as a lock is but plainly another
-    program's file (uv.lock, Pipfile.lock), and says so."""
-    return _another_programs_file(record) and lock.endswith(_LOCK_NAME_SUFFIX)
+_BY_ITS_NAME = "name"
 
 
-def _listed(lock: str, record: _Record | None, line: list[_Place]) -> bool:
-    """True if a listing shows the lock ``lock`` whose record (or last holder's) is
-    ``record`` and whose live line is ``line``: a record this tool wrote (a JSON object
-    naming an owner); anything else at a name ending in ``.lock``, which acquire would
-    refuse or replace (an empty file, foreign bytes, an older version's PID and time);
-    or, with none, waiters in line. A store's other values are no locks, nor a file
-    that acquire refuses as another program's (uv.lock, Pipfile.lock)."""
-    if record is None or _another_programs_file(record):
+def _another_programs_file(look: _Look) -> str:
+    """Why ``look`` is at another program's file, no lock ("": it is a lock): its name,
+    a package manager's lockfile's (_BY_ITS_NAME); its form, a document (_FORM_DOCUMENT);
+    or its bytes, too many to be a lock (_FORM_BYTES). A record never is another
+    program's; a server's value always is a lock's."""
+    record = look.record
+    if look.file_name is None or (record is not None and record.form == _FORM_RECORD):
+        return ""
+    if _named_as_a_package_lockfile(look.file_name):
+        return _BY_ITS_NAME
+    if record is None:
+        return ""
+    if record.form == _FORM_DOCUMENT:
+        return _FORM_DOCUMENT
+    large = record.form == _FORM_BYTES and record.size > _OTHER_FILE_MAX_BYTES
+    return _FORM_BYTES if large else ""
+
+
+def _left_out(lock: str, look: _Look) -> bool:
+    """True if a listing leaves out ``lock``, a file named as a lock is but another
+    program's (uv.lock, Pipfile.lock), and says so."""
+    found = look.record is not None and lock.endswith(_LOCK_NAME_SUFFIX)
+    return found and bool(_another_programs_file(look))
+
+
+def _listed(lock: str, look: _Look, line: list[_Place]) -> bool:
+    """True if a listing shows the lock ``lock`` that ``look`` saw, whose live line is
+    ``line``: a record this tool wrote (a JSON object naming an owner); anything else at
+    a name ending in ``.lock``, which acquire would refuse or replace (an empty file,
+    foreign bytes, an older version's PID and time); or, with none, waiters in line. A
+    store's other values are no locks, nor another program's file (uv.lock)."""
+    record = look.record or look.last
+    if record is None or _another_programs_file(look):
         return bool(line)
     return record.owner is not None or lock.endswith(_LOCK_NAME_SUFFIX) or bool(line)

@@ -62,9 +62,10 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
         if name[: -len(_LINE_SUFFIX)] in names:
             return []  # looked at with its lock file
         lock = entry.path[: -len(_LINE_SUFFIX)]
-        return [(lock, _Look(None, line=_read_line(entry.path) or []))]
+        look = _Look(None, line=_read_line(entry.path) or [], file_name=os.path.basename(lock))
+        return [(lock, look)]
     if name.endswith(_GUARD_SUFFIX) or _TEMP_NAME.fullmatch(name[-17:]):
         return []
     record = _read_record(entry.path)
     line = _read_line(entry.path + _LINE_SUFFIX) if name + _LINE_SUFFIX in names else None
-    return [(entry.path, _Look(record, line=line))]
+    return [(entry.path, _Look(record, line=line, file_name=name))]

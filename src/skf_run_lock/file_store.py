@@ -11,7 +11,7 @@ import re
 import stat
 import time
 
-from .decisions import _ahead_of, _holders, _live
+from .decisions import _ahead_of, _holders, _live, _named_as_a_package_lockfile
 from .guard import (
     _COMMON_FLAGS,
     _GUARD_SUFFIX,
@@ -28,7 +28,6 @@ from .public_surface import _NoFolder
 from .quoting import _quoted
 from .records import (
     _RECORD_MAX_BYTES,
-    _another_programs,
     _bytes_of,
     _holder_timeout,
     _Look,
@@ -158,8 +157,7 @@ def _read_record(lock: str) -> _Record | None:
     finally:
         os.close(fd)
     record = _parse_record(data, int(info.st_mtime // 1))
-    # Its whole size, which a read of the first 64 KiB does not tell.
-    record.other = info.st_size if _another_programs(data, record) else 0
+    record.size = info.st_size  # its whole size, which a read of 64 KiB does not tell
     return record
 
 
@@ -425,6 +423,7 @@ class _FileStore:
     def __init__(self, lock: str | os.PathLike[str]) -> None:
         self.lock = _lock_path(lock)
         _refuse_names_too_long(self.lock)
+        self.file_name = os.path.basename(self.lock)
         self.line = self.lock + _LINE_SUFFIX
         self.guard: _Guard | None = None  # the change's
         self.held = False
@@ -437,18 +436,23 @@ class _FileStore:
 
     def look(self, upto: str | None = None) -> _Look:
         seen = _FileSeen(self.lock, self.line)
-        return _Look(_read_record(self.lock), line=_read_line(self.line, upto), seen=seen)
+        record = _read_record(self.lock)  # then the line, as ever
+        line = _read_line(self.line, upto)
+        return _Look(record, line=line, seen=seen, file_name=self.file_name)
 
     def _read_in_change(self) -> _Look:
         line = _read_line(self.line)
         self.line_file = line is not None
-        look = _Look(_read_record(self.lock), line=line)
+        look = _Look(_read_record(self.lock), line=line, file_name=self.file_name)
         # A take's fence is at least this machine's clock in microseconds: larger than
         # that of a take whose record a release deleted, unless the clock steps back.
         look.fence_floor = time.time_ns() // 1000
         return look
 
     def change(self, create: bool) -> _FileStore:
+        # No folder is made for a package manager's lockfile's name: with none, there is
+        # no record there, and so no lock, only another program's file to refuse.
+        create = create and not _named_as_a_package_lockfile(self.file_name)
         self.guard = _Guard(self.lock, make_parents=create, deadline=self.call_deadline)
         return self
 
@@ -474,7 +478,7 @@ class _FileStore:
 
     def read(self, line: bool = True) -> _Look:
         """Always with the line: a release drops the places of waiters that died."""
-        return self._read_in_change() if self.held else _Look(None)
+        return self._read_in_change() if self.held else _Look(None, file_name=self.file_name)
 
     def apply(
         self,

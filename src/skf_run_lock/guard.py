@@ -255,12 +255,26 @@ def _abandon_guard_at(guard: str) -> None:
     _abandon_guard(fd, guard)
 
 
+def _guard_wait_sec() -> float:
+    """How long a call waits for a guard: ``_SEAMS.guard_wait_sec`` if a test set it,
+    else GUARD_WAIT_SEC as it is now on the module the caller loaded. Callers set it
+    there (the contract reads it when a call runs): in the built file that name is this
+    namespace's own, which the build leaves this import out for; in the package it is
+    the package's, which no module's copy of the number would follow."""
+    if _SEAMS.guard_wait_sec is not None:
+        return _SEAMS.guard_wait_sec
+    from . import GUARD_WAIT_SEC
+
+    return GUARD_WAIT_SEC
+
+
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
-    """Lock the guard (TimeoutError after GUARD_WAIT_SEC, ``_SEAMS.guard_wait_sec``, or at
-    ``until``, a call's deadline on ``_SEAMS.clock``: a renewal that must stop its
-    work by then); see _open_guard."""
+    """Lock the guard (TimeoutError after _guard_wait_sec(), or at ``until``, a call's
+    deadline on ``_SEAMS.clock``: a renewal that must stop its work by then); see
+    _open_guard."""
+    wait = _guard_wait_sec()
     start = _SEAMS.clock()
-    deadline = min(start + _SEAMS.guard_wait_sec, until)
+    deadline = min(start + wait, until)
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -288,7 +302,7 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             if refused is not None:
                 raise _SharingRefused(
                     refused.errno,
-                    f"the guard {guard} could not be opened for {_SEAMS.guard_wait_sec:g} s"
+                    f"the guard {guard} could not be opened for {wait:g} s"
                     f" ({refused.strerror}): another program has it open, or this user may"
                     f" not create files in {os.path.dirname(guard)}",
                 )

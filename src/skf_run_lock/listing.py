@@ -50,9 +50,9 @@ def _list_locks(under: str | os.PathLike[str], stale_after: float) -> ListResult
     for lock, look in found:
         record = look.record or look.last
         line = _live(look.line, now)
-        if _listed(lock, record, line):
+        if _listed(lock, look, line):
             statuses.append(_status_result(lock, _standing(record, query, now), line, now))
-        elif _left_out(lock, record):
+        elif _left_out(lock, look):
             others += 1
     result = _list_result(shown, statuses, note, now)
     if others:

@@ -41,6 +41,7 @@ from .interrupts import _Interrupts
 from .outputs import (
     _acquire_output,
     _acquired_result,
+    _another_programs_left,
     _another_programs_refusal,
     _holds_text,
     _lost,
@@ -148,9 +149,9 @@ def _take_in(
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = _SEAMS.clock()
             record = look.record
-            if _another_programs_file(record):
-                assert record is not None
-                raise ValueError(_another_programs_refusal(store.lock, record))
+            theirs = _another_programs_file(look)
+            if theirs:
+                raise ValueError(_another_programs_refusal(store.lock, look, theirs))
             shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
             if request.renew_only and not _still_holds(
                 record, owner, stale_after, now, request.empty_is_stale
@@ -270,6 +271,10 @@ def _release_of(request: _Release) -> ReleaseResult:
             with store.change(create=False) as change:
                 look = change.read(line=False)
                 record = look.record
+                # Another program's file is left as it is (none there: "absent").
+                theirs = _another_programs_file(look) if record is not None else ""
+                if theirs:
+                    return _another_programs_left(store.lock, owner, look, theirs)
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
                 if freed is None:
@@ -317,9 +322,9 @@ def _status_of(query: _Query) -> StatusResult:
         store.close()
     clock = time.time()
     record = look.record or look.last
-    if _another_programs_file(record):
-        assert record is not None
-        raise ValueError(_another_programs_refusal(store.lock, record))
+    theirs = _another_programs_file(look)
+    if theirs:
+        raise ValueError(_another_programs_refusal(store.lock, look, theirs))
     seconds = clock if query.fixed_now is None else query.fixed_now
     standing = _standing(record, query, seconds)
     return _status_result(store.lock, standing, _live(look.line, clock), seconds)

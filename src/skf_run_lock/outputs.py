@@ -9,6 +9,7 @@ import os
 import sys
 
 from .decisions import (
+    _BY_ITS_NAME,
     _deciding_timeout,
     _first_to_go,
     _holders,
@@ -17,7 +18,7 @@ from .decisions import (
 from .inputs import _releasable
 from .public_surface import LockLost, _Taken
 from .quoting import _quoted
-from .records import _Record
+from .records import _FORM_DOCUMENT, _Record
 from .seams import _SEAMS
 from .times import _duration_text, _format_time
 
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
     from .hold import _Hold
     from .inputs import _Request
     from .public_surface import AcquireResult, ReleaseResult, StatusResult
-    from .records import _Place, _Record
+    from .records import _Look, _Place, _Record
 
 
 def _this_command() -> str:
@@ -505,13 +506,36 @@ def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
     )
 
 
-def _another_programs_refusal(lock: str, record: _Record) -> str:
+def _another_programs_text(look: _Look, why: str) -> str:
+    """What the lock path is, another program's file by ``why`` (as the decision gave
+    it), in words: by its name (there or not), or by its size and form."""
+    if why == _BY_ITS_NAME:
+        return f"names another program's file ({look.file_name}: a package manager's lockfile)"
+    size = 0 if look.record is None else look.record.size
+    form = ", a JSON or TOML document" if why == _FORM_DOCUMENT else ""
+    return f"is a file of another program's ({size} bytes{form}, no lock record)"
+
+
+def _another_programs_refusal(lock: str, look: _Look, why: str) -> str:
     """Why a file of another program's is no lock (acquire and status say it alike)."""
     return (
-        f"the lock path {lock} is a file of another program's ({record.other} bytes, no"
-        " lock record): a lock needs a file of its own; give --lock a path no other"
-        " program uses"
+        f"the lock path {lock} {_another_programs_text(look, why)}: a lock needs a file"
+        " of its own; give --lock a path no other program uses"
     )
+
+
+def _another_programs_left(lock: str, owner: str, look: _Look, why: str) -> ReleaseResult:
+    """A release's output for a file of another program's, which it leaves as it is."""
+    return {
+        "released": False,
+        "reason": "not-owner",
+        "lock": lock,
+        "owner": owner,
+        "held_by": None,
+        "held_since": None,
+        "message": f"left {lock} in place: the path {_another_programs_text(look, why)};"
+        " a release never deletes another program's file",
+    }
 
 
 def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:

@@ -31,6 +31,9 @@ if TYPE_CHECKING:
         delete_keeps_the_name: bool
         # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file).
         colon_in_a_file_name: bool
+        # Whether the system's file names ignore case (Windows, macOS): UV.LOCK is then
+        # the file a package manager writes as uv.lock.
+        names_fold_case: bool
 
         def try_lock(self, fd: int) -> bool:
             """Lock the open guard ``fd`` without waiting: False if another process has it."""
@@ -70,6 +73,6 @@ if TYPE_CHECKING:
 
 _POSIX: _Platform = _Posix()
 _WINDOWS: _Platform = _Windows()
-# The one test of the platform in the modules (posix.py tells Linux from the other
-# POSIX systems for run, and code_cache.py, which runs first, finds its cache folder).
+# The one test of the platform in the modules (posix.py tells Linux and macOS from the
+# other POSIX systems; the built file's boot code, which runs first, finds its cache).
 _PLATFORM: _Platform = _WINDOWS if sys.platform == "win32" else _POSIX

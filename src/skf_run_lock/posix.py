@@ -41,6 +41,9 @@ class _Posix:
     delete_keeps_the_name = False
     # A file name may hold a colon (./redis:x.lock is a file).
     colon_in_a_file_name = True
+    # Names ignore case on macOS (as its file systems are made by default), not on the
+    # others.
+    names_fold_case = sys.platform == "darwin"
 
     def try_lock(self, fd: int) -> bool:
         """Take an exclusive flock without waiting; False if another process has it."""

@@ -35,14 +35,15 @@ class _Record:
     __slots__ = (
         "empty",
         "fence",
+        "form",
         "holders",
         "lease",
         "mark",
-        "other",
         "owner",
         "session",
         "shared",
         "since",
+        "size",
         "slots",
         "stale_after",
     )
@@ -61,9 +62,10 @@ class _Record:
         self.shared = False  # True: its holders share it (shared holds), not slots
         self.mark: str | None = None
         self.session = False
-        # The bytes of a file that is plainly another program's (0: none): no record,
-        # not the start of one, not empty, not an older version's PID and time lines.
-        self.other = 0
+        # What its bytes were, by their form (a _FORM_*), and a file's whole size: by
+        # these a file is told from another program's (decisions.py).
+        self.form = _FORM_NO_OWNER
+        self.size = 0
 
 
 class _Place:
@@ -138,7 +140,17 @@ def _time_of(text: str) -> int | None:
 class _Look:
     """One look at a lock: records, what a change compares, the line, what shows a change."""
 
-    __slots__ = ("clock", "fence_floor", "last", "lease", "line", "record", "revision", "seen")
+    __slots__ = (
+        "clock",
+        "fence_floor",
+        "file_name",
+        "last",
+        "lease",
+        "line",
+        "record",
+        "revision",
+        "seen",
+    )
 
     def __init__(
         self,
@@ -149,6 +161,7 @@ class _Look:
         *,
         line: list[_Place] | None = None,
         seen: object = None,
+        file_name: str | None = None,
     ) -> None:
         self.record = record
         self.last = last  # on a server: the last holder's record, once its own expired
@@ -158,6 +171,8 @@ class _Look:
         # What the store saw, to tell later whether the lock changed since: a value of
         # that store's own type (_FileSeen, _EtcdSeen, _RedisSeen), read by it alone.
         self.seen = seen
+        # A file lock's name, by which a file may be another program's (None: a key).
+        self.file_name = file_name
         self.clock: int | None = None  # the server's time at the read, in ms (Redis)
         # The least fence a take on this look may have (None: a look outside a change):
         # a file's clock and Redis's TIME in microseconds, one more than the revision
@@ -165,20 +180,47 @@ class _Look:
         self.fence_floor: int | None = None
 
 
+# What a lock's bytes are, by their form; only a file may be another program's
+# (decisions.py). A record: a JSON object with an "owner" or a "tool", a lock whatever
+# the file's name. A document: a JSON object or array that is no record, or a TOML
+# document with a key (a uv.lock, a pyproject.toml), another program's whatever its
+# size. No owner: what a lock that names none holds (nothing, an older version's PID
+# and time lines, a record cut short; a link). Bytes: anything else (a short line such
+# as "locked" is a lock; a data file, too large to be one, is another program's).
+_FORM_RECORD = "record"
+_FORM_DOCUMENT = "document"
+_FORM_NO_OWNER = "no owner"
+_FORM_BYTES = "bytes"
+
 # A record begins so (this tool's, every version's): bytes that begin so are a record,
 # or one cut short, never another program's.
 _RECORD_START = b'{"owner"'
+_NOT_JSON = object()  # what bytes that are no JSON document give
 
 
-def _another_programs(data: bytes, record: _Record) -> bool:
-    """True if ``data``, which gave ``record``, is plainly another program's (a data
-    file, another tool's lockfile): it names no owner, and is not empty, the start of a
-    record, or an older version's PID line and time line."""
-    if record.owner is not None or not data.strip():
+def _form_of_text(data: bytes, content: object) -> str:
+    """The form of bytes that are no JSON object (``content``: the JSON they are, or
+    _NOT_JSON). TOML is read (its module imported) only for bytes that are no JSON and
+    none of a lock's own forms, which no call on a lock of this tool's meets."""
+    if isinstance(content, list):
+        return _FORM_DOCUMENT
+    if not data.strip() or data.lstrip().startswith(_RECORD_START):
+        return _FORM_NO_OWNER
+    if data.partition(b"\n")[0].strip().isdigit():  # an older version's PID line
+        return _FORM_NO_OWNER
+    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES and _toml_with_a_key(data):
+        return _FORM_DOCUMENT
+    return _FORM_BYTES
+
+
+def _toml_with_a_key(data: bytes) -> bool:
+    """True if ``data`` is a TOML document with at least one key."""
+    import tomllib
+
+    try:
+        return bool(tomllib.loads(data.decode("utf-8")))
+    except (ValueError, RecursionError):  # not UTF-8, not TOML, nested past the stack
         return False
-    if data.lstrip().startswith(_RECORD_START):
-        return False
-    return not data.partition(b"\n")[0].strip().isdigit()  # an older version's PID
 
 
 def _holder_timeout(value: object) -> float | None:
@@ -191,13 +233,16 @@ def _holder_timeout(value: object) -> float | None:
 def _parse_record(data: bytes, mtime: int) -> _Record:
     """The record a lock's bytes give (else no owner, dated by a second line or ``mtime``)."""
     if len(data) > _RECORD_MAX_BYTES:
-        return _Record(None, mtime)
+        record = _Record(None, mtime)
+        record.form = _form_of_text(data, _NOT_JSON)  # cut at the read: no document
+        return record
     try:
         content = json.loads(data.decode("utf-8"), parse_int=_short_int)
     except (ValueError, RecursionError):
-        content = None
+        content = _NOT_JSON
     if isinstance(content, dict):
         record = _record_of(content, mtime)
+        record.form = _FORM_RECORD if "owner" in content or "tool" in content else _FORM_DOCUMENT
         slots = content.get("slots")
         entries = content.get("holders")
         several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
@@ -211,7 +256,9 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         return record
     lines = data.split(b"\n", 2)
     since = _parse_time(lines[1].strip().decode("ascii", "replace")) if len(lines) > 1 else None
-    return _Record(None, mtime if since is None else since, empty=not data)
+    record = _Record(None, mtime if since is None else since, empty=not data)
+    record.form = _form_of_text(data, content)
+    return record
 
 
 # The most digits a number in a record may have to be read as one: more can be no valid

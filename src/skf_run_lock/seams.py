@@ -12,7 +12,6 @@ finds a deadline that passed in its sleep within a second."""
 from __future__ import annotations
 
 from .platforms import _PLATFORM
-from .public_surface import GUARD_WAIT_SEC
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,8 +63,9 @@ class _Seams:
         # beats every beat_sec.
         self.place_ttl_sec = 3.0
         self.beat_sec = 1.0
-        # How long a call waits for a lock's guard (the public GUARD_WAIT_SEC).
-        self.guard_wait_sec = GUARD_WAIT_SEC
+        # How long a call waits for a lock's guard; None: the public GUARD_WAIT_SEC, as
+        # the caller has set it on the module it loaded when the call runs (guard.py).
+        self.guard_wait_sec: float | None = None
         # Windows: how long a file another program has open (a scanner, an indexer, a
         # sync client) may refuse to be read, replaced or deleted before a call says so.
         self.sharing_retry_sec = 5.0

@@ -1,9 +1,9 @@
-"""The code of the one file users copy, carried as text and compiled once. Python
-compiles a script run as ``python3 FILE`` whole on every call and caches bytecode only
-for imported modules, so the build (tools/bundle.py) puts every module into that file
-as text, compiled here: the modules every call runs at once, the rest (each server
-store, the listings, --help) only when a function imports one where it runs (``from
-.etcd_store import _open_etcd`` becomes ``_compile_carried("etcd_store")``).
+"""The built file's boot code: the build's own first chapter of the one file users
+copy (tools/bundle.py puts it there), no module of the package. Python compiles a
+script run as ``python3 FILE`` whole on every call, and caches bytecode only for
+imported modules, so the build puts every module into that file as text, compiled
+here: those every call runs at once, the rest (each server store, the listings,
+--help) only when a function imports one (``from .etcd_store import _open_etcd``).
 
 What is compiled is kept, as Python keeps an imported module's bytecode, in a cache of
 this user's own (``$XDG_CACHE_HOME/skf-run-lock``, else ``~/.cache/skf-run-lock``; on
@@ -12,8 +12,8 @@ temp folder), so that the next call loads it instead. A cache entry
 is used only when it names this very build, this Python and this file as it stands (its
 size and time), and only from a folder and a file that this user owns and nobody else
 may write: another user's files are never run. Any failure of the cache falls back to
-compiling. ``SKF_RUN_LOCK_NO_CACHE=1`` turns the cache off. In the package nothing is
-carried, and none of this runs."""
+compiling. ``SKF_RUN_LOCK_NO_CACHE=1`` turns the cache off. The package has none of
+this: Python compiles and caches its modules itself."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from types import CodeType as _CodeType
 
 # Filled by the build in the file users copy: a carried text's name -> the line of that
 # file its text starts at, the carried texts it needs compiled first, and the text; and
-# the build's own name for its texts, which a cache entry must carry. Empty in the package.
+# the build's own name for its texts, which a cache entry must carry. Empty here.
 _CARRIED: dict[str, tuple[int, tuple[str, ...], str]] = {}
 _COMPILED: set[str] = set()
 _BUILD = ""
