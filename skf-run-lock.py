@@ -1086,13 +1086,18 @@ class _Release:
     """What a release asks: the lock (a path or an address, checked by its store) and
     the whole ``owner`` whose hold it ends (checked once the store has named the lock,
     which the refusal of an owner without its run id shows). A value of its own, not a
-    ``_Request``: a release has no timeout, wait, count of slots or kind of hold."""
+    ``_Request``: a release has no timeout, wait, count of slots or kind of hold.
+    ``deadline``: the moment (monotonic clock) past which it waits on nothing (held()'s:
+    its hold's stop point)."""
 
-    __slots__ = ("lock", "owner")
+    __slots__ = ("deadline", "lock", "owner")
 
-    def __init__(self, lock: str | os.PathLike[str], owner: str) -> None:
+    def __init__(
+        self, lock: str | os.PathLike[str], owner: str, deadline: float = float("inf")
+    ) -> None:
         self.lock = lock
         self.owner = owner
+        self.deadline = deadline
 
 
 class _Request(_Query):
@@ -1335,6 +1340,7 @@ class _Seams:
     __slots__ = (
         "beat_sec",
         "guard_wait_sec",
+        "name_kept_sec",
         "opened",
         "place_ttl_sec",
         "platform",
@@ -1355,6 +1361,8 @@ class _Seams:
         self.beat_sec = 1.0
         # How long a call waits for a lock's guard (the public GUARD_WAIT_SEC).
         self.guard_wait_sec = GUARD_WAIT_SEC
+        # A server's host name, once looked up, is not looked up again for this long.
+        self.name_kept_sec = 60.0
         # Windows: how long a file another program has open (a scanner, an indexer, a
         # sync client) may refuse to be read, replaced or deleted before a call says so.
         self.sharing_retry_sec = 5.0
@@ -3999,6 +4007,12 @@ def _take_in(
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = time.monotonic()
+            if read_at >= request.deadline:
+                # A renewal read past its holder's stop point (its store was slow to
+                # answer) writes nothing: the work was told the hold was lost.
+                took = read_at - request.try_began
+                why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
+                raise TimeoutError(errno.ETIMEDOUT, why)
             record = look.record
             if _another_programs_file(record):
                 assert record is not None
@@ -4111,8 +4125,9 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
 def _release_of(request: _Release) -> ReleaseResult:
     """release, as asked: the lock checked by its store, then the owner (whole, with
     its run id); what the store read decided (``_released``), applied against it, and
-    the output."""
+    the output; no wait past ``request.deadline``."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)
@@ -4519,6 +4534,10 @@ class _Renewer:
     def due_in(self) -> float:
         return max(0.0, min(self.next, self.stop_at()) - time.monotonic())
 
+    def stop_in(self) -> float:
+        """Seconds until the work must stop (0 once it must)."""
+        return max(0.0, self.stop_at() - time.monotonic())
+
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:
@@ -4683,21 +4702,27 @@ class _Lease:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
         assert self.stop is not None and self.thread is not None and self.renewer is not None
+        renewer = self.renewer
+        # Nothing here waits past the hold's stop point: a renewal under way ends by it
+        # (its deadline), and the release too.
+        stop_at = renewer.stop_at()
         try:
             self.stop.set()
-            self.thread.join()
+            self.thread.join(renewer.stop_in())
         finally:
             try:
-                if not self.kept:  # a hold the owner had before is left as it is
-                    release(self.lock, self.owner)  # a lost lock is left alone
+                # A hold the owner had before is left as it is; a lost one too (its
+                # record is another's, or ends on the server within the grace).
+                if not self.kept and renewer.lost_by_now() is None:
+                    _release_of(_Release(self.lock, self.owner, stop_at))
             except (OSError, ValueError) as failure:
                 # A lost lock is what the block is told (its server out of reach, most
                 # likely, as the renewals found): the failed release is a note on it.
-                told = exc if exc is not None else self.renewer.lost_by_now()
+                told = exc if exc is not None else renewer.lost_by_now()
                 if told is None:
                     raise
                 told.add_note(f"and the lock could not be released: {failure}")
-        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:
+        if (lost := renewer.lost_by_now()) is not None and exc_type is None:
             raise lost
 
 
@@ -5256,7 +5281,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5259, (), r'''
+_CARRIED['usage'] = (5284, (), r'''
 import os
 import sys
 import textwrap
@@ -5492,17 +5517,19 @@ class _WaitLine:
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_gateway.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a gateway's lock address parsed, a deadline for each
-# step, TLS, patience and when to give up, a connection that never waits past its deadline,
-# the wording of failures, a store that has its gateway, and a waiter's place kept as a
-# value on the server. Compiled only for a server's lock.
+# step, TLS, patience and when to give up, a connection that never waits past its deadline
+# (its host's name lookup included), the wording of failures, a store that has its
+# gateway, and a waiter's place kept as a value on the server. Compiled only for a
+# server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5500, (), r'''
+_CARRIED['server_gateway'] = (5526, (), r'''
 import errno
 import json
 import os
 import re
 import sys
+import threading
 import time
 
 
@@ -5510,6 +5537,9 @@ if TYPE_CHECKING:
     import socket
     import ssl
     from typing import Self
+
+    # An address as the system gives it: its family, and (host, port[, flow, scope]).
+    _Address = tuple[int, tuple[object, ...]]
 
 _ANSWER_MAX_BYTES = 8 * 1024 * 1024
 _TLS_FAILURE = "TLS failure"
@@ -5662,7 +5692,8 @@ class _ServerGateway:
         self.step_deadline = moment
 
     def next_step(self) -> None:
-        self.deadline = time.monotonic() + self.timeout
+        self.step_began = time.monotonic()
+        self.deadline = self.step_began + self.timeout
 
     def tls_context(self) -> ssl.SSLContext | None:
         if self.tls and self.context is None:
@@ -5677,8 +5708,9 @@ class _ServerGateway:
 
     def unreachable(self, where: str, why: str | None) -> OSError:
         within = f"within {self.timeout:g} s ({self.timeout_var})"
-        if self.call_deadline < self.step_deadline:
-            within = "in the time the call had left"  # a renewal's, cut to its hold
+        if self.call_deadline < self.step_deadline:  # a renewal's, cut to its hold
+            waited = time.monotonic() - self.step_began
+            within = f"within {waited:.1f} s, all the time the call had left,"
         return OSError(
             errno.EHOSTUNREACH,
             f"{self.name} could not be reached {within} at {where}: {why or 'no time left'}",
@@ -5755,8 +5787,134 @@ class _ServerStore:
         pass
 
 
+# --- A connection, its host's name looked up within its deadline
+
+
+class _Lookup:
+    """One lookup of a host name's addresses, in a thread of its own so that a call can
+    stop waiting for it at its deadline: ``done`` once it found ``addresses`` or failed
+    (``failure``). The system's resolver cannot be stopped: a lookup a call gave up on
+    goes on, and its answer serves the next call."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.done = threading.Event()
+        self.addresses: list[_Address] = []
+        self.failure: OSError | None = None
+
+    def run(self) -> None:
+        import socket
+
+        try:
+            found = socket.getaddrinfo(self.host, None, type=socket.SOCK_STREAM)
+            self.addresses = [(family, address) for family, _, _, _, address in found]
+        except (OSError, UnicodeError) as exc:  # gaierror; a name IDNA cannot encode
+            why = getattr(exc, "strerror", None) or str(exc)
+            self.failure = OSError(errno.EHOSTUNREACH, f"the name {self.host} was not found: {why}")
+        finally:
+            _NAMES.answered(self)
+            self.done.set()
+
+
+class _Names:
+    """The host names looked up: each one's last answer (``known``: when it came, and
+    the addresses), used again for ``_SEAMS.name_kept_sec`` (the standard library tells
+    no lifetime), and the lookups under way (``running``), one per name at most: every
+    call that needs a name meanwhile waits for that one, and a resolver that hangs holds
+    one thread, not one per try."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.known: dict[str, tuple[float, list[_Address]]] = {}
+        self.running: dict[str, _Lookup] = {}
+
+    def addresses(self, host: str, deadline: float) -> list[_Address]:
+        """``host``'s addresses (an IP address's: itself), waiting for a lookup no later
+        than ``deadline``: TimeoutError, saying how long it waited, if none came."""
+        import socket
+
+        for family, form in ((socket.AF_INET, (host, 0)), (socket.AF_INET6, (host, 0, 0, 0))):
+            try:
+                socket.inet_pton(family, host)
+            except OSError:
+                continue
+            return [(family, form)]  # an IP address: nothing to look up
+        lookup = self._lookup(host)
+        if isinstance(lookup, list):
+            return lookup
+        left = _seconds_left(deadline)
+        if not lookup.done.wait(left):
+            why = f"no answer to the name lookup of {host} in {left:.1f} s"
+            raise TimeoutError(errno.ETIMEDOUT, why)
+        if lookup.failure is not None:
+            raise OSError(*lookup.failure.args)  # each call its own, raised in its thread
+        return lookup.addresses
+
+    def _lookup(self, host: str) -> list[_Address] | _Lookup:
+        """``host``'s last answer while it is used again, else its lookup under way (one
+        started now if none is)."""
+        with self.guard:
+            known = self.known.get(host)
+            if known is not None and time.monotonic() - known[0] < _SEAMS.name_kept_sec:
+                return known[1]
+            lookup = self.running.get(host)
+            if lookup is None:
+                lookup = self.running[host] = _Lookup(host)
+                thread = threading.Thread(target=lookup.run, name="skf-run-lock lookup")
+                thread.daemon = True  # a resolver that hangs keeps no process alive
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # no thread to be had
+                    del self.running[host]
+                    raise OSError(errno.EAGAIN, f"{host} could not be looked up: {exc}") from None
+            return lookup
+
+    def answered(self, lookup: _Lookup) -> None:
+        with self.guard:
+            if self.running.get(lookup.host) is lookup:
+                del self.running[lookup.host]
+            if lookup.failure is None:
+                self.known[lookup.host] = (time.monotonic(), lookup.addresses)
+
+    def forget(self, host: str) -> None:
+        """Look ``host`` up anew next time: none of its addresses could be reached (it may
+        have moved)."""
+        with self.guard:
+            self.known.pop(host, None)
+
+
+_NAMES = _Names()
+
+
+def _connected(host: str, port: int, deadline: float) -> socket.socket:
+    """A TCP connection to ``host`` (a name or an IP address) at ``port``, made by
+    ``deadline``: the name's lookup and each of its addresses in turn share that one
+    deadline, each address an equal part of what is left (socket.create_connection looks
+    a name up with no deadline at all, and gives each address the whole timeout)."""
+    import socket
+
+    addresses = _NAMES.addresses(host, deadline)
+    failure: OSError | None = None
+    for tried, (family, address) in enumerate(addresses):
+        share = _seconds_left(deadline) / (len(addresses) - tried)
+        sock = None
+        try:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.settimeout(share)
+            sock.connect((address[0], port, *address[2:]))
+        except OSError as exc:
+            failure = exc
+            if sock is not None:
+                sock.close()
+            continue
+        return sock
+    _NAMES.forget(host)
+    raise failure or OSError(errno.EHOSTUNREACH, f"the name {host} has no address")
+
+
 class _Connection:
-    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``."""
+    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``,
+    the name lookup included."""
 
     protocol = "a protocol"  # for messages
 
@@ -5766,12 +5924,11 @@ class _Connection:
         host, _, port = endpoint.rpartition(":")
         host = host.strip("[]")
         self.endpoint = endpoint
-        self.sock: socket.socket = socket.create_connection(
-            (host, int(port)), _seconds_left(deadline)
-        )
+        self.sock: socket.socket = _connected(host, int(port), deadline)
         try:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if context is not None:
+                self.sock.settimeout(_seconds_left(deadline))  # the handshake's
                 self.sock = context.wrap_socket(self.sock, server_hostname=host)
         except BaseException:
             self.sock.close()
@@ -5819,7 +5976,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5822, ('server_gateway',), r'''
+_CARRIED['http1'] = (5979, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -5946,7 +6103,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (5949, ('server_gateway',), r'''
+_CARRIED['resp'] = (6106, ('server_gateway',), r'''
 import re
 
 
@@ -6081,7 +6238,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6084, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6241, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6287,7 +6444,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6290, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6447, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6402,7 +6559,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6405, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6562, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6918,7 +7075,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (6921, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7078, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6980,7 +7137,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (6983, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7140, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7259,7 +7416,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7262, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7419, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7650,7 +7807,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7653, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7810, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7788,7 +7945,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7791, (), r'''
+_CARRIED['file_listing'] = (7948, (), r'''
 import os
 import stat
 
@@ -7859,7 +8016,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (7862, (), r'''
+_CARRIED['serve'] = (8019, (), r'''
 import json
 import os
 import sys
@@ -8426,7 +8583,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'b2ddc6556fc621a44c2996a1a2438cdc9e06070d504a1b4075fe37166c26e90a'  # what a cache entry must name
+_BUILD = 'b81429ba8f1a103c09f2180a30bff8a4c7bdb2c9b38adcfe4274ef3686421090'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

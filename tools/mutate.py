@@ -482,8 +482,23 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-waits-out-the-network": (
         "a renewal waits on the network no longer than its holder may go on",
-        "    store.call_deadline = request.deadline",
-        '    store.call_deadline = float("inf")',
+        "    store.call_deadline = request.deadline\n    try:\n        return _take_in(",
+        '    store.call_deadline = float("inf")\n    try:\n        return _take_in(',
+    ),
+    "name-lookup-waited-out": (
+        "a call waits for its host's name lookup no longer than its deadline",
+        "        if not lookup.done.wait(left):",
+        "        if not lookup.done.wait():",
+    ),
+    "held-exit-waits-for-renewal": (
+        "leaving held()'s block waits for a renewal no later than the stop point",
+        "            self.thread.join(renewer.stop_in())",
+        "            self.thread.join()",
+    ),
+    "late-renewal-writes": (
+        "a renewal read past its holder's stop point writes nothing",
+        "            if read_at >= request.deadline:",
+        "            if False:",
     ),
     "work-stopped-at-the-lease-end": (
         "a hold that cannot be renewed stops its work a grace and a margin before it ends",
@@ -497,7 +512,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "held-loss-silent-on-exit": (
         "a block that ends normally after losing the lock raises LockLost",
-        "        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:",
+        "        if (lost := renewer.lost_by_now()) is not None and exc_type is None:",
         "        if False:",
     ),
     "line-ignored": (
@@ -922,6 +937,9 @@ _KILLED_IN = {
     "vouched-without-end": "test_waking",
     "renewal-waits-out-the-network": "test_lease_end",  # these two: killed by hand, 2026-12-06
     "work-stopped-at-the-lease-end": "test_lease_end",
+    "name-lookup-waited-out": "test_name_lookup",
+    "held-exit-waits-for-renewal": "test_held",
+    "late-renewal-writes": "test_held",
 }
 
 

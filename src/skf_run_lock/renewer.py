@@ -75,6 +75,10 @@ class _Renewer:
     def due_in(self) -> float:
         return max(0.0, min(self.next, self.stop_at()) - time.monotonic())
 
+    def stop_in(self) -> float:
+        """Seconds until the work must stop (0 once it must)."""
+        return max(0.0, self.stop_at() - time.monotonic())
+
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:

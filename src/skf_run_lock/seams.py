@@ -28,6 +28,7 @@ class _Seams:
     __slots__ = (
         "beat_sec",
         "guard_wait_sec",
+        "name_kept_sec",
         "opened",
         "place_ttl_sec",
         "platform",
@@ -48,6 +49,8 @@ class _Seams:
         self.beat_sec = 1.0
         # How long a call waits for a lock's guard (the public GUARD_WAIT_SEC).
         self.guard_wait_sec = GUARD_WAIT_SEC
+        # A server's host name, once looked up, is not looked up again for this long.
+        self.name_kept_sec = 60.0
         # Windows: how long a file another program has open (a scanner, an indexer, a
         # sync client) may refuse to be read, replaced or deleted before a call says so.
         self.sharing_retry_sec = 5.0
