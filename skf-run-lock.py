@@ -4703,9 +4703,8 @@ class _Lease:
     ) -> None:
         assert self.stop is not None and self.thread is not None and self.renewer is not None
         renewer = self.renewer
-        # Nothing here waits past the hold's stop point: a renewal under way ends by it
-        # (its deadline), and the release too.
-        stop_at = renewer.stop_at()
+        # Nothing here waits past the hold's stop point: not the renewal under way (it
+        # ends by then, unless its store hangs), nor the release.
         try:
             self.stop.set()
             self.thread.join(renewer.stop_in())
@@ -4714,7 +4713,7 @@ class _Lease:
                 # A hold the owner had before is left as it is; a lost one too (its
                 # record is another's, or ends on the server within the grace).
                 if not self.kept and renewer.lost_by_now() is None:
-                    _release_of(_Release(self.lock, self.owner, stop_at))
+                    _release_of(_Release(self.lock, self.owner, renewer.stop_at()))
             except (OSError, ValueError) as failure:
                 # A lost lock is what the block is told (its server out of reach, most
                 # likely, as the renewals found): the failed release is a note on it.
@@ -5281,7 +5280,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5284, (), r'''
+_CARRIED['usage'] = (5283, (), r'''
 import os
 import sys
 import textwrap
@@ -5523,7 +5522,7 @@ class _WaitLine:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5526, (), r'''
+_CARRIED['server_gateway'] = (5525, (), r'''
 import errno
 import json
 import os
@@ -5976,7 +5975,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (5979, ('server_gateway',), r'''
+_CARRIED['http1'] = (5978, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6103,7 +6102,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6106, ('server_gateway',), r'''
+_CARRIED['resp'] = (6105, ('server_gateway',), r'''
 import re
 
 
@@ -6238,7 +6237,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6241, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6240, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6444,7 +6443,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6447, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6446, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6559,7 +6558,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6562, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6561, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7075,7 +7074,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7078, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7077, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7137,7 +7136,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7140, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7139, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7416,7 +7415,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7419, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7418, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7807,7 +7806,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7810, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7809, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7945,7 +7944,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7948, (), r'''
+_CARRIED['file_listing'] = (7947, (), r'''
 import os
 import stat
 
@@ -8016,7 +8015,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8019, (), r'''
+_CARRIED['serve'] = (8018, (), r'''
 import json
 import os
 import sys
@@ -8583,7 +8582,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'b81429ba8f1a103c09f2180a30bff8a4c7bdb2c9b38adcfe4274ef3686421090'  # what a cache entry must name
+_BUILD = '2d0e56333a06aee602898d76ce64ea610d4c0aff798da2a7c0d050547747564c'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

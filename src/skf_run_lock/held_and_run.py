@@ -126,9 +126,8 @@ class _Lease:
     ) -> None:
         assert self.stop is not None and self.thread is not None and self.renewer is not None
         renewer = self.renewer
-        # Nothing here waits past the hold's stop point: a renewal under way ends by it
-        # (its deadline), and the release too.
-        stop_at = renewer.stop_at()
+        # Nothing here waits past the hold's stop point: not the renewal under way (it
+        # ends by then, unless its store hangs), nor the release.
         try:
             self.stop.set()
             self.thread.join(renewer.stop_in())
@@ -137,7 +136,7 @@ class _Lease:
                 # A hold the owner had before is left as it is; a lost one too (its
                 # record is another's, or ends on the server within the grace).
                 if not self.kept and renewer.lost_by_now() is None:
-                    _release_of(_Release(self.lock, self.owner, stop_at))
+                    _release_of(_Release(self.lock, self.owner, renewer.stop_at()))
             except (OSError, ValueError) as failure:
                 # A lost lock is what the block is told (its server out of reach, most
                 # likely, as the renewals found): the failed release is a note on it.
