@@ -485,6 +485,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    store.call_deadline = request.deadline\n    try:\n        return _take_in(",
         '    store.call_deadline = float("inf")\n    try:\n        return _take_in(',
     ),
+    "renewal-counted-from-the-answer": (
+        "a hold is counted from when the try that renewed it began",
+        "                self.renewed = self.renewal.try_began",
+        "                self.renewed = time.monotonic()",
+    ),
     "name-lookup-waited-out": (
         "a call waits for its host's name lookup no longer than its deadline",
         "        if not lookup.done.wait(left):",
@@ -937,6 +942,7 @@ _KILLED_IN = {
     "vouched-without-end": "test_waking",
     "renewal-waits-out-the-network": "test_lease_end",  # these two: killed by hand, 2026-12-06
     "work-stopped-at-the-lease-end": "test_lease_end",
+    "renewal-counted-from-the-answer": "test_lease_end",
     "name-lookup-waited-out": "test_name_lookup",
     "held-exit-waits-for-renewal": "test_held",
     "late-renewal-writes": "test_held",
