@@ -1,10 +1,11 @@
 """A hold that cannot be renewed ends on the holder's side before its lease can end on
 the server: ``run`` (a real process of the built file) and ``held()`` hold a lock on
 the real etcd and Redis through a proxy (tests/proxy.py) that is cut 2 s in, by a
-blackhole, a reset or a slow link, while another caller connected directly tries to
-take the lock until it does. The command must be gone, and held() must have reported
-the hold lost, before that take: the times compared are the ones each side recorded
-as it went (an order, not a duration).
+blackhole, a reset or a slow link (or that delays each answer, then swallows
+everything), while another caller connected directly tries to take the lock until it
+does. The command must be gone, and held() must have reported the hold lost, before
+that take: the times compared are the ones each side recorded as it went (an order,
+not a duration).
 
 Each fault has a lock, a proxy, a holder and a taker of its own, and the faults of a
 test run side by side, each on the timeline it would have alone (its own start, its
