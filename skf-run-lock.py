@@ -1118,13 +1118,18 @@ class _Release:
     """What a release asks: the lock (a path or an address, checked by its store) and
     the whole ``owner`` whose hold it ends (checked once the store has named the lock,
     which the refusal of an owner without its run id shows). A value of its own, not a
-    ``_Request``: a release has no timeout, wait, count of slots or kind of hold."""
+    ``_Request``: a release has no timeout, wait, count of slots or kind of hold.
+    ``deadline``: the moment (``_SEAMS.clock``) past which it waits on nothing (held()'s:
+    its hold's stop point)."""
 
-    __slots__ = ("lock", "owner")
+    __slots__ = ("deadline", "lock", "owner")
 
-    def __init__(self, lock: str | os.PathLike[str], owner: str) -> None:
+    def __init__(
+        self, lock: str | os.PathLike[str], owner: str, deadline: float = float("inf")
+    ) -> None:
         self.lock = lock
         self.owner = owner
+        self.deadline = deadline
 
 
 class _Request(_Query):
@@ -1382,6 +1387,7 @@ class _Seams:
         "beat_sec",
         "clock",
         "guard_wait_sec",
+        "name_kept_sec",
         "opened",
         "place_ttl_sec",
         "platform",
@@ -1406,6 +1412,8 @@ class _Seams:
         # How long a call waits for a lock's guard; None: the public GUARD_WAIT_SEC, as
         # the caller has set it on the module it loaded when the call runs (guard.py).
         self.guard_wait_sec: float | None = None
+        # A server's host name, once looked up, is not looked up again for this long.
+        self.name_kept_sec = 60.0
         # Windows: how long a file another program has open (a scanner, an indexer, a
         # sync client) may refuse to be read, replaced or deleted before a call says so.
         self.sharing_retry_sec = 5.0
@@ -2963,7 +2971,7 @@ if TYPE_CHECKING:
         # Set by a call that waits in line: a server that refuses connections is tried
         # again until the step's deadline, not given up after a moment.
         patient: bool
-        # Set by a call that must be done by a moment (monotonic clock), a renewal whose
+        # Set by a call that must be done by a moment (``_SEAMS.clock``), a renewal whose
         # holder must stop then: no request of the call waits on the network past it,
         # however long a step may take (inf: each step's own deadline alone).
         call_deadline: float
@@ -4185,6 +4193,12 @@ def _take_in(
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = _SEAMS.clock()
+            if read_at >= request.deadline:
+                # A renewal read past its holder's stop point (its store was slow to
+                # answer) writes nothing: the work was told the hold was lost.
+                took = read_at - request.try_began
+                why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
+                raise TimeoutError(errno.ETIMEDOUT, why)
             record = look.record
             theirs = _another_programs_file(look)
             if theirs:
@@ -4297,8 +4311,9 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
 def _release_of(request: _Release) -> ReleaseResult:
     """release, as asked: the lock checked by its store, then the owner (whole, with
     its run id); what the store read decided (``_released``), applied against it, and
-    the output."""
+    the output; no wait past ``request.deadline``."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)
@@ -4720,6 +4735,10 @@ class _Renewer:
             return self.lost_by_now()
         return self.renew()
 
+    def stop_in(self) -> float:
+        """Seconds until the work must stop (0 once it must)."""
+        return max(0.0, self.stop_at() - _SEAMS.clock())
+
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:
@@ -4884,21 +4903,26 @@ class _Lease:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
         assert self.stop is not None and self.thread is not None and self.renewer is not None
+        renewer = self.renewer
+        # Nothing here waits past the hold's stop point: not the renewal under way (it
+        # ends by then, unless its store hangs), nor the release.
         try:
             self.stop.set()
-            self.thread.join()
+            self.thread.join(renewer.stop_in())
         finally:
             try:
-                if not self.kept:  # a hold the owner had before is left as it is
-                    release(self.lock, self.owner)  # a lost lock is left alone
+                # A hold the owner had before is left as it is; a lost one too (its
+                # record is another's, or ends on the server within the grace).
+                if not self.kept and renewer.lost_by_now() is None:
+                    _release_of(_Release(self.lock, self.owner, renewer.stop_at()))
             except (OSError, ValueError) as failure:
                 # A lost lock is what the block is told (its server out of reach, most
                 # likely, as the renewals found): the failed release is a note on it.
-                told = exc if exc is not None else self.renewer.lost_by_now()
+                told = exc if exc is not None else renewer.lost_by_now()
                 if told is None:
                     raise
                 told.add_note(f"and the lock could not be released: {failure}")
-        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:
+        if (lost := renewer.lost_by_now()) is not None and exc_type is None:
             raise lost
 
 
@@ -5457,7 +5481,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5460, (), r'''
+_CARRIED['usage'] = (5484, (), r'''
 import os
 import sys
 import textwrap
@@ -5693,24 +5717,32 @@ class _WaitLine:
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_gateway.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a gateway's lock address parsed, a deadline for each
-# step, TLS, patience and when to give up, a connection that never waits past its deadline,
-# the wording of failures, a store that has its gateway, and a waiter's place kept as a
-# value on the server. Compiled only for a server's lock.
+# step, TLS, patience and when to give up, a connection that never waits past its deadline
+# (its host's name lookup included), the wording of failures, a store that has its
+# gateway, and a waiter's place kept as a value on the server. Compiled only for a
+# server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5701, (), r'''
+_CARRIED['server_gateway'] = (5726, (), r'''
 import errno
 import json
 import os
 import re
 import sys
+import threading
 import time
 
 
 if TYPE_CHECKING:
     import socket
     import ssl
-    from typing import Self
+    from collections.abc import Callable
+    from typing import Self, TypeVar
+
+    _T = TypeVar("_T")
+
+    # An address as the system gives it: its family, and (host, port[, flow, scope]).
+    _Address = tuple[int, tuple[object, ...]]
 
 _ANSWER_MAX_BYTES = 8 * 1024 * 1024
 _TLS_FAILURE = "TLS failure"
@@ -5718,7 +5750,7 @@ _HOST = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?"
 
 
 def _seconds_left(deadline: float) -> float:
-    left = deadline - time.monotonic()
+    left = deadline - _SEAMS.clock()
     if left <= 0:
         raise TimeoutError(errno.ETIMEDOUT, "timed out")
     return left
@@ -5852,7 +5884,7 @@ class _ServerGateway:
 
     @property
     def deadline(self) -> float:
-        """The moment (monotonic clock) no request waits past: the step's, cut to the
+        """The moment (``_SEAMS.clock``) no request waits past: the step's, cut to the
         call's. Every connect, send and receive gets what is left of it as its
         timeout, so a server that swallows every byte holds a renewal no longer than
         its holder may wait."""
@@ -5863,7 +5895,8 @@ class _ServerGateway:
         self.step_deadline = moment
 
     def next_step(self) -> None:
-        self.deadline = time.monotonic() + self.timeout
+        self.step_began = _SEAMS.clock()
+        self.deadline = self.step_began + self.timeout
 
     def tls_context(self) -> ssl.SSLContext | None:
         if self.tls and self.context is None:
@@ -5878,8 +5911,9 @@ class _ServerGateway:
 
     def unreachable(self, where: str, why: str | None) -> OSError:
         within = f"within {self.timeout:g} s ({self.timeout_var})"
-        if self.call_deadline < self.step_deadline:
-            within = "in the time the call had left"  # a renewal's, cut to its hold
+        if self.call_deadline < self.step_deadline:  # a renewal's, cut to its hold
+            waited = _SEAMS.clock() - self.step_began
+            within = f"within {waited:.1f} s, all the time the call had left,"
         return OSError(
             errno.EHOSTUNREACH,
             f"{self.name} could not be reached {within} at {where}: {why or 'no time left'}",
@@ -5888,7 +5922,7 @@ class _ServerGateway:
     def refused_for_good(self, since: float) -> bool:
         """True once a call that does not wait has seen its server refuse connections
         since ``since`` for the grace period."""
-        return not self.patient and time.monotonic() - since >= _REFUSED_GRACE_SEC
+        return not self.patient and _SEAMS.clock() - since >= _REFUSED_GRACE_SEC
 
     def give_up_if_refused(self, exc: Exception, since: float, where: str, why: str) -> None:
         """Raise the refusal once ``exc`` is a refused connection and a call that does
@@ -5956,8 +5990,144 @@ class _ServerStore:
         pass
 
 
+# --- A connection, its host's name looked up within its deadline
+
+
+class _Lookup:
+    """One lookup of a host name's addresses, in a thread of its own so that a call can
+    stop waiting for it at its deadline: ``done`` once it found ``addresses`` or failed
+    (``failure``). The system's resolver cannot be stopped: a lookup a call gave up on
+    goes on, and its answer serves the next call."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.done = threading.Event()
+        self.addresses: list[_Address] = []
+        self.failure: OSError | None = None
+
+    def run(self) -> None:
+        import socket
+
+        try:
+            found = socket.getaddrinfo(self.host, None, type=socket.SOCK_STREAM)
+            self.addresses = [(family, address) for family, _, _, _, address in found]
+        except (OSError, UnicodeError) as exc:  # gaierror; a name IDNA cannot encode
+            why = getattr(exc, "strerror", None) or str(exc)
+            self.failure = OSError(errno.EHOSTUNREACH, f"the name {self.host} was not found: {why}")
+        finally:
+            _NAMES.answered(self)
+            self.done.set()
+
+
+class _Names:
+    """The host names looked up: each one's last answer (``known``: when it came, and
+    the addresses), used again for ``_SEAMS.name_kept_sec`` (the standard library tells
+    no lifetime), and the lookups under way (``running``), one per name at most: every
+    call that needs a name meanwhile waits for that one, and a resolver that hangs holds
+    one thread, not one per try."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.known: dict[str, tuple[float, list[_Address]]] = {}
+        self.running: dict[str, _Lookup] = {}
+
+    def addresses(self, host: str, deadline: float) -> list[_Address]:
+        """``host``'s addresses (an IP address's: itself), waiting for a lookup no later
+        than ``deadline``: TimeoutError, saying how long it waited, if none came."""
+        import socket
+
+        for family, form in ((socket.AF_INET, (host, 0)), (socket.AF_INET6, (host, 0, 0, 0))):
+            try:
+                socket.inet_pton(family, host)
+            except OSError:
+                continue
+            return [(family, form)]  # an IP address: nothing to look up
+        lookup = self._lookup(host)
+        if isinstance(lookup, list):
+            return lookup
+        asked = _SEAMS.clock()
+        # A second at most on the system's clock, then the deadline is read again.
+        while not lookup.done.wait(_blind_wait(deadline - _SEAMS.clock())):
+            if _SEAMS.clock() >= deadline:
+                waited = _SEAMS.clock() - asked
+                why = f"no answer to the name lookup of {host} in {waited:.1f} s"
+                raise TimeoutError(errno.ETIMEDOUT, why)
+        if lookup.failure is not None:
+            raise OSError(*lookup.failure.args)  # each call its own, raised in its thread
+        return lookup.addresses
+
+    def _lookup(self, host: str) -> list[_Address] | _Lookup:
+        """``host``'s last answer while it is used again, else its lookup under way (one
+        started now if none is)."""
+        with self.guard:
+            known = self.known.get(host)
+            if known is not None and _SEAMS.clock() - known[0] < _SEAMS.name_kept_sec:
+                return known[1]
+            lookup = self.running.get(host)
+            if lookup is None:
+                lookup = self.running[host] = _Lookup(host)
+                thread = threading.Thread(target=lookup.run, name="skf-run-lock lookup")
+                thread.daemon = True  # a resolver that hangs keeps no process alive
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # no thread to be had
+                    del self.running[host]
+                    raise OSError(errno.EAGAIN, f"{host} could not be looked up: {exc}") from None
+            return lookup
+
+    def answered(self, lookup: _Lookup) -> None:
+        with self.guard:
+            if self.running.get(lookup.host) is lookup:
+                del self.running[lookup.host]
+            if lookup.failure is None:
+                self.known[lookup.host] = (_SEAMS.clock(), lookup.addresses)
+
+    def forget(self, host: str) -> None:
+        """Look ``host`` up anew next time: none of its addresses could be reached (it may
+        have moved)."""
+        with self.guard:
+            self.known.pop(host, None)
+
+
+_NAMES = _Names()
+
+
+def _connected(host: str, port: int, deadline: float) -> socket.socket:
+    """A TCP connection to ``host`` (a name or an IP address) at ``port``, made by
+    ``deadline``: the name's lookup and each of its addresses in turn share that one
+    deadline, each address an equal part of what is left (socket.create_connection looks
+    a name up with no deadline at all, and gives each address the whole timeout)."""
+    import socket
+
+    addresses = _NAMES.addresses(host, deadline)
+    failure: OSError | None = None
+    for tried, (family, address) in enumerate(addresses):
+        until = _SEAMS.clock() + _seconds_left(deadline) / (len(addresses) - tried)
+        while True:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                # A second at most on the system's clock, then the deadline is read
+                # again (a connection whose every SYN is lost is tried anew meanwhile).
+                sock.settimeout(_blind_wait(max(0.001, until - _SEAMS.clock())))
+                sock.connect((address[0], port, *address[2:]))
+            except TimeoutError as exc:
+                sock.close()
+                failure = exc
+                if _SEAMS.clock() < min(until, deadline):
+                    continue
+            except OSError as exc:
+                sock.close()
+                failure = exc
+            else:
+                return sock
+            break
+    _NAMES.forget(host)
+    raise failure or OSError(errno.EHOSTUNREACH, f"the name {host} has no address")
+
+
 class _Connection:
-    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``."""
+    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``,
+    the name lookup included."""
 
     protocol = "a protocol"  # for messages
 
@@ -5967,13 +6137,14 @@ class _Connection:
         host, _, port = endpoint.rpartition(":")
         host = host.strip("[]")
         self.endpoint = endpoint
-        self.sock: socket.socket = socket.create_connection(
-            (host, int(port)), _seconds_left(deadline)
-        )
+        self.sock: socket.socket = _connected(host, int(port), deadline)
         try:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if context is not None:
-                self.sock = context.wrap_socket(self.sock, server_hostname=host)
+                self.sock = context.wrap_socket(
+                    self.sock, server_hostname=host, do_handshake_on_connect=False
+                )
+                self._wait_for(self.sock.do_handshake, deadline)
         except BaseException:
             self.sock.close()
             raise
@@ -5989,10 +6160,26 @@ class _Connection:
             self._receive(deadline)
         return found
 
+    def _wait_for(self, step: Callable[..., _T], deadline: float, *args: object) -> _T:
+        """``step(*args)`` on the socket, tried again after each second it waits on the
+        system's clock (which may stop while the machine sleeps) until ``deadline``."""
+        while True:
+            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+            try:
+                return step(*args)
+            except TimeoutError:
+                continue  # read the deadline again
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        """Send all of ``data`` by ``deadline``, and within a second: a request goes
+        into the socket's buffer at once unless the server has stopped reading, and
+        one cut short cannot be sent again on this connection (TimeoutError)."""
+        self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+        self.sock.sendall(data)
+
     def _receive(self, deadline: float, end_ok: bool = False) -> bool:
         """Receive more; False if the server closed the connection and ``end_ok``."""
-        self.sock.settimeout(_seconds_left(deadline))
-        data = self.sock.recv(65536)
+        data = self._wait_for(self.sock.recv, deadline, 65536)
         if not data and not end_ok:
             raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
         self.received += data
@@ -6020,7 +6207,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6023, ('server_gateway',), r'''
+_CARRIED['http1'] = (6210, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6046,8 +6233,7 @@ class _HttpConnection(_Connection):
             raise ValueError("a header held a line break")
         fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         head = f"POST {path} HTTP/1.1\r\nHost: {self.endpoint}\r\n{fields}"
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        self._send(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload, deadline)
 
     def start_answer(self, deadline: float) -> int:
         """Read the answer's status line and headers: its status code."""
@@ -6147,7 +6333,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6150, ('server_gateway',), r'''
+_CARRIED['resp'] = (6336, ('server_gateway',), r'''
 import re
 
 
@@ -6205,8 +6391,7 @@ class _RespConnection(_Connection):
             for arg in command:
                 data = arg if isinstance(arg, bytes) else str(arg).encode()
                 out += b"$%d\r\n%b\r\n" % (len(data), data)
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(out)
+        self._send(bytes(out), deadline)
 
     def answer(self, deadline: float) -> Any:
         while True:
@@ -6282,7 +6467,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6285, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6470, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6388,10 +6573,10 @@ class _EtcdGateway(_ServerGateway):
         failures: dict[str, str] = {}
         broken: set[str] = set()  # TLS failed: trying again cannot help
         refusing: dict[str, bool] = {}  # nothing listened there, as last tried
-        started = time.monotonic()
+        started = _SEAMS.clock()
         while True:
             for endpoint in self.endpoints:
-                left = self.deadline - time.monotonic()
+                left = self.deadline - _SEAMS.clock()
                 if left <= 0:
                     break
                 if endpoint in broken:
@@ -6419,7 +6604,7 @@ class _EtcdGateway(_ServerGateway):
             every_one_refused = all(refusing.get(each) for each in self.endpoints)
             if every_one_refused and self.refused_for_good(started):
                 raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
-            left = self.deadline - time.monotonic()
+            left = self.deadline - _SEAMS.clock()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break
             time.sleep(min(0.05, left))
@@ -6488,10 +6673,9 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6491, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6676, ('etcd_gateway',), r'''
 import errno
 import json
-import time
 
 
 if TYPE_CHECKING:
@@ -6525,7 +6709,7 @@ class _EtcdWatch:
         """Watch ``keys`` (a key and a range's end, or None: that key alone) from now:
         True once it streams, ``watched`` the revision it streams the changes after."""
         gateway = self.gateway
-        gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+        gateway.deadline = min(until, _SEAMS.clock() + gateway.timeout)
         key, end = keys
         watch = {"key": _b64(key)}
         if end is not None:
@@ -6603,7 +6787,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6606, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6790, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -6612,7 +6796,7 @@ if TYPE_CHECKING:
 
 
 # A lease granted and not used yet: its TTL, its ID, when it was granted or last kept
-# alive (by the monotonic clock), and whether it was granted ahead of a take.
+# alive (on ``_SEAMS.clock``), and whether it was granted ahead of a take.
 _Spare = tuple[int, str, float, bool]
 
 
@@ -6750,7 +6934,7 @@ class _EtcdStore(_ServerStore):
         and may end a second after it."""
         ttl = _whole_seconds(stale_after) + 1
         if not any(ahead for _, _, _, ahead in self.spares):
-            sent = time.monotonic()
+            sent = _SEAMS.clock()
             answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
             lease = _answer_field(answer, "ID", "lease/grant", digits=True)
             self.spares.append((ttl, lease, sent, True))
@@ -6769,14 +6953,14 @@ class _EtcdStore(_ServerStore):
         granted now (the renewer counts a hold from its try's start), and at most a
         second later. A lost try's lease, granted before, would end sooner: revoked."""
         ttl = _whole_seconds(seconds)
-        now = time.monotonic()
+        now = _SEAMS.clock()
         for spare in self.spares:
             spare_ttl, lease, sent, ahead = spare
             if ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl:
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
-        sent = time.monotonic()
+        sent = _SEAMS.clock()
         answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
         granted.append((ttl, lease, sent, False))
@@ -6810,7 +6994,7 @@ class _EtcdStore(_ServerStore):
         watch = self.watch
         if watch.connection is not None and (watch.watching != watching or watch.watched > seen):
             watch.stop()  # another key, or it cannot vouch for what came after look
-        until = time.monotonic() + left
+        until = _SEAMS.clock() + left
         try:
             if turn:
                 self._grant_ahead(place.stale_after)
@@ -6833,7 +7017,7 @@ class _EtcdStore(_ServerStore):
             return False  # the stream goes on
         except (OSError, ValueError):
             watch.stop()
-            self.pause.sleep(max(0.0, until - time.monotonic()))
+            self.pause.sleep(max(0.0, until - _SEAMS.clock()))
             return False
         finally:
             self.gateway.next_step()
@@ -6908,7 +7092,7 @@ class _EtcdStore(_ServerStore):
             ttl, lease, _, ahead = spare
             if ahead:
                 self.spares.remove(spare)
-                sent = time.monotonic()
+                sent = _SEAMS.clock()
                 if self._kept_alive(lease):  # else it ended: nothing to revoke
                     self.spares.append((ttl, lease, sent, ahead))
         return self._kept_alive(place.ticket)
@@ -7119,7 +7303,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7122, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7306, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7181,7 +7365,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7184, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7368, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7312,7 +7496,7 @@ class _RedisGateway(_ServerGateway):
         as they came, error answers among them (nothing redirected)."""
         failure = None
         redirects = 0
-        started = time.monotonic()
+        started = _SEAMS.clock()
         while True:
             sending = _with_asking(commands) if self.asking else list(commands)
             sent = False
@@ -7347,7 +7531,7 @@ class _RedisGateway(_ServerGateway):
                     redirects += 1
                     continue
                 failure = errors[0].text
-            left = self.deadline - time.monotonic()
+            left = self.deadline - _SEAMS.clock()
             if left <= 0:
                 raise self.unreachable(self.endpoint, failure)
             time.sleep(min(0.05, left))
@@ -7361,7 +7545,7 @@ class _RedisGateway(_ServerGateway):
             # busy machine): each further redirect waits a little longer (0.75 s in all).
             if redirects:
                 pause = _REDIRECT_PAUSE_SEC * 2 ** (redirects - 1)
-                time.sleep(min(pause, max(0.0, self.deadline - time.monotonic())))
+                time.sleep(min(pause, max(0.0, self.deadline - _SEAMS.clock())))
             self._redirect(error)
             if watched:
                 raise _NotApplied
@@ -7371,7 +7555,7 @@ class _RedisGateway(_ServerGateway):
         if watched:
             # The lock call reads again and retries; a slot's keys finish moving within
             # moments, so its tries (20 of them) span about 2 s.
-            time.sleep(min(0.1, max(0.0, self.deadline - time.monotonic())))
+            time.sleep(min(0.1, max(0.0, self.deadline - _SEAMS.clock())))
             raise _NotApplied
         return False
 
@@ -7460,7 +7644,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7463, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7647, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7770,11 +7954,11 @@ class _RedisStore(_ServerStore):
         ttl = look.seen.ttl_ms
         if away == 0 and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
-        until = time.monotonic() + left
+        until = _SEAMS.clock() + left
         try:
             gateway = self.gateway
             if gateway.bell is None:
-                gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+                gateway.deadline = min(until, _SEAMS.clock() + gateway.timeout)
                 gateway.bell = gateway._open()
             return self._rung(gateway.bell, place.ticket, until)
         except (OSError, ValueError):
@@ -7789,7 +7973,7 @@ class _RedisStore(_ServerStore):
         return False
 
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
-        left = max(0.001, until - time.monotonic())
+        left = max(0.001, until - _SEAMS.clock())
         asking: list[_Command] = [("ASKING",)] if self.gateway.asking else []
         bell.send(
             [*asking, ("BLPOP", self._bell_key(ticket), f"{left:.3f}")],
@@ -7851,7 +8035,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7854, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8038, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7989,7 +8173,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7992, (), r'''
+_CARRIED['file_listing'] = (8176, (), r'''
 import os
 import stat
 
@@ -8061,7 +8245,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8064, (), r'''
+_CARRIED['serve'] = (8248, (), r'''
 import json
 import os
 import sys
@@ -8628,7 +8812,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'b1f0daca236737f4474cd10da402c7f102ff53eff771e53c6ee0adaa399cd5f2'  # what a cache entry must name
+_BUILD = '465b29ff2b023e90411aa7be47544a789d5627261c288f8a5d11fc213e662a75'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -420,8 +420,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",
-        "            watch.stop()\n"
-        "            self.pause.sleep(max(0.0, until - time.monotonic()))",
+        "            watch.stop()\n            self.pause.sleep(max(0.0, until - _SEAMS.clock()))",
         "            watch.stop()",
     ),
     "http-no-keep-alive": (
@@ -485,6 +484,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        return _blind_wait(self.due_in())",
         "        return self.due_in()",
     ),
+    "sleep-socket-waits-past-a-wake": (
+        "no wait on a socket lasts over a second on a clock that stops while the machine sleeps",
+        "            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))\n            try:",
+        "            self.sock.settimeout(_seconds_left(deadline))\n            try:",
+    ),
     "sleep-uncounted": (
         "every deadline of a hold counts on a clock that counts the machine's sleep",
         '        if sys.platform not in ("linux", "darwin") or clock_id is None:',
@@ -492,8 +496,28 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-waits-out-the-network": (
         "a renewal waits on the network no longer than its holder may go on",
-        "    store.call_deadline = request.deadline",
-        '    store.call_deadline = float("inf")',
+        "    store.call_deadline = request.deadline\n    try:\n        return _take_in(",
+        '    store.call_deadline = float("inf")\n    try:\n        return _take_in(',
+    ),
+    "renewal-counted-from-the-answer": (
+        "a hold is counted from when the try that renewed it began",
+        "                self.renewed = self.renewal.try_began",
+        "                self.renewed = time.monotonic()",
+    ),
+    "name-lookup-waited-out": (
+        "a call waits for its host's name lookup no longer than its deadline",
+        "            if _SEAMS.clock() >= deadline:\n                waited = _SEAMS",
+        "            if False:\n                waited = _SEAMS",
+    ),
+    "held-exit-waits-for-renewal": (
+        "leaving held()'s block waits for a renewal no later than the stop point",
+        "            self.thread.join(renewer.stop_in())",
+        "            self.thread.join()",
+    ),
+    "late-renewal-writes": (
+        "a renewal read past its holder's stop point writes nothing",
+        "            if read_at >= request.deadline:",
+        "            if False:",
     ),
     "work-stopped-at-the-lease-end": (
         "a hold that cannot be renewed stops its work a grace and a margin before it ends",
@@ -507,7 +531,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "held-loss-silent-on-exit": (
         "a block that ends normally after losing the lock raises LockLost",
-        "        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:",
+        "        if (lost := renewer.lost_by_now()) is not None and exc_type is None:",
         "        if False:",
     ),
     "line-ignored": (
@@ -950,6 +974,10 @@ _KILLED_IN = {
     "lockfile-name-a-lock": "test_other_programs_files",
     "json-document-a-lock": "test_other_programs_files",
     "toml-document-a-lock": "test_other_programs_files",
+    "renewal-counted-from-the-answer": "test_lease_end",
+    "name-lookup-waited-out": "test_name_lookup",
+    "held-exit-waits-for-renewal": "test_held",
+    "late-renewal-writes": "test_held",
 }
 
 

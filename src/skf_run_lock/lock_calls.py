@@ -148,6 +148,12 @@ def _take_in(
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = _SEAMS.clock()
+            if read_at >= request.deadline:
+                # A renewal read past its holder's stop point (its store was slow to
+                # answer) writes nothing: the work was told the hold was lost.
+                took = read_at - request.try_began
+                why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
+                raise TimeoutError(errno.ETIMEDOUT, why)
             record = look.record
             theirs = _another_programs_file(look)
             if theirs:
@@ -261,8 +267,9 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
 def _release_of(request: _Release) -> ReleaseResult:
     """release, as asked: the lock checked by its store, then the owner (whole, with
     its run id); what the store read decided (``_released``), applied against it, and
-    the output."""
+    the output; no wait past ``request.deadline``."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         # Set by a call that waits in line: a server that refuses connections is tried
         # again until the step's deadline, not given up after a moment.
         patient: bool
-        # Set by a call that must be done by a moment (monotonic clock), a renewal whose
+        # Set by a call that must be done by a moment (``_SEAMS.clock``), a renewal whose
         # holder must stop then: no request of the call waits on the network past it,
         # however long a step may take (inf: each step's own deadline alone).
         call_deadline: float
