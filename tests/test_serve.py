@@ -13,10 +13,13 @@ uv, bad input, the schemas, progress and cancelling) on a file.
 from __future__ import annotations
 
 import functools
+import json
 import os
+import random
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -25,11 +28,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import UV, Run, linux_only, posix_only
+from calls import UV, Run, linux_only, posix_only, reaped
 from loader import SCRIPT
+from servers import start_redis
 from sessions import (
     FREED_WITHIN,
     SDK,
+    SERVE,
     SESSIONS,
     TOOLS,
     Served,
@@ -38,6 +43,7 @@ from sessions import (
     held_throughout,
     sdk_answer,
     sdk_session,
+    serve_with,
     taken_by_another,
 )
 from signals import freeze_outside_the_guard
@@ -575,3 +581,144 @@ def test_an_acquire_cancelled_as_the_lock_frees_never_keeps_it(
         assert waiting not in served.replies
     ended = served.end_input()
     assert served.exit_code() == 0, (ended, served.err())
+
+
+# --- Holds that hold: cancels, the clock, stores apart, places kept, spellings, stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_cancelled_acquire_never_leaves_a_hold(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """150 acquires, each cancelled 0 to 5 ms after it was sent (before its answer or
+    after it): none leaves a hold nor a place in line once the server has acted on the
+    cancels, and none is held again over a lease. Among them, renewals of holds the
+    owner had (one from the CLI, one from an earlier call of the session), cancelled
+    too, leave those as they were: the CLI's held for its hour, the session's renewed."""
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    locks = tmp_path / "locks"
+    cli_lock, session_lock = str(locks / "cli"), str(locks / "session")
+    assert cli("acquire", "--lock", cli_lock, "--owner", "wf:agent:1").code == 0
+    earlier = served.tool("acquire", lock=session_lock, owner="wf:agent:2")
+    assert earlier["acquired"] is True
+    rng = random.Random(72)
+    fresh = [str(locks / f"run-{n}") for n in range(150)]
+    for n, lock in enumerate(fresh):
+        sent = served.call("acquire", {"lock": lock, "owner": "wf:agent"})
+        time.sleep(rng.uniform(0, 0.005))
+        served.notify("notifications/cancelled", {"requestId": sent})
+        if n % 30 == 0:  # a renewal of each hold the owner had, cancelled as well
+            for had, owner in ((cli_lock, "wf:agent:1"), (session_lock, "wf:agent:2")):
+                sent = served.call("acquire", {"lock": had, "owner": owner})
+                time.sleep(rng.uniform(0, 0.005))
+                served.notify("notifications/cancelled", {"requestId": sent})
+
+    deadline = time.monotonic() + 20
+    while held := [lock for lock in fresh if skf.status(lock, 60.0)["state"] != "free"]:
+        assert time.monotonic() < deadline, f"{len(held)} cancelled acquires left a hold"
+        time.sleep(0.1)
+    free_until = time.monotonic() + LEASE  # and never taken again by the session
+    while time.monotonic() < free_until:
+        for lock in fresh[::10]:
+            status = skf.status(lock, 60.0)
+            assert status["state"] == "free" and status["waiting"] == [], status
+        time.sleep(0.1)
+    assert [skf.status(lock, 60.0)["state"] for lock in fresh] == ["free"] * len(fresh)
+    views = served.tool("holds")["holds"]
+    assert [(v["lock"], v["owner"], v["state"]) for v in views] == [
+        (session_lock, earlier["owner"], "held")
+    ]
+    kept = cli("status", "--lock", cli_lock).json
+    assert kept["held_by"] == "wf:agent:1" and kept["stale_after_minutes"] == 60, kept
+    held_throughout(skf, session_lock, earlier["owner"], earlier["fence"], time.monotonic() + 1)
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(120)
+def test_a_hold_whose_renewal_stalls_is_told_lost_by_the_clock(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    redis_lock: str,
+    tmp_path: Path,
+) -> None:
+    """A session hold on Redis whose renewal is stuck (each lookup of its server's name
+    held up, as by a name server that stopped answering): once the hold lapsed on the
+    server and another run took it, holds says it lost ("renewals failed"), and that
+    answer's lost_holds tells it, while the renewal is still stuck."""
+    stall = tmp_path / "stall"
+    name = "names.test"  # 127.0.0.1 for this server, until the stall begins
+    argv = serve_with("--lease", f"{LEASE:g}s", stalled=f"{name}={stall}")
+    served = serving(argv=argv)
+    served.initialize()
+    through = redis_lock.replace("127.0.0.1", name)
+    taken = served.tool("acquire", lock=through, owner="wf:session")
+    assert taken["acquired"] is True, taken
+    stall.touch()  # every lookup of the name waits from now on
+    try:
+        another = taken_by_another(skf, cli, redis_lock, time.monotonic() + LEASE + 30)
+        assert another["owner"] == "wf:another:1"
+        answer = served.tool("holds")
+    finally:
+        stall.unlink()
+    [view] = answer["holds"]
+    assert (view["lock"], view["owner"], view["state"]) == (through, taken["owner"], "lost")
+    assert view["message"].startswith(f"lost the lock {through}: renewals failed"), view
+    assert [(h["lock"], h["state"]) for h in answer["lost_holds"]] == [(through, "lost")]
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+def _at_second(fraction: float) -> None:
+    """Sleep until the clock is ``fraction`` of the way into a second (a file's record
+    is dated in whole seconds, and its renewals counted from there)."""
+    time.sleep((fraction - time.time()) % 1.0)
+
+
+@pytest.mark.timeout(120)
+def test_a_renewal_stuck_on_a_frozen_redis_costs_no_hold_on_a_file(
+    skf: ModuleType, serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """Holds on a file and on a Redis that is then frozen (SIGSTOP; its timeout 20 s),
+    in turn: the first Redis hold, the file's renewed a second later, the second Redis
+    hold a second after that. Each stuck renewal waits for its hold's stop point, the
+    second's past the file hold's; yet for three leases the file hold stays the
+    session's, renewed, while another run waits in line for it (one thread renewing
+    every hold in turn let it go stale behind the two); the waiter takes it once the
+    session ends."""
+    lease = 9.0  # renewed every 3 s; a renewal stuck gives up 6.9 s after the last
+    (tmp_path / "redis").mkdir()
+    server = start_redis(tmp_path / "redis")
+    assert server.proc is not None
+    environment = {**os.environ, "SKF_REDIS_TIMEOUT": "20"}
+    served = serving("--lease", f"{lease:g}s", env=environment)
+    served.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    waiting = [*SERVE[:-1], "acquire", "--lock", lock, "--owner", "wf:waiter:1", "--wait", "90s"]
+    with reaped() as started:
+        try:
+            assert served.tool("acquire", lock=lock, owner="wf:s:1")["acquired"]
+            _at_second(0.1)
+            assert served.tool("acquire", lock=server.url("first"), owner="wf:s:1")["acquired"]
+            _at_second(0.02)
+            taken = served.tool("acquire", lock=lock, owner="wf:s:1")  # due after the first
+            assert taken["refreshed"] is True, taken
+            _at_second(0.0)  # the first renews 2 s later, and sticks
+            assert served.tool("acquire", lock=server.url("second"), owner="wf:s:1")["acquired"]
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            waiter = subprocess.Popen(waiting, stdout=subprocess.PIPE, text=True)
+            started.append(waiter)
+            until = time.monotonic() + 3 * lease
+            held_throughout(skf, lock, taken["owner"], taken["fence"], until)
+            assert waiter.poll() is None
+            states = {v["lock"]: v["state"] for v in served.tool("holds")["holds"]}
+            assert states[lock] == "held", states
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+            server.stop()
+        served.end_input()
+        assert served.exit_code() == 0, served.err()
+        out, _ = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:waiter:1", out

@@ -31,6 +31,8 @@ if TYPE_CHECKING:
         delete_keeps_the_name: bool
         # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file).
         colon_in_a_file_name: bool
+        # Whether two names that differ only in case name one file (Windows).
+        names_fold_case: bool
 
         def try_lock(self, fd: int) -> bool:
             """Lock the open guard ``fd`` without waiting: False if another process has it."""

@@ -39,6 +39,8 @@ class _Posix:
     delete_keeps_the_name = False
     # A file name may hold a colon (./redis:x.lock is a file).
     colon_in_a_file_name = True
+    # Names differ in case (a folder that folds them, as macOS's may, is not told).
+    names_fold_case = False
 
     def try_lock(self, fd: int) -> bool:
         """Take an exclusive flock without waiting; False if another process has it."""

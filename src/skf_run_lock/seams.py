@@ -28,6 +28,7 @@ class _Seams:
     __slots__ = (
         "beat_sec",
         "guard_wait_sec",
+        "longest_call_wait_sec",
         "opened",
         "place_ttl_sec",
         "platform",
@@ -46,6 +47,9 @@ class _Seams:
         # beats every beat_sec.
         self.place_ttl_sec = 3.0
         self.beat_sec = 1.0
+        # How long a session's acquire waits in line in one call, at most: clients end
+        # a tool call that runs longer than their own limit (Codex: 60 s).
+        self.longest_call_wait_sec = 50.0
         # How long a call waits for a lock's guard (the public GUARD_WAIT_SEC).
         self.guard_wait_sec = GUARD_WAIT_SEC
         # Windows: how long a file another program has open (a scanner, an indexer, a

@@ -54,6 +54,8 @@ class _Windows:
     # Windows names no file with a colon (it names a stream): an address is the only
     # way to say redis:...
     colon_in_a_file_name = False
+    # RUN.lock and run.lock are one file.
+    names_fold_case = True
 
     def try_lock(self, fd: int) -> bool:
         """Lock the guard's first byte without waiting; False if another process has it.
