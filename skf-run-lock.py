@@ -8269,11 +8269,10 @@ def _renew_apart(session: _Session, one: _SessionHold) -> None:
     """``one``'s renewals, each when due, on a thread of its own: a renewal stuck on a
     store out of reach holds up no other hold's (one thread for all let a healthy file
     hold go stale behind a frozen Redis)."""
-    renewer = one.renewer
-    while not session.ending.wait(renewer.due_in()):
+    while not session.ending.wait(one.renewer.due_in()):
         if not session.holding(one):
             return
-        session.renewed(one, renewer.renew())
+        session.renewed(one, one.renewer.renew())
 
 
 def _beat_kept(session: _Session, kept: _KeptPlace) -> None:
@@ -8728,7 +8727,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'd3cfdf85ebf2f95dca63ec4970683e1e9c86e92775ee3eb807c419cd2df1af80'  # what a cache entry must name
+_BUILD = '9bd741c0eec4f08d4ac60a4583665f08d4ec80464bbfdacdc4e4417e613d28e8'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -48,6 +48,7 @@ from sessions import (
 )
 from signals import freeze_outside_the_guard
 from stores import StoreUnderTest
+from windows_rules import follow_windows_rules
 
 pytestmark = posix_only(
     "sessions ended by POSIX signals and SIGKILL; the Windows lane installs no MCP SDK"
@@ -722,3 +723,208 @@ def test_a_renewal_stuck_on_a_frozen_redis_costs_no_hold_on_a_file(
         assert served.exit_code() == 0, served.err()
         out, _ = waiter.communicate(timeout=30)
         assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:waiter:1", out
+
+
+CUT = 2.0  # the call limit of these tests' servers, for 50 s
+
+
+def _in_line(skf: ModuleType, lock: str) -> list[str]:
+    return [place["owner"] for place in skf.status(lock, 60.0)["waiting"]]
+
+
+def _line_becomes(skf: ModuleType, lock: str, line: list[str], within: float) -> None:
+    deadline = time.monotonic() + within
+    while (now := _in_line(skf, lock)) != line:
+        assert time.monotonic() < deadline, now
+        time.sleep(0.05)
+
+
+def _cut_with_a_later_waiter(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    served: Served,
+    lock: str,
+    started: list[subprocess.Popen[str]],
+) -> tuple[int, dict[str, Any], subprocess.Popen[str]]:
+    """The line ``[the agent (wf:agent), a later CLI waiter (wf:later:1)]`` for ``lock``,
+    held by wf:holder:1; the agent's call cut at the call limit (its id and answer),
+    and its place kept past the time a place lapses: the waiter."""
+    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+    first = served.call("acquire", {"lock": lock, "owner": "wf:agent", "wait": "2m"}, "agent")
+    served.await_progress("agent", 1)
+    later = [*SERVE[:-1], "acquire", "--lock", lock, "--owner", "wf:later:1", "--wait", "60s"]
+    waiter = subprocess.Popen(later, stdout=subprocess.PIPE, text=True)
+    started.append(waiter)
+    answer = answer_of(served.result(first, within=CUT + 30))
+    owner = answer["owner"]
+    assert answer["acquired"] is False and owner.startswith("wf:agent:"), answer
+    assert answer["message"].endswith(
+        "; your place in line is kept 10 s: call acquire again within them, with this"
+        " lock and owner and the same slots and shared, to wait on from it"
+    ), answer
+    _line_becomes(skf, lock, [owner, "wf:later:1"], within=10)
+    kept_until = time.monotonic() + 4  # past a place's lapse (3 s): beaten by the server
+    while time.monotonic() < kept_until:
+        assert _in_line(skf, lock) == [owner, "wf:later:1"]
+        time.sleep(0.1)
+    return first, answer, waiter
+
+
+@pytest.mark.timeout(120)
+def test_a_waiting_acquire_cut_at_the_call_limit_keeps_its_place(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """An acquire that asked to wait longer than a call may, cut at the limit, keeps
+    its place in line between calls, ahead of a CLI waiter that came later: the lock
+    freed meanwhile is taken by nobody, and the agent's next acquire (its owner as it
+    gave it, no run id) takes it, as the same owner; the later waiter goes next."""
+    served = serving(argv=serve_with("--lease", f"{LEASE:g}s", longest_call_wait_sec=CUT))
+    served.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    with reaped() as started:
+        _, answer, waiter = _cut_with_a_later_waiter(skf, cli, served, lock, started)
+        owner = answer["owner"]
+        assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
+        free_until = time.monotonic() + 1
+        while time.monotonic() < free_until:  # the agent's turn: the later waiter waits
+            status = skf.status(lock, 60.0)
+            assert status["state"] == "free", status
+            assert [p["owner"] for p in status["waiting"]] == [owner, "wf:later:1"]
+            time.sleep(0.05)
+        resumed = served.tool("acquire", lock=lock, owner="wf:agent", wait="2m")
+        assert resumed["acquired"] is True and resumed["owner"] == owner, resumed
+        assert resumed["message"].startswith("after waiting "), resumed
+        assert waiter.poll() is None and _in_line(skf, lock) == ["wf:later:1"]
+        assert served.tool("release", lock=lock, owner=owner)["released"] is True
+        out, _ = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:later:1"
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["release", "cancel", "other-kind", "session-end", "no-call"])
+def test_a_kept_place_is_dropped_when_nobody_will_come_back_for_it(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """A place kept after the cut leaves the line, the later waiter moving up: at the
+    agent's release (its whole owner), at a cancel of the call that was cut (after its
+    answer), at the session's end, and once 10 s pass with no call; an acquire of
+    another kind (shared) joins at the end of the line instead."""
+    served = serving(argv=serve_with("--lease", f"{LEASE:g}s", longest_call_wait_sec=CUT))
+    served.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    with reaped() as started:
+        first, answer, _ = _cut_with_a_later_waiter(skf, cli, served, lock, started)
+        owner = answer["owner"]
+        if how == "release":
+            released = served.tool("release", lock=lock, owner=owner)
+            assert released["released"] is False and released["reason"] == "not-owner"
+        elif how == "cancel":
+            served.notify("notifications/cancelled", {"requestId": first})
+        elif how == "other-kind":
+            call = {"lock": lock, "owner": "wf:agent", "wait": "2m", "shared": True}
+            served.call("acquire", call, "shared")
+            served.await_progress("shared", 1)
+            [shared] = [n for n in _in_line(skf, lock) if n not in (owner, "wf:later:1")]
+            assert shared.startswith("wf:agent:"), shared  # a new take: a new run id
+            _line_becomes(skf, lock, ["wf:later:1", shared], within=FREED_WITHIN)
+            return
+        elif how == "session-end":
+            served.end_input()
+            assert served.exit_code() == 0, served.err()
+        within = 10.0 if how == "no-call" else FREED_WITHIN
+        _line_becomes(skf, lock, ["wf:later:1"], within=within)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("spelling", ["symlinked-folder", "redis-user"])
+def test_a_hold_is_the_sessions_whatever_its_locks_spelling(
+    skf: ModuleType,
+    serving: Callable[..., Served],
+    tmp_path: Path,
+    redis_lock: str,
+    spelling: str,
+) -> None:
+    """One lock spelled two ways (a file through a symlinked folder; a Redis address
+    that names its user): taken through one, taken again through the other, it is one
+    hold of the session, shown as last given; released through the first, it is
+    released by the session's own call, never told lost over two leases."""
+    if spelling == "symlinked-folder":
+        (tmp_path / "locks").mkdir()
+        (tmp_path / "link").symlink_to(tmp_path / "locks")
+        lock, other = str(tmp_path / "locks" / "run.lock"), str(tmp_path / "link" / "run.lock")
+    else:
+        lock, other = redis_lock, redis_lock.replace("redis://", "redis://default@")
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    taken = served.tool("acquire", lock=lock, owner="wf:session")
+    owner = taken["owner"]
+    again = served.tool("acquire", lock=other, owner=owner)
+    assert again["refreshed"] is True and again["lock"] == other, again
+    [view] = served.tool("holds")["holds"]
+    assert (view["lock"], view["owner"], view["state"]) == (other, owner, "held")
+
+    released = served.tool("release", lock=lock, owner=owner)
+    assert released["released"] is True and released["lock"] == lock, released
+    until = time.monotonic() + 2 * LEASE  # past several renewals: none finds it lost
+    while time.monotonic() < until:
+        answer = served.tool("holds")
+        assert answer["lost_holds"] == [], answer
+        [view] = answer["holds"]
+        assert view["state"] == "released", view
+        assert view["message"] == "released by this session's release call", view
+        time.sleep(0.2)
+    assert skf.status(lock, 60.0)["state"] == "free"
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(90)
+def test_a_client_that_closes_the_servers_stdout_ends_the_session(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """A client that closes the server's stdout (its stdin left open) while the session
+    is idle: nobody can hear the server any more, so the session ends as at stdin's
+    close: another run takes its lock within 2 s, and the server exits 0."""
+    served = serving("--lease", f"{LEASE:g}s", read_ahead=False)
+    served.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    assert served.tool("acquire", lock=lock, owner="wf:session")["acquired"] is True
+    closed = served.close_output()
+    freed(skf, cli, lock, closed)
+    assert served.exit_code() == 0, served.err()
+
+
+def test_a_locks_identity_is_its_folder_and_name_or_its_server_and_key(
+    skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What names a lock, however spelled (the registry asks its store): a file by its
+    folder (through a symlink, ``..`` or a second slash alike) and its name, which
+    Windows' rules fold to one case; a server's lock by its scheme, its set of endpoints
+    (the default port filled in, the user and their order aside) and its key."""
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "locks")
+    identity = skf._lock_identity
+    same = [f"{tmp_path}/locks/run.lock", f"{tmp_path}/link/run.lock"]
+    same += [f"{tmp_path}/link/../locks/run.lock", f"{tmp_path}//locks/run.lock"]
+    assert len({identity(spelled) for spelled in same}) == 1
+    assert identity(f"{tmp_path}/locks/RUN.lock") != identity(same[0])
+    assert identity(f"{tmp_path}/locks/other.lock") != identity(same[0])
+    servers = [
+        "redis://127.0.0.1/k",
+        "redis://127.0.0.1:6379/k",
+        "redis://someone@127.0.0.1:6379/k",
+    ]
+    assert len({identity(address) for address in servers}) == 1
+    assert identity("rediss://127.0.0.1/k") != identity(servers[0])
+    assert identity("redis://127.0.0.1/k2") != identity(servers[0])
+    etcd = ["etcd://127.0.0.1:1,127.0.0.2:2/k", "etcd://127.0.0.2:2,127.0.0.1:1/k"]
+    assert identity(etcd[0]) == identity(etcd[1]) != identity("etcd://127.0.0.1:1/k")
+
+    follow_windows_rules(skf, monkeypatch)
+    assert identity(f"{tmp_path}/locks/RUN.lock") == identity(same[0])

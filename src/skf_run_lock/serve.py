@@ -385,11 +385,10 @@ def _renew_apart(session: _Session, one: _SessionHold) -> None:
     """``one``'s renewals, each when due, on a thread of its own: a renewal stuck on a
     store out of reach holds up no other hold's (one thread for all let a healthy file
     hold go stale behind a frozen Redis)."""
-    renewer = one.renewer
-    while not session.ending.wait(renewer.due_in()):
+    while not session.ending.wait(one.renewer.due_in()):
         if not session.holding(one):
             return
-        session.renewed(one, renewer.renew())
+        session.renewed(one, one.renewer.renew())
 
 
 def _beat_kept(session: _Session, kept: _KeptPlace) -> None:
