@@ -8368,9 +8368,8 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
     """The acquire tool: the CLI's acquire output and the hold's fence. A wait cut at the
     call limit keeps its place in line for the next call, which resumes it."""
     request, cut = _session_request(arguments, session.lease)
-    identity = _lock_identity(request.lock)
     given = arguments["owner"]
-    place = session.resume(identity, given, request)
+    place = session.resume(_lock_identity(request.lock), given, request)
     if place is None and request.wait:
         place = _new_place(request)
     started = time.monotonic()
@@ -8380,6 +8379,7 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
         call(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
     hold, result = _take_waiting(request, refused, place, keep_place=cut)
+    identity = _lock_identity(request.lock)  # again: the take may have made its folder
     if hold is not None and not session.keep(call, request, hold, identity):
         if not hold.renewed:  # nobody would know of it
             _release_quietly(hold)
@@ -8727,7 +8727,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '9bd741c0eec4f08d4ac60a4583665f08d4ec80464bbfdacdc4e4417e613d28e8'  # what a cache entry must name
+_BUILD = 'c46b57f29b11e061ace4570de08ca5ca58c66f9706a6f9fadfe43f381f2d16f2'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -592,10 +592,11 @@ def test_a_cancelled_acquire_never_leaves_a_hold(
     skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
 ) -> None:
     """150 acquires, each cancelled 0 to 5 ms after it was sent (before its answer or
-    after it): none leaves a hold nor a place in line once the server has acted on the
-    cancels, and none is held again over a lease. Among them, renewals of holds the
-    owner had (one from the CLI, one from an earlier call of the session), cancelled
-    too, leave those as they were: the CLI's held for its hour, the session's renewed."""
+    after it), and one cancelled once answered: none leaves a hold nor a place in line
+    once the server has acted on the cancels, and none is held again over a lease.
+    Among them, renewals of holds the owner had (one from the CLI, one from an earlier
+    call of the session), cancelled too, leave those as they were: the CLI's held for
+    its hour (and not the session's to renew), the session's renewed."""
     served = serving("--lease", f"{LEASE:g}s")
     served.initialize()
     locks = tmp_path / "locks"
@@ -614,6 +615,14 @@ def test_a_cancelled_acquire_never_leaves_a_hold(
                 sent = served.call("acquire", {"lock": had, "owner": owner})
                 time.sleep(rng.uniform(0, 0.005))
                 served.notify("notifications/cancelled", {"requestId": sent})
+
+    # And a cancel that comes after the answer, for sure: the fresh take is released,
+    # the renewal of the CLI's hold leaves it as it was.
+    fresh.append(str(locks / "answered"))
+    for had, owner in ((fresh[-1], "wf:agent"), (cli_lock, "wf:agent:1")):
+        sent = served.call("acquire", {"lock": had, "owner": owner})
+        assert answer_of(served.result(sent))["acquired"] is True
+        served.notify("notifications/cancelled", {"requestId": sent})
 
     deadline = time.monotonic() + 20
     while held := [lock for lock in fresh if skf.status(lock, 60.0)["state"] != "free"]:
@@ -842,7 +851,7 @@ def test_a_kept_place_is_dropped_when_nobody_will_come_back_for_it(
 
 
 @pytest.mark.timeout(90)
-@pytest.mark.parametrize("spelling", ["symlinked-folder", "redis-user"])
+@pytest.mark.parametrize("spelling", ["symlinked-folder", "redis-user", "new-folder"])
 def test_a_hold_is_the_sessions_whatever_its_locks_spelling(
     skf: ModuleType,
     serving: Callable[..., Served],
@@ -851,13 +860,17 @@ def test_a_hold_is_the_sessions_whatever_its_locks_spelling(
     spelling: str,
 ) -> None:
     """One lock spelled two ways (a file through a symlinked folder; a Redis address
-    that names its user): taken through one, taken again through the other, it is one
-    hold of the session, shown as last given; released through the first, it is
-    released by the session's own call, never told lost over two leases."""
+    that names its user; a file in a folder the first take makes, through a link):
+    taken through one, taken again through the other, it is one hold of the session,
+    shown as last given; released through the first, it is released by the session's
+    own call, never told lost over two leases."""
     if spelling == "symlinked-folder":
         (tmp_path / "locks").mkdir()
         (tmp_path / "link").symlink_to(tmp_path / "locks")
         lock, other = str(tmp_path / "locks" / "run.lock"), str(tmp_path / "link" / "run.lock")
+    elif spelling == "new-folder":  # made by the first take: the link dangles till then
+        (tmp_path / "link").symlink_to(tmp_path / "new")
+        lock, other = str(tmp_path / "new" / "run.lock"), str(tmp_path / "link" / "run.lock")
     else:
         lock, other = redis_lock, redis_lock.replace("redis://", "redis://default@")
     served = serving("--lease", f"{LEASE:g}s")
