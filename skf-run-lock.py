@@ -8675,8 +8675,12 @@ def _serve(lease: float) -> int:
     for work in (_end_when_told, _watch_parent):
         threading.Thread(target=work, args=(session,), daemon=True).start()
     if hasattr(select, "poll"):  # POSIX; on Windows a closed stdout is seen at a write
-        output = os.dup(1)  # before the SDK points stdout elsewhere
-        threading.Thread(target=_watch_output, args=(session, output), daemon=True).start()
+        try:
+            output = os.dup(1)  # before the SDK points stdout elsewhere
+        except OSError:  # no stdout at all: the SDK's first write says so
+            pass
+        else:
+            threading.Thread(target=_watch_output, args=(session, output), daemon=True).start()
 
     tools = [
         types.Tool(name=name, description=words, input_schema=schema)
@@ -8727,7 +8731,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'c46b57f29b11e061ace4570de08ca5ca58c66f9706a6f9fadfe43f381f2d16f2'  # what a cache entry must name
+_BUILD = '6d89720963318ccecd431c89245ba677c8ec8f75914c0b734d2a5cc1a2bd3fb4'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

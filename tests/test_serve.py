@@ -5,9 +5,10 @@ ends (stdin closed, SIGTERM, SIGINT, SIGHUP, its parent gone), lapsed within the
 when it is killed outright; a hold its owner had before is kept, and one the session
 lost is told, never taken back.
 
-What a store keeps (renewal, the end of a session, the lapse, turns, a CLI release)
-is proven on every store; the server's own mechanics (each signal, the parent gone,
-uv, bad input, the schemas, progress and cancelling) on a file.
+What a store keeps (renewal, the end of a session, the lapse, turns, a CLI release, a
+place kept between calls) is proven on every store; the server's own mechanics (each
+signal, the parent gone, a closed stdout, uv, bad input, the schemas, progress and
+cancelling) on a file.
 """
 
 from __future__ import annotations
@@ -584,7 +585,7 @@ def test_an_acquire_cancelled_as_the_lock_frees_never_keeps_it(
     assert served.exit_code() == 0, (ended, served.err())
 
 
-# --- Holds that hold: cancels, the clock, stores apart, places kept, spellings, stdout
+# --- Cancels, the clock, stores apart, places kept, spellings, a closed stdout
 
 
 @pytest.mark.timeout(120)
@@ -781,15 +782,19 @@ def _cut_with_a_later_waiter(
 
 @pytest.mark.timeout(120)
 def test_a_waiting_acquire_cut_at_the_call_limit_keeps_its_place(
-    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    store: StoreUnderTest,
 ) -> None:
-    """An acquire that asked to wait longer than a call may, cut at the limit, keeps
-    its place in line between calls, ahead of a CLI waiter that came later: the lock
-    freed meanwhile is taken by nobody, and the agent's next acquire (its owner as it
-    gave it, no run id) takes it, as the same owner; the later waiter goes next."""
+    """On every store: an acquire that asked to wait longer than a call may, cut at the
+    limit, keeps its place in line between calls, ahead of a CLI waiter that came
+    later: the lock freed meanwhile is taken by nobody, and the agent's next acquire
+    (its owner as it gave it, no run id) takes it, as the same owner; the later waiter
+    goes next."""
     served = serving(argv=serve_with("--lease", f"{LEASE:g}s", longest_call_wait_sec=CUT))
     served.initialize()
-    lock = str(tmp_path / "locks" / "run.lock")
+    lock = store.lock
     with reaped() as started:
         _, answer, waiter = _cut_with_a_later_waiter(skf, cli, served, lock, started)
         owner = answer["owner"]

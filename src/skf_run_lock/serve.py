@@ -792,8 +792,12 @@ def _serve(lease: float) -> int:
     for work in (_end_when_told, _watch_parent):
         threading.Thread(target=work, args=(session,), daemon=True).start()
     if hasattr(select, "poll"):  # POSIX; on Windows a closed stdout is seen at a write
-        output = os.dup(1)  # before the SDK points stdout elsewhere
-        threading.Thread(target=_watch_output, args=(session, output), daemon=True).start()
+        try:
+            output = os.dup(1)  # before the SDK points stdout elsewhere
+        except OSError:  # no stdout at all: the SDK's first write says so
+            pass
+        else:
+            threading.Thread(target=_watch_output, args=(session, output), daemon=True).start()
 
     tools = [
         types.Tool(name=name, description=words, input_schema=schema)
