@@ -7916,13 +7916,14 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # The agent session's server (``serve``): an MCP server over stdio whose tools take,
 # renew and release locks as the CLI does, and whose holds end with the session. A lock
 # taken through it is a session hold: its timeout is the server's lease, it is renewed
-# by the renewer run uses while the server lives, and released when the session ends
-# (stdin closed, SIGTERM, SIGINT, SIGHUP, its parent gone); killed outright, its holds
-# lapse within the lease. The MCP Python SDK is imported here alone, when serve starts;
-# compiled only for serve.
+# by the renewer run uses while the server lives (each hold apart), and released when
+# the session ends (stdin or stdout closed, SIGTERM, SIGINT, SIGHUP, its parent gone);
+# killed outright, its holds lapse within the lease. A cancelled acquire keeps nothing,
+# and a wait cut at the call limit keeps its place for the next call. The MCP Python
+# SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (7925, (), r'''
+_CARRIED['serve'] = (7926, (), r'''
 import json
 import os
 import sys
