@@ -833,12 +833,12 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-holds-not-renewed": (
         "a session renews its holds while it lives",
-        "                if one.renewer.due_in() <= 0 and not self.ending.is_set():\n",
-        "                if False:\n",
+        "        if one.renewer.due_in() <= 0:  # else a second passed on the system's clock\n",
+        "        if False:\n",
     ),
     "serve-end-frees-nothing": (
         "a session's end releases what it took",
-        "    session.release_all(until)\n",
+        "    session.release_all(_SEAMS.clock() + _RELEASES_WITHIN_SEC)\n",
         "    pass\n",
     ),
     "serve-deaf-to-sigterm-sigint-sighup": (
@@ -863,8 +863,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-lease-not-the-timeout": (
         "a session hold's timeout is the server's lease",
-        "        lease,\n        wait=wait,\n",
-        "        3600.0,\n        wait=wait,\n",
+        "        lease,\n        wait=min(wait, longest),\n",
+        "        3600.0,\n        wait=min(wait, longest),\n",
     ),
     "serve-hold-not-marked": (
         "a session hold is marked as the session's in its record",
@@ -893,21 +893,21 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-lost-told-as-released": (
         "a hold another run took is told lost, not released",
-        '            one.state = "released" if free else "lost"\n',
-        '            one.state = "released"\n',
+        '        one.state = "released" if free else "lost"\n',
+        '        one.state = "released"\n',
     ),
     "serve-released-told-as-lost": (
         "a hold the CLI released is told released, not lost",
-        '            one.state = "released" if free else "lost"\n',
-        '            one.state = "lost"\n',
+        '        one.state = "released" if free else "lost"\n',
+        '        one.state = "lost"\n',
     ),
     "serve-ended-hold-taken-back": (
         "a hold released or lost is never taken back by the session on its own",
-        "            free = lost.held_by is None and not one.renewer.ran_out\n",
-        "            one.renewer = _Renewer(one.renewer.renewal, one.renewer.hold)\n"
-        "            one.renewer.renewal.renew_only = False\n"
-        "            one.renewer.renewed = one.renewer.next = time.monotonic()\n"
-        "            return\n",
+        "        free = lost.held_by is None and not one.renewer.ran_out\n",
+        "        one.renewer = _Renewer(one.renewer.renewal, one.renewer.hold)\n"
+        "        one.renewer.renewal.renew_only = False\n"
+        "        one.renewer.renewed = one.renewer.next = time.monotonic()\n"
+        "        return\n",
     ),
     "serve-cancel-unheard": (
         "a cancelled acquire leaves the line",
@@ -916,24 +916,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-calls-on-a-pool": (
         "every call is answered however many acquires wait",
-        "    thread = threading.Thread(target=work, daemon=True)\n"
-        "    with session.guard:\n"
-        "        session.calls.add(thread)\n"
-        "    thread.start()\n"
-        "    try:\n"
-        "        return await answered\n",
-        "    try:\n"
-        "        return await asyncio.to_thread(_call, session, name, arguments, progress)\n",
+        "    session.aside(work)\n    try:\n        return await answered\n",
+        "    try:\n        return await asyncio.to_thread(_call, session, name, arguments, call)\n",
     ),
     "serve-wait-untold": (
         "a waiting acquire tells its place each beat",
-        "    hold, result = _take_waiting(request, refused)\n",
-        "    hold, result = _take_waiting(request, None)\n",
+        "    hold, result = _take_waiting(request, refused, place, keep_place=cut)\n",
+        "    hold, result = _take_waiting(request, None, place, keep_place=cut)\n",
     ),
     "serve-wait-uncut": (
         "a call waits 50 s at most",
-        "    return min(wait, _LONGEST_CALL_WAIT_SEC)\n",
-        "    return wait\n",
+        "        wait=min(wait, longest),\n",
+        "        wait=wait,\n",
     ),
     "serve-relative-path-taken": (
         "a lock path the server would resolve in its own folder is refused",
@@ -944,6 +938,68 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "an argument a tool does not take is refused",
         "    if unknown:\n        takes",
         "    if False:\n        takes",
+    ),
+    "serve-cancel-after-answer-unheard": (
+        "a cancel of an acquire already answered releases what it took",
+        "        session.cancel(_call_key(params.request_id))\n",
+        "        pass\n",
+    ),
+    "serve-cancelled-take-kept": (
+        "a take whose call was cancelled before it was kept is released, never kept",
+        "            if call.cancelled.is_set() or self.ending.is_set():\n"
+        "                return False\n"
+        "            before",
+        "            if self.ending.is_set():\n                return False\n            before",
+    ),
+    "serve-cancel-releases-what-its-owner-had": (
+        "a cancelled renewal leaves the hold its owner had as it was",
+        "                call.took, call.took_new = one, not hold.renewed\n",
+        "                call.took, call.took_new = one, True\n",
+    ),
+    "serve-holds-judged-by-last-renewal": (
+        "holds and lost_holds judge each hold by the renewer's clock",
+        '            if one.state == "held" and (lost := one.renewer.lost_by_now()) is not None:\n',
+        "            if False:\n",
+    ),
+    "serve-place-not-kept": (
+        "a waiting acquire cut at the call limit keeps its place",
+        "    hold, result = _take_waiting(request, refused, place, keep_place=cut)\n",
+        "    hold, result = _take_waiting(request, refused, place, keep_place=False)\n",
+    ),
+    "serve-kept-place-unbeaten": (
+        "a kept place is beaten while kept",
+        "                if not store.beat(kept.place):\n",
+        "                if False:\n",
+    ),
+    "serve-kept-place-kept-forever": (
+        "a kept place is dropped 10 s after its call",
+        "            if _SEAMS.clock() >= kept.until:\n                break\n",
+        "            if False:\n                break\n",
+    ),
+    "serve-release-keeps-the-place": (
+        "the owner's release drops its kept place",
+        "            kept = self.places.get((identity, owner))\n            if kept is not None:\n",
+        "            kept = self.places.get((identity, owner))\n            if False:\n",
+    ),
+    "serve-identity-by-spelling": (
+        "two spellings of one lock are one lock",
+        "        return store.identity()\n",
+        "        return (store.lock,)\n",
+    ),
+    "serve-file-identity-by-path": (
+        "a file lock is named by its folder's device and inode and its name",
+        '        return ("file", found.st_dev, found.st_ino, name)\n',
+        '        return ("path", self.lock)\n',
+    ),
+    "serve-server-identity-by-address": (
+        "a server lock is named by its scheme, its set of endpoints and its key",
+        '        return ("server", scheme, endpoints, gateway.key_text)\n',
+        '        return ("server", gateway.lock)\n',
+    ),
+    "serve-stdout-unwatched": (
+        "a closed stdout ends the session, even idle",
+        "            if event & (select.POLLERR | select.POLLHUP):\n",
+        "            if False:\n",
     ),
 }
 

@@ -213,18 +213,23 @@ def _take_in(
 
 
 def _take_waiting(
-    request: _Request, refused: Callable[[AcquireResult, float, int], None] | None
+    request: _Request,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+    place: _Place | None = None,
+    *,
+    keep_place: bool = False,
 ) -> tuple[_Hold | None, AcquireResult]:
     """A take that waits in line when the request may (the CLI's acquire and run, the
     session's acquire tool): the hold (None: refused) and its output, whose message says
-    how long it waited; ``refused(result, seconds left, place)`` as _wait_for calls it."""
-    if not request.wait:
+    how long it waited; ``refused(result, seconds left, place)``, ``place`` and
+    ``keep_place`` as _wait_for takes them."""
+    if not request.wait and place is None:
         taken = _take(request)
         return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
     started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
-        hold = _wait_for(request, refused=refused)
+        hold = _wait_for(request, refused=refused, place=place, keep_place=keep_place)
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
@@ -345,29 +350,41 @@ _VOUCHED_WAITS = 4
 # --- Waiting in line: first come, first served
 
 
+def _new_place(request: _Request) -> _Place:
+    """A place in line for ``request``'s waiter, not yet in it."""
+    ticket = os.urandom(4).hex()
+    return _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+
+
 def _wait_for(
-    request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
+    request: _Request,
+    *,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+    place: _Place | None = None,
+    keep_place: bool = False,
 ) -> _Hold:
     """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
     calling ``refused(result, seconds left, place)`` as it waits up
-    to ``request.wait`` in line."""
+    to ``request.wait`` in line. ``place``: the waiter's own (a session's, kept from
+    its last call, waits on from where it stands; one that lapsed joins at the end);
+    ``keep_place``: a wait that runs out leaves it in line, for the caller to keep."""
     deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
     store.patient = bool(request.wait)
-    ticket = os.urandom(4).hex()
-    place = None
-    if request.wait:
-        place = _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+    if place is None and request.wait:
+        place = _new_place(request)
+    ran_out = False
     try:
         while True:
             result = _take_in(store, request, place)
             if isinstance(result, _Hold):
                 return result
             if place is None or _SEAMS.clock() >= deadline:
+                ran_out = True
                 raise LockBusy(result)
             _wait_turn(store, place, deadline, request, result=result, shown=refused)
     finally:
-        if place is not None and place.joined:
+        if place is not None and place.joined and not (keep_place and ran_out):
             _leave_line(store, place)
         store.close()
 

@@ -268,6 +268,14 @@ class _ServerStore:
     def call_deadline(self, moment: float) -> None:
         self.gateway.call_deadline = moment
 
+    def identity(self) -> tuple[object, ...]:
+        """Its scheme, its set of endpoints (a name in one case, the default port
+        filled in) and its key: the user and the order of the endpoints aside."""
+        gateway = self.gateway
+        scheme = gateway.lock.partition("://")[0]
+        endpoints = frozenset(endpoint.lower() for endpoint in gateway.endpoints)
+        return ("server", scheme, endpoints, gateway.key_text)
+
     def change(self, create: bool) -> Self:
         return self
 

@@ -90,6 +90,10 @@ if TYPE_CHECKING:
             no new look to go on waiting. False where a wait can miss one (a place
             ahead that lapsed, shown only by a look)."""
 
+        def identity(self) -> tuple[object, ...]:
+            """What names this lock however its name is spelled: two spellings of one
+            lock give the same (a session matches its holds by it). Asked of no call."""
+
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""
 
