@@ -390,7 +390,7 @@ def serve_with(
     """The argv of a ``serve`` (``serve_args`` after serve) that this file runs as a
     script, from the built file loaded by path, with ``longest_call_wait_sec`` set on
     its seams, and with ``stalled`` ("NAME=FILE") a name that stands for 127.0.0.1,
-    each lookup of which waits while FILE exists."""
+    each lookup of which waits while FILE exists (and is never kept)."""
     spec = {"longest_call_wait_sec": longest_call_wait_sec, "stalled": stalled}
     return [sys.executable, SESSIONS, "serve-with", json.dumps(spec), *serve_args]
 
@@ -417,6 +417,7 @@ def _serve_with(spec: dict[str, Any], serve_args: list[str]) -> None:
             return looked_up(host, *args, **kwargs)
 
         socket.getaddrinfo = lookup
+        skf._SEAMS.name_kept_sec = 0.0  # each renewal looks the name up anew
     sys.argv = [str(SCRIPT), "serve", *serve_args]
     skf._entry()
 
