@@ -1055,6 +1055,12 @@ _KILLED_IN = {
     "name-lookup-waited-out": "test_name_lookup",
     "held-exit-waits-for-renewal": "test_held",
     "late-renewal-writes": "test_held",
+    "sleep-waits-past-a-wake": "test_machine_sleep",
+    "sleep-socket-waits-past-a-wake": "test_machine_sleep",
+    "sleep-uncounted": "test_machine_sleep",
+    "redis-beat-on-a-spent-step": "test_serve",
+    "marked-json-a-lock": "test_other_programs_files",
+    "late-renewal-kept": "test_held",
 }
 
 
