@@ -189,6 +189,8 @@ class _Session:
         self.places: dict[tuple[object, str], _KeptPlace] = {}
         self.calls: dict[object, _Call] = {}  # by request id
         self.taking: dict[str, set[_Call]] = {}  # takes under way, by whole owner
+        self.takes: dict[str, int] = {}  # takes begun so far, by whole owner
+        self.owners: dict[str, threading.Lock] = {}  # held by each owner's take
         self.threads: set[threading.Thread] = set()  # what the end waits for
         self.ending = threading.Event()
         self.untold: list[_SessionHold] = []  # ended, by no call of this session's
@@ -246,8 +248,23 @@ class _Session:
                 return  # that take keeps it: not this one's to free
             del self.holds[took.key]  # not the session's: nobody knows of it
             took.state = "released"
+            begun = self.takes.get(took.renewer.hold.owner, 0)
         if call.took_new:
-            self.aside(_release_quietly, took.renewer.hold)
+            self.aside(self.release_cancelled, took.renewer.hold, begun)
+
+    def release_cancelled(self, hold: _Hold, begun: int) -> None:
+        """Release ``hold``, which a cancelled call took, unless its owner's take that
+        began since has it now (the owner's takes and this release go one at a time)."""
+        with self.owner_lock(hold.owner):
+            with self.guard:
+                if self.takes.get(hold.owner, 0) != begun:
+                    return  # taken again since: that take's, which its client awaits
+            _release_quietly(hold)
+
+    def owner_lock(self, owner: str) -> threading.Lock:
+        """What ``owner``'s takes and the releases of its cancelled ones hold."""
+        with self.guard:
+            return self.owners.setdefault(owner, threading.Lock())
 
     def taking_as(self, owner: str, call: _Call, under_way: bool) -> None:
         """``call``'s take for ``owner`` is under way, or (``under_way`` False) done."""
@@ -255,6 +272,7 @@ class _Session:
             calls = self.taking.setdefault(owner, set())
             if under_way:
                 calls.add(call)
+                self.takes[owner] = self.takes.get(owner, 0) + 1
             else:
                 calls.discard(call)
                 if not calls:
@@ -511,13 +529,14 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
         waited = _SEAMS.clock() - started
         call(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-    session.taking_as(request.owner, call, True)
-    try:
-        hold, result = _take_waiting(request, refused, place, keep_place=cut)
-        identity = _lock_identity(request.lock)  # again: the take may have made its folder
-        kept = hold is not None and session.keep(call, request, hold, identity)
-    finally:
-        session.taking_as(request.owner, call, False)
+    with session.owner_lock(request.owner):
+        session.taking_as(request.owner, call, True)
+        try:
+            hold, result = _take_waiting(request, refused, place, keep_place=cut)
+            identity = _lock_identity(request.lock)  # again: the take may have made its folder
+            kept = hold is not None and session.keep(call, request, hold, identity)
+        finally:
+            session.taking_as(request.owner, call, False)
     if hold is not None and not kept:
         if not hold.renewed:  # nobody would know of it
             _release_quietly(hold)
