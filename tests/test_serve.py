@@ -710,6 +710,37 @@ def test_a_hold_whose_renewal_stalls_is_told_lost_by_the_clock(
     assert served.exit_code() == 0, served.err()
 
 
+@pytest.mark.timeout(120)
+def test_a_hold_whose_renewal_is_stuck_in_its_store_is_told_lost_by_the_clock(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    redis_lock: str,
+    tmp_path: Path,
+) -> None:
+    """A session hold on Redis whose renewal is stuck in its store (a read that never
+    returns, which no network deadline cuts): once the hold lapsed and another run took
+    it, holds says it lost ("renewals failed"), while the renewal is still stuck."""
+    stuck = tmp_path / "stuck"
+    served = serving(argv=serve_with("--lease", f"{LEASE:g}s", stuck=str(stuck)))
+    served.initialize()
+    taken = served.tool("acquire", lock=redis_lock, owner="wf:session")
+    assert taken["acquired"] is True, taken
+    stuck.touch()  # every renewal's read waits from now on
+    try:
+        another = taken_by_another(skf, cli, redis_lock, time.monotonic() + LEASE + 30)
+        assert another["owner"] == "wf:another:1"
+        answer = served.tool("holds")
+        assert stuck.exists()  # the renewal is still stuck
+    finally:
+        stuck.unlink()
+    [view] = answer["holds"]
+    assert (view["lock"], view["state"]) == (redis_lock, "lost"), view
+    assert view["message"].startswith(f"lost the lock {redis_lock}: renewals failed"), view
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
 def _at_second(fraction: float) -> None:
     """Sleep until the clock is ``fraction`` of the way into a second (a file's record
     is dated in whole seconds, and its renewals counted from there)."""

@@ -1061,6 +1061,7 @@ _KILLED_IN = {
     "redis-beat-on-a-spent-step": "test_serve",
     "marked-json-a-lock": "test_other_programs_files",
     "late-renewal-kept": "test_held",
+    "serve-holds-judged-by-last-renewal": "test_serve",
 }
 
 
