@@ -676,67 +676,45 @@ def test_a_cancel_of_an_answered_take_spares_its_renewal_under_way(
 
 
 @pytest.mark.timeout(120)
-def test_a_hold_whose_renewal_stalls_is_told_lost_by_the_clock(
+@pytest.mark.parametrize("stuck_in", ["name-lookup", "store-read"])
+def test_a_hold_whose_renewal_is_stuck_is_told_lost_by_the_clock(
+    *,
     skf: ModuleType,
     cli: Callable[..., Run],
     serving: Callable[..., Served],
     redis_lock: str,
     tmp_path: Path,
+    stuck_in: str,
 ) -> None:
     """A session hold on Redis whose renewal is stuck (each lookup of its server's name
-    held up, as by a name server that stopped answering): once the hold lapsed on the
-    server and another run took it, holds says it lost ("renewals failed"), and that
-    answer's lost_holds tells it, while the renewal is still stuck."""
-    stall = tmp_path / "stall"
-    name = "names.test"  # 127.0.0.1 for this server, until the stall begins
-    argv = serve_with("--lease", f"{LEASE:g}s", stalled=f"{name}={stall}")
+    held up, as by a name server that stopped answering; or each read of its store, a
+    wait no network deadline cuts): once the hold lapsed on the server and another run
+    took it, holds says it lost ("renewals failed"), and that answer's lost_holds tells
+    it, while the renewal is still stuck."""
+    marker = tmp_path / "stuck"
+    lock = redis_lock
+    if stuck_in == "name-lookup":
+        name = "names.test"  # 127.0.0.1 for this server, until the stall begins
+        argv = serve_with("--lease", f"{LEASE:g}s", stalled=f"{name}={marker}")
+        lock = redis_lock.replace("127.0.0.1", name)
+    else:
+        argv = serve_with("--lease", f"{LEASE:g}s", stuck=str(marker))
     served = serving(argv=argv)
     served.initialize()
-    through = redis_lock.replace("127.0.0.1", name)
-    taken = served.tool("acquire", lock=through, owner="wf:session")
+    taken = served.tool("acquire", lock=lock, owner="wf:session")
     assert taken["acquired"] is True, taken
-    stall.touch()  # every lookup of the name waits from now on
+    marker.touch()  # every renewal is held up from now on
     try:
         another = taken_by_another(skf, cli, redis_lock, time.monotonic() + LEASE + 30)
         assert another["owner"] == "wf:another:1"
         answer = served.tool("holds")
+        assert marker.exists()  # the renewal is still stuck
     finally:
-        stall.unlink()
+        marker.unlink()
     [view] = answer["holds"]
-    assert (view["lock"], view["owner"], view["state"]) == (through, taken["owner"], "lost")
-    assert view["message"].startswith(f"lost the lock {through}: renewals failed"), view
-    assert [(h["lock"], h["state"]) for h in answer["lost_holds"]] == [(through, "lost")]
-    served.end_input()
-    assert served.exit_code() == 0, served.err()
-
-
-@pytest.mark.timeout(120)
-def test_a_hold_whose_renewal_is_stuck_in_its_store_is_told_lost_by_the_clock(
-    skf: ModuleType,
-    cli: Callable[..., Run],
-    serving: Callable[..., Served],
-    redis_lock: str,
-    tmp_path: Path,
-) -> None:
-    """A session hold on Redis whose renewal is stuck in its store (a read that never
-    returns, which no network deadline cuts): once the hold lapsed and another run took
-    it, holds says it lost ("renewals failed"), while the renewal is still stuck."""
-    stuck = tmp_path / "stuck"
-    served = serving(argv=serve_with("--lease", f"{LEASE:g}s", stuck=str(stuck)))
-    served.initialize()
-    taken = served.tool("acquire", lock=redis_lock, owner="wf:session")
-    assert taken["acquired"] is True, taken
-    stuck.touch()  # every renewal's read waits from now on
-    try:
-        another = taken_by_another(skf, cli, redis_lock, time.monotonic() + LEASE + 30)
-        assert another["owner"] == "wf:another:1"
-        answer = served.tool("holds")
-        assert stuck.exists()  # the renewal is still stuck
-    finally:
-        stuck.unlink()
-    [view] = answer["holds"]
-    assert (view["lock"], view["state"]) == (redis_lock, "lost"), view
-    assert view["message"].startswith(f"lost the lock {redis_lock}: renewals failed"), view
+    assert (view["lock"], view["owner"], view["state"]) == (lock, taken["owner"], "lost")
+    assert view["message"].startswith(f"lost the lock {lock}: renewals failed"), view
+    assert [(h["lock"], h["state"]) for h in answer["lost_holds"]] == [(lock, "lost")]
     served.end_input()
     assert served.exit_code() == 0, served.err()
 
