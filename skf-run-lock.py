@@ -446,6 +446,15 @@ class _Taken(dict):  # type: ignore[type-arg]
         return dict, (dict(self),)
 
 
+def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
+    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
+    taken = _Taken(result)
+    taken.fence = fence
+    # A dict with one attribute more: what the type says of its keys still holds
+    # (typing.cast would cost every call the import of typing).
+    return taken  # type: ignore[return-value]
+
+
 def fence_of(result: Mapping[str, object]) -> int | None:
     """The fence of the hold an acquire output took or renewed: a number larger than
     that of every earlier take of the lock, to pass along with each write so that the
@@ -522,6 +531,11 @@ def _format_time(seconds: float) -> str:
         f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
         f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
     )
+
+
+def _stale_at(since: int, holder_timeout: float) -> str:
+    """When a hold taken at ``since`` for ``holder_timeout`` s goes stale, as written."""
+    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
 
 
 def _parse_time(text: str) -> int | None:
@@ -1742,6 +1756,43 @@ _SHARED_MODE = "shared"
 _SHARED_OWNER = "shared holds"
 
 
+def _slots_record(slots: int, holders: list[_Record]) -> _Record:
+    """The record of a lock of ``slots`` held by ``holders``."""
+    record = _Record(None, min(h.since for h in holders))
+    record.slots = slots
+    record.holders = holders
+    return record
+
+
+def _shared_record(holders: list[_Record]) -> _Record:
+    """The record of a lock held shared by ``holders``."""
+    record = _slots_record(1, holders)
+    record.shared = True
+    return record
+
+
+def _taking_records(
+    hold: tuple[str, int, float, int | None, bool],
+    kept: list[_Record],
+    at: int | None,
+    shared: bool,
+    slots: int,
+) -> tuple[_Record, _Record]:
+    """A take's own hold, of ``hold`` (owner, since, timeout, fence and whether it is a
+    session's), and the record it leaves: its hold beside the ``kept`` ones, in the
+    place ``at`` (None: at the end), held ``shared`` or in one of ``slots``."""
+    owner, since, stale_after, fence, session = hold
+    new = _Record(owner, since, stale_after)
+    new.fence = fence
+    new.session = session
+    holders = [*kept, new] if at is None else [*kept[:at], new, *kept[at + 1 :]]
+    if shared:
+        return new, _shared_record(holders)
+    if slots == 1:
+        return new, new
+    return new, _slots_record(slots, holders)
+
+
 def _bytes_of(record: _Record) -> bytes:
     """The bytes that keep ``record``: one slot's as ever, or a record of several slots
     or of shared holds whose top level an older version reads as one holder it can
@@ -1964,57 +2015,52 @@ def _take_timeout(record: _Record | None, request: _Request, now: float) -> tupl
     return (longest if request.keep_longer else stale_after), False
 
 
-def _taken(
-    look: _Look, new: _Record, request: _Request, shared: bool, now: float
-) -> tuple[_Record, _Record | None, _Record | None]:
-    """The record a take by ``new`` (of ``request``'s slots, or a shared hold:
-    ``shared``) leaves, the hold of its own it renews (None: none), and the stale hold
-    of another it replaces or, renewing, the first of those it drops (None: none). Its
-    own slot (or shared hold) is renewed, else the first stale one replaced, else a
-    free one taken; the other holders' are untouched. A count or kind that changes (no
-    hold live) starts a new record; ``look.last`` is a server's record that expired
-    whole, whose holders the new record drops."""
-    record, slots, stale_after = look.record, request.slots, request.stale_after
+def _kept_holds(
+    look: _Look, request: _Request, shared: bool, now: float
+) -> tuple[list[_Record], int | None, _Record | None, _Record | None]:
+    """Where a take by ``request``'s owner (of its slots, or a shared hold: ``shared``)
+    goes in the lock ``look`` found: the holds of the record it leaves beside its own
+    (``kept``), the place of its own in them (``at``: the one it takes over; None: it is
+    added at the end, or, with nothing kept, it is the record's one hold), the hold of
+    its own it renews (None: none), and the stale hold of another it replaces or,
+    renewing, the first of those it drops (None: none). Its own slot (or shared hold) is
+    renewed, else the first stale one replaced, else a free one taken; the other
+    holders' are untouched. A count or kind that changes (no hold live) starts a new
+    record; ``look.last`` is a server's record that expired whole, whose holders the new
+    record drops."""
+    record, slots, stale_after, owner = (
+        look.record,
+        request.slots,
+        request.stale_after,
+        request.owner,
+    )
     gone = _holders(record) or _holders(look.last)
     if shared:
         same_kind = record is not None and record.shared
     else:
         same_kind = record is not None and not record.shared and record.slots == slots > 1
     kept = _holders(record) if same_kind else []
-    at = next((i for i, h in enumerate(kept) if h.owner == new.owner), None)
+    at = next((i for i, h in enumerate(kept) if h.owner == owner), None)
     if at is None:
         stale = [h for h in kept if _is_stale(h, stale_after, now, False)]
         if stale:
             at = kept.index(_first_to_go(stale, stale_after))
-    if kept and at is not None:
-        before: _Record | None = kept[at]
-        holders = [*kept[:at], new, *kept[at + 1 :]]
-    elif kept:
-        before = None
-        holders = [*kept, new]
+    if kept:
+        before = None if at is None else kept[at]
+        dropped = []
     else:
         # A new record: its own hold (a server's expired one) is what it renews, else a
         # stale holder is what it replaces; the others are dropped.
-        own = [h for h in gone if h.owner == new.owner]
+        own = [h for h in gone if h.owner == owner]
         before = own[0] if own else _first_to_go(gone, stale_after) if gone else None
-        holders = [new]
-    renewed = before if before is not None and before.owner == new.owner else None
-    dropped = [h for h in gone if h is not before and h not in holders]
-    if renewed is None:
-        replaced = before
-    else:
-        replaced = _first_to_go(dropped, stale_after) if dropped else None
-    if shared:
-        after = _shared_record(holders)
-    elif slots == 1:
-        after = new
-    else:
-        after = _slots_record(slots, holders)
-    return after, renewed, replaced
+        dropped = [h for h in gone if h is not before]
+    if before is None or before.owner != owner:
+        return kept, at, None, before
+    return kept, at, before, _first_to_go(dropped, stale_after) if dropped else None
 
 
-def _fence_of_take(look: _Look, new: _Record, renewed: _Record | None) -> int | None:
-    """The fence of the take by ``new``, renewing its own hold ``renewed`` (or None).
+def _fence_of_take(look: _Look, owner: str, renewed: _Record | None) -> int | None:
+    """The fence of the take by ``owner``, renewing its own hold ``renewed`` (or None).
     A renewal keeps its hold's fence while no other holder the lock shows (live or
     stale, in its record or as a server's last holder) has a larger one: else a frozen
     holder's late write could pass it. Any other take gets one more than every fence
@@ -2025,7 +2071,7 @@ def _fence_of_take(look: _Look, new: _Record, renewed: _Record | None) -> int | 
     read), or where the next fence would pass _MAX_FENCE (only a record written by
     hand can take a lock there)."""
     shown = [*_holders(look.record), *_holders(look.last)]
-    others = [r.fence for r in shown if r.fence is not None and r.owner != new.owner]
+    others = [r.fence for r in shown if r.fence is not None and r.owner != owner]
     kept = None if renewed is None else renewed.fence
     if kept is not None and all(fence < kept for fence in others):
         return kept
@@ -2051,19 +2097,6 @@ def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, 
     if record.shared:
         return _shared_record(rest), mine
     return _slots_record(record.slots, rest), mine
-
-
-def _slots_record(slots: int, holders: list[_Record]) -> _Record:
-    record = _Record(None, min(h.since for h in holders))
-    record.slots = slots
-    record.holders = holders
-    return record
-
-
-def _shared_record(holders: list[_Record]) -> _Record:
-    record = _slots_record(1, holders)
-    record.shared = True
-    return record
 
 
 # --- The line of waiters: first come, first served
@@ -2093,65 +2126,155 @@ def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: b
     return any(holder.owner == owner for holder in _holders(record))
 
 
-class _Verdict:
-    """What a take may do at ``now``, and why: ``outcome`` "take" a slot (or a shared
-    hold); all are "held"; the free ones go to those ahead in line ("line"); it asks for
-    another "count" than the one in force (of slots, or slots where holds are shared);
-    or for the other "kind" than the one it holds (exclusive or shared). With it, what a
-    refusal tells: ``record``, its ``live`` holders (oldest first), the ``waiter`` whose
-    turn comes before the call's (None: none), and who stands in the way (``blocker``:
-    the holder, of several the first to go stale, else the waiter's place as a record;
-    None: nobody) with its ``holder_timeout``."""
+class _Take:
+    """What one try of a take does, decided at once from the request, what the store
+    read, the caller's place in line and the time: the one value the take applies and
+    the outputs format. ``outcome``:
 
-    __slots__ = ("blocker", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
+    - "take": it writes ``after``, its own hold ``new`` (with its fence, ``session``
+      mark and timeout) in it, renewing ``renewed`` (its own hold it had; None: none)
+      or replacing ``replaced`` (the stale hold of another it replaces or, renewing,
+      the first of those it drops);
+    - "held": all are held; "line": the free ones go to those ahead in line;
+    - "count": it asks for another count than the one in force (of slots, or slots
+      where holds are shared); "kind": for the other kind than it holds;
+    - "lost": a renewal found the hold no longer its owner's (``stale``: its own record
+      went stale);
+    - "theirs": the file is another program's, no lock (``theirs`` says why).
 
-    def __init__(
-        self,
-        outcome: Literal["take", "held", "line", "count", "kind"],
-        record: _Record | None,
-        live: list[_Record],
-        before: list[_Place],
-        *,
-        stale_after: float,
-        shared: bool,
-    ) -> None:
-        self.outcome = outcome
-        self.record = record
-        self.shared = shared
-        self.live = sorted(live, key=lambda h: h.since)
-        waiting = [p for p in before if not p.shared] if shared else before
-        self.waiter = (waiting or before)[0] if before else None
+    With it, what a refusal tells: ``record``, its ``live`` holders (oldest first), the
+    ``waiter`` whose turn comes before the call's (None: none), who stands in the way
+    (``blocker``: the holder, of several the first to go stale, else the waiter's place
+    as a record; None: nobody) with its ``holder_timeout``, and the live line but the
+    caller's place (``others``); ``in_line``: the caller's place is in the line;
+    ``look``: what the store read."""
+
+    __slots__ = (
+        "after",
+        "blocker",
+        "holder_timeout",
+        "in_line",
+        "live",
+        "look",
+        "new",
+        "others",
+        "outcome",
+        "record",
+        "renewed",
+        "replaced",
+        "shared",
+        "stale",
+        "theirs",
+        "waiter",
+    )
+
+    def __init__(self, look: _Look, stale_after: float) -> None:
+        self.outcome: Literal["take", "held", "line", "count", "kind", "lost", "theirs"] = "take"
+        self.look = look
+        self.record = look.record
+        self.shared = False
+        self.live: list[_Record] = []
+        self.waiter: _Place | None = None
         self.blocker: _Record | None = None
-        if outcome == "held":
-            several = record is not None and record.holders is not None
-            self.blocker = _first_to_go(live, stale_after) if several else record
-        elif self.waiter is not None:
-            waiter = self.waiter
-            self.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
         self.holder_timeout = stale_after
-        if self.blocker is not None:
-            self.holder_timeout = _deciding_timeout(self.blocker, stale_after)
+        self.others: list[_Place] = []
+        self.in_line = False
+        self.stale = False
+        self.theirs = ""
+        self.new: _Record | None = None
+        self.after: _Record | None = None
+        self.renewed: _Record | None = None
+        self.replaced: _Record | None = None
 
 
-def _verdict(
-    record: _Record | None,
-    line: list[_Place],
-    ticket: str | None,
-    request: _Request,
-    *,
-    shared: bool,
-    now: float,
-) -> _Verdict:
-    """May ``request``'s owner take a slot of ``record`` (or a shared hold, ``shared``:
-    as the try asks) at ``now``, with ``line`` the live line and ``ticket`` its place
-    (None: none)? The first k in line take the k free slots; a call with no place comes
-    after them all. The shared waiters at the head of the line go in together, but none
-    passes an exclusive waiter ahead of it."""
-    live = _live_holders(record, request.stale_after, now, request.empty_is_stale)
+def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float) -> _Take:
+    """What a try of ``request``'s take does with the lock as ``look`` found it, at
+    ``now``, its waiter's place in line being ``ticket`` (None: it has none): see _Take.
+    The first k in line take the k free slots; a call with no place comes after them
+    all. The shared waiters at the head of the line go in together, but none passes an
+    exclusive waiter ahead of it. A renewal (``request.renew_only``) finds the hold lost
+    unless it is still the owner's live hold."""
+    record, stale_after, owner = look.record, request.stale_after, request.owner
+    take = _Take(look, stale_after)
+    take.theirs = _another_programs_file(look)
+    if take.theirs:
+        take.outcome = "theirs"
+        return take
+    shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
+    take.shared = shared
+    if request.renew_only and not _still_holds(
+        record, owner, stale_after, now, request.empty_is_stale
+    ):
+        take.outcome = "lost"
+        if record is not None and record.holders is None:
+            take.stale = _is_stale(record, stale_after, now, request.empty_is_stale)
+            take.holder_timeout = _deciding_timeout(record, stale_after)
+        return take
+    line = _live(look.line, now)
     ahead = _ahead_of(line, ticket) if ticket is not None else None
+    take.in_line = ahead is not None
+    take.others = [place for place in line if place.ticket != ticket]
+    live = _live_holders(record, stale_after, now, request.empty_is_stale)
     before = line if ahead is None else ahead
-    outcome = _outcome(record, live, before, request, shared)
-    return _Verdict(outcome, record, live, before, stale_after=request.stale_after, shared=shared)
+    take.outcome = _outcome(record, live, before, request, shared)
+    take.live = sorted(live, key=lambda h: h.since)
+    if take.outcome == "take":
+        _decide_what_it_leaves(take, look, request, now)
+        return take
+    waiting = [p for p in before if not p.shared] if shared else before
+    take.waiter = (waiting or before)[0] if before else None
+    if take.outcome == "held":
+        several = record is not None and record.holders is not None
+        take.blocker = _first_to_go(live, stale_after) if several else record
+    elif take.waiter is not None:
+        waiter = take.waiter
+        take.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
+    if take.blocker is not None:
+        take.holder_timeout = _deciding_timeout(take.blocker, stale_after)
+    return take
+
+
+def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: float) -> None:
+    """A take's hold, the record it leaves and the fence it gets (see _Take): decided
+    first, then made into records."""
+    holder_timeout, session = _take_timeout(look.record, request, now)
+    kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
+    fence = _fence_of_take(look, request.owner, take.renewed)
+    take.holder_timeout = holder_timeout
+    hold = (request.owner, int(now // 1), holder_timeout, fence, session)
+    take.new, take.after = _taking_records(hold, kept, at, take.shared, request.slots)
+
+
+class _Turn:
+    """What a waiter waits for, from one look: the places ``ahead`` of it, how many
+    must leave (``away``) before it is among the first N (N slots; shared: before no
+    exclusive waiter is ahead), those whose leaving it waits on (``waits_on``), and in
+    how many seconds a live hold goes stale by its time, which the next to take a slot
+    wakes for (``stale_in``; inf: none does, or it is not the next)."""
+
+    __slots__ = ("ahead", "away", "stale_in", "waits_on")
+
+    def __init__(self, ahead: list[_Place], away: int, stale_in: float, shared: bool) -> None:
+        self.ahead = ahead
+        self.away = away
+        self.stale_in = stale_in
+        self.waits_on = _waits_on(ahead, away, shared)
+
+
+def _decide_turn(request: _Request, look: _Look, place: _Place, now: float) -> _Turn | None:
+    """What the waiter of ``request`` at ``place`` waits for, as ``look`` found the lock
+    at ``now``; None: its turn may have come, or its place lapsed, and it tries again."""
+    line = _live(look.line, now)
+    ahead = _ahead_of(line, place.ticket)
+    if ahead is None:
+        return None
+    record, stale_after = look.record, request.stale_after
+    live = _live_holders(record, stale_after, now, request.empty_is_stale)
+    if _outcome(record, live, ahead, request, place.shared) not in ("held", "line"):
+        return None
+    away = _away(ahead, request.slots, place.shared)
+    stale_in = _stale_in(record, stale_after, now) if away == 0 else float("inf")
+    return _Turn(ahead, away, stale_in, place.shared)
 
 
 def _outcome(
@@ -2467,10 +2590,6 @@ def _minutes_for_output(holder_timeout: float) -> int | float:
     return int(minutes) if minutes.is_integer() else minutes
 
 
-def _stale_at(since: int, holder_timeout: float) -> str:
-    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
-
-
 def _lapses_at(place: _Place, now: float) -> str:
     """When ``place`` lapses unless its waiter beats again: _SEAMS.place_ttl_sec after its
     last beat (a server's expiry keeps it: at the latest that long from ``now``)."""
@@ -2574,7 +2693,6 @@ def _runs_text(count: int) -> str:
 def _acquired_result(hold: _Hold) -> AcquireResult:
     """The acquire output of ``hold``, carrying its fence beside the output's keys."""
     lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
-    stale_at = _stale_at(hold.since, hold.holder_timeout)
     kind = hold.kind
     what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
     done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
@@ -2583,6 +2701,7 @@ def _acquired_result(hold: _Hold) -> AcquireResult:
         stale = {"shared": "stale shared hold", "slots": "stale slot"}.get(kind, "stale lock")
         done += f", {'dropping' if hold.renewed else 'replacing'} the {stale} {holder}"
     done += _holds_text(after)
+    stale_at = _stale_at(hold.since, hold.holder_timeout)
     result: AcquireResult = {
         "acquired": True,
         "refreshed": hold.renewed,
@@ -2623,34 +2742,39 @@ def _unfenced(fence: int | None) -> str:
     )
 
 
-def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
-    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
-    taken = _Taken(result)
-    taken.fence = fence
-    # A dict with one attribute more: what the type says of its keys still holds
-    # (typing.cast would cost every call the import of typing).
-    return taken  # type: ignore[return-value]
+def _refusal(
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
+) -> AcquireResult:
+    """What ``take``, which refused ``request`` at ``now``, tells: the acquire output
+    (held, or its turn is another's: _refused_result); else its error, raised: LockLost
+    for a renewal that found the hold lost, ValueError for another program's file, or a
+    count or a kind that clash with the ones in force."""
+    record = take.record
+    if take.outcome == "lost":
+        raise _lost(lock, take)
+    if take.outcome == "theirs":
+        raise ValueError(_another_programs_refusal(lock, take.look, take.theirs))
+    if take.outcome in ("count", "kind"):
+        assert record is not None
+        if take.outcome == "kind":
+            raise ValueError(_kind_refusal(lock, record, request.owner, take.shared))
+        raise ValueError(_count_refusal(lock, take, request.slots))
+    return _refused_result(lock, request, take, by_hand=by_hand, now=now)
 
 
 def _refused_result(
-    lock: str,
-    request: _Request,
-    verdict: _Verdict,
-    line: list[_Place],
-    *,
-    by_hand: str,
-    now: float,
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
 ) -> AcquireResult:
-    """The acquire output when ``verdict`` refuses ``request``, with ``line`` the live
-    line but its own place: of several slots or shared holds, the holder whose hold goes
-    stale first is named; a shared call waits behind the first exclusive waiter, any
-    other behind the first waiter."""
-    owner, run_id, record, shared = request.owner, request.run_id, verdict.record, verdict.shared
-    held = verdict.outcome == "held"
+    """The acquire output when ``take`` refuses ``request`` (held, or its turn is
+    another's): of several slots or shared holds, the holder whose hold goes stale
+    first is named; a shared call waits behind the first exclusive waiter, any other
+    behind the first waiter."""
+    owner, run_id, record, shared = request.owner, request.run_id, take.record, take.shared
+    held = take.outcome == "held"
     several = record is not None and record.holders is not None
-    live, waiter, holder = verdict.live, verdict.waiter, verdict.blocker
+    live, waiter, holder, line = take.live, take.waiter, take.blocker, take.others
     assert holder is not None
-    holder_timeout = verdict.holder_timeout
+    holder_timeout = take.holder_timeout
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, holder_timeout)
     if waiter is not None and not held:
@@ -2716,21 +2840,24 @@ def _refused_result(
     }
 
 
-def _lost(lock: str, record: _Record | None, request: _Request, now: float) -> LockLost:
-    """Why ``request``'s renewal finds its hold of ``record`` lost at ``now``."""
+def _lost(lock: str, take: _Take) -> LockLost:
+    """Why a renewal finds its hold lost, as ``take`` found it."""
+    record = take.record
+    held_by = held_since = None
     if record is not None and record.holders is not None:
         # Of several slots or shared holds: this owner's is gone (cleared, or stale).
         hold = "shared hold" if record.shared else "slot"
-        return LockLost(lock, None, None, f"its {hold} was released or replaced, or went stale")
-    if record is None:
-        return LockLost(lock, None, None, "it was cleared, and no run holds it now")
-    since = _format_time(record.since)
-    if _is_stale(record, request.stale_after, now, request.empty_is_stale):
-        stale_at = _stale_at(record.since, _deciding_timeout(record, request.stale_after))
-        why = f"it went stale at {stale_at} before it was renewed"
+        why = f"its {hold} was released or replaced, or went stale"
+    elif record is None:
+        why = "it was cleared, and no run holds it now"
     else:
-        why = f"{_holder_text(record.owner)} holds it since {since}"
-    return LockLost(lock, record.owner, since, why)
+        held_by, named = record.owner, _holder_text(record.owner)
+        held_since = _format_time(record.since)
+        why = f"{named} holds it since {held_since}"
+        if take.stale:
+            stale_at = _stale_at(record.since, take.holder_timeout)
+            why = f"it went stale at {stale_at} before it was renewed"
+    return LockLost(lock, held_by, held_since, why)
 
 
 def _release_result(
@@ -2860,10 +2987,12 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
     }
 
 
-def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
-    """Why a call naming ``slots`` (or a ``shared`` hold) is refused while ``record``'s
-    count of slots, or its shared holds, are in force."""
-    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+def _count_refusal(lock: str, take: _Take, slots: int) -> str:
+    """Why a call naming ``slots`` (or a shared hold: ``take.shared``) is refused while
+    the count of slots of the lock ``take`` found, or its shared holds, are in force."""
+    record, shared = take.record, take.shared
+    assert record is not None
+    names = _names_text(take.live)
     if record.shared:
         return (
             f"lock {lock} is held shared (by {names}), and shared holds have no slots: ask"
@@ -4160,13 +4289,11 @@ def _take(request: _Request) -> _Hold | AcquireResult:
     """acquire, checked: the hold, or the refusal's output (``request.renew_only``:
     LockLost unless still the owner's live hold; ``request.keep_longer``: a renewal
     never shortens the hold; no request waits on the network past
-    ``request.deadline``)."""
-    store = _store_for(request.lock)
-    store.call_deadline = request.deadline
+    ``request.deadline``). A take that waits in line does so (_wait_for)."""
     try:
-        return _take_in(store, request)
-    finally:
-        store.close()
+        return _wait_for(request, refused=None)
+    except LockBusy as busy:
+        return busy.result
 
 
 def _take_in(
@@ -4177,67 +4304,46 @@ def _take_in(
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
     request.try_began = _SEAMS.clock()
-    owner = request.owner
-    stale_after = request.stale_after
+    ticket = None if place is None else place.ticket
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not request.renew_only) as change:
             look = change.read()
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = _SEAMS.clock()
-            record = look.record
-            theirs = _another_programs_file(look)
-            if theirs:
-                raise ValueError(_another_programs_refusal(store.lock, look, theirs))
-            shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
-            if request.renew_only and not _still_holds(
-                record, owner, stale_after, now, request.empty_is_stale
-            ):
-                raise _lost(store.lock, record, request, now)
-            line = _live(look.line, now)
-            ticket = None if place is None else place.ticket
-            if place is not None and _ahead_of(line, place.ticket) is None:
+            take = _decide_take(request, look, ticket, now)
+            if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
-            verdict = _verdict(record, line, ticket, request, shared=shared, now=now)
-            if verdict.outcome in ("count", "kind"):
-                assert record is not None
-
-                if verdict.outcome == "kind":
-                    raise ValueError(_kind_refusal(store.lock, record, owner, shared))
-                raise ValueError(_count_refusal(store.lock, record, request.slots, shared))
-            if verdict.outcome != "take":
-                if place is None:
-                    change.prune(look, now)
-                else:
-                    change.join(look, place, clock)
-                others = [p for p in line if p.ticket != ticket]
-                by_hand = store.by_hand()
-                return _refused_result(
-                    store.lock, request, verdict, others, by_hand=by_hand, now=now
-                )
-            since = int(now // 1)
-            holder_timeout, session = _take_timeout(record, request, now)
-            new = _Record(owner, since, holder_timeout)
-            new.session = session
-            after, renewed, replaced = _taken(look, new, request, shared, now)
-            new.fence = _fence_of_take(look, new, renewed)
+            if take.outcome != "take":
+                by_hand = ""
+                if take.outcome in ("held", "line"):
+                    if place is None:
+                        change.prune(look, now)
+                    else:
+                        change.join(look, place, clock)
+                    by_hand = store.by_hand()
+                # The refusal's output, or its error raised (the hold lost, another
+                # program's file, a count or a kind that clash).
+                return _refusal(store.lock, request, take, by_hand=by_hand, now=now)
+            new = take.new
+            assert new is not None and take.after is not None
             leaving = place if place is not None and place.joined else None
-            if change.apply(look, after, owner, leaving):
+            if change.apply(look, take.after, request.owner, leaving):
                 if store.dated_in_seconds:
                     # Others judge this hold from its record's time, a whole second:
                     # up to a second before this try began, by the renewer's count.
-                    request.try_began = min(request.try_began, read_at - (now - since))
+                    request.try_began = min(request.try_began, read_at - (now - new.since))
                 return _Hold(
                     store.lock,
-                    owner,
+                    request.owner,
                     request.run_id,
-                    since=since,
-                    holder_timeout=holder_timeout,
-                    renewed=renewed is not None,
-                    replaced=replaced,
-                    after=after,
+                    since=new.since,
+                    holder_timeout=take.holder_timeout,
+                    renewed=take.renewed is not None,
+                    replaced=take.replaced,
+                    after=take.after,
                     fence=new.fence,
-                    session=session,
+                    session=new.session,
                 )
     raise _kept_changing(store.lock)
 
@@ -4248,9 +4354,6 @@ def _take_waiting(
     """A take that waits in line when the request may (the CLI's acquire and run, the
     session's acquire tool): the hold (None: refused) and its output, whose message says
     how long it waited; ``refused(result, seconds left, place)`` as _wait_for calls it."""
-    if not request.wait:
-        taken = _take(request)
-        return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
     started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
@@ -4258,6 +4361,8 @@ def _take_waiting(
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
+    if not request.wait:
+        return hold, result
     return hold, _waited(result, _SEAMS.clock() - started, request.wait)
 
 
@@ -4377,11 +4482,12 @@ _VOUCHED_WAITS = 4
 def _wait_for(
     request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
 ) -> _Hold:
-    """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
-    calling ``refused(result, seconds left, place)`` as it waits up
+    """A take's hold (LockBusy, with the last refusal, if the wait runs out, or at once
+    if it may not wait), calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line."""
     deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     store.patient = bool(request.wait)
     ticket = os.urandom(4).hex()
     place = None
@@ -4419,10 +4525,11 @@ def _wait_turn(
     vouched = 0  # waits in a row that went on from one look
     while (left := deadline - _SEAMS.clock()) > 0:
         if found is None:
-            found = _found_in_line(store, place, request, left=left)
+            found = _found_in_line(store, place, request)
             if found is None:
                 return
-        look, ahead, away, stale_at = found
+        look, turn, stale_at = found
+        ahead = turn.ahead
         if _SEAMS.clock() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
@@ -4433,7 +4540,7 @@ def _wait_turn(
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
         pause = min(left, beat_at - _SEAMS.clock(), stale_at - _SEAMS.clock())
-        woken = store.wait(pause, look, _waits_on(ahead, away, place.shared), place, away)
+        woken = store.wait(pause, look, turn.waits_on, place, turn.away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
         # A wait that ended unwoken, for its beat, goes on from the same look where the
@@ -4448,27 +4555,16 @@ def _wait_turn(
 
 
 def _found_in_line(
-    store: _Store, place: _Place, request: _Request, *, left: float
-) -> tuple[_Look, list[_Place], int, float] | None:
-    """A look for a waiter: the look, the places ahead of ``place``, how many must
-    leave before it is among the first N (N ``slots``), and when (on
-    ``_SEAMS.clock``) to wake for a slot going stale by its time. None: its turn may have come,
-    or its place lapsed, and it tries again."""
+    store: _Store, place: _Place, request: _Request
+) -> tuple[_Look, _Turn, float] | None:
+    """A look for a waiter: the look, what it waits for, and when (on ``_SEAMS.clock``)
+    to wake for a slot going stale by its time (inf: never). None: its turn may have
+    come, or its place lapsed, and it tries again."""
     look = store.look(upto=place.ticket)  # only the places ahead of it matter
-    now = time.time()
-    line = _live(look.line, now)
-    ahead = _ahead_of(line, place.ticket)
-    if ahead is None:
+    turn = _decide_turn(request, look, place, time.time())
+    if turn is None:
         return None
-    verdict = _verdict(look.record, line, place.ticket, request, shared=place.shared, now=now)
-    if verdict.outcome not in ("held", "line"):
-        return None
-    # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
-    # that frees may be its own: it watches them.
-    away = _away(ahead, request.slots, place.shared)
-    # The next to take a slot also wakes when one goes stale.
-    until_stale = _stale_in(look.record, request.stale_after, now) if away == 0 else left
-    return look, ahead, away, _SEAMS.clock() + until_stale
+    return look, turn, _SEAMS.clock() + turn.stale_in
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
@@ -5457,7 +5553,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5460, (), r'''
+_CARRIED['usage'] = (5556, (), r'''
 import os
 import sys
 import textwrap
@@ -5698,7 +5794,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5701, (), r'''
+_CARRIED['server_gateway'] = (5797, (), r'''
 import errno
 import json
 import os
@@ -6020,7 +6116,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6023, ('server_gateway',), r'''
+_CARRIED['http1'] = (6119, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6147,7 +6243,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6150, ('server_gateway',), r'''
+_CARRIED['resp'] = (6246, ('server_gateway',), r'''
 import re
 
 
@@ -6282,7 +6378,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6285, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6381, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6488,7 +6584,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6491, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6587, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6603,7 +6699,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6606, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (6702, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7119,7 +7215,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7122, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7218, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7181,7 +7277,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7184, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7280, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7460,7 +7556,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7463, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7559, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7851,7 +7947,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7854, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (7950, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -7989,7 +8085,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (7992, (), r'''
+_CARRIED['file_listing'] = (8088, (), r'''
 import os
 import stat
 
@@ -8061,7 +8157,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8064, (), r'''
+_CARRIED['serve'] = (8160, (), r'''
 import json
 import os
 import sys
@@ -8628,7 +8724,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'b1f0daca236737f4474cd10da402c7f102ff53eff771e53c6ee0adaa399cd5f2'  # what a cache entry must name
+_BUILD = '6a62b828566af73df70a5a069ea4002ff1e0ce9fe121bd816a667ae5df840969'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

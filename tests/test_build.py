@@ -272,8 +272,8 @@ def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Pa
         (
             "outputs.py",
             "def _fail(",
-            "def _verdict() -> None:\n    pass\n\n\ndef _fail(",
-            "_verdict is defined by decisions.py and outputs.py",
+            "def _decide_take() -> None:\n    pass\n\n\ndef _fail(",
+            "_decide_take is defined by decisions.py and outputs.py",
         ),
         (
             "inputs.py",

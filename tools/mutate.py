@@ -71,7 +71,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renew-as-replace": (
         "a renewal reports refreshed",
-        "                    renewed=renewed is not None,",
+        "                    renewed=take.renewed is not None,",
         "                    renewed=False,",
     ),
     "no-fsync": (
@@ -472,8 +472,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-retakes-a-lost-lock": (
         "a renewal never takes back a lock that was lost",
-        "            if request.renew_only and not _still_holds(",
-        "            if False and not _still_holds(",
+        "    if request.renew_only and not _still_holds(",
+        "    if False and not _still_holds(",
     ),
     "run-lost-lock-not-stopped": (
         "a lost lock stops the command",

@@ -5,7 +5,16 @@ each only reads, applies a change atomically, and waits."""
 
 from __future__ import annotations
 
-from .records import _FORM_BYTES, _FORM_DOCUMENT, _FORM_RECORD, _MAX_FENCE, _Record
+from .records import (
+    _FORM_BYTES,
+    _FORM_DOCUMENT,
+    _FORM_RECORD,
+    _MAX_FENCE,
+    _Record,
+    _shared_record,
+    _slots_record,
+    _taking_records,
+)
 from .seams import _SEAMS
 
 TYPE_CHECKING = False
@@ -87,57 +96,52 @@ def _take_timeout(record: _Record | None, request: _Request, now: float) -> tupl
     return (longest if request.keep_longer else stale_after), False
 
 
-def _taken(
-    look: _Look, new: _Record, request: _Request, shared: bool, now: float
-) -> tuple[_Record, _Record | None, _Record | None]:
-    """The record a take by ``new`` (of ``request``'s slots, or a shared hold:
-    ``shared``) leaves, the hold of its own it renews (None: none), and the stale hold
-    of another it replaces or, renewing, the first of those it drops (None: none). Its
-    own slot (or shared hold) is renewed, else the first stale one replaced, else a
-    free one taken; the other holders' are untouched. A count or kind that changes (no
-    hold live) starts a new record; ``look.last`` is a server's record that expired
-    whole, whose holders the new record drops."""
-    record, slots, stale_after = look.record, request.slots, request.stale_after
+def _kept_holds(
+    look: _Look, request: _Request, shared: bool, now: float
+) -> tuple[list[_Record], int | None, _Record | None, _Record | None]:
+    """Where a take by ``request``'s owner (of its slots, or a shared hold: ``shared``)
+    goes in the lock ``look`` found: the holds of the record it leaves beside its own
+    (``kept``), the place of its own in them (``at``: the one it takes over; None: it is
+    added at the end, or, with nothing kept, it is the record's one hold), the hold of
+    its own it renews (None: none), and the stale hold of another it replaces or,
+    renewing, the first of those it drops (None: none). Its own slot (or shared hold) is
+    renewed, else the first stale one replaced, else a free one taken; the other
+    holders' are untouched. A count or kind that changes (no hold live) starts a new
+    record; ``look.last`` is a server's record that expired whole, whose holders the new
+    record drops."""
+    record, slots, stale_after, owner = (
+        look.record,
+        request.slots,
+        request.stale_after,
+        request.owner,
+    )
     gone = _holders(record) or _holders(look.last)
     if shared:
         same_kind = record is not None and record.shared
     else:
         same_kind = record is not None and not record.shared and record.slots == slots > 1
     kept = _holders(record) if same_kind else []
-    at = next((i for i, h in enumerate(kept) if h.owner == new.owner), None)
+    at = next((i for i, h in enumerate(kept) if h.owner == owner), None)
     if at is None:
         stale = [h for h in kept if _is_stale(h, stale_after, now, False)]
         if stale:
             at = kept.index(_first_to_go(stale, stale_after))
-    if kept and at is not None:
-        before: _Record | None = kept[at]
-        holders = [*kept[:at], new, *kept[at + 1 :]]
-    elif kept:
-        before = None
-        holders = [*kept, new]
+    if kept:
+        before = None if at is None else kept[at]
+        dropped = []
     else:
         # A new record: its own hold (a server's expired one) is what it renews, else a
         # stale holder is what it replaces; the others are dropped.
-        own = [h for h in gone if h.owner == new.owner]
+        own = [h for h in gone if h.owner == owner]
         before = own[0] if own else _first_to_go(gone, stale_after) if gone else None
-        holders = [new]
-    renewed = before if before is not None and before.owner == new.owner else None
-    dropped = [h for h in gone if h is not before and h not in holders]
-    if renewed is None:
-        replaced = before
-    else:
-        replaced = _first_to_go(dropped, stale_after) if dropped else None
-    if shared:
-        after = _shared_record(holders)
-    elif slots == 1:
-        after = new
-    else:
-        after = _slots_record(slots, holders)
-    return after, renewed, replaced
+        dropped = [h for h in gone if h is not before]
+    if before is None or before.owner != owner:
+        return kept, at, None, before
+    return kept, at, before, _first_to_go(dropped, stale_after) if dropped else None
 
 
-def _fence_of_take(look: _Look, new: _Record, renewed: _Record | None) -> int | None:
-    """The fence of the take by ``new``, renewing its own hold ``renewed`` (or None).
+def _fence_of_take(look: _Look, owner: str, renewed: _Record | None) -> int | None:
+    """The fence of the take by ``owner``, renewing its own hold ``renewed`` (or None).
     A renewal keeps its hold's fence while no other holder the lock shows (live or
     stale, in its record or as a server's last holder) has a larger one: else a frozen
     holder's late write could pass it. Any other take gets one more than every fence
@@ -148,7 +152,7 @@ def _fence_of_take(look: _Look, new: _Record, renewed: _Record | None) -> int | 
     read), or where the next fence would pass _MAX_FENCE (only a record written by
     hand can take a lock there)."""
     shown = [*_holders(look.record), *_holders(look.last)]
-    others = [r.fence for r in shown if r.fence is not None and r.owner != new.owner]
+    others = [r.fence for r in shown if r.fence is not None and r.owner != owner]
     kept = None if renewed is None else renewed.fence
     if kept is not None and all(fence < kept for fence in others):
         return kept
@@ -174,19 +178,6 @@ def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, 
     if record.shared:
         return _shared_record(rest), mine
     return _slots_record(record.slots, rest), mine
-
-
-def _slots_record(slots: int, holders: list[_Record]) -> _Record:
-    record = _Record(None, min(h.since for h in holders))
-    record.slots = slots
-    record.holders = holders
-    return record
-
-
-def _shared_record(holders: list[_Record]) -> _Record:
-    record = _slots_record(1, holders)
-    record.shared = True
-    return record
 
 
 # --- The line of waiters: first come, first served
@@ -216,65 +207,155 @@ def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: b
     return any(holder.owner == owner for holder in _holders(record))
 
 
-class _Verdict:
-    """What a take may do at ``now``, and why: ``outcome`` "take" a slot (or a shared
-    hold); all are "held"; the free ones go to those ahead in line ("line"); it asks for
-    another "count" than the one in force (of slots, or slots where holds are shared);
-    or for the other "kind" than the one it holds (exclusive or shared). With it, what a
-    refusal tells: ``record``, its ``live`` holders (oldest first), the ``waiter`` whose
-    turn comes before the call's (None: none), and who stands in the way (``blocker``:
-    the holder, of several the first to go stale, else the waiter's place as a record;
-    None: nobody) with its ``holder_timeout``."""
+class _Take:
+    """What one try of a take does, decided at once from the request, what the store
+    read, the caller's place in line and the time: the one value the take applies and
+    the outputs format. ``outcome``:
 
-    __slots__ = ("blocker", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
+    - "take": it writes ``after``, its own hold ``new`` (with its fence, ``session``
+      mark and timeout) in it, renewing ``renewed`` (its own hold it had; None: none)
+      or replacing ``replaced`` (the stale hold of another it replaces or, renewing,
+      the first of those it drops);
+    - "held": all are held; "line": the free ones go to those ahead in line;
+    - "count": it asks for another count than the one in force (of slots, or slots
+      where holds are shared); "kind": for the other kind than it holds;
+    - "lost": a renewal found the hold no longer its owner's (``stale``: its own record
+      went stale);
+    - "theirs": the file is another program's, no lock (``theirs`` says why).
 
-    def __init__(
-        self,
-        outcome: Literal["take", "held", "line", "count", "kind"],
-        record: _Record | None,
-        live: list[_Record],
-        before: list[_Place],
-        *,
-        stale_after: float,
-        shared: bool,
-    ) -> None:
-        self.outcome = outcome
-        self.record = record
-        self.shared = shared
-        self.live = sorted(live, key=lambda h: h.since)
-        waiting = [p for p in before if not p.shared] if shared else before
-        self.waiter = (waiting or before)[0] if before else None
+    With it, what a refusal tells: ``record``, its ``live`` holders (oldest first), the
+    ``waiter`` whose turn comes before the call's (None: none), who stands in the way
+    (``blocker``: the holder, of several the first to go stale, else the waiter's place
+    as a record; None: nobody) with its ``holder_timeout``, and the live line but the
+    caller's place (``others``); ``in_line``: the caller's place is in the line;
+    ``look``: what the store read."""
+
+    __slots__ = (
+        "after",
+        "blocker",
+        "holder_timeout",
+        "in_line",
+        "live",
+        "look",
+        "new",
+        "others",
+        "outcome",
+        "record",
+        "renewed",
+        "replaced",
+        "shared",
+        "stale",
+        "theirs",
+        "waiter",
+    )
+
+    def __init__(self, look: _Look, stale_after: float) -> None:
+        self.outcome: Literal["take", "held", "line", "count", "kind", "lost", "theirs"] = "take"
+        self.look = look
+        self.record = look.record
+        self.shared = False
+        self.live: list[_Record] = []
+        self.waiter: _Place | None = None
         self.blocker: _Record | None = None
-        if outcome == "held":
-            several = record is not None and record.holders is not None
-            self.blocker = _first_to_go(live, stale_after) if several else record
-        elif self.waiter is not None:
-            waiter = self.waiter
-            self.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
         self.holder_timeout = stale_after
-        if self.blocker is not None:
-            self.holder_timeout = _deciding_timeout(self.blocker, stale_after)
+        self.others: list[_Place] = []
+        self.in_line = False
+        self.stale = False
+        self.theirs = ""
+        self.new: _Record | None = None
+        self.after: _Record | None = None
+        self.renewed: _Record | None = None
+        self.replaced: _Record | None = None
 
 
-def _verdict(
-    record: _Record | None,
-    line: list[_Place],
-    ticket: str | None,
-    request: _Request,
-    *,
-    shared: bool,
-    now: float,
-) -> _Verdict:
-    """May ``request``'s owner take a slot of ``record`` (or a shared hold, ``shared``:
-    as the try asks) at ``now``, with ``line`` the live line and ``ticket`` its place
-    (None: none)? The first k in line take the k free slots; a call with no place comes
-    after them all. The shared waiters at the head of the line go in together, but none
-    passes an exclusive waiter ahead of it."""
-    live = _live_holders(record, request.stale_after, now, request.empty_is_stale)
+def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float) -> _Take:
+    """What a try of ``request``'s take does with the lock as ``look`` found it, at
+    ``now``, its waiter's place in line being ``ticket`` (None: it has none): see _Take.
+    The first k in line take the k free slots; a call with no place comes after them
+    all. The shared waiters at the head of the line go in together, but none passes an
+    exclusive waiter ahead of it. A renewal (``request.renew_only``) finds the hold lost
+    unless it is still the owner's live hold."""
+    record, stale_after, owner = look.record, request.stale_after, request.owner
+    take = _Take(look, stale_after)
+    take.theirs = _another_programs_file(look)
+    if take.theirs:
+        take.outcome = "theirs"
+        return take
+    shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
+    take.shared = shared
+    if request.renew_only and not _still_holds(
+        record, owner, stale_after, now, request.empty_is_stale
+    ):
+        take.outcome = "lost"
+        if record is not None and record.holders is None:
+            take.stale = _is_stale(record, stale_after, now, request.empty_is_stale)
+            take.holder_timeout = _deciding_timeout(record, stale_after)
+        return take
+    line = _live(look.line, now)
     ahead = _ahead_of(line, ticket) if ticket is not None else None
+    take.in_line = ahead is not None
+    take.others = [place for place in line if place.ticket != ticket]
+    live = _live_holders(record, stale_after, now, request.empty_is_stale)
     before = line if ahead is None else ahead
-    outcome = _outcome(record, live, before, request, shared)
-    return _Verdict(outcome, record, live, before, stale_after=request.stale_after, shared=shared)
+    take.outcome = _outcome(record, live, before, request, shared)
+    take.live = sorted(live, key=lambda h: h.since)
+    if take.outcome == "take":
+        _decide_what_it_leaves(take, look, request, now)
+        return take
+    waiting = [p for p in before if not p.shared] if shared else before
+    take.waiter = (waiting or before)[0] if before else None
+    if take.outcome == "held":
+        several = record is not None and record.holders is not None
+        take.blocker = _first_to_go(live, stale_after) if several else record
+    elif take.waiter is not None:
+        waiter = take.waiter
+        take.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
+    if take.blocker is not None:
+        take.holder_timeout = _deciding_timeout(take.blocker, stale_after)
+    return take
+
+
+def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: float) -> None:
+    """A take's hold, the record it leaves and the fence it gets (see _Take): decided
+    first, then made into records."""
+    holder_timeout, session = _take_timeout(look.record, request, now)
+    kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
+    fence = _fence_of_take(look, request.owner, take.renewed)
+    take.holder_timeout = holder_timeout
+    hold = (request.owner, int(now // 1), holder_timeout, fence, session)
+    take.new, take.after = _taking_records(hold, kept, at, take.shared, request.slots)
+
+
+class _Turn:
+    """What a waiter waits for, from one look: the places ``ahead`` of it, how many
+    must leave (``away``) before it is among the first N (N slots; shared: before no
+    exclusive waiter is ahead), those whose leaving it waits on (``waits_on``), and in
+    how many seconds a live hold goes stale by its time, which the next to take a slot
+    wakes for (``stale_in``; inf: none does, or it is not the next)."""
+
+    __slots__ = ("ahead", "away", "stale_in", "waits_on")
+
+    def __init__(self, ahead: list[_Place], away: int, stale_in: float, shared: bool) -> None:
+        self.ahead = ahead
+        self.away = away
+        self.stale_in = stale_in
+        self.waits_on = _waits_on(ahead, away, shared)
+
+
+def _decide_turn(request: _Request, look: _Look, place: _Place, now: float) -> _Turn | None:
+    """What the waiter of ``request`` at ``place`` waits for, as ``look`` found the lock
+    at ``now``; None: its turn may have come, or its place lapsed, and it tries again."""
+    line = _live(look.line, now)
+    ahead = _ahead_of(line, place.ticket)
+    if ahead is None:
+        return None
+    record, stale_after = look.record, request.stale_after
+    live = _live_holders(record, stale_after, now, request.empty_is_stale)
+    if _outcome(record, live, ahead, request, place.shared) not in ("held", "line"):
+        return None
+    away = _away(ahead, request.slots, place.shared)
+    stale_in = _stale_in(record, stale_after, now) if away == 0 else float("inf")
+    return _Turn(ahead, away, stale_in, place.shared)
 
 
 def _outcome(

@@ -11,20 +11,12 @@ import os
 import time
 
 from .decisions import (
-    _ahead_of,
     _another_programs_file,
-    _asks_shared,
-    _away,
-    _fence_of_take,
+    _decide_take,
+    _decide_turn,
     _live,
     _released,
-    _stale_in,
     _standing,
-    _still_holds,
-    _take_timeout,
-    _taken,
-    _verdict,
-    _waits_on,
 )
 from .hold import _Hold
 from .inputs import (
@@ -44,15 +36,14 @@ from .outputs import (
     _another_programs_left,
     _another_programs_refusal,
     _holds_text,
-    _lost,
-    _refused_result,
+    _refusal,
     _release_result,
     _status_result,
     _waited,
     _whole_owner_needed,
 )
 from .public_surface import LockBusy
-from .records import _Place, _Record
+from .records import _Place
 from .registry import _store_for
 from .seams import _SEAMS
 
@@ -61,6 +52,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
 
+    from .decisions import _Turn
     from .public_surface import AcquireResult, ReleaseResult, StatusResult
     from .records import _Look
     from .store_protocol import _Store
@@ -123,13 +115,11 @@ def _take(request: _Request) -> _Hold | AcquireResult:
     """acquire, checked: the hold, or the refusal's output (``request.renew_only``:
     LockLost unless still the owner's live hold; ``request.keep_longer``: a renewal
     never shortens the hold; no request waits on the network past
-    ``request.deadline``)."""
-    store = _store_for(request.lock)
-    store.call_deadline = request.deadline
+    ``request.deadline``). A take that waits in line does so (_wait_for)."""
     try:
-        return _take_in(store, request)
-    finally:
-        store.close()
+        return _wait_for(request, refused=None)
+    except LockBusy as busy:
+        return busy.result
 
 
 def _take_in(
@@ -140,68 +130,46 @@ def _take_in(
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
     request.try_began = _SEAMS.clock()
-    owner = request.owner
-    stale_after = request.stale_after
+    ticket = None if place is None else place.ticket
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not request.renew_only) as change:
             look = change.read()
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = _SEAMS.clock()
-            record = look.record
-            theirs = _another_programs_file(look)
-            if theirs:
-                raise ValueError(_another_programs_refusal(store.lock, look, theirs))
-            shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
-            if request.renew_only and not _still_holds(
-                record, owner, stale_after, now, request.empty_is_stale
-            ):
-                raise _lost(store.lock, record, request, now)
-            line = _live(look.line, now)
-            ticket = None if place is None else place.ticket
-            if place is not None and _ahead_of(line, place.ticket) is None:
+            take = _decide_take(request, look, ticket, now)
+            if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
-            verdict = _verdict(record, line, ticket, request, shared=shared, now=now)
-            if verdict.outcome in ("count", "kind"):
-                assert record is not None
-                from .outputs import _count_refusal, _kind_refusal
-
-                if verdict.outcome == "kind":
-                    raise ValueError(_kind_refusal(store.lock, record, owner, shared))
-                raise ValueError(_count_refusal(store.lock, record, request.slots, shared))
-            if verdict.outcome != "take":
-                if place is None:
-                    change.prune(look, now)
-                else:
-                    change.join(look, place, clock)
-                others = [p for p in line if p.ticket != ticket]
-                by_hand = store.by_hand()
-                return _refused_result(
-                    store.lock, request, verdict, others, by_hand=by_hand, now=now
-                )
-            since = int(now // 1)
-            holder_timeout, session = _take_timeout(record, request, now)
-            new = _Record(owner, since, holder_timeout)
-            new.session = session
-            after, renewed, replaced = _taken(look, new, request, shared, now)
-            new.fence = _fence_of_take(look, new, renewed)
+            if take.outcome != "take":
+                by_hand = ""
+                if take.outcome in ("held", "line"):
+                    if place is None:
+                        change.prune(look, now)
+                    else:
+                        change.join(look, place, clock)
+                    by_hand = store.by_hand()
+                # The refusal's output, or its error raised (the hold lost, another
+                # program's file, a count or a kind that clash).
+                return _refusal(store.lock, request, take, by_hand=by_hand, now=now)
+            new = take.new
+            assert new is not None and take.after is not None
             leaving = place if place is not None and place.joined else None
-            if change.apply(look, after, owner, leaving):
+            if change.apply(look, take.after, request.owner, leaving):
                 if store.dated_in_seconds:
                     # Others judge this hold from its record's time, a whole second:
                     # up to a second before this try began, by the renewer's count.
-                    request.try_began = min(request.try_began, read_at - (now - since))
+                    request.try_began = min(request.try_began, read_at - (now - new.since))
                 return _Hold(
                     store.lock,
-                    owner,
+                    request.owner,
                     request.run_id,
-                    since=since,
-                    holder_timeout=holder_timeout,
-                    renewed=renewed is not None,
-                    replaced=replaced,
-                    after=after,
+                    since=new.since,
+                    holder_timeout=take.holder_timeout,
+                    renewed=take.renewed is not None,
+                    replaced=take.replaced,
+                    after=take.after,
                     fence=new.fence,
-                    session=session,
+                    session=new.session,
                 )
     raise _kept_changing(store.lock)
 
@@ -212,9 +180,6 @@ def _take_waiting(
     """A take that waits in line when the request may (the CLI's acquire and run, the
     session's acquire tool): the hold (None: refused) and its output, whose message says
     how long it waited; ``refused(result, seconds left, place)`` as _wait_for calls it."""
-    if not request.wait:
-        taken = _take(request)
-        return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
     started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
@@ -222,6 +187,8 @@ def _take_waiting(
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
+    if not request.wait:
+        return hold, result
     return hold, _waited(result, _SEAMS.clock() - started, request.wait)
 
 
@@ -341,11 +308,12 @@ _VOUCHED_WAITS = 4
 def _wait_for(
     request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
 ) -> _Hold:
-    """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
-    calling ``refused(result, seconds left, place)`` as it waits up
+    """A take's hold (LockBusy, with the last refusal, if the wait runs out, or at once
+    if it may not wait), calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line."""
     deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     store.patient = bool(request.wait)
     ticket = os.urandom(4).hex()
     place = None
@@ -383,10 +351,11 @@ def _wait_turn(
     vouched = 0  # waits in a row that went on from one look
     while (left := deadline - _SEAMS.clock()) > 0:
         if found is None:
-            found = _found_in_line(store, place, request, left=left)
+            found = _found_in_line(store, place, request)
             if found is None:
                 return
-        look, ahead, away, stale_at = found
+        look, turn, stale_at = found
+        ahead = turn.ahead
         if _SEAMS.clock() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
@@ -397,7 +366,7 @@ def _wait_turn(
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
         pause = min(left, beat_at - _SEAMS.clock(), stale_at - _SEAMS.clock())
-        woken = store.wait(pause, look, _waits_on(ahead, away, place.shared), place, away)
+        woken = store.wait(pause, look, turn.waits_on, place, turn.away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
         # A wait that ended unwoken, for its beat, goes on from the same look where the
@@ -412,27 +381,16 @@ def _wait_turn(
 
 
 def _found_in_line(
-    store: _Store, place: _Place, request: _Request, *, left: float
-) -> tuple[_Look, list[_Place], int, float] | None:
-    """A look for a waiter: the look, the places ahead of ``place``, how many must
-    leave before it is among the first N (N ``slots``), and when (on
-    ``_SEAMS.clock``) to wake for a slot going stale by its time. None: its turn may have come,
-    or its place lapsed, and it tries again."""
+    store: _Store, place: _Place, request: _Request
+) -> tuple[_Look, _Turn, float] | None:
+    """A look for a waiter: the look, what it waits for, and when (on ``_SEAMS.clock``)
+    to wake for a slot going stale by its time (inf: never). None: its turn may have
+    come, or its place lapsed, and it tries again."""
     look = store.look(upto=place.ticket)  # only the places ahead of it matter
-    now = time.time()
-    line = _live(look.line, now)
-    ahead = _ahead_of(line, place.ticket)
-    if ahead is None:
+    turn = _decide_turn(request, look, place, time.time())
+    if turn is None:
         return None
-    verdict = _verdict(look.record, line, place.ticket, request, shared=place.shared, now=now)
-    if verdict.outcome not in ("held", "line"):
-        return None
-    # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
-    # that frees may be its own: it watches them.
-    away = _away(ahead, request.slots, place.shared)
-    # The next to take a slot also wakes when one goes stale.
-    until_stale = _stale_in(look.record, request.stale_after, now) if away == 0 else left
-    return look, ahead, away, _SEAMS.clock() + until_stale
+    return look, turn, _SEAMS.clock() + turn.stale_in
 
 
 def _leave_line(store: _Store, place: _Place) -> None:

@@ -8,25 +8,19 @@ import json
 import os
 import sys
 
-from .decisions import (
-    _BY_ITS_NAME,
-    _deciding_timeout,
-    _first_to_go,
-    _holders,
-    _is_stale,
-)
+from .decisions import _BY_ITS_NAME, _first_to_go, _holders
 from .inputs import _releasable
-from .public_surface import LockLost, _Taken
+from .public_surface import LockLost, _fenced
 from .quoting import _quoted
 from .records import _FORM_DOCUMENT, _Record
 from .seams import _SEAMS
-from .times import _duration_text, _format_time
+from .times import _duration_text, _format_time, _stale_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Literal
 
-    from .decisions import _Standing, _Verdict
+    from .decisions import _Standing, _Take
     from .hold import _Hold
     from .inputs import _Request
     from .public_surface import AcquireResult, ReleaseResult, StatusResult
@@ -84,10 +78,6 @@ def _in_line_text(line: list[_Place]) -> str:
 def _minutes_for_output(holder_timeout: float) -> int | float:
     minutes = round(holder_timeout / 60, 4)
     return int(minutes) if minutes.is_integer() else minutes
-
-
-def _stale_at(since: int, holder_timeout: float) -> str:
-    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
 
 
 def _lapses_at(place: _Place, now: float) -> str:
@@ -193,7 +183,6 @@ def _runs_text(count: int) -> str:
 def _acquired_result(hold: _Hold) -> AcquireResult:
     """The acquire output of ``hold``, carrying its fence beside the output's keys."""
     lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
-    stale_at = _stale_at(hold.since, hold.holder_timeout)
     kind = hold.kind
     what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
     done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
@@ -202,6 +191,7 @@ def _acquired_result(hold: _Hold) -> AcquireResult:
         stale = {"shared": "stale shared hold", "slots": "stale slot"}.get(kind, "stale lock")
         done += f", {'dropping' if hold.renewed else 'replacing'} the {stale} {holder}"
     done += _holds_text(after)
+    stale_at = _stale_at(hold.since, hold.holder_timeout)
     result: AcquireResult = {
         "acquired": True,
         "refreshed": hold.renewed,
@@ -242,34 +232,39 @@ def _unfenced(fence: int | None) -> str:
     )
 
 
-def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
-    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
-    taken = _Taken(result)
-    taken.fence = fence
-    # A dict with one attribute more: what the type says of its keys still holds
-    # (typing.cast would cost every call the import of typing).
-    return taken  # type: ignore[return-value]
+def _refusal(
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
+) -> AcquireResult:
+    """What ``take``, which refused ``request`` at ``now``, tells: the acquire output
+    (held, or its turn is another's: _refused_result); else its error, raised: LockLost
+    for a renewal that found the hold lost, ValueError for another program's file, or a
+    count or a kind that clash with the ones in force."""
+    record = take.record
+    if take.outcome == "lost":
+        raise _lost(lock, take)
+    if take.outcome == "theirs":
+        raise ValueError(_another_programs_refusal(lock, take.look, take.theirs))
+    if take.outcome in ("count", "kind"):
+        assert record is not None
+        if take.outcome == "kind":
+            raise ValueError(_kind_refusal(lock, record, request.owner, take.shared))
+        raise ValueError(_count_refusal(lock, take, request.slots))
+    return _refused_result(lock, request, take, by_hand=by_hand, now=now)
 
 
 def _refused_result(
-    lock: str,
-    request: _Request,
-    verdict: _Verdict,
-    line: list[_Place],
-    *,
-    by_hand: str,
-    now: float,
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
 ) -> AcquireResult:
-    """The acquire output when ``verdict`` refuses ``request``, with ``line`` the live
-    line but its own place: of several slots or shared holds, the holder whose hold goes
-    stale first is named; a shared call waits behind the first exclusive waiter, any
-    other behind the first waiter."""
-    owner, run_id, record, shared = request.owner, request.run_id, verdict.record, verdict.shared
-    held = verdict.outcome == "held"
+    """The acquire output when ``take`` refuses ``request`` (held, or its turn is
+    another's): of several slots or shared holds, the holder whose hold goes stale
+    first is named; a shared call waits behind the first exclusive waiter, any other
+    behind the first waiter."""
+    owner, run_id, record, shared = request.owner, request.run_id, take.record, take.shared
+    held = take.outcome == "held"
     several = record is not None and record.holders is not None
-    live, waiter, holder = verdict.live, verdict.waiter, verdict.blocker
+    live, waiter, holder, line = take.live, take.waiter, take.blocker, take.others
     assert holder is not None
-    holder_timeout = verdict.holder_timeout
+    holder_timeout = take.holder_timeout
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, holder_timeout)
     if waiter is not None and not held:
@@ -335,21 +330,24 @@ def _refused_result(
     }
 
 
-def _lost(lock: str, record: _Record | None, request: _Request, now: float) -> LockLost:
-    """Why ``request``'s renewal finds its hold of ``record`` lost at ``now``."""
+def _lost(lock: str, take: _Take) -> LockLost:
+    """Why a renewal finds its hold lost, as ``take`` found it."""
+    record = take.record
+    held_by = held_since = None
     if record is not None and record.holders is not None:
         # Of several slots or shared holds: this owner's is gone (cleared, or stale).
         hold = "shared hold" if record.shared else "slot"
-        return LockLost(lock, None, None, f"its {hold} was released or replaced, or went stale")
-    if record is None:
-        return LockLost(lock, None, None, "it was cleared, and no run holds it now")
-    since = _format_time(record.since)
-    if _is_stale(record, request.stale_after, now, request.empty_is_stale):
-        stale_at = _stale_at(record.since, _deciding_timeout(record, request.stale_after))
-        why = f"it went stale at {stale_at} before it was renewed"
+        why = f"its {hold} was released or replaced, or went stale"
+    elif record is None:
+        why = "it was cleared, and no run holds it now"
     else:
-        why = f"{_holder_text(record.owner)} holds it since {since}"
-    return LockLost(lock, record.owner, since, why)
+        held_by, named = record.owner, _holder_text(record.owner)
+        held_since = _format_time(record.since)
+        why = f"{named} holds it since {held_since}"
+        if take.stale:
+            stale_at = _stale_at(record.since, take.holder_timeout)
+            why = f"it went stale at {stale_at} before it was renewed"
+    return LockLost(lock, held_by, held_since, why)
 
 
 def _release_result(
@@ -479,10 +477,12 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
     }
 
 
-def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
-    """Why a call naming ``slots`` (or a ``shared`` hold) is refused while ``record``'s
-    count of slots, or its shared holds, are in force."""
-    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+def _count_refusal(lock: str, take: _Take, slots: int) -> str:
+    """Why a call naming ``slots`` (or a shared hold: ``take.shared``) is refused while
+    the count of slots of the lock ``take`` found, or its shared holds, are in force."""
+    record, shared = take.record, take.shared
+    assert record is not None
+    names = _names_text(take.live)
     if record.shared:
         return (
             f"lock {lock} is held shared (by {names}), and shared holds have no slots: ask"

@@ -198,6 +198,15 @@ class _Taken(dict):  # type: ignore[type-arg]
         return dict, (dict(self),)
 
 
+def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
+    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
+    taken = _Taken(result)
+    taken.fence = fence
+    # A dict with one attribute more: what the type says of its keys still holds
+    # (typing.cast would cost every call the import of typing).
+    return taken  # type: ignore[return-value]
+
+
 def fence_of(result: Mapping[str, object]) -> int | None:
     """The fence of the hold an acquire output took or renewed: a number larger than
     that of every earlier take of the lock, to pass along with each write so that the

@@ -326,6 +326,43 @@ _SHARED_MODE = "shared"
 _SHARED_OWNER = "shared holds"
 
 
+def _slots_record(slots: int, holders: list[_Record]) -> _Record:
+    """The record of a lock of ``slots`` held by ``holders``."""
+    record = _Record(None, min(h.since for h in holders))
+    record.slots = slots
+    record.holders = holders
+    return record
+
+
+def _shared_record(holders: list[_Record]) -> _Record:
+    """The record of a lock held shared by ``holders``."""
+    record = _slots_record(1, holders)
+    record.shared = True
+    return record
+
+
+def _taking_records(
+    hold: tuple[str, int, float, int | None, bool],
+    kept: list[_Record],
+    at: int | None,
+    shared: bool,
+    slots: int,
+) -> tuple[_Record, _Record]:
+    """A take's own hold, of ``hold`` (owner, since, timeout, fence and whether it is a
+    session's), and the record it leaves: its hold beside the ``kept`` ones, in the
+    place ``at`` (None: at the end), held ``shared`` or in one of ``slots``."""
+    owner, since, stale_after, fence, session = hold
+    new = _Record(owner, since, stale_after)
+    new.fence = fence
+    new.session = session
+    holders = [*kept, new] if at is None else [*kept[:at], new, *kept[at + 1 :]]
+    if shared:
+        return new, _shared_record(holders)
+    if slots == 1:
+        return new, new
+    return new, _slots_record(slots, holders)
+
+
 def _bytes_of(record: _Record) -> bytes:
     """The bytes that keep ``record``: one slot's as ever, or a record of several slots
     or of shared holds whose top level an older version reads as one holder it can
