@@ -5787,6 +5787,323 @@ class _WaitLine:
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/parts.py, carried as text: compiled only for a lock of its store
+# Parts of a tree: the path patterns a hold may name, checked, and the two questions
+# asked of them: does a part cover a path, and do two parts share one. Pure: no store,
+# no clock. Compiled only for a call that names parts.
+#
+# A part is read as git reads a ``:(glob)`` pathspec: segments between ``/``; ``*`` is
+# any characters within a segment, ``?`` one character (a code point), a segment of
+# stars alone (``**``) any number of whole segments, none included; elsewhere a run of
+# stars is ``*``. A part covers every path it matches and everything under such a path.
+# A path is literal (its ``*`` and ``?`` are characters). Both are compared with ASCII
+# case folded, everywhere: on macOS and Windows ``Src/A.py`` is ``src/a.py``, and a
+# false conflict on Linux is the safe side.
+#
+# A part is kept as written after normalisation (``./`` at the start and every ``/`` at
+# the end dropped, its case kept), which is what messages show; it is compared by its
+# key (``_part_key``: ASCII folded, runs of stars collapsed), so a list of parts is a
+# set of keys, each shown by the least of the spellings given for it.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['parts'] = (5809, (), r'''
+if TYPE_CHECKING:
+    _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
+
+_PART_MAX_LEN = 255
+_PARTS_MAX = 100
+_GLOBSTAR = "**"
+# What the characters read so far of one segment may be, one bit each: nothing, ".",
+# "..", or anything else. Only the last is a segment: a path never holds an empty,
+# "." or ".." segment, so two globs that share only those share no path.
+_SOFAR_EMPTY = 1
+_SOFAR_DOT = 2
+_SOFAR_DOTS = 4
+_SOFAR_SEGMENT = 8
+
+
+def _checked_part(part: object) -> str:
+    """``part`` as a hold keeps it: normalised, its case kept; or ValueError, one line
+    naming the part and what is wrong with it."""
+    if not isinstance(part, str):
+        raise ValueError(f"a part must be a string, not {type(part).__name__}")
+    if not part:
+        raise ValueError("a part must not be empty: name a path or a pattern")
+    shown = _shown(part)
+    if len(part) > _PART_MAX_LEN:
+        raise ValueError(
+            f"part {shown} is {len(part)} characters long; at most {_PART_MAX_LEN} allowed"
+        )
+    if any(c < " " or "\x7f" <= c <= "\x9f" for c in part):
+        raise ValueError(f"part {shown} holds a control character: name paths by printable ones")
+    for c in "[]{}":
+        if c in part:
+            raise ValueError(
+                f"part {shown} holds {c!r}: only '*', '?' and '**' are patterns in a part"
+            )
+    return _normalised(part, "part", shown)
+
+
+def _checked_parts(parts: object) -> tuple[str, ...] | None:
+    """The parts a caller gave, checked, as a set: one per key, in the order of the keys;
+    None (no parts: the whole lock) stays None. ValueError, one line, for anything else
+    than a list (or tuple, or set) of 1 to 100 parts."""
+    if parts is None:
+        return None
+    if isinstance(parts, str):
+        raise ValueError("parts must be a list of strings, not a string: put one part in a list")
+    if not isinstance(parts, list | tuple | set | frozenset):
+        raise ValueError(f"parts must be a list of strings, not {type(parts).__name__}")
+    if not parts:
+        raise ValueError("parts is empty: leave parts out to hold the lock whole")
+    if len(parts) > _PARTS_MAX:
+        raise ValueError(f"{len(parts)} parts given; at most {_PARTS_MAX} allowed")
+    spellings: dict[str, str] = {}
+    for part in parts:
+        text = _checked_part(part)
+        key = _part_key(text)
+        # The least spelling, so that the same set given in any order is kept alike.
+        spellings[key] = min(spellings.get(key, text), text)
+    return tuple(spellings[key] for key in sorted(spellings))
+
+
+def _checked_path(path: object) -> str:
+    """``path`` (one a commit touches, as git prints it) normalised as a part is, its
+    case kept; or ValueError, one line, naming it. Its ``*``, ``?`` and brackets are
+    characters. A ``.`` segment is refused as ``..`` is (git never prints one), and so
+    is a backslash: read as a separator it would hide ``*b`` covering the POSIX name
+    ``a\\b``; read as a character, ``src/api`` covering Windows' ``src\\api\\x.py``."""
+    if not isinstance(path, str):
+        raise ValueError(f"a path must be a string, not {type(path).__name__}")
+    if not path:
+        raise ValueError("a path must not be empty")
+    return _normalised(path, "path", _shown(path))
+
+
+def _normalised(text: str, what: str, shown: str) -> str:
+    """``text`` without ``./`` at its start nor ``/`` at its end, or ValueError naming
+    it (``what``: part or path) for what neither may hold."""
+    if "\\" in text:
+        raise ValueError(f"{what} {shown} holds a backslash: separate segments with '/'")
+    if text.startswith("/") or (text[1:2] == ":" and text[0].isascii() and text[0].isalpha()):
+        raise ValueError(
+            f"{what} {shown} is an absolute path: name it from the top of the tree,"
+            " with '/' between segments"
+        )
+    if text.startswith("./"):
+        text = text[2:]
+    text = text.rstrip("/")
+    if text in ("", "."):
+        if what == "part":
+            raise ValueError(
+                f"part {shown} names the whole tree: leave parts out to hold the lock whole"
+            )
+        raise ValueError(f"path {shown} names the top of the tree: name a file or folder in it")
+    segments = text.split("/")
+    if "" in segments:
+        raise ValueError(f"{what} {shown} holds an empty segment (two '/' in a row): write one '/'")
+    if "." in segments:
+        raise ValueError(f"{what} {shown} holds a '.' segment: leave it out")
+    if ".." in segments:
+        raise ValueError(
+            f"{what} {shown} holds a '..' segment: name the path from the top of the tree"
+            " without one"
+        )
+    return text
+
+
+def _shown(text: str) -> str:
+    """``text`` as a message shows it: quoted on one line, a long one cut."""
+    return repr(text) if len(text) <= 60 else f"{text[:60]!r}..."
+
+
+def _folded(text: str) -> str:
+    """``text`` with ASCII letters lowercased, and no other character changed."""
+    if text.isascii():
+        return text.lower()
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+def _pattern(part: str) -> _Pattern:
+    """A checked part's segments, folded: ``**`` for a segment of two stars or more, a
+    glob with each run of stars made one otherwise."""
+    segments = []
+    for written in _folded(part).split("/"):
+        if len(written) > 1 and written.strip("*") == "":
+            segments.append(_GLOBSTAR)
+            continue
+        glob = written
+        while "**" in glob:
+            glob = glob.replace("**", "*")
+        segments.append(glob)
+    return tuple(segments)
+
+
+def _part_key(part: str) -> str:
+    """What a checked part is compared by: two parts with one key are one part."""
+    return "/".join(_pattern(part))
+
+
+def _covers(part: str, path: str) -> bool:
+    """Whether ``path`` lies in ``part`` (both checked): its first segments, some or
+    all, match the pattern."""
+    part, path = _folded(part), _folded(path)
+    star, mark = part.find("*"), part.find("?")
+    if star < 0 and mark < 0:  # the part's own path, or one under it
+        return path.startswith(part) and path[len(part) : len(part) + 1] in ("", "/")
+    # What stands before the first star or "?" is literal (a "**" there may take no
+    # segment: "src/**" covers "src").
+    first = star if mark < 0 or 0 <= star < mark else mark
+    if not (path + "/").startswith(part[:first]):
+        return False
+    return _prefix_matches(_pattern(part), path.split("/"))
+
+
+def _prefix_matches(pattern: _Pattern, segments: list[str]) -> bool:
+    """Whether some of the first ``segments`` (none to all) match ``pattern``: the
+    positions in the pattern reached after each segment, a ``**`` passed over freely."""
+    end = len(pattern)
+    reached = _past_globstars(pattern, {0})
+    for segment in segments:
+        if end in reached:
+            return True
+        after = set()
+        for at in reached:
+            glob = pattern[at]
+            if glob == _GLOBSTAR:
+                after.add(at)
+            elif _glob_matches(glob, segment):
+                after.add(at + 1)
+        if not after:
+            return False
+        reached = _past_globstars(pattern, after)
+    return end in reached
+
+
+def _past_globstars(pattern: _Pattern, reached: set[int]) -> set[int]:
+    """``reached`` with every position a ``**`` matching no segment leads to."""
+    more = set(reached)
+    for start in reached:
+        at = start
+        while at < len(pattern) and pattern[at] == _GLOBSTAR:
+            at += 1
+            more.add(at)
+    return more
+
+
+def _glob_matches(glob: str, text: str) -> bool:
+    """Whether the segment ``text`` matches ``glob`` (both folded). A star first takes
+    nothing; on a mismatch the last star takes one character more (the other stars'
+    choices need no revisiting), so this is at worst the product of the lengths."""
+    if "*" not in glob and "?" not in glob:
+        return glob == text
+    at = read = 0
+    star = -1  # the last star passed, and where the text stood after what it took
+    resume = 0
+    while read < len(text):
+        token = glob[at] if at < len(glob) else ""
+        if token == "*":
+            star, resume = at, read
+            at += 1
+        elif token and (token == "?" or token == text[read]):
+            at += 1
+            read += 1
+        elif star >= 0:
+            resume += 1
+            at, read = star + 1, resume
+        else:
+            return False
+    return glob[at:].strip("*") == ""
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether some path lies in both parts (checked): decided exactly, in time
+    proportional to the product of their lengths."""
+    return _patterns_overlap(_pattern(a), _pattern(b))
+
+
+def _first_overlap(
+    ours: tuple[str, ...] | None, theirs: tuple[str, ...] | None
+) -> tuple[str | None, str | None] | None:
+    """The first pair (our part, their part), in the parts' order, that shares a path,
+    or None if no pair does. None for a set is a whole hold: it conflicts with every
+    part, and stands as None in the pair."""
+    if ours is None or theirs is None:
+        return (ours[0] if ours else None, theirs[0] if theirs else None)
+    patterns = [_pattern(part) for part in theirs]
+    for part in ours:
+        pattern = _pattern(part)
+        for other, other_pattern in zip(theirs, patterns, strict=True):
+            if _patterns_overlap(pattern, other_pattern):
+                return (part, other)
+    return None
+
+
+def _patterns_overlap(a: _Pattern, b: _Pattern) -> bool:
+    """Whether some path lies in both. Walk the two patterns' segments side by side
+    (the product of their segment automata, whose only moves are these): two globs
+    take one segment together, so some segment must match both. A ``**`` reached on
+    either side decides: it takes, one at a time, the segments the rest of the other
+    part needs (some segment matches every glob of a checked part) until that part is
+    used up. A part used up holds all under what it matched, so the other part is
+    finished under it."""
+    for x, y in zip(a, b, strict=False):
+        if _GLOBSTAR in (x, y):
+            return True
+        if not _globs_meet(x, y):
+            return False
+    return True  # one part is used up
+
+
+def _globs_meet(g: str, h: str) -> bool:
+    """Whether some segment (never empty, ``.`` or ``..``) matches both globs (folded,
+    runs of stars made one): the product of the two globs, one cell per pair of token
+    positions, each holding what the characters read so far may be (``_SOFAR_*``).
+    Where either side takes any character, one that is not a dot is best (a segment
+    stays one whatever follows). Every move goes forward but a star meeting a star,
+    which only reads one more character; so one pass over the cells in order sees
+    each reached cell after all that lead to it."""
+    columns = len(h) + 1
+    cells = [0] * ((len(g) + 1) * columns)
+    cells[0] = _SOFAR_EMPTY
+    for i in range(len(g) + 1):
+        x = g[i] if i < len(g) else ""
+        for j in range(columns):
+            here = cells[i * columns + j]
+            if not here:
+                continue
+            y = h[j] if j < len(h) else ""
+            if x == "*":
+                if y == "*":
+                    here |= _SOFAR_SEGMENT
+                cells[(i + 1) * columns + j] |= here  # the star takes no more
+            if y == "*":
+                cells[i * columns + j + 1] |= here
+            if not x or not y or x == y == "*":
+                continue
+            # One character read: which positions it leads to, and which it may be.
+            if x == "*":
+                target, known = i * columns + j + 1, y
+            elif y == "*":
+                target, known = (i + 1) * columns + j, x
+            elif "?" in (x, y) or x == y:
+                target, known = (i + 1) * columns + j + 1, y if x == "?" else x
+            else:
+                continue
+            cells[target] |= _after(here, known)
+    return bool(cells[-1] & _SOFAR_SEGMENT)
+
+
+def _after(sofar: int, character: str) -> int:
+    """What a segment read so far (``sofar``) may be after one more ``character``
+    ("?": any one, and not a dot is best)."""
+    if character != ".":
+        return _SOFAR_SEGMENT
+    return (sofar << 1) & (_SOFAR_DOT | _SOFAR_DOTS | _SOFAR_SEGMENT) | sofar & _SOFAR_SEGMENT
+''')
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_gateway.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a gateway's lock address parsed, a deadline for each
 # step, TLS, patience and when to give up, a connection that never waits past its deadline,
@@ -5794,7 +6111,7 @@ class _WaitLine:
 # value on the server. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5797, (), r'''
+_CARRIED['server_gateway'] = (6114, (), r'''
 import errno
 import json
 import os
@@ -6116,7 +6433,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6119, ('server_gateway',), r'''
+_CARRIED['http1'] = (6436, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6243,7 +6560,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6246, ('server_gateway',), r'''
+_CARRIED['resp'] = (6563, ('server_gateway',), r'''
 import re
 
 
@@ -6378,7 +6695,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6381, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6698, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6584,7 +6901,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6587, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6904, ('etcd_gateway',), r'''
 import errno
 import json
 import time
@@ -6699,7 +7016,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6702, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7019, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7215,7 +7532,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7218, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7535, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7277,7 +7594,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7280, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7597, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7556,7 +7873,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7559, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7876, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7947,7 +8264,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (7950, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8267, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -8085,7 +8402,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (8088, (), r'''
+_CARRIED['file_listing'] = (8405, (), r'''
 import os
 import stat
 
@@ -8157,7 +8474,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8160, (), r'''
+_CARRIED['serve'] = (8477, (), r'''
 import json
 import os
 import sys
@@ -8724,7 +9041,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '6a62b828566af73df70a5a069ea4002ff1e0ce9fe121bd816a667ae5df840969'  # what a cache entry must name
+_BUILD = '5b6ee00c9d11857bf64de4dd34706a66279519935af06f0541e1ed4560e138cc'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -921,6 +921,64 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    if unknown:\n        takes",
         "    if False:\n        takes",
     ),
+    "parts-globstar-as-star": (
+        "a segment of stars alone is any number of segments",
+        '        if len(written) > 1 and written.strip("*") == "":\n',
+        "        if False:\n",
+    ),
+    "parts-overlap-nothing-under": (
+        "a part holds all under what it matches (overlap)",
+        "    return True  # one part is used up\n",
+        "    return len(a) == len(b)\n",
+    ),
+    "parts-covers-nothing-under": (
+        "a part holds all under what it matches (covers)",
+        "        if end in reached:\n            return True\n",
+        "",
+    ),
+    "parts-covers-literal-nothing-under": (
+        "a part holds all under the path it names",
+        '        return path.startswith(part) and path[len(part) : len(part) + 1] in ("", "/")\n',
+        "        return path == part\n",
+    ),
+    "parts-covers-prefix-past-globstar": (
+        "a ** after the literal start may take no segment",
+        '    if not (path + "/").startswith(part[:first]):\n',
+        "    if not path.startswith(part[:first]):\n",
+    ),
+    "parts-case-kept": (
+        "ASCII case is folded",
+        "    if text.isascii():\n        return text.lower()\n",
+        "    if True:\n        return text\n",
+    ),
+    "parts-unicode-folded": (
+        "only ASCII case is folded",
+        '    return "".join(c.lower() if c.isascii() else c for c in text)\n',
+        "    return text.lower()\n",
+    ),
+    "parts-question-takes-nothing": (
+        "? is one character, never none (overlap)",
+        '            if x == "*":\n                if y == "*":\n',
+        '            if x in ("*", "?"):\n                if y == "*":\n',
+    ),
+    "parts-question-takes-nothing-covers": (
+        "? is one character, never none (covers)",
+        '        if token == "*":\n            star, resume = at, read\n',
+        '        if token == "?" and glob[at + 1 :].startswith(text[read]):\n'
+        "            at += 1\n"
+        '        elif token == "*":\n'
+        "            star, resume = at, read\n",
+    ),
+    "parts-dot-segments-shared": (
+        "no path holds a . or .. segment",
+        "    return bool(cells[-1] & _SOFAR_SEGMENT)\n",
+        "    return bool(cells[-1])\n",
+    ),
+    "parts-star-one-way": (
+        "a star meeting a star reads more characters",
+        '                if y == "*":\n                    here |= _SOFAR_SEGMENT\n',
+        '                if y == "*":\n                    pass\n',
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.
