@@ -1132,13 +1132,18 @@ class _Release:
     """What a release asks: the lock (a path or an address, checked by its store) and
     the whole ``owner`` whose hold it ends (checked once the store has named the lock,
     which the refusal of an owner without its run id shows). A value of its own, not a
-    ``_Request``: a release has no timeout, wait, count of slots or kind of hold."""
+    ``_Request``: a release has no timeout, wait, count of slots or kind of hold.
+    ``deadline``: the moment (``_SEAMS.clock``) past which it waits on nothing (held()'s:
+    its hold's stop point)."""
 
-    __slots__ = ("lock", "owner")
+    __slots__ = ("deadline", "lock", "owner")
 
-    def __init__(self, lock: str | os.PathLike[str], owner: str) -> None:
+    def __init__(
+        self, lock: str | os.PathLike[str], owner: str, deadline: float = float("inf")
+    ) -> None:
         self.lock = lock
         self.owner = owner
+        self.deadline = deadline
 
 
 class _Request(_Query):
@@ -1396,6 +1401,8 @@ class _Seams:
         "beat_sec",
         "clock",
         "guard_wait_sec",
+        "longest_call_wait_sec",
+        "name_kept_sec",
         "opened",
         "place_ttl_sec",
         "platform",
@@ -1420,6 +1427,11 @@ class _Seams:
         # How long a call waits for a lock's guard; None: the public GUARD_WAIT_SEC, as
         # the caller has set it on the module it loaded when the call runs (guard.py).
         self.guard_wait_sec: float | None = None
+        # A server's host name, once looked up, is not looked up again for this long.
+        self.name_kept_sec = 60.0
+        # How long a session's acquire waits in line in one call, at most: clients end
+        # a tool call that runs longer than their own limit (Codex: 60 s).
+        self.longest_call_wait_sec = 50.0
         # Windows: how long a file another program has open (a scanner, an indexer, a
         # sync client) may refuse to be read, replaced or deleted before a call says so.
         self.sharing_retry_sec = 5.0
@@ -3092,7 +3104,7 @@ if TYPE_CHECKING:
         # Set by a call that waits in line: a server that refuses connections is tried
         # again until the step's deadline, not given up after a moment.
         patient: bool
-        # Set by a call that must be done by a moment (monotonic clock), a renewal whose
+        # Set by a call that must be done by a moment (``_SEAMS.clock``), a renewal whose
         # holder must stop then: no request of the call waits on the network past it,
         # however long a step may take (inf: each step's own deadline alone).
         call_deadline: float
@@ -3156,6 +3168,10 @@ if TYPE_CHECKING:
             what it waits on (a watch that streams all of them): then the waiter needs
             no new look to go on waiting. False where a wait can miss one (a place
             ahead that lapsed, shown only by a look)."""
+
+        def identity(self) -> tuple[object, ...]:
+            """What names this lock however its name is spelled: two spellings of one
+            lock give the same (a session matches its holds by it). Asked of no call."""
 
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""
@@ -4048,6 +4064,19 @@ class _FileStore:
         """Never: a place ahead that lapsed changes no file a wait polls."""
         return False
 
+    def identity(self) -> tuple[object, ...]:
+        """Its folder (device and inode: a symlink, ``..`` or another spelling of it
+        is the same) and its name, in one case where names fold it; by its absolute
+        path while the folder cannot be read."""
+        folder, name = os.path.split(self.lock)
+        if _SEAMS.platform.names_fold_case:
+            name = name.casefold()
+        try:
+            found = os.stat(folder)
+        except OSError:
+            return ("path", os.path.normpath(self.lock))
+        return ("file", found.st_dev, found.st_ino, name)
+
     def by_hand(self) -> str:
         return f"delete the file {_quoted(self.lock)}"
 
@@ -4209,6 +4238,17 @@ def _store_for(lock: str | os.PathLike[str]) -> _Store:
     return _SEAMS.opened(_open_file(lock))
 
 
+def _lock_identity(lock: str | os.PathLike[str]) -> tuple[object, ...]:
+    """What names ``lock`` however it is spelled (its store says: a file by its folder
+    and name, a server's lock by its scheme, endpoints and key); ValueError as
+    _store_for. Opens nothing on the network, and no call of the CLI asks it."""
+    store = _store_for(lock)
+    try:
+        return store.identity()
+    finally:
+        store.close()
+
+
 def _survey_for(under: str | os.PathLike[str]) -> _Survey:
     """The locks under a place: a folder, or a server's address whose KEY is a prefix;
     ValueError for an unknown scheme or a place that is a file."""
@@ -4311,6 +4351,12 @@ def _take_in(
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = _SEAMS.clock()
+            if read_at >= request.deadline:
+                # A renewal read past its holder's stop point (its store was slow to
+                # answer) writes nothing: the work was told the hold was lost.
+                took = read_at - request.try_began
+                why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
+                raise TimeoutError(errno.ETIMEDOUT, why)
             take = _decide_take(request, look, ticket, now)
             if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
@@ -4349,15 +4395,20 @@ def _take_in(
 
 
 def _take_waiting(
-    request: _Request, refused: Callable[[AcquireResult, float, int], None] | None
+    request: _Request,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+    place: _Place | None = None,
+    *,
+    keep_place: bool = False,
 ) -> tuple[_Hold | None, AcquireResult]:
     """A take that waits in line when the request may (the CLI's acquire and run, the
     session's acquire tool): the hold (None: refused) and its output, whose message says
-    how long it waited; ``refused(result, seconds left, place)`` as _wait_for calls it."""
+    how long it waited; ``refused(result, seconds left, place)``, ``place`` and
+    ``keep_place`` as _wait_for takes them."""
     started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
-        hold = _wait_for(request, refused=refused)
+        hold = _wait_for(request, refused=refused, place=place, keep_place=keep_place)
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
@@ -4402,8 +4453,9 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
 def _release_of(request: _Release) -> ReleaseResult:
     """release, as asked: the lock checked by its store, then the owner (whole, with
     its run id); what the store read decided (``_released``), applied against it, and
-    the output."""
+    the output; no wait past ``request.deadline``."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)
@@ -4479,30 +4531,42 @@ _VOUCHED_WAITS = 4
 # --- Waiting in line: first come, first served
 
 
+def _new_place(request: _Request) -> _Place:
+    """A place in line for ``request``'s waiter, not yet in it."""
+    ticket = os.urandom(4).hex()
+    return _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+
+
 def _wait_for(
-    request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
+    request: _Request,
+    *,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+    place: _Place | None = None,
+    keep_place: bool = False,
 ) -> _Hold:
     """A take's hold (LockBusy, with the last refusal, if the wait runs out, or at once
     if it may not wait), calling ``refused(result, seconds left, place)`` as it waits up
-    to ``request.wait`` in line."""
+    to ``request.wait`` in line. ``place``: the waiter's own (a session's, kept from
+    its last call, waits on from where it stands; one that lapsed joins at the end);
+    ``keep_place``: a wait that runs out leaves it in line, for the caller to keep."""
     deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
     store.call_deadline = request.deadline
     store.patient = bool(request.wait)
-    ticket = os.urandom(4).hex()
-    place = None
-    if request.wait:
-        place = _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+    if place is None and request.wait:
+        place = _new_place(request)
+    ran_out = False
     try:
         while True:
             result = _take_in(store, request, place)
             if isinstance(result, _Hold):
                 return result
             if place is None or _SEAMS.clock() >= deadline:
+                ran_out = True
                 raise LockBusy(result)
             _wait_turn(store, place, deadline, request, result=result, shown=refused)
     finally:
-        if place is not None and place.joined:
+        if place is not None and place.joined and not (keep_place and ran_out):
             _leave_line(store, place)
         store.close()
 
@@ -4816,6 +4880,10 @@ class _Renewer:
             return self.lost_by_now()
         return self.renew()
 
+    def stop_in(self) -> float:
+        """Seconds until the work must stop (0 once it must)."""
+        return max(0.0, self.stop_at() - _SEAMS.clock())
+
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:
@@ -4980,21 +5048,26 @@ class _Lease:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
         assert self.stop is not None and self.thread is not None and self.renewer is not None
+        renewer = self.renewer
+        # Nothing here waits past the hold's stop point: not the renewal under way (it
+        # ends by then, unless its store hangs), nor the release.
         try:
             self.stop.set()
-            self.thread.join()
+            self.thread.join(renewer.stop_in())
         finally:
             try:
-                if not self.kept:  # a hold the owner had before is left as it is
-                    release(self.lock, self.owner)  # a lost lock is left alone
+                # A hold the owner had before is left as it is; a lost one too (its
+                # record is another's, or ends on the server within the grace).
+                if not self.kept and renewer.lost_by_now() is None:
+                    _release_of(_Release(self.lock, self.owner, renewer.stop_at()))
             except (OSError, ValueError) as failure:
                 # A lost lock is what the block is told (its server out of reach, most
                 # likely, as the renewals found): the failed release is a note on it.
-                told = exc if exc is not None else self.renewer.lost_by_now()
+                told = exc if exc is not None else renewer.lost_by_now()
                 if told is None:
                     raise
                 told.add_note(f"and the lock could not be released: {failure}")
-        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:
+        if (lost := renewer.lost_by_now()) is not None and exc_type is None:
             raise lost
 
 
@@ -5553,7 +5626,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5556, (), r'''
+_CARRIED['usage'] = (5629, (), r'''
 import os
 import sys
 import textwrap
@@ -5806,7 +5879,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (5809, (), r'''
+_CARRIED['parts'] = (5882, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -6106,24 +6179,32 @@ def _after(sofar: int, character: str) -> int:
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_gateway.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a gateway's lock address parsed, a deadline for each
-# step, TLS, patience and when to give up, a connection that never waits past its deadline,
-# the wording of failures, a store that has its gateway, and a waiter's place kept as a
-# value on the server. Compiled only for a server's lock.
+# step, TLS, patience and when to give up, a connection that never waits past its deadline
+# (its host's name lookup included), the wording of failures, a store that has its
+# gateway, and a waiter's place kept as a value on the server. Compiled only for a
+# server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (6114, (), r'''
+_CARRIED['server_gateway'] = (6188, (), r'''
 import errno
 import json
 import os
 import re
 import sys
+import threading
 import time
 
 
 if TYPE_CHECKING:
     import socket
     import ssl
-    from typing import Self
+    from collections.abc import Callable
+    from typing import Self, TypeVar
+
+    _T = TypeVar("_T")
+
+    # An address as the system gives it: its family, and (host, port[, flow, scope]).
+    _Address = tuple[int, tuple[object, ...]]
 
 _ANSWER_MAX_BYTES = 8 * 1024 * 1024
 _TLS_FAILURE = "TLS failure"
@@ -6131,7 +6212,7 @@ _HOST = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?"
 
 
 def _seconds_left(deadline: float) -> float:
-    left = deadline - time.monotonic()
+    left = deadline - _SEAMS.clock()
     if left <= 0:
         raise TimeoutError(errno.ETIMEDOUT, "timed out")
     return left
@@ -6265,7 +6346,7 @@ class _ServerGateway:
 
     @property
     def deadline(self) -> float:
-        """The moment (monotonic clock) no request waits past: the step's, cut to the
+        """The moment (``_SEAMS.clock``) no request waits past: the step's, cut to the
         call's. Every connect, send and receive gets what is left of it as its
         timeout, so a server that swallows every byte holds a renewal no longer than
         its holder may wait."""
@@ -6276,7 +6357,8 @@ class _ServerGateway:
         self.step_deadline = moment
 
     def next_step(self) -> None:
-        self.deadline = time.monotonic() + self.timeout
+        self.step_began = _SEAMS.clock()
+        self.deadline = self.step_began + self.timeout
 
     def tls_context(self) -> ssl.SSLContext | None:
         if self.tls and self.context is None:
@@ -6291,8 +6373,9 @@ class _ServerGateway:
 
     def unreachable(self, where: str, why: str | None) -> OSError:
         within = f"within {self.timeout:g} s ({self.timeout_var})"
-        if self.call_deadline < self.step_deadline:
-            within = "in the time the call had left"  # a renewal's, cut to its hold
+        if self.call_deadline < self.step_deadline:  # a renewal's, cut to its hold
+            waited = _SEAMS.clock() - self.step_began
+            within = f"within {waited:.1f} s, all the time the call had left,"
         return OSError(
             errno.EHOSTUNREACH,
             f"{self.name} could not be reached {within} at {where}: {why or 'no time left'}",
@@ -6301,7 +6384,7 @@ class _ServerGateway:
     def refused_for_good(self, since: float) -> bool:
         """True once a call that does not wait has seen its server refuse connections
         since ``since`` for the grace period."""
-        return not self.patient and time.monotonic() - since >= _REFUSED_GRACE_SEC
+        return not self.patient and _SEAMS.clock() - since >= _REFUSED_GRACE_SEC
 
     def give_up_if_refused(self, exc: Exception, since: float, where: str, why: str) -> None:
         """Raise the refusal once ``exc`` is a refused connection and a call that does
@@ -6359,6 +6442,14 @@ class _ServerStore:
     def call_deadline(self, moment: float) -> None:
         self.gateway.call_deadline = moment
 
+    def identity(self) -> tuple[object, ...]:
+        """Its scheme, its set of endpoints (a name in one case, the default port
+        filled in) and its key: the user and the order of the endpoints aside."""
+        gateway = self.gateway
+        scheme = gateway.lock.partition("://")[0]
+        endpoints = frozenset(endpoint.lower() for endpoint in gateway.endpoints)
+        return ("server", scheme, endpoints, gateway.key_text)
+
     def change(self, create: bool) -> Self:
         return self
 
@@ -6369,8 +6460,144 @@ class _ServerStore:
         pass
 
 
+# --- A connection, its host's name looked up within its deadline
+
+
+class _Lookup:
+    """One lookup of a host name's addresses, in a thread of its own so that a call can
+    stop waiting for it at its deadline: ``done`` once it found ``addresses`` or failed
+    (``failure``). The system's resolver cannot be stopped: a lookup a call gave up on
+    goes on, and its answer serves the next call."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.done = threading.Event()
+        self.addresses: list[_Address] = []
+        self.failure: OSError | None = None
+
+    def run(self) -> None:
+        import socket
+
+        try:
+            found = socket.getaddrinfo(self.host, None, type=socket.SOCK_STREAM)
+            self.addresses = [(family, address) for family, _, _, _, address in found]
+        except (OSError, UnicodeError) as exc:  # gaierror; a name IDNA cannot encode
+            why = getattr(exc, "strerror", None) or str(exc)
+            self.failure = OSError(errno.EHOSTUNREACH, f"the name {self.host} was not found: {why}")
+        finally:
+            _NAMES.answered(self)
+            self.done.set()
+
+
+class _Names:
+    """The host names looked up: each one's last answer (``known``: when it came, and
+    the addresses), used again for ``_SEAMS.name_kept_sec`` (the standard library tells
+    no lifetime), and the lookups under way (``running``), one per name at most: every
+    call that needs a name meanwhile waits for that one, and a resolver that hangs holds
+    one thread, not one per try."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.known: dict[str, tuple[float, list[_Address]]] = {}
+        self.running: dict[str, _Lookup] = {}
+
+    def addresses(self, host: str, deadline: float) -> list[_Address]:
+        """``host``'s addresses (an IP address's: itself), waiting for a lookup no later
+        than ``deadline``: TimeoutError, saying how long it waited, if none came."""
+        import socket
+
+        for family, form in ((socket.AF_INET, (host, 0)), (socket.AF_INET6, (host, 0, 0, 0))):
+            try:
+                socket.inet_pton(family, host)
+            except OSError:
+                continue
+            return [(family, form)]  # an IP address: nothing to look up
+        lookup = self._lookup(host)
+        if isinstance(lookup, list):
+            return lookup
+        asked = _SEAMS.clock()
+        # A second at most on the system's clock, then the deadline is read again.
+        while not lookup.done.wait(_blind_wait(deadline - _SEAMS.clock())):
+            if _SEAMS.clock() >= deadline:
+                waited = _SEAMS.clock() - asked
+                why = f"no answer to the name lookup of {host} in {waited:.1f} s"
+                raise TimeoutError(errno.ETIMEDOUT, why)
+        if lookup.failure is not None:
+            raise OSError(*lookup.failure.args)  # each call its own, raised in its thread
+        return lookup.addresses
+
+    def _lookup(self, host: str) -> list[_Address] | _Lookup:
+        """``host``'s last answer while it is used again, else its lookup under way (one
+        started now if none is)."""
+        with self.guard:
+            known = self.known.get(host)
+            if known is not None and _SEAMS.clock() - known[0] < _SEAMS.name_kept_sec:
+                return known[1]
+            lookup = self.running.get(host)
+            if lookup is None:
+                lookup = self.running[host] = _Lookup(host)
+                thread = threading.Thread(target=lookup.run, name="skf-run-lock lookup")
+                thread.daemon = True  # a resolver that hangs keeps no process alive
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # no thread to be had
+                    del self.running[host]
+                    raise OSError(errno.EAGAIN, f"{host} could not be looked up: {exc}") from None
+            return lookup
+
+    def answered(self, lookup: _Lookup) -> None:
+        with self.guard:
+            if self.running.get(lookup.host) is lookup:
+                del self.running[lookup.host]
+            if lookup.failure is None:
+                self.known[lookup.host] = (_SEAMS.clock(), lookup.addresses)
+
+    def forget(self, host: str) -> None:
+        """Look ``host`` up anew next time: none of its addresses could be reached (it may
+        have moved)."""
+        with self.guard:
+            self.known.pop(host, None)
+
+
+_NAMES = _Names()
+
+
+def _connected(host: str, port: int, deadline: float) -> socket.socket:
+    """A TCP connection to ``host`` (a name or an IP address) at ``port``, made by
+    ``deadline``: the name's lookup and each of its addresses in turn share that one
+    deadline, each address an equal part of what is left (socket.create_connection looks
+    a name up with no deadline at all, and gives each address the whole timeout)."""
+    import socket
+
+    addresses = _NAMES.addresses(host, deadline)
+    failure: OSError | None = None
+    for tried, (family, address) in enumerate(addresses):
+        until = _SEAMS.clock() + _seconds_left(deadline) / (len(addresses) - tried)
+        while True:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                # A second at most on the system's clock, then the deadline is read
+                # again (a connection whose every SYN is lost is tried anew meanwhile).
+                sock.settimeout(_blind_wait(max(0.001, until - _SEAMS.clock())))
+                sock.connect((address[0], port, *address[2:]))
+            except TimeoutError as exc:
+                sock.close()
+                failure = exc
+                if _SEAMS.clock() < min(until, deadline):
+                    continue
+            except OSError as exc:
+                sock.close()
+                failure = exc
+            else:
+                return sock
+            break
+    _NAMES.forget(host)
+    raise failure or OSError(errno.EHOSTUNREACH, f"the name {host} has no address")
+
+
 class _Connection:
-    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``."""
+    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``,
+    the name lookup included."""
 
     protocol = "a protocol"  # for messages
 
@@ -6380,13 +6607,14 @@ class _Connection:
         host, _, port = endpoint.rpartition(":")
         host = host.strip("[]")
         self.endpoint = endpoint
-        self.sock: socket.socket = socket.create_connection(
-            (host, int(port)), _seconds_left(deadline)
-        )
+        self.sock: socket.socket = _connected(host, int(port), deadline)
         try:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if context is not None:
-                self.sock = context.wrap_socket(self.sock, server_hostname=host)
+                self.sock = context.wrap_socket(
+                    self.sock, server_hostname=host, do_handshake_on_connect=False
+                )
+                self._wait_for(self.sock.do_handshake, deadline)
         except BaseException:
             self.sock.close()
             raise
@@ -6402,10 +6630,26 @@ class _Connection:
             self._receive(deadline)
         return found
 
+    def _wait_for(self, step: Callable[..., _T], deadline: float, *args: object) -> _T:
+        """``step(*args)`` on the socket, tried again after each second it waits on the
+        system's clock (which may stop while the machine sleeps) until ``deadline``."""
+        while True:
+            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+            try:
+                return step(*args)
+            except TimeoutError:
+                continue  # read the deadline again
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        """Send all of ``data`` by ``deadline``, and within a second: a request goes
+        into the socket's buffer at once unless the server has stopped reading, and
+        one cut short cannot be sent again on this connection (TimeoutError)."""
+        self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+        self.sock.sendall(data)
+
     def _receive(self, deadline: float, end_ok: bool = False) -> bool:
         """Receive more; False if the server closed the connection and ``end_ok``."""
-        self.sock.settimeout(_seconds_left(deadline))
-        data = self.sock.recv(65536)
+        data = self._wait_for(self.sock.recv, deadline, 65536)
         if not data and not end_ok:
             raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
         self.received += data
@@ -6433,7 +6677,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6436, ('server_gateway',), r'''
+_CARRIED['http1'] = (6680, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6459,8 +6703,7 @@ class _HttpConnection(_Connection):
             raise ValueError("a header held a line break")
         fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         head = f"POST {path} HTTP/1.1\r\nHost: {self.endpoint}\r\n{fields}"
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        self._send(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload, deadline)
 
     def start_answer(self, deadline: float) -> int:
         """Read the answer's status line and headers: its status code."""
@@ -6560,7 +6803,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6563, ('server_gateway',), r'''
+_CARRIED['resp'] = (6806, ('server_gateway',), r'''
 import re
 
 
@@ -6618,8 +6861,7 @@ class _RespConnection(_Connection):
             for arg in command:
                 data = arg if isinstance(arg, bytes) else str(arg).encode()
                 out += b"$%d\r\n%b\r\n" % (len(data), data)
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(out)
+        self._send(bytes(out), deadline)
 
     def answer(self, deadline: float) -> Any:
         while True:
@@ -6695,7 +6937,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6698, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6940, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6801,10 +7043,10 @@ class _EtcdGateway(_ServerGateway):
         failures: dict[str, str] = {}
         broken: set[str] = set()  # TLS failed: trying again cannot help
         refusing: dict[str, bool] = {}  # nothing listened there, as last tried
-        started = time.monotonic()
+        started = _SEAMS.clock()
         while True:
             for endpoint in self.endpoints:
-                left = self.deadline - time.monotonic()
+                left = self.deadline - _SEAMS.clock()
                 if left <= 0:
                     break
                 if endpoint in broken:
@@ -6832,7 +7074,7 @@ class _EtcdGateway(_ServerGateway):
             every_one_refused = all(refusing.get(each) for each in self.endpoints)
             if every_one_refused and self.refused_for_good(started):
                 raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
-            left = self.deadline - time.monotonic()
+            left = self.deadline - _SEAMS.clock()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break
             time.sleep(min(0.05, left))
@@ -6901,10 +7143,9 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6904, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (7146, ('etcd_gateway',), r'''
 import errno
 import json
-import time
 
 
 if TYPE_CHECKING:
@@ -6938,7 +7179,7 @@ class _EtcdWatch:
         """Watch ``keys`` (a key and a range's end, or None: that key alone) from now:
         True once it streams, ``watched`` the revision it streams the changes after."""
         gateway = self.gateway
-        gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+        gateway.deadline = min(until, _SEAMS.clock() + gateway.timeout)
         key, end = keys
         watch = {"key": _b64(key)}
         if end is not None:
@@ -7016,7 +7257,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7019, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7260, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7025,7 +7266,7 @@ if TYPE_CHECKING:
 
 
 # A lease granted and not used yet: its TTL, its ID, when it was granted or last kept
-# alive (by the monotonic clock), and whether it was granted ahead of a take.
+# alive (on ``_SEAMS.clock``), and whether it was granted ahead of a take.
 _Spare = tuple[int, str, float, bool]
 
 
@@ -7163,7 +7404,7 @@ class _EtcdStore(_ServerStore):
         and may end a second after it."""
         ttl = _whole_seconds(stale_after) + 1
         if not any(ahead for _, _, _, ahead in self.spares):
-            sent = time.monotonic()
+            sent = _SEAMS.clock()
             answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
             lease = _answer_field(answer, "ID", "lease/grant", digits=True)
             self.spares.append((ttl, lease, sent, True))
@@ -7182,14 +7423,14 @@ class _EtcdStore(_ServerStore):
         granted now (the renewer counts a hold from its try's start), and at most a
         second later. A lost try's lease, granted before, would end sooner: revoked."""
         ttl = _whole_seconds(seconds)
-        now = time.monotonic()
+        now = _SEAMS.clock()
         for spare in self.spares:
             spare_ttl, lease, sent, ahead = spare
             if ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl:
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
-        sent = time.monotonic()
+        sent = _SEAMS.clock()
         answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
         granted.append((ttl, lease, sent, False))
@@ -7223,7 +7464,7 @@ class _EtcdStore(_ServerStore):
         watch = self.watch
         if watch.connection is not None and (watch.watching != watching or watch.watched > seen):
             watch.stop()  # another key, or it cannot vouch for what came after look
-        until = time.monotonic() + left
+        until = _SEAMS.clock() + left
         try:
             if turn:
                 self._grant_ahead(place.stale_after)
@@ -7246,7 +7487,7 @@ class _EtcdStore(_ServerStore):
             return False  # the stream goes on
         except (OSError, ValueError):
             watch.stop()
-            self.pause.sleep(max(0.0, until - time.monotonic()))
+            self.pause.sleep(max(0.0, until - _SEAMS.clock()))
             return False
         finally:
             self.gateway.next_step()
@@ -7321,7 +7562,7 @@ class _EtcdStore(_ServerStore):
             ttl, lease, _, ahead = spare
             if ahead:
                 self.spares.remove(spare)
-                sent = time.monotonic()
+                sent = _SEAMS.clock()
                 if self._kept_alive(lease):  # else it ended: nothing to revoke
                     self.spares.append((ttl, lease, sent, ahead))
         return self._kept_alive(place.ticket)
@@ -7532,7 +7773,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7535, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7776, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7594,7 +7835,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7597, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7838, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7725,7 +7966,7 @@ class _RedisGateway(_ServerGateway):
         as they came, error answers among them (nothing redirected)."""
         failure = None
         redirects = 0
-        started = time.monotonic()
+        started = _SEAMS.clock()
         while True:
             sending = _with_asking(commands) if self.asking else list(commands)
             sent = False
@@ -7760,7 +8001,7 @@ class _RedisGateway(_ServerGateway):
                     redirects += 1
                     continue
                 failure = errors[0].text
-            left = self.deadline - time.monotonic()
+            left = self.deadline - _SEAMS.clock()
             if left <= 0:
                 raise self.unreachable(self.endpoint, failure)
             time.sleep(min(0.05, left))
@@ -7774,7 +8015,7 @@ class _RedisGateway(_ServerGateway):
             # busy machine): each further redirect waits a little longer (0.75 s in all).
             if redirects:
                 pause = _REDIRECT_PAUSE_SEC * 2 ** (redirects - 1)
-                time.sleep(min(pause, max(0.0, self.deadline - time.monotonic())))
+                time.sleep(min(pause, max(0.0, self.deadline - _SEAMS.clock())))
             self._redirect(error)
             if watched:
                 raise _NotApplied
@@ -7784,7 +8025,7 @@ class _RedisGateway(_ServerGateway):
         if watched:
             # The lock call reads again and retries; a slot's keys finish moving within
             # moments, so its tries (20 of them) span about 2 s.
-            time.sleep(min(0.1, max(0.0, self.deadline - time.monotonic())))
+            time.sleep(min(0.1, max(0.0, self.deadline - _SEAMS.clock())))
             raise _NotApplied
         return False
 
@@ -7873,7 +8114,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7876, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8117, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8183,11 +8424,11 @@ class _RedisStore(_ServerStore):
         ttl = look.seen.ttl_ms
         if away == 0 and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
-        until = time.monotonic() + left
+        until = _SEAMS.clock() + left
         try:
             gateway = self.gateway
             if gateway.bell is None:
-                gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+                gateway.deadline = min(until, _SEAMS.clock() + gateway.timeout)
                 gateway.bell = gateway._open()
             return self._rung(gateway.bell, place.ticket, until)
         except (OSError, ValueError):
@@ -8202,7 +8443,7 @@ class _RedisStore(_ServerStore):
         return False
 
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
-        left = max(0.001, until - time.monotonic())
+        left = max(0.001, until - _SEAMS.clock())
         asking: list[_Command] = [("ASKING",)] if self.gateway.asking else []
         bell.send(
             [*asking, ("BLPOP", self._bell_key(ticket), f"{left:.3f}")],
@@ -8264,7 +8505,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8267, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8508, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -8402,7 +8643,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (8405, (), r'''
+_CARRIED['file_listing'] = (8646, (), r'''
 import os
 import stat
 
@@ -8468,13 +8709,14 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # The agent session's server (``serve``): an MCP server over stdio whose tools take,
 # renew and release locks as the CLI does, and whose holds end with the session. A lock
 # taken through it is a session hold: its timeout is the server's lease, it is renewed
-# by the renewer run uses while the server lives, and released when the session ends
-# (stdin closed, SIGTERM, SIGINT, SIGHUP, its parent gone); killed outright, its holds
-# lapse within the lease. The MCP Python SDK is imported here alone, when serve starts;
-# compiled only for serve.
+# by the renewer run uses while the server lives (each hold apart), and released when
+# the session ends (stdin or stdout closed, SIGTERM, SIGINT, SIGHUP, its parent gone);
+# killed outright, its holds lapse within the lease. A cancelled acquire keeps nothing,
+# and a wait cut at the call limit keeps its place for the next call. The MCP Python
+# SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8477, (), r'''
+_CARRIED['serve'] = (8719, (), r'''
 import json
 import os
 import sys
@@ -8489,9 +8731,6 @@ if TYPE_CHECKING:
 
 _SDK = "mcp>=2.3,<3"
 
-# A waiting acquire answers within this: clients end a tool call that runs longer than
-# their own limit (Codex: 60 s), whatever progress it reports.
-_LONGEST_CALL_WAIT_SEC = 50.0
 # At the session's end its holds are released at once, each on its own thread, and the
 # server exits after this at most, released or not: a hold not released lapses.
 _RELEASES_WITHIN_SEC = 1.5
@@ -8518,14 +8757,27 @@ class _Cancelled(BaseException):
     """The client cancelled a waiting acquire: it leaves the line (no except stops it)."""
 
 
-class _Progress:
-    """What a tool call tells its client as it waits, and whether the call still stands:
-    once the client cancels it, or the session ends, it does not."""
+# A waiting acquire cut at the call limit keeps its place in line this long for the
+# agent's next call; a cancel of an acquire answered this recently still undoes it (a
+# client ignores the answer to a request it cancelled: the MCP specification).
+_KEPT_SEC = 10.0
+
+
+class _Call:
+    """One tool call, under way or answered within _KEPT_SEC: how it tells its client as
+    it waits, whether it still stands (not once the client cancels it, or the session
+    ends), and what an acquire took that a cancel undoes: a hold the session did not
+    have before (``took``; released if its owner had none), a place kept in line
+    (``kept``)."""
 
     def __init__(self, session: _Session, report: Callable[[float, float, str], None]) -> None:
         self.session = session
         self.report = report
-        self.cancelled = threading.Event()
+        self.cancelled = threading.Event()  # set under the session's guard
+        self.took: _SessionHold | None = None  # a hold the session had not, now its
+        self.took_new = False  # ``took`` was its owner's by no earlier take: released
+        self.kept: _KeptPlace | None = None
+        self.answered_at: float | None = None  # on _SEAMS.clock, once its thread is done
 
     def stands(self) -> bool:
         return not self.cancelled.is_set() and not self.session.ending.is_set()
@@ -8551,9 +8803,11 @@ _HELD_WORDS = {
 class _SessionHold:
     """A hold this session took, or kept (its owner's before the session took it: renewed,
     never released by the session), its renewer, and what became of it: ``state`` is
-    "held", then "released" or "lost", ``why`` says how."""
+    "held", then "released" or "lost", ``why`` says how. ``key``: its lock (however
+    spelled) and owner."""
 
-    def __init__(self, request: _Request, hold: _Hold) -> None:
+    def __init__(self, request: _Request, hold: _Hold, identity: tuple[object, ...]) -> None:
+        self.key = (identity, hold.owner)
         self.renewer = _Renewer(request, hold)
         self.kept = hold.renewed and not hold.session
         self.state = "held"
@@ -8575,88 +8829,264 @@ class _SessionHold:
         }
 
 
+class _KeptPlace:
+    """The place in line of a waiting acquire cut at the call limit, kept for the agent's
+    next call: beaten by the server (which takes nothing meanwhile) until a call resumes
+    it, or it is dropped (``dropped``: by a release, a cancel or the session's end; the
+    beating thread then leaves the line), or _KEPT_SEC pass."""
+
+    def __init__(
+        self, identity: tuple[object, ...], given: str, request: _Request, place: _Place
+    ) -> None:
+        self.key = (identity, request.owner)
+        self.given = given  # the owner as the agent gave it, with or without a run id
+        self.request = request
+        self.place = place
+        self.until = _SEAMS.clock() + _KEPT_SEC
+        self.over = threading.Event()  # resumed or dropped: its beats stop
+        self.dropped = False
+
+    def resumed_by(self, given: str, request: _Request) -> bool:
+        """Whether an acquire of its lock under ``given`` asks what it waited for."""
+        ours = given in (self.given, self.request.owner)
+        asked = self.request
+        return ours and (request.shared, request.slots) == (asked.shared, asked.slots)
+
+
 class _Session:
-    """The holds of one agent session: kept by one renewal thread, released when the
-    session ends. ``ending`` is set once it ends, however it ends."""
+    """The holds of one agent session, each renewed on a thread of its own (a store out of
+    reach holds up no other's) and released when the session ends; the places in line it
+    keeps between calls, and its calls. ``ending`` is set once it ends, however it ends."""
 
     def __init__(self, lease: float, parent: int) -> None:
         self.lease = lease
         self.parent = parent  # the process that started the server, as it started
-        self.holds: dict[tuple[str, str], _SessionHold] = {}
-        self.guard = threading.Lock()  # the holds, their states, what is yet untold
-        self.added = threading.Event()  # a hold was added: the renewal thread looks again
+        self.guard = threading.Lock()  # all that follows, and each hold's state
+        self.holds: dict[tuple[object, str], _SessionHold] = {}
+        self.places: dict[tuple[object, str], _KeptPlace] = {}
+        self.calls: dict[object, _Call] = {}  # by request id
+        self.threads: set[threading.Thread] = set()  # what the end waits for
         self.ending = threading.Event()
         self.untold: list[_SessionHold] = []  # ended, by no call of this session's
-        self.calls: set[threading.Thread] = set()  # the tool calls under way, a thread each
 
-    def keep(self, request: _Request, hold: _Hold) -> None:
-        """Keep ``hold``, which ``request`` took, renewing it from now on."""
+    def aside(self, work: Callable[..., None], *args: object) -> threading.Thread:
+        """``work(*args)`` on a thread of its own, which the session's end waits for."""
+
+        def run() -> None:
+            try:
+                work(*args)
+            finally:
+                with self.guard:
+                    self.threads.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, daemon=True)
         with self.guard:
-            self.holds[(hold.lock, hold.owner)] = _SessionHold(request, hold)
-        self.added.set()
-        if self.ending.is_set():  # taken as the session ended: not left to lapse
-            self.release_all()
+            self.threads.add(thread)
+        thread.start()
+        return thread
+
+    def start(self, key: object, report: Callable[[float, float, str], None]) -> _Call:
+        """A new call, request id ``key``; calls answered over _KEPT_SEC ago are let go."""
+        call = _Call(self, report)
+        gone = _SEAMS.clock() - _KEPT_SEC
+        with self.guard:
+            for old, answered in list(self.calls.items()):
+                if answered.answered_at is not None and answered.answered_at < gone:
+                    del self.calls[old]
+            self.calls[key] = call
+        return call
+
+    def answered(self, call: _Call) -> None:
+        with self.guard:
+            call.answered_at = _SEAMS.clock()
+
+    def cancel(self, key: object) -> None:
+        """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
+        it no longer stands, and what it took is let go at once, a hold its owner did
+        not have before released, a place kept left. Decided under the guard, as
+        keeping is: a call is kept or cancelled, never both."""
+        with self.guard:
+            call = self.calls.get(key)
+            if call is None:
+                return
+            call.cancelled.set()
+            took, call.took = call.took, None
+            if took is not None and self.holds.get(took.key) is took and took.state == "held":
+                del self.holds[took.key]  # not the session's: nobody knows of it
+                took.state = "released"
+            else:
+                took = None
+            kept, call.kept = call.kept, None
+            if kept is not None:
+                self.drop_place(kept)
+        if took is not None and call.took_new:
+            self.aside(_release_quietly, took.renewer.hold)
+
+    def keep(
+        self, call: _Call, request: _Request, hold: _Hold, identity: tuple[object, ...]
+    ) -> bool:
+        """Keep ``hold``, which ``call``'s ``request`` took, renewing it from now on;
+        False, keeping nothing, once the call no longer stands (the caller releases a
+        hold its owner did not have before)."""
+        one = _SessionHold(request, hold, identity)
+        with self.guard:
+            if call.cancelled.is_set() or self.ending.is_set():
+                return False
+            before = self.holds.get(one.key)
+            self.holds[one.key] = one
+            if not hold.renewed or before is None or before.state != "held":
+                call.took, call.took_new = one, not hold.renewed
+        threading.Thread(target=_renew_apart, args=(self, one), daemon=True).start()
+        return True
+
+    def holding(self, one: _SessionHold) -> bool:
+        with self.guard:
+            return self.holds.get(one.key) is one and one.state == "held"
+
+    def judge(self) -> None:
+        """Each hold by the renewer's clock (under the guard), as held() judges its own:
+        one past the moment its work had to stop is lost, whatever its renewal is doing."""
+        for one in self.holds.values():
+            if one.state == "held" and (lost := one.renewer.lost_by_now()) is not None:
+                self.ended(one, lost)
+
+    def ended(self, one: _SessionHold, lost: LockLost) -> None:
+        """``one`` ended by no call of this session's (under the guard): told at the next
+        call, and never taken again by the session on its own."""
+        free = lost.held_by is None and not one.renewer.ran_out
+        one.state = "released" if free else "lost"
+        one.why = str(lost)
+        self.untold.append(one)
+
+    def views(self) -> list[dict[str, object]]:
+        """The holds as the holds tool shows them, each judged by the clock."""
+        with self.guard:
+            self.judge()
+            return [one.view() for one in self.holds.values()]
 
     def told(self) -> list[dict[str, object]]:
         """The holds that ended since the last call, by no call of this session's."""
         with self.guard:
+            self.judge()
             ended, self.untold = self.untold, []
         return [held.view() for held in ended]
 
-    def ended_by_release(self, lock: str, owner: str) -> None:
-        """This session's release call released ``owner``'s hold on ``lock``."""
+    def released(self, identity: tuple[object, ...], owner: str, freed: bool) -> None:
+        """This session's release call for ``owner`` on the lock ``identity`` names: its
+        place kept in line is dropped, and its hold, if ``freed``, is released."""
         with self.guard:
-            held = self.holds.get((lock, owner))
-            if held is not None and held.state == "held":
+            kept = self.places.get((identity, owner))
+            if kept is not None:
+                self.drop_place(kept)
+            held = self.holds.get((identity, owner))
+            if freed and held is not None and held.state == "held":
                 held.state = "released"
                 held.why = "released by this session's release call"
 
-    def keep_renewing(self) -> None:
-        """The renewal thread: each hold renewed when due, until the session ends."""
-        while not self.ending.is_set():
-            with self.guard:
-                held = [h for h in self.holds.values() if h.state == "held"]
-            due = min((h.renewer.due_in() for h in held), default=60.0)
-            if self.added.wait(due):
-                self.added.clear()
-                continue
-            for one in held:
-                if one.renewer.due_in() <= 0 and not self.ending.is_set():
-                    self.renewed(one, one.renewer.renew())
-
     def renewed(self, one: _SessionHold, lost: LockLost | None) -> None:
-        """What a renewal of ``one`` found: held still, or released or lost (told at the
-        next call, and never taken again by the session on its own)."""
+        """What a renewal of ``one`` found: held still, or released or lost."""
         with self.guard:
-            hold = one.renewer.hold
-            if self.holds.get((hold.lock, hold.owner)) is not one or one.state != "held":
-                return  # released by a call, or taken anew, meanwhile
-            if lost is None:
+            if self.holds.get(one.key) is not one or one.state != "held":
+                return  # released by a call, taken anew, or lost by the clock meanwhile
+            if lost is not None:
+                self.ended(one, lost)
+            elif one.renewer.failure is None:  # renewed, not tried again soon
                 one.renewed_at = time.time()
-                return
-            free = lost.held_by is None and not one.renewer.ran_out
-            one.state = "released" if free else "lost"
-            one.why = str(lost)
-            self.untold.append(one)
 
-    def release_all(self, until: float | None = None) -> None:
+    def resume(self, identity: tuple[object, ...], given: str, request: _Request) -> _Place | None:
+        """The place kept for an acquire of the lock ``identity`` names under ``given``,
+        as ``request`` asks it (its owner and run id then the place's); None: none, or
+        one of another kind or count, dropped (the acquire joins at the end)."""
+        with self.guard:
+            for kept in self.places.values():
+                if kept.key[0] == identity and given in (kept.given, kept.request.owner):
+                    break
+            else:
+                return None
+            del self.places[kept.key]
+            kept.over.set()
+            if not kept.resumed_by(given, request):
+                kept.dropped = True
+                return None
+        request.owner, request.run_id = kept.request.owner, kept.request.run_id
+        return kept.place
+
+    def keep_place(self, call: _Call, kept: _KeptPlace) -> bool:
+        """Keep ``kept`` in line, beating it, for the agent's next call; False once the
+        call no longer stands (the caller leaves the line)."""
+        with self.guard:
+            if call.cancelled.is_set() or self.ending.is_set():
+                return False
+            old = self.places.pop(kept.key, None)
+            if old is not None:
+                self.drop_place(old)
+            self.places[kept.key] = kept
+            call.kept = kept
+        self.aside(_beat_kept, self, kept)
+        return True
+
+    def drop_place(self, kept: _KeptPlace) -> None:
+        """(Under the guard.) ``kept`` leaves the line: its beating thread takes it out."""
+        if self.places.get(kept.key) is kept:
+            del self.places[kept.key]
+        kept.dropped = True
+        kept.over.set()
+
+    def lapsed(self, kept: _KeptPlace) -> bool:
+        """Whether ``kept``'s beating thread, done, takes it out of the line: dropped, or
+        no call resumed it in time (then no call can now)."""
+        with self.guard:
+            if self.places.get(kept.key) is kept:
+                del self.places[kept.key]
+                return True
+            return kept.dropped
+
+    def release_all(self, until: float) -> None:
         """Release every hold the session took (not those it kept), each at once on a
-        thread of its own, waiting for them until ``until`` (monotonic clock) at the
-        latest, by default _RELEASES_WITHIN_SEC from now."""
+        thread of its own, and leave its places in line, waiting for all of it until
+        ``until`` (on ``_SEAMS.clock``) at the latest."""
         with self.guard:
             mine = [h for h in self.holds.values() if h.state == "held" and not h.kept]
             for one in mine:
                 one.state = "released"
-        threads = [
-            threading.Thread(target=_release_quietly, args=(one.renewer.hold,), daemon=True)
-            for one in mine
-        ]
+            for kept in list(self.places.values()):
+                self.drop_place(kept)
+        for one in mine:
+            self.aside(_release_quietly, one.renewer.hold)
+        with self.guard:
+            threads = list(self.threads)
         for thread in threads:
-            thread.start()
-        if until is None:
-            until = time.monotonic() + _RELEASES_WITHIN_SEC
-        for thread in threads:
-            thread.join(max(0.0, until - time.monotonic()))
+            thread.join(max(0.0, until - _SEAMS.clock()))
+
+
+def _renew_apart(session: _Session, one: _SessionHold) -> None:
+    """``one``'s renewals, each when due, on a thread of its own: a renewal stuck on a
+    store out of reach holds up no other hold's (one thread for all let a healthy file
+    hold go stale behind a frozen Redis)."""
+    while not session.ending.wait(one.renewer.next_look()):
+        if not session.holding(one):
+            return
+        if one.renewer.due_in() <= 0:  # else a second passed on the system's clock
+            session.renewed(one, one.renewer.renew())
+
+
+def _beat_kept(session: _Session, kept: _KeptPlace) -> None:
+    """Keep ``kept``'s place alive in line until a call resumes it; take it out once it
+    is dropped or its time is up."""
+    store = _store_for(kept.request.lock)
+    try:
+        while not kept.over.wait(max(0.0, min(_SEAMS.beat_sec, kept.until - _SEAMS.clock()))):
+            if _SEAMS.clock() >= kept.until:
+                break
+            try:
+                if not store.beat(kept.place):
+                    break  # lapsed: out of the line already
+            except (OSError, ValueError):
+                pass  # beaten again at the next beat, or lapsed
+        if session.lapsed(kept):
+            _leave_line(store, kept.place)
+    finally:
+        store.close()
 
 
 def _release_quietly(hold: _Hold) -> None:
@@ -8690,19 +9120,17 @@ def _place(arguments: dict[str, Any], name: str) -> str:
 
 
 def _wait(arguments: dict[str, Any]) -> float:
-    """A wait as the CLI takes it (``60s``, ``2m``) or seconds as a number, cut to
-    _LONGEST_CALL_WAIT_SEC."""
+    """A wait as the CLI takes it (``60s``, ``2m``) or seconds as a number."""
     value = arguments.get("wait", 0)
     if isinstance(value, str):
         seconds, unit = _duration_seconds(value, "wait", "seconds")
-        wait = _wait_within(seconds, "wait", _MAX_WAIT_SEC, unit, repr(value))
-    else:
-        wait = _checked_wait(value, "wait", _MAX_WAIT_SEC)
-    return min(wait, _LONGEST_CALL_WAIT_SEC)
+        return _wait_within(seconds, "wait", _MAX_WAIT_SEC, unit, repr(value))
+    return _checked_wait(value, "wait", _MAX_WAIT_SEC)
 
 
-def _session_request(arguments: dict[str, Any], lease: float) -> _Request:
-    """What the acquire tool asks, each part checked once, in the CLI's order."""
+def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request, bool]:
+    """What the acquire tool asks, each part checked once, in the CLI's order, its wait
+    cut to the call limit; and whether it was cut."""
     lock = _place(arguments, "lock")
     owner_text = _text(arguments, "owner")
     wait = _wait(arguments)
@@ -8716,59 +9144,82 @@ def _session_request(arguments: dict[str, Any], lease: float) -> _Request:
         )
     slots = _checked_slots(arguments.get("slots", 1), "slots")
     owner, run_id = _owner_with_run_id(owner_text)
-    return _Request(
+    longest = _SEAMS.longest_call_wait_sec
+    request = _Request(
         lock,
         owner,
         run_id,
         lease,
-        wait=wait,
+        wait=min(wait, longest),
         slots=slots,
         shared=shared,
         keep_longer=True,
         session=True,
     )
+    return request, wait > longest
 
 
-def _acquire(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
-    """The acquire tool: the CLI's acquire output and the hold's fence."""
-    request = _session_request(arguments, session.lease)
-    started = time.monotonic()
+def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
+    """The acquire tool: the CLI's acquire output and the hold's fence. A wait cut at the
+    call limit keeps its place in line for the next call, which resumes it."""
+    request, cut = _session_request(arguments, session.lease)
+    given = arguments["owner"]
+    place = session.resume(_lock_identity(request.lock), given, request)
+    if place is None and request.wait:
+        place = _new_place(request)
+    started = _SEAMS.clock()
 
     def refused(result: Any, left: float, place: int) -> None:
-        waited = time.monotonic() - started
-        progress(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
+        waited = _SEAMS.clock() - started
+        call(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-    hold, result = _take_waiting(request, refused)
-    if hold is not None and not hold.renewed and not progress.stands():
-        # Taken as the client cancelled the call: nobody would know of the hold.
-        _release_quietly(hold)
+    hold, result = _take_waiting(request, refused, place, keep_place=cut)
+    identity = _lock_identity(request.lock)  # again: the take may have made its folder
+    if hold is not None and not session.keep(call, request, hold, identity):
+        if not hold.renewed:  # nobody would know of it
+            _release_quietly(hold)
         raise _Cancelled
-    if hold is not None:
-        session.keep(request, hold)
+    if hold is None and cut and place is not None and place.joined:
+        if not session.keep_place(call, _KeptPlace(identity, given, request, place)):
+            _leave_quietly(request.lock, place)
+            raise _Cancelled
+        result["message"] += (
+            f"; your place in line is kept {_KEPT_SEC:g} s: call acquire again within them,"
+            " with this lock and owner and the same slots and shared, to wait on from it"
+        )
     return {**result, "fence": None if hold is None else hold.fence}
 
 
-def _release(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
+def _leave_quietly(lock: str | os.PathLike[str], place: _Place) -> None:
+    """Take ``place`` out of the line of ``lock``: a failure leaves it to lapse."""
+    try:
+        store = _store_for(lock)
+    except (OSError, ValueError):
+        return
+    try:
+        _leave_line(store, place)
+    finally:
+        store.close()
+
+
+def _release(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     lock = _place(arguments, "lock")
     owner = _text(arguments, "owner")
     result = release(lock, owner)
-    if result["released"]:
-        session.ended_by_release(result["lock"], owner)
+    session.released(_lock_identity(lock), owner, result["released"])
     return dict(result)
 
 
-def _status(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
+def _status(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     return dict(status(_place(arguments, "lock"), DEFAULT_STALE_AFTER_MIN * 60))
 
 
-def _list(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
+def _list(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     return dict(list_locks(_place(arguments, "under")))
 
 
-def _holds(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
-    with session.guard:
-        views = [one.view() for one in session.holds.values()]
-    return {"holds": views}
+def _holds(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
+    return {"holds": session.views()}
 
 
 _LOCK = {
@@ -8789,8 +9240,8 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         " released when the session ends; call release on every halt path all the same."
         " Answers the CLI's acquire JSON and the hold's fence; acquired false with a"
         " message saying who holds it and what to do when it is held. wait (e.g. '60s',"
-        " '2m', or seconds) stands in line first come first served, at most 50 s a call"
-        " (call again to keep trying).",
+        " '2m', or seconds) stands in line first come first served, at most 50 s a call;"
+        " a longer wait cut there keeps its place 10 s: call again within them to wait on.",
         {
             "type": "object",
             "properties": {
@@ -8865,7 +9316,7 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
 
 
 def _call(
-    session: _Session, name: str, arguments: dict[str, Any], progress: _Progress
+    session: _Session, name: str, arguments: dict[str, Any], call: _Call
 ) -> tuple[dict[str, Any] | None, str]:
     """A tool's answer (None and the message for bad input or a failure, as the CLI says
     it), with the holds this session lost since its last call after its own keys."""
@@ -8878,7 +9329,7 @@ def _call(
         takes = ", ".join(properties) or "nothing"
         return None, f"usage error: {name} takes {takes}, not {unknown[0]!r}"
     try:
-        answer = tool[2](session, arguments, progress)
+        answer = tool[2](session, arguments, call)
     except _UsageError as exc:
         return None, f"usage error: {exc}"
     except ValueError as exc:
@@ -8892,6 +9343,16 @@ def _call(
 # --- The session's end, however it comes
 
 
+def _call_key(request_id: object) -> object:
+    """A request's id as a cancel names it: 7 and "7" are one id, as the SDK holds."""
+    if isinstance(request_id, str):
+        try:
+            return int(request_id)
+        except ValueError:
+            pass
+    return request_id
+
+
 async def _answered(
     session: _Session, ctx: Any, name: str, arguments: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
@@ -8899,7 +9360,7 @@ async def _answered(
     while the SDK's asyncio loop serves other calls, however many acquires wait in line:
     a pool's N threads (asyncio.to_thread's) left every other call unanswered while N
     waited, 6 on 2 cores. A cancelled call stops waiting for its thread, which leaves
-    the line at its next beat, as it does once the session ends."""
+    the line at its next beat, as it does once the session ends, and keeps nothing."""
     import asyncio
 
     loop = asyncio.get_running_loop()
@@ -8914,33 +9375,29 @@ async def _answered(
         except Exception:  # the call ended meanwhile (cancelled, or the session)
             raise _Cancelled from None
 
-    progress = _Progress(session, report)
+    key = _call_key(ctx.request_id)
+    call = session.start(key, report)
 
     def work() -> None:
         outcome: tuple[dict[str, Any] | None, str] | None = None
         failure: BaseException | None = None
         try:
-            outcome = _call(session, name, arguments, progress)
+            outcome = _call(session, name, arguments, call)
         except _Cancelled:
             outcome = None, "the call was cancelled, or the session ended, as it waited"
         except BaseException as exc:  # the SDK tells the client of an internal error
             failure = exc
-        finally:
-            with session.guard:
-                session.calls.discard(threading.current_thread())
+        session.answered(call)
         try:
             loop.call_soon_threadsafe(_settle, answered, outcome, failure)
         except RuntimeError:  # the loop is closed: the session has ended
             pass
 
-    thread = threading.Thread(target=work, daemon=True)
-    with session.guard:
-        session.calls.add(thread)
-    thread.start()
+    session.aside(work)
     try:
         return await answered
     except asyncio.CancelledError:
-        progress.cancelled.set()  # the waiting thread leaves the line at its next beat
+        session.cancel(key)  # the waiting thread leaves the line at its next beat
         raise
 
 
@@ -8955,16 +9412,11 @@ def _settle(future: Any, outcome: Any, failure: BaseException | None) -> None:
 
 
 def _end_when_told(session: _Session) -> None:
-    """Once the session ends: release its holds, and exit 0. A call still waiting in
-    line leaves it at its next beat, given what is left of the releases' time (its
-    place lapses if it cannot)."""
+    """Once the session ends: release its holds, leave its places in line, and exit 0. A
+    call still waiting in line leaves it at its next beat, given what is left of the
+    releases' time (its place lapses if it cannot)."""
     session.ending.wait()
-    until = time.monotonic() + _RELEASES_WITHIN_SEC
-    session.release_all(until)
-    with session.guard:
-        calls = list(session.calls)
-    for call in calls:
-        call.join(max(0.0, until - time.monotonic()))
+    session.release_all(_SEAMS.clock() + _RELEASES_WITHIN_SEC)
     try:
         sys.stderr.flush()
     except (OSError, ValueError):
@@ -8981,6 +9433,24 @@ def _watch_parent(session: _Session) -> None:
     session.ending.set()
 
 
+def _watch_output(session: _Session, output: int) -> None:
+    """End the session once the client closed the server's stdout (``output``, a copy of
+    it), idle or not: poll sees the pipe's reader gone (an error) or a hang-up, where a
+    write would see it only at the next answer. Nobody can hear the server then."""
+    import select
+
+    poller = select.poll()
+    poller.register(output, 0)  # errors and hang-ups alone
+    while not session.ending.is_set():
+        for _, event in poller.poll():
+            if event & (select.POLLERR | select.POLLHUP):
+                session.ending.set()
+                return
+            if event & select.POLLNVAL:
+                return
+        time.sleep(_PARENT_LOOK_SEC)
+
+
 def _serve(lease: float) -> int:
     """Serve the tools over stdio until the session ends (this process then exits 0)."""
     parent = os.getppid()  # before the SDK loads, which takes seconds: a parent gone meanwhile
@@ -8991,13 +9461,21 @@ def _serve(lease: float) -> int:
     except ImportError:
         raise ValueError(_sdk_missing()) from None
     import asyncio
+    import select
 
 
     session = _Session(lease, parent)
     _Interrupts.disarm()
     _Interrupts.handle(lambda signum, frame: session.ending.set())
-    for work in (_end_when_told, _watch_parent, _Session.keep_renewing):
+    for work in (_end_when_told, _watch_parent):
         threading.Thread(target=work, args=(session,), daemon=True).start()
+    if hasattr(select, "poll"):  # POSIX; on Windows a closed stdout is seen at a write
+        try:
+            output = os.dup(1)  # before the SDK points stdout elsewhere
+        except OSError:  # no stdout at all: the SDK's first write says so
+            pass
+        else:
+            threading.Thread(target=_watch_output, args=(session, output), daemon=True).start()
 
     tools = [
         types.Tool(name=name, description=words, input_schema=schema)
@@ -9016,6 +9494,10 @@ def _serve(lease: float) -> int:
         text = types.TextContent(type="text", text=json.dumps(answer))
         return types.CallToolResult(content=[text], structured_content=answer)
 
+    async def cancelled(ctx: Any, params: types.CancelledNotificationParams) -> None:
+        # Also for a call already answered: the client ignores that answer.
+        session.cancel(_call_key(params.request_id))
+
     server: Any = Server(
         "skf-run-lock",
         version=__version__,
@@ -9023,6 +9505,9 @@ def _serve(lease: float) -> int:
         " acquire tool at the start of a run and release it on every halt path.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+    )
+    server.add_notification_handler(
+        "notifications/cancelled", types.CancelledNotificationParams, cancelled
     )
 
     async def run() -> None:
@@ -9041,7 +9526,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '5b6ee00c9d11857bf64de4dd34706a66279519935af06f0541e1ed4560e138cc'  # what a cache entry must name
+_BUILD = '81f34c67d388d5ef6e12fa17f2e371831065800149c28a8f2d9e93e431566654'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -1,9 +1,12 @@
 """A TCP proxy on loopback in front of a real server, for tests of what a holder does
 when the network fails under it: it forwards both ways until a test cuts it, then
 blackholes (swallows every byte, answers nothing, keeps every socket open), resets
-(closes each connection with a RST, and every new one as it comes) or slows (each
-chunk held back a while). Its threads end with the block, and at the latest after
-its lifetime, so a test that forgets it leaves nothing running."""
+(closes each connection with a RST, and every new one as it comes), slows (each
+chunk held back a while) or delays (each answer held back a while once its client has
+asked twice on the connection: a change's answer comes late, the read before it at
+once; what is asked passes at once). A chunk held back is on the wire: it arrives
+though the link is blackholed meanwhile. Its threads end with the block, and at the
+latest after its lifetime, so a test that forgets it leaves nothing running."""
 
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Literal
 
-Fault = Literal["blackhole", "reset", "slow"]
+Fault = Literal["blackhole", "reset", "slow", "delay"]
 
 _POLL_SEC = 0.1  # how soon each thread sees a fault or the end
 
@@ -32,7 +35,7 @@ class FaultyProxy:
 
     def __init__(self, target: int, slow_by: float, lifetime: float) -> None:
         self.target = target
-        self.slow_by = slow_by  # each chunk's delay once slowed
+        self.slow_by = slow_by  # each chunk's delay once slowed (each answer held back's)
         self.fault: Fault | None = None
         self.ends = time.monotonic() + lifetime
         self.stop = threading.Event()
@@ -90,12 +93,16 @@ class FaultyProxy:
                 continue
             with self.lock:
                 self.pairs.append((client, server))
-            self._start(self._pump, client, server)
-            self._start(self._pump, server, client)
+            asked = [0]  # the chunks its client sent
+            self._start(self._pump, client, server, asked, False)
+            self._start(self._pump, server, client, asked, True)
         self.stop.set()  # its lifetime is over: every pump ends too
 
-    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
-        """Forward what ``source`` sends to ``sink``, as the fault of the moment lets."""
+    def _pump(
+        self, source: socket.socket, sink: socket.socket, asked: list[int], answers: bool
+    ) -> None:
+        """Forward what ``source`` sends to ``sink`` (``answers``: the server's, to a
+        client that sent ``asked[0]`` chunks so far), as the fault of the moment lets."""
         try:
             source.settimeout(_POLL_SEC)
         except OSError:
@@ -109,9 +116,12 @@ class FaultyProxy:
                 break
             if not data:
                 break
-            if self.fault == "blackhole":
+            fault = self.fault
+            if fault == "blackhole":
                 continue  # swallowed: no answer, no close
-            if self.fault == "slow":
+            if not answers:
+                asked[0] += 1
+            if fault == "slow" or (fault == "delay" and answers and asked[0] > 1):
                 time.sleep(self.slow_by)
             if self.fault == "reset":
                 break
@@ -128,7 +138,8 @@ class FaultyProxy:
 @contextlib.contextmanager
 def proxy_to(target: int, slow_by: float = 1.5, lifetime: float = 120.0) -> Iterator[FaultyProxy]:
     """A proxy on a free loopback port to 127.0.0.1:``target``, closed as the block ends
-    (or after ``lifetime`` seconds); ``slow_by``: each chunk's delay once slowed."""
+    (or after ``lifetime`` seconds); ``slow_by``: each chunk's delay once slowed (each
+    answer's held back, once delayed)."""
     proxy = FaultyProxy(target, slow_by, lifetime)
     try:
         yield proxy

@@ -12,6 +12,8 @@ import itertools
 import json
 import os
 import queue
+import select
+import socket
 import subprocess
 import sys
 import threading
@@ -40,9 +42,10 @@ class Served:
     """A process speaking MCP over its stdio (``serve``, or a process that starts it
     with these pipes), driven as a client drives it: one JSON object a line. Every
     message it writes is kept in order; what it writes on stderr too (a reaper's
-    reports are JSON lines there)."""
+    reports are JSON lines there). ``read_ahead`` False: its stdout is read only as a
+    test asks for a line, so that closing it (``close_output``) closes the pipe at once."""
 
-    def __init__(self, argv: list[str], **popen: Any) -> None:
+    def __init__(self, argv: list[str], *, read_ahead: bool = True, **popen: Any) -> None:
         self.proc = subprocess.Popen(
             argv,
             stdin=subprocess.PIPE,
@@ -59,7 +62,10 @@ class Served:
         self.stderr: queue.Queue[str | None] = queue.Queue()
         self.said: list[str] = []  # stderr, as read so far
         self.ids = itertools.count(1)
-        threading.Thread(target=self._read_stdout, daemon=True).start()
+        self.read_ahead = read_ahead
+        self.unread = b""  # read from stdout, not yet a whole line (read_ahead False)
+        if read_ahead:
+            threading.Thread(target=self._read_stdout, daemon=True).start()
         threading.Thread(target=self._read_stderr, daemon=True).start()
 
     def _read_stdout(self) -> None:
@@ -98,8 +104,36 @@ class Served:
             message["params"] = params
         self.send(message)
 
+    def _read_line_now(self, until: float) -> None:
+        """Read its stdout until a whole line is there, before ``until``, and queue it."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.unread:
+            left = until - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                self.messages.put(None)
+                return
+            self.unread += chunk
+        line, _, self.unread = self.unread.partition(b"\n")
+        try:
+            self.messages.put(json.loads(line))
+        except ValueError:
+            self.messages.put({"not a JSON line": line.decode("utf-8", "replace")})
+
+    def close_output(self) -> float:
+        """Close the pipe of its stdout, as a client that stops listening does; when
+        (monotonic). Only where nothing reads it ahead (``read_ahead`` False)."""
+        assert not self.read_ahead and self.proc.stdout is not None
+        self.proc.stdout.close()
+        return time.monotonic()
+
     def line(self, until: float) -> dict[str, Any]:
         """The next JSON line on its stdout, before ``until`` (time.monotonic())."""
+        if not self.read_ahead and self.messages.empty():
+            self._read_line_now(until)
         try:
             message = self.messages.get(timeout=max(0.0, until - time.monotonic()))
         except queue.Empty:
@@ -350,8 +384,48 @@ def _reap(log: str, argv: list[str]) -> None:
     _report(done=True)
 
 
+def serve_with(
+    *serve_args: str, longest_call_wait_sec: float | None = None, stalled: str | None = None
+) -> list[str]:
+    """The argv of a ``serve`` (``serve_args`` after serve) that this file runs as a
+    script, from the built file loaded by path, with ``longest_call_wait_sec`` set on
+    its seams, and with ``stalled`` ("NAME=FILE") a name that stands for 127.0.0.1,
+    each lookup of which waits while FILE exists (and is never kept)."""
+    spec = {"longest_call_wait_sec": longest_call_wait_sec, "stalled": stalled}
+    return [sys.executable, SESSIONS, "serve-with", json.dumps(spec), *serve_args]
+
+
+def _serve_with(spec: dict[str, Any], serve_args: list[str]) -> None:
+    """Run ``serve`` in this process as the built file runs it, after setting what
+    ``spec`` asks: a seam, and a name whose lookups stall (``stalled``: "NAME=FILE",
+    NAME standing for 127.0.0.1, each lookup of it held up while FILE exists, as a
+    name server that stops answering holds it up)."""
+    from loader import load_script
+
+    skf = load_script()
+    if spec["longest_call_wait_sec"] is not None:
+        skf._SEAMS.longest_call_wait_sec = spec["longest_call_wait_sec"]
+    if spec["stalled"] is not None:
+        name, _, marker = spec["stalled"].partition("=")
+        looked_up = socket.getaddrinfo
+
+        def lookup(host: Any, *args: Any, **kwargs: Any) -> Any:
+            if host == name:
+                while os.path.exists(marker):
+                    time.sleep(0.05)
+                host = "127.0.0.1"
+            return looked_up(host, *args, **kwargs)
+
+        socket.getaddrinfo = lookup
+        skf._SEAMS.name_kept_sec = 0.0  # each renewal looks the name up anew
+    sys.argv = [str(SCRIPT), "serve", *serve_args]
+    skf._entry()
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "client":
+    if sys.argv[1] == "serve-with":
+        _serve_with(json.loads(sys.argv[2]), sys.argv[3:])
+    elif sys.argv[1] == "client":
         import anyio
 
         anyio.run(_client, sys.argv[2], sys.argv[3], sys.argv[4])

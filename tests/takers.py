@@ -1,18 +1,44 @@
 """For the tests of holds that must end on the holder's side first (tests/
-test_lease_end.py, test_renewal_on_a_file.py): the run whose hold it is, started, and
-another caller that takes the lock once the hold ends."""
+test_lease_end.py, test_renewal_on_a_file.py, test_name_lookup.py): the run whose hold
+it is, started, its command, another caller that takes the lock once the hold ends,
+and cases run side by side."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
+from typing import Any, TypeVar
 
 from loader import SCRIPT
+
+# run's command: its process id, then the time every 100 ms; on SIGTERM, the time it
+# ended, then it ends. Each file is written whole and renamed into place.
+COMMAND = textwrap.dedent(
+    """
+    import os, signal, sys, time
+    folder = sys.argv[1]
+    def write(name, text):
+        part = os.path.join(folder, name + ".part")
+        with open(part, "w") as out:
+            out.write(text)
+        os.replace(part, os.path.join(folder, name))
+    def ended(signum, frame):
+        write("exited", repr(time.time()))
+        os._exit(143)
+    signal.signal(signal.SIGTERM, ended)
+    write("pid", str(os.getpid()))
+    while True:
+        write("marker", repr(time.time()))
+        time.sleep(0.1)
+    """
+)
 
 
 def alive(pid: int) -> bool:
@@ -41,6 +67,7 @@ class Taker:
         self.watched = watched
         self.began: float | None = None
         self.took: float | None = None
+        self.taken: dict[str, Any] | None = None  # its acquire's output
         self.command_alive: bool | None = None
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._take, daemon=True)
@@ -50,10 +77,11 @@ class Taker:
         while not self.stop.is_set():
             began = time.time()
             try:
-                taken = self.skf.acquire(self.lock, "wf:other", 60.0)["acquired"]
+                result = self.skf.acquire(self.lock, "wf:other", 60.0)
             except OSError:
-                taken = False
-            if taken:
+                result = {"acquired": False}
+            if result["acquired"]:
+                self.taken = result
                 self.began = began
                 self.took = time.time()
                 if self.watched is not None:
@@ -82,3 +110,43 @@ def started_run(
         assert run.poll() is None, run.communicate()
         time.sleep(0.002)
     return run
+
+
+T = TypeVar("T")
+
+
+def side_by_side(cases: dict[str, Callable[[], T]]) -> dict[str, T]:
+    """Each case run in a thread of its own, all at once: what each returned, once all
+    have ended. A case that raised fails the test, named, after every case has ended
+    (each cleans up after itself)."""
+    results: dict[str, T] = {}
+    failures: dict[str, BaseException] = {}
+
+    def run(name: str, case: Callable[[], T]) -> None:
+        try:
+            results[name] = case()
+        except BaseException as exc:  # reported below, with the case's name
+            failures[name] = exc
+
+    threads = [threading.Thread(target=run, args=item, daemon=True) for item in cases.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=80)
+    assert all(not thread.is_alive() for thread in threads), "a case never ended"
+    if failures:
+        told = "; ".join(f"{name}: {failure!r}" for name, failure in failures.items())
+        raise AssertionError(told) from next(iter(failures.values()))
+    return results
+
+
+def each_holds(ended: dict[str, T], check: Callable[[str, T], None]) -> None:
+    """``check`` (asserting) on each case's outcome: every case that fails it is
+    named, with what failed, not only the first."""
+    failed: list[str] = []
+    for name, outcome in ended.items():
+        try:
+            check(name, outcome)
+        except AssertionError as exc:
+            failed.append(f"{name}: {exc}")
+    assert not failed, "\n".join(failed)

@@ -892,7 +892,7 @@ def test_one_connection_serves_every_request_of_a_call(
     skf: ModuleType, etcd_lock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Keep-alive against the real server: a take is three requests on one connection."""
-    opened = first_arguments_of(monkeypatch, socket, "create_connection")
+    opened = first_arguments_of(monkeypatch, socket.socket, "connect")
     sent = etcd_requests(monkeypatch)
     assert skf.acquire(etcd_lock, "wf:sk:r", 60.0)["acquired"]
     assert [path for _, path, _ in sent] == ["/v3/kv/range", "/v3/lease/grant", "/v3/kv/txn"]

@@ -204,7 +204,7 @@ def test_passing_renewal_failures_are_retried_until_too_little_is_left_of_the_ho
         assert lease.lost
     assert "renewals failed" in str(lost.value) and "go stale" in str(lost.value)
     assert lost.value.lock == lease.result["lock"] == str(lock)
-    assert beside(lock) == []
+    assert beside(lock) == ["held.lock"]  # a lost hold is left to end: no guard, no temp
 
 
 @pytest.mark.parametrize("bad", [2.9, 0.5, float("nan"), -1])
@@ -220,3 +220,41 @@ def test_held_installs_no_signal_handlers(skf: ModuleType, tmp_path: Path) -> No
     before = {s: signal.getsignal(s) for s in INTERRUPTING if s in signal.valid_signals()}
     with skf.held(tmp_path / "held.lock", "wf:held", SHORT):
         assert {s: signal.getsignal(s) for s in before} == before
+
+
+@pytest.mark.timeout(60)
+def test_a_block_ends_at_its_stop_point_while_a_renewal_is_stuck_which_then_writes_nothing(
+    skf: ModuleType, any_lock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On every store: a block that ends while its renewal is stuck in the store (a read
+    that does not return, which no network deadline cuts) waits for it no later than
+    the hold's stop point, and is told LockLost while the renewal is still stuck. Once
+    the read returns, that renewal writes nothing: its holder's time to stop has passed."""
+    stuck = threading.Event()
+    resumed = threading.Event()
+    go_on = threading.Event()
+    late: list[str] = []  # what the stuck renewal did once its read returned
+
+    class StuckRenewal(WrappedStore):
+        def read(self, *args: object, **kwargs: object) -> object:
+            if threading.current_thread().name == "skf-run-lock renewal" and not stuck.is_set():
+                stuck.set()
+                go_on.wait(30)
+                resumed.set()
+            return self.real.read(*args, **kwargs)
+
+        def apply(self, *args: object, **kwargs: object) -> object:
+            if resumed.is_set():
+                late.append("apply")
+            return self.real.apply(*args, **kwargs)
+
+    wrap_stores(skf, monkeypatch, StuckRenewal)
+    with pytest.raises(skf.LockLost) as lost, skf.held(any_lock, "wf:held", SHORT) as lease:
+        assert stuck.wait(10), "no renewal came"  # the first, a second in
+    ended_while_stuck = not resumed.is_set()
+    go_on.set()
+    assert lease.thread is not None
+    lease.thread.join(10)
+    assert ended_while_stuck, "the block waited for the stuck renewal"
+    assert late == [], "the renewal wrote after its holder's time to stop"
+    assert "renewals failed" in str(lost.value)

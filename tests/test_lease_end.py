@@ -1,10 +1,11 @@
 """A hold that cannot be renewed ends on the holder's side before its lease can end on
 the server: ``run`` (a real process of the built file) and ``held()`` hold a lock on
 the real etcd and Redis through a proxy (tests/proxy.py) that is cut 2 s in, by a
-blackhole, a reset or a slow link, while another caller connected directly tries to
-take the lock until it does. The command must be gone, and held() must have reported
-the hold lost, before that take: the times compared are the ones each side recorded
-as it went (an order, not a duration).
+blackhole, a reset or a slow link (or that delays each answer, then swallows
+everything), while another caller connected directly tries to take the lock until it
+does. The command must be gone, and held() must have reported the hold lost, before
+that take: the times compared are the ones each side recorded as it went (an order,
+not a duration).
 
 Each fault has a lock, a proxy, a holder and a taker of its own, and the faults of a
 test run side by side, each on the timeline it would have alone (its own start, its
@@ -16,45 +17,22 @@ from __future__ import annotations
 import contextlib
 import functools
 import sys
-import textwrap
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
 from calls import posix_only, reaped
 from conftest import key_of_its_own
 from proxy import Fault, proxy_to
-from takers import Taker, started_run
+from takers import COMMAND, Taker, each_holds, side_by_side, started_run
 
 FAULTS: tuple[Fault, ...] = ("blackhole", "reset", "slow")
 SERVERS = ["etcd", "redis"]
-
-# run's command: its process id, then the time every 100 ms; on SIGTERM, the time it
-# ended, then it ends. Each file is written whole and renamed into place.
-COMMAND = textwrap.dedent(
-    """
-    import os, signal, sys, time
-    folder = sys.argv[1]
-    def write(name, text):
-        part = os.path.join(folder, name + ".part")
-        with open(part, "w") as out:
-            out.write(text)
-        os.replace(part, os.path.join(folder, name))
-    def ended(signum, frame):
-        write("exited", repr(time.time()))
-        os._exit(143)
-    signal.signal(signal.SIGTERM, ended)
-    write("pid", str(os.getpid()))
-    while True:
-        write("marker", repr(time.time()))
-        time.sleep(0.1)
-    """
-)
 
 
 def server_port(server: str, request: pytest.FixtureRequest) -> int:
@@ -70,46 +48,6 @@ def addresses(server: str, port: int, request: pytest.FixtureRequest) -> tuple[s
     same with ``{port}`` for the port it is reached at (the server's, or the proxy's)."""
     through = f"{server}://127.0.0.1:{{port}}/{key_of_its_own(request)}"
     return through.format(port=port), through
-
-
-T = TypeVar("T")
-
-
-def side_by_side(cases: dict[str, Callable[[], T]]) -> dict[str, T]:
-    """Each case run in a thread of its own, all at once: what each returned, once all
-    have ended. A case that raised fails the test, named, after every case has ended
-    (each cleans up after itself)."""
-    results: dict[str, T] = {}
-    failures: dict[str, BaseException] = {}
-
-    def run(name: str, case: Callable[[], T]) -> None:
-        try:
-            results[name] = case()
-        except BaseException as exc:  # reported below, with the case's name
-            failures[name] = exc
-
-    threads = [threading.Thread(target=run, args=item, daemon=True) for item in cases.items()]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(timeout=80)
-    assert all(not thread.is_alive() for thread in threads), "a case never ended"
-    if failures:
-        told = "; ".join(f"{name}: {failure!r}" for name, failure in failures.items())
-        raise AssertionError(told) from next(iter(failures.values()))
-    return results
-
-
-def each_holds(ended: dict[str, T], check: Callable[[str, T], None]) -> None:
-    """``check`` (asserting) on each case's outcome: every case that fails it is
-    named, with what failed, not only the first."""
-    failed: list[str] = []
-    for name, outcome in ended.items():
-        try:
-            check(name, outcome)
-        except AssertionError as exc:
-            failed.append(f"{name}: {exc}")
-    assert not failed, "\n".join(failed)
 
 
 @dataclass
@@ -295,10 +233,135 @@ def test_held_reports_a_hold_it_cannot_renew_lost_before_it_ends(
         assert taker.began is not None, "the lock was never taken directly"
         assert block.last_step < block.seen_lost < taker.began, "worked on after the other take"
         assert isinstance(block.raised, skf.LockLost), block.raised
-        if name == THREAD:
-            # Told LockLost, its failed release (no server in reach) a note on it.
-            assert "could not be released" in str(block.raised.__notes__)
+        assert block.lost and "renewals failed" in str(block.raised), block.raised
+        # A lost hold is not released: that would wait on the network past its stop.
+        assert not getattr(block.raised, "__notes__", None), block.raised.__notes__
+
+    each_holds(ended, check)
+
+
+# --- A hold is counted from when the try that renewed it began
+
+# Each answer held back this long (seconds) once a renewal has read the lock (the
+# proxy's delay): a Redis renewal's change is answered late, an etcd renewal's lease,
+# change and revoke of the old lease each in turn. A renewal must be answered before
+# its hold's stop point, 8.3 s after it begins; a renewer that counted from the answer
+# would stop its work more than a second after the hold ended on the server (by 5.5 s,
+# and by three answers of 2.5 s, less the 3.7 s it keeps to stop the work).
+ANSWERS_DELAYED_BY = {"etcd": 2.5, "redis": 5.5}
+DELAYED_HOLD = 18.0  # its grace and margin: 3.68 s; renewed every 6 s
+
+
+def renewed_slowly(skf: ModuleType, direct: str) -> None:
+    """Wait until a renewal of the hold at ``direct`` has reached the server: its
+    ``stale_at`` moves on."""
+    first = skf.status(direct, 60.0)["stale_at"]
+    deadline = time.monotonic() + 40
+    while skf.status(direct, 60.0)["stale_at"] == first:
+        assert time.monotonic() < deadline, "no renewal reached the server"
+        time.sleep(0.05)
+
+
+def run_answered_slowly(
+    skf: ModuleType, request: pytest.FixtureRequest, folder: Path, server: tuple[str, int]
+) -> RunEnded:
+    """A ``run`` through a proxy that delays every answer once the lock is taken, then,
+    once a renewal reached the server (its answer still on its way), swallows
+    everything; and a taker."""
+    direct, through = addresses(*server, request)
+    folder.mkdir()
+    with proxy_to(server[1], slow_by=ANSWERS_DELAYED_BY[server[0]]) as proxy, reaped() as started:
+        argv = ["run", "--lock", through.format(port=proxy.port), "--owner", "wf:sk"]
+        argv += ["--stale-after", f"{DELAYED_HOLD:g}s", "--"]
+        run = started_run(
+            [*argv, sys.executable, "-c", COMMAND, str(folder)], folder / "marker", started
+        )
+        proxy.cut("delay")
+        renewed_slowly(skf, direct)
+        proxy.cut("blackhole")
+        taker = Taker(skf, direct, watched=int((folder / "pid").read_text()))
+        taker.join()
+        proxy.close()  # run's release, after the loss, is refused at once
+        _, err = run.communicate(timeout=60)
+    exited = folder / "exited"
+    return RunEnded(
+        run.returncode,
+        err,
+        float((folder / "marker").read_text()),
+        float(exited.read_text()) if exited.exists() else None,
+        taker,
+    )
+
+
+def block_answered_slowly(
+    skf: ModuleType, request: pytest.FixtureRequest, server: tuple[str, int]
+) -> BlockEnded:
+    """A held() block through a proxy that delays every answer once the lock is taken,
+    then, once a renewal reached the server, swallows everything; doing a step every
+    100 ms and checking the lease at each, until check() raises LockLost."""
+    direct, through = addresses(*server, request)
+    taker: Taker | None = None
+    last_step = seen_lost = 0.0
+    with proxy_to(server[1], slow_by=ANSWERS_DELAYED_BY[server[0]]) as proxy:
+        lease = skf.held(through.format(port=proxy.port), "wf:sk", DELAYED_HOLD)
+        try:
+            with pytest.raises(skf.LockLost) as lost, lease as entered:
+                proxy.cut("delay")
+                renewing = threading.Thread(target=renewed_slowly, args=(skf, direct))
+                renewing.start()
+                while True:  # the block's work: a step every 100 ms, checking the lease
+                    if taker is None and not renewing.is_alive():
+                        proxy.cut("blackhole")
+                        taker = Taker(skf, direct)
+                    try:
+                        entered.check()
+                    except skf.LockLost:
+                        seen_lost = time.time()
+                        raise
+                    last_step = time.time()
+                    time.sleep(0.1)
+        finally:
+            if taker is not None:
+                taker.join()
+    assert taker is not None
+    return BlockEnded(last_step, seen_lost, lost.value, entered.lost, taker)
+
+
+@pytest.mark.timeout(120)
+@posix_only("SIGTERM handled by the command, which records when it ended")
+def test_a_hold_is_counted_from_when_its_renewal_began_however_slowly_it_was_answered(
+    skf: ModuleType,
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """On etcd and Redis, under run and held() (side by side): every answer is delayed
+    by seconds, a renewal reaches the server and its answer comes late, then the link
+    swallows everything. The hold ends on the server counted from when that renewal
+    reached it; the holder counts it from when the renewal began, so its work stops
+    before another caller takes the lock. A holder that counted from the answer would
+    stop its work more than a second after that take."""
+    # Each call's own timeout long enough for the slow answers (run's too).
+    monkeypatch.setenv("SKF_REDIS_TIMEOUT", "30")
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "30s")
+    cases: dict[str, Callable[[], RunEnded | BlockEnded]] = {}
+    for server in SERVERS:
+        at = (server, server_port(server, request))
+        folder = tmp_path / server
+        cases[f"run on {server}"] = functools.partial(run_answered_slowly, skf, request, folder, at)
+        cases[f"held() on {server}"] = functools.partial(block_answered_slowly, skf, request, at)
+    ended = side_by_side(cases)
+
+    def check(name: str, outcome: RunEnded | BlockEnded) -> None:
+        taker = outcome.taker
+        assert taker.began is not None, "the lock was never taken directly"
+        if isinstance(outcome, RunEnded):
+            assert outcome.exited is not None, "the command was killed without its SIGTERM"
+            assert outcome.last_marker <= outcome.exited < taker.began, "ran on after the take"
+            assert taker.command_alive is False, "the command's process outlived the hold"
+            assert outcome.code == 3 and "renewals failed" in outcome.err, outcome.err
         else:
-            assert block.lost and "renewals failed" in str(block.raised), block.raised
+            assert outcome.last_step < outcome.seen_lost < taker.began, "worked on after the take"
+            assert isinstance(outcome.raised, skf.LockLost), outcome.raised
 
     each_holds(ended, check)

@@ -5,18 +5,22 @@ ends (stdin closed, SIGTERM, SIGINT, SIGHUP, its parent gone), lapsed within the
 when it is killed outright; a hold its owner had before is kept, and one the session
 lost is told, never taken back.
 
-What a store keeps (renewal, the end of a session, the lapse, turns, a CLI release)
-is proven on every store; the server's own mechanics (each signal, the parent gone,
-uv, bad input, the schemas, progress and cancelling) on a file.
+What a store keeps (renewal, the end of a session, the lapse, turns, a CLI release, a
+place kept between calls) is proven on every store; the server's own mechanics (each
+signal, the parent gone, a closed stdout, uv, bad input, the schemas, progress and
+cancelling) on a file.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import os
+import random
 import shlex
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -25,11 +29,13 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import UV, Run, linux_only, posix_only
+from calls import UV, Run, linux_only, posix_only, reaped
 from loader import SCRIPT
+from servers import start_redis
 from sessions import (
     FREED_WITHIN,
     SDK,
+    SERVE,
     SESSIONS,
     TOOLS,
     Served,
@@ -38,10 +44,12 @@ from sessions import (
     held_throughout,
     sdk_answer,
     sdk_session,
+    serve_with,
     taken_by_another,
 )
 from signals import freeze_outside_the_guard
 from stores import StoreUnderTest
+from windows_rules import follow_windows_rules
 
 pytestmark = posix_only(
     "sessions ended by POSIX signals and SIGKILL; the Windows lane installs no MCP SDK"
@@ -575,3 +583,366 @@ def test_an_acquire_cancelled_as_the_lock_frees_never_keeps_it(
         assert waiting not in served.replies
     ended = served.end_input()
     assert served.exit_code() == 0, (ended, served.err())
+
+
+# --- Cancels, the clock, stores apart, places kept, spellings, a closed stdout
+
+
+@pytest.mark.timeout(120)
+def test_a_cancelled_acquire_never_leaves_a_hold(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """150 acquires, each cancelled 0 to 5 ms after it was sent (before its answer or
+    after it), and one cancelled once answered: none leaves a hold nor a place in line
+    once the server has acted on the cancels, and none is held again over a lease.
+    Among them, renewals of holds the owner had (one from the CLI, one from an earlier
+    call of the session), cancelled too, leave those as they were: the CLI's held for
+    its hour (and not the session's to renew), the session's renewed."""
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    locks = tmp_path / "locks"
+    cli_lock, session_lock = str(locks / "cli"), str(locks / "session")
+    assert cli("acquire", "--lock", cli_lock, "--owner", "wf:agent:1").code == 0
+    earlier = served.tool("acquire", lock=session_lock, owner="wf:agent:2")
+    assert earlier["acquired"] is True
+    rng = random.Random(72)
+    fresh = [str(locks / f"run-{n}") for n in range(150)]
+    for n, lock in enumerate(fresh):
+        sent = served.call("acquire", {"lock": lock, "owner": "wf:agent"})
+        time.sleep(rng.uniform(0, 0.005))
+        served.notify("notifications/cancelled", {"requestId": sent})
+        if n % 30 == 0:  # a renewal of each hold the owner had, cancelled as well
+            for had, owner in ((cli_lock, "wf:agent:1"), (session_lock, "wf:agent:2")):
+                sent = served.call("acquire", {"lock": had, "owner": owner})
+                time.sleep(rng.uniform(0, 0.005))
+                served.notify("notifications/cancelled", {"requestId": sent})
+
+    # And a cancel that comes after the answer, for sure: the fresh take is released,
+    # the renewal of the CLI's hold leaves it as it was.
+    fresh.append(str(locks / "answered"))
+    for had, owner in ((fresh[-1], "wf:agent"), (cli_lock, "wf:agent:1")):
+        sent = served.call("acquire", {"lock": had, "owner": owner})
+        assert answer_of(served.result(sent))["acquired"] is True
+        served.notify("notifications/cancelled", {"requestId": sent})
+
+    deadline = time.monotonic() + 20
+    while held := [lock for lock in fresh if skf.status(lock, 60.0)["state"] != "free"]:
+        assert time.monotonic() < deadline, f"{len(held)} cancelled acquires left a hold"
+        time.sleep(0.1)
+    free_until = time.monotonic() + LEASE  # and never taken again by the session
+    while time.monotonic() < free_until:
+        for lock in fresh[::10]:
+            status = skf.status(lock, 60.0)
+            assert status["state"] == "free" and status["waiting"] == [], status
+        time.sleep(0.1)
+    assert [skf.status(lock, 60.0)["state"] for lock in fresh] == ["free"] * len(fresh)
+    views = served.tool("holds")["holds"]
+    assert [(v["lock"], v["owner"], v["state"]) for v in views] == [
+        (session_lock, earlier["owner"], "held")
+    ]
+    kept = cli("status", "--lock", cli_lock).json
+    assert kept["held_by"] == "wf:agent:1" and kept["stale_after_minutes"] == 60, kept
+    held_throughout(skf, session_lock, earlier["owner"], earlier["fence"], time.monotonic() + 1)
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(120)
+def test_a_hold_whose_renewal_stalls_is_told_lost_by_the_clock(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    redis_lock: str,
+    tmp_path: Path,
+) -> None:
+    """A session hold on Redis whose renewal is stuck (each lookup of its server's name
+    held up, as by a name server that stopped answering): once the hold lapsed on the
+    server and another run took it, holds says it lost ("renewals failed"), and that
+    answer's lost_holds tells it, while the renewal is still stuck."""
+    stall = tmp_path / "stall"
+    name = "names.test"  # 127.0.0.1 for this server, until the stall begins
+    argv = serve_with("--lease", f"{LEASE:g}s", stalled=f"{name}={stall}")
+    served = serving(argv=argv)
+    served.initialize()
+    through = redis_lock.replace("127.0.0.1", name)
+    taken = served.tool("acquire", lock=through, owner="wf:session")
+    assert taken["acquired"] is True, taken
+    stall.touch()  # every lookup of the name waits from now on
+    try:
+        another = taken_by_another(skf, cli, redis_lock, time.monotonic() + LEASE + 30)
+        assert another["owner"] == "wf:another:1"
+        answer = served.tool("holds")
+    finally:
+        stall.unlink()
+    [view] = answer["holds"]
+    assert (view["lock"], view["owner"], view["state"]) == (through, taken["owner"], "lost")
+    assert view["message"].startswith(f"lost the lock {through}: renewals failed"), view
+    assert [(h["lock"], h["state"]) for h in answer["lost_holds"]] == [(through, "lost")]
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+def _at_second(fraction: float) -> None:
+    """Sleep until the clock is ``fraction`` of the way into a second (a file's record
+    is dated in whole seconds, and its renewals counted from there)."""
+    time.sleep((fraction - time.time()) % 1.0)
+
+
+@pytest.mark.timeout(120)
+def test_a_renewal_stuck_on_a_frozen_redis_costs_no_hold_on_a_file(
+    skf: ModuleType, serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """Holds on a file and on a Redis that is then frozen (SIGSTOP; its timeout 20 s),
+    in turn: the first Redis hold, the file's renewed a second later, the second Redis
+    hold a second after that. Each stuck renewal waits for its hold's stop point, the
+    second's past the file hold's; yet for three leases the file hold stays the
+    session's, renewed, while another run waits in line for it (one thread renewing
+    every hold in turn let it go stale behind the two); the waiter takes it once the
+    session ends."""
+    lease = 9.0  # renewed every 3 s; a renewal stuck gives up 6.9 s after the last
+    (tmp_path / "redis").mkdir()
+    server = start_redis(tmp_path / "redis")
+    assert server.proc is not None
+    environment = {**os.environ, "SKF_REDIS_TIMEOUT": "20"}
+    served = serving("--lease", f"{lease:g}s", env=environment)
+    served.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    waiting = [*SERVE[:-1], "acquire", "--lock", lock, "--owner", "wf:waiter:1", "--wait", "90s"]
+    with reaped() as started:
+        try:
+            assert served.tool("acquire", lock=lock, owner="wf:s:1")["acquired"]
+            _at_second(0.1)
+            assert served.tool("acquire", lock=server.url("first"), owner="wf:s:1")["acquired"]
+            _at_second(0.02)
+            taken = served.tool("acquire", lock=lock, owner="wf:s:1")  # due after the first
+            assert taken["refreshed"] is True, taken
+            _at_second(0.0)  # the first renews 2 s later, and sticks
+            assert served.tool("acquire", lock=server.url("second"), owner="wf:s:1")["acquired"]
+            os.kill(server.proc.pid, signal.SIGSTOP)
+            waiter = subprocess.Popen(waiting, stdout=subprocess.PIPE, text=True)
+            started.append(waiter)
+            until = time.monotonic() + 3 * lease
+            held_throughout(skf, lock, taken["owner"], taken["fence"], until)
+            assert waiter.poll() is None
+            states = {v["lock"]: v["state"] for v in served.tool("holds")["holds"]}
+            assert states[lock] == "held", states
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+            server.stop()
+        served.end_input()
+        assert served.exit_code() == 0, served.err()
+        out, _ = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:waiter:1", out
+
+
+CUT = 2.0  # the call limit of these tests' servers, for 50 s
+
+
+def _in_line(skf: ModuleType, lock: str) -> list[str]:
+    return [place["owner"] for place in skf.status(lock, 60.0)["waiting"]]
+
+
+def _line_becomes(skf: ModuleType, lock: str, line: list[str], within: float) -> None:
+    deadline = time.monotonic() + within
+    while (now := _in_line(skf, lock)) != line:
+        assert time.monotonic() < deadline, now
+        time.sleep(0.05)
+
+
+def _cut_with_a_later_waiter(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    served: Served,
+    lock: str,
+    started: list[subprocess.Popen[str]],
+) -> tuple[int, dict[str, Any], subprocess.Popen[str]]:
+    """The line ``[the agent (wf:agent), a later CLI waiter (wf:later:1)]`` for ``lock``,
+    held by wf:holder:1; the agent's call cut at the call limit (its id and answer),
+    and its place kept past the time a place lapses: the waiter."""
+    assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+    first = served.call("acquire", {"lock": lock, "owner": "wf:agent", "wait": "2m"}, "agent")
+    served.await_progress("agent", 1)
+    later = [*SERVE[:-1], "acquire", "--lock", lock, "--owner", "wf:later:1", "--wait", "60s"]
+    waiter = subprocess.Popen(later, stdout=subprocess.PIPE, text=True)
+    started.append(waiter)
+    answer = answer_of(served.result(first, within=CUT + 30))
+    owner = answer["owner"]
+    assert answer["acquired"] is False and owner.startswith("wf:agent:"), answer
+    assert answer["message"].endswith(
+        "; your place in line is kept 10 s: call acquire again within them, with this"
+        " lock and owner and the same slots and shared, to wait on from it"
+    ), answer
+    _line_becomes(skf, lock, [owner, "wf:later:1"], within=10)
+    kept_until = time.monotonic() + 4  # past a place's lapse (3 s): beaten by the server
+    while time.monotonic() < kept_until:
+        assert _in_line(skf, lock) == [owner, "wf:later:1"]
+        time.sleep(0.1)
+    return first, answer, waiter
+
+
+@pytest.mark.timeout(120)
+def test_a_waiting_acquire_cut_at_the_call_limit_keeps_its_place(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    store: StoreUnderTest,
+) -> None:
+    """On every store: an acquire that asked to wait longer than a call may, cut at the
+    limit, keeps its place in line between calls, ahead of a CLI waiter that came
+    later: the lock freed meanwhile is taken by nobody, and the agent's next acquire
+    (its owner as it gave it, no run id) takes it, as the same owner; the later waiter
+    goes next."""
+    served = serving(argv=serve_with("--lease", f"{LEASE:g}s", longest_call_wait_sec=CUT))
+    served.initialize()
+    lock = store.lock
+    with reaped() as started:
+        _, answer, waiter = _cut_with_a_later_waiter(skf, cli, served, lock, started)
+        owner = answer["owner"]
+        assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
+        free_until = time.monotonic() + 1
+        while time.monotonic() < free_until:  # the agent's turn: the later waiter waits
+            status = skf.status(lock, 60.0)
+            assert status["state"] == "free", status
+            assert [p["owner"] for p in status["waiting"]] == [owner, "wf:later:1"]
+            time.sleep(0.05)
+        resumed = served.tool("acquire", lock=lock, owner="wf:agent", wait="2m")
+        assert resumed["acquired"] is True and resumed["owner"] == owner, resumed
+        assert resumed["message"].startswith("after waiting "), resumed
+        assert waiter.poll() is None and _in_line(skf, lock) == ["wf:later:1"]
+        assert served.tool("release", lock=lock, owner=owner)["released"] is True
+        out, _ = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:later:1"
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("how", ["release", "cancel", "other-kind", "session-end", "no-call"])
+def test_a_kept_place_is_dropped_when_nobody_will_come_back_for_it(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    tmp_path: Path,
+    how: str,
+) -> None:
+    """A place kept after the cut leaves the line, the later waiter moving up: at the
+    agent's release (its whole owner), at a cancel of the call that was cut (after its
+    answer), at the session's end, and once 10 s pass with no call; an acquire of
+    another kind (shared) joins at the end of the line instead."""
+    served = serving(argv=serve_with("--lease", f"{LEASE:g}s", longest_call_wait_sec=CUT))
+    served.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    with reaped() as started:
+        first, answer, _ = _cut_with_a_later_waiter(skf, cli, served, lock, started)
+        owner = answer["owner"]
+        if how == "release":
+            released = served.tool("release", lock=lock, owner=owner)
+            assert released["released"] is False and released["reason"] == "not-owner"
+        elif how == "cancel":
+            served.notify("notifications/cancelled", {"requestId": first})
+        elif how == "other-kind":
+            call = {"lock": lock, "owner": "wf:agent", "wait": "2m", "shared": True}
+            served.call("acquire", call, "shared")
+            served.await_progress("shared", 1)
+            [shared] = [n for n in _in_line(skf, lock) if n not in (owner, "wf:later:1")]
+            assert shared.startswith("wf:agent:"), shared  # a new take: a new run id
+            _line_becomes(skf, lock, ["wf:later:1", shared], within=FREED_WITHIN)
+            return
+        elif how == "session-end":
+            served.end_input()
+            assert served.exit_code() == 0, served.err()
+        within = 10.0 if how == "no-call" else FREED_WITHIN
+        _line_becomes(skf, lock, ["wf:later:1"], within=within)
+
+
+@pytest.mark.timeout(90)
+@pytest.mark.parametrize("spelling", ["symlinked-folder", "redis-user", "new-folder"])
+def test_a_hold_is_the_sessions_whatever_its_locks_spelling(
+    skf: ModuleType,
+    serving: Callable[..., Served],
+    tmp_path: Path,
+    redis_lock: str,
+    spelling: str,
+) -> None:
+    """One lock spelled two ways (a file through a symlinked folder; a Redis address
+    that names its user; a file in a folder the first take makes, through a link):
+    taken through one, taken again through the other, it is one hold of the session,
+    shown as last given; released through the first, it is released by the session's
+    own call, never told lost over two leases."""
+    if spelling == "symlinked-folder":
+        (tmp_path / "locks").mkdir()
+        (tmp_path / "link").symlink_to(tmp_path / "locks")
+        lock, other = str(tmp_path / "locks" / "run.lock"), str(tmp_path / "link" / "run.lock")
+    elif spelling == "new-folder":  # made by the first take: the link dangles till then
+        (tmp_path / "link").symlink_to(tmp_path / "new")
+        lock, other = str(tmp_path / "new" / "run.lock"), str(tmp_path / "link" / "run.lock")
+    else:
+        lock, other = redis_lock, redis_lock.replace("redis://", "redis://default@")
+    served = serving("--lease", f"{LEASE:g}s")
+    served.initialize()
+    taken = served.tool("acquire", lock=lock, owner="wf:session")
+    owner = taken["owner"]
+    again = served.tool("acquire", lock=other, owner=owner)
+    assert again["refreshed"] is True and again["lock"] == other, again
+    [view] = served.tool("holds")["holds"]
+    assert (view["lock"], view["owner"], view["state"]) == (other, owner, "held")
+
+    released = served.tool("release", lock=lock, owner=owner)
+    assert released["released"] is True and released["lock"] == lock, released
+    until = time.monotonic() + 2 * LEASE  # past several renewals: none finds it lost
+    while time.monotonic() < until:
+        answer = served.tool("holds")
+        assert answer["lost_holds"] == [], answer
+        [view] = answer["holds"]
+        assert view["state"] == "released", view
+        assert view["message"] == "released by this session's release call", view
+        time.sleep(0.2)
+    assert skf.status(lock, 60.0)["state"] == "free"
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(90)
+def test_a_client_that_closes_the_servers_stdout_ends_the_session(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """A client that closes the server's stdout (its stdin left open) while the session
+    is idle: nobody can hear the server any more, so the session ends as at stdin's
+    close: another run takes its lock within 2 s, and the server exits 0."""
+    served = serving("--lease", f"{LEASE:g}s", read_ahead=False)
+    served.initialize()
+    lock = str(tmp_path / "locks" / "run.lock")
+    assert served.tool("acquire", lock=lock, owner="wf:session")["acquired"] is True
+    closed = served.close_output()
+    freed(skf, cli, lock, closed)
+    assert served.exit_code() == 0, served.err()
+
+
+def test_a_locks_identity_is_its_folder_and_name_or_its_server_and_key(
+    skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What names a lock, however spelled (the registry asks its store): a file by its
+    folder (through a symlink, ``..`` or a second slash alike) and its name, which
+    Windows' rules fold to one case; a server's lock by its scheme, its set of endpoints
+    (the default port filled in, the user and their order aside) and its key."""
+    (tmp_path / "locks").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "locks")
+    identity = skf._lock_identity
+    same = [f"{tmp_path}/locks/run.lock", f"{tmp_path}/link/run.lock"]
+    same += [f"{tmp_path}/link/../locks/run.lock", f"{tmp_path}//locks/run.lock"]
+    assert len({identity(spelled) for spelled in same}) == 1
+    assert identity(f"{tmp_path}/locks/RUN.lock") != identity(same[0])
+    assert identity(f"{tmp_path}/locks/other.lock") != identity(same[0])
+    servers = [
+        "redis://127.0.0.1/k",
+        "redis://127.0.0.1:6379/k",
+        "redis://someone@127.0.0.1:6379/k",
+    ]
+    assert len({identity(address) for address in servers}) == 1
+    assert identity("rediss://127.0.0.1/k") != identity(servers[0])
+    assert identity("redis://127.0.0.1/k2") != identity(servers[0])
+    etcd = ["etcd://127.0.0.1:1,127.0.0.2:2/k", "etcd://127.0.0.2:2,127.0.0.1:1/k"]
+    assert identity(etcd[0]) == identity(etcd[1]) != identity("etcd://127.0.0.1:1/k")
+
+    follow_windows_rules(skf, monkeypatch)
+    assert identity(f"{tmp_path}/locks/RUN.lock") == identity(same[0])

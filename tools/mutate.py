@@ -420,8 +420,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-ended-watch-no-pause": (
         "a watch that ends sends the waiter to its pause, not round again",
-        "            watch.stop()\n"
-        "            self.pause.sleep(max(0.0, until - time.monotonic()))",
+        "            watch.stop()\n            self.pause.sleep(max(0.0, until - _SEAMS.clock()))",
         "            watch.stop()",
     ),
     "http-no-keep-alive": (
@@ -485,6 +484,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        return _blind_wait(self.due_in())",
         "        return self.due_in()",
     ),
+    "sleep-socket-waits-past-a-wake": (
+        "no wait on a socket lasts over a second on a clock that stops while the machine sleeps",
+        "            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))\n            try:",
+        "            self.sock.settimeout(_seconds_left(deadline))\n            try:",
+    ),
     "sleep-uncounted": (
         "every deadline of a hold counts on a clock that counts the machine's sleep",
         '        if sys.platform not in ("linux", "darwin") or clock_id is None:',
@@ -492,8 +496,28 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-waits-out-the-network": (
         "a renewal waits on the network no longer than its holder may go on",
-        "    store.call_deadline = request.deadline",
-        '    store.call_deadline = float("inf")',
+        "    store.call_deadline = request.deadline\n    store.patient",
+        '    store.call_deadline = float("inf")\n    store.patient",
+    ),
+    "renewal-counted-from-the-answer": (
+        "a hold is counted from when the try that renewed it began",
+        "                self.renewed = self.renewal.try_began",
+        "                self.renewed = time.monotonic()",
+    ),
+    "name-lookup-waited-out": (
+        "a call waits for its host's name lookup no longer than its deadline",
+        "            if _SEAMS.clock() >= deadline:\n                waited = _SEAMS",
+        "            if False:\n                waited = _SEAMS",
+    ),
+    "held-exit-waits-for-renewal": (
+        "leaving held()'s block waits for a renewal no later than the stop point",
+        "            self.thread.join(renewer.stop_in())",
+        "            self.thread.join()",
+    ),
+    "late-renewal-writes": (
+        "a renewal read past its holder's stop point writes nothing",
+        "            if read_at >= request.deadline:",
+        "            if False:",
     ),
     "work-stopped-at-the-lease-end": (
         "a hold that cannot be renewed stops its work a grace and a margin before it ends",
@@ -507,7 +531,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "held-loss-silent-on-exit": (
         "a block that ends normally after losing the lock raises LockLost",
-        "        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:",
+        "        if (lost := renewer.lost_by_now()) is not None and exc_type is None:",
         "        if False:",
     ),
     "line-ignored": (
@@ -809,12 +833,12 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-holds-not-renewed": (
         "a session renews its holds while it lives",
-        "                if one.renewer.due_in() <= 0 and not self.ending.is_set():\n",
-        "                if False:\n",
+        "        if one.renewer.due_in() <= 0:  # else a second passed on the system's clock\n",
+        "        if False:\n",
     ),
     "serve-end-frees-nothing": (
         "a session's end releases what it took",
-        "    session.release_all(until)\n",
+        "    session.release_all(_SEAMS.clock() + _RELEASES_WITHIN_SEC)\n",
         "    pass\n",
     ),
     "serve-deaf-to-sigterm-sigint-sighup": (
@@ -839,8 +863,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-lease-not-the-timeout": (
         "a session hold's timeout is the server's lease",
-        "        lease,\n        wait=wait,\n",
-        "        3600.0,\n        wait=wait,\n",
+        "        lease,\n        wait=min(wait, longest),\n",
+        "        3600.0,\n        wait=min(wait, longest),\n",
     ),
     "serve-hold-not-marked": (
         "a session hold is marked as the session's in its record",
@@ -869,21 +893,21 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-lost-told-as-released": (
         "a hold another run took is told lost, not released",
-        '            one.state = "released" if free else "lost"\n',
-        '            one.state = "released"\n',
+        '        one.state = "released" if free else "lost"\n',
+        '        one.state = "released"\n',
     ),
     "serve-released-told-as-lost": (
         "a hold the CLI released is told released, not lost",
-        '            one.state = "released" if free else "lost"\n',
-        '            one.state = "lost"\n',
+        '        one.state = "released" if free else "lost"\n',
+        '        one.state = "lost"\n',
     ),
     "serve-ended-hold-taken-back": (
         "a hold released or lost is never taken back by the session on its own",
-        "            free = lost.held_by is None and not one.renewer.ran_out\n",
-        "            one.renewer = _Renewer(one.renewer.renewal, one.renewer.hold)\n"
-        "            one.renewer.renewal.renew_only = False\n"
-        "            one.renewer.renewed = one.renewer.next = time.monotonic()\n"
-        "            return\n",
+        "        free = lost.held_by is None and not one.renewer.ran_out\n",
+        "        one.renewer = _Renewer(one.renewer.renewal, one.renewer.hold)\n"
+        "        one.renewer.renewal.renew_only = False\n"
+        "        one.renewer.renewed = one.renewer.next = time.monotonic()\n"
+        "        return\n",
     ),
     "serve-cancel-unheard": (
         "a cancelled acquire leaves the line",
@@ -892,24 +916,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "serve-calls-on-a-pool": (
         "every call is answered however many acquires wait",
-        "    thread = threading.Thread(target=work, daemon=True)\n"
-        "    with session.guard:\n"
-        "        session.calls.add(thread)\n"
-        "    thread.start()\n"
-        "    try:\n"
-        "        return await answered\n",
-        "    try:\n"
-        "        return await asyncio.to_thread(_call, session, name, arguments, progress)\n",
+        "    session.aside(work)\n    try:\n        return await answered\n",
+        "    try:\n        return await asyncio.to_thread(_call, session, name, arguments, call)\n",
     ),
     "serve-wait-untold": (
         "a waiting acquire tells its place each beat",
-        "    hold, result = _take_waiting(request, refused)\n",
-        "    hold, result = _take_waiting(request, None)\n",
+        "    hold, result = _take_waiting(request, refused, place, keep_place=cut)\n",
+        "    hold, result = _take_waiting(request, None, place, keep_place=cut)\n",
     ),
     "serve-wait-uncut": (
         "a call waits 50 s at most",
-        "    return min(wait, _LONGEST_CALL_WAIT_SEC)\n",
-        "    return wait\n",
+        "        wait=min(wait, longest),\n",
+        "        wait=wait,\n",
     ),
     "serve-relative-path-taken": (
         "a lock path the server would resolve in its own folder is refused",
@@ -979,6 +997,68 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '                if y == "*":\n                    here |= _SOFAR_SEGMENT\n',
         '                if y == "*":\n                    pass\n',
     ),
+    "serve-cancel-after-answer-unheard": (
+        "a cancel of an acquire already answered releases what it took",
+        "        session.cancel(_call_key(params.request_id))\n",
+        "        pass\n",
+    ),
+    "serve-cancelled-take-kept": (
+        "a take whose call was cancelled before it was kept is released, never kept",
+        "            if call.cancelled.is_set() or self.ending.is_set():\n"
+        "                return False\n"
+        "            before",
+        "            if self.ending.is_set():\n                return False\n            before",
+    ),
+    "serve-cancel-releases-what-its-owner-had": (
+        "a cancelled renewal leaves the hold its owner had as it was",
+        "                call.took, call.took_new = one, not hold.renewed\n",
+        "                call.took, call.took_new = one, True\n",
+    ),
+    "serve-holds-judged-by-last-renewal": (
+        "holds and lost_holds judge each hold by the renewer's clock",
+        '            if one.state == "held" and (lost := one.renewer.lost_by_now()) is not None:\n',
+        "            if False:\n",
+    ),
+    "serve-place-not-kept": (
+        "a waiting acquire cut at the call limit keeps its place",
+        "    hold, result = _take_waiting(request, refused, place, keep_place=cut)\n",
+        "    hold, result = _take_waiting(request, refused, place, keep_place=False)\n",
+    ),
+    "serve-kept-place-unbeaten": (
+        "a kept place is beaten while kept",
+        "                if not store.beat(kept.place):\n",
+        "                if False:\n",
+    ),
+    "serve-kept-place-kept-forever": (
+        "a kept place is dropped 10 s after its call",
+        "            if _SEAMS.clock() >= kept.until:\n                break\n",
+        "            if False:\n                break\n",
+    ),
+    "serve-release-keeps-the-place": (
+        "the owner's release drops its kept place",
+        "            kept = self.places.get((identity, owner))\n            if kept is not None:\n",
+        "            kept = self.places.get((identity, owner))\n            if False:\n",
+    ),
+    "serve-identity-by-spelling": (
+        "two spellings of one lock are one lock",
+        "        return store.identity()\n",
+        "        return (store.lock,)\n",
+    ),
+    "serve-file-identity-by-path": (
+        "a file lock is named by its folder's device and inode and its name",
+        '        return ("file", found.st_dev, found.st_ino, name)\n',
+        '        return ("path", self.lock)\n',
+    ),
+    "serve-server-identity-by-address": (
+        "a server lock is named by its scheme, its set of endpoints and its key",
+        '        return ("server", scheme, endpoints, gateway.key_text)\n',
+        '        return ("server", gateway.lock)\n',
+    ),
+    "serve-stdout-unwatched": (
+        "a closed stdout ends the session, even idle",
+        "            if event & (select.POLLERR | select.POLLHUP):\n",
+        "            if False:\n",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.
@@ -1008,6 +1088,10 @@ _KILLED_IN = {
     "lockfile-name-a-lock": "test_other_programs_files",
     "json-document-a-lock": "test_other_programs_files",
     "toml-document-a-lock": "test_other_programs_files",
+    "renewal-counted-from-the-answer": "test_lease_end",
+    "name-lookup-waited-out": "test_name_lookup",
+    "held-exit-waits-for-renewal": "test_held",
+    "late-renewal-writes": "test_held",
 }
 
 

@@ -13,6 +13,7 @@ import time
 
 from .http1 import _HttpConnection
 from .public_surface import _OutcomeUnknown
+from .seams import _SEAMS
 from .server_gateway import _TLS_FAILURE, _ServerGateway
 
 TYPE_CHECKING = False
@@ -113,10 +114,10 @@ class _EtcdGateway(_ServerGateway):
         failures: dict[str, str] = {}
         broken: set[str] = set()  # TLS failed: trying again cannot help
         refusing: dict[str, bool] = {}  # nothing listened there, as last tried
-        started = time.monotonic()
+        started = _SEAMS.clock()
         while True:
             for endpoint in self.endpoints:
-                left = self.deadline - time.monotonic()
+                left = self.deadline - _SEAMS.clock()
                 if left <= 0:
                     break
                 if endpoint in broken:
@@ -144,7 +145,7 @@ class _EtcdGateway(_ServerGateway):
             every_one_refused = all(refusing.get(each) for each in self.endpoints)
             if every_one_refused and self.refused_for_good(started):
                 raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
-            left = self.deadline - time.monotonic()
+            left = self.deadline - _SEAMS.clock()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break
             time.sleep(min(0.05, left))

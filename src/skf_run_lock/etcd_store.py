@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .store_protocol import _Store
 
 # A lease granted and not used yet: its TTL, its ID, when it was granted or last kept
-# alive (by the monotonic clock), and whether it was granted ahead of a take.
+# alive (on ``_SEAMS.clock``), and whether it was granted ahead of a take.
 _Spare = tuple[int, str, float, bool]
 
 
@@ -162,7 +162,7 @@ class _EtcdStore(_ServerStore):
         and may end a second after it."""
         ttl = _whole_seconds(stale_after) + 1
         if not any(ahead for _, _, _, ahead in self.spares):
-            sent = time.monotonic()
+            sent = _SEAMS.clock()
             answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
             lease = _answer_field(answer, "ID", "lease/grant", digits=True)
             self.spares.append((ttl, lease, sent, True))
@@ -181,14 +181,14 @@ class _EtcdStore(_ServerStore):
         granted now (the renewer counts a hold from its try's start), and at most a
         second later. A lost try's lease, granted before, would end sooner: revoked."""
         ttl = _whole_seconds(seconds)
-        now = time.monotonic()
+        now = _SEAMS.clock()
         for spare in self.spares:
             spare_ttl, lease, sent, ahead = spare
             if ahead and spare_ttl == ttl + 1 and spare_ttl - (now - sent) >= ttl:
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
-        sent = time.monotonic()
+        sent = _SEAMS.clock()
         answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
         granted.append((ttl, lease, sent, False))
@@ -222,7 +222,7 @@ class _EtcdStore(_ServerStore):
         watch = self.watch
         if watch.connection is not None and (watch.watching != watching or watch.watched > seen):
             watch.stop()  # another key, or it cannot vouch for what came after look
-        until = time.monotonic() + left
+        until = _SEAMS.clock() + left
         try:
             if turn:
                 self._grant_ahead(place.stale_after)
@@ -245,7 +245,7 @@ class _EtcdStore(_ServerStore):
             return False  # the stream goes on
         except (OSError, ValueError):
             watch.stop()
-            self.pause.sleep(max(0.0, until - time.monotonic()))
+            self.pause.sleep(max(0.0, until - _SEAMS.clock()))
             return False
         finally:
             self.gateway.next_step()
@@ -320,7 +320,7 @@ class _EtcdStore(_ServerStore):
             ttl, lease, _, ahead = spare
             if ahead:
                 self.spares.remove(spare)
-                sent = time.monotonic()
+                sent = _SEAMS.clock()
                 if self._kept_alive(lease):  # else it ended: nothing to revoke
                     self.spares.append((ttl, lease, sent, ahead))
         return self._kept_alive(place.ticket)

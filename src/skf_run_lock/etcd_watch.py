@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import errno
 import json
-import time
 
 from .etcd_gateway import _b64, _unb64
+from .seams import _SEAMS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class _EtcdWatch:
         """Watch ``keys`` (a key and a range's end, or None: that key alone) from now:
         True once it streams, ``watched`` the revision it streams the changes after."""
         gateway = self.gateway
-        gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+        gateway.deadline = min(until, _SEAMS.clock() + gateway.timeout)
         key, end = keys
         watch = {"key": _b64(key)}
         if end is not None:

@@ -567,6 +567,19 @@ class _FileStore:
         """Never: a place ahead that lapsed changes no file a wait polls."""
         return False
 
+    def identity(self) -> tuple[object, ...]:
+        """Its folder (device and inode: a symlink, ``..`` or another spelling of it
+        is the same) and its name, in one case where names fold it; by its absolute
+        path while the folder cannot be read."""
+        folder, name = os.path.split(self.lock)
+        if _SEAMS.platform.names_fold_case:
+            name = name.casefold()
+        try:
+            found = os.stat(folder)
+        except OSError:
+            return ("path", os.path.normpath(self.lock))
+        return ("file", found.st_dev, found.st_ino, name)
+
     def by_hand(self) -> str:
         return f"delete the file {_quoted(self.lock)}"
 

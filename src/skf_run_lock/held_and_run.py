@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 
 from .hold import _Hold
-from .inputs import _check_how, _check_owner_and_timeout, _check_wait, _Request
+from .inputs import _check_how, _check_owner_and_timeout, _check_wait, _Release, _Request
 from .interrupts import _Interrupts, _signal_name
-from .lock_calls import _wait_for, release
+from .lock_calls import _release_of, _wait_for, release
 from .outputs import _acquired_result, _describe_os_error, _fail
 from .public_surface import _EXIT_HELD
 from .renewer import _checked_renewable, _Renewer
@@ -125,21 +125,26 @@ class _Lease:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: object
     ) -> None:
         assert self.stop is not None and self.thread is not None and self.renewer is not None
+        renewer = self.renewer
+        # Nothing here waits past the hold's stop point: not the renewal under way (it
+        # ends by then, unless its store hangs), nor the release.
         try:
             self.stop.set()
-            self.thread.join()
+            self.thread.join(renewer.stop_in())
         finally:
             try:
-                if not self.kept:  # a hold the owner had before is left as it is
-                    release(self.lock, self.owner)  # a lost lock is left alone
+                # A hold the owner had before is left as it is; a lost one too (its
+                # record is another's, or ends on the server within the grace).
+                if not self.kept and renewer.lost_by_now() is None:
+                    _release_of(_Release(self.lock, self.owner, renewer.stop_at()))
             except (OSError, ValueError) as failure:
                 # A lost lock is what the block is told (its server out of reach, most
                 # likely, as the renewals found): the failed release is a note on it.
-                told = exc if exc is not None else self.renewer.lost_by_now()
+                told = exc if exc is not None else renewer.lost_by_now()
                 if told is None:
                     raise
                 told.add_note(f"and the lock could not be released: {failure}")
-        if (lost := self.renewer.lost_by_now()) is not None and exc_type is None:
+        if (lost := renewer.lost_by_now()) is not None and exc_type is None:
             raise lost
 
 

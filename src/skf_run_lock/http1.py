@@ -4,7 +4,7 @@ every size bounded. Compiled only for an etcd lock."""
 
 from __future__ import annotations
 
-from .server_gateway import _ANSWER_MAX_BYTES, _Connection, _seconds_left
+from .server_gateway import _ANSWER_MAX_BYTES, _Connection
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,8 +32,7 @@ class _HttpConnection(_Connection):
             raise ValueError("a header held a line break")
         fields = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
         head = f"POST {path} HTTP/1.1\r\nHost: {self.endpoint}\r\n{fields}"
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        self._send(f"{head}Content-Length: {len(payload)}\r\n\r\n".encode() + payload, deadline)
 
     def start_answer(self, deadline: float) -> int:
         """Read the answer's status line and headers: its status code."""

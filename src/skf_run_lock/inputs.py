@@ -221,13 +221,18 @@ class _Release:
     """What a release asks: the lock (a path or an address, checked by its store) and
     the whole ``owner`` whose hold it ends (checked once the store has named the lock,
     which the refusal of an owner without its run id shows). A value of its own, not a
-    ``_Request``: a release has no timeout, wait, count of slots or kind of hold."""
+    ``_Request``: a release has no timeout, wait, count of slots or kind of hold.
+    ``deadline``: the moment (``_SEAMS.clock``) past which it waits on nothing (held()'s:
+    its hold's stop point)."""
 
-    __slots__ = ("lock", "owner")
+    __slots__ = ("deadline", "lock", "owner")
 
-    def __init__(self, lock: str | os.PathLike[str], owner: str) -> None:
+    def __init__(
+        self, lock: str | os.PathLike[str], owner: str, deadline: float = float("inf")
+    ) -> None:
         self.lock = lock
         self.owner = owner
+        self.deadline = deadline
 
 
 class _Request(_Query):

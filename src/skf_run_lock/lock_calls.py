@@ -137,6 +137,12 @@ def _take_in(
             clock = time.time()  # once a try: a place's beat is always the clock's
             now = clock if request.fixed_now is None else request.fixed_now
             read_at = _SEAMS.clock()
+            if read_at >= request.deadline:
+                # A renewal read past its holder's stop point (its store was slow to
+                # answer) writes nothing: the work was told the hold was lost.
+                took = read_at - request.try_began
+                why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
+                raise TimeoutError(errno.ETIMEDOUT, why)
             take = _decide_take(request, look, ticket, now)
             if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
@@ -175,15 +181,20 @@ def _take_in(
 
 
 def _take_waiting(
-    request: _Request, refused: Callable[[AcquireResult, float, int], None] | None
+    request: _Request,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+    place: _Place | None = None,
+    *,
+    keep_place: bool = False,
 ) -> tuple[_Hold | None, AcquireResult]:
     """A take that waits in line when the request may (the CLI's acquire and run, the
     session's acquire tool): the hold (None: refused) and its output, whose message says
-    how long it waited; ``refused(result, seconds left, place)`` as _wait_for calls it."""
+    how long it waited; ``refused(result, seconds left, place)``, ``place`` and
+    ``keep_place`` as _wait_for takes them."""
     started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
-        hold = _wait_for(request, refused=refused)
+        hold = _wait_for(request, refused=refused, place=place, keep_place=keep_place)
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
@@ -228,8 +239,9 @@ def release(lock: str | os.PathLike[str], owner: str) -> ReleaseResult:
 def _release_of(request: _Release) -> ReleaseResult:
     """release, as asked: the lock checked by its store, then the owner (whole, with
     its run id); what the store read decided (``_released``), applied against it, and
-    the output."""
+    the output; no wait past ``request.deadline``."""
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     owner = request.owner
     if not _has_run_id(owner):
         raise _whole_owner_needed(store.lock, owner)
@@ -305,30 +317,42 @@ _VOUCHED_WAITS = 4
 # --- Waiting in line: first come, first served
 
 
+def _new_place(request: _Request) -> _Place:
+    """A place in line for ``request``'s waiter, not yet in it."""
+    ticket = os.urandom(4).hex()
+    return _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+
+
 def _wait_for(
-    request: _Request, *, refused: Callable[[AcquireResult, float, int], None] | None
+    request: _Request,
+    *,
+    refused: Callable[[AcquireResult, float, int], None] | None,
+    place: _Place | None = None,
+    keep_place: bool = False,
 ) -> _Hold:
     """A take's hold (LockBusy, with the last refusal, if the wait runs out, or at once
     if it may not wait), calling ``refused(result, seconds left, place)`` as it waits up
-    to ``request.wait`` in line."""
+    to ``request.wait`` in line. ``place``: the waiter's own (a session's, kept from
+    its last call, waits on from where it stands; one that lapsed joins at the end);
+    ``keep_place``: a wait that runs out leaves it in line, for the caller to keep."""
     deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
     store.call_deadline = request.deadline
     store.patient = bool(request.wait)
-    ticket = os.urandom(4).hex()
-    place = None
-    if request.wait:
-        place = _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+    if place is None and request.wait:
+        place = _new_place(request)
+    ran_out = False
     try:
         while True:
             result = _take_in(store, request, place)
             if isinstance(result, _Hold):
                 return result
             if place is None or _SEAMS.clock() >= deadline:
+                ran_out = True
                 raise LockBusy(result)
             _wait_turn(store, place, deadline, request, result=result, shown=refused)
     finally:
-        if place is not None and place.joined:
+        if place is not None and place.joined and not (keep_place and ran_out):
             _leave_line(store, place)
         store.close()
 

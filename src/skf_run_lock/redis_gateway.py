@@ -14,6 +14,7 @@ from .inputs import _PLAIN_DECIMAL
 from .public_surface import _MAX_WAIT_SEC
 from .quoting import _quoted
 from .resp import _errors_in, _RedisError, _RespConnection
+from .seams import _SEAMS
 from .server_gateway import _TLS_FAILURE, _ServerGateway
 
 TYPE_CHECKING = False
@@ -142,7 +143,7 @@ class _RedisGateway(_ServerGateway):
         as they came, error answers among them (nothing redirected)."""
         failure = None
         redirects = 0
-        started = time.monotonic()
+        started = _SEAMS.clock()
         while True:
             sending = _with_asking(commands) if self.asking else list(commands)
             sent = False
@@ -177,7 +178,7 @@ class _RedisGateway(_ServerGateway):
                     redirects += 1
                     continue
                 failure = errors[0].text
-            left = self.deadline - time.monotonic()
+            left = self.deadline - _SEAMS.clock()
             if left <= 0:
                 raise self.unreachable(self.endpoint, failure)
             time.sleep(min(0.05, left))
@@ -191,7 +192,7 @@ class _RedisGateway(_ServerGateway):
             # busy machine): each further redirect waits a little longer (0.75 s in all).
             if redirects:
                 pause = _REDIRECT_PAUSE_SEC * 2 ** (redirects - 1)
-                time.sleep(min(pause, max(0.0, self.deadline - time.monotonic())))
+                time.sleep(min(pause, max(0.0, self.deadline - _SEAMS.clock())))
             self._redirect(error)
             if watched:
                 raise _NotApplied
@@ -201,7 +202,7 @@ class _RedisGateway(_ServerGateway):
         if watched:
             # The lock call reads again and retries; a slot's keys finish moving within
             # moments, so its tries (20 of them) span about 2 s.
-            time.sleep(min(0.1, max(0.0, self.deadline - time.monotonic())))
+            time.sleep(min(0.1, max(0.0, self.deadline - _SEAMS.clock())))
             raise _NotApplied
         return False
 

@@ -326,11 +326,11 @@ class _RedisStore(_ServerStore):
         ttl = look.seen.ttl_ms
         if away == 0 and ttl >= 0:
             left = min(left, ttl / 1000 + 0.001)
-        until = time.monotonic() + left
+        until = _SEAMS.clock() + left
         try:
             gateway = self.gateway
             if gateway.bell is None:
-                gateway.deadline = min(until, time.monotonic() + gateway.timeout)
+                gateway.deadline = min(until, _SEAMS.clock() + gateway.timeout)
                 gateway.bell = gateway._open()
             return self._rung(gateway.bell, place.ticket, until)
         except (OSError, ValueError):
@@ -345,7 +345,7 @@ class _RedisStore(_ServerStore):
         return False
 
     def _rung(self, bell: _RespConnection, ticket: str, until: float) -> bool:
-        left = max(0.001, until - time.monotonic())
+        left = max(0.001, until - _SEAMS.clock())
         asking: list[_Command] = [("ASKING",)] if self.gateway.asking else []
         bell.send(
             [*asking, ("BLPOP", self._bell_key(ticket), f"{left:.3f}")],

@@ -159,6 +159,17 @@ def _store_for(lock: str | os.PathLike[str]) -> _Store:
     return _SEAMS.opened(_open_file(lock))
 
 
+def _lock_identity(lock: str | os.PathLike[str]) -> tuple[object, ...]:
+    """What names ``lock`` however it is spelled (its store says: a file by its folder
+    and name, a server's lock by its scheme, endpoints and key); ValueError as
+    _store_for. Opens nothing on the network, and no call of the CLI asks it."""
+    store = _store_for(lock)
+    try:
+        return store.identity()
+    finally:
+        store.close()
+
+
 def _survey_for(under: str | os.PathLike[str]) -> _Survey:
     """The locks under a place: a folder, or a server's address whose KEY is a prefix;
     ValueError for an unknown scheme or a place that is a file."""

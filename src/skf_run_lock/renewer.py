@@ -85,6 +85,10 @@ class _Renewer:
             return self.lost_by_now()
         return self.renew()
 
+    def stop_in(self) -> float:
+        """Seconds until the work must stop (0 once it must)."""
+        return max(0.0, self.stop_at() - _SEAMS.clock())
+
     def renew(self) -> LockLost | None:
         """Renew the lock now: None while held, its LockLost once not."""
         if self.lost is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .server_gateway import _ANSWER_MAX_BYTES, _Connection, _seconds_left
+from .server_gateway import _ANSWER_MAX_BYTES, _Connection
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -63,8 +63,7 @@ class _RespConnection(_Connection):
             for arg in command:
                 data = arg if isinstance(arg, bytes) else str(arg).encode()
                 out += b"$%d\r\n%b\r\n" % (len(data), data)
-        self.sock.settimeout(_seconds_left(deadline))
-        self.sock.sendall(out)
+        self._send(bytes(out), deadline)
 
     def answer(self, deadline: float) -> Any:
         while True:

@@ -42,6 +42,8 @@ class _Seams:
         "beat_sec",
         "clock",
         "guard_wait_sec",
+        "longest_call_wait_sec",
+        "name_kept_sec",
         "opened",
         "place_ttl_sec",
         "platform",
@@ -66,6 +68,11 @@ class _Seams:
         # How long a call waits for a lock's guard; None: the public GUARD_WAIT_SEC, as
         # the caller has set it on the module it loaded when the call runs (guard.py).
         self.guard_wait_sec: float | None = None
+        # A server's host name, once looked up, is not looked up again for this long.
+        self.name_kept_sec = 60.0
+        # How long a session's acquire waits in line in one call, at most: clients end
+        # a tool call that runs longer than their own limit (Codex: 60 s).
+        self.longest_call_wait_sec = 50.0
         # Windows: how long a file another program has open (a scanner, an indexer, a
         # sync client) may refuse to be read, replaced or deleted before a call says so.
         self.sharing_retry_sec = 5.0

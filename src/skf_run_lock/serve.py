@@ -1,10 +1,11 @@
 """The agent session's server (``serve``): an MCP server over stdio whose tools take,
 renew and release locks as the CLI does, and whose holds end with the session. A lock
 taken through it is a session hold: its timeout is the server's lease, it is renewed
-by the renewer run uses while the server lives, and released when the session ends
-(stdin closed, SIGTERM, SIGINT, SIGHUP, its parent gone); killed outright, its holds
-lapse within the lease. The MCP Python SDK is imported here alone, when serve starts;
-compiled only for serve."""
+by the renewer run uses while the server lives (each hold apart), and released when
+the session ends (stdin or stdout closed, SIGTERM, SIGINT, SIGHUP, its parent gone);
+killed outright, its holds lapse within the lease. A cancelled acquire keeps nothing,
+and a wait cut at the call limit keeps its place for the next call. The MCP Python
+SDK is imported here alone, when serve starts; compiled only for serve."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from .inputs import (
     _wait_within,
 )
 from .listing import list_locks
-from .lock_calls import _take_waiting, release, status
+from .lock_calls import _leave_line, _new_place, _take_waiting, release, status
 from .outputs import (
     _describe_os_error,
     _fail,
@@ -38,8 +39,9 @@ from .public_surface import (
     _UsageError,
 )
 from .quoting import _quoted
-from .registry import _ADDRESS
+from .registry import _ADDRESS, _lock_identity, _store_for
 from .renewer import _Renewer
+from .seams import _SEAMS
 from .times import _format_time
 
 TYPE_CHECKING = False
@@ -47,12 +49,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
+    from .records import _Place
+
 
 _SDK = "mcp>=2.3,<3"
 
-# A waiting acquire answers within this: clients end a tool call that runs longer than
-# their own limit (Codex: 60 s), whatever progress it reports.
-_LONGEST_CALL_WAIT_SEC = 50.0
 # At the session's end its holds are released at once, each on its own thread, and the
 # server exits after this at most, released or not: a hold not released lapses.
 _RELEASES_WITHIN_SEC = 1.5
@@ -79,14 +80,27 @@ class _Cancelled(BaseException):
     """The client cancelled a waiting acquire: it leaves the line (no except stops it)."""
 
 
-class _Progress:
-    """What a tool call tells its client as it waits, and whether the call still stands:
-    once the client cancels it, or the session ends, it does not."""
+# A waiting acquire cut at the call limit keeps its place in line this long for the
+# agent's next call; a cancel of an acquire answered this recently still undoes it (a
+# client ignores the answer to a request it cancelled: the MCP specification).
+_KEPT_SEC = 10.0
+
+
+class _Call:
+    """One tool call, under way or answered within _KEPT_SEC: how it tells its client as
+    it waits, whether it still stands (not once the client cancels it, or the session
+    ends), and what an acquire took that a cancel undoes: a hold the session did not
+    have before (``took``; released if its owner had none), a place kept in line
+    (``kept``)."""
 
     def __init__(self, session: _Session, report: Callable[[float, float, str], None]) -> None:
         self.session = session
         self.report = report
-        self.cancelled = threading.Event()
+        self.cancelled = threading.Event()  # set under the session's guard
+        self.took: _SessionHold | None = None  # a hold the session had not, now its
+        self.took_new = False  # ``took`` was its owner's by no earlier take: released
+        self.kept: _KeptPlace | None = None
+        self.answered_at: float | None = None  # on _SEAMS.clock, once its thread is done
 
     def stands(self) -> bool:
         return not self.cancelled.is_set() and not self.session.ending.is_set()
@@ -112,9 +126,11 @@ _HELD_WORDS = {
 class _SessionHold:
     """A hold this session took, or kept (its owner's before the session took it: renewed,
     never released by the session), its renewer, and what became of it: ``state`` is
-    "held", then "released" or "lost", ``why`` says how."""
+    "held", then "released" or "lost", ``why`` says how. ``key``: its lock (however
+    spelled) and owner."""
 
-    def __init__(self, request: _Request, hold: _Hold) -> None:
+    def __init__(self, request: _Request, hold: _Hold, identity: tuple[object, ...]) -> None:
+        self.key = (identity, hold.owner)
         self.renewer = _Renewer(request, hold)
         self.kept = hold.renewed and not hold.session
         self.state = "held"
@@ -136,88 +152,264 @@ class _SessionHold:
         }
 
 
+class _KeptPlace:
+    """The place in line of a waiting acquire cut at the call limit, kept for the agent's
+    next call: beaten by the server (which takes nothing meanwhile) until a call resumes
+    it, or it is dropped (``dropped``: by a release, a cancel or the session's end; the
+    beating thread then leaves the line), or _KEPT_SEC pass."""
+
+    def __init__(
+        self, identity: tuple[object, ...], given: str, request: _Request, place: _Place
+    ) -> None:
+        self.key = (identity, request.owner)
+        self.given = given  # the owner as the agent gave it, with or without a run id
+        self.request = request
+        self.place = place
+        self.until = _SEAMS.clock() + _KEPT_SEC
+        self.over = threading.Event()  # resumed or dropped: its beats stop
+        self.dropped = False
+
+    def resumed_by(self, given: str, request: _Request) -> bool:
+        """Whether an acquire of its lock under ``given`` asks what it waited for."""
+        ours = given in (self.given, self.request.owner)
+        asked = self.request
+        return ours and (request.shared, request.slots) == (asked.shared, asked.slots)
+
+
 class _Session:
-    """The holds of one agent session: kept by one renewal thread, released when the
-    session ends. ``ending`` is set once it ends, however it ends."""
+    """The holds of one agent session, each renewed on a thread of its own (a store out of
+    reach holds up no other's) and released when the session ends; the places in line it
+    keeps between calls, and its calls. ``ending`` is set once it ends, however it ends."""
 
     def __init__(self, lease: float, parent: int) -> None:
         self.lease = lease
         self.parent = parent  # the process that started the server, as it started
-        self.holds: dict[tuple[str, str], _SessionHold] = {}
-        self.guard = threading.Lock()  # the holds, their states, what is yet untold
-        self.added = threading.Event()  # a hold was added: the renewal thread looks again
+        self.guard = threading.Lock()  # all that follows, and each hold's state
+        self.holds: dict[tuple[object, str], _SessionHold] = {}
+        self.places: dict[tuple[object, str], _KeptPlace] = {}
+        self.calls: dict[object, _Call] = {}  # by request id
+        self.threads: set[threading.Thread] = set()  # what the end waits for
         self.ending = threading.Event()
         self.untold: list[_SessionHold] = []  # ended, by no call of this session's
-        self.calls: set[threading.Thread] = set()  # the tool calls under way, a thread each
 
-    def keep(self, request: _Request, hold: _Hold) -> None:
-        """Keep ``hold``, which ``request`` took, renewing it from now on."""
+    def aside(self, work: Callable[..., None], *args: object) -> threading.Thread:
+        """``work(*args)`` on a thread of its own, which the session's end waits for."""
+
+        def run() -> None:
+            try:
+                work(*args)
+            finally:
+                with self.guard:
+                    self.threads.discard(threading.current_thread())
+
+        thread = threading.Thread(target=run, daemon=True)
         with self.guard:
-            self.holds[(hold.lock, hold.owner)] = _SessionHold(request, hold)
-        self.added.set()
-        if self.ending.is_set():  # taken as the session ended: not left to lapse
-            self.release_all()
+            self.threads.add(thread)
+        thread.start()
+        return thread
+
+    def start(self, key: object, report: Callable[[float, float, str], None]) -> _Call:
+        """A new call, request id ``key``; calls answered over _KEPT_SEC ago are let go."""
+        call = _Call(self, report)
+        gone = _SEAMS.clock() - _KEPT_SEC
+        with self.guard:
+            for old, answered in list(self.calls.items()):
+                if answered.answered_at is not None and answered.answered_at < gone:
+                    del self.calls[old]
+            self.calls[key] = call
+        return call
+
+    def answered(self, call: _Call) -> None:
+        with self.guard:
+            call.answered_at = _SEAMS.clock()
+
+    def cancel(self, key: object) -> None:
+        """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
+        it no longer stands, and what it took is let go at once, a hold its owner did
+        not have before released, a place kept left. Decided under the guard, as
+        keeping is: a call is kept or cancelled, never both."""
+        with self.guard:
+            call = self.calls.get(key)
+            if call is None:
+                return
+            call.cancelled.set()
+            took, call.took = call.took, None
+            if took is not None and self.holds.get(took.key) is took and took.state == "held":
+                del self.holds[took.key]  # not the session's: nobody knows of it
+                took.state = "released"
+            else:
+                took = None
+            kept, call.kept = call.kept, None
+            if kept is not None:
+                self.drop_place(kept)
+        if took is not None and call.took_new:
+            self.aside(_release_quietly, took.renewer.hold)
+
+    def keep(
+        self, call: _Call, request: _Request, hold: _Hold, identity: tuple[object, ...]
+    ) -> bool:
+        """Keep ``hold``, which ``call``'s ``request`` took, renewing it from now on;
+        False, keeping nothing, once the call no longer stands (the caller releases a
+        hold its owner did not have before)."""
+        one = _SessionHold(request, hold, identity)
+        with self.guard:
+            if call.cancelled.is_set() or self.ending.is_set():
+                return False
+            before = self.holds.get(one.key)
+            self.holds[one.key] = one
+            if not hold.renewed or before is None or before.state != "held":
+                call.took, call.took_new = one, not hold.renewed
+        threading.Thread(target=_renew_apart, args=(self, one), daemon=True).start()
+        return True
+
+    def holding(self, one: _SessionHold) -> bool:
+        with self.guard:
+            return self.holds.get(one.key) is one and one.state == "held"
+
+    def judge(self) -> None:
+        """Each hold by the renewer's clock (under the guard), as held() judges its own:
+        one past the moment its work had to stop is lost, whatever its renewal is doing."""
+        for one in self.holds.values():
+            if one.state == "held" and (lost := one.renewer.lost_by_now()) is not None:
+                self.ended(one, lost)
+
+    def ended(self, one: _SessionHold, lost: LockLost) -> None:
+        """``one`` ended by no call of this session's (under the guard): told at the next
+        call, and never taken again by the session on its own."""
+        free = lost.held_by is None and not one.renewer.ran_out
+        one.state = "released" if free else "lost"
+        one.why = str(lost)
+        self.untold.append(one)
+
+    def views(self) -> list[dict[str, object]]:
+        """The holds as the holds tool shows them, each judged by the clock."""
+        with self.guard:
+            self.judge()
+            return [one.view() for one in self.holds.values()]
 
     def told(self) -> list[dict[str, object]]:
         """The holds that ended since the last call, by no call of this session's."""
         with self.guard:
+            self.judge()
             ended, self.untold = self.untold, []
         return [held.view() for held in ended]
 
-    def ended_by_release(self, lock: str, owner: str) -> None:
-        """This session's release call released ``owner``'s hold on ``lock``."""
+    def released(self, identity: tuple[object, ...], owner: str, freed: bool) -> None:
+        """This session's release call for ``owner`` on the lock ``identity`` names: its
+        place kept in line is dropped, and its hold, if ``freed``, is released."""
         with self.guard:
-            held = self.holds.get((lock, owner))
-            if held is not None and held.state == "held":
+            kept = self.places.get((identity, owner))
+            if kept is not None:
+                self.drop_place(kept)
+            held = self.holds.get((identity, owner))
+            if freed and held is not None and held.state == "held":
                 held.state = "released"
                 held.why = "released by this session's release call"
 
-    def keep_renewing(self) -> None:
-        """The renewal thread: each hold renewed when due, until the session ends."""
-        while not self.ending.is_set():
-            with self.guard:
-                held = [h for h in self.holds.values() if h.state == "held"]
-            due = min((h.renewer.due_in() for h in held), default=60.0)
-            if self.added.wait(due):
-                self.added.clear()
-                continue
-            for one in held:
-                if one.renewer.due_in() <= 0 and not self.ending.is_set():
-                    self.renewed(one, one.renewer.renew())
-
     def renewed(self, one: _SessionHold, lost: LockLost | None) -> None:
-        """What a renewal of ``one`` found: held still, or released or lost (told at the
-        next call, and never taken again by the session on its own)."""
+        """What a renewal of ``one`` found: held still, or released or lost."""
         with self.guard:
-            hold = one.renewer.hold
-            if self.holds.get((hold.lock, hold.owner)) is not one or one.state != "held":
-                return  # released by a call, or taken anew, meanwhile
-            if lost is None:
+            if self.holds.get(one.key) is not one or one.state != "held":
+                return  # released by a call, taken anew, or lost by the clock meanwhile
+            if lost is not None:
+                self.ended(one, lost)
+            elif one.renewer.failure is None:  # renewed, not tried again soon
                 one.renewed_at = time.time()
-                return
-            free = lost.held_by is None and not one.renewer.ran_out
-            one.state = "released" if free else "lost"
-            one.why = str(lost)
-            self.untold.append(one)
 
-    def release_all(self, until: float | None = None) -> None:
+    def resume(self, identity: tuple[object, ...], given: str, request: _Request) -> _Place | None:
+        """The place kept for an acquire of the lock ``identity`` names under ``given``,
+        as ``request`` asks it (its owner and run id then the place's); None: none, or
+        one of another kind or count, dropped (the acquire joins at the end)."""
+        with self.guard:
+            for kept in self.places.values():
+                if kept.key[0] == identity and given in (kept.given, kept.request.owner):
+                    break
+            else:
+                return None
+            del self.places[kept.key]
+            kept.over.set()
+            if not kept.resumed_by(given, request):
+                kept.dropped = True
+                return None
+        request.owner, request.run_id = kept.request.owner, kept.request.run_id
+        return kept.place
+
+    def keep_place(self, call: _Call, kept: _KeptPlace) -> bool:
+        """Keep ``kept`` in line, beating it, for the agent's next call; False once the
+        call no longer stands (the caller leaves the line)."""
+        with self.guard:
+            if call.cancelled.is_set() or self.ending.is_set():
+                return False
+            old = self.places.pop(kept.key, None)
+            if old is not None:
+                self.drop_place(old)
+            self.places[kept.key] = kept
+            call.kept = kept
+        self.aside(_beat_kept, self, kept)
+        return True
+
+    def drop_place(self, kept: _KeptPlace) -> None:
+        """(Under the guard.) ``kept`` leaves the line: its beating thread takes it out."""
+        if self.places.get(kept.key) is kept:
+            del self.places[kept.key]
+        kept.dropped = True
+        kept.over.set()
+
+    def lapsed(self, kept: _KeptPlace) -> bool:
+        """Whether ``kept``'s beating thread, done, takes it out of the line: dropped, or
+        no call resumed it in time (then no call can now)."""
+        with self.guard:
+            if self.places.get(kept.key) is kept:
+                del self.places[kept.key]
+                return True
+            return kept.dropped
+
+    def release_all(self, until: float) -> None:
         """Release every hold the session took (not those it kept), each at once on a
-        thread of its own, waiting for them until ``until`` (monotonic clock) at the
-        latest, by default _RELEASES_WITHIN_SEC from now."""
+        thread of its own, and leave its places in line, waiting for all of it until
+        ``until`` (on ``_SEAMS.clock``) at the latest."""
         with self.guard:
             mine = [h for h in self.holds.values() if h.state == "held" and not h.kept]
             for one in mine:
                 one.state = "released"
-        threads = [
-            threading.Thread(target=_release_quietly, args=(one.renewer.hold,), daemon=True)
-            for one in mine
-        ]
+            for kept in list(self.places.values()):
+                self.drop_place(kept)
+        for one in mine:
+            self.aside(_release_quietly, one.renewer.hold)
+        with self.guard:
+            threads = list(self.threads)
         for thread in threads:
-            thread.start()
-        if until is None:
-            until = time.monotonic() + _RELEASES_WITHIN_SEC
-        for thread in threads:
-            thread.join(max(0.0, until - time.monotonic()))
+            thread.join(max(0.0, until - _SEAMS.clock()))
+
+
+def _renew_apart(session: _Session, one: _SessionHold) -> None:
+    """``one``'s renewals, each when due, on a thread of its own: a renewal stuck on a
+    store out of reach holds up no other hold's (one thread for all let a healthy file
+    hold go stale behind a frozen Redis)."""
+    while not session.ending.wait(one.renewer.next_look()):
+        if not session.holding(one):
+            return
+        if one.renewer.due_in() <= 0:  # else a second passed on the system's clock
+            session.renewed(one, one.renewer.renew())
+
+
+def _beat_kept(session: _Session, kept: _KeptPlace) -> None:
+    """Keep ``kept``'s place alive in line until a call resumes it; take it out once it
+    is dropped or its time is up."""
+    store = _store_for(kept.request.lock)
+    try:
+        while not kept.over.wait(max(0.0, min(_SEAMS.beat_sec, kept.until - _SEAMS.clock()))):
+            if _SEAMS.clock() >= kept.until:
+                break
+            try:
+                if not store.beat(kept.place):
+                    break  # lapsed: out of the line already
+            except (OSError, ValueError):
+                pass  # beaten again at the next beat, or lapsed
+        if session.lapsed(kept):
+            _leave_line(store, kept.place)
+    finally:
+        store.close()
 
 
 def _release_quietly(hold: _Hold) -> None:
@@ -251,19 +443,17 @@ def _place(arguments: dict[str, Any], name: str) -> str:
 
 
 def _wait(arguments: dict[str, Any]) -> float:
-    """A wait as the CLI takes it (``60s``, ``2m``) or seconds as a number, cut to
-    _LONGEST_CALL_WAIT_SEC."""
+    """A wait as the CLI takes it (``60s``, ``2m``) or seconds as a number."""
     value = arguments.get("wait", 0)
     if isinstance(value, str):
         seconds, unit = _duration_seconds(value, "wait", "seconds")
-        wait = _wait_within(seconds, "wait", _MAX_WAIT_SEC, unit, repr(value))
-    else:
-        wait = _checked_wait(value, "wait", _MAX_WAIT_SEC)
-    return min(wait, _LONGEST_CALL_WAIT_SEC)
+        return _wait_within(seconds, "wait", _MAX_WAIT_SEC, unit, repr(value))
+    return _checked_wait(value, "wait", _MAX_WAIT_SEC)
 
 
-def _session_request(arguments: dict[str, Any], lease: float) -> _Request:
-    """What the acquire tool asks, each part checked once, in the CLI's order."""
+def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request, bool]:
+    """What the acquire tool asks, each part checked once, in the CLI's order, its wait
+    cut to the call limit; and whether it was cut."""
     lock = _place(arguments, "lock")
     owner_text = _text(arguments, "owner")
     wait = _wait(arguments)
@@ -277,59 +467,82 @@ def _session_request(arguments: dict[str, Any], lease: float) -> _Request:
         )
     slots = _checked_slots(arguments.get("slots", 1), "slots")
     owner, run_id = _owner_with_run_id(owner_text)
-    return _Request(
+    longest = _SEAMS.longest_call_wait_sec
+    request = _Request(
         lock,
         owner,
         run_id,
         lease,
-        wait=wait,
+        wait=min(wait, longest),
         slots=slots,
         shared=shared,
         keep_longer=True,
         session=True,
     )
+    return request, wait > longest
 
 
-def _acquire(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
-    """The acquire tool: the CLI's acquire output and the hold's fence."""
-    request = _session_request(arguments, session.lease)
-    started = time.monotonic()
+def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
+    """The acquire tool: the CLI's acquire output and the hold's fence. A wait cut at the
+    call limit keeps its place in line for the next call, which resumes it."""
+    request, cut = _session_request(arguments, session.lease)
+    given = arguments["owner"]
+    place = session.resume(_lock_identity(request.lock), given, request)
+    if place is None and request.wait:
+        place = _new_place(request)
+    started = _SEAMS.clock()
 
     def refused(result: Any, left: float, place: int) -> None:
-        waited = time.monotonic() - started
-        progress(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
+        waited = _SEAMS.clock() - started
+        call(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-    hold, result = _take_waiting(request, refused)
-    if hold is not None and not hold.renewed and not progress.stands():
-        # Taken as the client cancelled the call: nobody would know of the hold.
-        _release_quietly(hold)
+    hold, result = _take_waiting(request, refused, place, keep_place=cut)
+    identity = _lock_identity(request.lock)  # again: the take may have made its folder
+    if hold is not None and not session.keep(call, request, hold, identity):
+        if not hold.renewed:  # nobody would know of it
+            _release_quietly(hold)
         raise _Cancelled
-    if hold is not None:
-        session.keep(request, hold)
+    if hold is None and cut and place is not None and place.joined:
+        if not session.keep_place(call, _KeptPlace(identity, given, request, place)):
+            _leave_quietly(request.lock, place)
+            raise _Cancelled
+        result["message"] += (
+            f"; your place in line is kept {_KEPT_SEC:g} s: call acquire again within them,"
+            " with this lock and owner and the same slots and shared, to wait on from it"
+        )
     return {**result, "fence": None if hold is None else hold.fence}
 
 
-def _release(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
+def _leave_quietly(lock: str | os.PathLike[str], place: _Place) -> None:
+    """Take ``place`` out of the line of ``lock``: a failure leaves it to lapse."""
+    try:
+        store = _store_for(lock)
+    except (OSError, ValueError):
+        return
+    try:
+        _leave_line(store, place)
+    finally:
+        store.close()
+
+
+def _release(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     lock = _place(arguments, "lock")
     owner = _text(arguments, "owner")
     result = release(lock, owner)
-    if result["released"]:
-        session.ended_by_release(result["lock"], owner)
+    session.released(_lock_identity(lock), owner, result["released"])
     return dict(result)
 
 
-def _status(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
+def _status(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     return dict(status(_place(arguments, "lock"), DEFAULT_STALE_AFTER_MIN * 60))
 
 
-def _list(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
+def _list(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     return dict(list_locks(_place(arguments, "under")))
 
 
-def _holds(session: _Session, arguments: dict[str, Any], progress: _Progress) -> dict[str, Any]:
-    with session.guard:
-        views = [one.view() for one in session.holds.values()]
-    return {"holds": views}
+def _holds(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
+    return {"holds": session.views()}
 
 
 _LOCK = {
@@ -350,8 +563,8 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         " released when the session ends; call release on every halt path all the same."
         " Answers the CLI's acquire JSON and the hold's fence; acquired false with a"
         " message saying who holds it and what to do when it is held. wait (e.g. '60s',"
-        " '2m', or seconds) stands in line first come first served, at most 50 s a call"
-        " (call again to keep trying).",
+        " '2m', or seconds) stands in line first come first served, at most 50 s a call;"
+        " a longer wait cut there keeps its place 10 s: call again within them to wait on.",
         {
             "type": "object",
             "properties": {
@@ -426,7 +639,7 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
 
 
 def _call(
-    session: _Session, name: str, arguments: dict[str, Any], progress: _Progress
+    session: _Session, name: str, arguments: dict[str, Any], call: _Call
 ) -> tuple[dict[str, Any] | None, str]:
     """A tool's answer (None and the message for bad input or a failure, as the CLI says
     it), with the holds this session lost since its last call after its own keys."""
@@ -439,7 +652,7 @@ def _call(
         takes = ", ".join(properties) or "nothing"
         return None, f"usage error: {name} takes {takes}, not {unknown[0]!r}"
     try:
-        answer = tool[2](session, arguments, progress)
+        answer = tool[2](session, arguments, call)
     except _UsageError as exc:
         return None, f"usage error: {exc}"
     except ValueError as exc:
@@ -453,6 +666,16 @@ def _call(
 # --- The session's end, however it comes
 
 
+def _call_key(request_id: object) -> object:
+    """A request's id as a cancel names it: 7 and "7" are one id, as the SDK holds."""
+    if isinstance(request_id, str):
+        try:
+            return int(request_id)
+        except ValueError:
+            pass
+    return request_id
+
+
 async def _answered(
     session: _Session, ctx: Any, name: str, arguments: dict[str, Any]
 ) -> tuple[dict[str, Any] | None, str]:
@@ -460,7 +683,7 @@ async def _answered(
     while the SDK's asyncio loop serves other calls, however many acquires wait in line:
     a pool's N threads (asyncio.to_thread's) left every other call unanswered while N
     waited, 6 on 2 cores. A cancelled call stops waiting for its thread, which leaves
-    the line at its next beat, as it does once the session ends."""
+    the line at its next beat, as it does once the session ends, and keeps nothing."""
     import asyncio
 
     loop = asyncio.get_running_loop()
@@ -475,33 +698,29 @@ async def _answered(
         except Exception:  # the call ended meanwhile (cancelled, or the session)
             raise _Cancelled from None
 
-    progress = _Progress(session, report)
+    key = _call_key(ctx.request_id)
+    call = session.start(key, report)
 
     def work() -> None:
         outcome: tuple[dict[str, Any] | None, str] | None = None
         failure: BaseException | None = None
         try:
-            outcome = _call(session, name, arguments, progress)
+            outcome = _call(session, name, arguments, call)
         except _Cancelled:
             outcome = None, "the call was cancelled, or the session ended, as it waited"
         except BaseException as exc:  # the SDK tells the client of an internal error
             failure = exc
-        finally:
-            with session.guard:
-                session.calls.discard(threading.current_thread())
+        session.answered(call)
         try:
             loop.call_soon_threadsafe(_settle, answered, outcome, failure)
         except RuntimeError:  # the loop is closed: the session has ended
             pass
 
-    thread = threading.Thread(target=work, daemon=True)
-    with session.guard:
-        session.calls.add(thread)
-    thread.start()
+    session.aside(work)
     try:
         return await answered
     except asyncio.CancelledError:
-        progress.cancelled.set()  # the waiting thread leaves the line at its next beat
+        session.cancel(key)  # the waiting thread leaves the line at its next beat
         raise
 
 
@@ -516,16 +735,11 @@ def _settle(future: Any, outcome: Any, failure: BaseException | None) -> None:
 
 
 def _end_when_told(session: _Session) -> None:
-    """Once the session ends: release its holds, and exit 0. A call still waiting in
-    line leaves it at its next beat, given what is left of the releases' time (its
-    place lapses if it cannot)."""
+    """Once the session ends: release its holds, leave its places in line, and exit 0. A
+    call still waiting in line leaves it at its next beat, given what is left of the
+    releases' time (its place lapses if it cannot)."""
     session.ending.wait()
-    until = time.monotonic() + _RELEASES_WITHIN_SEC
-    session.release_all(until)
-    with session.guard:
-        calls = list(session.calls)
-    for call in calls:
-        call.join(max(0.0, until - time.monotonic()))
+    session.release_all(_SEAMS.clock() + _RELEASES_WITHIN_SEC)
     try:
         sys.stderr.flush()
     except (OSError, ValueError):
@@ -542,6 +756,24 @@ def _watch_parent(session: _Session) -> None:
     session.ending.set()
 
 
+def _watch_output(session: _Session, output: int) -> None:
+    """End the session once the client closed the server's stdout (``output``, a copy of
+    it), idle or not: poll sees the pipe's reader gone (an error) or a hang-up, where a
+    write would see it only at the next answer. Nobody can hear the server then."""
+    import select
+
+    poller = select.poll()
+    poller.register(output, 0)  # errors and hang-ups alone
+    while not session.ending.is_set():
+        for _, event in poller.poll():
+            if event & (select.POLLERR | select.POLLHUP):
+                session.ending.set()
+                return
+            if event & select.POLLNVAL:
+                return
+        time.sleep(_PARENT_LOOK_SEC)
+
+
 def _serve(lease: float) -> int:
     """Serve the tools over stdio until the session ends (this process then exits 0)."""
     parent = os.getppid()  # before the SDK loads, which takes seconds: a parent gone meanwhile
@@ -552,14 +784,22 @@ def _serve(lease: float) -> int:
     except ImportError:
         raise ValueError(_sdk_missing()) from None
     import asyncio
+    import select
 
     from .interrupts import _Interrupts
 
     session = _Session(lease, parent)
     _Interrupts.disarm()
     _Interrupts.handle(lambda signum, frame: session.ending.set())
-    for work in (_end_when_told, _watch_parent, _Session.keep_renewing):
+    for work in (_end_when_told, _watch_parent):
         threading.Thread(target=work, args=(session,), daemon=True).start()
+    if hasattr(select, "poll"):  # POSIX; on Windows a closed stdout is seen at a write
+        try:
+            output = os.dup(1)  # before the SDK points stdout elsewhere
+        except OSError:  # no stdout at all: the SDK's first write says so
+            pass
+        else:
+            threading.Thread(target=_watch_output, args=(session, output), daemon=True).start()
 
     tools = [
         types.Tool(name=name, description=words, input_schema=schema)
@@ -578,6 +818,10 @@ def _serve(lease: float) -> int:
         text = types.TextContent(type="text", text=json.dumps(answer))
         return types.CallToolResult(content=[text], structured_content=answer)
 
+    async def cancelled(ctx: Any, params: types.CancelledNotificationParams) -> None:
+        # Also for a call already answered: the client ignores that answer.
+        session.cancel(_call_key(params.request_id))
+
     server: Any = Server(
         "skf-run-lock",
         version=__version__,
@@ -585,6 +829,9 @@ def _serve(lease: float) -> int:
         " acquire tool at the start of a run and release it on every halt path.",
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+    )
+    server.add_notification_handler(
+        "notifications/cancelled", types.CancelledNotificationParams, cancelled
     )
 
     async def run() -> None:

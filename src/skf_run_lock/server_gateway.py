@@ -1,7 +1,8 @@
 """What the server stores share: a gateway's lock address parsed, a deadline for each
-step, TLS, patience and when to give up, a connection that never waits past its deadline,
-the wording of failures, a store that has its gateway, and a waiter's place kept as a
-value on the server. Compiled only for a server's lock."""
+step, TLS, patience and when to give up, a connection that never waits past its deadline
+(its host's name lookup included), the wording of failures, a store that has its
+gateway, and a waiter's place kept as a value on the server. Compiled only for a
+server's lock."""
 
 from __future__ import annotations
 
@@ -10,18 +11,26 @@ import json
 import os
 import re
 import sys
+import threading
 import time
 
 from .public_surface import _OutcomeUnknown
 from .quoting import _shown_address
 from .records import _holder_timeout, _Place, _remembered, _time_of
+from .seams import _SEAMS, _blind_wait
 from .times import _format_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
     import ssl
-    from typing import Self
+    from collections.abc import Callable
+    from typing import Self, TypeVar
+
+    _T = TypeVar("_T")
+
+    # An address as the system gives it: its family, and (host, port[, flow, scope]).
+    _Address = tuple[int, tuple[object, ...]]
 
 _ANSWER_MAX_BYTES = 8 * 1024 * 1024
 _TLS_FAILURE = "TLS failure"
@@ -29,7 +38,7 @@ _HOST = r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(?::([0-9]{1,5}))?"
 
 
 def _seconds_left(deadline: float) -> float:
-    left = deadline - time.monotonic()
+    left = deadline - _SEAMS.clock()
     if left <= 0:
         raise TimeoutError(errno.ETIMEDOUT, "timed out")
     return left
@@ -163,7 +172,7 @@ class _ServerGateway:
 
     @property
     def deadline(self) -> float:
-        """The moment (monotonic clock) no request waits past: the step's, cut to the
+        """The moment (``_SEAMS.clock``) no request waits past: the step's, cut to the
         call's. Every connect, send and receive gets what is left of it as its
         timeout, so a server that swallows every byte holds a renewal no longer than
         its holder may wait."""
@@ -174,7 +183,8 @@ class _ServerGateway:
         self.step_deadline = moment
 
     def next_step(self) -> None:
-        self.deadline = time.monotonic() + self.timeout
+        self.step_began = _SEAMS.clock()
+        self.deadline = self.step_began + self.timeout
 
     def tls_context(self) -> ssl.SSLContext | None:
         if self.tls and self.context is None:
@@ -189,8 +199,9 @@ class _ServerGateway:
 
     def unreachable(self, where: str, why: str | None) -> OSError:
         within = f"within {self.timeout:g} s ({self.timeout_var})"
-        if self.call_deadline < self.step_deadline:
-            within = "in the time the call had left"  # a renewal's, cut to its hold
+        if self.call_deadline < self.step_deadline:  # a renewal's, cut to its hold
+            waited = _SEAMS.clock() - self.step_began
+            within = f"within {waited:.1f} s, all the time the call had left,"
         return OSError(
             errno.EHOSTUNREACH,
             f"{self.name} could not be reached {within} at {where}: {why or 'no time left'}",
@@ -199,7 +210,7 @@ class _ServerGateway:
     def refused_for_good(self, since: float) -> bool:
         """True once a call that does not wait has seen its server refuse connections
         since ``since`` for the grace period."""
-        return not self.patient and time.monotonic() - since >= _REFUSED_GRACE_SEC
+        return not self.patient and _SEAMS.clock() - since >= _REFUSED_GRACE_SEC
 
     def give_up_if_refused(self, exc: Exception, since: float, where: str, why: str) -> None:
         """Raise the refusal once ``exc`` is a refused connection and a call that does
@@ -257,6 +268,14 @@ class _ServerStore:
     def call_deadline(self, moment: float) -> None:
         self.gateway.call_deadline = moment
 
+    def identity(self) -> tuple[object, ...]:
+        """Its scheme, its set of endpoints (a name in one case, the default port
+        filled in) and its key: the user and the order of the endpoints aside."""
+        gateway = self.gateway
+        scheme = gateway.lock.partition("://")[0]
+        endpoints = frozenset(endpoint.lower() for endpoint in gateway.endpoints)
+        return ("server", scheme, endpoints, gateway.key_text)
+
     def change(self, create: bool) -> Self:
         return self
 
@@ -267,8 +286,144 @@ class _ServerStore:
         pass
 
 
+# --- A connection, its host's name looked up within its deadline
+
+
+class _Lookup:
+    """One lookup of a host name's addresses, in a thread of its own so that a call can
+    stop waiting for it at its deadline: ``done`` once it found ``addresses`` or failed
+    (``failure``). The system's resolver cannot be stopped: a lookup a call gave up on
+    goes on, and its answer serves the next call."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+        self.done = threading.Event()
+        self.addresses: list[_Address] = []
+        self.failure: OSError | None = None
+
+    def run(self) -> None:
+        import socket
+
+        try:
+            found = socket.getaddrinfo(self.host, None, type=socket.SOCK_STREAM)
+            self.addresses = [(family, address) for family, _, _, _, address in found]
+        except (OSError, UnicodeError) as exc:  # gaierror; a name IDNA cannot encode
+            why = getattr(exc, "strerror", None) or str(exc)
+            self.failure = OSError(errno.EHOSTUNREACH, f"the name {self.host} was not found: {why}")
+        finally:
+            _NAMES.answered(self)
+            self.done.set()
+
+
+class _Names:
+    """The host names looked up: each one's last answer (``known``: when it came, and
+    the addresses), used again for ``_SEAMS.name_kept_sec`` (the standard library tells
+    no lifetime), and the lookups under way (``running``), one per name at most: every
+    call that needs a name meanwhile waits for that one, and a resolver that hangs holds
+    one thread, not one per try."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.known: dict[str, tuple[float, list[_Address]]] = {}
+        self.running: dict[str, _Lookup] = {}
+
+    def addresses(self, host: str, deadline: float) -> list[_Address]:
+        """``host``'s addresses (an IP address's: itself), waiting for a lookup no later
+        than ``deadline``: TimeoutError, saying how long it waited, if none came."""
+        import socket
+
+        for family, form in ((socket.AF_INET, (host, 0)), (socket.AF_INET6, (host, 0, 0, 0))):
+            try:
+                socket.inet_pton(family, host)
+            except OSError:
+                continue
+            return [(family, form)]  # an IP address: nothing to look up
+        lookup = self._lookup(host)
+        if isinstance(lookup, list):
+            return lookup
+        asked = _SEAMS.clock()
+        # A second at most on the system's clock, then the deadline is read again.
+        while not lookup.done.wait(_blind_wait(deadline - _SEAMS.clock())):
+            if _SEAMS.clock() >= deadline:
+                waited = _SEAMS.clock() - asked
+                why = f"no answer to the name lookup of {host} in {waited:.1f} s"
+                raise TimeoutError(errno.ETIMEDOUT, why)
+        if lookup.failure is not None:
+            raise OSError(*lookup.failure.args)  # each call its own, raised in its thread
+        return lookup.addresses
+
+    def _lookup(self, host: str) -> list[_Address] | _Lookup:
+        """``host``'s last answer while it is used again, else its lookup under way (one
+        started now if none is)."""
+        with self.guard:
+            known = self.known.get(host)
+            if known is not None and _SEAMS.clock() - known[0] < _SEAMS.name_kept_sec:
+                return known[1]
+            lookup = self.running.get(host)
+            if lookup is None:
+                lookup = self.running[host] = _Lookup(host)
+                thread = threading.Thread(target=lookup.run, name="skf-run-lock lookup")
+                thread.daemon = True  # a resolver that hangs keeps no process alive
+                try:
+                    thread.start()
+                except RuntimeError as exc:  # no thread to be had
+                    del self.running[host]
+                    raise OSError(errno.EAGAIN, f"{host} could not be looked up: {exc}") from None
+            return lookup
+
+    def answered(self, lookup: _Lookup) -> None:
+        with self.guard:
+            if self.running.get(lookup.host) is lookup:
+                del self.running[lookup.host]
+            if lookup.failure is None:
+                self.known[lookup.host] = (_SEAMS.clock(), lookup.addresses)
+
+    def forget(self, host: str) -> None:
+        """Look ``host`` up anew next time: none of its addresses could be reached (it may
+        have moved)."""
+        with self.guard:
+            self.known.pop(host, None)
+
+
+_NAMES = _Names()
+
+
+def _connected(host: str, port: int, deadline: float) -> socket.socket:
+    """A TCP connection to ``host`` (a name or an IP address) at ``port``, made by
+    ``deadline``: the name's lookup and each of its addresses in turn share that one
+    deadline, each address an equal part of what is left (socket.create_connection looks
+    a name up with no deadline at all, and gives each address the whole timeout)."""
+    import socket
+
+    addresses = _NAMES.addresses(host, deadline)
+    failure: OSError | None = None
+    for tried, (family, address) in enumerate(addresses):
+        until = _SEAMS.clock() + _seconds_left(deadline) / (len(addresses) - tried)
+        while True:
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                # A second at most on the system's clock, then the deadline is read
+                # again (a connection whose every SYN is lost is tried anew meanwhile).
+                sock.settimeout(_blind_wait(max(0.001, until - _SEAMS.clock())))
+                sock.connect((address[0], port, *address[2:]))
+            except TimeoutError as exc:
+                sock.close()
+                failure = exc
+                if _SEAMS.clock() < min(until, deadline):
+                    continue
+            except OSError as exc:
+                sock.close()
+                failure = exc
+            else:
+                return sock
+            break
+    _NAMES.forget(host)
+    raise failure or OSError(errno.EHOSTUNREACH, f"the name {host} has no address")
+
+
 class _Connection:
-    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``."""
+    """A TCP connection (TLS with a ``context``); nothing waits past its ``deadline``,
+    the name lookup included."""
 
     protocol = "a protocol"  # for messages
 
@@ -278,13 +433,14 @@ class _Connection:
         host, _, port = endpoint.rpartition(":")
         host = host.strip("[]")
         self.endpoint = endpoint
-        self.sock: socket.socket = socket.create_connection(
-            (host, int(port)), _seconds_left(deadline)
-        )
+        self.sock: socket.socket = _connected(host, int(port), deadline)
         try:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if context is not None:
-                self.sock = context.wrap_socket(self.sock, server_hostname=host)
+                self.sock = context.wrap_socket(
+                    self.sock, server_hostname=host, do_handshake_on_connect=False
+                )
+                self._wait_for(self.sock.do_handshake, deadline)
         except BaseException:
             self.sock.close()
             raise
@@ -300,10 +456,26 @@ class _Connection:
             self._receive(deadline)
         return found
 
+    def _wait_for(self, step: Callable[..., _T], deadline: float, *args: object) -> _T:
+        """``step(*args)`` on the socket, tried again after each second it waits on the
+        system's clock (which may stop while the machine sleeps) until ``deadline``."""
+        while True:
+            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+            try:
+                return step(*args)
+            except TimeoutError:
+                continue  # read the deadline again
+
+    def _send(self, data: bytes, deadline: float) -> None:
+        """Send all of ``data`` by ``deadline``, and within a second: a request goes
+        into the socket's buffer at once unless the server has stopped reading, and
+        one cut short cannot be sent again on this connection (TimeoutError)."""
+        self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+        self.sock.sendall(data)
+
     def _receive(self, deadline: float, end_ok: bool = False) -> bool:
         """Receive more; False if the server closed the connection and ``end_ok``."""
-        self.sock.settimeout(_seconds_left(deadline))
-        data = self.sock.recv(65536)
+        data = self._wait_for(self.sock.recv, deadline, 65536)
         if not data and not end_ok:
             raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
         self.received += data

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         # Set by a call that waits in line: a server that refuses connections is tried
         # again until the step's deadline, not given up after a moment.
         patient: bool
-        # Set by a call that must be done by a moment (monotonic clock), a renewal whose
+        # Set by a call that must be done by a moment (``_SEAMS.clock``), a renewal whose
         # holder must stop then: no request of the call waits on the network past it,
         # however long a step may take (inf: each step's own deadline alone).
         call_deadline: float
@@ -89,6 +89,10 @@ if TYPE_CHECKING:
             what it waits on (a watch that streams all of them): then the waiter needs
             no new look to go on waiting. False where a wait can miss one (a place
             ahead that lapsed, shown only by a look)."""
+
+        def identity(self) -> tuple[object, ...]:
+            """What names this lock however its name is spelled: two spellings of one
+            lock give the same (a session matches its holds by it). Asked of no call."""
 
         def by_hand(self) -> str:
             """How a person clears the lock by hand, as a command to follow literally."""
