@@ -497,7 +497,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     "renewal-waits-out-the-network": (
         "a renewal waits on the network no longer than its holder may go on",
         "    store.call_deadline = request.deadline\n    store.patient",
-        '    store.call_deadline = float("inf")\n    store.patient",
+        '    store.call_deadline = float("inf")\n    store.patient',
     ),
     "renewal-counted-from-the-answer": (
         "a hold is counted from when the try that renewed it began",
