@@ -305,6 +305,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         since: str
         stale_at: str
         fence: int | None
+        parts: list[str] | None
 
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
@@ -996,6 +997,21 @@ def _checked_shared(shared: object, slots: int) -> bool:
     return shared
 
 
+def _checked_parts_of(parts: object, slots: int) -> tuple[str, ...] | None:
+    """``parts`` checked as a set (parts.py; None: the lock whole), and never with
+    several slots: a hold of parts conflicts by its paths, a slot by its count."""
+    if parts is None:
+        return None
+    if slots != 1:
+        raise ValueError(
+            f"parts have no count of slots: give --part or --slots {slots}, not both"
+            " (parts=[...] or slots=N)"
+        )
+    _compile_carried('parts')
+
+    return _checked_parts(parts)
+
+
 def _has_run_id(owner: str) -> bool:
     """Whether ``owner`` is whole, as a release must name it; ValueError if malformed."""
     return bool(_split_owner(owner)[2])
@@ -1149,7 +1165,8 @@ class _Release:
 class _Request(_Query):
     """What a call that takes a lock asks, each part checked: a query's parts, the
     whole owner and its run id, how long it may wait in line, whether it asks for a
-    ``shared`` hold, and for run and held() ``keep_longer`` (a renewal never shortens a
+    ``shared`` hold, the ``parts`` it holds (None: the lock whole), and for run and
+    held() ``keep_longer`` (a renewal never shortens a
     hold the owner has), ``renew_only`` (a renewal that must find the hold still the
     owner's) and ``session`` (an agent session's take: its hold is marked as the
     session's and lasts its lease; see decisions._take_timeout). A new capability is a
@@ -1164,6 +1181,7 @@ class _Request(_Query):
         "deadline",
         "keep_longer",
         "owner",
+        "parts",
         "renew_only",
         "run_id",
         "session",
@@ -1184,6 +1202,7 @@ class _Request(_Query):
         empty_is_stale: bool = False,
         slots: int = 1,
         shared: bool = False,
+        parts: tuple[str, ...] | None = None,
         keep_longer: bool = False,
         renew_only: bool = False,
         session: bool = False,
@@ -1195,6 +1214,7 @@ class _Request(_Query):
         self.run_id = run_id
         self.wait = wait
         self.shared = shared
+        self.parts = parts
         self.keep_longer = keep_longer
         self.renew_only = renew_only
         self.session = session
@@ -1213,6 +1233,7 @@ class _Request(_Query):
             empty_is_stale=self.empty_is_stale,
             slots=self.slots,
             shared=self.shared,
+            parts=hold.parts,
             keep_longer=True,
             renew_only=True,
             session=self.session,
@@ -1234,15 +1255,17 @@ def _check_owner_and_timeout(request: _Request) -> None:
 
 
 def _check_how(request: _Request) -> None:
-    """The count of slots, then a shared hold."""
+    """The count of slots, then a shared hold, then the parts."""
     request.slots = _checked_slots(request.slots)
     request.shared = _checked_shared(request.shared, request.slots)
+    request.parts = _checked_parts_of(request.parts, request.slots)
 
 
 def _checked(request: _Request) -> _Request:
     """acquire's and acquire_within's ``request``, each part checked in the order a
     caller's mistakes are told: the wait, the owner (a run id added if it has none), the
-    timeout, the count of slots, a shared hold; ValueError for the first that is wrong."""
+    timeout, the count of slots, a shared hold, the parts; ValueError for the first that
+    is wrong."""
     _check_wait(request)
     _check_owner_and_timeout(request)
     _check_how(request)
@@ -1468,11 +1491,13 @@ _REMEMBERED_LONGEST = 1024
 
 class _Record:
     """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
-    A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
-    record of its own with a ``mark``: how its server ends it (Redis: the server's time
-    in ms; etcd: a lease). ``fence``: the number of the take that made this hold (None:
-    a record written before fences, or by another tool). ``session``: the hold is an
-    agent session's (``serve``), kept for the session's lease by whoever renews it."""
+    A lock of several ``slots``, one held ``shared``, or one held in parts (``parted``)
+    lists its ``holders``, each a record of its own with a ``mark``: how its server ends
+    it (Redis: the server's time in ms; etcd: a lease). ``fence``: the number of the
+    take that made this hold (None: a record written before fences, or by another
+    tool). ``session``: the hold is an agent session's (``serve``), kept for the
+    session's lease by whoever renews it. A holder is ``shared`` (of a lock held shared,
+    each is) and holds ``parts`` of the lock (None: the lock whole)."""
 
     __slots__ = (
         "empty",
@@ -1482,6 +1507,8 @@ class _Record:
         "lease",
         "mark",
         "owner",
+        "parted",
+        "parts",
         "session",
         "shared",
         "since",
@@ -1502,6 +1529,8 @@ class _Record:
         self.slots = 1
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
         self.shared = False  # True: its holders share it (shared holds), not slots
+        self.parted = False  # True: its holders hold parts of it, each as it says
+        self.parts: tuple[str, ...] | None = None  # a holder's parts (None: whole)
         self.mark: str | None = None
         self.session = False
         # What its bytes were, by their form (a _FORM_*), and a file's whole size: by
@@ -1512,9 +1541,9 @@ class _Record:
 
 class _Place:
     """A waiter's place in the line (``beat`` None: the server's expiry keeps it);
-    ``shared``: it waits for a shared hold."""
+    ``shared``: it waits for a shared hold; ``parts``: for those parts (None: whole)."""
 
-    __slots__ = ("beat", "joined", "owner", "shared", "since", "stale_after", "ticket")
+    __slots__ = ("beat", "joined", "owner", "parts", "shared", "since", "stale_after", "ticket")
 
     def __init__(
         self,
@@ -1525,6 +1554,7 @@ class _Place:
         beat: float | None,
         *,
         shared: bool = False,
+        parts: tuple[str, ...] | None = None,
     ) -> None:
         self.ticket = ticket
         self.owner = owner
@@ -1532,6 +1562,7 @@ class _Place:
         self.stale_after = stale_after
         self.beat = beat
         self.shared = shared
+        self.parts = parts
         self.joined = False  # True while this is the caller's own place, in the line
 
 
@@ -1688,11 +1719,14 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         slots = content.get("slots")
         entries = content.get("holders")
         several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
-        shared = content.get("mode") == _SHARED_MODE
-        if (several or shared) and isinstance(entries, list):
-            holders = [_holder_of(entry) for entry in entries]
+        mode = content.get("mode")
+        shared, parted = mode == _SHARED_MODE, mode == _PARTS_MODE
+        if (several or shared or parted) and isinstance(entries, list):
+            holders = [_holder_of(entry, parted) for entry in entries]
             record.holders = [holder for holder in holders if holder is not None]
-            record.shared = shared
+            record.shared, record.parted = shared, parted
+            for holder in record.holders:
+                holder.shared = holder.shared or shared
         if several and not shared and isinstance(slots, int):
             record.slots = slots
         return record
@@ -1741,8 +1775,9 @@ def _fence_valid(value: object) -> int | None:
     return None
 
 
-def _holder_of(entry: object) -> _Record | None:
-    """One holder of a lock of several slots; None unless it names all a holder has."""
+def _holder_of(entry: object, parted: bool = False) -> _Record | None:
+    """One holder of a lock of several slots, shared or held in parts (``parted``: with
+    its kind and its parts); None unless it names all a holder has."""
     if not isinstance(entry, dict):
         return None
     when = entry.get("acquired_at")
@@ -1753,7 +1788,24 @@ def _holder_of(entry: object) -> _Record | None:
         return None
     mark = entry.get("mark")
     holder.mark = mark if isinstance(mark, str) else None
+    if parted:
+        holder.shared = entry.get("shared") is True
+        holder.parts = _parts_read(entry.get("parts"))
     return holder
+
+
+def _parts_read(value: object) -> tuple[str, ...] | None:
+    """A holder's parts as its record gives them: None (the lock whole) for none, and
+    for any that are not parts a hold could name (written by hand): a whole hold
+    conflicts with every part, the safe reading."""
+    if value is None:
+        return None
+    _compile_carried('parts')
+
+    try:
+        return _checked_parts(value)
+    except ValueError:
+        return None
 
 
 def _slot_count_valid(value: object) -> bool:
@@ -1766,6 +1818,10 @@ def _slot_count_valid(value: object) -> bool:
 # older version renews or releases it as its own.
 _SHARED_MODE = "shared"
 _SHARED_OWNER = "shared holds"
+# A record of holds of parts says so likewise: an older version sees one holder it can
+# never be, holding the lock whole until the last hold goes stale.
+_PARTS_MODE = "parts"
+_PARTS_OWNER = "held in parts"
 
 
 def _slots_record(slots: int, holders: list[_Record]) -> _Record:
@@ -1783,26 +1839,40 @@ def _shared_record(holders: list[_Record]) -> _Record:
     return record
 
 
+def _kept_record(holders: list[_Record], slots: int) -> _Record:
+    """The record that keeps ``holders`` (one at least), each as it holds the lock: of
+    ``slots`` (more than one), held in parts (any holder names parts), held shared
+    (every one is), or the one holder's own."""
+    if slots > 1:
+        return _slots_record(slots, holders)
+    whole = all(holder.parts is None for holder in holders)
+    if whole and all(holder.shared for holder in holders):
+        return _shared_record(holders)
+    if whole and len(holders) == 1:
+        return holders[0]  # an exclusive hold of the whole lock, alone
+    record = _slots_record(1, holders)
+    record.parted = True
+    return record
+
+
 def _taking_records(
-    hold: tuple[str, int, float, int | None, bool],
+    hold: tuple[str, int, float, int | None, bool, bool, tuple[str, ...] | None],
     kept: list[_Record],
     at: int | None,
-    shared: bool,
     slots: int,
 ) -> tuple[_Record, _Record]:
-    """A take's own hold, of ``hold`` (owner, since, timeout, fence and whether it is a
-    session's), and the record it leaves: its hold beside the ``kept`` ones, in the
-    place ``at`` (None: at the end), held ``shared`` or in one of ``slots``."""
-    owner, since, stale_after, fence, session = hold
+    """A take's own hold, of ``hold`` (owner, since, timeout, fence, whether it is a
+    session's, whether it is shared, and its parts), and the record it leaves: its hold
+    beside the ``kept`` ones, in the place ``at`` (None: at the end), as _kept_record
+    keeps them."""
+    owner, since, stale_after, fence, session, shared, parts = hold
     new = _Record(owner, since, stale_after)
     new.fence = fence
     new.session = session
+    new.shared = shared
+    new.parts = parts
     holders = [*kept, new] if at is None else [*kept[:at], new, *kept[at + 1 :]]
-    if shared:
-        return new, _shared_record(holders)
-    if slots == 1:
-        return new, new
-    return new, _slots_record(slots, holders)
+    return new, _kept_record(holders, slots)
 
 
 def _bytes_of(record: _Record) -> bytes:
@@ -1831,15 +1901,22 @@ def _bytes_of(record: _Record) -> bytes:
             entry["fence"] = holder.fence
         if holder.session:
             entry["session"] = True
+        if record.parted and holder.shared:
+            entry["shared"] = True
+        if record.parted and holder.parts is not None:
+            entry["parts"] = list(holder.parts)
         entries.append(entry)
+    owner = _slots_owner(record.slots)
+    if record.shared or record.parted:
+        owner = _SHARED_OWNER if record.shared else _PARTS_OWNER
     content: dict[str, object] = {
-        "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
+        "owner": owner,
         "acquired_at": _format_time(last.since),
         "stale_after_seconds": _json_seconds(last.stale_after),
         "tool": _TOOL,
     }
-    if record.shared:
-        content["mode"] = _SHARED_MODE
+    if record.shared or record.parted:
+        content["mode"] = _SHARED_MODE if record.shared else _PARTS_MODE
     else:
         content["slots"] = record.slots
     content["holders"] = entries
@@ -1895,8 +1972,9 @@ class _Hold:
     its run id, its fence (None: the take could give none), whether it ``renewed`` the
     owner's own hold, its ``holder_timeout`` (seconds), ``since`` (whole seconds), the
     stale hold of another it ``replaced`` (renewing: the first it dropped; None: none),
-    the record it left (``after``), which the message describes, and whether it is an
-    agent session's hold (``session``: kept for the session's lease)."""
+    the record it left (``after``), which the message describes, whether it is an
+    agent session's hold (``session``: kept for the session's lease), whether it is
+    ``shared``, and the ``parts`` it holds (None: the lock whole)."""
 
     __slots__ = (
         "after",
@@ -1904,10 +1982,12 @@ class _Hold:
         "holder_timeout",
         "lock",
         "owner",
+        "parts",
         "renewed",
         "replaced",
         "run_id",
         "session",
+        "shared",
         "since",
     )
 
@@ -1924,6 +2004,8 @@ class _Hold:
         after: _Record,
         fence: int | None,
         session: bool = False,
+        shared: bool = False,
+        parts: tuple[str, ...] | None = None,
     ) -> None:
         self.lock = lock
         self.owner = owner
@@ -1935,11 +2017,13 @@ class _Hold:
         self.after = after
         self.fence = fence
         self.session = session
+        self.shared = shared
+        self.parts = parts
 
     @property
     def kind(self) -> Literal["exclusive", "slots", "shared"]:
         """How it holds: the lock alone, one of several slots, or shared."""
-        if self.after.shared:
+        if self.shared:
             return "shared"
         return "slots" if self.after.slots > 1 else "exclusive"
 
@@ -1954,6 +2038,12 @@ class _Hold:
 
 if TYPE_CHECKING:
     from typing import Literal
+
+
+    # What a take may do (see _Take).
+    _Outcome = Literal[
+        "take", "held", "line", "count", "kind", "lost", "theirs", "grow", "parts", "full"
+    ]
 
 
 def _deciding_timeout(record: _Record, stale_after: float) -> float:
@@ -2106,9 +2196,7 @@ def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, 
     # Every holder of several slots has a timeout of its own; no caller's is needed.
     if not any(not _is_stale(h, float("inf"), now, False) for h in rest):
         return None, mine
-    if record.shared:
-        return _shared_record(rest), mine
-    return _slots_record(record.slots, rest), mine
+    return _kept_record(rest, record.slots), mine
 
 
 # --- The line of waiters: first come, first served
@@ -2133,9 +2221,9 @@ def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: b
     """Whether a take asks for a shared hold: as asked, or, where a renewal that names
     no kind ``keeps_kind`` (acquire; never run or held(), whose step must not run
     beside readers), as ``owner``'s own shared hold of ``record`` is."""
-    if shared or not keeps_kind or record is None or not record.shared:
+    if shared or not keeps_kind or record is None:
         return shared
-    return any(holder.owner == owner for holder in _holders(record))
+    return any(holder.owner == owner and holder.shared for holder in _holders(record))
 
 
 class _Take:
@@ -2152,7 +2240,16 @@ class _Take:
       where holds are shared); "kind": for the other kind than it holds;
     - "lost": a renewal found the hold no longer its owner's (``stale``: its own record
       went stale);
-    - "theirs": the file is another program's, no lock (``theirs`` says why).
+    - "theirs": the file is another program's, no lock (``theirs`` says why);
+    - "grow": the owner asked for other parts than it holds, and one it adds conflicts
+      with another's live hold or a waiter (refused at once: two holders waiting to
+      grow would wait on each other); "parts": run, held() or a session, which keep an
+      owner's hold as it is, named parts it does not hold; "full": the record would
+      pass the most bytes a record may hold.
+
+    A take holds ``parts`` (None: the lock whole), shared or not (``shared``); one that
+    ``changed`` its owner's parts gets a new fence. ``clash``: the pair (its part, the
+    other's part; None: a whole hold) by which it conflicts with ``blocker``.
 
     With it, what a refusal tells: ``record``, its ``live`` holders (oldest first), the
     ``waiter`` whose turn comes before the call's (None: none), who stands in the way
@@ -2164,6 +2261,8 @@ class _Take:
     __slots__ = (
         "after",
         "blocker",
+        "changed",
+        "clash",
         "holder_timeout",
         "in_line",
         "live",
@@ -2171,6 +2270,7 @@ class _Take:
         "new",
         "others",
         "outcome",
+        "parts",
         "record",
         "renewed",
         "replaced",
@@ -2181,7 +2281,7 @@ class _Take:
     )
 
     def __init__(self, look: _Look, stale_after: float) -> None:
-        self.outcome: Literal["take", "held", "line", "count", "kind", "lost", "theirs"] = "take"
+        self.outcome: _Outcome = "take"
         self.look = look
         self.record = look.record
         self.shared = False
@@ -2197,6 +2297,9 @@ class _Take:
         self.after: _Record | None = None
         self.renewed: _Record | None = None
         self.replaced: _Record | None = None
+        self.parts: tuple[str, ...] | None = None
+        self.changed = False
+        self.clash: tuple[str | None, str | None] | None = None
 
 
 def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float) -> _Take:
@@ -2228,17 +2331,14 @@ def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float)
     take.others = [place for place in line if place.ticket != ticket]
     live = _live_holders(record, stale_after, now, request.empty_is_stale)
     before = line if ahead is None else ahead
-    take.outcome = _outcome(record, live, before, request, shared)
     take.live = sorted(live, key=lambda h: h.since)
+    _verdict_of(take, request, before, line)
     if take.outcome == "take":
         _decide_what_it_leaves(take, look, request, now)
+        if take.after is not None and take.after.parted and _too_large(take.after):
+            take.outcome = "full"
         return take
-    waiting = [p for p in before if not p.shared] if shared else before
-    take.waiter = (waiting or before)[0] if before else None
-    if take.outcome == "held":
-        several = record is not None and record.holders is not None
-        take.blocker = _first_to_go(live, stale_after) if several else record
-    elif take.waiter is not None:
+    if take.blocker is None and take.waiter is not None:
         waiter = take.waiter
         take.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
     if take.blocker is not None:
@@ -2246,31 +2346,73 @@ def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float)
     return take
 
 
+# What a server may add to each holder's entry in a record (its mark), at most.
+_MARK_BYTES = 48
+
+
+def _too_large(record: _Record) -> bool:
+    """Whether ``record``, marked by its server, passes the most bytes a lock's record
+    may hold (a reader reads no more)."""
+    marks = _MARK_BYTES * len(_holders(record))
+    return len(_bytes_of(record)) + marks > _RECORD_MAX_BYTES
+
+
 def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: float) -> None:
     """A take's hold, the record it leaves and the fence it gets (see _Take): decided
     first, then made into records."""
     holder_timeout, session = _take_timeout(look.record, request, now)
-    kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
-    fence = _fence_of_take(look, request.owner, take.renewed)
+    if _in_parts(look.record, request, take.parts):
+        kept, at, take.renewed, take.replaced = _kept_beside(look, request, now)
+    else:
+        kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
+    fence = _fence_of_take(look, request.owner, None if take.changed else take.renewed)
     take.holder_timeout = holder_timeout
-    hold = (request.owner, int(now // 1), holder_timeout, fence, session)
-    take.new, take.after = _taking_records(hold, kept, at, take.shared, request.slots)
+    hold = (request.owner, int(now // 1), holder_timeout, fence, session, take.shared, take.parts)
+    take.new, take.after = _taking_records(hold, kept, at, request.slots)
+
+
+def _in_parts(record: _Record | None, request: _Request, parts: tuple[str, ...] | None) -> bool:
+    """Whether a take by ``request``, holding ``parts``, is of a lock held in parts or
+    leaves one: its holders are then kept by conflict (_kept_beside)."""
+    return parts is not None or (record is not None and record.parted) or request.parts is not None
+
+
+def _kept_beside(
+    look: _Look, request: _Request, now: float
+) -> tuple[list[_Record], int | None, _Record | None, _Record | None]:
+    """As _kept_holds, for a lock held in parts: every other live hold is kept beside
+    the take's (none conflicts with it: the verdict saw to that); a stale one is dropped,
+    and the first of those to go is the one it replaces (renewing: drops)."""
+    record, stale_after, owner = look.record, request.stale_after, request.owner
+    gone = _holders(record) or _holders(look.last)
+    kept = [
+        h
+        for h in _holders(record)
+        if h.owner != owner and not _is_stale(h, stale_after, now, False)
+    ]
+    own = [h for h in gone if h.owner == owner]
+    dropped = [h for h in gone if h.owner != owner and h not in kept]
+    replaced = _first_to_go(dropped, stale_after) if dropped else None
+    return kept, None, own[0] if own else None, replaced
 
 
 class _Turn:
     """What a waiter waits for, from one look: the places ``ahead`` of it, how many
-    must leave (``away``) before it is among the first N (N slots; shared: before no
-    exclusive waiter is ahead), those whose leaving it waits on (``waits_on``), and in
-    how many seconds a live hold goes stale by its time, which the next to take a slot
-    wakes for (``stale_in``; inf: none does, or it is not the next)."""
+    must leave (``away``) before its turn may come with a hold that frees (N slots: it
+    is among the first N; else no place it conflicts with is ahead), those whose
+    leaving it waits on (``waits_on``), and in how many seconds a live hold goes stale
+    by its time, which a waiter whose turn may come wakes for (``stale_in``; inf: none
+    does, or it is not such a waiter)."""
 
     __slots__ = ("ahead", "away", "stale_in", "waits_on")
 
-    def __init__(self, ahead: list[_Place], away: int, stale_in: float, shared: bool) -> None:
+    def __init__(
+        self, ahead: list[_Place], waits_on: list[_Place], away: int, stale_in: float
+    ) -> None:
         self.ahead = ahead
+        self.waits_on = waits_on
         self.away = away
         self.stale_in = stale_in
-        self.waits_on = _waits_on(ahead, away, shared)
 
 
 def _decide_turn(request: _Request, look: _Look, place: _Place, now: float) -> _Turn | None:
@@ -2281,87 +2423,157 @@ def _decide_turn(request: _Request, look: _Look, place: _Place, now: float) -> _
     if ahead is None:
         return None
     record, stale_after = look.record, request.stale_after
-    live = _live_holders(record, stale_after, now, request.empty_is_stale)
-    if _outcome(record, live, ahead, request, place.shared) not in ("held", "line"):
+    take = _Take(look, stale_after)
+    take.shared = place.shared
+    take.live = _live_holders(record, stale_after, now, request.empty_is_stale)
+    _verdict_of(take, request, ahead, line)
+    if take.outcome not in ("held", "line"):
         return None
-    away = _away(ahead, request.slots, place.shared)
+    if _by_slots(record, take.live, request):
+        away, waits_on = max(0, len(ahead) - request.slots + 1), ahead
+    else:
+        waits_on = [p for p in ahead if _conflict(place.shared, place.parts, p.shared, p.parts)]
+        away = len(waits_on)
     stale_in = _stale_in(record, stale_after, now) if away == 0 else float("inf")
-    return _Turn(ahead, away, stale_in, place.shared)
+    return _Turn(ahead, waits_on, away, stale_in)
 
 
-def _outcome(
-    record: _Record | None,
-    live: list[_Record],
-    before: list[_Place],
-    request: _Request,
+def _conflict(
     shared: bool,
-) -> Literal["take", "held", "line", "count", "kind"]:
-    """The verdict's outcome, with ``live`` the live holders of ``record`` and
-    ``before`` the places ahead of the call."""
+    parts: tuple[str, ...] | None,
+    other_shared: bool,
+    other_parts: tuple[str, ...] | None,
+) -> tuple[str | None, str | None] | None:
+    """Whether two holds (or waiters) conflict: the pair (a part of the first, a part
+    of the other; None: a whole hold) some path lies in both of, or None. Two shared
+    ones never conflict; a whole hold conflicts with every part."""
+    if shared and other_shared:
+        return None
+    if parts is None or other_parts is None:
+        return (parts[0] if parts else None, other_parts[0] if other_parts else None)
+    _compile_carried('parts')
+
+    return _first_overlap(parts, other_parts)
+
+
+def _by_slots(record: _Record | None, live: list[_Record], request: _Request) -> bool:
+    """Whether a take is judged by counting slots (several asked, or in force), not by
+    conflict: a lock of one slot, held shared or held in parts, is judged by who
+    conflicts with whom, which for a lock held whole comes to one holder, or readers."""
+    return request.slots > 1 or (record is not None and bool(live) and record.slots > 1)
+
+
+def _verdict_of(take: _Take, request: _Request, before: list[_Place], line: list[_Place]) -> None:
+    """``take``'s outcome, with its ``live`` holders (the lock's, by its look) and
+    ``before`` the places ahead of the call (``line``: the whole live line), and who
+    stands in the way: the parts it holds, as it asks them or keeps its owner's."""
+    record, live, shared, owner = take.record, take.live, take.shared, request.owner
     in_force: int | Literal["shared"] | None = None
     if record is not None and live:
-        in_force = "shared" if record.shared else record.slots
+        in_force = "shared" if record.shared or record.parted else record.slots
     if in_force is not None and _counts_clash(in_force, request.slots, shared):
-        return "count"
-    if any(holder.owner == request.owner for holder in _holders(record)):
-        return "kind" if record is not None and record.shared != shared else "take"
-    if shared:
-        return _shared_verdict(in_force, before)
-    free = request.slots - len(live)
-    if free <= 0:
-        return "held"
-    return "take" if len(before) < free else "line"
+        take.outcome = "count"
+        return
+    mine = [h for h in _holders(record) if h.owner == owner]
+    take.parts = request.parts
+    if mine and (any(h in live for h in mine) or not _in_parts(record, request, None)):
+        own = mine[0]
+        if own.shared != shared:
+            take.outcome = "kind"
+        else:
+            _own_parts(take, own, request, line)
+        return
+    if _by_slots(record, live, request):
+        free = request.slots - len(live)
+        take.outcome = "held" if free <= 0 else "take" if len(before) < free else "line"
+        take.waiter = before[0] if before else None
+        take.blocker = _first_to_go(live, request.stale_after) if free <= 0 else None
+        if free <= 0 and record is not None and record.holders is None:
+            take.blocker = record
+        return
+    parts = request.parts
+    for holder in sorted(live, key=lambda h: h.since + _deciding_timeout(h, request.stale_after)):
+        if holder.owner != owner and (
+            clash := _conflict(shared, parts, holder.shared, holder.parts)
+        ):
+            take.outcome, take.blocker, take.clash = "held", holder, clash
+            return
+    for place in before:
+        if clash := _conflict(shared, parts, place.shared, place.parts):
+            take.outcome, take.waiter, take.clash = "line", place, clash
+            return
 
 
-def _shared_verdict(
-    in_force: int | Literal["shared"] | None, before: list[_Place]
-) -> Literal["take", "held", "line"]:
-    """A shared call's verdict, with ``before`` the places ahead of it: "held" while an
-    exclusive hold is live, else "take" unless an exclusive waiter is ahead ("line")."""
-    if in_force is not None and in_force != "shared":
-        return "held"
-    return "take" if all(place.shared for place in before) else "line"
+def _own_parts(take: _Take, own: _Record, request: _Request, line: list[_Place]) -> None:
+    """The parts of a take by the owner of ``own``: as it stands when it names none or
+    the same; run, held() and a session (``keep_longer``) keep it whatever they name,
+    which must be among its parts ("parts" if not); an acquire changes it to exactly
+    those it names, unless a part it adds conflicts with another's live hold or any
+    waiter ("grow": refused at once, never waiting)."""
+    asked, held = request.parts, own.parts
+    take.parts = held
+    if asked is None or (held is not None and _keys(asked) == _keys(held)):
+        return
+    if held is not None and not _keys(asked) <= _keys(held) and request.keep_longer:
+        take.outcome = "parts"
+        take.clash = (next(p for p in asked if _key(p) not in _keys(held)), None)
+        return
+    if request.keep_longer:
+        return
+    added = () if held is None else tuple(p for p in asked if _key(p) not in _keys(held))
+    if added:
+        for holder in take.live:
+            clash = _conflict(take.shared, added, holder.shared, holder.parts)
+            if holder.owner != own.owner and clash:
+                take.outcome, take.blocker, take.clash = "grow", holder, clash
+                return
+        for place in line:
+            clash = _conflict(take.shared, added, place.shared, place.parts)
+            if place.owner != own.owner and clash:
+                take.outcome, take.waiter, take.clash = "grow", place, clash
+                return
+    take.parts, take.changed = asked, True
+
+
+def _key(part: str) -> str:
+    _compile_carried('parts')
+
+    return _part_key(part)
+
+
+def _keys(parts: tuple[str, ...]) -> set[str]:
+    """What a set of parts is compared by: each part's key."""
+    return {_key(part) for part in parts}
 
 
 def _counts_clash(in_force: int | Literal["shared"], slots: int, shared: bool) -> bool:
     """True if a call for ``slots`` (or a shared hold) names another count of slots than
-    ``in_force``: slots where holds are shared, shared holds where there are slots, or
-    another count. Exclusive beside shared is no clash: it waits its turn."""
+    ``in_force``: slots where holds are shared or held in parts ("shared"), shared holds
+    where there are slots, or another count. Exclusive beside shared is no clash: it
+    waits its turn."""
     if in_force == "shared" or shared:
         several = slots if in_force == "shared" else in_force
         return several > 1
     return in_force != slots
 
 
-def _away(ahead: list[_Place], slots: int, shared: bool) -> int:
-    """How many places must leave the line before a waiter with ``ahead`` of it is
-    among those whose turn a freed hold gives: the first N (N slots); for a shared
-    waiter, none once no exclusive waiter is ahead of it."""
-    if shared:
-        exclusive = [at for at, place in enumerate(ahead) if not place.shared]
-        return exclusive[-1] + 1 if exclusive else 0
-    return max(0, len(ahead) - slots + 1)
-
-
-def _waits_on(ahead: list[_Place], away: int, shared: bool) -> list[_Place]:
-    """The places ``ahead`` of a waiter whose leaving it waits for: all of them, or,
-    for a shared waiter, those up to the last exclusive one (``away`` of them): the
-    shared waiters between go in with it, so it need not wait for them."""
-    return ahead[:away] if shared else ahead
-
-
-def _turns(line: list[_Place], after: _Record | None, free: int) -> list[_Place]:
-    """The waiters at the head of the live ``line`` whose turn a change that leaves
-    ``after`` gives: the first ``free`` (the exclusive slots free after it, as the
-    store's clock counts them), or the shared waiters at its head, up to the first
-    exclusive one, while no exclusive hold is live."""
-    if line and line[0].shared:
-        exclusive_live = after is not None and not after.shared and free <= 0
-        if exclusive_live:
-            return []
-        exclusive = [at for at, place in enumerate(line) if not place.shared]
-        return line[: exclusive[0]] if exclusive else line
-    return line[: max(0, free)]
+def _turns(line: list[_Place], slots: int, live: list[_Record]) -> list[_Place]:
+    """The waiters of the live ``line`` whose turn a change may give, ``live`` being
+    the live holds after it, of a lock of ``slots`` (the count in force): the first
+    ``slots - len(live)`` of several slots; else each waiter that conflicts with no live
+    hold and no waiter ahead of it (for a lock held whole, the first; or the shared
+    waiters at the head, while no exclusive hold is live)."""
+    if slots > 1:
+        return line[: max(0, slots - len(live))]
+    turns = []
+    for at, place in enumerate(line):
+        mine = (place.shared, place.parts)
+        if any(h.owner != place.owner and _conflict(*mine, h.shared, h.parts) for h in live):
+            continue
+        if any(_conflict(*mine, p.shared, p.parts) for p in line[:at]):
+            continue
+        turns.append(place)
+    return turns
 
 
 def _stale_in(record: _Record | None, stale_after: float, now: float) -> float:
@@ -2377,13 +2589,14 @@ def _stale_in(record: _Record | None, stale_after: float, now: float) -> float:
 
 class _Standing:
     """status's verdict on a lock at ``now``: its ``state`` ("free", "held", "stale");
-    the ``case`` its report tells ("all held", "all shared stale", "one", "slot stale",
+    the ``case`` its report tells ("all held", "all shared stale" (held shared or in
+    parts, all gone stale), "one", "slot stale",
     "some held", "no slot held", "free"); the count of ``slots`` it shows (the one in
     force, else the caller's); every holder and the ``live`` ones (oldest first); the
     holder it names (``shown``, None: none) and that holder's ``holder_timeout`` (else
     the caller's); of a lock of slots with one gone stale, the first of those
-    (``gone``); how it is held (``mode``, None: no live hold); and the largest of the
-    live holders' fences."""
+    (``gone``); how it is held (``mode``, None: no live hold; ``parted``: in parts);
+    and the largest of the live holders' fences."""
 
     __slots__ = (
         "case",
@@ -2393,6 +2606,7 @@ class _Standing:
         "holders",
         "live",
         "mode",
+        "parted",
         "shown",
         "slots",
         "stale_after",
@@ -2402,6 +2616,7 @@ class _Standing:
     def __init__(
         self, record: _Record | None, live: list[_Record], slots: int, stale_after: float
     ) -> None:
+        self.parted = record is not None and record.parted
         self.stale_after = stale_after
         self.slots = slots
         self.holders = sorted(_holders(record), key=lambda h: h.since)
@@ -2411,10 +2626,9 @@ class _Standing:
         self.holder_timeout = stale_after
         self.state: Literal["free", "held", "stale"] = "free"
         self.case = "free"
-        shared = record is not None and record.shared
         self.mode: Literal["shared", "exclusive"] | None = None
-        if live:
-            self.mode = "shared" if shared else "exclusive"
+        if live:  # exclusive while any live hold is
+            self.mode = "shared" if all(h.shared for h in live) else "exclusive"
         self.fence = max((h.fence for h in live if h.fence is not None), default=None)
 
     def timeout_of(self, holder: _Record) -> float:
@@ -2439,7 +2653,8 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
     standing = _Standing(record, live, slots, stale_after)
     several = slots > 1 or (record is not None and record.slots > 1)
     holders = _holders(record)
-    shared = record is not None and record.shared
+    # Held shared or in parts: held while any hold is live, stale once all went stale.
+    shared = record is not None and (record.shared or record.parted)
     if live and (shared or (several and len(live) >= slots)):
         standing.naming("all held", "held", _first_to_go(live, stale_after))
     elif shared and holders:
@@ -2689,10 +2904,13 @@ def _names_text(holders: list[_Record]) -> str:
 
 def _holds_text(record: _Record) -> str:
     """``; 2 of its 3 slots are held`` for a lock of several slots, ``; 2 runs hold it
-    shared`` for one held shared, else nothing."""
+    shared`` for one held shared, ``; 2 runs hold parts of it`` for one held in parts,
+    else nothing."""
     held = len(_holders(record))
     if record.shared:
         return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} it shared"
+    if record.parted:
+        return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} parts of it"
     if record.slots == 1:
         return ""
     return f"; {held} of its {record.slots} slots {'is' if held == 1 else 'are'} held"
@@ -2707,6 +2925,9 @@ def _acquired_result(hold: _Hold) -> AcquireResult:
     lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
     kind = hold.kind
     what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
+    if hold.parts is not None:
+        shared = "a shared hold on " if kind == "shared" else ""
+        what = f"{shared}the parts {_parts_text(hold.parts)} of {lock}"
     done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
     if replaced is not None:
         holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
@@ -2769,9 +2990,120 @@ def _refusal(
     if take.outcome in ("count", "kind"):
         assert record is not None
         if take.outcome == "kind":
-            raise ValueError(_kind_refusal(lock, record, request.owner, take.shared))
+            raise ValueError(_kind_refusal(lock, request.owner, take.shared))
         raise ValueError(_count_refusal(lock, take, request.slots))
+    if take.outcome == "parts":
+        raise ValueError(_parts_kept_refusal(lock, request, take))
+    if take.outcome in ("grow", "full") or take.clash not in (None, (None, None)):
+        return _parts_refused_result(lock, request, take, by_hand=by_hand, now=now)
     return _refused_result(lock, request, take, by_hand=by_hand, now=now)
+
+
+def _part_text(part: str | None, whose: str) -> str:
+    """A part as a refusal names it: ``whose`` part ("your", "its"), or the lock whole."""
+    if part is not None:
+        return f"{whose} part {_quoted(part)}"
+    return "the whole lock you asked for" if whose == "your" else "the whole lock"
+
+
+def _parts_text(parts: tuple[str, ...] | None) -> str:
+    return "the whole lock" if parts is None else ", ".join(_quoted(p) for p in parts)
+
+
+def _parts_refused_result(
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
+) -> AcquireResult:
+    """The acquire output when ``take`` refuses ``request`` by its parts: a live hold
+    of another or a waiter ahead has a part that conflicts with one it asks ("held",
+    "line"); a part its owner adds to its hold conflicts with another's ("grow",
+    refused at once); or the record would grow too large ("full"). It names who is in
+    the way and both parts."""
+    owner, record = request.owner, take.record
+    holder = take.blocker
+    if holder is None:  # too many parts: named by the first live hold to go stale
+        holder = take.live[0] if take.live else take.new
+    assert holder is not None
+    ours, theirs = take.clash or (None, None)
+    asked = _part_text(ours, "your")
+    their = _part_text(theirs, "its")
+    held_since = _format_time(holder.since)
+    stale_at = _stale_at(holder.since, take.holder_timeout)
+    by = _holder_text(holder.owner)
+    if take.outcome == "full":
+        message = (
+            f"lock {lock} holds too many parts: its record would pass"
+            f" {_RECORD_MAX_BYTES // 1024} KiB, the most a lock's record may hold; nothing"
+            " changed. Name fewer or wider parts (a folder for the files in it), or keep"
+            " another part of the tree under another lock"
+        )
+    elif take.outcome == "grow":
+        waiting = take.waiter is not None and take.blocker is None
+        where = "waits in line for" if waiting else "holds"
+        if waiting and take.waiter is not None:
+            by, held_since = take.waiter.owner, _format_time(take.waiter.since)
+            stale_at = _lapses_at(take.waiter, now)
+        held = "the whole lock" if record is None else _parts_text(_held_parts(record, owner))
+        message = (
+            f"{owner} holds {held} of {lock} and asked for {_parts_text(request.parts)}: "
+            f"{asked} conflicts with {their}, which {by} {where}; nothing changed. A hold"
+            " takes more parts only while no other hold or waiter is in their way, and"
+            " never waits for them (two that waited to grow would wait on each other):"
+            f" ask again once {by} has let go (status --lock shows who holds what), or"
+            " release your hold and wait in line for every part you need"
+        )
+    elif take.outcome == "held":
+        age = now - holder.since
+        age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+        clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
+        clear = _maybe_the_callers_own(owner, holder.owner) + clear
+        message = (
+            f"lock {lock} is held in a part that conflicts with yours: {by} holds {their}"
+            f" (since {held_since}, {age_text}), and some path lies in it and in {asked};"
+            f" it goes stale at {stale_at}{_in_line_text(take.others)}. {clear}"
+        )
+    else:
+        waiter = take.waiter
+        assert waiter is not None
+        by, held_since = waiter.owner, _format_time(waiter.since)
+        stale_at = _lapses_at(waiter, now)
+        message = (
+            f"lock {lock} has no live hold in your way, but {by} waits in line ahead for"
+            f" {their}, which conflicts with {asked} (waiting since {held_since})"
+            f"{_in_line_text(take.others)}. Wait in line for your turn (acquire --wait); a"
+            " place in line lapses within seconds of its waiter's end"
+        )
+    return {
+        "acquired": False,
+        "refreshed": False,
+        "lock": lock,
+        "owner": owner,
+        "run_id": request.run_id,
+        "held_by": by,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(take.holder_timeout),
+        "stale_replaced": None,
+        "message": message,
+    }
+
+
+def _held_parts(record: _Record, owner: str) -> tuple[str, ...] | None:
+    """The parts ``owner`` holds of ``record`` (None: the lock whole)."""
+    return next((h.parts for h in _holders(record) if h.owner == owner), None)
+
+
+def _parts_kept_refusal(lock: str, request: _Request, take: _Take) -> str:
+    """Why run, held() or a session, which keep the hold their owner has as it is, may
+    not name a part it does not hold."""
+    record = take.record
+    held = None if record is None else _held_parts(record, request.owner)
+    part, _ = take.clash or (None, None)
+    return (
+        f"{request.owner} holds {_parts_text(held)} of {lock}, and the part {_quoted(part or '')}"
+        " is not among them: run, held() and a session keep the hold an owner has as it"
+        " is, and never change its parts; name parts it holds, or none, or change its"
+        " parts first with acquire --part"
+    )
 
 
 def _refused_result(
@@ -2938,6 +3270,8 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
             if standing.mode == "shared"
             else f"held in all {slots} of its slots, by"
         )
+        if standing.parted:
+            how = f"held in parts by {_runs_text(len(live))},"
         message = (
             f"{lock} is {how} {_names_text(live)}; the first"
             f" to go stale is {_holder_text(shown.owner)}'s, at"
@@ -2946,7 +3280,8 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
     elif case == "all shared stale":
         assert shown is not None
         message = (
-            f"{lock} was held shared, but every hold went stale, the last"
+            f"{lock} was held {'in parts' if standing.parted else 'shared'}, but every"
+            " hold went stale, the last"
             f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, holder_timeout)}, so the"
             " next acquire takes it"
         )
@@ -2990,6 +3325,7 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
                 "since": _format_time(holder.since),
                 "stale_at": _stale_at(holder.since, standing.timeout_of(holder)),
                 "fence": holder.fence,
+                "parts": None if holder.parts is None else list(holder.parts),
             }
             for holder in standing.holders
         ],
@@ -3060,15 +3396,15 @@ def _another_programs_left(lock: str, owner: str, look: _Look, why: str) -> Rele
     }
 
 
-def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
-    """Why ``owner``, which holds ``record`` one way, may not hold it the other way:
+def _kind_refusal(lock: str, owner: str, shared: bool) -> str:
+    """Why ``owner``, which holds the lock one way, may not hold it the other way:
     a hold never changes kind (two shared holders that both waited to turn exclusive
     would wait for each other forever)."""
-    has = "a shared hold on" if record.shared else "the lock"
+    has = "the lock" if shared else "a shared hold on"
     asks = "a shared hold" if shared else "the lock exclusively"
     release = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(owner)}"
     keep = ""
-    if record.shared and not shared:
+    if not shared:
         # run and held() never renew a shared hold as exclusive: their step would run
         # beside readers.
         keep = "; to keep it shared, add --shared (held(): shared=True)"
@@ -3754,8 +4090,8 @@ def _delete_record(lock: str) -> None:
 
 
 # A place's fields as a line file keeps them: ticket, owner, since, timeout, its last
-# beat, and whether it waits for a shared hold.
-_PlaceFields = tuple[str, str, int, float, float, bool]
+# beat, whether it waits for a shared hold, and for which parts (None: the lock whole).
+_PlaceFields = tuple[str, str, int, float, float, bool, tuple[str, ...] | None]
 
 # What each text line of a line file gave (its place's fields, or None: not a place),
 # and the text that keeps each place's fields: a waiter reads the line (up to its own
@@ -3792,8 +4128,10 @@ def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
             if fields is not None:
                 _remember(_WRITTEN, fields, text + b"\n")
         if fields is not None:
-            ticket, owner, since, stale_after, beat, shared = fields
-            places.append(_Place(ticket, owner, since, stale_after, beat, shared=shared))
+            ticket, owner, since, stale_after, beat, shared, parts = fields
+            places.append(
+                _Place(ticket, owner, since, stale_after, beat, shared=shared, parts=parts)
+            )
             if fields[0] == upto:
                 break  # the places behind a waiter: most of the new ones in a busy line
     return places
@@ -3806,7 +4144,8 @@ def _place_fields(text: bytes) -> _PlaceFields | None:
         ticket, owner, since = entry["ticket"], entry["owner"], _time_of(entry["since"])
         timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
         shared = entry.get("shared") is True
-    except (ValueError, RecursionError, TypeError, KeyError):
+        parts = _parts_read(entry.get("parts"))
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError):
         return None
     if (
         isinstance(ticket, str)
@@ -3817,21 +4156,23 @@ def _place_fields(text: bytes) -> _PlaceFields | None:
         and isinstance(beat, int | float)
         and abs(beat) < 1e12
     ):
-        return ticket, owner, since, timeout, float(beat), shared
+        return ticket, owner, since, timeout, float(beat), shared, parts
     return None
 
 
 def _line_bytes(places: list[_Place]) -> bytes:
     texts = []
     for p in places:
-        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3), p.shared)
+        beat = round(p.beat or 0.0, 3)
+        fields = (p.ticket, p.owner, p.since, p.stale_after, beat, p.shared, p.parts)
         texts.append(_remembered(_WRITTEN, fields, _place_text))
     return b"".join(texts)
 
 
 def _place_text(fields: _PlaceFields) -> bytes:
-    """One place as a text line of a line file (a shared waiter's says so)."""
-    ticket, owner, since, stale_after, beat, shared = fields
+    """One place as a text line of a line file (a shared waiter's, or one for parts,
+    says so)."""
+    ticket, owner, since, stale_after, beat, shared, parts = fields
     entry: dict[str, object] = {
         "ticket": ticket,
         "owner": owner,
@@ -3841,6 +4182,8 @@ def _place_text(fields: _PlaceFields) -> bytes:
     }
     if shared:
         entry["shared"] = True
+    if parts is not None:
+        entry["parts"] = list(parts)
     return (json.dumps(entry) + "\n").encode("ascii")
 
 
@@ -4296,19 +4639,23 @@ def acquire(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> AcquireResult:
     """Take the lock (a file path or a server address) for ``owner``
     (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
     ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
     ``slots`` N, up to N owners hold it at once, each its own slot. With ``shared``,
     a shared hold: any number of owners hold it shared at once, while nobody holds it
-    exclusively.
+    exclusively. With ``parts`` (path patterns, git's glob pathspecs), only those parts
+    of it: two holds conflict when some path lies in a part of each (a hold without
+    parts holds the lock whole), unless both are shared; an owner naming other parts
+    than it holds changes its hold to them, if what it adds is free.
 
     :returns: the acquire output, carrying the hold's fence beside its keys (read it
         with :func:`fence_of`); a pickle of it is a plain dict, without the fence.
     :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
-        than the one in force while a slot is held; or the other kind of hold than the
-        one ``owner`` holds.
+        than the one in force while a slot is held; the other kind of hold than the
+        one ``owner`` holds; or bad parts.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
@@ -4321,6 +4668,7 @@ def acquire(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
     )
     return _acquire_output(_take(_checked(request)))
 
@@ -4370,7 +4718,10 @@ def _take_in(
                     by_hand = store.by_hand()
                 # The refusal's output, or its error raised (the hold lost, another
                 # program's file, a count or a kind that clash).
-                return _refusal(store.lock, request, take, by_hand=by_hand, now=now)
+                refused = _refusal(store.lock, request, take, by_hand=by_hand, now=now)
+                if take.outcome in ("grow", "full"):
+                    raise LockBusy(refused)  # refused at once: never waited out
+                return refused
             new = take.new
             assert new is not None and take.after is not None
             leaving = place if place is not None and place.joined else None
@@ -4390,6 +4741,8 @@ def _take_in(
                     after=take.after,
                     fence=new.fence,
                     session=new.session,
+                    shared=new.shared,
+                    parts=new.parts,
                 )
     raise _kept_changing(store.lock)
 
@@ -4426,10 +4779,12 @@ def acquire_within(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> AcquireResult:
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free; the shared waiters at its
-    head go in together); :class:`LockBusy` if the wait runs out."""
+    head go in together; a waiter waits only behind those its parts conflict with);
+    :class:`LockBusy` if the wait runs out."""
     request = _Request(
         lock,
         owner,
@@ -4439,6 +4794,7 @@ def acquire_within(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
     )
     return _acquired_result(_wait_for(_checked(request), refused=None))
 
@@ -4534,7 +4890,15 @@ _VOUCHED_WAITS = 4
 def _new_place(request: _Request) -> _Place:
     """A place in line for ``request``'s waiter, not yet in it."""
     ticket = os.urandom(4).hex()
-    return _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+    return _Place(
+        ticket,
+        request.owner,
+        0,
+        request.stale_after,
+        None,
+        shared=request.shared,
+        parts=request.parts,
+    )
 
 
 def _wait_for(
@@ -4959,6 +5323,7 @@ def held(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> _Lease:
     """Hold the lock for a ``with`` block::
 
@@ -4967,9 +5332,10 @@ def held(
 
 
     Taken as by :func:`acquire_within` (``slots``: one of that many; ``shared``: a
-    shared hold), renewed from a thread every third of ``stale_after`` (seconds, at
-    least 3), released however the block ends; :class:`LockLost` at the end of a block
-    that ended normally without it.
+    shared hold; ``parts``: those parts of it; an owner's hold it had is kept as it is,
+    and the parts named must be among its own), renewed from a thread every third of
+    ``stale_after`` (seconds, at least 3), released however the block ends;
+    :class:`LockLost` at the end of a block that ended normally without it.
     """
     request = _Request(
         lock,
@@ -4980,6 +5346,7 @@ def held(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
         keep_longer=True,
     )
     # Each part checked once, the owner and the timeout first (held()'s order).
@@ -5626,7 +5993,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5629, (), r'''
+_CARRIED['usage'] = (5996, (), r'''
 import os
 import sys
 import textwrap
@@ -5879,7 +6246,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (5882, (), r'''
+_CARRIED['parts'] = (6249, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -6185,7 +6552,7 @@ def _after(sofar: int, character: str) -> int:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (6188, (), r'''
+_CARRIED['server_gateway'] = (6555, (), r'''
 import errno
 import json
 import os
@@ -6233,11 +6600,16 @@ def _place_value(place: _Place) -> bytes:
     }
     if place.shared:
         entry["shared"] = True
+    if place.parts is not None:
+        entry["parts"] = list(place.parts)
     return json.dumps(entry).encode()
 
 
-# What each place's value gave (owner, since, timeout, shared; None: not a place).
-_PLACES_READ: dict[bytes, tuple[str, int, float, bool] | None] = {}
+# A place's fields as a server's value keeps them: owner, since, timeout, whether it
+# waits for a shared hold, and for which parts (None: the lock whole).
+_ValueFields = tuple[str, int, float, bool, tuple[str, ...] | None]
+# What each place's value gave (None: not a place).
+_PLACES_READ: dict[bytes, _ValueFields | None] = {}
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
@@ -6245,22 +6617,23 @@ def _place_of(ticket: str, value: bytes) -> _Place | None:
     fields = _remembered(_PLACES_READ, value, _value_fields)
     if fields is None:
         return None
-    owner, since, timeout, shared = fields
-    return _Place(ticket, owner, since, timeout, None, shared=shared)
+    owner, since, timeout, shared, parts = fields
+    return _Place(ticket, owner, since, timeout, None, shared=shared, parts=parts)
 
 
-def _value_fields(value: bytes) -> tuple[str, int, float, bool] | None:
+def _value_fields(value: bytes) -> _ValueFields | None:
     try:
         entry = json.loads(value)
         owner = entry["owner"]
         since = _time_of(entry["since"])
         timeout = _holder_timeout(entry["stale_after_seconds"])
         shared = entry.get("shared") is True
-    except (ValueError, RecursionError, TypeError, KeyError):
+        parts = _parts_read(entry.get("parts"))
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError):
         return None
     if not (isinstance(owner, str) and owner) or since is None or timeout is None:
         return None
-    return owner, since, timeout, shared
+    return owner, since, timeout, shared, parts
 
 
 # A call that does not wait gives up on a server that refuses every connection after
@@ -6677,7 +7050,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6680, ('server_gateway',), r'''
+_CARRIED['http1'] = (7053, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6803,7 +7176,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6806, ('server_gateway',), r'''
+_CARRIED['resp'] = (7179, ('server_gateway',), r'''
 import re
 
 
@@ -6937,7 +7310,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6940, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7313, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -7143,7 +7516,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (7146, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (7519, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7257,7 +7630,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7260, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7633, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7773,7 +8146,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7776, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8149, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7835,7 +8208,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7838, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8211, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8114,7 +8487,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8117, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8490, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8387,14 +8760,16 @@ class _RedisStore(_ServerStore):
         else:
             record = None  # a release, or no slot left that the server would keep
             ops += [("DEL", self.key, self.last_key)]
-        # Each waiter who may take a slot (or a shared hold) after the change is rung (the
-        # first in line, for one slot; the shared waiters at its head): two releases in
-        # a row must wake two, not the same one twice.
+        # Each waiter whose turn the change may give is rung (the first in line, for one
+        # slot; the shared waiters at its head; each that conflicts with no live hold
+        # nor waiter ahead, of a lock held in parts): two releases in a row must wake
+        # two, not the same one twice.
         leaving = None if place is None else place.ticket
         live = _live(look.line, time.time())
         line = [p for p in live if p.ticket != leaving]
-        free = _free_after(look.record, record, clock or 0)
-        for waiter in _turns(line, record, free):
+        in_force = record or look.record
+        slots = 1 if in_force is None else in_force.slots
+        for waiter in _turns(line, slots, _live_after(record, clock or 0)):
             ops += self._ring(waiter.ticket)
         # The places of waiters that died go with the change, as a file's do: their
         # keys would only expire, a few seconds later.
@@ -8480,15 +8855,14 @@ def _lifetime_ms(record: _Record, clock: int) -> int:
     return max((_left_ms(holder, clock) for holder in record.holders), default=0)
 
 
-def _free_after(before: _Record | None, after: _Record | None, clock: int) -> int:
-    """How many slots a change that leaves ``after`` (of ``before``) leaves free: all
-    of ``before``'s once it is deleted; else those with no live holder (by ``clock``,
-    the server's time, for several)."""
+def _live_after(after: _Record | None, clock: int) -> list[_Record]:
+    """The holds a change that leaves ``after`` leaves live: its one holder's, or of
+    several those the server's time (``clock``) has not ended."""
     if after is None:
-        return 1 if before is None else before.slots
+        return []
     if after.holders is None:
-        return 0
-    return after.slots - len([h for h in after.holders if _left_ms(h, clock) > 0])
+        return [after]
+    return [h for h in after.holders if _left_ms(h, clock) > 0]
 
 
 def _open_redis(address: str) -> _Store:
@@ -8505,7 +8879,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8508, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8882, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -8643,7 +9017,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (8646, (), r'''
+_CARRIED['file_listing'] = (9020, (), r'''
 import os
 import stat
 
@@ -8716,7 +9090,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8719, (), r'''
+_CARRIED['serve'] = (9093, (), r'''
 import json
 import os
 import sys
@@ -9526,7 +9900,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '81f34c67d388d5ef6e12fa17f2e371831065800149c28a8f2d9e93e431566654'  # what a cache entry must name
+_BUILD = 'b28f47dc3ce94ee436414cf05534bef3959eaa1fa4c48333ff654dd6786f8743'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

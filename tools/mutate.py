@@ -536,14 +536,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "line-ignored": (
         "a call that does not wait never jumps the line",
-        '    return "take" if len(before) < free else "line"',
-        '    return "take"',
+        "    for place in before:\n        if clash := _conflict(",
+        "    for place in []:\n        if clash := _conflict(",
+    ),
+    "slots-line-ignored": (
+        "a call for a slot that does not wait never jumps the line",
+        '        take.outcome = "held" if free <= 0 else "take" if len(before) < free else "line"',
+        '        take.outcome = "held" if free <= 0 else "take"',
     ),
     "renewal-held-up-by-line": (
         "renewing one's own lock is never held up by the line",
-        "    if any(holder.owner == request.owner for holder in _holders(record)):\n"
-        '        return "kind" if record is not None and record.shared != shared else "take"\n',
-        "",
+        "    if mine and (any(h in live for h in mine) or not _in_parts(record, request, None)):\n",
+        "    if False:\n",
     ),
     "place-never-lapses": (
         "a place lapses once its waiter stops showing it is alive",
@@ -566,11 +570,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "look-stops-before-own-place": (
         "a waiter's look at a file lock reads the line up to its own place, included",
-        "            places.append(_Place(ticket, owner, since, stale_after, beat,"
-        " shared=shared))\n            if fields[0] == upto:\n                break",
-        "            if fields[0] == upto:\n                break\n"
-        "            places.append(_Place(ticket, owner, since, stale_after, beat,"
-        " shared=shared))",
+        "            places.append(\n"
+        "                _Place(ticket, owner, since, stale_after, beat,"
+        " shared=shared, parts=parts)\n"
+        "            )\n"
+        "            if fields[0] == upto:\n"
+        "                break",
+        "            if fields[0] == upto:\n"
+        "                break\n"
+        "            places.append(\n"
+        "                _Place(ticket, owner, since, stale_after, beat,"
+        " shared=shared, parts=parts)\n"
+        "            )",
     ),
     "look-reads-the-whole-line": (
         "a waiter's look at a file lock leaves out the places behind it",
@@ -589,8 +600,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "line-memo-ignores-beat": (
         "a place whose beat changed is written with its new beat (file)",
-        "round(p.beat or 0.0, 3), p.shared)",
-        "0.0, p.shared)",
+        "        beat = round(p.beat or 0.0, 3)\n",
+        "        beat = 0.0\n",
     ),
     "memo-keeps-long-texts": (
         "a memo of the line keeps no text longer than a place's",
@@ -752,8 +763,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "slots-redis-rings-one": (
         "a change rings every waiter it leaves a slot for (Redis)",
-        "    return line[: max(0, free)]",
-        "    return line[: min(1, max(0, free))]",
+        "        return line[: max(0, slots - len(live))]",
+        "        return line[: min(1, max(0, slots - len(live)))]",
     ),
     "run-releases-a-kept-hold": (
         "run never releases a hold its owner had before it started",
@@ -787,18 +798,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "shared-reader-beside-writer": (
         "a shared hold is never taken beside a live exclusive hold",
-        '    if in_force is not None and in_force != "shared":\n        return "held"\n',
-        "",
+        "    if shared and other_shared:\n        return None\n",
+        "    if shared or other_shared:\n        return None\n",
     ),
     "shared-passes-a-waiting-writer": (
         "a shared call never passes an exclusive waiter ahead of it in line",
-        '    return "take" if all(place.shared for place in before) else "line"',
-        '    return "take"',
+        "    for place in before:\n        if clash := _conflict(",
+        "    for place in [p for p in before if not shared]:\n        if clash := _conflict(",
     ),
     "shared-kinds-mix": (
         "an owner holding one kind that asks for the other is refused",
-        '        return "kind" if record is not None and record.shared != shared else "take"',
-        '        return "take"',
+        '        if own.shared != shared:\n            take.outcome = "kind"',
+        '        if False:\n            take.outcome = "kind"',
     ),
     "shared-place-forgotten": (
         "a server keeps a shared waiter's place as shared",

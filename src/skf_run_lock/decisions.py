@@ -10,9 +10,10 @@ from .records import (
     _FORM_DOCUMENT,
     _FORM_RECORD,
     _MAX_FENCE,
+    _RECORD_MAX_BYTES,
+    _bytes_of,
+    _kept_record,
     _Record,
-    _shared_record,
-    _slots_record,
     _taking_records,
 )
 from .seams import _SEAMS
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
 
     from .inputs import _Query, _Request
     from .records import _Look, _Place
+
+    # What a take may do (see _Take).
+    _Outcome = Literal[
+        "take", "held", "line", "count", "kind", "lost", "theirs", "grow", "parts", "full"
+    ]
 
 
 def _deciding_timeout(record: _Record, stale_after: float) -> float:
@@ -175,9 +181,7 @@ def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, 
     # Every holder of several slots has a timeout of its own; no caller's is needed.
     if not any(not _is_stale(h, float("inf"), now, False) for h in rest):
         return None, mine
-    if record.shared:
-        return _shared_record(rest), mine
-    return _slots_record(record.slots, rest), mine
+    return _kept_record(rest, record.slots), mine
 
 
 # --- The line of waiters: first come, first served
@@ -202,9 +206,9 @@ def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: b
     """Whether a take asks for a shared hold: as asked, or, where a renewal that names
     no kind ``keeps_kind`` (acquire; never run or held(), whose step must not run
     beside readers), as ``owner``'s own shared hold of ``record`` is."""
-    if shared or not keeps_kind or record is None or not record.shared:
+    if shared or not keeps_kind or record is None:
         return shared
-    return any(holder.owner == owner for holder in _holders(record))
+    return any(holder.owner == owner and holder.shared for holder in _holders(record))
 
 
 class _Take:
@@ -221,7 +225,16 @@ class _Take:
       where holds are shared); "kind": for the other kind than it holds;
     - "lost": a renewal found the hold no longer its owner's (``stale``: its own record
       went stale);
-    - "theirs": the file is another program's, no lock (``theirs`` says why).
+    - "theirs": the file is another program's, no lock (``theirs`` says why);
+    - "grow": the owner asked for other parts than it holds, and one it adds conflicts
+      with another's live hold or a waiter (refused at once: two holders waiting to
+      grow would wait on each other); "parts": run, held() or a session, which keep an
+      owner's hold as it is, named parts it does not hold; "full": the record would
+      pass the most bytes a record may hold.
+
+    A take holds ``parts`` (None: the lock whole), shared or not (``shared``); one that
+    ``changed`` its owner's parts gets a new fence. ``clash``: the pair (its part, the
+    other's part; None: a whole hold) by which it conflicts with ``blocker``.
 
     With it, what a refusal tells: ``record``, its ``live`` holders (oldest first), the
     ``waiter`` whose turn comes before the call's (None: none), who stands in the way
@@ -233,6 +246,8 @@ class _Take:
     __slots__ = (
         "after",
         "blocker",
+        "changed",
+        "clash",
         "holder_timeout",
         "in_line",
         "live",
@@ -240,6 +255,7 @@ class _Take:
         "new",
         "others",
         "outcome",
+        "parts",
         "record",
         "renewed",
         "replaced",
@@ -250,7 +266,7 @@ class _Take:
     )
 
     def __init__(self, look: _Look, stale_after: float) -> None:
-        self.outcome: Literal["take", "held", "line", "count", "kind", "lost", "theirs"] = "take"
+        self.outcome: _Outcome = "take"
         self.look = look
         self.record = look.record
         self.shared = False
@@ -266,6 +282,9 @@ class _Take:
         self.after: _Record | None = None
         self.renewed: _Record | None = None
         self.replaced: _Record | None = None
+        self.parts: tuple[str, ...] | None = None
+        self.changed = False
+        self.clash: tuple[str | None, str | None] | None = None
 
 
 def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float) -> _Take:
@@ -297,17 +316,14 @@ def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float)
     take.others = [place for place in line if place.ticket != ticket]
     live = _live_holders(record, stale_after, now, request.empty_is_stale)
     before = line if ahead is None else ahead
-    take.outcome = _outcome(record, live, before, request, shared)
     take.live = sorted(live, key=lambda h: h.since)
+    _verdict_of(take, request, before, line)
     if take.outcome == "take":
         _decide_what_it_leaves(take, look, request, now)
+        if take.after is not None and take.after.parted and _too_large(take.after):
+            take.outcome = "full"
         return take
-    waiting = [p for p in before if not p.shared] if shared else before
-    take.waiter = (waiting or before)[0] if before else None
-    if take.outcome == "held":
-        several = record is not None and record.holders is not None
-        take.blocker = _first_to_go(live, stale_after) if several else record
-    elif take.waiter is not None:
+    if take.blocker is None and take.waiter is not None:
         waiter = take.waiter
         take.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
     if take.blocker is not None:
@@ -315,31 +331,73 @@ def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float)
     return take
 
 
+# What a server may add to each holder's entry in a record (its mark), at most.
+_MARK_BYTES = 48
+
+
+def _too_large(record: _Record) -> bool:
+    """Whether ``record``, marked by its server, passes the most bytes a lock's record
+    may hold (a reader reads no more)."""
+    marks = _MARK_BYTES * len(_holders(record))
+    return len(_bytes_of(record)) + marks > _RECORD_MAX_BYTES
+
+
 def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: float) -> None:
     """A take's hold, the record it leaves and the fence it gets (see _Take): decided
     first, then made into records."""
     holder_timeout, session = _take_timeout(look.record, request, now)
-    kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
-    fence = _fence_of_take(look, request.owner, take.renewed)
+    if _in_parts(look.record, request, take.parts):
+        kept, at, take.renewed, take.replaced = _kept_beside(look, request, now)
+    else:
+        kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
+    fence = _fence_of_take(look, request.owner, None if take.changed else take.renewed)
     take.holder_timeout = holder_timeout
-    hold = (request.owner, int(now // 1), holder_timeout, fence, session)
-    take.new, take.after = _taking_records(hold, kept, at, take.shared, request.slots)
+    hold = (request.owner, int(now // 1), holder_timeout, fence, session, take.shared, take.parts)
+    take.new, take.after = _taking_records(hold, kept, at, request.slots)
+
+
+def _in_parts(record: _Record | None, request: _Request, parts: tuple[str, ...] | None) -> bool:
+    """Whether a take by ``request``, holding ``parts``, is of a lock held in parts or
+    leaves one: its holders are then kept by conflict (_kept_beside)."""
+    return parts is not None or (record is not None and record.parted) or request.parts is not None
+
+
+def _kept_beside(
+    look: _Look, request: _Request, now: float
+) -> tuple[list[_Record], int | None, _Record | None, _Record | None]:
+    """As _kept_holds, for a lock held in parts: every other live hold is kept beside
+    the take's (none conflicts with it: the verdict saw to that); a stale one is dropped,
+    and the first of those to go is the one it replaces (renewing: drops)."""
+    record, stale_after, owner = look.record, request.stale_after, request.owner
+    gone = _holders(record) or _holders(look.last)
+    kept = [
+        h
+        for h in _holders(record)
+        if h.owner != owner and not _is_stale(h, stale_after, now, False)
+    ]
+    own = [h for h in gone if h.owner == owner]
+    dropped = [h for h in gone if h.owner != owner and h not in kept]
+    replaced = _first_to_go(dropped, stale_after) if dropped else None
+    return kept, None, own[0] if own else None, replaced
 
 
 class _Turn:
     """What a waiter waits for, from one look: the places ``ahead`` of it, how many
-    must leave (``away``) before it is among the first N (N slots; shared: before no
-    exclusive waiter is ahead), those whose leaving it waits on (``waits_on``), and in
-    how many seconds a live hold goes stale by its time, which the next to take a slot
-    wakes for (``stale_in``; inf: none does, or it is not the next)."""
+    must leave (``away``) before its turn may come with a hold that frees (N slots: it
+    is among the first N; else no place it conflicts with is ahead), those whose
+    leaving it waits on (``waits_on``), and in how many seconds a live hold goes stale
+    by its time, which a waiter whose turn may come wakes for (``stale_in``; inf: none
+    does, or it is not such a waiter)."""
 
     __slots__ = ("ahead", "away", "stale_in", "waits_on")
 
-    def __init__(self, ahead: list[_Place], away: int, stale_in: float, shared: bool) -> None:
+    def __init__(
+        self, ahead: list[_Place], waits_on: list[_Place], away: int, stale_in: float
+    ) -> None:
         self.ahead = ahead
+        self.waits_on = waits_on
         self.away = away
         self.stale_in = stale_in
-        self.waits_on = _waits_on(ahead, away, shared)
 
 
 def _decide_turn(request: _Request, look: _Look, place: _Place, now: float) -> _Turn | None:
@@ -350,87 +408,157 @@ def _decide_turn(request: _Request, look: _Look, place: _Place, now: float) -> _
     if ahead is None:
         return None
     record, stale_after = look.record, request.stale_after
-    live = _live_holders(record, stale_after, now, request.empty_is_stale)
-    if _outcome(record, live, ahead, request, place.shared) not in ("held", "line"):
+    take = _Take(look, stale_after)
+    take.shared = place.shared
+    take.live = _live_holders(record, stale_after, now, request.empty_is_stale)
+    _verdict_of(take, request, ahead, line)
+    if take.outcome not in ("held", "line"):
         return None
-    away = _away(ahead, request.slots, place.shared)
+    if _by_slots(record, take.live, request):
+        away, waits_on = max(0, len(ahead) - request.slots + 1), ahead
+    else:
+        waits_on = [p for p in ahead if _conflict(place.shared, place.parts, p.shared, p.parts)]
+        away = len(waits_on)
     stale_in = _stale_in(record, stale_after, now) if away == 0 else float("inf")
-    return _Turn(ahead, away, stale_in, place.shared)
+    return _Turn(ahead, waits_on, away, stale_in)
 
 
-def _outcome(
-    record: _Record | None,
-    live: list[_Record],
-    before: list[_Place],
-    request: _Request,
+def _conflict(
     shared: bool,
-) -> Literal["take", "held", "line", "count", "kind"]:
-    """The verdict's outcome, with ``live`` the live holders of ``record`` and
-    ``before`` the places ahead of the call."""
+    parts: tuple[str, ...] | None,
+    other_shared: bool,
+    other_parts: tuple[str, ...] | None,
+) -> tuple[str | None, str | None] | None:
+    """Whether two holds (or waiters) conflict: the pair (a part of the first, a part
+    of the other; None: a whole hold) some path lies in both of, or None. Two shared
+    ones never conflict; a whole hold conflicts with every part."""
+    if shared and other_shared:
+        return None
+    if parts is None or other_parts is None:
+        return (parts[0] if parts else None, other_parts[0] if other_parts else None)
+    from .parts import _first_overlap
+
+    return _first_overlap(parts, other_parts)
+
+
+def _by_slots(record: _Record | None, live: list[_Record], request: _Request) -> bool:
+    """Whether a take is judged by counting slots (several asked, or in force), not by
+    conflict: a lock of one slot, held shared or held in parts, is judged by who
+    conflicts with whom, which for a lock held whole comes to one holder, or readers."""
+    return request.slots > 1 or (record is not None and bool(live) and record.slots > 1)
+
+
+def _verdict_of(take: _Take, request: _Request, before: list[_Place], line: list[_Place]) -> None:
+    """``take``'s outcome, with its ``live`` holders (the lock's, by its look) and
+    ``before`` the places ahead of the call (``line``: the whole live line), and who
+    stands in the way: the parts it holds, as it asks them or keeps its owner's."""
+    record, live, shared, owner = take.record, take.live, take.shared, request.owner
     in_force: int | Literal["shared"] | None = None
     if record is not None and live:
-        in_force = "shared" if record.shared else record.slots
+        in_force = "shared" if record.shared or record.parted else record.slots
     if in_force is not None and _counts_clash(in_force, request.slots, shared):
-        return "count"
-    if any(holder.owner == request.owner for holder in _holders(record)):
-        return "kind" if record is not None and record.shared != shared else "take"
-    if shared:
-        return _shared_verdict(in_force, before)
-    free = request.slots - len(live)
-    if free <= 0:
-        return "held"
-    return "take" if len(before) < free else "line"
+        take.outcome = "count"
+        return
+    mine = [h for h in _holders(record) if h.owner == owner]
+    take.parts = request.parts
+    if mine and (any(h in live for h in mine) or not _in_parts(record, request, None)):
+        own = mine[0]
+        if own.shared != shared:
+            take.outcome = "kind"
+        else:
+            _own_parts(take, own, request, line)
+        return
+    if _by_slots(record, live, request):
+        free = request.slots - len(live)
+        take.outcome = "held" if free <= 0 else "take" if len(before) < free else "line"
+        take.waiter = before[0] if before else None
+        take.blocker = _first_to_go(live, request.stale_after) if free <= 0 else None
+        if free <= 0 and record is not None and record.holders is None:
+            take.blocker = record
+        return
+    parts = request.parts
+    for holder in sorted(live, key=lambda h: h.since + _deciding_timeout(h, request.stale_after)):
+        if holder.owner != owner and (
+            clash := _conflict(shared, parts, holder.shared, holder.parts)
+        ):
+            take.outcome, take.blocker, take.clash = "held", holder, clash
+            return
+    for place in before:
+        if clash := _conflict(shared, parts, place.shared, place.parts):
+            take.outcome, take.waiter, take.clash = "line", place, clash
+            return
 
 
-def _shared_verdict(
-    in_force: int | Literal["shared"] | None, before: list[_Place]
-) -> Literal["take", "held", "line"]:
-    """A shared call's verdict, with ``before`` the places ahead of it: "held" while an
-    exclusive hold is live, else "take" unless an exclusive waiter is ahead ("line")."""
-    if in_force is not None and in_force != "shared":
-        return "held"
-    return "take" if all(place.shared for place in before) else "line"
+def _own_parts(take: _Take, own: _Record, request: _Request, line: list[_Place]) -> None:
+    """The parts of a take by the owner of ``own``: as it stands when it names none or
+    the same; run, held() and a session (``keep_longer``) keep it whatever they name,
+    which must be among its parts ("parts" if not); an acquire changes it to exactly
+    those it names, unless a part it adds conflicts with another's live hold or any
+    waiter ("grow": refused at once, never waiting)."""
+    asked, held = request.parts, own.parts
+    take.parts = held
+    if asked is None or (held is not None and _keys(asked) == _keys(held)):
+        return
+    if held is not None and not _keys(asked) <= _keys(held) and request.keep_longer:
+        take.outcome = "parts"
+        take.clash = (next(p for p in asked if _key(p) not in _keys(held)), None)
+        return
+    if request.keep_longer:
+        return
+    added = () if held is None else tuple(p for p in asked if _key(p) not in _keys(held))
+    if added:
+        for holder in take.live:
+            clash = _conflict(take.shared, added, holder.shared, holder.parts)
+            if holder.owner != own.owner and clash:
+                take.outcome, take.blocker, take.clash = "grow", holder, clash
+                return
+        for place in line:
+            clash = _conflict(take.shared, added, place.shared, place.parts)
+            if place.owner != own.owner and clash:
+                take.outcome, take.waiter, take.clash = "grow", place, clash
+                return
+    take.parts, take.changed = asked, True
+
+
+def _key(part: str) -> str:
+    from .parts import _part_key
+
+    return _part_key(part)
+
+
+def _keys(parts: tuple[str, ...]) -> set[str]:
+    """What a set of parts is compared by: each part's key."""
+    return {_key(part) for part in parts}
 
 
 def _counts_clash(in_force: int | Literal["shared"], slots: int, shared: bool) -> bool:
     """True if a call for ``slots`` (or a shared hold) names another count of slots than
-    ``in_force``: slots where holds are shared, shared holds where there are slots, or
-    another count. Exclusive beside shared is no clash: it waits its turn."""
+    ``in_force``: slots where holds are shared or held in parts ("shared"), shared holds
+    where there are slots, or another count. Exclusive beside shared is no clash: it
+    waits its turn."""
     if in_force == "shared" or shared:
         several = slots if in_force == "shared" else in_force
         return several > 1
     return in_force != slots
 
 
-def _away(ahead: list[_Place], slots: int, shared: bool) -> int:
-    """How many places must leave the line before a waiter with ``ahead`` of it is
-    among those whose turn a freed hold gives: the first N (N slots); for a shared
-    waiter, none once no exclusive waiter is ahead of it."""
-    if shared:
-        exclusive = [at for at, place in enumerate(ahead) if not place.shared]
-        return exclusive[-1] + 1 if exclusive else 0
-    return max(0, len(ahead) - slots + 1)
-
-
-def _waits_on(ahead: list[_Place], away: int, shared: bool) -> list[_Place]:
-    """The places ``ahead`` of a waiter whose leaving it waits for: all of them, or,
-    for a shared waiter, those up to the last exclusive one (``away`` of them): the
-    shared waiters between go in with it, so it need not wait for them."""
-    return ahead[:away] if shared else ahead
-
-
-def _turns(line: list[_Place], after: _Record | None, free: int) -> list[_Place]:
-    """The waiters at the head of the live ``line`` whose turn a change that leaves
-    ``after`` gives: the first ``free`` (the exclusive slots free after it, as the
-    store's clock counts them), or the shared waiters at its head, up to the first
-    exclusive one, while no exclusive hold is live."""
-    if line and line[0].shared:
-        exclusive_live = after is not None and not after.shared and free <= 0
-        if exclusive_live:
-            return []
-        exclusive = [at for at, place in enumerate(line) if not place.shared]
-        return line[: exclusive[0]] if exclusive else line
-    return line[: max(0, free)]
+def _turns(line: list[_Place], slots: int, live: list[_Record]) -> list[_Place]:
+    """The waiters of the live ``line`` whose turn a change may give, ``live`` being
+    the live holds after it, of a lock of ``slots`` (the count in force): the first
+    ``slots - len(live)`` of several slots; else each waiter that conflicts with no live
+    hold and no waiter ahead of it (for a lock held whole, the first; or the shared
+    waiters at the head, while no exclusive hold is live)."""
+    if slots > 1:
+        return line[: max(0, slots - len(live))]
+    turns = []
+    for at, place in enumerate(line):
+        mine = (place.shared, place.parts)
+        if any(h.owner != place.owner and _conflict(*mine, h.shared, h.parts) for h in live):
+            continue
+        if any(_conflict(*mine, p.shared, p.parts) for p in line[:at]):
+            continue
+        turns.append(place)
+    return turns
 
 
 def _stale_in(record: _Record | None, stale_after: float, now: float) -> float:
@@ -446,13 +574,14 @@ def _stale_in(record: _Record | None, stale_after: float, now: float) -> float:
 
 class _Standing:
     """status's verdict on a lock at ``now``: its ``state`` ("free", "held", "stale");
-    the ``case`` its report tells ("all held", "all shared stale", "one", "slot stale",
+    the ``case`` its report tells ("all held", "all shared stale" (held shared or in
+    parts, all gone stale), "one", "slot stale",
     "some held", "no slot held", "free"); the count of ``slots`` it shows (the one in
     force, else the caller's); every holder and the ``live`` ones (oldest first); the
     holder it names (``shown``, None: none) and that holder's ``holder_timeout`` (else
     the caller's); of a lock of slots with one gone stale, the first of those
-    (``gone``); how it is held (``mode``, None: no live hold); and the largest of the
-    live holders' fences."""
+    (``gone``); how it is held (``mode``, None: no live hold; ``parted``: in parts);
+    and the largest of the live holders' fences."""
 
     __slots__ = (
         "case",
@@ -462,6 +591,7 @@ class _Standing:
         "holders",
         "live",
         "mode",
+        "parted",
         "shown",
         "slots",
         "stale_after",
@@ -471,6 +601,7 @@ class _Standing:
     def __init__(
         self, record: _Record | None, live: list[_Record], slots: int, stale_after: float
     ) -> None:
+        self.parted = record is not None and record.parted
         self.stale_after = stale_after
         self.slots = slots
         self.holders = sorted(_holders(record), key=lambda h: h.since)
@@ -480,10 +611,9 @@ class _Standing:
         self.holder_timeout = stale_after
         self.state: Literal["free", "held", "stale"] = "free"
         self.case = "free"
-        shared = record is not None and record.shared
         self.mode: Literal["shared", "exclusive"] | None = None
-        if live:
-            self.mode = "shared" if shared else "exclusive"
+        if live:  # exclusive while any live hold is
+            self.mode = "shared" if all(h.shared for h in live) else "exclusive"
         self.fence = max((h.fence for h in live if h.fence is not None), default=None)
 
     def timeout_of(self, holder: _Record) -> float:
@@ -508,7 +638,8 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
     standing = _Standing(record, live, slots, stale_after)
     several = slots > 1 or (record is not None and record.slots > 1)
     holders = _holders(record)
-    shared = record is not None and record.shared
+    # Held shared or in parts: held while any hold is live, stale once all went stale.
+    shared = record is not None and (record.shared or record.parted)
     if live and (shared or (several and len(live) >= slots)):
         standing.naming("all held", "held", _first_to_go(live, stale_after))
     elif shared and holders:

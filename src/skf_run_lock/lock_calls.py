@@ -82,19 +82,23 @@ def acquire(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> AcquireResult:
     """Take the lock (a file path or a server address) for ``owner``
     (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
     ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
     ``slots`` N, up to N owners hold it at once, each its own slot. With ``shared``,
     a shared hold: any number of owners hold it shared at once, while nobody holds it
-    exclusively.
+    exclusively. With ``parts`` (path patterns, git's glob pathspecs), only those parts
+    of it: two holds conflict when some path lies in a part of each (a hold without
+    parts holds the lock whole), unless both are shared; an owner naming other parts
+    than it holds changes its hold to them, if what it adds is free.
 
     :returns: the acquire output, carrying the hold's fence beside its keys (read it
         with :func:`fence_of`); a pickle of it is a plain dict, without the fence.
     :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
-        than the one in force while a slot is held; or the other kind of hold than the
-        one ``owner`` holds.
+        than the one in force while a slot is held; the other kind of hold than the
+        one ``owner`` holds; or bad parts.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
@@ -107,6 +111,7 @@ def acquire(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
     )
     return _acquire_output(_take(_checked(request)))
 
@@ -156,7 +161,10 @@ def _take_in(
                     by_hand = store.by_hand()
                 # The refusal's output, or its error raised (the hold lost, another
                 # program's file, a count or a kind that clash).
-                return _refusal(store.lock, request, take, by_hand=by_hand, now=now)
+                refused = _refusal(store.lock, request, take, by_hand=by_hand, now=now)
+                if take.outcome in ("grow", "full"):
+                    raise LockBusy(refused)  # refused at once: never waited out
+                return refused
             new = take.new
             assert new is not None and take.after is not None
             leaving = place if place is not None and place.joined else None
@@ -176,6 +184,8 @@ def _take_in(
                     after=take.after,
                     fence=new.fence,
                     session=new.session,
+                    shared=new.shared,
+                    parts=new.parts,
                 )
     raise _kept_changing(store.lock)
 
@@ -212,10 +222,12 @@ def acquire_within(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> AcquireResult:
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free; the shared waiters at its
-    head go in together); :class:`LockBusy` if the wait runs out."""
+    head go in together; a waiter waits only behind those its parts conflict with);
+    :class:`LockBusy` if the wait runs out."""
     request = _Request(
         lock,
         owner,
@@ -225,6 +237,7 @@ def acquire_within(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
     )
     return _acquired_result(_wait_for(_checked(request), refused=None))
 
@@ -320,7 +333,15 @@ _VOUCHED_WAITS = 4
 def _new_place(request: _Request) -> _Place:
     """A place in line for ``request``'s waiter, not yet in it."""
     ticket = os.urandom(4).hex()
-    return _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+    return _Place(
+        ticket,
+        request.owner,
+        0,
+        request.stale_after,
+        None,
+        shared=request.shared,
+        parts=request.parts,
+    )
 
 
 def _wait_for(

@@ -12,7 +12,7 @@ from .decisions import _BY_ITS_NAME, _first_to_go, _holders
 from .inputs import _releasable
 from .public_surface import LockLost, _fenced
 from .quoting import _quoted
-from .records import _FORM_DOCUMENT, _Record
+from .records import _FORM_DOCUMENT, _RECORD_MAX_BYTES, _Record
 from .seams import _SEAMS
 from .times import _duration_text, _format_time, _stale_at
 
@@ -167,10 +167,13 @@ def _names_text(holders: list[_Record]) -> str:
 
 def _holds_text(record: _Record) -> str:
     """``; 2 of its 3 slots are held`` for a lock of several slots, ``; 2 runs hold it
-    shared`` for one held shared, else nothing."""
+    shared`` for one held shared, ``; 2 runs hold parts of it`` for one held in parts,
+    else nothing."""
     held = len(_holders(record))
     if record.shared:
         return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} it shared"
+    if record.parted:
+        return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} parts of it"
     if record.slots == 1:
         return ""
     return f"; {held} of its {record.slots} slots {'is' if held == 1 else 'are'} held"
@@ -185,6 +188,9 @@ def _acquired_result(hold: _Hold) -> AcquireResult:
     lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
     kind = hold.kind
     what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
+    if hold.parts is not None:
+        shared = "a shared hold on " if kind == "shared" else ""
+        what = f"{shared}the parts {_parts_text(hold.parts)} of {lock}"
     done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
     if replaced is not None:
         holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
@@ -247,9 +253,120 @@ def _refusal(
     if take.outcome in ("count", "kind"):
         assert record is not None
         if take.outcome == "kind":
-            raise ValueError(_kind_refusal(lock, record, request.owner, take.shared))
+            raise ValueError(_kind_refusal(lock, request.owner, take.shared))
         raise ValueError(_count_refusal(lock, take, request.slots))
+    if take.outcome == "parts":
+        raise ValueError(_parts_kept_refusal(lock, request, take))
+    if take.outcome in ("grow", "full") or take.clash not in (None, (None, None)):
+        return _parts_refused_result(lock, request, take, by_hand=by_hand, now=now)
     return _refused_result(lock, request, take, by_hand=by_hand, now=now)
+
+
+def _part_text(part: str | None, whose: str) -> str:
+    """A part as a refusal names it: ``whose`` part ("your", "its"), or the lock whole."""
+    if part is not None:
+        return f"{whose} part {_quoted(part)}"
+    return "the whole lock you asked for" if whose == "your" else "the whole lock"
+
+
+def _parts_text(parts: tuple[str, ...] | None) -> str:
+    return "the whole lock" if parts is None else ", ".join(_quoted(p) for p in parts)
+
+
+def _parts_refused_result(
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
+) -> AcquireResult:
+    """The acquire output when ``take`` refuses ``request`` by its parts: a live hold
+    of another or a waiter ahead has a part that conflicts with one it asks ("held",
+    "line"); a part its owner adds to its hold conflicts with another's ("grow",
+    refused at once); or the record would grow too large ("full"). It names who is in
+    the way and both parts."""
+    owner, record = request.owner, take.record
+    holder = take.blocker
+    if holder is None:  # too many parts: named by the first live hold to go stale
+        holder = take.live[0] if take.live else take.new
+    assert holder is not None
+    ours, theirs = take.clash or (None, None)
+    asked = _part_text(ours, "your")
+    their = _part_text(theirs, "its")
+    held_since = _format_time(holder.since)
+    stale_at = _stale_at(holder.since, take.holder_timeout)
+    by = _holder_text(holder.owner)
+    if take.outcome == "full":
+        message = (
+            f"lock {lock} holds too many parts: its record would pass"
+            f" {_RECORD_MAX_BYTES // 1024} KiB, the most a lock's record may hold; nothing"
+            " changed. Name fewer or wider parts (a folder for the files in it), or keep"
+            " another part of the tree under another lock"
+        )
+    elif take.outcome == "grow":
+        waiting = take.waiter is not None and take.blocker is None
+        where = "waits in line for" if waiting else "holds"
+        if waiting and take.waiter is not None:
+            by, held_since = take.waiter.owner, _format_time(take.waiter.since)
+            stale_at = _lapses_at(take.waiter, now)
+        held = "the whole lock" if record is None else _parts_text(_held_parts(record, owner))
+        message = (
+            f"{owner} holds {held} of {lock} and asked for {_parts_text(request.parts)}: "
+            f"{asked} conflicts with {their}, which {by} {where}; nothing changed. A hold"
+            " takes more parts only while no other hold or waiter is in their way, and"
+            " never waits for them (two that waited to grow would wait on each other):"
+            f" ask again once {by} has let go (status --lock shows who holds what), or"
+            " release your hold and wait in line for every part you need"
+        )
+    elif take.outcome == "held":
+        age = now - holder.since
+        age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+        clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
+        clear = _maybe_the_callers_own(owner, holder.owner) + clear
+        message = (
+            f"lock {lock} is held in a part that conflicts with yours: {by} holds {their}"
+            f" (since {held_since}, {age_text}), and some path lies in it and in {asked};"
+            f" it goes stale at {stale_at}{_in_line_text(take.others)}. {clear}"
+        )
+    else:
+        waiter = take.waiter
+        assert waiter is not None
+        by, held_since = waiter.owner, _format_time(waiter.since)
+        stale_at = _lapses_at(waiter, now)
+        message = (
+            f"lock {lock} has no live hold in your way, but {by} waits in line ahead for"
+            f" {their}, which conflicts with {asked} (waiting since {held_since})"
+            f"{_in_line_text(take.others)}. Wait in line for your turn (acquire --wait); a"
+            " place in line lapses within seconds of its waiter's end"
+        )
+    return {
+        "acquired": False,
+        "refreshed": False,
+        "lock": lock,
+        "owner": owner,
+        "run_id": request.run_id,
+        "held_by": by,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(take.holder_timeout),
+        "stale_replaced": None,
+        "message": message,
+    }
+
+
+def _held_parts(record: _Record, owner: str) -> tuple[str, ...] | None:
+    """The parts ``owner`` holds of ``record`` (None: the lock whole)."""
+    return next((h.parts for h in _holders(record) if h.owner == owner), None)
+
+
+def _parts_kept_refusal(lock: str, request: _Request, take: _Take) -> str:
+    """Why run, held() or a session, which keep the hold their owner has as it is, may
+    not name a part it does not hold."""
+    record = take.record
+    held = None if record is None else _held_parts(record, request.owner)
+    part, _ = take.clash or (None, None)
+    return (
+        f"{request.owner} holds {_parts_text(held)} of {lock}, and the part {_quoted(part or '')}"
+        " is not among them: run, held() and a session keep the hold an owner has as it"
+        " is, and never change its parts; name parts it holds, or none, or change its"
+        " parts first with acquire --part"
+    )
 
 
 def _refused_result(
@@ -416,6 +533,8 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
             if standing.mode == "shared"
             else f"held in all {slots} of its slots, by"
         )
+        if standing.parted:
+            how = f"held in parts by {_runs_text(len(live))},"
         message = (
             f"{lock} is {how} {_names_text(live)}; the first"
             f" to go stale is {_holder_text(shown.owner)}'s, at"
@@ -424,7 +543,8 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
     elif case == "all shared stale":
         assert shown is not None
         message = (
-            f"{lock} was held shared, but every hold went stale, the last"
+            f"{lock} was held {'in parts' if standing.parted else 'shared'}, but every"
+            " hold went stale, the last"
             f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, holder_timeout)}, so the"
             " next acquire takes it"
         )
@@ -468,6 +588,7 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
                 "since": _format_time(holder.since),
                 "stale_at": _stale_at(holder.since, standing.timeout_of(holder)),
                 "fence": holder.fence,
+                "parts": None if holder.parts is None else list(holder.parts),
             }
             for holder in standing.holders
         ],
@@ -538,15 +659,15 @@ def _another_programs_left(lock: str, owner: str, look: _Look, why: str) -> Rele
     }
 
 
-def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
-    """Why ``owner``, which holds ``record`` one way, may not hold it the other way:
+def _kind_refusal(lock: str, owner: str, shared: bool) -> str:
+    """Why ``owner``, which holds the lock one way, may not hold it the other way:
     a hold never changes kind (two shared holders that both waited to turn exclusive
     would wait for each other forever)."""
-    has = "a shared hold on" if record.shared else "the lock"
+    has = "the lock" if shared else "a shared hold on"
     asks = "a shared hold" if shared else "the lock exclusively"
     release = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(owner)}"
     keep = ""
-    if record.shared and not shared:
+    if not shared:
         # run and held() never renew a shared hold as exclusive: their step would run
         # beside readers.
         keep = "; to keep it shared, add --shared (held(): shared=True)"

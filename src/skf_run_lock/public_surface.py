@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         since: str
         stale_at: str
         fence: int | None
+        parts: list[str] | None
 
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
