@@ -5541,6 +5541,7 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--wait": False,
         "--slots": False,
         "--shared": None,
+        "--part": False,
         "--empty-is-stale": None,
         "--get": False,
     },
@@ -5659,10 +5660,22 @@ def _value_text(value: object) -> str:
     return json.dumps(value)
 
 
+# Options that may be given more than once, each value kept: their values stand in
+# the options joined by a NUL, which no argument can hold.
+_REPEATED = ("--part",)
+_JOINED = "\0"
+
+
+def _repeated(options: dict[str, str], name: str) -> list[str] | None:
+    """The values of an option given once or more (None: not given)."""
+    return options[name].split(_JOINED) if name in options else None
+
+
 def _parse_options(
     command: str, allowed: dict[str, bool | None], rest: list[str]
 ) -> tuple[dict[str, str], list[str]]:
-    """Each option given once, with its value; and --get's keys, which it may repeat."""
+    """Each option given once, with its value (but those that repeat, _REPEATED); and
+    --get's keys, which it may repeat."""
     options: dict[str, str] = {}
     got: list[str] = []
     args = iter(rest)
@@ -5670,7 +5683,7 @@ def _parse_options(
         name, has_value, value = arg.partition("=")
         if name not in allowed:
             raise _UsageError(_not_taken(command, allowed, arg))
-        if name in options:
+        if name in options and name not in _REPEATED:
             raise _UsageError(f"{name} is given more than once")
         if allowed[name] is None:
             if has_value:
@@ -5683,6 +5696,8 @@ def _parse_options(
             raise _UsageError(f"{name} needs a value")
         if name == "--get":
             got.append(value)
+        elif name in options:  # one that repeats
+            options[name] += _JOINED + value
         else:
             options[name] = value
     return options, got
@@ -5786,6 +5801,7 @@ def _cli_request(
     wait = _wait_seconds(options)
     slots = _slots(options)
     shared = _shared(options)
+    parts = _checked_parts_of(_repeated(options, "--part"), slots)
     owner, run_id = _owner_with_run_id(options["--owner"])
     return _Request(
         options["--lock"],
@@ -5796,6 +5812,7 @@ def _cli_request(
         empty_is_stale="--empty-is-stale" in options,
         slots=slots,
         shared=shared,
+        parts=parts,
         keep_longer=keep_longer,
     )
 
@@ -5993,7 +6010,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5996, (), r'''
+_CARRIED['usage'] = (6013, (), r'''
 import os
 import sys
 import textwrap
@@ -6097,6 +6114,13 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "--shared",
             "a shared hold: any number of runs hold it shared at once (readers), while"
             " nobody holds it without --shared (a writer, alone); not with --slots",
+        ),
+        "--part": (
+            "--part PATTERN",
+            "hold only this part of the lock (repeat for more; a path or a glob such as"
+            " src/api or docs/**/*.md, as git reads it): holds conflict only where some"
+            " path lies in a part of each; an owner naming other parts changes its hold to"
+            " them, when what it adds is free; not with --slots",
         ),
         "--empty-is-stale": (
             "--empty-is-stale",
@@ -6246,7 +6270,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6249, (), r'''
+_CARRIED['parts'] = (6273, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -6552,7 +6576,7 @@ def _after(sofar: int, character: str) -> int:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (6555, (), r'''
+_CARRIED['server_gateway'] = (6579, (), r'''
 import errno
 import json
 import os
@@ -7050,7 +7074,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7053, ('server_gateway',), r'''
+_CARRIED['http1'] = (7077, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7176,7 +7200,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7179, ('server_gateway',), r'''
+_CARRIED['resp'] = (7203, ('server_gateway',), r'''
 import re
 
 
@@ -7310,7 +7334,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7313, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7337, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -7516,7 +7540,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (7519, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (7543, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7630,7 +7654,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7633, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7657, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8146,7 +8170,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8149, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8173, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8208,7 +8232,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8211, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8235, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8487,7 +8511,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8490, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8514, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8879,7 +8903,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8882, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8906, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9017,7 +9041,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9020, (), r'''
+_CARRIED['file_listing'] = (9044, (), r'''
 import os
 import stat
 
@@ -9090,7 +9114,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9093, (), r'''
+_CARRIED['serve'] = (9117, (), r'''
 import json
 import os
 import sys
@@ -9900,7 +9924,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'b28f47dc3ce94ee436414cf05534bef3959eaa1fa4c48333ff654dd6786f8743'  # what a cache entry must name
+_BUILD = '0176dd2f9d9bbe53691b3a2f4eac480772d321f97406cec4e061e2d626728f47'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

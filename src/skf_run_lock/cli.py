@@ -11,6 +11,7 @@ import time
 from .held_and_run import _run_holding
 from .hold import _Hold
 from .inputs import (
+    _checked_parts_of,
     _checked_slots,
     _duration_seconds,
     _owner_with_run_id,
@@ -58,6 +59,7 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--wait": False,
         "--slots": False,
         "--shared": None,
+        "--part": False,
         "--empty-is-stale": None,
         "--get": False,
     },
@@ -176,10 +178,22 @@ def _value_text(value: object) -> str:
     return json.dumps(value)
 
 
+# Options that may be given more than once, each value kept: their values stand in
+# the options joined by a NUL, which no argument can hold.
+_REPEATED = ("--part",)
+_JOINED = "\0"
+
+
+def _repeated(options: dict[str, str], name: str) -> list[str] | None:
+    """The values of an option given once or more (None: not given)."""
+    return options[name].split(_JOINED) if name in options else None
+
+
 def _parse_options(
     command: str, allowed: dict[str, bool | None], rest: list[str]
 ) -> tuple[dict[str, str], list[str]]:
-    """Each option given once, with its value; and --get's keys, which it may repeat."""
+    """Each option given once, with its value (but those that repeat, _REPEATED); and
+    --get's keys, which it may repeat."""
     options: dict[str, str] = {}
     got: list[str] = []
     args = iter(rest)
@@ -187,7 +201,7 @@ def _parse_options(
         name, has_value, value = arg.partition("=")
         if name not in allowed:
             raise _UsageError(_not_taken(command, allowed, arg))
-        if name in options:
+        if name in options and name not in _REPEATED:
             raise _UsageError(f"{name} is given more than once")
         if allowed[name] is None:
             if has_value:
@@ -200,6 +214,8 @@ def _parse_options(
             raise _UsageError(f"{name} needs a value")
         if name == "--get":
             got.append(value)
+        elif name in options:  # one that repeats
+            options[name] += _JOINED + value
         else:
             options[name] = value
     return options, got
@@ -303,6 +319,7 @@ def _cli_request(
     wait = _wait_seconds(options)
     slots = _slots(options)
     shared = _shared(options)
+    parts = _checked_parts_of(_repeated(options, "--part"), slots)
     owner, run_id = _owner_with_run_id(options["--owner"])
     return _Request(
         options["--lock"],
@@ -313,6 +330,7 @@ def _cli_request(
         empty_is_stale="--empty-is-stale" in options,
         slots=slots,
         shared=shared,
+        parts=parts,
         keep_longer=keep_longer,
     )
 

@@ -123,6 +123,13 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "a shared hold: any number of runs hold it shared at once (readers), while"
             " nobody holds it without --shared (a writer, alone); not with --slots",
         ),
+        "--part": (
+            "--part PATTERN",
+            "hold only this part of the lock (repeat for more; a path or a glob such as"
+            " src/api or docs/**/*.md, as git reads it): holds conflict only where some"
+            " path lies in a part of each; an owner naming other parts changes its hold to"
+            " them, when what it adds is free; not with --slots",
+        ),
         "--empty-is-stale": (
             "--empty-is-stale",
             "an empty lock file (flock(1) leaves one) is stale at once",
