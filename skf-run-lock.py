@@ -2361,11 +2361,19 @@ def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: flo
     """A take's hold, the record it leaves and the fence it gets (see _Take): decided
     first, then made into records."""
     holder_timeout, session = _take_timeout(look.record, request, now)
-    if _in_parts(look.record, request, take.parts):
+    in_parts = _in_parts(look.record, request, take.parts)
+    if in_parts:
         kept, at, take.renewed, take.replaced = _kept_beside(look, request, now)
     else:
         kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
-    fence = _fence_of_take(look, request.owner, None if take.changed else take.renewed)
+    renewed = None if take.changed else take.renewed
+    fence = _fence_of_take(look, request.owner, renewed)
+    if in_parts and renewed is not None and renewed.fence is not None:
+        # A live hold of parts renewed as it stands keeps its fence, whatever the
+        # others': theirs tell their own parts' writers apart, and none shares a path
+        # with it (a stale one is taken anew: another may have had its parts since).
+        if not _is_stale(renewed, request.stale_after, now, False):
+            fence = renewed.fence
     take.holder_timeout = holder_timeout
     hold = (request.owner, int(now // 1), holder_timeout, fence, session, take.shared, take.parts)
     take.new, take.after = _taking_records(hold, kept, at, request.slots)
@@ -6010,7 +6018,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6013, (), r'''
+_CARRIED['usage'] = (6021, (), r'''
 import os
 import sys
 import textwrap
@@ -6270,7 +6278,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6273, (), r'''
+_CARRIED['parts'] = (6281, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -6576,7 +6584,7 @@ def _after(sofar: int, character: str) -> int:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (6579, (), r'''
+_CARRIED['server_gateway'] = (6587, (), r'''
 import errno
 import json
 import os
@@ -7074,7 +7082,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7077, ('server_gateway',), r'''
+_CARRIED['http1'] = (7085, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7200,7 +7208,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7203, ('server_gateway',), r'''
+_CARRIED['resp'] = (7211, ('server_gateway',), r'''
 import re
 
 
@@ -7334,7 +7342,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7337, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7345, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -7540,7 +7548,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (7543, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (7551, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7654,7 +7662,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7657, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7665, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8170,7 +8178,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8173, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8181, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8232,7 +8240,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8235, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8243, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8511,7 +8519,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8514, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8522, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8903,7 +8911,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8906, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8914, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9041,7 +9049,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9044, (), r'''
+_CARRIED['file_listing'] = (9052, (), r'''
 import os
 import stat
 
@@ -9114,7 +9122,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9117, (), r'''
+_CARRIED['serve'] = (9125, (), r'''
 import json
 import os
 import sys
@@ -9924,7 +9932,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '0176dd2f9d9bbe53691b3a2f4eac480772d321f97406cec4e061e2d626728f47'  # what a cache entry must name
+_BUILD = 'fe4be318a1da36abb358a2a3ee6b22c751d022f6ead34d40eddd6536b16ee5b0'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
