@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.11.0. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.11.1. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -334,7 +334,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
 
 
-__version__ = "1.11.0"
+__version__ = "1.11.1"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -1681,9 +1681,39 @@ def _form_of_text(data: bytes, content: object) -> str:
         return _FORM_NO_OWNER
     if data.partition(b"\n")[0].strip().isdigit():  # an older version's PID line
         return _FORM_NO_OWNER
-    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES and _toml_with_a_key(data):
-        return _FORM_DOCUMENT
+    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES:
+        marked = _text_after_its_mark(data)
+        if marked is not None and _json_document(marked):
+            return _FORM_DOCUMENT
+        if _toml_with_a_key(data if marked is None else marked.encode("utf-8", "replace")):
+            return _FORM_DOCUMENT
     return _FORM_BYTES
+
+
+# The byte-order marks editors and Windows tools (PowerShell 5) put before a text's
+# first character: this tool writes none, and json reads none.
+_MARKS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _text_after_its_mark(data: bytes) -> str | None:
+    """The text of ``data`` that begins with a byte-order mark, without it (None: no
+    mark, or no text in that encoding)."""
+    for mark, codec in _MARKS:
+        if data.startswith(mark):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def _json_document(text: str) -> bool:
+    """True if ``text`` is a JSON object or array: a document, never a record of this
+    tool's, which writes no byte-order mark."""
+    try:
+        return isinstance(json.loads(text), dict | list)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _toml_with_a_key(data: bytes) -> bool:
@@ -5199,6 +5229,8 @@ def _checked_renewable(stale_after: float, name: str, unit: str, shown: str) -> 
 
 
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL, for a lock found lost
+# How long the release of a hold that a renewal wrote too late may wait on its store.
+_LATE_RELEASE_SEC = 5.0
 
 # A hold that cannot be renewed must end on this side before it can on the server's.
 # The renewer counts it from the moment the try that took or last renewed it began (a
@@ -5232,6 +5264,8 @@ class _Renewer:
         self.failure: Exception | None = None  # the last renewal's, since one succeeded
         self.ran_out = False  # lost by the clock, not found lost
         self.lost: LockLost | None = None
+        # The owner held the lock before this work took it: never released here.
+        self.kept = hold.renewed
 
     def stop_at(self) -> float:
         """When the work must stop (``_SEAMS.clock``): the grace and the margin before
@@ -5272,6 +5306,12 @@ class _Renewer:
                 self.failure = exc
                 self.next = started + min(1.0, self.every / 3)
             else:
+                if self.lost is not None:
+                    # Told lost by the clock while this renewal was under way (held()'s
+                    # check, a session's holds): the work stopped, and what the renewal
+                    # wrote late is let go, not left held for a whole timeout.
+                    self.let_go(renewed)
+                    return self.lost
                 if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
                     self.hold = renewed
                 self.renewed = self.renewal.try_began
@@ -5289,6 +5329,18 @@ class _Renewer:
             self.ran_out_now()
         return self.lost
 
+    def let_go(self, renewed: _Hold | object) -> None:
+        """Release a hold a renewal wrote once the work had been told it was lost, unless
+        the owner held it before the work (then it is left as it is, to its own time)."""
+        if self.kept or not isinstance(renewed, _Hold):
+            return
+        late = _Release(renewed.lock, renewed.owner)
+        late.deadline = _SEAMS.clock() + _LATE_RELEASE_SEC
+        try:
+            _release_of(late)
+        except (OSError, ValueError):
+            pass  # it lapses at its own time
+
     def ran_out_now(self) -> None:
         failing = _duration_text(_SEAMS.clock() - self.renewed)
         kept = f"{self.grace + self.margin:.1f}"
@@ -5296,6 +5348,10 @@ class _Renewer:
         why += " kept to stop the work"
         if self.failure is not None:
             why += f" ({self.failure})"
+        else:
+            # No renewal failed: none ran in time (a renewal under way, or the process
+            # paused, or the machine asleep, past the moment to stop).
+            why += " (none was answered in time)"
         self.ran_out = True
         self.lost = LockLost(self.lock, None, None, why)
 
@@ -6018,7 +6074,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6021, (), r'''
+_CARRIED['usage'] = (6077, (), r'''
 import os
 import sys
 import textwrap
@@ -6278,7 +6334,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6281, (), r'''
+_CARRIED['parts'] = (6337, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -6584,7 +6640,7 @@ def _after(sofar: int, character: str) -> int:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (6587, (), r'''
+_CARRIED['server_gateway'] = (6643, (), r'''
 import errno
 import json
 import os
@@ -7082,7 +7138,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7085, ('server_gateway',), r'''
+_CARRIED['http1'] = (7141, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7208,7 +7264,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7211, ('server_gateway',), r'''
+_CARRIED['resp'] = (7267, ('server_gateway',), r'''
 import re
 
 
@@ -7342,7 +7398,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7345, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7401, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -7548,7 +7604,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (7551, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (7607, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7662,7 +7718,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7665, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7721, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7963,6 +8019,7 @@ class _EtcdStore(_ServerStore):
 
     def beat(self, place: _Place) -> bool:
         """Keep the place's lease alive, and any lease granted ahead with it."""
+        self.gateway.next_step()  # each beat a step of its own, with its own deadline
         for spare in list(self.spares):
             ttl, lease, _, ahead = spare
             if ahead:
@@ -8178,7 +8235,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8181, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8238, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8240,7 +8297,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8243, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8300, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8519,7 +8576,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8522, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8579, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8741,6 +8798,7 @@ class _RedisStore(_ServerStore):
             self.gateway.call(*dead, write=True)
 
     def beat(self, place: _Place) -> bool:
+        self.gateway.next_step()  # each beat a step of its own, with its own deadline
         ms = self._place_ms()
         kept, _, _ = self.gateway.call(
             ("PEXPIRE", self._place_key(place.ticket), ms),
@@ -8911,7 +8969,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8914, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8972, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9049,7 +9107,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9052, (), r'''
+_CARRIED['file_listing'] = (9110, (), r'''
 import os
 import stat
 
@@ -9122,7 +9180,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9125, (), r'''
+_CARRIED['serve'] = (9183, (), r'''
 import json
 import os
 import sys
@@ -9271,6 +9329,7 @@ class _Session:
         self.holds: dict[tuple[object, str], _SessionHold] = {}
         self.places: dict[tuple[object, str], _KeptPlace] = {}
         self.calls: dict[object, _Call] = {}  # by request id
+        self.taking: dict[str, set[_Call]] = {}  # takes under way, by whole owner
         self.threads: set[threading.Thread] = set()  # what the end waits for
         self.ending = threading.Event()
         self.untold: list[_SessionHold] = []  # ended, by no call of this session's
@@ -9309,24 +9368,38 @@ class _Session:
     def cancel(self, key: object) -> None:
         """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
         it no longer stands, and what it took is let go at once, a hold its owner did
-        not have before released, a place kept left. Decided under the guard, as
-        keeping is: a call is kept or cancelled, never both."""
+        not have before released, a place kept left; but not while another take of the
+        same owner is under way, which renews that hold for a call the client awaits.
+        Decided under the guard, as keeping is: a call is kept or cancelled, never both."""
         with self.guard:
             call = self.calls.get(key)
             if call is None:
                 return
             call.cancelled.set()
             took, call.took = call.took, None
-            if took is not None and self.holds.get(took.key) is took and took.state == "held":
-                del self.holds[took.key]  # not the session's: nobody knows of it
-                took.state = "released"
-            else:
-                took = None
             kept, call.kept = call.kept, None
             if kept is not None:
                 self.drop_place(kept)
-        if took is not None and call.took_new:
+            free = took is not None and self.holds.get(took.key) is took
+            if took is None or not free or took.state != "held":
+                return
+            if self.taking.get(took.renewer.hold.owner, set()) - {call}:
+                return  # that take keeps it: not this one's to free
+            del self.holds[took.key]  # not the session's: nobody knows of it
+            took.state = "released"
+        if call.took_new:
             self.aside(_release_quietly, took.renewer.hold)
+
+    def taking_as(self, owner: str, call: _Call, under_way: bool) -> None:
+        """``call``'s take for ``owner`` is under way, or (``under_way`` False) done."""
+        with self.guard:
+            calls = self.taking.setdefault(owner, set())
+            if under_way:
+                calls.add(call)
+            else:
+                calls.discard(call)
+                if not calls:
+                    del self.taking[owner]
 
     def keep(
         self, call: _Call, request: _Request, hold: _Hold, identity: tuple[object, ...]
@@ -9579,9 +9652,14 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
         waited = _SEAMS.clock() - started
         call(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-    hold, result = _take_waiting(request, refused, place, keep_place=cut)
-    identity = _lock_identity(request.lock)  # again: the take may have made its folder
-    if hold is not None and not session.keep(call, request, hold, identity):
+    session.taking_as(request.owner, call, True)
+    try:
+        hold, result = _take_waiting(request, refused, place, keep_place=cut)
+        identity = _lock_identity(request.lock)  # again: the take may have made its folder
+        kept = hold is not None and session.keep(call, request, hold, identity)
+    finally:
+        session.taking_as(request.owner, call, False)
+    if hold is not None and not kept:
         if not hold.renewed:  # nobody would know of it
             _release_quietly(hold)
         raise _Cancelled
@@ -9932,7 +10010,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'fe4be318a1da36abb358a2a3ee6b22c751d022f6ead34d40eddd6536b16ee5b0'  # what a cache entry must name
+_BUILD = '1853ecc8b0db64a34201bf44451fa731861bbfef0ac501712a794926a21f1eeb'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

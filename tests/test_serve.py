@@ -647,6 +647,34 @@ def test_a_cancelled_acquire_never_leaves_a_hold(
     assert served.exit_code() == 0, served.err()
 
 
+@pytest.mark.timeout(90)
+def test_a_cancel_of_an_answered_take_spares_its_renewal_under_way(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """A client that sends an acquire again (the same lock and owner: a renewal of the
+    hold its first call took, itself not cancelled) and cancels the first call while
+    the second is under way holds what the second answers: the lock stays held by its
+    owner, the session says so, and another run cannot take it."""
+    served = serving("--lease", "30s")
+    served.initialize()
+    for round_ in range(3):
+        lock = str(tmp_path / "locks" / f"run-{round_}")
+        first = served.call("acquire", {"lock": lock, "owner": "wf:agent:1"})
+        taken = answer_of(served.result(first))
+        assert taken["acquired"] is True, taken
+        again = served.call("acquire", {"lock": lock, "owner": "wf:agent:1"})
+        served.notify("notifications/cancelled", {"requestId": first})
+        answer = answer_of(served.result(again))
+        assert answer["acquired"] is True and answer["owner"] == "wf:agent:1", answer
+        views = served.tool("holds")["holds"]  # a later call: the cancel was acted on
+        assert [(v["lock"], v["state"]) for v in views if v["lock"] == lock] == [(lock, "held")]
+        held_throughout(skf, lock, "wf:agent:1", answer["fence"], time.monotonic() + 2)
+        other = cli("acquire", "--lock", lock, "--owner", "wf:other:1")
+        assert other.code == 3, other.out
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
 @pytest.mark.timeout(120)
 def test_a_hold_whose_renewal_stalls_is_told_lost_by_the_clock(
     skf: ModuleType,
@@ -809,6 +837,48 @@ def test_a_waiting_acquire_cut_at_the_call_limit_keeps_its_place(
         assert resumed["acquired"] is True and resumed["owner"] == owner, resumed
         assert resumed["message"].startswith("after waiting "), resumed
         assert waiter.poll() is None and _in_line(skf, lock) == ["wf:later:1"]
+        assert served.tool("release", lock=lock, owner=owner)["released"] is True
+        out, _ = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:later:1"
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(120)
+def test_a_kept_place_lasts_its_ten_seconds_past_a_server_calls_timeout(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    store: StoreUnderTest,
+) -> None:
+    """On every store, the place of an acquire cut at the call limit is kept the 10 s
+    promised, past a server call's own timeout (5 s by default): eight and a half
+    seconds after the cut the lock freed meanwhile is nobody's, the agent is still
+    first in line, ahead of a CLI waiter that came later, and its next acquire takes
+    the lock."""
+    served = serving(argv=serve_with("--lease", f"{LEASE:g}s", longest_call_wait_sec=CUT))
+    served.initialize()
+    lock = store.lock
+    with reaped() as started:
+        assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+        first = served.call("acquire", {"lock": lock, "owner": "wf:agent", "wait": "2m"}, "a")
+        served.await_progress("a", 1)
+        later = [*SERVE[:-1], "acquire", "--lock", lock, "--owner", "wf:later:1", "--wait", "60s"]
+        waiter = subprocess.Popen(later, stdout=subprocess.PIPE, text=True)
+        started.append(waiter)
+        answer = answer_of(served.result(first, within=CUT + 30))
+        cut = time.monotonic()  # the server kept the place a moment before
+        owner = answer["owner"]
+        assert answer["acquired"] is False and owner.startswith("wf:agent:"), answer
+        _line_becomes(skf, lock, [owner, "wf:later:1"], within=5)
+        assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
+        while time.monotonic() < cut + 8.5:  # within the 10 s promised
+            status = skf.status(lock, 60.0)
+            assert status["state"] == "free", status
+            assert [p["owner"] for p in status["waiting"]] == [owner, "wf:later:1"], status
+            time.sleep(0.1)
+        resumed = served.tool("acquire", lock=lock, owner="wf:agent", wait="2m")
+        assert resumed["acquired"] is True and resumed["owner"] == owner, resumed
         assert served.tool("release", lock=lock, owner=owner)["released"] is True
         out, _ = waiter.communicate(timeout=30)
         assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:later:1"

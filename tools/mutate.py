@@ -484,6 +484,27 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        return _blind_wait(self.due_in())",
         "        return self.due_in()",
     ),
+    "serve-cancel-frees-a-renewal-under-way": (
+        "a cancel never frees a hold another take of its owner is renewing",
+        "            if self.taking.get(took.renewer.hold.owner, set()) - {call}:\n",
+        "            if False:\n",
+    ),
+    "redis-beat-on-a-spent-step": (
+        "a kept place's beats each have a deadline of their own (Redis)",
+        "        self.gateway.next_step()  # each beat a step of its own, with its own deadline\n"
+        "        ms = self._place_ms()",
+        "        ms = self._place_ms()",
+    ),
+    "marked-json-a-lock": (
+        "JSON behind a byte-order mark is another program's document",
+        "        if marked is not None and _json_document(marked):\n",
+        "        if False:\n",
+    ),
+    "late-renewal-kept": (
+        "a renewal written after the work was told lost is let go",
+        "                    self.let_go(renewed)\n",
+        "                    pass\n",
+    ),
     "sleep-socket-waits-past-a-wake": (
         "no wait on a socket lasts over a second on a clock that stops while the machine sleeps",
         "            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))\n            try:",

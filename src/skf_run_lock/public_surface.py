@@ -86,7 +86,7 @@ __all__ = [
     "fence_of",
 ]
 
-__version__ = "1.11.0"
+__version__ = "1.11.1"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60

@@ -216,9 +216,39 @@ def _form_of_text(data: bytes, content: object) -> str:
         return _FORM_NO_OWNER
     if data.partition(b"\n")[0].strip().isdigit():  # an older version's PID line
         return _FORM_NO_OWNER
-    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES and _toml_with_a_key(data):
-        return _FORM_DOCUMENT
+    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES:
+        marked = _text_after_its_mark(data)
+        if marked is not None and _json_document(marked):
+            return _FORM_DOCUMENT
+        if _toml_with_a_key(data if marked is None else marked.encode("utf-8", "replace")):
+            return _FORM_DOCUMENT
     return _FORM_BYTES
+
+
+# The byte-order marks editors and Windows tools (PowerShell 5) put before a text's
+# first character: this tool writes none, and json reads none.
+_MARKS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _text_after_its_mark(data: bytes) -> str | None:
+    """The text of ``data`` that begins with a byte-order mark, without it (None: no
+    mark, or no text in that encoding)."""
+    for mark, codec in _MARKS:
+        if data.startswith(mark):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def _json_document(text: str) -> bool:
+    """True if ``text`` is a JSON object or array: a document, never a record of this
+    tool's, which writes no byte-order mark."""
+    try:
+        return isinstance(json.loads(text), dict | list)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _toml_with_a_key(data: bytes) -> bool:

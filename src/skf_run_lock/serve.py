@@ -188,6 +188,7 @@ class _Session:
         self.holds: dict[tuple[object, str], _SessionHold] = {}
         self.places: dict[tuple[object, str], _KeptPlace] = {}
         self.calls: dict[object, _Call] = {}  # by request id
+        self.taking: dict[str, set[_Call]] = {}  # takes under way, by whole owner
         self.threads: set[threading.Thread] = set()  # what the end waits for
         self.ending = threading.Event()
         self.untold: list[_SessionHold] = []  # ended, by no call of this session's
@@ -226,24 +227,38 @@ class _Session:
     def cancel(self, key: object) -> None:
         """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
         it no longer stands, and what it took is let go at once, a hold its owner did
-        not have before released, a place kept left. Decided under the guard, as
-        keeping is: a call is kept or cancelled, never both."""
+        not have before released, a place kept left; but not while another take of the
+        same owner is under way, which renews that hold for a call the client awaits.
+        Decided under the guard, as keeping is: a call is kept or cancelled, never both."""
         with self.guard:
             call = self.calls.get(key)
             if call is None:
                 return
             call.cancelled.set()
             took, call.took = call.took, None
-            if took is not None and self.holds.get(took.key) is took and took.state == "held":
-                del self.holds[took.key]  # not the session's: nobody knows of it
-                took.state = "released"
-            else:
-                took = None
             kept, call.kept = call.kept, None
             if kept is not None:
                 self.drop_place(kept)
-        if took is not None and call.took_new:
+            free = took is not None and self.holds.get(took.key) is took
+            if took is None or not free or took.state != "held":
+                return
+            if self.taking.get(took.renewer.hold.owner, set()) - {call}:
+                return  # that take keeps it: not this one's to free
+            del self.holds[took.key]  # not the session's: nobody knows of it
+            took.state = "released"
+        if call.took_new:
             self.aside(_release_quietly, took.renewer.hold)
+
+    def taking_as(self, owner: str, call: _Call, under_way: bool) -> None:
+        """``call``'s take for ``owner`` is under way, or (``under_way`` False) done."""
+        with self.guard:
+            calls = self.taking.setdefault(owner, set())
+            if under_way:
+                calls.add(call)
+            else:
+                calls.discard(call)
+                if not calls:
+                    del self.taking[owner]
 
     def keep(
         self, call: _Call, request: _Request, hold: _Hold, identity: tuple[object, ...]
@@ -496,9 +511,14 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
         waited = _SEAMS.clock() - started
         call(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-    hold, result = _take_waiting(request, refused, place, keep_place=cut)
-    identity = _lock_identity(request.lock)  # again: the take may have made its folder
-    if hold is not None and not session.keep(call, request, hold, identity):
+    session.taking_as(request.owner, call, True)
+    try:
+        hold, result = _take_waiting(request, refused, place, keep_place=cut)
+        identity = _lock_identity(request.lock)  # again: the take may have made its folder
+        kept = hold is not None and session.keep(call, request, hold, identity)
+    finally:
+        session.taking_as(request.owner, call, False)
+    if hold is not None and not kept:
         if not hold.renewed:  # nobody would know of it
             _release_quietly(hold)
         raise _Cancelled
