@@ -2398,12 +2398,12 @@ def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: flo
         kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
     renewed = None if take.changed else take.renewed
     fence = _fence_of_take(look, request.owner, renewed)
-    if in_parts and renewed is not None and renewed.fence is not None:
-        # A live hold of parts renewed as it stands keeps its fence, whatever the
-        # others': theirs tell their own parts' writers apart, and none shares a path
-        # with it (a stale one is taken anew: another may have had its parts since).
-        if not _is_stale(renewed, request.stale_after, now, False):
-            fence = renewed.fence
+    # A live hold of parts renewed as it stands keeps its fence, whatever the others':
+    # theirs tell their own parts' writers apart, and none shares a path with it (a stale
+    # one is taken anew: another may have had its parts since).
+    live = renewed is not None and not _is_stale(renewed, request.stale_after, now, False)
+    if in_parts and live and renewed is not None and renewed.fence is not None:
+        fence = renewed.fence
     take.holder_timeout = holder_timeout
     hold = (request.owner, int(now // 1), holder_timeout, fence, session, take.shared, take.parts)
     take.new, take.after = _taking_records(hold, kept, at, request.slots)
@@ -10010,7 +10010,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '1853ecc8b0db64a34201bf44451fa731861bbfef0ac501712a794926a21f1eeb'  # what a cache entry must name
+_BUILD = '26ef96a71324e52b226d9044ee3a6c1c208a816576c77dab4083708e35e11565'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -1003,8 +1003,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "parts-renewal-new-fence": (
         "a live hold of parts renewed as it stands keeps its fence",
-        "            fence = renewed.fence\n",
-        "            pass\n",
+        "        fence = renewed.fence\n",
+        "        pass\n",
     ),
     "parts-record-unbounded": (
         "a record never passes what a reader reads",
