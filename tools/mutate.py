@@ -1169,6 +1169,15 @@ _KILLED_IN = {
     "name-lookup-waited-out": "test_name_lookup",
     "held-exit-waits-for-renewal": "test_held",
     "late-renewal-writes": "test_held",
+    "parts-stale-own-retaken": "test_parts_holds",
+    "parts-every-waiter-in-the-way": "test_parts_holds",
+    "parts-line-by-any-waiter": "test_parts_holds",
+    "parts-grow-unchecked": "test_parts_holds",
+    "parts-grow-waits": "test_parts_holds",
+    "parts-kept-changed": "test_parts_holds",
+    "parts-renewal-new-fence": "test_parts_holds",
+    "parts-record-unbounded": "test_parts_holds",
+    "parts-overlap-by-text": "test_parts_holds",
 }
 
 
