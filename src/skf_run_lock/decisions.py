@@ -658,6 +658,35 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
     return standing
 
 
+def _reserved(
+    record: _Record | None, paths: tuple[str, ...], owner: str | None, query: _Query, now: float
+) -> list[tuple[str, _Record, str | None]]:
+    """Which of ``paths`` (checked) lie in a live hold of ``record``'s lock at ``now``
+    of another than ``owner`` (None: of anyone), shared or not (a commit is a write):
+    for each path, in order, each such holder, longest held first, with each of its
+    parts the path lies in (None: a hold of the whole lock, which every path lies in).
+    ``query.stale_after`` judges a record without a timeout of its own."""
+    live = _live_holders(record, query.stale_after, now, query.empty_is_stale)
+    others = sorted((h for h in live if owner is None or h.owner != owner), key=lambda h: h.since)
+    if not others or not paths:
+        return []
+    # Every holder's parts in one list, in order (a whole hold stands as None in it).
+    held = [(h, part) for h in others for part in (h.parts or (None,))]
+    whole = [at for at, (_, part) in enumerate(held) if part is None]
+    parted = [at for at, (_, part) in enumerate(held) if part is not None]
+    if not parted:
+        return [(path, *held[at]) for path in paths for at in whole]
+    from .parts import _PartIndex
+
+    index = _PartIndex([part for _, part in held if part is not None])
+    reserved: list[tuple[str, _Record, str | None]] = []
+    for path in paths:
+        found = [parted[at] for at in index.covering(path)]
+        for at in sorted(whole + found) if whole else found:
+            reserved.append((path, *held[at]))
+    return reserved
+
+
 # A name that says it is a lock: what stands there blocks acquire, whatever it holds.
 _LOCK_NAME_SUFFIX = ".lock"
 
