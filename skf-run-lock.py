@@ -6097,7 +6097,7 @@ def _cli_check(options: dict[str, str], tail: list[str]) -> tuple[CheckResult, i
 def _paths_on_stdin(null: bool) -> list[str]:
     """The paths on stdin, one a line (a line may end in CRLF), or each ended by a NUL
     (``null``: as ``git diff -z`` gives them, taken as they are); UTF-8. An empty one
-    names no path (``printf '%s\n'`` of nothing writes an empty line)."""
+    names no path: a script's printf of no paths writes an empty line."""
     try:
         data = b"" if sys.stdin is None else sys.stdin.buffer.read()
     except (OSError, ValueError) as exc:
@@ -10336,7 +10336,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '7fbd440118e65d2f038291648021632993c028a43319aa85fcd22019d755cad4'  # what a cache entry must name
+_BUILD = '3580a09d7b1f0285df09f555b36a79d6bdd93f86d64959dfc584a6cbbfbda3df'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -4,6 +4,7 @@ index that matches many paths against many parts, held to one part at a time."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -427,8 +428,6 @@ def test_get_prints_checks_keys_alone(skf: ModuleType, lock: Path) -> None:
     assert (run.code, run.err) == (3, "")
     free, reserved = run.out.splitlines()
     assert free == "false"
-    import json
-
     assert json.loads(reserved) == [entry("a", whole, None, "exclusive")]
     said = checking(lock, "--owner", whole["owner"], "a", "--get", "message")
     assert (said.code, said.out) == (

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from calls import Run, posix_only, reaped
-from loader import SCRIPT
 from sessions import SERVE, Served, answer_of, serve_with
 from stores import StoreUnderTest
 from test_serve import CUT, HOLD_VIEW, LEASE, _in_line, _line_becomes
@@ -209,6 +208,5 @@ def test_check_is_one_of_the_tools_listed(serving: Callable[..., Served]) -> Non
     assert schema["required"] == ["lock", "paths"]
     assert schema["properties"]["paths"]["maxItems"] == 10_000
     assert "reserved" in check["description"]
-    assert str(SCRIPT).endswith("skf-run-lock.py")
     served.end_input()
     assert served.exit_code() == 0, served.err()

@@ -451,7 +451,7 @@ def _cli_check(options: dict[str, str], tail: list[str]) -> tuple[CheckResult, i
 def _paths_on_stdin(null: bool) -> list[str]:
     """The paths on stdin, one a line (a line may end in CRLF), or each ended by a NUL
     (``null``: as ``git diff -z`` gives them, taken as they are); UTF-8. An empty one
-    names no path (``printf '%s\n'`` of nothing writes an empty line)."""
+    names no path: a script's printf of no paths writes an empty line."""
     try:
         data = b"" if sys.stdin is None else sys.stdin.buffer.read()
     except (OSError, ValueError) as exc:
