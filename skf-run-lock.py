@@ -2380,11 +2380,19 @@ def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: flo
     """A take's hold, the record it leaves and the fence it gets (see _Take): decided
     first, then made into records."""
     holder_timeout, session = _take_timeout(look.record, request, now)
-    if _in_parts(look.record, request, take.parts):
+    in_parts = _in_parts(look.record, request, take.parts)
+    if in_parts:
         kept, at, take.renewed, take.replaced = _kept_beside(look, request, now)
     else:
         kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
-    fence = _fence_of_take(look, request.owner, None if take.changed else take.renewed)
+    renewed = None if take.changed else take.renewed
+    fence = _fence_of_take(look, request.owner, renewed)
+    if in_parts and renewed is not None and renewed.fence is not None:
+        # A live hold of parts renewed as it stands keeps its fence, whatever the
+        # others': theirs tell their own parts' writers apart, and none shares a path
+        # with it (a stale one is taken anew: another may have had its parts since).
+        if not _is_stale(renewed, request.stale_after, now, False):
+            fence = renewed.fence
     take.holder_timeout = holder_timeout
     hold = (request.owner, int(now // 1), holder_timeout, fence, session, take.shared, take.parts)
     take.new, take.after = _taking_records(hold, kept, at, request.slots)
@@ -6240,7 +6248,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6243, (), r'''
+_CARRIED['usage'] = (6251, (), r'''
 import os
 import sys
 import textwrap
@@ -6526,7 +6534,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6529, (), r'''
+_CARRIED['parts'] = (6537, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -6917,7 +6925,7 @@ def _after(sofar: int, character: str) -> int:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (6920, (), r'''
+_CARRIED['server_gateway'] = (6928, (), r'''
 import errno
 import json
 import os
@@ -7415,7 +7423,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7418, ('server_gateway',), r'''
+_CARRIED['http1'] = (7426, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7541,7 +7549,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7544, ('server_gateway',), r'''
+_CARRIED['resp'] = (7552, ('server_gateway',), r'''
 import re
 
 
@@ -7675,7 +7683,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7678, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7686, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -7881,7 +7889,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (7884, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (7892, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7995,7 +8003,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7998, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8006, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8511,7 +8519,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8514, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8522, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8573,7 +8581,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8576, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8584, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8852,7 +8860,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8855, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8863, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9244,7 +9252,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9247, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9255, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9382,7 +9390,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9385, (), r'''
+_CARRIED['file_listing'] = (9393, (), r'''
 import os
 import stat
 
@@ -9455,7 +9463,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9458, (), r'''
+_CARRIED['serve'] = (9466, (), r'''
 import json
 import os
 import sys
@@ -10336,7 +10344,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '3580a09d7b1f0285df09f555b36a79d6bdd93f86d64959dfc584a6cbbfbda3df'  # what a cache entry must name
+_BUILD = '253b2d3e54e9bf77e275f2790a29f56fa1892e0d9e6948e985003cb6ac023dfb'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

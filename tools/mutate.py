@@ -950,6 +950,51 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    if unknown:\n        takes",
         "    if False:\n        takes",
     ),
+    "parts-stale-own-retaken": (
+        "an owner's stale part is taken like any other, never by its old owner's right",
+        "    if mine and (any(h in live for h in mine) or not _in_parts(record, request, None)):\n",
+        "    if mine:\n",
+    ),
+    "parts-every-waiter-in-the-way": (
+        "a waiter waits only behind those its parts conflict with",
+        "        waits_on = [p for p in ahead if _conflict(place.shared, place.parts,",
+        "        waits_on = [p for p in ahead if (place.shared, place.parts,",
+    ),
+    "parts-line-by-any-waiter": (
+        "a take yields only to waiters its parts conflict with",
+        "        if clash := _conflict(shared, parts, place.shared, place.parts):\n",
+        "        if clash := (None, None):\n",
+    ),
+    "parts-grow-unchecked": (
+        "an owner's added parts must conflict with no other's hold",
+        "    if added:\n        for holder in take.live:",
+        "    if False:\n        for holder in take.live:",
+    ),
+    "parts-grow-waits": (
+        "a change of parts that conflicts is refused at once, never waited out",
+        '                if take.outcome in ("grow", "full"):\n',
+        "                if False:\n",
+    ),
+    "parts-kept-changed": (
+        "run, held() and a session never change an owner's parts",
+        "    if request.keep_longer:\n        return\n",
+        "",
+    ),
+    "parts-renewal-new-fence": (
+        "a live hold of parts renewed as it stands keeps its fence",
+        "            fence = renewed.fence\n",
+        "            pass\n",
+    ),
+    "parts-record-unbounded": (
+        "a record never passes what a reader reads",
+        "    return len(_bytes_of(record)) + marks > _RECORD_MAX_BYTES\n",
+        "    return False\n",
+    ),
+    "parts-overlap-by-text": (
+        "two holds conflict when some path lies in a part of each, decided exactly",
+        "    return _first_overlap(parts, other_parts)\n",
+        "    return next(((p, p) for p in parts if p in other_parts), None)\n",
+    ),
     "parts-globstar-as-star": (
         "a segment of stars alone is any number of segments",
         '        if len(written) > 1 and written.strip("*") == "":\n',

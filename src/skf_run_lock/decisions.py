@@ -346,11 +346,19 @@ def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: flo
     """A take's hold, the record it leaves and the fence it gets (see _Take): decided
     first, then made into records."""
     holder_timeout, session = _take_timeout(look.record, request, now)
-    if _in_parts(look.record, request, take.parts):
+    in_parts = _in_parts(look.record, request, take.parts)
+    if in_parts:
         kept, at, take.renewed, take.replaced = _kept_beside(look, request, now)
     else:
         kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
-    fence = _fence_of_take(look, request.owner, None if take.changed else take.renewed)
+    renewed = None if take.changed else take.renewed
+    fence = _fence_of_take(look, request.owner, renewed)
+    if in_parts and renewed is not None and renewed.fence is not None:
+        # A live hold of parts renewed as it stands keeps its fence, whatever the
+        # others': theirs tell their own parts' writers apart, and none shares a path
+        # with it (a stale one is taken anew: another may have had its parts since).
+        if not _is_stale(renewed, request.stale_after, now, False):
+            fence = renewed.fence
     take.holder_timeout = holder_timeout
     hold = (request.owner, int(now // 1), holder_timeout, fence, session, take.shared, take.parts)
     take.new, take.after = _taking_records(hold, kept, at, request.slots)
