@@ -250,6 +250,7 @@ __all__ = [
     "LockLost",
     "acquire",
     "acquire_within",
+    "check",
     "fence_of",
     "held",
     "list_locks",
@@ -331,7 +332,24 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         locks: list[ListedLock]
         message: str
 
-    Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
+    class Reservation(TypedDict):
+        """A path that lies in a part of another's live hold, that holder and that part
+        (None: a hold of the whole lock)."""
+
+        path: str
+        held_by: str | None
+        part: str | None
+        kind: Literal["shared", "exclusive"]
+        stale_at: str
+
+    class CheckResult(TypedDict):
+        free: bool
+        reserved: list[Reservation]
+        message: str
+
+    Output = (
+        AcquireResult | ReleaseResult | StatusResult | ListResult | CheckResult | dict[str, str]
+    )
 
 
 __version__ = "1.11.1"
@@ -384,6 +402,7 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
         "message",
     ),
     "list": ("under", "locks", "message"),
+    "check": ("free", "reserved", "message"),
     "run-id": ("run_id",),
 }
 
@@ -878,7 +897,8 @@ if TYPE_CHECKING:
         # Whether a deleted file's name stays while another program has it open
         # (Windows): a lock file is then renamed away first, freeing its name at once.
         delete_keeps_the_name: bool
-        # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file).
+        # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file), or a
+        # backslash: a path git names with one is a file's, not a folder's.
         colon_in_a_file_name: bool
         # Whether the system's file names ignore case (Windows, macOS): UV.LOCK is then
         # the file a package manager writes as uv.lock.
@@ -2553,7 +2573,9 @@ def _own_parts(take: _Take, own: _Record, request: _Request, line: list[_Place])
     if asked is None or (held is not None and _keys(asked) == _keys(held)):
         return
     if held is not None and not _keys(asked) <= _keys(held) and request.keep_longer:
-        take.outcome = "parts"
+        # A renewal whose parts its owner changed meanwhile (an acquire of other
+        # parts): the work's hold is gone, as if released.
+        take.outcome = "lost" if request.renew_only else "parts"
         take.clash = (next(p for p in asked if _key(p) not in _keys(held)), None)
         return
     if request.keep_longer:
@@ -2709,6 +2731,35 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
     elif several:
         standing.naming("no slot held", "free", None)
     return standing
+
+
+def _reserved(
+    record: _Record | None, paths: tuple[str, ...], owner: str | None, query: _Query, now: float
+) -> list[tuple[str, _Record, str | None]]:
+    """Which of ``paths`` (checked) lie in a live hold of ``record``'s lock at ``now``
+    of another than ``owner`` (None: of anyone), shared or not (a commit is a write):
+    for each path, in order, each such holder, longest held first, with each of its
+    parts the path lies in (None: a hold of the whole lock, which every path lies in).
+    ``query.stale_after`` judges a record without a timeout of its own."""
+    live = _live_holders(record, query.stale_after, now, query.empty_is_stale)
+    others = sorted((h for h in live if owner is None or h.owner != owner), key=lambda h: h.since)
+    if not others or not paths:
+        return []
+    # Every holder's parts in one list, in order (a whole hold stands as None in it).
+    held = [(h, part) for h in others for part in (h.parts or (None,))]
+    whole = [at for at, (_, part) in enumerate(held) if part is None]
+    parted = [at for at, (_, part) in enumerate(held) if part is not None]
+    if not parted:
+        return [(path, *held[at]) for path in paths for at in whole]
+    _compile_carried('parts')
+
+    index = _PartIndex([part for _, part in held if part is not None])
+    reserved: list[tuple[str, _Record, str | None]] = []
+    for path in paths:
+        found = [parted[at] for at in index.covering(path)]
+        for at in sorted(whole + found) if whole else found:
+            reserved.append((path, *held[at]))
+    return reserved
 
 
 # A name that says it is a lock: what stands there blocks acquire, whatever it holds.
@@ -2902,6 +2953,16 @@ def _whole_owner_needed(lock: str, owner: str) -> ValueError:
         f"release needs the whole owner with its run id (workflow:skill:run_id, as"
         f" acquire printed it), not {owner!r}: {status} --get held_by prints the holder's;"
         f" of a lock of several slots or shared holds, {status} lists every holder"
+    )
+
+
+def _whole_owner_to_check(owner: str) -> ValueError:
+    """Why check refuses an owner without its run id: the parts it leaves out are one
+    run's."""
+    return ValueError(
+        "check needs the whole owner with its run id (workflow:skill:run_id, as acquire"
+        f" printed it), not {owner!r}: it leaves out that run's own parts; without an"
+        " owner it names every run's"
     )
 
 
@@ -3230,6 +3291,8 @@ def _lost(lock: str, take: _Take) -> LockLost:
         # Of several slots or shared holds: this owner's is gone (cleared, or stale).
         hold = "shared hold" if record.shared else "slot"
         why = f"its {hold} was released or replaced, or went stale"
+        if record.parted:
+            why = "its parts were released or changed by another call of its owner, or went stale"
     elif record is None:
         why = "it was cleared, and no run holds it now"
     else:
@@ -3371,6 +3434,58 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
         "fence": standing.fence,
         "message": message + _in_line_text(line),
     }
+
+
+def _check_result(
+    lock: str,
+    reserved: list[tuple[str, _Record, str | None]],
+    paths: tuple[str, ...],
+    owner: str | None,
+    stale_after: float,
+) -> CheckResult:
+    """check's answer: which of ``paths`` lie in a part of ``lock`` held by another
+    than ``owner`` (None: by anyone), as ``reserved`` gives them (path, holder, part;
+    ``stale_after`` judges a holder without a timeout of its own), the first few named
+    in its message."""
+    whom = "any run" if owner is None else f"a run other than {owner}"
+    entries: list[Reservation] = [
+        {
+            "path": path,
+            "held_by": holder.owner,
+            "part": part,
+            "kind": "shared" if holder.shared else "exclusive",
+            "stale_at": _stale_at(holder.since, _deciding_timeout(holder, stale_after)),
+        }
+        for path, holder, part in reserved
+    ]
+    if not paths:
+        message = f"no path was given, so none lies in a part of {lock} held by {whom}"
+    elif not entries and len(paths) == 1:
+        message = f"the path {_quoted(paths[0])} lies in no part of {lock} held by {whom}"
+    elif not entries:
+        message = f"none of the {len(paths)} paths lies in a part of {lock} held by {whom}"
+    else:
+        count = len(dict.fromkeys(entry["path"] for entry in entries))
+        named = [_reservation_text(entry) for entry in entries[:3]]
+        if len(entries) > 3:
+            named.append(f"and {len(entries) - 3} more, which reserved lists")
+        status = f"{_this_command()} status --lock {_quoted(lock)}"
+        message = (
+            f"{count} of the {len(paths)} paths {'lies' if count == 1 else 'lie'} in parts of"
+            f" {lock} held by {whom}: {'; '.join(named)}. Leave them unwritten until those"
+            f" holds end (released, or stale at their stale_at); {status} shows who holds"
+            " what"
+        )
+    return {"free": not entries, "reserved": entries, "message": message}
+
+
+def _reservation_text(entry: Reservation) -> str:
+    """``'src/a.py' in wf:a:1's part 'src/**'``: a path, and the hold it lies in."""
+    by, part, path = _holder_text(entry["held_by"]), entry["part"], _quoted(entry["path"])
+    shared = ", shared" if entry["kind"] == "shared" else ""
+    if part is None:
+        return f"{path} in the whole lock, held by {by}{shared}"
+    return f"{path} in {by}'s part {_quoted(part)}{shared}"
 
 
 def _count_refusal(lock: str, take: _Take, slots: int) -> str:
@@ -4917,6 +5032,51 @@ def _status_of(query: _Query) -> StatusResult:
     return _status_result(store.lock, standing, _live(look.line, clock), seconds)
 
 
+def check(
+    lock: str | os.PathLike[str],
+    paths: list[str] | tuple[str, ...],
+    owner: str | None = None,
+) -> CheckResult:
+    """Say which of ``paths`` lie in a part of the lock held by another run than
+    ``owner`` (None: by any run), changing nothing. A path is relative to the top of
+    the tree, as git prints it (``src/api/routes.py``), and literal; it lies in every
+    live hold of the whole lock, and in each part of a live hold that covers it, shared
+    or not (a commit is a write). A record without a timeout of its own is judged by
+    the default 60 minutes.
+
+    :param owner: the whole owner, with its run id: its own parts are left out.
+    :returns: the check output: ``free`` (no path lies in such a part), ``reserved``
+        (an entry for each path, holder and part, in the order of ``paths``, each path
+        once), ``message``.
+    :raises ValueError: a bad lock, owner (or one without its run id) or path; a lock
+        path that is another program's file.
+    :raises OSError: the lock could not be read.
+    """
+    return _check_of(_Query(lock, DEFAULT_STALE_AFTER_MIN * 60.0), paths, owner)
+
+
+def _check_of(query: _Query, paths: object, owner: str | None) -> CheckResult:
+    """check, as asked: the lock checked by its store, then the owner, then the paths;
+    the lock read once, judged by the clock (``query.stale_after`` for a record
+    without a timeout of its own)."""
+    store = _store_for(query.lock)
+    try:
+        if owner is not None and not _has_run_id(owner):
+            raise _whole_owner_to_check(owner)
+        _compile_carried('parts')
+
+        checked = _checked_paths(paths, _SEAMS.platform.colon_in_a_file_name)
+        look = store.look()
+    finally:
+        store.close()
+    theirs = _another_programs_file(look)
+    if theirs:
+        raise ValueError(_another_programs_refusal(store.lock, look, theirs))
+    now = time.time()
+    reserved = _reserved(look.record or look.last, checked, owner, query, now)
+    return _check_result(store.lock, reserved, checked, owner, query.stale_after)
+
+
 # At most this many waits in a row go on from one look, each ended by a beat (a
 # look at least every _VOUCHED_WAITS + 1 beats).
 _VOUCHED_WAITS = 4
@@ -5172,19 +5332,20 @@ def _list_table(result: ListResult, now: float) -> str:
 def _table_row(entry: ListedLock, now: float) -> list[str]:
     """One lock's row, with its mode (shared or exclusive) while anyone holds it. A lock
     of several slots that anyone holds shows how many of its slots are held, and one
-    held shared how many hold it, and by whom: the longest holder (its age, when it goes
-    stale) and a count of the rest; a status of a lock of slots may say "free" while a
-    slot is."""
+    held shared or in parts how many hold it, and by whom: the longest holder (its age,
+    when it goes stale, its parts) and a count of the rest; a status of a lock of slots
+    may say "free" while a slot is."""
     state: str = entry["state"]
     holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
     age = entry["age_seconds"]
     stale_at = entry["stale_at"] if state == "held" else None
     live = _live_holders_at(entry, now)
-    if (entry["slots"] > 1 or entry["mode"] == "shared") and live:
+    parted = any(h["parts"] is not None for h in live)
+    if (entry["slots"] > 1 or entry["mode"] == "shared" or parted) and live:
         longest = live[0]  # holders come longest held first
         if entry["slots"] > 1:
             state = f"{len(live)}/{entry['slots']} held"
-        holder = _shown_name(_holder_text(longest["owner"]))
+        holder = _shown_name(_holder_text(longest["owner"])) + _parts_cell(longest["parts"])
         if len(live) > 1:
             holder += f" and {len(live) - 1} more"
         since = _parse_time(longest["since"])
@@ -5203,6 +5364,21 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
         stale_in,
         str(len(entry["waiting"])),
     ]
+
+
+# The most characters of parts a holder's cell shows: more are shown as a count.
+_PARTS_SHOWN_MAX = 32
+
+
+def _parts_cell(parts: list[str] | None) -> str:
+    """What a holder's cell says of its parts: `` (src/**, docs)`` while they are
+    short, else `` (3 parts)``; nothing for a hold of the whole lock."""
+    if parts is None:
+        return ""
+    shown = ", ".join(parts)
+    if len(shown) <= _PARTS_SHOWN_MAX and _shown_name(shown) == shown:
+        return f" ({shown})"
+    return f" ({len(parts)} part{'s' if len(parts) != 1 else ''})"
 
 
 # --------------------------------------------------------------------------------------
@@ -5564,7 +5740,9 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
         if lost is not None:
             _stop_command(child, waiter, renewer.grace_left())
             break
-    _release_for_run(lock, owner, kept)
+    # A hold found lost is no longer the work's (another's, cleared, or changed by a call
+    # of its owner): nothing of its own to release. One that ran out may still be.
+    _release_for_run(lock, owner, kept or (lost is not None and not renewer.ran_out))
     if lost is not None:
         _fail(f"{lost}; the command {command[0]!r} was stopped")
         return _EXIT_HELD
@@ -5617,13 +5795,17 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--empty-is-stale": None,
         "--get": False,
     },
+    "check": {"--lock": True, "--owner": False, "--null": None, "--get": False},
     "list": {"--under": True, "--stale-after": False, "--table": None, "--get": False},
     "serve": {"--lease": False},
     "run-id": {"--get": False},
 }
 # run takes acquire's options but --get: it prints nothing of its own on stdout.
 _OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
-_COMMAND_NAMES = "acquire, release, status, run, list, serve or run-id"
+_COMMAND_NAMES = "acquire, release, status, check, run, list, serve or run-id"
+# check takes paths as arguments (after a bare --, whatever they are), or "-" for
+# stdin, which its options keep under this name.
+_STDIN = "-"
 _HELP_HINT = "--help shows how to use each"
 
 
@@ -5654,8 +5836,9 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     command, *rest = argv
     if command in _ABOUT_THE_TOOL:
         return _about_the_tool(command, rest)
-    # run's own options stand before --; what follows is COMMAND's, --help included.
-    own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
+    # run's own options stand before --; what follows is COMMAND's, --help included;
+    # after check's, paths.
+    own = rest[: rest.index("--")] if command in ("run", "check") and "--" in rest else rest
     if command in _OPTIONS and ("-h" in own or "--help" in own):
         return "help", {"command": command}, [], []
     tail: list[str] = []
@@ -5666,7 +5849,12 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     allowed = _OPTIONS.get(command)
     if allowed is None:
         raise _UsageError(_not_a_command(command))
-    options, got = _parse_options(command, allowed, rest)
+    paths: list[str] | None = None
+    if command == "check":
+        paths, rest, tail = [], own, rest[len(own) + 1 :]
+    options, got = _parse_options(command, allowed, rest, paths)
+    if paths is not None:
+        tail = _check_paths_given(options, paths, tail)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
@@ -5736,14 +5924,18 @@ def _repeated(options: dict[str, str], name: str) -> list[str] | None:
 
 
 def _parse_options(
-    command: str, allowed: dict[str, bool | None], rest: list[str]
+    command: str, allowed: dict[str, bool | None], rest: list[str], paths: list[str] | None = None
 ) -> tuple[dict[str, str], list[str]]:
     """Each option given once, with its value (but those that repeat, _REPEATED); and
-    --get's keys, which it may repeat."""
+    --get's keys, which it may repeat. ``paths``: a command that takes arguments
+    (check) gets each one that is no option (and "-") added to it."""
     options: dict[str, str] = {}
     got: list[str] = []
     args = iter(rest)
     for arg in args:
+        if paths is not None and (arg == _STDIN or not arg.startswith("-")):
+            paths.append(arg)
+            continue
         name, has_value, value = arg.partition("=")
         if name not in allowed:
             raise _UsageError(_not_taken(command, allowed, arg))
@@ -5765,6 +5957,23 @@ def _parse_options(
         else:
             options[name] = value
     return options, got
+
+
+def _check_paths_given(options: dict[str, str], paths: list[str], after: list[str]) -> list[str]:
+    """check's paths: those given before a bare -- (where "-" says to read them from
+    stdin, kept in ``options``), then all ``after`` it, as given; refused when "-" comes
+    with others, twice, or --null comes without it."""
+    if _STDIN in paths:
+        if paths.count(_STDIN) > 1 or len(paths) > 1 or after:
+            raise _UsageError(
+                "check reads its paths from stdin (-) or takes them as arguments, not both:"
+                " give - alone, or the paths (a path named - after --)"
+            )
+        options[_STDIN] = ""
+        return []
+    if "--null" in options:
+        raise _UsageError("--null says how stdin separates paths: give - to read them from stdin")
+    return [*paths, *after]
 
 
 def _not_a_command(word: str) -> str:
@@ -5949,6 +6158,33 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
+def _cli_check(options: dict[str, str], tail: list[str]) -> tuple[CheckResult, int]:
+    """check: the paths given (``tail``), or read from stdin ("-"), each checked."""
+    paths = _paths_on_stdin("--null" in options) if _STDIN in options else tail
+    result = check(options["--lock"], paths, options.get("--owner"))
+    return result, _EXIT_OK if result["free"] else _EXIT_HELD
+
+
+def _paths_on_stdin(null: bool) -> list[str]:
+    """The paths on stdin, one a line (a line may end in CRLF), or each ended by a NUL
+    (``null``: as ``git diff -z`` gives them, taken as they are); UTF-8. An empty one
+    names no path: a script's printf of no paths writes an empty line."""
+    try:
+        data = b"" if sys.stdin is None else sys.stdin.buffer.read()
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"check could not read the paths on stdin: {exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"the paths on stdin are not UTF-8 (byte {exc.start} is not): give each path"
+            " as git prints it"
+        ) from None
+    if null:
+        return [path for path in text.split("\0") if path]
+    return [line.removesuffix("\r") for line in text.split("\n") if line.removesuffix("\r")]
+
+
 def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
     result = list_locks(options["--under"], _stale_after_seconds(options))
     if "--table" in options:
@@ -5996,6 +6232,7 @@ _COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | 
     "run": _cli_run,
     "release": _cli_release,
     "status": _cli_status,
+    "check": _cli_check,
     "list": _cli_list,
     "serve": _cli_serve,
     "run-id": _cli_run_id,
@@ -6074,7 +6311,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6077, (), r'''
+_CARRIED['usage'] = (6314, (), r'''
 import os
 import sys
 import textwrap
@@ -6094,6 +6331,10 @@ _COMMAND_HELP = {
     "status": (
         "say who holds the lock, changing nothing",
         "{name} status --lock ~/.locks/demo.lock --get state",
+    ),
+    "check": (
+        "say which of these paths lie in a part another run holds, changing nothing",
+        "git diff --name-only -z HEAD | {name} check --lock ~/.locks/demo.lock --null -",
     ),
     "run": (
         "hold the lock while COMMAND runs, renewing it; exit with its code",
@@ -6120,6 +6361,9 @@ _EXITS = {
     "release": "0 answered (released, or reason says absent or not-owner), 1 bad arguments,"
     " 2 the lock could not be read or written",
     "status": "0 free or stale, 3 held, 1 bad arguments, 2 the lock could not be read",
+    "check": "0 no path lies in a part another run holds (or no path given), 3 some do"
+    " (reserved names each path, holder and part), 1 bad arguments or paths, 2 the lock"
+    " could not be read",
     "run": "COMMAND's own; before it starts 1, 2 or 3 as acquire (JSON on stderr), 126 or"
     " 127 if it cannot start; 3 if the lock is lost while it runs (COMMAND is stopped)",
     "list": "0 listed, 1 bad arguments, 2 the place could not be read",
@@ -6142,6 +6386,11 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         " and must be unique to it: two runs given deploy:site:main both hold the lock as"
         " one (let acquire add it)"
     )
+    if command == "check":
+        owner = (
+            "workflow:skill:run_id, as acquire printed it: leave out this run's own parts"
+            " (default: every run's parts count)"
+        )
     return {
         "--lock": (
             "--lock LOCK",
@@ -6191,6 +6440,11 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "an empty lock file (flock(1) leaves one) is stale at once",
         ),
         "--table": ("--table", "a table for a person instead of JSON"),
+        "--null": (
+            "--null",
+            "with -, the paths on stdin each end with a NUL (git diff -z, find -print0),"
+            " not a line break",
+        ),
         "--lease": (
             "--lease DURATION",
             "the timeout of the session's holds, renewed every third of it while the"
@@ -6226,6 +6480,8 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
         shown[list(options).index("--get")] += "..."
     if command == "run":
         shown.append("-- COMMAND [ARG...]")
+    if command == "check":
+        shown.append("[PATH... | -]")
     usage = _wrapped(f"usage: {name} {command}", shown)
     lines = [usage, "", f"{summary[0].upper()}{summary[1:]}.", "", "options:"]
     for option in options:
@@ -6234,6 +6490,12 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
         first, *rest = [*textwrap.wrap(text, 88 - 24), *own_lines]
         lines.append(f"  {form:<22}{first}" if len(form) < 22 else f"  {form}\n{'':24}{first}")
         lines.extend(f"{'':24}{more}" for more in rest)
+    if command == "check":
+        lines.append(
+            f"  {'PATH':<22}a path as git prints it, from the top of the tree (src/api/x.py);"
+            f"\n{'':24}after a bare --, every argument is a path"
+        )
+        lines.append(f"  {'-':<22}read the paths from stdin, one a line (--null: NUL-ended)")
     lines.append(f"  {'-h, --help':<22}show this help")
     lines += ["", "example:", "  " + example.format(name=name), ""]
     lines.append(
@@ -6316,9 +6578,10 @@ class _WaitLine:
 
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/parts.py, carried as text: compiled only for a lock of its store
-# Parts of a tree: the path patterns a hold may name, checked, and the two questions
-# asked of them: does a part cover a path, and do two parts share one. Pure: no store,
-# no clock. Compiled only for a call that names parts.
+# Parts of a tree: the path patterns a hold may name, checked, and the questions asked
+# of them: does a part cover a path (and which of many parts does each of many paths lie
+# in: indexed), and do two parts share one. Pure: no store, no clock. Compiled only for a
+# call that names parts or paths.
 #
 # A part is read as git reads a ``:(glob)`` pathspec: segments between ``/``; ``*`` is
 # any characters within a segment, ``?`` one character (a code point), a segment of
@@ -6334,7 +6597,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6337, (), r'''
+_CARRIED['parts'] = (6600, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -6395,25 +6658,39 @@ def _checked_parts(parts: object) -> tuple[str, ...] | None:
     return tuple(spellings[key] for key in sorted(spellings))
 
 
-def _checked_path(path: object) -> str:
+def _checked_path(path: object, posix_names: bool = False) -> str:
     """``path`` (one a commit touches, as git prints it) normalised as a part is, its
     case kept; or ValueError, one line, naming it. Its ``*``, ``?`` and brackets are
-    characters. A ``.`` segment is refused as ``..`` is (git never prints one), and so
-    is a backslash: read as a separator it would hide ``*b`` covering the POSIX name
-    ``a\\b``; read as a character, ``src/api`` covering Windows' ``src\\api\\x.py``."""
+    characters. A ``.`` segment is refused as ``..`` is (git never prints one). Where a
+    file's name may hold a backslash or a colon (``posix_names``), they are characters
+    of it (git names such a file so); elsewhere (Windows) a backslash is a separator a
+    person typed, and a drive an absolute path: refused, as in a part."""
     if not isinstance(path, str):
         raise ValueError(f"a path must be a string, not {type(path).__name__}")
     if not path:
         raise ValueError("a path must not be empty")
-    return _normalised(path, "path", _shown(path))
+    return _normalised(path, "path", _shown(path), posix_names)
 
 
-def _normalised(text: str, what: str, shown: str) -> str:
+def _checked_paths(paths: object, posix_names: bool = False) -> tuple[str, ...]:
+    """The paths a caller asks about, each checked (_checked_path), in the order given,
+    each once (the first time it came); ValueError, one line, for the first that is
+    wrong, or for anything else than a list (or tuple) of strings."""
+    if isinstance(paths, str):
+        raise ValueError("paths must be a list of strings, not a string: put one path in a list")
+    if not isinstance(paths, list | tuple):
+        raise ValueError(f"paths must be a list of strings, not {type(paths).__name__}")
+    return tuple(dict.fromkeys(_checked_path(path, posix_names) for path in paths))
+
+
+def _normalised(text: str, what: str, shown: str, posix_names: bool = False) -> str:
     """``text`` without ``./`` at its start nor ``/`` at its end, or ValueError naming
-    it (``what``: part or path) for what neither may hold."""
-    if "\\" in text:
+    it (``what``: part or path) for what neither may hold (``posix_names``: a path whose
+    names may hold a backslash or a colon)."""
+    if "\\" in text and not posix_names:
         raise ValueError(f"{what} {shown} holds a backslash: separate segments with '/'")
-    if text.startswith("/") or (text[1:2] == ":" and text[0].isascii() and text[0].isalpha()):
+    drive = text[1:2] == ":" and text[0].isascii() and text[0].isalpha() and not posix_names
+    if text.startswith("/") or drive:
         raise ValueError(
             f"{what} {shown} is an absolute path: name it from the top of the tree,"
             " with '/' between segments"
@@ -6475,16 +6752,90 @@ def _part_key(part: str) -> str:
 def _covers(part: str, path: str) -> bool:
     """Whether ``path`` lies in ``part`` (both checked): its first segments, some or
     all, match the pattern."""
-    part, path = _folded(part), _folded(path)
-    star, mark = part.find("*"), part.find("?")
-    if star < 0 and mark < 0:  # the part's own path, or one under it
+    return _ready_covers(_Ready(part), _folded(path))
+
+
+class _Ready:
+    """A checked part made ready to be matched against many paths: ``folded``, and
+    unless it is literal (``pattern`` None) its pattern and where its first star or
+    "?" stands (``first``): what stands before it is literal (a "**" there may take no
+    segment: "src/**" covers "src")."""
+
+    __slots__ = ("first", "folded", "pattern")
+
+    def __init__(self, part: str) -> None:
+        self.folded = _folded(part)
+        star, mark = self.folded.find("*"), self.folded.find("?")
+        self.first = star if mark < 0 or 0 <= star < mark else mark
+        self.pattern = None if self.first < 0 else _pattern(part)
+
+
+def _ready_covers(ready: _Ready, path: str) -> bool:
+    """Whether the checked, folded ``path`` lies in the part ``ready`` is."""
+    part = ready.folded
+    if ready.pattern is None:  # the part's own path, or one under it
         return path.startswith(part) and path[len(part) : len(part) + 1] in ("", "/")
-    # What stands before the first star or "?" is literal (a "**" there may take no
-    # segment: "src/**" covers "src").
-    first = star if mark < 0 or 0 <= star < mark else mark
-    if not (path + "/").startswith(part[:first]):
+    if not (path + "/").startswith(part[: ready.first]):
         return False
-    return _prefix_matches(_pattern(part), path.split("/"))
+    return _prefix_matches(ready.pattern, path.split("/"))
+
+
+class _PartIndex:
+    """Parts (checked) indexed to find, for each of many paths, those it lies in. Each
+    part is asked once however many hold it (readers share the same parts). Every
+    literal segment of a part (no star, no "?") must be some segment of a path it
+    covers, folded: a part whose first segment is literal covers only paths whose
+    first segment is that one, and is looked up by it; one whose first segment is a
+    glob, by its last literal segment, among all of a path's segments; only one with
+    no literal segment (``**/*.md``) is tried on every path, and only if the path holds
+    each run of characters its globs must match (``.md``). Ten thousand paths against
+    a thousand parts ask each path about the few parts that name its folders."""
+
+    __slots__ = ("at", "by_any", "by_first", "everywhere", "pieces", "ready")
+
+    def __init__(self, parts: list[str]) -> None:
+        places: dict[str, list[int]] = {}  # each part's key, and where it stands
+        for at, part in enumerate(parts):
+            places.setdefault(_part_key(part), []).append(at)
+        self.at = list(places.values())
+        self.ready = [_Ready(parts[same[0]]) for same in self.at]
+        self.by_first: dict[str, list[int]] = {}
+        self.by_any: dict[str, list[int]] = {}
+        self.everywhere: list[int] = []
+        self.pieces = [_pieces(ready.folded) for ready in self.ready]
+        for one, ready in enumerate(self.ready):
+            segments = ready.folded.split("/")
+            literal = [s for s in segments if "*" not in s and "?" not in s]
+            if literal and literal[0] == segments[0]:
+                self.by_first.setdefault(segments[0], []).append(one)
+            elif literal:
+                self.by_any.setdefault(literal[-1], []).append(one)
+            else:
+                self.everywhere.append(one)
+
+    def covering(self, path: str) -> list[int]:
+        """The places in ``parts``, in order, of those that ``path`` (checked) lies in."""
+        folded = _folded(path)
+        segments = folded.split("/")
+        tried = [*self.by_first.get(segments[0], ()), *self.everywhere]
+        if self.by_any:
+            for segment in set(segments):
+                tried += self.by_any.get(segment, ())
+        found = [
+            self.at[one]
+            for one in tried
+            if all(piece in folded for piece in self.pieces[one])
+            and _ready_covers(self.ready[one], folded)
+        ]
+        if len(found) == 1:
+            return list(found[0])
+        return sorted(at for same in found for at in same)  # in the parts' order
+
+
+def _pieces(part: str) -> list[str]:
+    """The runs of characters (no star, no "?") of a folded part: a path it covers
+    holds each of them, as its segments match the part's."""
+    return [piece for piece in part.replace("?", "*").replace("/", "*").split("*") if piece]
 
 
 def _prefix_matches(pattern: _Pattern, segments: list[str]) -> bool:
@@ -6640,7 +6991,7 @@ def _after(sofar: int, character: str) -> int:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (6643, (), r'''
+_CARRIED['server_gateway'] = (6994, (), r'''
 import errno
 import json
 import os
@@ -7138,7 +7489,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7141, ('server_gateway',), r'''
+_CARRIED['http1'] = (7492, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7264,7 +7615,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7267, ('server_gateway',), r'''
+_CARRIED['resp'] = (7618, ('server_gateway',), r'''
 import re
 
 
@@ -7398,7 +7749,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7401, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7752, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -7604,7 +7955,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (7607, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (7958, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7718,7 +8069,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7721, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8072, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8235,7 +8586,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8238, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8589, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8297,7 +8648,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8300, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8651, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8576,7 +8927,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8579, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8930, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8969,7 +9320,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8972, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9323, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9107,7 +9458,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9110, (), r'''
+_CARRIED['file_listing'] = (9461, (), r'''
 import os
 import stat
 
@@ -9180,7 +9531,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9183, (), r'''
+_CARRIED['serve'] = (9534, (), r'''
 import json
 import os
 import sys
@@ -9286,6 +9637,7 @@ class _SessionHold:
             "owner": hold.owner,
             "fence": hold.fence,
             "kind": hold.kind,
+            "parts": None if hold.parts is None else list(hold.parts),
             "state": self.state,
             "kept": self.kept,
             "last_renewal": _format_time(self.renewed_at),
@@ -9311,10 +9663,21 @@ class _KeptPlace:
         self.dropped = False
 
     def resumed_by(self, given: str, request: _Request) -> bool:
-        """Whether an acquire of its lock under ``given`` asks what it waited for."""
+        """Whether an acquire of its lock under ``given`` asks what it waited for: the
+        same kind, count and parts (as a set, each part by its key)."""
         ours = given in (self.given, self.request.owner)
         asked = self.request
-        return ours and (request.shared, request.slots) == (asked.shared, asked.slots)
+        same = (request.shared, request.slots) == (asked.shared, asked.slots)
+        return ours and same and _part_keys(request.parts) == _part_keys(asked.parts)
+
+
+def _part_keys(parts: tuple[str, ...] | None) -> frozenset[str] | None:
+    """What a set of parts is compared by (None: the lock whole)."""
+    if parts is None:
+        return None
+    _compile_carried('parts')
+
+    return frozenset(_part_key(part) for part in parts)
 
 
 class _Session:
@@ -9622,6 +9985,9 @@ def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request,
             " number, never a slot; give one or the other"
         )
     slots = _checked_slots(arguments.get("slots", 1), "slots")
+    parts = _checked_parts_of(arguments.get("parts"), 1)
+    if parts is not None and slots != 1:
+        raise _UsageError(f"parts have no count of slots: give parts or slots {slots}, not both")
     owner, run_id = _owner_with_run_id(owner_text)
     longest = _SEAMS.longest_call_wait_sec
     request = _Request(
@@ -9632,6 +9998,7 @@ def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request,
         wait=min(wait, longest),
         slots=slots,
         shared=shared,
+        parts=parts,
         keep_longer=True,
         session=True,
     )
@@ -9669,7 +10036,7 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
             raise _Cancelled
         result["message"] += (
             f"; your place in line is kept {_KEPT_SEC:g} s: call acquire again within them,"
-            " with this lock and owner and the same slots and shared, to wait on from it"
+            " with this lock and owner and the same slots, shared and parts, to wait on from it"
         )
     return {**result, "fence": None if hold is None else hold.fence}
 
@@ -9696,6 +10063,24 @@ def _release(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
 
 def _status(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     return dict(status(_place(arguments, "lock"), DEFAULT_STALE_AFTER_MIN * 60))
+
+
+# The most paths one check call takes (the CLI takes any number).
+_CHECK_PATHS_MAX = 10_000
+
+
+def _check(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
+    """The check tool: the CLI's check output for ``paths``, at most _CHECK_PATHS_MAX."""
+    lock = _place(arguments, "lock")
+    if "paths" not in arguments:
+        raise _UsageError("paths is required: a list of paths, as git prints them")
+    paths = arguments["paths"]
+    if isinstance(paths, list) and len(paths) > _CHECK_PATHS_MAX:
+        raise _UsageError(
+            f"paths holds {len(paths)} paths; a call takes at most {_CHECK_PATHS_MAX}:"
+            " check the rest in another call"
+        )
+    return dict(check(lock, paths, arguments.get("owner")))
 
 
 def _list(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
@@ -9745,6 +10130,16 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
                     "type": "boolean",
                     "description": "a shared hold (readers: any number at once)",
                 },
+                "parts": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "hold only these parts of the lock (1 to 100 paths or"
+                    " globs from the top of the tree, as git reads them: 'src/api',"
+                    " 'docs/**/*.md'); holds conflict only where some path lies in a part"
+                    " of each. Default: the whole lock. A call again keeps the hold as"
+                    " it is: the parts it names must be among those held (to change them,"
+                    " release, then acquire the new set)",
+                },
             },
             "required": ["lock", "owner"],
             "additionalProperties": False,
@@ -9773,6 +10168,34 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         },
         _status,
     ),
+    "check": (
+        "Which of these paths lie in a part of a lock that another run holds (any run,"
+        " without owner), changing nothing: the CLI's check JSON. free is true when none"
+        " does; else reserved names each path with the holder, its part (null: it holds"
+        " the whole lock), kind and stale_at. Check the paths a commit writes before"
+        " making it; a shared part reserves them too.",
+        {
+            "type": "object",
+            "properties": {
+                "lock": _LOCK,
+                "paths": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": _CHECK_PATHS_MAX,
+                    "description": "paths from the top of the tree, as git prints them"
+                    " ('src/api/routes.py'), at most 10000",
+                },
+                "owner": {
+                    "type": "string",
+                    "description": "the whole owner (workflow:skill:run_id) whose own parts"
+                    " are left out; default: every run's parts count",
+                },
+            },
+            "required": ["lock", "paths"],
+            "additionalProperties": False,
+        },
+        _check,
+    ),
     "list": (
         "Every lock under a folder (absolute path) or an etcd:// or redis:// key prefix,"
         " changing nothing: the CLI's list JSON.",
@@ -9791,8 +10214,8 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         _list,
     ),
     "holds": (
-        "This session's holds: each with its lock, owner, fence, kind, state (held,"
-        " released or lost) and last renewal.",
+        "This session's holds: each with its lock, owner, fence, kind, parts (null: the"
+        " whole lock), state (held, released or lost) and last renewal.",
         {"type": "object", "properties": {}, "additionalProperties": False},
         _holds,
     ),
@@ -10010,7 +10433,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '26ef96a71324e52b226d9044ee3a6c1c208a816576c77dab4083708e35e11565'  # what a cache entry must name
+_BUILD = '31859b9caf7330e9c2da823d0e301369e13b1109bfa1458a2145b1835a04a48b'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from calls import Run, pipe
+from loader import SCRIPT
 from older import older
 from stores import StoreUnderTest, status_now
 from test_acquire import ACQUIRE_KEYS
@@ -198,6 +199,43 @@ def test_run_and_held_keep_an_owners_parts_and_refuse_a_part_it_does_not_hold(
         "pass",
     )
     assert ran.code == 0 and "wf:b:1" not in holders(skf, store)
+
+
+@pytest.mark.timeout(60)
+def test_a_run_whose_parts_its_owner_changed_stops_at_its_next_renewal(
+    cli: Callable[..., Run], store: StoreUnderTest, tmp_path: Path
+) -> None:
+    """A run holds src and docs; a call of its owner changes its hold to src alone: the
+    run's next renewal finds its hold gone (not a passing failure, tried again until it
+    runs out), stops its command and exits 3 saying its parts changed."""
+    lock = store.lock
+    started = tmp_path / "started"
+    command = [
+        sys.executable,
+        "-c",
+        f"open({str(started)!r}, 'w').close()\nimport time\ntime.sleep(60)",
+    ]
+    argv = ["run", "--lock", lock, "--owner", "wf:a:1", "--stale-after", "6s"]
+    argv += ["--part", "src", "--part", "docs", "--", *command]
+    run = subprocess.Popen(
+        [sys.executable, str(SCRIPT), *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(started.exists, what="the run's command")
+        changed = take(cli, lock, "wf:a:1", "src")
+        assert changed.code == 0 and changed.json["refreshed"] is True, changed
+        _, err = run.communicate(timeout=30)  # its next renewal is 2 s away
+    finally:
+        run.kill()
+        run.communicate()
+    assert run.returncode == 3, err
+    assert "its parts were released or changed by another call of its owner" in err, err
+    assert "renewals failed" not in err
+    # The hold its owner changed is its owner's, left as it is.
+    assert take(cli, lock, "wf:b:1", "src/x").json["held_by"] == "wf:a:1"
 
 
 @pytest.mark.parametrize(

@@ -1038,8 +1038,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "parts-covers-prefix-past-globstar": (
         "a ** after the literal start may take no segment",
-        '    if not (path + "/").startswith(part[:first]):\n',
-        "    if not path.startswith(part[:first]):\n",
+        '    if not (path + "/").startswith(part[: ready.first]):\n',
+        "    if not path.startswith(part[: ready.first]):\n",
     ),
     "parts-case-kept": (
         "ASCII case is folded",
@@ -1136,10 +1136,114 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "            if event & (select.POLLERR | select.POLLHUP):\n",
         "            if False:\n",
     ),
+    "check-owner-parts-counted": (
+        "check leaves out the parts of the owner it names",
+        "    others = sorted((h for h in live if owner is None or h.owner != owner), key=",
+        "    others = sorted((h for h in live), key=",
+    ),
+    "check-shared-parts-free": (
+        "a shared part reserves a path as any part does",
+        "    others = sorted((h for h in live if owner is None or h.owner != owner), key=",
+        "    others = sorted((h for h in live if not h.shared and h.owner != owner), key=",
+    ),
+    "check-stale-holds-reserve": (
+        "a stale hold reserves nothing",
+        "    live = _live_holders(record, query.stale_after, now, query.empty_is_stale)\n",
+        "    live = _holders(record)\n",
+    ),
+    "check-whole-hold-reserves-nothing": (
+        "a hold of the whole lock reserves every path",
+        "    held = [(h, part) for h in others for part in (h.parts or (None,))]\n",
+        "    held = [(h, part) for h in others for part in (h.parts or ())]\n",
+    ),
+    "check-index-first-segment-unfolded": (
+        "the index looks a path up by its first segment, folded",
+        "        tried = [*self.by_first.get(segments[0], ()), *self.everywhere]\n",
+        '        tried = [*self.by_first.get(path.split("/")[0], ()), *self.everywhere]\n',
+    ),
+    "check-index-glob-first-by-first-segment": (
+        "a part whose first segment is a glob is no part of one folder",
+        "            if literal and literal[0] == segments[0]:\n",
+        "            if literal:\n",
+    ),
+    "check-index-pieces-unfolded": (
+        "the runs of characters a path must hold are folded",
+        "        self.pieces = [_pieces(ready.folded) for ready in self.ready]\n",
+        "        self.pieces = [_pieces(parts[same[0]]) for same in self.at]\n",
+    ),
+    "check-index-one-holder-a-part": (
+        "a part that several hold reserves a path for each of them",
+        "        return sorted(at for same in found for at in same)  # in the parts' order\n",
+        "        return sorted(same[0] for same in found)\n",
+    ),
+    "check-null-split-on-lines": (
+        "--null: each path on stdin ends with a NUL",
+        '        return [path for path in text.split("\\0") if path]\n',
+        '        return [path for path in text.split("\\n") if path]\n',
+    ),
+    "check-crlf-kept": (
+        "a line on stdin may end in CRLF",
+        '    return [line.removesuffix("\\r") for line in text.split("\\n")'
+        ' if line.removesuffix("\\r")]\n',
+        '    return [line for line in text.split("\\n") if line]\n',
+    ),
+    "check-separator-read-as-option": (
+        "after a bare --, every argument is a path",
+        "        paths, rest, tail = [], own, rest[len(own) + 1 :]\n",
+        "        paths, tail = [], []\n",
+    ),
+    "check-owner-without-run-id": (
+        "check's owner is whole, with its run id",
+        "        if owner is not None and not _has_run_id(owner):\n",
+        "        if False:\n",
+    ),
+    "check-reserved-exit-0": (
+        "check exits 3 when a path is reserved",
+        '    return result, _EXIT_OK if result["free"] else _EXIT_HELD\n',
+        "    return result, _EXIT_OK\n",
+    ),
+    "serve-kept-place-any-parts": (
+        "a kept place is resumed only by the same set of parts",
+        "        return ours and same and _part_keys(request.parts) == _part_keys(asked.parts)\n",
+        "        return ours and same\n",
+    ),
+    "serve-kept-place-parts-by-spelling": (
+        "a kept place compares parts by their keys, as a set",
+        "        return ours and same and _part_keys(request.parts) == _part_keys(asked.parts)\n",
+        "        return ours and same and request.parts == asked.parts\n",
+    ),
+    "serve-check-paths-unbounded": (
+        "the check tool takes at most 10,000 paths",
+        "    if isinstance(paths, list) and len(paths) > _CHECK_PATHS_MAX:\n",
+        "    if False:\n",
+    ),
+    "serve-holds-without-parts": (
+        "holds and lost_holds show each hold's parts",
+        '            "parts": None if hold.parts is None else list(hold.parts),\n',
+        '            "parts": None,\n',
+    ),
+    "list-table-parts-hidden": (
+        "the table shows a holder's parts, or how many",
+        '        holder = _shown_name(_holder_text(longest["owner"]))'
+        ' + _parts_cell(longest["parts"])\n',
+        '        holder = _shown_name(_holder_text(longest["owner"]))\n',
+    ),
+    "list-table-parted-one-holder": (
+        "the table counts the holders of a lock held in parts",
+        '    parted = any(h["parts"] is not None for h in live)\n',
+        "    parted = False\n",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "parts-every-waiter-in-the-way": "a waiter that also waits on places it does not"
+    " conflict with only wakes later: it looks again every few beats, and its verdict"
+    " (by conflict) then lets it take; latency, no outcome, which no test may time",
+    "parts-stale-own-retaken": "a stale hold of parts stays in its record only until the"
+    " next take rewrites it, which drops it; until then no live hold can conflict with"
+    " its owner's retake, and a conflicting waiter would have taken it first",
+}
 
 
 # Words of a mutant's name that name no test file but say where its bug shows.
@@ -1178,6 +1282,10 @@ _KILLED_IN = {
     "parts-renewal-new-fence": "test_parts_holds",
     "parts-record-unbounded": "test_parts_holds",
     "parts-overlap-by-text": "test_parts_holds",
+    "serve-kept-place-any-parts": "test_serve_parts",
+    "serve-kept-place-parts-by-spelling": "test_serve_parts",
+    "serve-check-paths-unbounded": "test_serve_parts",
+    "serve-holds-without-parts": "test_serve_parts",
 }
 
 

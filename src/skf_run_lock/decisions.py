@@ -508,7 +508,9 @@ def _own_parts(take: _Take, own: _Record, request: _Request, line: list[_Place])
     if asked is None or (held is not None and _keys(asked) == _keys(held)):
         return
     if held is not None and not _keys(asked) <= _keys(held) and request.keep_longer:
-        take.outcome = "parts"
+        # A renewal whose parts its owner changed meanwhile (an acquire of other
+        # parts): the work's hold is gone, as if released.
+        take.outcome = "lost" if request.renew_only else "parts"
         take.clash = (next(p for p in asked if _key(p) not in _keys(held)), None)
         return
     if request.keep_longer:
@@ -664,6 +666,35 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
     elif several:
         standing.naming("no slot held", "free", None)
     return standing
+
+
+def _reserved(
+    record: _Record | None, paths: tuple[str, ...], owner: str | None, query: _Query, now: float
+) -> list[tuple[str, _Record, str | None]]:
+    """Which of ``paths`` (checked) lie in a live hold of ``record``'s lock at ``now``
+    of another than ``owner`` (None: of anyone), shared or not (a commit is a write):
+    for each path, in order, each such holder, longest held first, with each of its
+    parts the path lies in (None: a hold of the whole lock, which every path lies in).
+    ``query.stale_after`` judges a record without a timeout of its own."""
+    live = _live_holders(record, query.stale_after, now, query.empty_is_stale)
+    others = sorted((h for h in live if owner is None or h.owner != owner), key=lambda h: h.since)
+    if not others or not paths:
+        return []
+    # Every holder's parts in one list, in order (a whole hold stands as None in it).
+    held = [(h, part) for h in others for part in (h.parts or (None,))]
+    whole = [at for at, (_, part) in enumerate(held) if part is None]
+    parted = [at for at, (_, part) in enumerate(held) if part is not None]
+    if not parted:
+        return [(path, *held[at]) for path in paths for at in whole]
+    from .parts import _PartIndex
+
+    index = _PartIndex([part for _, part in held if part is not None])
+    reserved: list[tuple[str, _Record, str | None]] = []
+    for path in paths:
+        found = [parted[at] for at in index.covering(path)]
+        for at in sorted(whole + found) if whole else found:
+            reserved.append((path, *held[at]))
+    return reserved
 
 
 # A name that says it is a lock: what stands there blocks acquire, whatever it holds.

@@ -213,7 +213,9 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
         if lost is not None:
             _stop_command(child, waiter, renewer.grace_left())
             break
-    _release_for_run(lock, owner, kept)
+    # A hold found lost is no longer the work's (another's, cleared, or changed by a call
+    # of its owner): nothing of its own to release. One that ran out may still be.
+    _release_for_run(lock, owner, kept or (lost is not None and not renewer.ran_out))
     if lost is not None:
         _fail(f"{lost}; the command {command[0]!r} was stopped")
         return _EXIT_HELD

@@ -16,6 +16,7 @@ from .decisions import (
     _decide_turn,
     _live,
     _released,
+    _reserved,
     _standing,
 )
 from .hold import _Hold
@@ -35,14 +36,16 @@ from .outputs import (
     _acquired_result,
     _another_programs_left,
     _another_programs_refusal,
+    _check_result,
     _holds_text,
     _refusal,
     _release_result,
     _status_result,
     _waited,
     _whole_owner_needed,
+    _whole_owner_to_check,
 )
-from .public_surface import LockBusy
+from .public_surface import DEFAULT_STALE_AFTER_MIN, LockBusy
 from .records import _Place
 from .registry import _store_for
 from .seams import _SEAMS
@@ -53,11 +56,11 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from .decisions import _Turn
-    from .public_surface import AcquireResult, ReleaseResult, StatusResult
+    from .public_surface import AcquireResult, CheckResult, ReleaseResult, StatusResult
     from .records import _Look
     from .store_protocol import _Store
 
-__all__ = ["acquire", "acquire_within", "release", "status"]
+__all__ = ["acquire", "acquire_within", "check", "release", "status"]
 
 
 # Changes lost to other writers, in a row, before a call gives up ("kept changing").
@@ -320,6 +323,51 @@ def _status_of(query: _Query) -> StatusResult:
     seconds = clock if query.fixed_now is None else query.fixed_now
     standing = _standing(record, query, seconds)
     return _status_result(store.lock, standing, _live(look.line, clock), seconds)
+
+
+def check(
+    lock: str | os.PathLike[str],
+    paths: list[str] | tuple[str, ...],
+    owner: str | None = None,
+) -> CheckResult:
+    """Say which of ``paths`` lie in a part of the lock held by another run than
+    ``owner`` (None: by any run), changing nothing. A path is relative to the top of
+    the tree, as git prints it (``src/api/routes.py``), and literal; it lies in every
+    live hold of the whole lock, and in each part of a live hold that covers it, shared
+    or not (a commit is a write). A record without a timeout of its own is judged by
+    the default 60 minutes.
+
+    :param owner: the whole owner, with its run id: its own parts are left out.
+    :returns: the check output: ``free`` (no path lies in such a part), ``reserved``
+        (an entry for each path, holder and part, in the order of ``paths``, each path
+        once), ``message``.
+    :raises ValueError: a bad lock, owner (or one without its run id) or path; a lock
+        path that is another program's file.
+    :raises OSError: the lock could not be read.
+    """
+    return _check_of(_Query(lock, DEFAULT_STALE_AFTER_MIN * 60.0), paths, owner)
+
+
+def _check_of(query: _Query, paths: object, owner: str | None) -> CheckResult:
+    """check, as asked: the lock checked by its store, then the owner, then the paths;
+    the lock read once, judged by the clock (``query.stale_after`` for a record
+    without a timeout of its own)."""
+    store = _store_for(query.lock)
+    try:
+        if owner is not None and not _has_run_id(owner):
+            raise _whole_owner_to_check(owner)
+        from .parts import _checked_paths
+
+        checked = _checked_paths(paths, _SEAMS.platform.colon_in_a_file_name)
+        look = store.look()
+    finally:
+        store.close()
+    theirs = _another_programs_file(look)
+    if theirs:
+        raise ValueError(_another_programs_refusal(store.lock, look, theirs))
+    now = time.time()
+    reserved = _reserved(look.record or look.last, checked, owner, query, now)
+    return _check_result(store.lock, reserved, checked, owner, query.stale_after)
 
 
 # At most this many waits in a row go on from one look, each ended by a beat (a

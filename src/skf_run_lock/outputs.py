@@ -8,7 +8,7 @@ import json
 import os
 import sys
 
-from .decisions import _BY_ITS_NAME, _first_to_go, _holders
+from .decisions import _BY_ITS_NAME, _deciding_timeout, _first_to_go, _holders
 from .inputs import _releasable
 from .public_surface import LockLost, _fenced
 from .quoting import _quoted
@@ -23,7 +23,13 @@ if TYPE_CHECKING:
     from .decisions import _Standing, _Take
     from .hold import _Hold
     from .inputs import _Request
-    from .public_surface import AcquireResult, ReleaseResult, StatusResult
+    from .public_surface import (
+        AcquireResult,
+        CheckResult,
+        ReleaseResult,
+        Reservation,
+        StatusResult,
+    )
     from .records import _Look, _Place, _Record
 
 
@@ -127,6 +133,16 @@ def _whole_owner_needed(lock: str, owner: str) -> ValueError:
         f"release needs the whole owner with its run id (workflow:skill:run_id, as"
         f" acquire printed it), not {owner!r}: {status} --get held_by prints the holder's;"
         f" of a lock of several slots or shared holds, {status} lists every holder"
+    )
+
+
+def _whole_owner_to_check(owner: str) -> ValueError:
+    """Why check refuses an owner without its run id: the parts it leaves out are one
+    run's."""
+    return ValueError(
+        "check needs the whole owner with its run id (workflow:skill:run_id, as acquire"
+        f" printed it), not {owner!r}: it leaves out that run's own parts; without an"
+        " owner it names every run's"
     )
 
 
@@ -455,6 +471,8 @@ def _lost(lock: str, take: _Take) -> LockLost:
         # Of several slots or shared holds: this owner's is gone (cleared, or stale).
         hold = "shared hold" if record.shared else "slot"
         why = f"its {hold} was released or replaced, or went stale"
+        if record.parted:
+            why = "its parts were released or changed by another call of its owner, or went stale"
     elif record is None:
         why = "it was cleared, and no run holds it now"
     else:
@@ -596,6 +614,58 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
         "fence": standing.fence,
         "message": message + _in_line_text(line),
     }
+
+
+def _check_result(
+    lock: str,
+    reserved: list[tuple[str, _Record, str | None]],
+    paths: tuple[str, ...],
+    owner: str | None,
+    stale_after: float,
+) -> CheckResult:
+    """check's answer: which of ``paths`` lie in a part of ``lock`` held by another
+    than ``owner`` (None: by anyone), as ``reserved`` gives them (path, holder, part;
+    ``stale_after`` judges a holder without a timeout of its own), the first few named
+    in its message."""
+    whom = "any run" if owner is None else f"a run other than {owner}"
+    entries: list[Reservation] = [
+        {
+            "path": path,
+            "held_by": holder.owner,
+            "part": part,
+            "kind": "shared" if holder.shared else "exclusive",
+            "stale_at": _stale_at(holder.since, _deciding_timeout(holder, stale_after)),
+        }
+        for path, holder, part in reserved
+    ]
+    if not paths:
+        message = f"no path was given, so none lies in a part of {lock} held by {whom}"
+    elif not entries and len(paths) == 1:
+        message = f"the path {_quoted(paths[0])} lies in no part of {lock} held by {whom}"
+    elif not entries:
+        message = f"none of the {len(paths)} paths lies in a part of {lock} held by {whom}"
+    else:
+        count = len(dict.fromkeys(entry["path"] for entry in entries))
+        named = [_reservation_text(entry) for entry in entries[:3]]
+        if len(entries) > 3:
+            named.append(f"and {len(entries) - 3} more, which reserved lists")
+        status = f"{_this_command()} status --lock {_quoted(lock)}"
+        message = (
+            f"{count} of the {len(paths)} paths {'lies' if count == 1 else 'lie'} in parts of"
+            f" {lock} held by {whom}: {'; '.join(named)}. Leave them unwritten until those"
+            f" holds end (released, or stale at their stale_at); {status} shows who holds"
+            " what"
+        )
+    return {"free": not entries, "reserved": entries, "message": message}
+
+
+def _reservation_text(entry: Reservation) -> str:
+    """``'src/a.py' in wf:a:1's part 'src/**'``: a path, and the hold it lies in."""
+    by, part, path = _holder_text(entry["held_by"]), entry["part"], _quoted(entry["path"])
+    shared = ", shared" if entry["kind"] == "shared" else ""
+    if part is None:
+        return f"{path} in the whole lock, held by {by}{shared}"
+    return f"{path} in {by}'s part {_quoted(part)}{shared}"
 
 
 def _count_refusal(lock: str, take: _Take, slots: int) -> str:

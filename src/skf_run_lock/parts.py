@@ -1,6 +1,7 @@
-"""Parts of a tree: the path patterns a hold may name, checked, and the two questions
-asked of them: does a part cover a path, and do two parts share one. Pure: no store,
-no clock. Compiled only for a call that names parts.
+"""Parts of a tree: the path patterns a hold may name, checked, and the questions asked
+of them: does a part cover a path (and which of many parts does each of many paths lie
+in: indexed), and do two parts share one. Pure: no store, no clock. Compiled only for a
+call that names parts or paths.
 
 A part is read as git reads a ``:(glob)`` pathspec: segments between ``/``; ``*`` is
 any characters within a segment, ``?`` one character (a code point), a segment of
@@ -79,25 +80,39 @@ def _checked_parts(parts: object) -> tuple[str, ...] | None:
     return tuple(spellings[key] for key in sorted(spellings))
 
 
-def _checked_path(path: object) -> str:
+def _checked_path(path: object, posix_names: bool = False) -> str:
     """``path`` (one a commit touches, as git prints it) normalised as a part is, its
     case kept; or ValueError, one line, naming it. Its ``*``, ``?`` and brackets are
-    characters. A ``.`` segment is refused as ``..`` is (git never prints one), and so
-    is a backslash: read as a separator it would hide ``*b`` covering the POSIX name
-    ``a\\b``; read as a character, ``src/api`` covering Windows' ``src\\api\\x.py``."""
+    characters. A ``.`` segment is refused as ``..`` is (git never prints one). Where a
+    file's name may hold a backslash or a colon (``posix_names``), they are characters
+    of it (git names such a file so); elsewhere (Windows) a backslash is a separator a
+    person typed, and a drive an absolute path: refused, as in a part."""
     if not isinstance(path, str):
         raise ValueError(f"a path must be a string, not {type(path).__name__}")
     if not path:
         raise ValueError("a path must not be empty")
-    return _normalised(path, "path", _shown(path))
+    return _normalised(path, "path", _shown(path), posix_names)
 
 
-def _normalised(text: str, what: str, shown: str) -> str:
+def _checked_paths(paths: object, posix_names: bool = False) -> tuple[str, ...]:
+    """The paths a caller asks about, each checked (_checked_path), in the order given,
+    each once (the first time it came); ValueError, one line, for the first that is
+    wrong, or for anything else than a list (or tuple) of strings."""
+    if isinstance(paths, str):
+        raise ValueError("paths must be a list of strings, not a string: put one path in a list")
+    if not isinstance(paths, list | tuple):
+        raise ValueError(f"paths must be a list of strings, not {type(paths).__name__}")
+    return tuple(dict.fromkeys(_checked_path(path, posix_names) for path in paths))
+
+
+def _normalised(text: str, what: str, shown: str, posix_names: bool = False) -> str:
     """``text`` without ``./`` at its start nor ``/`` at its end, or ValueError naming
-    it (``what``: part or path) for what neither may hold."""
-    if "\\" in text:
+    it (``what``: part or path) for what neither may hold (``posix_names``: a path whose
+    names may hold a backslash or a colon)."""
+    if "\\" in text and not posix_names:
         raise ValueError(f"{what} {shown} holds a backslash: separate segments with '/'")
-    if text.startswith("/") or (text[1:2] == ":" and text[0].isascii() and text[0].isalpha()):
+    drive = text[1:2] == ":" and text[0].isascii() and text[0].isalpha() and not posix_names
+    if text.startswith("/") or drive:
         raise ValueError(
             f"{what} {shown} is an absolute path: name it from the top of the tree,"
             " with '/' between segments"
@@ -159,16 +174,90 @@ def _part_key(part: str) -> str:
 def _covers(part: str, path: str) -> bool:
     """Whether ``path`` lies in ``part`` (both checked): its first segments, some or
     all, match the pattern."""
-    part, path = _folded(part), _folded(path)
-    star, mark = part.find("*"), part.find("?")
-    if star < 0 and mark < 0:  # the part's own path, or one under it
+    return _ready_covers(_Ready(part), _folded(path))
+
+
+class _Ready:
+    """A checked part made ready to be matched against many paths: ``folded``, and
+    unless it is literal (``pattern`` None) its pattern and where its first star or
+    "?" stands (``first``): what stands before it is literal (a "**" there may take no
+    segment: "src/**" covers "src")."""
+
+    __slots__ = ("first", "folded", "pattern")
+
+    def __init__(self, part: str) -> None:
+        self.folded = _folded(part)
+        star, mark = self.folded.find("*"), self.folded.find("?")
+        self.first = star if mark < 0 or 0 <= star < mark else mark
+        self.pattern = None if self.first < 0 else _pattern(part)
+
+
+def _ready_covers(ready: _Ready, path: str) -> bool:
+    """Whether the checked, folded ``path`` lies in the part ``ready`` is."""
+    part = ready.folded
+    if ready.pattern is None:  # the part's own path, or one under it
         return path.startswith(part) and path[len(part) : len(part) + 1] in ("", "/")
-    # What stands before the first star or "?" is literal (a "**" there may take no
-    # segment: "src/**" covers "src").
-    first = star if mark < 0 or 0 <= star < mark else mark
-    if not (path + "/").startswith(part[:first]):
+    if not (path + "/").startswith(part[: ready.first]):
         return False
-    return _prefix_matches(_pattern(part), path.split("/"))
+    return _prefix_matches(ready.pattern, path.split("/"))
+
+
+class _PartIndex:
+    """Parts (checked) indexed to find, for each of many paths, those it lies in. Each
+    part is asked once however many hold it (readers share the same parts). Every
+    literal segment of a part (no star, no "?") must be some segment of a path it
+    covers, folded: a part whose first segment is literal covers only paths whose
+    first segment is that one, and is looked up by it; one whose first segment is a
+    glob, by its last literal segment, among all of a path's segments; only one with
+    no literal segment (``**/*.md``) is tried on every path, and only if the path holds
+    each run of characters its globs must match (``.md``). Ten thousand paths against
+    a thousand parts ask each path about the few parts that name its folders."""
+
+    __slots__ = ("at", "by_any", "by_first", "everywhere", "pieces", "ready")
+
+    def __init__(self, parts: list[str]) -> None:
+        places: dict[str, list[int]] = {}  # each part's key, and where it stands
+        for at, part in enumerate(parts):
+            places.setdefault(_part_key(part), []).append(at)
+        self.at = list(places.values())
+        self.ready = [_Ready(parts[same[0]]) for same in self.at]
+        self.by_first: dict[str, list[int]] = {}
+        self.by_any: dict[str, list[int]] = {}
+        self.everywhere: list[int] = []
+        self.pieces = [_pieces(ready.folded) for ready in self.ready]
+        for one, ready in enumerate(self.ready):
+            segments = ready.folded.split("/")
+            literal = [s for s in segments if "*" not in s and "?" not in s]
+            if literal and literal[0] == segments[0]:
+                self.by_first.setdefault(segments[0], []).append(one)
+            elif literal:
+                self.by_any.setdefault(literal[-1], []).append(one)
+            else:
+                self.everywhere.append(one)
+
+    def covering(self, path: str) -> list[int]:
+        """The places in ``parts``, in order, of those that ``path`` (checked) lies in."""
+        folded = _folded(path)
+        segments = folded.split("/")
+        tried = [*self.by_first.get(segments[0], ()), *self.everywhere]
+        if self.by_any:
+            for segment in set(segments):
+                tried += self.by_any.get(segment, ())
+        found = [
+            self.at[one]
+            for one in tried
+            if all(piece in folded for piece in self.pieces[one])
+            and _ready_covers(self.ready[one], folded)
+        ]
+        if len(found) == 1:
+            return list(found[0])
+        return sorted(at for same in found for at in same)  # in the parts' order
+
+
+def _pieces(part: str) -> list[str]:
+    """The runs of characters (no star, no "?") of a folded part: a path it covers
+    holds each of them, as its segments match the part's."""
+    return [piece for piece in part.replace("?", "*").replace("/", "*").split("*") if piece]
 
 
 def _prefix_matches(pattern: _Pattern, segments: list[str]) -> bool:

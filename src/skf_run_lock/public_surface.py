@@ -71,7 +71,24 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         locks: list[ListedLock]
         message: str
 
-    Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
+    class Reservation(TypedDict):
+        """A path that lies in a part of another's live hold, that holder and that part
+        (None: a hold of the whole lock)."""
+
+        path: str
+        held_by: str | None
+        part: str | None
+        kind: Literal["shared", "exclusive"]
+        stale_at: str
+
+    class CheckResult(TypedDict):
+        free: bool
+        reserved: list[Reservation]
+        message: str
+
+    Output = (
+        AcquireResult | ReleaseResult | StatusResult | ListResult | CheckResult | dict[str, str]
+    )
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -136,6 +153,7 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
         "message",
     ),
     "list": ("under", "locks", "message"),
+    "check": ("free", "reserved", "message"),
     "run-id": ("run_id",),
 }
 
