@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.11.1. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.12.0. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -352,7 +352,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     )
 
 
-__version__ = "1.11.1"
+__version__ = "1.12.0"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -10433,7 +10433,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '31859b9caf7330e9c2da823d0e301369e13b1109bfa1458a2145b1835a04a48b'  # what a cache entry must name
+_BUILD = 'ed8c837f377616c68c79c08d1d2c9fa4745888c49c83fcd3fa2b9c9f0faae87f'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
