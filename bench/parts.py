@@ -5,19 +5,21 @@ many parts, and two parts of 255 characters made to be hard (does a path lie in 
     uv run python bench/parts.py
     uv run python bench/parts.py --rounds 9 --against /tmp/old/skf-run-lock.py
 
-The holds: 50 runs each hold 20 parts of a module of their own in a file lock on the
-temp folder (folders, files, ``MOD/**/test_*.py``, ``MOD/sub1/*.py``, ``file1?.*``,
-``docs/NAME/**/*.md``, a glob before a folder's name), all under ``src/``, so that
-every holder's parts share their first folder with every other's. Measured, medians
+The holds: 50 runs each hold 20 parts of a module of their own (folders, files,
+``MOD/**/test_*.py``, ``MOD/sub1/*.py``, ``file1?.*``, ``docs/NAME/**/*.md``, a glob
+before a folder's name), every module under ``src/``, so that the holders' parts share
+their first folders, in a file lock on tmpfs (else the temp folder). Measured, medians
 of ``--rounds`` runs, in milliseconds:
 
 - a take's decision (``_decide_take``) of 1, 5 and 20 parts of another module beside
   them: no pair meets, so every pair is decided, as a take that is granted decides
   them; the first decision of a process (what a CLI call pays: each round loads the
   build afresh, nothing remembered), and the next one (a waiter's next look);
+- an acquire of 20 parts beside them and its release, in process (each reads and
+  writes the record under the file's guard);
 - ``check`` of 1,000 paths of the tree against them (read from the file, in process);
 - the index alone: 10,000 paths against 1,000 parts whose first folders are spread
-  over 1,000, shared by 10, or all one (``src/``);
+  over 200, shared by 10, or all one (``src/``);
 - the hardest pairs of two parts of up to 255 characters (``_overlap``), and the
   hardest part against a path of 255 characters (``_covers``).
 
@@ -170,6 +172,19 @@ def decision_ms(path: Path, tree: HeldTree, count: int, rounds: int) -> tuple[fl
     return statistics.median(firsts) * 1e3, statistics.median(nexts) * 1e3
 
 
+def acquire_ms(skf: Any, tree: HeldTree, rounds: int) -> tuple[float, str]:
+    """An acquire of 20 parts beside the tree's holders and its release, in process
+    (each reads the record under the guard, and writes it), median milliseconds."""
+    owner = "bench:taker:1"
+
+    def run() -> None:
+        taken = skf.acquire(tree.lock, owner, 3600.0, parts=tree.asked)
+        assert taken["acquired"], taken
+        skf.release(tree.lock, owner)
+
+    return median_ms(run, rounds), "take"
+
+
 def check_ms(skf: Any, tree: HeldTree, rounds: int) -> tuple[float, int]:
     """check of the tree's 1,000 paths, median milliseconds, and the entries found."""
     found = len(skf.check(tree.lock, tree.paths)["reserved"])
@@ -222,9 +237,13 @@ def cases(tree: HeldTree, rounds: int) -> list[tuple[str, Measure]]:
     """Every case but the decisions, named as the table names them."""
     named: list[tuple[str, Measure]] = [
         (
+            f"acquire + release of {PARTS_EACH} parts beside them, on the file",
+            lambda skf, _: acquire_ms(skf, tree, rounds),
+        ),
+        (
             f"check of 1,000 paths against {HOLDERS} x {PARTS_EACH}, on the file",
             lambda skf, _: check_ms(skf, tree, rounds),
-        )
+        ),
     ]
     for tops, said in ((200, "under 200 first folders"), (10, "under 10"), (1, "all under one")):
         case = index_case(tops)
@@ -269,7 +288,9 @@ def main() -> None:
     other = " other | ratio |" if args.against else ""
     print(f"| case | this build |{other} found |")
     print("|---|---|" + ("---|---|" if args.against else "") + "---|")
-    with tempfile.TemporaryDirectory(prefix="skf-parts-bench-") as folder:
+    tmpfs = Path("/dev/shm")
+    where = tmpfs if tmpfs.is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="skf-parts-bench-", dir=where) as folder:
         tree = HeldTree(Path(folder), loaded[0])
         for count in (1, 5, 20):
             times = [decision_ms(path, tree, count, args.rounds) for path in builds]
