@@ -531,3 +531,38 @@ def test_the_index_finds_exactly_the_parts_each_path_lies_in(
     for path in paths:
         expected = [at for at, part in enumerate(parts) if skf._covers(part, path)]
         assert index.covering(path) == expected, (parts, path)
+
+
+# Folders shared deep, as a tree's runs share them: parts filed by their literal leading
+# segments, a glob at any depth under them, and paths down the same folders (and beside).
+DEEP_FOLDERS = st.sampled_from(["src", "Src/api", "src/api/v1", "src/API/v1/x.py", "src/cli", ""])
+
+
+@st.composite
+def a_part_under_shared_folders(draw: st.DrawFn) -> str:
+    tail = draw(st.lists(st.one_of(SEGMENTS, GLOBS, st.just("api")), max_size=3))
+    return "/".join(s for s in [draw(DEEP_FOLDERS), *tail] if s) or "src"
+
+
+@st.composite
+def a_path_under_shared_folders(draw: st.DrawFn) -> str:
+    tail = draw(st.lists(st.one_of(SEGMENTS, st.just("api"), st.just("v1")), max_size=3))
+    return "/".join(s for s in [draw(DEEP_FOLDERS), *tail] if s) or "src"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    parts=st.lists(a_part_under_shared_folders(), min_size=1, max_size=16),
+    paths=st.lists(a_path_under_shared_folders(), max_size=12),
+)
+def test_the_index_finds_exactly_the_parts_each_path_lies_in_under_shared_folders(
+    skf: ModuleType, parts: list[str], paths: list[str]
+) -> None:
+    """Parts that share their first folders, several deep (``src/api/v1``), each with a
+    literal or glob tail: for each path, the places of the parts it lies in, in order,
+    as _covers finds them one by one."""
+    parts = [skf._checked_part(part) for part in parts]
+    index = skf._PartIndex(parts)
+    for path in paths:
+        expected = [at for at, part in enumerate(parts) if skf._covers(part, path)]
+        assert index.covering(path) == expected, (parts, path)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from types import ModuleType
 
 import pytest
-from brute_force_paths import lies_in, shared_path
+from brute_force_paths import lies_in, one_segment_matching, shared_path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -32,6 +32,7 @@ OVERLAPPING = [
     ("src/**/x.py", "src/**/y.py"),  # src/x.py/y.py: a folder may be named x.py
     ("**/*.md", "**/*.py"),  # a.md/b.py, likewise
     ("é", "?"),  # ? is one code point
+    (".*", "?.."),  # "...": three dots are a segment
 ]
 APART = [
     ("docs/*.md", "docs/*.txt"),
@@ -43,6 +44,7 @@ APART = [
     ("a/*", "b/*"),
     ("É", "é"),  # only ASCII letters fold
     ("?/.*", "*/?"),  # only "x/." would lie in both: no path holds a "." segment
+    (".*", "?."),  # only ".."
     (".?", "?."),  # only ".."
     ("src/*.py", "src/*.pyc"),  # no segment ends in both
     ("src/**/x.py", "docs/**/x.py"),
@@ -229,6 +231,8 @@ def test_two_holds_name_the_first_pair_of_parts_that_overlaps(skf: ModuleType) -
     assert skf._first_overlap(ours, theirs) == ("src/api", "src/**/test_*.py")
     assert skf._first_overlap(theirs, ours) == ("src/**/test_*.py", "src/api")
     assert skf._first_overlap(("docs/*.md",), ("docs/*.txt", "src")) is None
+    # Our first part that meets any of theirs, though another of ours meets one before.
+    assert skf._first_overlap(("*.py", "src"), ("src/a", "x.py")) == ("*.py", "x.py")
 
 
 def test_a_whole_hold_conflicts_with_every_part(skf: ModuleType) -> None:
@@ -347,6 +351,100 @@ def test_a_part_covers_a_path_exactly_when_a_prefix_matches(
 ) -> None:
     part, path = pair
     assert skf._covers(skf._checked_part(part), skf._checked_path(path)) is lies_in(part, path)
+
+
+# One segment: globs longer than a path's parts above are drawn, over a letter, its other
+# case, a dot, "?" and "*": the rows of the decision meet stars and runs of dots.
+GLOB_TOKENS = st.sampled_from(["a", "A", ".", "?", "*"])
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    g=st.text(GLOB_TOKENS, min_size=1, max_size=4), h=st.text(GLOB_TOKENS, min_size=1, max_size=4)
+)
+def test_two_globs_meet_exactly_when_a_segment_matches_both(
+    skf: ModuleType, g: str, h: str
+) -> None:
+    """Two single segments, decided as parts of one segment are, held to a segment
+    looked for one by one (a part that is not a segment, as "." or "**", is left out)."""
+    globs = [skf._pattern(glob)[0] for glob in (g, h) if valid(glob)]
+    if len(globs) < 2 or skf._GLOBSTAR in globs or "/" in "".join(globs):
+        return
+    witness = one_segment_matching(globs)
+    assert skf._globs_meet(*globs) is (witness is not None), witness
+    assert skf._globs_meet(*reversed(globs)) is skf._globs_meet(*globs)
+
+
+@st.composite
+def two_long_globs(draw: st.DrawFn) -> tuple[str, str, str]:
+    """A segment of up to 120 characters (a letter, its other case, "b", a dot), and two
+    globs each made from it: characters made "?", runs made "*", case changed."""
+    segment = draw(st.text(st.sampled_from(["a", "A", "b", "."]), min_size=1, max_size=120))
+    segment = segment if valid(segment) else segment + "a"
+
+    def made() -> str:
+        glob, at = "", 0
+        while at < len(segment):
+            way = draw(st.integers(0, 5))
+            if way == 0:
+                glob += "?"
+            elif way == 1:
+                glob += "*"
+                at += draw(st.integers(0, 4))
+                continue
+            else:
+                glob += segment[at].swapcase() if way == 2 else segment[at]
+            at += 1
+        return glob
+
+    return segment, made(), made()
+
+
+@settings(max_examples=300, deadline=None)
+@given(drawn=two_long_globs())
+def test_long_globs_made_from_one_segment_meet_and_apart_by_one_last_character(
+    skf: ModuleType, drawn: tuple[str, str, str]
+) -> None:
+    """Both globs match the segment they were made from, so they meet; each given a
+    last character of its own ("x", "y") after it, no segment ends in both."""
+    segment, g, h = drawn
+    g, h = (skf._pattern(glob)[0] for glob in (g, h))
+    assert skf._glob_matches(g, skf._folded(segment)) and skf._glob_matches(h, skf._folded(segment))
+    assert skf._globs_meet(g, h) is True
+    assert skf._globs_meet(g + "x", h + "y") is False
+    assert skf._globs_meet(g + "x", h + "?") is True
+
+
+# Holds' parts that share their first folders, deep: ours meets theirs only where their
+# literal leading segments agree as far as both go, which decides which pairs are tried.
+FOLDERS = st.sampled_from(["src", "src/a", "SRC/a/b", "src/a/b/c", "src/b", "docs", ""])
+TAILS = st.sampled_from(["x.py", "*.py", "**", "*", "a", "b/*", "**/c", "?", "b", "c/x.py"])
+
+
+@st.composite
+def a_deep_part(draw: st.DrawFn) -> str:
+    """A part under one of a few nested folders (or none), with a literal or glob tail."""
+    tail = draw(st.lists(TAILS, max_size=2))
+    segments = [draw(FOLDERS), *tail]
+    return "/".join(segment for segment in segments if segment) or "a"
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    ours=st.lists(a_deep_part(), min_size=1, max_size=6),
+    theirs=st.lists(a_deep_part(), min_size=1, max_size=6),
+)
+def test_two_holds_name_the_first_pair_that_overlaps_pair_by_pair(
+    skf: ModuleType, ours: list[str], theirs: list[str]
+) -> None:
+    """Two holds' parts under shared folders, in any order: the pair named is the first,
+    in our parts' order and then theirs, that shares a path, part by part (_overlap);
+    none if none."""
+    mine, others = (tuple(skf._checked_part(part) for part in parts) for parts in (ours, theirs))
+    expected = next(((a, b) for a in mine for b in others if skf._overlap(a, b)), None)
+    assert skf._first_overlap(mine, others) == expected
+    reverse = next(((b, a) for b in others for a in mine if skf._overlap(a, b)), None)
+    assert skf._first_overlap(others, mine) == reverse
 
 
 # --- Long adversarial parts (their times: bench/parts.py) ----------------------------------

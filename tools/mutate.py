@@ -1053,8 +1053,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "parts-question-takes-nothing": (
         "? is one character, never none (overlap)",
-        '            if x == "*":\n                if y == "*":\n',
-        '            if x in ("*", "?"):\n                if y == "*":\n',
+        '        if x == "*":\n            # Along the row:',
+        '        if x in ("*", "?"):\n            # Along the row:',
     ),
     "parts-question-takes-nothing-covers": (
         "? is one character, never none (covers)",
@@ -1066,13 +1066,33 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "parts-dot-segments-shared": (
         "no path holds a . or .. segment",
-        "    return bool(cells[-1] & _SOFAR_SEGMENT)\n",
-        "    return bool(cells[-1])\n",
+        "    return bool(s >> end & 1)\n",
+        "    return bool((e | d1 | d2 | s) >> end & 1)\n",
     ),
     "parts-star-one-way": (
         "a star meeting a star reads more characters",
-        '                if y == "*":\n                    here |= _SOFAR_SEGMENT\n',
-        '                if y == "*":\n                    pass\n',
+        "            s |= after & stars | (after & characters & ~dots) << 1 | (d2 & dots) << 1\n",
+        "            s |= (after & characters & ~dots) << 1 | (d2 & dots) << 1\n",
+    ),
+    "parts-dots-run-on": (
+        "three dots are a segment",
+        "            s |= after & stars | (after & characters & ~dots) << 1 | (d2 & dots) << 1\n",
+        "            s |= after & stars | (after & characters & ~dots) << 1\n",
+    ),
+    "parts-leads-under-ours-missed": (
+        "a part under another's literal folders meets it (theirs longer)",
+        "            found += folder.here\n",
+        "            pass\n",
+    ),
+    "parts-leads-over-ours-missed": (
+        "a part over another's literal folders meets it (ours longer)",
+        "        return found + folder.under_or_here\n",
+        "        return found + folder.here\n",
+    ),
+    "parts-leads-first-pair-by-theirs": (
+        "the pair named is the first in our parts' order, then theirs",
+        "    tried = sorted((mine, at) for at, shape in enumerate(shapes) for mine in",
+        "    tried = list((mine, at) for at, shape in enumerate(shapes) for mine in",
     ),
     "serve-cancel-after-answer-unheard": (
         "a cancel of an acquire already answered releases what it took",
@@ -1157,14 +1177,24 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    held = [(h, part) for h in others for part in (h.parts or ())]\n",
     ),
     "check-index-first-segment-unfolded": (
-        "the index looks a path up by its first segment, folded",
-        "        tried = [*self.by_first.get(segments[0], ()), *self.everywhere]\n",
-        '        tried = [*self.by_first.get(path.split("/")[0], ()), *self.everywhere]\n',
+        "the index looks a path's folders up folded",
+        '        segments = folded.split("/")\n',
+        '        segments = path.split("/")\n',
     ),
     "check-index-glob-first-by-first-segment": (
-        "a part whose first segment is a glob is no part of one folder",
-        "            if literal and literal[0] == segments[0]:\n",
-        "            if literal:\n",
+        "a glob segment names no folder of the index",
+        '                if "*" in segment or "?" in segment:\n                    break\n',
+        '                if "*" in segment:\n                    break\n',
+    ),
+    "check-index-path-own-folder-skipped": (
+        "a part filed under a path's own folders is asked about it (src/** covers src)",
+        '        for segment in [*segments, ""]:',
+        "        for segment in segments:",
+    ),
+    "check-index-later-literal-at-top-only": (
+        "a part is asked by its last literal segment in whatever folder it is filed",
+        "            if folder.by_any:\n",
+        "            if folder.by_any and folder is self.top:\n",
     ),
     "check-index-pieces-unfolded": (
         "the runs of characters a path must hold are folded",

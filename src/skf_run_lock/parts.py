@@ -26,13 +26,17 @@ if TYPE_CHECKING:
 _PART_MAX_LEN = 255
 _PARTS_MAX = 100
 _GLOBSTAR = "**"
-# What the characters read so far of one segment may be, one bit each: nothing, ".",
-# "..", or anything else. Only the last is a segment: a path never holds an empty,
-# "." or ".." segment, so two globs that share only those share no path.
-_SOFAR_EMPTY = 1
-_SOFAR_DOT = 2
-_SOFAR_DOTS = 4
-_SOFAR_SEGMENT = 8
+# Each part's pattern and literal leading segments, made once for its text: a take is
+# decided against every part of every holder, and a waiter reads the same parts at
+# each look. A memo starts afresh once full: no content makes one hold more than a few
+# megabytes.
+_SHAPES: dict[str, tuple[_Pattern, _Pattern]] = {}
+_SHAPES_MAX = 2048
+_SHAPES_LONGEST = 128  # characters: a longer part is made anew each time
+# A hold's parts made ready to be met by others' (_Leads), by the hold's parts: a take
+# meets every holder's parts with its own, a waiter's turn every place's with its own.
+_LEADS: dict[tuple[str, ...], _Leads] = {}
+_LEADS_MAX = 2  # the decisions meet one hold's parts with many in turn
 
 
 def _checked_part(part: object) -> str:
@@ -42,19 +46,27 @@ def _checked_part(part: object) -> str:
         raise ValueError(f"a part must be a string, not {type(part).__name__}")
     if not part:
         raise ValueError("a part must not be empty: name a path or a pattern")
-    shown = _shown(part)
     if len(part) > _PART_MAX_LEN:
         raise ValueError(
-            f"part {shown} is {len(part)} characters long; at most {_PART_MAX_LEN} allowed"
+            f"part {_shown(part)} is {len(part)} characters long; at most {_PART_MAX_LEN} allowed"
         )
-    if any(c < " " or "\x7f" <= c <= "\x9f" for c in part):
-        raise ValueError(f"part {shown} holds a control character: name paths by printable ones")
+    # Every record read checks each of its holders' parts: ASCII text is asked at once.
+    controls = not part.isprintable() if part.isascii() else any(map(_is_control, part))
+    if controls:
+        raise ValueError(
+            f"part {_shown(part)} holds a control character: name paths by printable ones"
+        )
     for c in "[]{}":
         if c in part:
             raise ValueError(
-                f"part {shown} holds {c!r}: only '*', '?' and '**' are patterns in a part"
+                f"part {_shown(part)} holds {c!r}: only '*', '?' and '**' are patterns in a part"
             )
-    return _normalised(part, "part", shown)
+    return _normalised(part, "part")
+
+
+def _is_control(c: str) -> bool:
+    """Whether the character ``c`` is a control character (C0, DEL or C1)."""
+    return c < " " or "\x7f" <= c <= "\x9f"
 
 
 def _checked_parts(parts: object) -> tuple[str, ...] | None:
@@ -91,7 +103,7 @@ def _checked_path(path: object, posix_names: bool = False) -> str:
         raise ValueError(f"a path must be a string, not {type(path).__name__}")
     if not path:
         raise ValueError("a path must not be empty")
-    return _normalised(path, "path", _shown(path), posix_names)
+    return _normalised(path, "path", posix_names)
 
 
 def _checked_paths(paths: object, posix_names: bool = False) -> tuple[str, ...]:
@@ -105,16 +117,17 @@ def _checked_paths(paths: object, posix_names: bool = False) -> tuple[str, ...]:
     return tuple(dict.fromkeys(_checked_path(path, posix_names) for path in paths))
 
 
-def _normalised(text: str, what: str, shown: str, posix_names: bool = False) -> str:
+def _normalised(text: str, what: str, posix_names: bool = False) -> str:
     """``text`` without ``./`` at its start nor ``/`` at its end, or ValueError naming
     it (``what``: part or path) for what neither may hold (``posix_names``: a path whose
     names may hold a backslash or a colon)."""
+    given = text  # as messages show it
     if "\\" in text and not posix_names:
-        raise ValueError(f"{what} {shown} holds a backslash: separate segments with '/'")
+        raise ValueError(f"{what} {_shown(given)} holds a backslash: separate segments with '/'")
     drive = text[1:2] == ":" and text[0].isascii() and text[0].isalpha() and not posix_names
     if text.startswith("/") or drive:
         raise ValueError(
-            f"{what} {shown} is an absolute path: name it from the top of the tree,"
+            f"{what} {_shown(given)} is an absolute path: name it from the top of the tree,"
             " with '/' between segments"
         )
     if text.startswith("./"):
@@ -123,17 +136,21 @@ def _normalised(text: str, what: str, shown: str, posix_names: bool = False) -> 
     if text in ("", "."):
         if what == "part":
             raise ValueError(
-                f"part {shown} names the whole tree: leave parts out to hold the lock whole"
+                f"part {_shown(given)} names the whole tree: leave parts out to hold the lock whole"
             )
-        raise ValueError(f"path {shown} names the top of the tree: name a file or folder in it")
+        raise ValueError(
+            f"path {_shown(given)} names the top of the tree: name a file or folder in it"
+        )
     segments = text.split("/")
     if "" in segments:
-        raise ValueError(f"{what} {shown} holds an empty segment (two '/' in a row): write one '/'")
+        raise ValueError(
+            f"{what} {_shown(given)} holds an empty segment (two '/' in a row): write one '/'"
+        )
     if "." in segments:
-        raise ValueError(f"{what} {shown} holds a '.' segment: leave it out")
+        raise ValueError(f"{what} {_shown(given)} holds a '.' segment: leave it out")
     if ".." in segments:
         raise ValueError(
-            f"{what} {shown} holds a '..' segment: name the path from the top of the tree"
+            f"{what} {_shown(given)} holds a '..' segment: name the path from the top of the tree"
             " without one"
         )
     return text
@@ -154,6 +171,26 @@ def _folded(text: str) -> str:
 def _pattern(part: str) -> _Pattern:
     """A checked part's segments, folded: ``**`` for a segment of two stars or more, a
     glob with each run of stars made one otherwise."""
+    return _shape(part)[0]
+
+
+def _shape(part: str) -> tuple[_Pattern, _Pattern]:
+    """A checked part's pattern, and its literal leading segments (those before the
+    first that holds a star or "?"), made once for each text (_SHAPES)."""
+    shape = _SHAPES.get(part)
+    if shape is None:
+        pattern = _made_pattern(part)
+        lead = next((at for at, s in enumerate(pattern) if "*" in s or "?" in s), len(pattern))
+        shape = (pattern, pattern[:lead])
+        if len(part) <= _SHAPES_LONGEST:
+            if len(_SHAPES) >= _SHAPES_MAX:
+                _SHAPES.clear()
+            _SHAPES[part] = shape
+    return shape
+
+
+def _made_pattern(part: str) -> _Pattern:
+    """A part's pattern (see _pattern), made."""
     segments = []
     for written in _folded(part).split("/"):
         if len(written) > 1 and written.strip("*") == "":
@@ -206,14 +243,15 @@ class _PartIndex:
     """Parts (checked) indexed to find, for each of many paths, those it lies in. Each
     part is asked once however many hold it (readers share the same parts). Every
     literal segment of a part (no star, no "?") must be some segment of a path it
-    covers, folded: a part whose first segment is literal covers only paths whose
-    first segment is that one, and is looked up by it; one whose first segment is a
-    glob, by its last literal segment, among all of a path's segments; only one with
-    no literal segment (``**/*.md``) is tried on every path, and only if the path holds
-    each run of characters its globs must match (``.md``). Ten thousand paths against
-    a thousand parts ask each path about the few parts that name its folders."""
+    covers, folded: a part is filed in a tree of folders by its literal leading
+    segments (``src/api`` for ``src/api/*.py``), and there by its last literal segment
+    after them (looked for among a path's segments), else (no literal segment after
+    them: ``**/*.md``, ``src/*``) tried on every path that reaches its folder, and only
+    if the path holds each run of characters its globs must match (``.md``). A path
+    walks down its own first segments: ten thousand paths against a thousand parts,
+    all under one folder, ask each path about the few parts that name its folders."""
 
-    __slots__ = ("at", "by_any", "by_first", "everywhere", "pieces", "ready")
+    __slots__ = ("at", "pieces", "ready", "top")
 
     def __init__(self, parts: list[str]) -> None:
         places: dict[str, list[int]] = {}  # each part's key, and where it stands
@@ -221,28 +259,39 @@ class _PartIndex:
             places.setdefault(_part_key(part), []).append(at)
         self.at = list(places.values())
         self.ready = [_Ready(parts[same[0]]) for same in self.at]
-        self.by_first: dict[str, list[int]] = {}
-        self.by_any: dict[str, list[int]] = {}
-        self.everywhere: list[int] = []
         self.pieces = [_pieces(ready.folded) for ready in self.ready]
+        self.top = _IndexFolder()
         for one, ready in enumerate(self.ready):
             segments = ready.folded.split("/")
-            literal = [s for s in segments if "*" not in s and "?" not in s]
-            if literal and literal[0] == segments[0]:
-                self.by_first.setdefault(segments[0], []).append(one)
-            elif literal:
-                self.by_any.setdefault(literal[-1], []).append(one)
+            folder, depth = self.top, 0
+            for segment in segments:
+                if "*" in segment or "?" in segment:
+                    break
+                folder = folder.under.setdefault(segment, _IndexFolder())
+                depth += 1
+            literal = [s for s in segments[depth:] if "*" not in s and "?" not in s]
+            if literal:
+                folder.by_any.setdefault(literal[-1], []).append(one)
             else:
-                self.everywhere.append(one)
+                folder.everywhere.append(one)
 
     def covering(self, path: str) -> list[int]:
         """The places in ``parts``, in order, of those that ``path`` (checked) lies in."""
         folded = _folded(path)
         segments = folded.split("/")
-        tried = [*self.by_first.get(segments[0], ()), *self.everywhere]
-        if self.by_any:
-            for segment in set(segments):
-                tried += self.by_any.get(segment, ())
+        tried: list[int] = []
+        folder = self.top
+        named: set[str] | None = None  # the path's segments, once a folder asks
+        for segment in [*segments, ""]:  # "" names no folder: the path's own is the last
+            tried += folder.everywhere
+            if folder.by_any:
+                named = set(segments) if named is None else named
+                for one in named:
+                    tried += folder.by_any.get(one, ())
+            below = folder.under.get(segment)
+            if below is None:
+                break
+            folder = below
         found = [
             self.at[one]
             for one in tried
@@ -252,6 +301,19 @@ class _PartIndex:
         if len(found) == 1:
             return list(found[0])
         return sorted(at for same in found for at in same)  # in the parts' order
+
+
+class _IndexFolder:
+    """A folder of a _PartIndex: the parts whose literal leading segments lead to it,
+    by their last literal segment after those (``by_any``) or tried on every path
+    (``everywhere``), and the folders ``under`` it, by their folded names."""
+
+    __slots__ = ("by_any", "everywhere", "under")
+
+    def __init__(self) -> None:
+        self.by_any: dict[str, list[int]] = {}
+        self.everywhere: list[int] = []
+        self.under: dict[str, _IndexFolder] = {}
 
 
 def _pieces(part: str) -> list[str]:
@@ -328,16 +390,70 @@ def _first_overlap(
 ) -> tuple[str | None, str | None] | None:
     """The first pair (our part, their part), in the parts' order, that shares a path,
     or None if no pair does. None for a set is a whole hold: it conflicts with every
-    part, and stands as None in the pair."""
+    part, and stands as None in the pair. Only pairs whose literal leading segments
+    agree are tried (_Leads)."""
     if ours is None or theirs is None:
         return (ours[0] if ours else None, theirs[0] if theirs else None)
-    patterns = [_pattern(part) for part in theirs]
-    for part in ours:
-        pattern = _pattern(part)
-        for other, other_pattern in zip(theirs, patterns, strict=True):
-            if _patterns_overlap(pattern, other_pattern):
-                return (part, other)
+    leads = _LEADS.get(ours)
+    if leads is None:
+        leads = _Leads(ours)
+        if len(_LEADS) >= _LEADS_MAX:
+            _LEADS.clear()
+        _LEADS[ours] = leads
+    shapes = [_shape(part) for part in theirs]
+    tried = sorted((mine, at) for at, shape in enumerate(shapes) for mine in leads.meeting(shape))
+    for mine, at in tried:
+        if _patterns_overlap(leads.patterns[mine], shapes[at][0]):
+            return (ours[mine], theirs[at])
     return None
+
+
+class _Leads:
+    """A hold's parts made ready to be met by other parts: each one's pattern, and
+    their places filed in a tree of folders by their literal leading segments. A
+    path's first segments are those of both parts it lies in, so two parts share one
+    only if their literal leading segments agree as far as both have them
+    (``src/api/**`` and ``src/cli/*.py`` never do): ours end on the way down to where
+    theirs end, or under it."""
+
+    __slots__ = ("patterns", "top")
+
+    def __init__(self, parts: tuple[str, ...]) -> None:
+        self.patterns: list[_Pattern] = []
+        self.top = _LeadFolder()
+        for at, part in enumerate(parts):
+            pattern, lead = _shape(part)
+            self.patterns.append(pattern)
+            folder = self.top
+            for segment in lead:
+                folder.under_or_here.append(at)
+                folder = folder.under.setdefault(segment, _LeadFolder())
+            folder.under_or_here.append(at)
+            folder.here.append(at)
+
+    def meeting(self, shape: tuple[_Pattern, _Pattern]) -> list[int]:
+        """Our places whose literal leading segments agree with those of ``shape``."""
+        found: list[int] = []
+        folder = self.top
+        for segment in shape[1]:
+            found += folder.here
+            below = folder.under.get(segment)
+            if below is None:
+                return found
+            folder = below
+        return found + folder.under_or_here
+
+
+class _LeadFolder:
+    """A folder of _Leads: the places of the parts whose literal leading segments end
+    ``here``, of those that end here or under it, and the folders ``under`` it."""
+
+    __slots__ = ("here", "under", "under_or_here")
+
+    def __init__(self) -> None:
+        self.here: list[int] = []
+        self.under_or_here: list[int] = []
+        self.under: dict[str, _LeadFolder] = {}
 
 
 def _patterns_overlap(a: _Pattern, b: _Pattern) -> bool:
@@ -358,46 +474,81 @@ def _patterns_overlap(a: _Pattern, b: _Pattern) -> bool:
 
 def _globs_meet(g: str, h: str) -> bool:
     """Whether some segment (never empty, ``.`` or ``..``) matches both globs (folded,
-    runs of stars made one): the product of the two globs, one cell per pair of token
-    positions, each holding what the characters read so far may be (``_SOFAR_*``).
-    Where either side takes any character, one that is not a dot is best (a segment
-    stays one whatever follows). Every move goes forward but a star meeting a star,
-    which only reads one more character; so one pass over the cells in order sees
-    each reached cell after all that lead to it."""
-    columns = len(h) + 1
-    cells = [0] * ((len(g) + 1) * columns)
-    cells[0] = _SOFAR_EMPTY
-    for i in range(len(g) + 1):
-        x = g[i] if i < len(g) else ""
-        for j in range(columns):
-            here = cells[i * columns + j]
-            if not here:
-                continue
-            y = h[j] if j < len(h) else ""
-            if x == "*":
-                if y == "*":
-                    here |= _SOFAR_SEGMENT
-                cells[(i + 1) * columns + j] |= here  # the star takes no more
-            if y == "*":
-                cells[i * columns + j + 1] |= here
-            if not x or not y or x == y == "*":
-                continue
-            # One character read: which positions it leads to, and which it may be.
-            if x == "*":
-                target, known = i * columns + j + 1, y
-            elif y == "*":
-                target, known = (i + 1) * columns + j, x
-            elif "?" in (x, y) or x == y:
-                target, known = (i + 1) * columns + j + 1, y if x == "?" else x
-            else:
-                continue
-            cells[target] |= _after(here, known)
-    return bool(cells[-1] & _SOFAR_SEGMENT)
+    runs of stars made one). A literal one is that segment; a glob meets itself (its
+    stars and "?" taking letters); two others are met by _globs_share."""
+    if g == h or ("*" not in g and "?" not in g):
+        return g not in ("", ".", "..") and _glob_matches(h, g)
+    if "*" not in h and "?" not in h:
+        return h not in ("", ".", "..") and _glob_matches(g, h)
+    return _globs_share(g, h)
 
 
-def _after(sofar: int, character: str) -> int:
-    """What a segment read so far (``sofar``) may be after one more ``character``
-    ("?": any one, and not a dot is best)."""
-    if character != ".":
-        return _SOFAR_SEGMENT
-    return (sofar << 1) & (_SOFAR_DOT | _SOFAR_DOTS | _SOFAR_SEGMENT) | sofar & _SOFAR_SEGMENT
+def _globs_share(g: str, h: str) -> bool:
+    """Whether some segment matches both globs: the product of the two, walked a row
+    (a position in ``g``) at a time, each row one set of positions in ``h`` (bit j:
+    position j) for each of what the characters read so far may be: nothing (``e``),
+    ``.`` (``d1``), ``..`` (``d2``), or anything else (``s``, a segment: a path never
+    holds an empty, ``.`` or ``..`` segment, so two globs that share only those share
+    no path). Where either side takes any character, one that is not a dot is best (a
+    segment stays one whatever follows). Moves go to the next row, or along the row to
+    a later position (over a star of ``h`` that takes nothing, or a character that a
+    star of ``g`` takes), never back: so each row is finished before the next, and a
+    whole row moves at once, its sets shifted and masked: exact, and as fast as a few
+    operations on integers a row."""
+    while "**" in g or "**" in h:  # one star of a run is enough, and moves once
+        g, h = g.replace("**", "*"), h.replace("**", "*")
+    end = len(h)
+    full = (1 << (end + 1)) - 1
+    stars = characters = 0  # the positions in h of its stars, and of the rest
+    equal: dict[str, int] = {}  # of each character (and of "?")
+    for j, y in enumerate(h):
+        if y == "*":
+            stars |= 1 << j
+        else:
+            characters |= 1 << j
+            equal[y] = equal.get(y, 0) | 1 << j
+    dots = equal.get(".", 0)
+    anything = equal.get("?", 0)
+    e, d1, d2, s = 1, 0, 0, 0
+    for x in g + "/":  # "/", in no glob: the row past g's end
+        reached = e | d1 | d2 | s
+        if not reached:
+            return False
+        if x == "*":
+            # Along the row: a star of h takes nothing, and g's star takes each
+            # character of h, a dot moving e, d1 and d2 on and any other making a
+            # segment; two stars together read any character, a segment. So every
+            # position right of the first reached is reached, and right of the first
+            # segment all are one.
+            e |= (e & stars) << 1
+            d1 |= (e & dots) << 1
+            d1 |= (d1 & stars) << 1
+            d2 |= (d1 & dots) << 1
+            d2 |= (d2 & stars) << 1
+            after = full & -(reached & -reached)
+            s |= after & stars | (after & characters & ~dots) << 1 | (d2 & dots) << 1
+            s = full & -(s & -s)
+            continue  # down: the star takes no more
+        e |= (e & stars) << 1
+        d1 |= (d1 & stars) << 1
+        d2 |= (d2 & stars) << 1
+        s |= (s & stars) << 1
+        if x == "/":
+            break
+        # Down: x read beside a star of h (which takes it), or beside a token of h
+        # that it matches (diagonally): a dot moves e, d1 and d2 on, any other
+        # character makes a segment.
+        matched = characters if x == "?" else equal.get(x, 0) | anything
+        dotted = matched if x == "." else dots if x == "?" else 0  # read as a dot
+        starred = stars if x == "." else 0  # beside which a dot is read
+        beside = e | d1 | d2 | s
+        e, d1, d2, s = (
+            0,
+            e & starred | (e & dotted) << 1,
+            d1 & starred | (d1 & dotted) << 1,
+            (d2 | s) & starred
+            | ((d2 | s) & dotted) << 1
+            | beside & stars & ~starred
+            | (beside & matched & ~dotted) << 1,
+        )
+    return bool(s >> end & 1)
