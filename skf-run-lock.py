@@ -282,8 +282,8 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str
         run_id: str
         held_by: str | None
-        held_since: str
-        stale_at: str
+        held_since: str | None  # None only when too many parts are refused on a free lock
+        stale_at: str | None
         stale_after_minutes: int | float
         stale_replaced: StaleReplaced | None
         message: str
@@ -3119,15 +3119,15 @@ def _parts_refused_result(
     the way and both parts."""
     owner, record = request.owner, take.record
     holder = take.blocker
-    if holder is None:  # too many parts: named by the first live hold to go stale
-        holder = take.live[0] if take.live else take.new
-    assert holder is not None
+    if holder is None and take.live:  # too many parts: the first live hold to go stale
+        holder = take.live[0]
     ours, theirs = take.clash or (None, None)
     asked = _part_text(ours, "your")
     their = _part_text(theirs, "its")
-    held_since = _format_time(holder.since)
-    stale_at = _stale_at(holder.since, take.holder_timeout)
-    by = _holder_text(holder.owner)
+    # Too many parts on a free lock names no holder: nothing was written.
+    by = None if holder is None else _holder_text(holder.owner)
+    held_since = None if holder is None else _format_time(holder.since)
+    stale_at = None if holder is None else _stale_at(holder.since, take.holder_timeout)
     if take.outcome == "full":
         message = (
             f"lock {lock} holds too many parts: its record would pass"
@@ -3151,6 +3151,7 @@ def _parts_refused_result(
             " release your hold and wait in line for every part you need"
         )
     elif take.outcome == "held":
+        assert holder is not None
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
         clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
@@ -5488,13 +5489,22 @@ class _Renewer:
                     # wrote late is let go, not left held for a whole timeout.
                     self.let_go(renewed)
                     return self.lost
-                if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
-                    self.hold = renewed
+                if not isinstance(renewed, _Hold):
+                    # Refused (the record would pass its limit): nothing was written,
+                    # so it counts as a renewal that failed, and the hold runs down.
+                    self.failure = ValueError(str(renewed.get("message")))
+                    self.next = started + min(1.0, self.every / 3)
+                    return self.lost_if_no_try_left()
+                self.hold = renewed
                 self.renewed = self.renewal.try_began
                 self.next = self.renewed + self.every
                 self.failure = None
                 return None
-        if max(self.next, _SEAMS.clock()) >= self.stop_at():  # no try left in time
+        return self.lost_if_no_try_left()
+
+    def lost_if_no_try_left(self) -> LockLost | None:
+        """Its LockLost once no try of a renewal is left in time, else None."""
+        if max(self.next, _SEAMS.clock()) >= self.stop_at():
             self.ran_out_now()
         return self.lost
 
@@ -6311,7 +6321,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6314, (), r'''
+_CARRIED['usage'] = (6324, (), r'''
 import os
 import sys
 import textwrap
@@ -6597,7 +6607,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6600, (), r'''
+_CARRIED['parts'] = (6610, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7142,7 +7152,7 @@ def _globs_share(g: str, h: str) -> bool:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7145, (), r'''
+_CARRIED['server_gateway'] = (7155, (), r'''
 import errno
 import json
 import os
@@ -7640,7 +7650,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7643, ('server_gateway',), r'''
+_CARRIED['http1'] = (7653, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7766,7 +7776,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7769, ('server_gateway',), r'''
+_CARRIED['resp'] = (7779, ('server_gateway',), r'''
 import re
 
 
@@ -7900,7 +7910,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7903, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7913, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8106,7 +8116,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8109, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8119, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8220,7 +8230,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8223, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8233, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8737,7 +8747,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8740, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8750, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8799,7 +8809,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8802, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8812, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9078,7 +9088,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9081, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9091, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9471,7 +9481,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9474, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9484, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9609,7 +9619,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9612, (), r'''
+_CARRIED['file_listing'] = (9622, (), r'''
 import os
 import stat
 
@@ -9682,7 +9692,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9685, (), r'''
+_CARRIED['serve'] = (9695, (), r'''
 import json
 import os
 import sys
@@ -10584,7 +10594,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'd58c9b72efa4413717572263e0b7fab686072a3246abee97431dbadccb3c3e3d'  # what a cache entry must name
+_BUILD = '3467e0a234ed02913b847fd320ec3ce0fc9dbf00af02d9664a004f98ebf18d99'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

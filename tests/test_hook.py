@@ -152,10 +152,11 @@ def make_tree(tmp_path: Path, shell: str) -> Tree:
     made = Tree(repo, home, bin_, path, env)
     assert made.git("init", "-q").code == 0
     hooks = Path(made.git("rev-parse", "--git-path", "hooks").out.strip())
-    hook = (repo / hooks / "pre-commit") if not hooks.is_absolute() else hooks / "pre-commit"
-    hook.parent.mkdir(parents=True, exist_ok=True)
-    hook.write_text(hook_text().replace("#!/bin/sh\n", f"#!{path}\n", 1), encoding="utf-8")
-    hook.chmod(0o755)
+    for name in ("pre-commit", "pre-merge-commit"):  # the same hook, as the README says
+        hook = (repo / hooks / name) if not hooks.is_absolute() else hooks / name
+        hook.parent.mkdir(parents=True, exist_ok=True)
+        hook.write_text(hook_text().replace("#!/bin/sh\n", f"#!{path}\n", 1), encoding="utf-8")
+        hook.chmod(0o755)
     made.write("src/api/x.py", "x\n")
     made.write("lib/y.py", "y\n")
     first = made.commit("src/api/x.py", "lib/y.py")
@@ -352,3 +353,22 @@ def test_an_agent_exports_its_lock_and_owner_as_the_readme_says(
     said = refusal(tree.sh(export + "git commit -q -m 'another part'\n"))
     assert f"lib/y.py in {other}'s part lib" in said
     assert tree.git("log", "-1", "--format=%s").out == "its own part\n"
+
+
+def test_a_merge_commit_into_another_runs_part_is_refused(
+    tree: Tree, cli: Callable[..., Run]
+) -> None:
+    """git merge runs no pre-commit hook (it runs pre-merge-commit): a merge that brings
+    a change into another run's part is a commit into it all the same, and must be
+    refused as the README's set-up installs the hook."""
+    lock = tree.set_up_as_the_readme_says()
+    main = tree.git("branch", "--show-current").out.strip()
+    assert tree.git("checkout", "-q", "-b", "side").code == 0
+    passed(tree.commit("src/api/x.py"))  # made before anyone held src/api
+    assert tree.git("checkout", "-q", main).code == 0
+    passed(tree.commit("lib/y.py"))  # so that the merge is a commit of its own
+    other = take(cli, lock, "fix:api", "src/api")
+    before = tree.commits()
+    merged = tree.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
+    assert tree.commits() == before, "the merge commit went into another run's part"
+    assert f"src/api/x.py in {other}'s part src/api" in merged.err, merged

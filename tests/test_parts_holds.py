@@ -447,3 +447,133 @@ def test_a_part_written_by_hand_that_is_no_part_holds_the_lock_whole(
     refused = take(cli, str(lock), "wf:b:1", "docs")
     assert refused.code == 3 and refused.json["held_by"] == "wf:a:1", refused
     assert cli("status", "--lock", lock).json["holders"][0]["parts"] is None
+
+
+def _long_globs(end: str) -> list[str]:
+    """The most parts a take may name, each a glob of one segment as long as a part may
+    be, half stars: every segment the first list matches ends in ``end``, so two lists
+    of two ends share no path, and each pair must be decided in full."""
+    return [
+        "".join("*" + "cd"[(at >> bit) & 1] for bit in range(126)) + "*" + end for at in range(100)
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_a_take_of_the_most_parts_beside_a_holder_of_the_most_is_decided_within_seconds(
+    cli: Callable[..., Run], lock: Path
+) -> None:
+    """Every part is within the limits (100 a take, 255 characters each), yet a take
+    weighing each of its parts against each of a live holder's decides while it holds
+    the file's guard: every other call on the lock, a renewal of a run on parts far
+    away too, waits that long. 20 s is a generous bound for the largest legal take."""
+    first = take(cli, str(lock), "wf:a:1", *_long_globs("a"))
+    assert first.code == 0, first
+    flags = [arg for part in _long_globs("b") for arg in ("--part", part)]
+    started = time.monotonic()
+    try:
+        second = cli("acquire", "--lock", lock, "--owner", "wf:b:1", *flags, timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the take was still deciding after {time.monotonic() - started:.0f} s")
+    assert second.code == 0 and second.json["acquired"] is True, second
+
+
+def _fill_to_the_last_byte(skf: ModuleType, lock: Path, holders_before: int) -> None:
+    """Holds of 9 s (a one-digit timeout) that fill the record of ``lock`` to the most
+    bytes a record may hold, the 48 kept for each holder's mark counted."""
+    owners: list[str] = []
+
+    def slack() -> int:
+        return 64 * 1024 - (lock.stat().st_size + 48 * (holders_before + len(owners)))
+
+    def put(at: int, owner: str, parts: list[str]) -> None:
+        taken = skf.acquire(lock, owner, 9, parts=parts)
+        assert taken["acquired"], taken
+        if at == len(owners):
+            owners.append(taken["owner"])
+
+    for at in range(2):  # first segments apart, so that each pair is decided at once
+        put(at, f"fill:{at}", [f"{at}/{i:02d}" + "q" * 240 for i in range(100)])
+    last = ["2"]
+    put(2, "fill:2", last)
+    for _ in range(4):
+        left = slack()
+        while left > 0:  # each part adds its JSON string and ", "
+            if len(last[-1]) < 255:
+                more = min(255 - len(last[-1]), left)
+                last[-1] += "q" * more
+                left -= more
+            else:
+                last.append(f"2/{len(last)}")
+                left -= len(json.dumps(last[-1])) + 2
+        while left < 0:
+            cut = min(-left, len(last[-1]) - 3)
+            last[-1] = last[-1][: len(last[-1]) - cut]
+            left += cut
+        put(2, owners[2], last)
+    assert slack() == 0
+
+
+@pytest.mark.timeout(60)
+def test_a_run_whose_renewal_would_pass_the_records_limit_stops_before_its_hold_goes_stale(
+    skf: ModuleType, lock: Path, tmp_path: Path
+) -> None:
+    """A renewal refused because the record would grow past 64 KiB writes nothing: the
+    run's hold goes stale as if its renewals failed, so the run must stop its command
+    before then (as it does when a renewal fails), not work on while another takes its
+    part. The run renews a hold of 10 s; holds of 9 s taken two seconds after one of
+    its renewals fill the record to its last byte, and leave the record's top-level
+    timeout (the last to go stale) "9": the run's next renewal makes it "10" again,
+    one byte more."""
+    lines = tmp_path / "ran"
+    lines.touch()
+    command = ["sh", "-c", f"while :; do date +%s.%N >> '{lines}'; sleep 0.05; done"]
+    holding = ["--lock", str(lock), "--owner", "y:work", "--stale-after", "10s", "--part", "y"]
+    run = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "run", *holding, "--", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def since() -> str | None:
+        try:
+            record = json.loads(lock.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return next(
+            (h["acquired_at"] for h in record.get("holders", [record]) if "y:work" in h["owner"]),
+            None,
+        )
+
+    wait_until(lambda: since() is not None)
+    first = since()
+    wait_until(lambda: since() != first)  # a renewal: its hold is dated this second
+    renewed = time.time()
+    while time.time() < int(renewed) + 2.02:
+        time.sleep(0.005)
+    _fill_to_the_last_byte(skf, lock, holders_before=1)
+    dated = since()
+    assert dated is not None
+    stale_at = time.mktime(time.strptime(dated, "%Y-%m-%dT%H:%M:%SZ")) - time.timezone + 10
+    out, err = run.communicate(timeout=30)
+    assert since() in (dated, None), "a renewal went in: the record was not full"
+    last = float(lines.read_text().split()[-1])
+    assert run.returncode == 3, (out, err)
+    assert last < stale_at - 1, (
+        f"its command ran until {last - stale_at:+.2f} s from when its hold went stale"
+    )
+
+
+def test_a_take_refused_as_too_large_never_names_its_caller_as_the_holder(
+    cli: Callable[..., Run], lock: Path
+) -> None:
+    """100 parts of 245 emoji each: one holder's record would pass 64 KiB (each is 12
+    bytes as JSON writes it). Refused on a free lock, nothing written: its output must
+    not say the caller holds it, since when, or until when."""
+    emoji = "\U0001f600" * 245
+    refused = take(cli, str(lock), "wf:big:1", *[f"d{k:03d}/{emoji}" for k in range(100)])
+    assert refused.code == 3 and "too many parts" in refused.json["message"], refused
+    assert not lock.exists()
+    said = refused.json
+    assert said["held_by"] != said["owner"], said
+    assert said["held_since"] is None and said["stale_at"] is None, said

@@ -299,15 +299,15 @@ def _parts_refused_result(
     the way and both parts."""
     owner, record = request.owner, take.record
     holder = take.blocker
-    if holder is None:  # too many parts: named by the first live hold to go stale
-        holder = take.live[0] if take.live else take.new
-    assert holder is not None
+    if holder is None and take.live:  # too many parts: the first live hold to go stale
+        holder = take.live[0]
     ours, theirs = take.clash or (None, None)
     asked = _part_text(ours, "your")
     their = _part_text(theirs, "its")
-    held_since = _format_time(holder.since)
-    stale_at = _stale_at(holder.since, take.holder_timeout)
-    by = _holder_text(holder.owner)
+    # Too many parts on a free lock names no holder: nothing was written.
+    by = None if holder is None else _holder_text(holder.owner)
+    held_since = None if holder is None else _format_time(holder.since)
+    stale_at = None if holder is None else _stale_at(holder.since, take.holder_timeout)
     if take.outcome == "full":
         message = (
             f"lock {lock} holds too many parts: its record would pass"
@@ -331,6 +331,7 @@ def _parts_refused_result(
             " release your hold and wait in line for every part you need"
         )
     elif take.outcome == "held":
+        assert holder is not None
         age = now - holder.since
         age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
         clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)

@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str
         run_id: str
         held_by: str | None
-        held_since: str
-        stale_at: str
+        held_since: str | None  # None only when too many parts are refused on a free lock
+        stale_at: str | None
         stale_after_minutes: int | float
         stale_replaced: StaleReplaced | None
         message: str
