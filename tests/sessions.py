@@ -30,7 +30,7 @@ SERVE = [sys.executable, str(SCRIPT), "serve"]
 SESSIONS = os.path.abspath(__file__)  # this file, run as a client process or a reaper
 SDK = "mcp>=2.3,<3"
 PROTOCOL = "2025-06-18"  # the protocol version the line-by-line client asks for
-TOOLS = ["acquire", "release", "status", "list", "holds"]
+TOOLS = ["acquire", "release", "status", "check", "list", "holds"]
 
 # What serve promises: a session that ends by any way but SIGKILL frees its holds within
 # this (releases get 1.5 s at most); a hard deadline, not a timing measured.

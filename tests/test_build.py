@@ -272,8 +272,8 @@ def test_a_changed_module_fails_the_check_naming_the_line_until_rebuilt(tree: Pa
         (
             "outputs.py",
             "def _fail(",
-            "def _verdict() -> None:\n    pass\n\n\ndef _fail(",
-            "_verdict is defined by decisions.py and outputs.py",
+            "def _decide_take() -> None:\n    pass\n\n\ndef _fail(",
+            "_decide_take is defined by decisions.py and outputs.py",
         ),
         (
             "inputs.py",
@@ -816,8 +816,8 @@ def test_the_package_and_the_built_file_are_one_version_and_one_surface(skf: Mod
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == list(skf.__all__)
     version = in_package("-m", "skf_run_lock", "--version")
-    assert (version.returncode, version.stdout) == (0, '{"version": "1.11.1"}\n')
-    assert skf.__version__ == "1.11.1"
+    assert (version.returncode, version.stdout) == (0, '{"version": "1.12.0"}\n')
+    assert skf.__version__ == "1.12.0"
 
 
 def test_the_package_takes_a_file_lock_as_the_file_does(tmp_path: Path) -> None:

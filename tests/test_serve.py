@@ -60,7 +60,17 @@ LEASE = 3.0  # the shortest lease there is: renewed every second
 # it free within this more (a status poll, a server's expiry).
 LAPSE_MARGIN = 2.0
 # What the holds tool shows of each hold.
-HOLD_VIEW = ["lock", "owner", "fence", "kind", "state", "kept", "last_renewal", "message"]
+HOLD_VIEW = [
+    "lock",
+    "owner",
+    "fence",
+    "kind",
+    "parts",
+    "state",
+    "kept",
+    "last_renewal",
+    "message",
+]
 
 
 def _under(store: StoreUnderTest) -> str:
@@ -230,13 +240,15 @@ def test_the_tools_their_schemas_and_waits_told_answered_beside_and_cancelled(
                     "acquire": ["lock", "owner"],
                     "release": ["lock", "owner"],
                     "status": ["lock"],
+                    "check": ["lock", "paths"],
                     "list": ["under"],
                     "holds": [],
                 }
                 assert {name: list(s["properties"]) for name, s in schemas.items()} == {
-                    "acquire": ["lock", "owner", "wait", "slots", "shared"],
+                    "acquire": ["lock", "owner", "wait", "slots", "shared", "parts"],
                     "release": ["lock", "owner"],
                     "status": ["lock"],
+                    "check": ["lock", "paths", "owner"],
                     "list": ["under"],
                     "holds": [],
                 }
@@ -482,10 +494,10 @@ def test_bad_input_is_a_tool_error_saying_what_the_cli_says(
         message = served.tool_error(name, arguments)
         assert "is a relative path" in message and "give it as an absolute path" in message
     assert served.tool_error("steal", {"lock": lock}) == (
-        "unknown tool 'steal'; the tools are acquire, release, status, list, holds"
+        "unknown tool 'steal'; the tools are acquire, release, status, check, list, holds"
     )
     assert served.tool_error("acquire", {"lock": lock, "owner": "wf:s", "stale_after": 60}) == (
-        "usage error: acquire takes lock, owner, wait, slots, shared, not 'stale_after'"
+        "usage error: acquire takes lock, owner, wait, slots, shared, parts, not 'stale_after'"
     )
     missing = served.tool_error("acquire", {"lock": lock})
     assert missing == "usage error: owner is required: a string"
@@ -807,7 +819,7 @@ def _cut_with_a_later_waiter(
     assert answer["acquired"] is False and owner.startswith("wf:agent:"), answer
     assert answer["message"].endswith(
         "; your place in line is kept 10 s: call acquire again within them, with this"
-        " lock and owner and the same slots and shared, to wait on from it"
+        " lock and owner and the same slots, shared and parts, to wait on from it"
     ), answer
     _line_becomes(skf, lock, [owner, "wf:later:1"], within=10)
     kept_until = time.monotonic() + 4  # past a place's lapse (3 s): beaten by the server

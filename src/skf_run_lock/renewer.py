@@ -116,13 +116,22 @@ class _Renewer:
                     # wrote late is let go, not left held for a whole timeout.
                     self.let_go(renewed)
                     return self.lost
-                if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
-                    self.hold = renewed
+                if not isinstance(renewed, _Hold):
+                    # Refused (the record would pass its limit): nothing was written,
+                    # so it counts as a renewal that failed, and the hold runs down.
+                    self.failure = ValueError(str(renewed.get("message")))
+                    self.next = started + min(1.0, self.every / 3)
+                    return self.lost_if_no_try_left()
+                self.hold = renewed
                 self.renewed = self.renewal.try_began
                 self.next = self.renewed + self.every
                 self.failure = None
                 return None
-        if max(self.next, _SEAMS.clock()) >= self.stop_at():  # no try left in time
+        return self.lost_if_no_try_left()
+
+    def lost_if_no_try_left(self) -> LockLost | None:
+        """Its LockLost once no try of a renewal is left in time, else None."""
+        if max(self.next, _SEAMS.clock()) >= self.stop_at():
             self.ran_out_now()
         return self.lost
 

@@ -17,6 +17,7 @@ import time
 
 from .hold import _Hold
 from .inputs import (
+    _checked_parts_of,
     _checked_slots,
     _checked_wait,
     _duration_seconds,
@@ -25,7 +26,7 @@ from .inputs import (
     _wait_within,
 )
 from .listing import list_locks
-from .lock_calls import _leave_line, _new_place, _take_waiting, release, status
+from .lock_calls import _leave_line, _new_place, _take_waiting, check, release, status
 from .outputs import (
     _describe_os_error,
     _fail,
@@ -145,6 +146,7 @@ class _SessionHold:
             "owner": hold.owner,
             "fence": hold.fence,
             "kind": hold.kind,
+            "parts": None if hold.parts is None else list(hold.parts),
             "state": self.state,
             "kept": self.kept,
             "last_renewal": _format_time(self.renewed_at),
@@ -170,10 +172,21 @@ class _KeptPlace:
         self.dropped = False
 
     def resumed_by(self, given: str, request: _Request) -> bool:
-        """Whether an acquire of its lock under ``given`` asks what it waited for."""
+        """Whether an acquire of its lock under ``given`` asks what it waited for: the
+        same kind, count and parts (as a set, each part by its key)."""
         ours = given in (self.given, self.request.owner)
         asked = self.request
-        return ours and (request.shared, request.slots) == (asked.shared, asked.slots)
+        same = (request.shared, request.slots) == (asked.shared, asked.slots)
+        return ours and same and _part_keys(request.parts) == _part_keys(asked.parts)
+
+
+def _part_keys(parts: tuple[str, ...] | None) -> frozenset[str] | None:
+    """What a set of parts is compared by (None: the lock whole)."""
+    if parts is None:
+        return None
+    from .parts import _part_key
+
+    return frozenset(_part_key(part) for part in parts)
 
 
 class _Session:
@@ -499,6 +512,9 @@ def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request,
             " number, never a slot; give one or the other"
         )
     slots = _checked_slots(arguments.get("slots", 1), "slots")
+    parts = _checked_parts_of(arguments.get("parts"), 1)
+    if parts is not None and slots != 1:
+        raise _UsageError(f"parts have no count of slots: give parts or slots {slots}, not both")
     owner, run_id = _owner_with_run_id(owner_text)
     longest = _SEAMS.longest_call_wait_sec
     request = _Request(
@@ -509,6 +525,7 @@ def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request,
         wait=min(wait, longest),
         slots=slots,
         shared=shared,
+        parts=parts,
         keep_longer=True,
         session=True,
     )
@@ -547,7 +564,7 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
             raise _Cancelled
         result["message"] += (
             f"; your place in line is kept {_KEPT_SEC:g} s: call acquire again within them,"
-            " with this lock and owner and the same slots and shared, to wait on from it"
+            " with this lock and owner and the same slots, shared and parts, to wait on from it"
         )
     return {**result, "fence": None if hold is None else hold.fence}
 
@@ -574,6 +591,24 @@ def _release(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
 
 def _status(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     return dict(status(_place(arguments, "lock"), DEFAULT_STALE_AFTER_MIN * 60))
+
+
+# The most paths one check call takes (the CLI takes any number).
+_CHECK_PATHS_MAX = 10_000
+
+
+def _check(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
+    """The check tool: the CLI's check output for ``paths``, at most _CHECK_PATHS_MAX."""
+    lock = _place(arguments, "lock")
+    if "paths" not in arguments:
+        raise _UsageError("paths is required: a list of paths, as git prints them")
+    paths = arguments["paths"]
+    if isinstance(paths, list) and len(paths) > _CHECK_PATHS_MAX:
+        raise _UsageError(
+            f"paths holds {len(paths)} paths; a call takes at most {_CHECK_PATHS_MAX}:"
+            " check the rest in another call"
+        )
+    return dict(check(lock, paths, arguments.get("owner")))
 
 
 def _list(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
@@ -623,6 +658,16 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
                     "type": "boolean",
                     "description": "a shared hold (readers: any number at once)",
                 },
+                "parts": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "hold only these parts of the lock (1 to 100 paths or"
+                    " globs from the top of the tree, as git reads them: 'src/api',"
+                    " 'docs/**/*.md'); holds conflict only where some path lies in a part"
+                    " of each. Default: the whole lock. A call again keeps the hold as"
+                    " it is: the parts it names must be among those held (to change them,"
+                    " release, then acquire the new set)",
+                },
             },
             "required": ["lock", "owner"],
             "additionalProperties": False,
@@ -651,6 +696,34 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         },
         _status,
     ),
+    "check": (
+        "Which of these paths lie in a part of a lock that another run holds (any run,"
+        " without owner), changing nothing: the CLI's check JSON. free is true when none"
+        " does; else reserved names each path with the holder, its part (null: it holds"
+        " the whole lock), kind and stale_at. Check the paths a commit writes before"
+        " making it; a shared part reserves them too.",
+        {
+            "type": "object",
+            "properties": {
+                "lock": _LOCK,
+                "paths": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": _CHECK_PATHS_MAX,
+                    "description": "paths from the top of the tree, as git prints them"
+                    " ('src/api/routes.py'), at most 10000",
+                },
+                "owner": {
+                    "type": "string",
+                    "description": "the whole owner (workflow:skill:run_id) whose own parts"
+                    " are left out; default: every run's parts count",
+                },
+            },
+            "required": ["lock", "paths"],
+            "additionalProperties": False,
+        },
+        _check,
+    ),
     "list": (
         "Every lock under a folder (absolute path) or an etcd:// or redis:// key prefix,"
         " changing nothing: the CLI's list JSON.",
@@ -669,8 +742,8 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         _list,
     ),
     "holds": (
-        "This session's holds: each with its lock, owner, fence, kind, state (held,"
-        " released or lost) and last renewal.",
+        "This session's holds: each with its lock, owner, fence, kind, parts (null: the"
+        " whole lock), state (held, released or lost) and last renewal.",
         {"type": "object", "properties": {}, "additionalProperties": False},
         _holds,
     ),
