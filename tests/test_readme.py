@@ -141,6 +141,16 @@ def fencing_script(doc: str) -> str:
     return section.split("```sh\n", 1)[1].split("```", 1)[0]
 
 
+# Started before the shell, in its place: a shell cannot trap a signal it was started
+# with ignored, and a suite run under nohup passes SIGHUP ignored to its children.
+SIGNALS_AT_THEIR_DEFAULTS = (
+    "import os, signal, sys\n"
+    "for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):\n"
+    "    signal.signal(signum, signal.SIG_DFL)\n"
+    "os.execvp(sys.argv[1], sys.argv[1:])\n"
+)
+
+
 @contextlib.contextmanager
 def script_running(shell: str, doc: str, steps: str, home: Path) -> Iterator[subprocess.Popen[str]]:
     """The doc's script, then ``steps``, in ``shell`` from ``home`` (its home folder),
@@ -154,7 +164,7 @@ def script_running(shell: str, doc: str, steps: str, home: Path) -> Iterator[sub
     }
     script = STAND_IN + fencing_script(doc) + steps
     proc = subprocess.Popen(
-        [shell_path(shell), "-c", script],
+        [sys.executable, "-c", SIGNALS_AT_THEIR_DEFAULTS, shell_path(shell), "-c", script],
         cwd=home,
         env=env,
         stdout=subprocess.PIPE,
