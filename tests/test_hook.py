@@ -372,3 +372,27 @@ def test_a_merge_commit_into_another_runs_part_is_refused(
     merged = tree.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
     assert tree.commits() == before, "the merge commit went into another run's part"
     assert f"src/api/x.py in {other}'s part src/api" in merged.err, merged
+
+
+@pytest.mark.parametrize("how", ["cherry-pick", "revert"])
+def test_a_cherry_pick_or_a_revert_into_another_runs_part_is_refused(
+    tree: Tree, cli: Callable[..., Run], how: str
+) -> None:
+    """git cherry-pick and git revert make a commit of their own and run neither
+    pre-commit nor pre-merge-commit: a commit they make into another run's part goes in
+    with the README's set-up as it stands, unchecked, as a merge did before."""
+    lock = tree.set_up_as_the_readme_says()
+    main = tree.git("branch", "--show-current").out.strip()
+    assert tree.git("checkout", "-q", "-b", "side").code == 0
+    passed(tree.commit("src/api/x.py"))  # made before anyone held src/api
+    side = tree.git("rev-parse", "HEAD").out.strip()
+    assert tree.git("checkout", "-q", main).code == 0
+    if how == "revert":
+        passed(tree.commit("src/api/x.py"))  # made before anyone held src/api
+    other = take(cli, lock, "fix:api", "src/api")
+    before = tree.commits()
+    made = tree.git(
+        *(["cherry-pick", side] if how == "cherry-pick" else ["revert", "--no-edit", "HEAD"])
+    )
+    assert tree.commits() == before, f"the {how} commit went into {other}'s part: {made}"
+    assert f"src/api/x.py in {other}'s part src/api" in made.err, made
