@@ -377,6 +377,27 @@ def test_older_versions_see_a_lock_with_a_live_part_held_and_never_clear_it(
         assert store.value() == value
 
 
+@pytest.mark.timeout(120)
+def test_an_older_versions_live_shared_hold_stays_its_own_beside_a_shared_part(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    """1.11.0 holds the lock shared; a shared part taken beside it (or refused) must
+    leave that hold its owner's: 1.11.0 renews it and releases it as before. A shared
+    part turns the record into one "held in parts", which 1.11.0 reads as held
+    exclusively by an owner it can never be: its holder's renewal is refused (its run
+    stops its command, its hold lost to a reader that never conflicted with it) and its
+    release leaves its hold in the record for the rest of its timeout."""
+    owner = "wf:old:20261207T000000Z-00000001"
+    renew = ("acquire", "--lock", store.lock, "--owner", owner, "--shared")
+    assert older("1.11.0", *renew).returncode == 0
+    take(cli, store.lock, "wf:new:1", "src", extra=("--shared",))
+    renewed = older("1.11.0", *renew)
+    assert renewed.returncode == 0, renewed.stdout
+    assert json.loads(renewed.stdout)["refreshed"] is True
+    released = older("1.11.0", "release", "--lock", store.lock, "--owner", owner)
+    assert json.loads(released.stdout)["released"] is True, released.stdout
+
+
 def test_a_record_is_never_grown_past_what_a_reader_reads(
     skf: ModuleType, cli: Callable[..., Run], tmp_path: Path
 ) -> None:
