@@ -396,3 +396,32 @@ def test_a_cherry_pick_or_a_revert_into_another_runs_part_is_refused(
     )
     assert tree.commits() == before, f"the {how} commit went into {other}'s part: {made}"
     assert f"src/api/x.py in {other}'s part src/api" in made.err, made
+
+
+def test_a_run_given_its_lock_as_a_relative_path_commits_into_no_other_runs_part(
+    tree: Tree, cli: Callable[..., Run]
+) -> None:
+    """run sets SKF_RUN_LOCK for its command, which the hook reads where git config
+    names no lock; git runs the hook at the top of the tree, not where run was started.
+    A run started in a folder of the tree with its lock given relative to that folder
+    must still have the hook check that lock: the other run's part is refused."""
+    tree.install_command()
+    lock = tree.home / ".locks" / "site.lock"
+    other = take(cli, str(lock), "fix:lib", "lib")
+    tree.write("lib/y.py", "changed by the run\n")
+    assert tree.git("add", "lib/y.py").code == 0
+    before = tree.commits()
+    where = tree.repo / "src" / "api"
+    relative = os.path.relpath(lock, where)
+    argv = ["run", "--lock", relative, "--owner", "fix:api", "--part", "src/api", "--"]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv, "git", "commit", "-q", "-m", "into lib"],
+        cwd=where,
+        env=tree.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert tree.commits() == before, f"the commit went into {other}'s part lib: {done}"
+    assert f"lib/y.py in {other}'s part lib" in done.stderr, done
