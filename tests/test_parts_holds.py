@@ -131,6 +131,33 @@ def test_an_owner_changes_its_parts_when_what_it_adds_is_free_and_else_at_once_n
     assert take(cli, lock, "wf:c:1", "src/b/x.py").code == 0
 
 
+@pytest.mark.timeout(120)
+def test_a_part_refused_to_grow_into_a_waiters_part_names_it_as_waiting(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, worker: Worker
+) -> None:
+    """A holder of docs asks to add lib/x, free of holders but asked by a waiter in
+    line (held up by src/a's holder): refused at once, naming the waiter as one that
+    waits in line for lib, with the time its place lapses, never as a holder of lib
+    until its hold's timeout (no one holds lib: a run that waits for that holder
+    to let go of lib waits on no one)."""
+    lock = store.lock
+    assert take(cli, lock, "wf:h:1", "src/a").code == 0
+    assert take(cli, lock, "wf:d:1", "docs").code == 0
+    waiter = worker("hold-in-line", lock, "wf:w:1", "w", "src/**", "lib")
+    wait_until(lambda: in_line(skf, store) == ["wf:w:1"], what="the waiter in line")
+    grown = take(cli, lock, "wf:d:1", "docs", "lib/x")
+    assert grown.code == 3 and grown.json["held_by"] == "wf:w:1", grown
+    message = grown.json["message"]
+    assert "your part lib/x conflicts with its part lib, which wf:w:1 waits in line for;" in (
+        message
+    ), message
+    lapses = skf._parse_time(grown.json["stale_at"]) - time.time()
+    assert lapses < 600, grown.json  # its place's lapse, not its hold's timeout to come
+    assert skf.release(lock, "wf:h:1")["released"]
+    assert pipe(waiter.stdout).readline() == "in\n"
+    assert let_go(waiter) == 0
+
+
 def test_a_whole_hold_narrows_to_parts_and_frees_the_rest(
     skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
