@@ -2388,7 +2388,9 @@ def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float)
         if take.after is not None and take.after.parted and _too_large(take.after):
             take.outcome = "full"
         return take
-    if take.blocker is None and take.waiter is not None:
+    # A waiter in the way of a take in line is dated as a holder would be; one in the
+    # way of a grow stays a waiter, which its refusal names as waiting.
+    if take.blocker is None and take.waiter is not None and take.outcome != "grow":
         waiter = take.waiter
         take.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
     if take.blocker is not None:
@@ -6323,7 +6325,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6326, (), r'''
+_CARRIED['usage'] = (6328, (), r'''
 import os
 import sys
 import textwrap
@@ -6609,7 +6611,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6612, (), r'''
+_CARRIED['parts'] = (6614, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7154,7 +7156,7 @@ def _globs_share(g: str, h: str) -> bool:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7157, (), r'''
+_CARRIED['server_gateway'] = (7159, (), r'''
 import errno
 import json
 import os
@@ -7652,7 +7654,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7655, ('server_gateway',), r'''
+_CARRIED['http1'] = (7657, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7778,7 +7780,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7781, ('server_gateway',), r'''
+_CARRIED['resp'] = (7783, ('server_gateway',), r'''
 import re
 
 
@@ -7912,7 +7914,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7915, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7917, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8118,7 +8120,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8121, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8123, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8232,7 +8234,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8235, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8237, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8749,7 +8751,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8752, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8754, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8811,7 +8813,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8814, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8816, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9090,7 +9092,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9093, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9095, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9483,7 +9485,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9486, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9488, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9621,7 +9623,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9624, (), r'''
+_CARRIED['file_listing'] = (9626, (), r'''
 import os
 import stat
 
@@ -9694,7 +9696,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9697, (), r'''
+_CARRIED['serve'] = (9699, (), r'''
 import json
 import os
 import sys
@@ -10615,7 +10617,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '7285af8d1b7895ad9a6e673ef20994c8a91f771b74fa9034d76e7a60e3785213'  # what a cache entry must name
+_BUILD = 'a91349ef4bf33fa956065a005ec4be7219711f670b9df0f915ff3748ec76ad1b'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
