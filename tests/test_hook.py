@@ -425,3 +425,15 @@ def test_a_run_given_its_lock_as_a_relative_path_commits_into_no_other_runs_part
     )
     assert tree.commits() == before, f"the commit went into {other}'s part lib: {done}"
     assert f"lib/y.py in {other}'s part lib" in done.stderr, done
+
+
+def test_a_name_with_a_backslash_is_refused_naming_the_holder_and_the_part(
+    tree: Tree, cli: Callable[..., Run]
+) -> None:
+    """A file's name may hold a backslash where the system allows it, and check reads it
+    so; the refusal names it, the holder and the part on one line in either shell
+    (dash's echo reads a backslash in its words as an escape: "\\c" ends its output)."""
+    lock = tree.set_up_as_the_readme_says()
+    other = take(cli, lock, "fix:api", "src/api")
+    said = refusal(tree.commit("src/api/a\\c.py"))
+    assert f"'src/api/a\\c.py' in {other}'s part src/api" in said, said
