@@ -380,6 +380,37 @@ def test_a_waiter_waits_only_behind_those_it_conflicts_with(
     assert store.value() is None and store.left_behind() == []
 
 
+@pytest.mark.timeout(180)
+def test_a_waiter_of_many_long_parts_behind_others_is_never_passed_on_a_file(
+    skf: ModuleType, cli: Callable[..., Run], lock: Path, worker: Worker
+) -> None:
+    """Four waiters, each of 100 parts of 200 characters or so, behind a holder of a:
+    their places fill more than the 64 KiB a reader reads of a lock's line file. Each
+    is in line all the same: status shows all four, and a call for a part that only the
+    last one asks yields to it (else it takes a part a waiter ahead of it asked for,
+    and the line's next rewrite drops that waiter's place)."""
+    assert skf.acquire(lock, "wf:h:1", 60.0, parts=["a"])["acquired"]
+    line = Path(f"{lock}.skf-line")
+
+    def places(count: int) -> Callable[[], bool]:
+        return lambda: line.exists() and line.read_bytes().count(b"\n") == count
+
+    waiters = []
+    for w in range(4):
+        parts = [f"a/{w}", *(f"f{w}/{i}/{'x' * 200}" for i in range(99))]
+        waiters.append(worker("hold-in-line", str(lock), f"wf:w{w}:1", "w", *parts))
+        wait_until(places(w + 1), what=f"waiter {w} in line")
+    assert len(line.read_bytes()) > skf._RECORD_MAX_BYTES
+    assert [p["owner"] for p in skf.status(lock, 60.0)["waiting"]] == [
+        f"wf:w{w}:1" for w in range(4)
+    ]
+    jumper = cli("acquire", "--lock", str(lock), "--owner", "wf:jump:1", "--part", "f3/0")
+    assert jumper.code == 3 and jumper.json["held_by"] == "wf:w3:1", jumper
+    assert skf.release(lock, "wf:h:1")["released"]
+    assert pipe(waiters[0].stdout).readline() == "in\n"  # the others: reaped
+    assert let_go(waiters[0]) == 0
+
+
 # --- One record, and older versions beside it -------------------------------------------
 
 
