@@ -2388,7 +2388,9 @@ def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float)
         if take.after is not None and take.after.parted and _too_large(take.after):
             take.outcome = "full"
         return take
-    if take.blocker is None and take.waiter is not None:
+    # A waiter in the way of a take in line is dated as a holder would be; one in the
+    # way of a grow stays a waiter, which its refusal names as waiting.
+    if take.blocker is None and take.waiter is not None and take.outcome != "grow":
         waiter = take.waiter
         take.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
     if take.blocker is not None:
@@ -5712,7 +5714,9 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
     import subprocess
     import threading
 
-    lock = os.fspath(request.lock)
+    # The lock as its store names it (a file's absolute path): the command, and git's
+    # hooks, which run at the top of the tree, may read SKF_RUN_LOCK from elsewhere.
+    lock = hold.lock
     owner = hold.owner
     # A hold the owner had before run started (a workflow's lock, a run step inside it)
     # is left held when run ends, however it ends.
@@ -6321,7 +6325,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6324, (), r'''
+_CARRIED['usage'] = (6328, (), r'''
 import os
 import sys
 import textwrap
@@ -6607,7 +6611,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6610, (), r'''
+_CARRIED['parts'] = (6614, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7152,7 +7156,7 @@ def _globs_share(g: str, h: str) -> bool:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7155, (), r'''
+_CARRIED['server_gateway'] = (7159, (), r'''
 import errno
 import json
 import os
@@ -7650,7 +7654,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7653, ('server_gateway',), r'''
+_CARRIED['http1'] = (7657, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7776,7 +7780,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7779, ('server_gateway',), r'''
+_CARRIED['resp'] = (7783, ('server_gateway',), r'''
 import re
 
 
@@ -7910,7 +7914,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7913, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7917, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8116,7 +8120,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8119, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8123, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8230,7 +8234,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8233, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8237, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8747,7 +8751,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8750, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8754, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8809,7 +8813,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8812, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8816, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9088,7 +9092,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9091, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9095, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9481,7 +9485,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9484, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9488, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9619,7 +9623,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9622, (), r'''
+_CARRIED['file_listing'] = (9626, (), r'''
 import os
 import stat
 
@@ -9692,7 +9696,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9695, (), r'''
+_CARRIED['serve'] = (9699, (), r'''
 import json
 import os
 import sys
@@ -10613,7 +10617,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'dbaec414be9249bffb4a27c3a653a044c7e6e514402fe3e5dae902144d46af07'  # what a cache entry must name
+_BUILD = 'a91349ef4bf33fa956065a005ec4be7219711f670b9df0f915ff3748ec76ad1b'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

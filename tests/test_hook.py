@@ -372,3 +372,68 @@ def test_a_merge_commit_into_another_runs_part_is_refused(
     merged = tree.git("merge", "-q", "--no-ff", "-m", "merge side", "side")
     assert tree.commits() == before, "the merge commit went into another run's part"
     assert f"src/api/x.py in {other}'s part src/api" in merged.err, merged
+
+
+@pytest.mark.parametrize("how", ["cherry-pick", "revert"])
+def test_a_cherry_pick_or_a_revert_into_another_runs_part_is_refused(
+    tree: Tree, cli: Callable[..., Run], how: str
+) -> None:
+    """git cherry-pick and git revert make a commit of their own and run neither
+    pre-commit nor pre-merge-commit: a commit they make into another run's part goes in
+    with the README's set-up as it stands, unchecked, as a merge did before."""
+    lock = tree.set_up_as_the_readme_says()
+    main = tree.git("branch", "--show-current").out.strip()
+    assert tree.git("checkout", "-q", "-b", "side").code == 0
+    passed(tree.commit("src/api/x.py"))  # made before anyone held src/api
+    side = tree.git("rev-parse", "HEAD").out.strip()
+    assert tree.git("checkout", "-q", main).code == 0
+    if how == "revert":
+        passed(tree.commit("src/api/x.py"))  # made before anyone held src/api
+    other = take(cli, lock, "fix:api", "src/api")
+    before = tree.commits()
+    made = tree.git(
+        *(["cherry-pick", side] if how == "cherry-pick" else ["revert", "--no-edit", "HEAD"])
+    )
+    assert tree.commits() == before, f"the {how} commit went into {other}'s part: {made}"
+    assert f"src/api/x.py in {other}'s part src/api" in made.err, made
+
+
+def test_a_run_given_its_lock_as_a_relative_path_commits_into_no_other_runs_part(
+    tree: Tree, cli: Callable[..., Run]
+) -> None:
+    """run sets SKF_RUN_LOCK for its command, which the hook reads where git config
+    names no lock; git runs the hook at the top of the tree, not where run was started.
+    A run started in a folder of the tree with its lock given relative to that folder
+    must still have the hook check that lock: the other run's part is refused."""
+    tree.install_command()
+    lock = tree.home / ".locks" / "site.lock"
+    other = take(cli, str(lock), "fix:lib", "lib")
+    tree.write("lib/y.py", "changed by the run\n")
+    assert tree.git("add", "lib/y.py").code == 0
+    before = tree.commits()
+    where = tree.repo / "src" / "api"
+    relative = os.path.relpath(lock, where)
+    argv = ["run", "--lock", relative, "--owner", "fix:api", "--part", "src/api", "--"]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv, "git", "commit", "-q", "-m", "into lib"],
+        cwd=where,
+        env=tree.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert tree.commits() == before, f"the commit went into {other}'s part lib: {done}"
+    assert f"lib/y.py in {other}'s part lib" in done.stderr, done
+
+
+def test_a_name_with_a_backslash_is_refused_naming_the_holder_and_the_part(
+    tree: Tree, cli: Callable[..., Run]
+) -> None:
+    """A file's name may hold a backslash where the system allows it, and check reads it
+    so; the refusal names it, the holder and the part on one line in either shell
+    (dash's echo reads a backslash in its words as an escape: "\\c" ends its output)."""
+    lock = tree.set_up_as_the_readme_says()
+    other = take(cli, lock, "fix:api", "src/api")
+    said = refusal(tree.commit("src/api/a\\c.py"))
+    assert f"'src/api/a\\c.py' in {other}'s part src/api" in said, said

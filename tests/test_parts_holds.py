@@ -131,6 +131,33 @@ def test_an_owner_changes_its_parts_when_what_it_adds_is_free_and_else_at_once_n
     assert take(cli, lock, "wf:c:1", "src/b/x.py").code == 0
 
 
+@pytest.mark.timeout(120)
+def test_a_part_refused_to_grow_into_a_waiters_part_names_it_as_waiting(
+    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, worker: Worker
+) -> None:
+    """A holder of docs asks to add lib/x, free of holders but asked by a waiter in
+    line (held up by src/a's holder): refused at once, naming the waiter as one that
+    waits in line for lib, with the time its place lapses, never as a holder of lib
+    until its hold's timeout (no one holds lib: a run that waits for that holder
+    to let go of lib waits on no one)."""
+    lock = store.lock
+    assert take(cli, lock, "wf:h:1", "src/a").code == 0
+    assert take(cli, lock, "wf:d:1", "docs").code == 0
+    waiter = worker("hold-in-line", lock, "wf:w:1", "w", "src/**", "lib")
+    wait_until(lambda: in_line(skf, store) == ["wf:w:1"], what="the waiter in line")
+    grown = take(cli, lock, "wf:d:1", "docs", "lib/x")
+    assert grown.code == 3 and grown.json["held_by"] == "wf:w:1", grown
+    message = grown.json["message"]
+    assert "your part lib/x conflicts with its part lib, which wf:w:1 waits in line for;" in (
+        message
+    ), message
+    lapses = skf._parse_time(grown.json["stale_at"]) - time.time()
+    assert lapses < 600, grown.json  # its place's lapse, not its hold's timeout to come
+    assert skf.release(lock, "wf:h:1")["released"]
+    assert pipe(waiter.stdout).readline() == "in\n"
+    assert let_go(waiter) == 0
+
+
 def test_a_whole_hold_narrows_to_parts_and_frees_the_rest(
     skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
 ) -> None:
@@ -353,6 +380,37 @@ def test_a_waiter_waits_only_behind_those_it_conflicts_with(
     assert store.value() is None and store.left_behind() == []
 
 
+@pytest.mark.timeout(180)
+def test_a_waiter_of_many_long_parts_behind_others_is_never_passed_on_a_file(
+    skf: ModuleType, cli: Callable[..., Run], lock: Path, worker: Worker
+) -> None:
+    """Four waiters, each of 100 parts of 200 characters or so, behind a holder of a:
+    their places fill more than the 64 KiB a reader reads of a lock's line file. Each
+    is in line all the same: status shows all four, and a call for a part that only the
+    last one asks yields to it (else it takes a part a waiter ahead of it asked for,
+    and the line's next rewrite drops that waiter's place)."""
+    assert skf.acquire(lock, "wf:h:1", 60.0, parts=["a"])["acquired"]
+    line = Path(f"{lock}.skf-line")
+
+    def places(count: int) -> Callable[[], bool]:
+        return lambda: line.exists() and line.read_bytes().count(b"\n") == count
+
+    waiters = []
+    for w in range(4):
+        parts = [f"a/{w}", *(f"f{w}/{i}/{'x' * 200}" for i in range(99))]
+        waiters.append(worker("hold-in-line", str(lock), f"wf:w{w}:1", "w", *parts))
+        wait_until(places(w + 1), what=f"waiter {w} in line")
+    assert len(line.read_bytes()) > skf._RECORD_MAX_BYTES
+    assert [p["owner"] for p in skf.status(lock, 60.0)["waiting"]] == [
+        f"wf:w{w}:1" for w in range(4)
+    ]
+    jumper = cli("acquire", "--lock", str(lock), "--owner", "wf:jump:1", "--part", "f3/0")
+    assert jumper.code == 3 and jumper.json["held_by"] == "wf:w3:1", jumper
+    assert skf.release(lock, "wf:h:1")["released"]
+    assert pipe(waiters[0].stdout).readline() == "in\n"  # the others: reaped
+    assert let_go(waiters[0]) == 0
+
+
 # --- One record, and older versions beside it -------------------------------------------
 
 
@@ -375,6 +433,27 @@ def test_older_versions_see_a_lock_with_a_live_part_held_and_never_clear_it(
         status = older(version, "status", "--lock", store.lock)
         assert status.returncode == 3 and json.loads(status.stdout)["state"] == "held"
         assert store.value() == value
+
+
+@pytest.mark.timeout(120)
+def test_an_older_versions_live_shared_hold_stays_its_own_beside_a_shared_part(
+    cli: Callable[..., Run], store: StoreUnderTest
+) -> None:
+    """1.11.0 holds the lock shared; a shared part taken beside it (or refused) must
+    leave that hold its owner's: 1.11.0 renews it and releases it as before. A shared
+    part turns the record into one "held in parts", which 1.11.0 reads as held
+    exclusively by an owner it can never be: its holder's renewal is refused (its run
+    stops its command, its hold lost to a reader that never conflicted with it) and its
+    release leaves its hold in the record for the rest of its timeout."""
+    owner = "wf:old:20261207T000000Z-00000001"
+    renew = ("acquire", "--lock", store.lock, "--owner", owner, "--shared")
+    assert older("1.11.0", *renew).returncode == 0
+    take(cli, store.lock, "wf:new:1", "src", extra=("--shared",))
+    renewed = older("1.11.0", *renew)
+    assert renewed.returncode == 0, renewed.stdout
+    assert json.loads(renewed.stdout)["refreshed"] is True
+    released = older("1.11.0", "release", "--lock", store.lock, "--owner", owner)
+    assert json.loads(released.stdout)["released"] is True, released.stdout
 
 
 def test_a_record_is_never_grown_past_what_a_reader_reads(

@@ -323,7 +323,9 @@ def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float)
         if take.after is not None and take.after.parted and _too_large(take.after):
             take.outcome = "full"
         return take
-    if take.blocker is None and take.waiter is not None:
+    # A waiter in the way of a take in line is dated as a holder would be; one in the
+    # way of a grow stays a waiter, which its refusal names as waiting.
+    if take.blocker is None and take.waiter is not None and take.outcome != "grow":
         waiter = take.waiter
         take.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
     if take.blocker is not None:

@@ -175,7 +175,9 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
     import subprocess
     import threading
 
-    lock = os.fspath(request.lock)
+    # The lock as its store names it (a file's absolute path): the command, and git's
+    # hooks, which run at the top of the tree, may read SKF_RUN_LOCK from elsewhere.
+    lock = hold.lock
     owner = hold.owner
     # A hold the owner had before run started (a workflow's lock, a run step inside it)
     # is left held when run ends, however it ends.
