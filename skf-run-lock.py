@@ -4035,6 +4035,9 @@ class _Guard:
 # --------------------------------------------------------------------------------------
 
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
+# The line file is read whole, up to this: about 600 waiters that each name 100 parts
+# of 255 characters. A place that would pass it never joins (a reader would not see it).
+_LINE_MAX_BYTES = 16 * 1024 * 1024
 _TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 # A line file opened to append a place to: a FIFO put in its stead fails at once
@@ -4350,9 +4353,16 @@ def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return []
-        data = os.read(fd, _RECORD_MAX_BYTES)
+        # Places may carry parts, so a line can outgrow a record: read it whole.
+        want = min(max(info.st_size, _RECORD_MAX_BYTES), _LINE_MAX_BYTES)
+        chunks: list[bytes] = []
+        while want > 0 and (chunk := os.read(fd, want)):
+            chunks.append(chunk)
+            want -= len(chunk)
+        data = b"".join(chunks)
     except OSError:
         return []
     finally:
@@ -4515,10 +4525,18 @@ class _FileStore:
         writing the line anew."""
         line = _live(look.line, now)
         if _ahead_of(line, place.ticket) is None:
-            place.since, place.beat, place.joined = int(now // 1), now, True
+            place.since, place.beat = int(now // 1), now
+            size, more = len(_line_bytes(line)), _line_bytes([place])
+            if size + len(more) > _LINE_MAX_BYTES:
+                raise OSError(
+                    errno.EFBIG,
+                    f"the line of waiters beside {self.lock} would pass"
+                    f" {_LINE_MAX_BYTES // (1024 * 1024)} MiB: no place was taken",
+                )
+            place.joined = True
             # Nothing lapsed: the file should hold exactly the text of ``line``.
             unchanged = self.line_file and len(line) == len(look.line)
-            if unchanged and _appended(self.line, _line_bytes([place]), len(_line_bytes(line))):
+            if unchanged and _appended(self.line, more, size):
                 return
             line.append(place)
         self._keep_line(look, line)
@@ -6325,7 +6343,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6328, (), r'''
+_CARRIED['usage'] = (6346, (), r'''
 import os
 import sys
 import textwrap
@@ -6611,7 +6629,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6614, (), r'''
+_CARRIED['parts'] = (6632, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7156,7 +7174,7 @@ def _globs_share(g: str, h: str) -> bool:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7159, (), r'''
+_CARRIED['server_gateway'] = (7177, (), r'''
 import errno
 import json
 import os
@@ -7654,7 +7672,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7657, ('server_gateway',), r'''
+_CARRIED['http1'] = (7675, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7780,7 +7798,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7783, ('server_gateway',), r'''
+_CARRIED['resp'] = (7801, ('server_gateway',), r'''
 import re
 
 
@@ -7914,7 +7932,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7917, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7935, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8120,7 +8138,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8123, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8141, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8234,7 +8252,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8237, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8255, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8751,7 +8769,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8754, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8772, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8813,7 +8831,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8816, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8834, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9092,7 +9110,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9095, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9113, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9485,7 +9503,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9488, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9506, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9623,7 +9641,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9626, (), r'''
+_CARRIED['file_listing'] = (9644, (), r'''
 import os
 import stat
 
@@ -9696,7 +9714,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9699, (), r'''
+_CARRIED['serve'] = (9717, (), r'''
 import json
 import os
 import sys
@@ -10617,7 +10635,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'a91349ef4bf33fa956065a005ec4be7219711f670b9df0f915ff3748ec76ad1b'  # what a cache entry must name
+_BUILD = '369f83cea9fefcd9e5fb4809fc18df222f37930ccd67a8956df952992cf5ac86'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

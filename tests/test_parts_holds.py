@@ -411,6 +411,31 @@ def test_a_waiter_of_many_long_parts_behind_others_is_never_passed_on_a_file(
     assert let_go(waiters[0]) == 0
 
 
+@pytest.mark.timeout(120)
+def test_a_place_that_would_pass_the_line_files_bound_never_joins(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A line file of 16 MiB of live places (about 600 waiters of 100 long parts): a
+    waiter that would pass it is refused (OSError, exit 2 from the CLI, saying why) and
+    the line is left as it was, since a place past what a reader reads would stand out
+    of line."""
+    monkeypatch.setattr(skf._SEAMS, "place_ttl_sec", 600.0)  # the planted places live
+    assert skf.acquire(lock, "wf:h:1", 60.0, parts=["a"])["acquired"]
+    line = Path(f"{lock}.skf-line")
+    parts = [f"a/{i}/{'x' * 240}" for i in range(100)]
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    text = bytearray()
+    while len(text) < 16 * 1024 * 1024 - 20_000:
+        place = {"ticket": f"t{len(text)}", "owner": f"wf:w{len(text)}:1", "since": since}
+        place |= {"stale_after_seconds": 60, "beat": time.time(), "parts": parts}
+        text += (json.dumps(place) + "\n").encode()
+    line.write_bytes(bytes(text))
+    assert len(skf.status(lock, 60.0)["waiting"]) == text.count(b"\n")
+    with pytest.raises(OSError, match="would pass 16 MiB: no place was taken"):
+        skf.acquire_within(lock, "wf:late:1", 60.0, 5.0, parts=parts)
+    assert line.read_bytes() == bytes(text)
+
+
 # --- One record, and older versions beside it -------------------------------------------
 
 

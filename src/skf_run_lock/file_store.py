@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from .store_protocol import _Store
 
 _LINE_SUFFIX = ".skf-line"  # a file lock's line of waiters
+# The line file is read whole, up to this: about 600 waiters that each name 100 parts
+# of 255 characters. A place that would pass it never joins (a reader would not see it).
+_LINE_MAX_BYTES = 16 * 1024 * 1024
 _TEMP_NAME = re.compile(r"(?:\.skf-line)?\.skf-[0-9a-f]{8}-tmp")
 _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _COMMON_FLAGS
 # A line file opened to append a place to: a FIFO put in its stead fails at once
@@ -362,9 +365,16 @@ def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     except OSError:
         return None
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return []
-        data = os.read(fd, _RECORD_MAX_BYTES)
+        # Places may carry parts, so a line can outgrow a record: read it whole.
+        want = min(max(info.st_size, _RECORD_MAX_BYTES), _LINE_MAX_BYTES)
+        chunks: list[bytes] = []
+        while want > 0 and (chunk := os.read(fd, want)):
+            chunks.append(chunk)
+            want -= len(chunk)
+        data = b"".join(chunks)
     except OSError:
         return []
     finally:
@@ -527,10 +537,18 @@ class _FileStore:
         writing the line anew."""
         line = _live(look.line, now)
         if _ahead_of(line, place.ticket) is None:
-            place.since, place.beat, place.joined = int(now // 1), now, True
+            place.since, place.beat = int(now // 1), now
+            size, more = len(_line_bytes(line)), _line_bytes([place])
+            if size + len(more) > _LINE_MAX_BYTES:
+                raise OSError(
+                    errno.EFBIG,
+                    f"the line of waiters beside {self.lock} would pass"
+                    f" {_LINE_MAX_BYTES // (1024 * 1024)} MiB: no place was taken",
+                )
+            place.joined = True
             # Nothing lapsed: the file should hold exactly the text of ``line``.
             unchanged = self.line_file and len(line) == len(look.line)
-            if unchanged and _appended(self.line, _line_bytes([place]), len(_line_bytes(line))):
+            if unchanged and _appended(self.line, more, size):
                 return
             line.append(place)
         self._keep_line(look, line)
