@@ -426,8 +426,8 @@ def test_a_place_that_would_pass_the_line_files_bound_never_joins(
     since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     text = bytearray()
     while len(text) < 16 * 1024 * 1024 - 20_000:
-        place = {"ticket": f"t{len(text)}", "owner": f"wf:w{len(text)}:1", "since": since}
-        place |= {"stale_after_seconds": 60, "beat": time.time(), "parts": parts}
+        place: dict[str, object] = {"ticket": f"t{len(text)}", "owner": f"wf:w{len(text)}:1"}
+        place |= {"since": since, "stale_after_seconds": 60, "beat": time.time(), "parts": parts}
         text += (json.dumps(place) + "\n").encode()
     line.write_bytes(bytes(text))
     assert len(skf.status(lock, 60.0)["waiting"]) == text.count(b"\n")
