@@ -1772,11 +1772,13 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         mode = content.get("mode")
         shared, parted = mode == _SHARED_MODE, mode == _PARTS_MODE
         if (several or shared or parted) and isinstance(entries, list):
-            holders = [_holder_of(entry, parted) for entry in entries]
+            holders = [_holder_of(entry, parted or shared) for entry in entries]
             record.holders = [holder for holder in holders if holder is not None]
-            record.shared, record.parted = shared, parted
             for holder in record.holders:
                 holder.shared = holder.shared or shared
+            # Shared holds of parts are kept as shared holds (see _bytes_of).
+            parted = parted or any(holder.parts is not None for holder in record.holders)
+            record.shared, record.parted = shared and not parted, parted
         if several and not shared and isinstance(slots, int):
             record.slots = slots
         return record
@@ -1935,6 +1937,10 @@ def _bytes_of(record: _Record) -> bytes:
             record.owner, record.since, record.stale_after, record.fence, record.session
         )
     holders = record.holders
+    # Holds of parts that are all shared are written as shared holds, each with its
+    # parts: an older version keeps sharing the lock with them, as it would with any
+    # shared hold, where "held in parts" would take its own shared hold from it.
+    all_shared = record.shared or (record.parted and all(h.shared for h in holders))
     last = max(holders, key=_holder_end)
     assert last.stale_after is not None
     entries = []
@@ -1951,22 +1957,24 @@ def _bytes_of(record: _Record) -> bytes:
             entry["fence"] = holder.fence
         if holder.session:
             entry["session"] = True
-        if record.parted and holder.shared:
+        if record.parted and holder.shared and not all_shared:
             entry["shared"] = True
         if record.parted and holder.parts is not None:
             entry["parts"] = list(holder.parts)
         entries.append(entry)
     owner = _slots_owner(record.slots)
-    if record.shared or record.parted:
-        owner = _SHARED_OWNER if record.shared else _PARTS_OWNER
+    if all_shared:
+        owner = _SHARED_OWNER
+    elif record.parted:
+        owner = _PARTS_OWNER
     content: dict[str, object] = {
         "owner": owner,
         "acquired_at": _format_time(last.since),
         "stale_after_seconds": _json_seconds(last.stale_after),
         "tool": _TOOL,
     }
-    if record.shared or record.parted:
-        content["mode"] = _SHARED_MODE if record.shared else _PARTS_MODE
+    if all_shared or record.parted:
+        content["mode"] = _SHARED_MODE if all_shared else _PARTS_MODE
     else:
         content["slots"] = record.slots
     content["holders"] = entries
@@ -6343,7 +6351,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6346, (), r'''
+_CARRIED['usage'] = (6354, (), r'''
 import os
 import sys
 import textwrap
@@ -6629,7 +6637,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6632, (), r'''
+_CARRIED['parts'] = (6640, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7174,7 +7182,7 @@ def _globs_share(g: str, h: str) -> bool:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7177, (), r'''
+_CARRIED['server_gateway'] = (7185, (), r'''
 import errno
 import json
 import os
@@ -7672,7 +7680,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7675, ('server_gateway',), r'''
+_CARRIED['http1'] = (7683, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7798,7 +7806,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7801, ('server_gateway',), r'''
+_CARRIED['resp'] = (7809, ('server_gateway',), r'''
 import re
 
 
@@ -7932,7 +7940,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7935, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (7943, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8138,7 +8146,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8141, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8149, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8252,7 +8260,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8255, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8263, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8769,7 +8777,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8772, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (8780, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8831,7 +8839,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8834, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (8842, ('resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9110,7 +9118,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9113, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9121, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9503,7 +9511,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9506, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9514, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9641,7 +9649,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9644, (), r'''
+_CARRIED['file_listing'] = (9652, (), r'''
 import os
 import stat
 
@@ -9714,7 +9722,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9717, (), r'''
+_CARRIED['serve'] = (9725, (), r'''
 import json
 import os
 import sys
@@ -10635,7 +10643,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '369f83cea9fefcd9e5fb4809fc18df222f37930ccd67a8956df952992cf5ac86'  # what a cache entry must name
+_BUILD = '2a928f4ff98d01913c67aab7bed79d7839781764115429d281bdc74fb1bdd865'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -287,11 +287,13 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         mode = content.get("mode")
         shared, parted = mode == _SHARED_MODE, mode == _PARTS_MODE
         if (several or shared or parted) and isinstance(entries, list):
-            holders = [_holder_of(entry, parted) for entry in entries]
+            holders = [_holder_of(entry, parted or shared) for entry in entries]
             record.holders = [holder for holder in holders if holder is not None]
-            record.shared, record.parted = shared, parted
             for holder in record.holders:
                 holder.shared = holder.shared or shared
+            # Shared holds of parts are kept as shared holds (see _bytes_of).
+            parted = parted or any(holder.parts is not None for holder in record.holders)
+            record.shared, record.parted = shared and not parted, parted
         if several and not shared and isinstance(slots, int):
             record.slots = slots
         return record
@@ -450,6 +452,10 @@ def _bytes_of(record: _Record) -> bytes:
             record.owner, record.since, record.stale_after, record.fence, record.session
         )
     holders = record.holders
+    # Holds of parts that are all shared are written as shared holds, each with its
+    # parts: an older version keeps sharing the lock with them, as it would with any
+    # shared hold, where "held in parts" would take its own shared hold from it.
+    all_shared = record.shared or (record.parted and all(h.shared for h in holders))
     last = max(holders, key=_holder_end)
     assert last.stale_after is not None
     entries = []
@@ -466,22 +472,24 @@ def _bytes_of(record: _Record) -> bytes:
             entry["fence"] = holder.fence
         if holder.session:
             entry["session"] = True
-        if record.parted and holder.shared:
+        if record.parted and holder.shared and not all_shared:
             entry["shared"] = True
         if record.parted and holder.parts is not None:
             entry["parts"] = list(holder.parts)
         entries.append(entry)
     owner = _slots_owner(record.slots)
-    if record.shared or record.parted:
-        owner = _SHARED_OWNER if record.shared else _PARTS_OWNER
+    if all_shared:
+        owner = _SHARED_OWNER
+    elif record.parted:
+        owner = _PARTS_OWNER
     content: dict[str, object] = {
         "owner": owner,
         "acquired_at": _format_time(last.since),
         "stale_after_seconds": _json_seconds(last.stale_after),
         "tool": _TOOL,
     }
-    if record.shared or record.parted:
-        content["mode"] = _SHARED_MODE if record.shared else _PARTS_MODE
+    if all_shared or record.parted:
+        content["mode"] = _SHARED_MODE if all_shared else _PARTS_MODE
     else:
         content["slots"] = record.slots
     content["holders"] = entries
