@@ -304,10 +304,13 @@ _CLUSTER_LOCKS = itertools.count()
 def cluster_lock(redis_cluster: RedisCluster, request: pytest.FixtureRequest) -> str:
     """A lock address through the cluster's first node, with a key no other test uses,
     served by each node in turn (two in three calls are redirected)."""
+    from redis.crc import key_slot
+
     node = next(_CLUSTER_LOCKS) % len(redis_cluster.nodes)
+    owner = redis_cluster.slot_owners()
     while True:
         key = key_of_its_own(request)
-        if redis_cluster.node_of("{" + key + "}") == node:
+        if owner(key_slot(("{" + key + "}").encode())) == node:
             return redis_cluster.url(key)
 
 

@@ -380,11 +380,20 @@ def redis_client(lock: str) -> Any:
     import redis.cluster
 
     port = int(lock.split("/", 3)[2].rpartition(":")[2])
+    if port in _CLUSTER_CLIENTS:
+        return _CLUSTER_CLIENTS[port]
     single = redis.Redis(host="127.0.0.1", port=port, socket_timeout=10)
     if single.info("cluster").get("cluster_enabled"):
         single.close()
-        return redis.cluster.RedisCluster(host="127.0.0.1", port=port, socket_timeout=10)
+        # Kept: a cluster client asks its node for every command's doc when made, a
+        # large answer parsed in Python (70 ms of CPU a client, made in many tests).
+        client = redis.cluster.RedisCluster(host="127.0.0.1", port=port, socket_timeout=10)
+        _CLUSTER_CLIENTS[port] = client
+        return client
     return single
+
+
+_CLUSTER_CLIENTS: dict[int, Any] = {}
 
 
 def redis_keys(lock: str) -> list[str]:
@@ -415,14 +424,22 @@ class RedisCluster:
         return self.node_at_slot(key_slot(key.encode() if isinstance(key, str) else key))
 
     def node_at_slot(self, slot: int) -> int:
+        return self.slot_owners()(slot)
+
+    def slot_owners(self) -> Callable[[int], int]:
+        """Which node serves a slot, by one look at the cluster's slots now."""
         ports = [node.port for node in self.nodes]
-        # Closed at once: cluster_lock asks this in a loop.
+        # Closed at once: cluster_lock asks this for each lock.
         with self.nodes[0].client() as client:
             slots = client.execute_command("CLUSTER", "SLOTS")
-        for start, end, primary, *_ in slots:
-            if start <= slot <= end:
-                return ports.index(int(primary[1]))
-        raise AssertionError(f"no node serves slot {slot}")
+
+        def owner(slot: int) -> int:
+            for start, end, primary, *_ in slots:
+                if start <= slot <= end:
+                    return ports.index(int(primary[1]))
+            raise AssertionError(f"no node serves slot {slot}")
+
+        return owner
 
     def start_moving(self, slot: int, to: int) -> tuple[Redis, Redis, bytes]:
         """Mark ``slot`` importing on node ``to`` and migrating on the node that serves
