@@ -5764,6 +5764,120 @@ class _WaitLine:
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/kept_connections.py, carried as text: compiled only for a lock of its store
+# Connections kept from one call to the next in a process: one idle list per server
+# endpoint, user, credentials and TLS files, each connection lent to one call at a time
+# (a Redis WATCH lives on its connection), sound when lent, never used by a forked child,
+# closed at exit. Compiled only for a server's lock.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['kept_connections'] = (5774, (), r'''
+import atexit
+import os
+import threading
+
+
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+
+    _C = TypeVar("_C", bound=_Connection)
+
+    # What a kept connection was made for: its scheme, its endpoint, the user, the
+    # number of its secret (never the secret itself) and its TLS files as they stood.
+    _KeptKey = tuple[object, ...]
+
+# The idle connections kept per key: as many as a process's threads used at once, up to
+# this (serve's tool calls and renewals each lend one while they run).
+_IDLE_MAX = 4
+# A connection idle this long is closed, not lent: a NAT or a proxy may have forgotten
+# it without a word, and a request sent into that silence would wait out its deadline.
+_IDLE_SEC = 60.0
+
+
+class _KeptConnections:
+    """The process's kept connections: ``idle``, per key, (when kept, the connection),
+    the newest last; ``secrets``: a number per secret a key was made with."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.idle: dict[_KeptKey, list[tuple[float, _Connection]]] = {}
+        self.secrets: dict[str, int] = {}
+
+    def secret_number(self, secret: str | None) -> int:
+        """The number that stands for ``secret`` in a key (0: none), so that no key, and
+        nothing that shows one, holds a password. A hash would cost a call hashlib's
+        import, 2 ms."""
+        if not secret:
+            return 0
+        with self.guard:
+            return self.secrets.setdefault(secret, len(self.secrets) + 1)
+
+    def lend(self, key: _KeptKey, kind: type[_C]) -> _C | None:
+        """An idle connection kept for ``key``, sound (nothing came on it while it was
+        idle), lent to the caller alone until it keeps it again; None if none is.
+        It is ``unproven`` until its first answer."""
+        now = _SEAMS.clock()
+        while True:
+            with self.guard:
+                idle = self.idle.get(key)
+                if not idle:
+                    return None
+                since, connection = idle.pop()
+            if isinstance(connection, kind) and now - since < _IDLE_SEC and connection.sound():
+                connection.unproven = True
+                return connection
+            connection.close()
+
+    def keep(self, connection: _Connection) -> None:
+        """Keep ``connection``, clean (every answer read), for the next call made with
+        its key; closed instead once enough are kept, or if another process made it."""
+        if connection.pid != os.getpid() or connection.received:
+            connection.close()
+            return
+        with self.guard:
+            idle = self.idle.setdefault(connection.kept_as, [])
+            if len(idle) < _IDLE_MAX:
+                idle.append((_SEAMS.clock(), connection))
+                return
+        connection.close()
+
+    def discard(self, key: _KeptKey) -> None:
+        """Close the idle connections of ``key``: one of them was found broken (the
+        server restarted, a proxy reset them), so the others likely are too."""
+        with self.guard:
+            idle = self.idle.pop(key, [])
+        for _, connection in idle:
+            connection.close()
+
+    def close_all(self) -> None:
+        """At exit."""
+        with self.guard:
+            idle, self.idle = self.idle, {}
+        for connections in idle.values():
+            for _, connection in connections:
+                connection.close()
+
+    def forget(self) -> None:
+        """In a forked child: the parent's connections are the parent's. The child lets
+        go of its copies (its descriptors closed, nothing sent: the parent's connection
+        goes on) and makes its own. A new guard: a thread of the parent may have held
+        this one when the process forked."""
+        self.guard = threading.Lock()
+        idle, self.idle = self.idle, {}
+        for connections in idle.values():
+            for _, connection in connections:
+                connection.let_go()
+
+
+_KEPT = _KeptConnections()
+atexit.register(_KEPT.close_all)
+if hasattr(os, "register_at_fork"):  # Windows has no fork
+    os.register_at_fork(after_in_child=_KEPT.forget)
+''')
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_gateway.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a gateway's lock address parsed, a deadline for each
 # step, TLS, patience and when to give up, a connection that never waits past its deadline
@@ -5772,7 +5886,7 @@ class _WaitLine:
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5775, (), r'''
+_CARRIED['server_gateway'] = (5889, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -5783,12 +5897,14 @@ import time
 
 
 if TYPE_CHECKING:
+    import select
     import socket
     import ssl
     from collections.abc import Callable
     from typing import Self, TypeVar
 
     _T = TypeVar("_T")
+    _C = TypeVar("_C", bound="_Connection")
 
     # An address as the system gives it: its family, and (host, port[, flow, scope]).
     _Address = tuple[int, tuple[object, ...]]
@@ -5850,6 +5966,11 @@ def _value_fields(value: bytes) -> tuple[str, int, float, bool] | None:
     return owner, since, timeout, shared
 
 
+# Each lock address parsed, by gateway and prefix: a process's calls name a few locks.
+_ADDRESSES_PARSED: dict[tuple[type, str, bool], tuple[tuple[str, ...], str, str]] = {}
+_ADDRESSES_PARSED_MAX = 256
+
+
 # A call that does not wait gives up on a server that refuses every connection after
 # this long: nothing listens there, and the step's whole deadline (5 s by default)
 # would only put off saying so. A server restarting in place is back well within it.
@@ -5879,10 +6000,24 @@ class _ServerGateway:
     default_port = 0  # 0: each HOST names its PORT
     many = False  # several HOST:PORT may be given
     users = False  # a USER@ may be given
+    password: str | None = None  # the user's secret, if any (its store's variable)
 
     def __init__(self, address: str, timeout: float, prefix: bool = False) -> None:
         """Parse ``address`` (ValueError unless it is of ``form``); ``prefix``: its KEY
         is where the locks to list start, and may be empty."""
+        known = _ADDRESSES_PARSED.get((type(self), address, prefix))
+        parsed = known or self._parsed(address, prefix)
+        self.endpoints = list(parsed[0])
+        self.lock = address
+        self.user = parsed[1]
+        self.key_text = parsed[2]
+        self.timeout = timeout
+        self.tls = address.startswith(self.secure + "://")
+        self.context: ssl.SSLContext | None = None
+        self.next_step()
+
+    def _parsed(self, address: str, prefix: bool) -> tuple[tuple[str, ...], str, str]:
+        """``address``'s endpoints, user and key, kept for the next call on it."""
         shown = _shown_address(address)
         scheme, _, rest = address.partition("://")
         where, slash, key = rest.partition("/")
@@ -5902,12 +6037,12 @@ class _ServerGateway:
             )
         if (not key and not prefix) or (at and not user) or too_many or not ports_known:
             raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
-        self.endpoints = []
+        endpoints = []
         for host in filter(None, found):
             port = int(host[2] or self.default_port)
             if not 0 < port < 65536:
                 raise ValueError(f"the port of {host[0]} in {address} is not from 1 to 65535")
-            self.endpoints.append(f"{host[1]}:{port}")
+            endpoints.append(f"{host[1]}:{port}")
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
         if "?" in key or "#" in key:
@@ -5917,13 +6052,11 @@ class _ServerGateway:
                 " first / after the host is the key itself, taken as it stands (no"
                 " options, no database number); give a key without them"
             )
-        self.lock = address
-        self.user = user
-        self.key_text = key
-        self.timeout = timeout
-        self.tls = scheme == self.secure
-        self.context: ssl.SSLContext | None = None
-        self.next_step()
+        parsed = (tuple(endpoints), user, key)
+        if len(_ADDRESSES_PARSED) >= _ADDRESSES_PARSED_MAX:
+            _ADDRESSES_PARSED.clear()  # a long-lived process keeps it small
+        _ADDRESSES_PARSED[type(self), address, prefix] = parsed
+        return parsed
 
     def address_of(self, key: bytes, errors: str = "surrogateescape") -> str:
         """The address of the lock at ``key`` on the same servers (a listing's names;
@@ -5957,6 +6090,31 @@ class _ServerGateway:
             if cert:
                 self.context.load_cert_chain(cert, env.get(self.env + "KEY") or None)
         return self.context
+
+    def connection_to(self, endpoint: str, kind: type[_C], opened: Callable[[], _C]) -> _C:
+        """A connection to ``endpoint``: one kept from an earlier call made with the same
+        user, secret and TLS files if one is sound, else a new one (``opened()``)."""
+        key = self.kept_key(endpoint)
+        connection = _KEPT.lend(key, kind) or opened()
+        connection.kept_as = key
+        return connection
+
+    def kept_key(self, endpoint: str) -> tuple[object, ...]:
+        """What a connection to ``endpoint`` is kept for: the scheme, the endpoint, the
+        user, the secret's number and, with TLS, its files as they stand (one replaced
+        is a new key)."""
+        files: list[object] = []
+        if self.tls:
+            for name in ("CACERT", "CERT", "KEY"):
+                path = os.environ.get(self.env + name) or ""
+                try:
+                    found = os.stat(path) if path else None
+                except OSError:
+                    found = None
+                shown = found and (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+                files.append((path, shown))
+        scheme = self.lock.partition("://")[0]
+        return (scheme, endpoint, self.user, _KEPT.secret_number(self.password), *files)
 
     def unreachable(self, where: str, why: str | None) -> OSError:
         within = f"within {self.timeout:g} s ({self.timeout_var})"
@@ -6206,9 +6364,34 @@ class _Connection:
             self.sock.close()
             raise
         self.received = bytearray()  # not yet taken apart
+        self.pid = os.getpid()  # a forked child never uses its parent's (kept_connections)
+        self.kept_as: tuple[object, ...] = ()  # the key it is kept under, between calls
+        # Lent again from the kept ones, and no answer since: a failure before its first
+        # answer may be its age (closed or reset while it was idle), not the server's.
+        self.unproven = False
+        self.idle: select.poll | None = None  # what sound() asks if anything came
 
     def close(self) -> None:
         self.sock.close()
+
+    def sound(self) -> bool:
+        """Whether this idle connection may carry a request: nothing came on it while it
+        was idle (no end, no reset, nothing unasked), seen without waiting."""
+        import select
+
+        if self.received:
+            return False
+        if not hasattr(select, "poll"):  # Windows
+            return not select.select([self.sock], [], [], 0)[0]
+        if self.idle is None:  # poll, not select: select takes no descriptor past 1023
+            self.idle = select.poll()
+            self.idle.register(self.sock, select.POLLIN)
+        return not self.idle.poll(0)
+
+    def let_go(self) -> None:
+        """Close this process's copy of the socket, sending nothing: a forked child's
+        copy of its parent's connection, which the parent goes on using."""
+        os.close(self.sock.detach())
 
     def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
         while (found := self.received.find(marker, start)) < 0:
@@ -6221,26 +6404,37 @@ class _Connection:
         """``step(*args)`` on the socket, tried again after each second it waits on the
         system's clock (which may stop while the machine sleeps) until ``deadline``."""
         while True:
-            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+            self._limit(deadline)
             try:
                 return step(*args)
             except TimeoutError:
                 continue  # read the deadline again
 
+    def _limit(self, deadline: float) -> None:
+        """Let the socket wait no longer than what is left of ``deadline``, and a second
+        at most; set only when that changes (each setting is a system call, and it is
+        a second but near a deadline)."""
+        wait = _blind_wait(_seconds_left(deadline))
+        if wait != self.sock.gettimeout():
+            self.sock.settimeout(wait)
+
     def _send(self, data: bytes, deadline: float) -> None:
         """Send all of ``data`` by ``deadline``, and within a second: a request goes
         into the socket's buffer at once unless the server has stopped reading, and
         one cut short cannot be sent again on this connection (TimeoutError)."""
-        self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+        self._limit(deadline)
         self.sock.sendall(data)
 
     def _receive(self, deadline: float, end_ok: bool = False) -> bool:
         """Receive more; False if the server closed the connection and ``end_ok``."""
         data = self._wait_for(self.sock.recv, deadline, 65536)
-        if not data and not end_ok:
-            raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+        if not data:
+            if not end_ok:
+                raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+            return False
+        self.unproven = False
         self.received += data
-        return bool(data)
+        return True
 
 
 class _Pause:
@@ -6264,7 +6458,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6267, ('server_gateway',), r'''
+_CARRIED['http1'] = (6461, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6390,10 +6584,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6393, ('server_gateway',), r'''
-import re
-
-
+_CARRIED['resp'] = (6587, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6401,13 +6592,33 @@ if TYPE_CHECKING:
 
 _RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
 _RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
-_RESP_NUMBER = re.compile(rb"-?[0-9]{1,18}")
 # Each kind of answer's first byte, as indexing bytes gives it.
 _SIMPLE = ord("+")
 _ERROR = ord("-")
 _INTEGER = ord(":")
 _BULK = ord("$")
 _ARRAY = ord("*")
+
+
+# The commands sent so far whose encoding is short (a lock's reads, MULTI, EXEC...; not
+# a SET of a record): most of each call's, sent again by the next call on that lock.
+_ENCODED: dict[_Command, bytes] = {}
+_ENCODED_MAX = 1024
+_ENCODED_LONGEST = 128
+
+
+def _encoded(command: _Command) -> bytes:
+    """``command`` as RESP sends it: an array of bulk strings."""
+    out = [b"*%d\r\n" % len(command)]
+    for arg in command:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    encoded = b"".join(out)
+    if len(encoded) <= _ENCODED_LONGEST:
+        if len(_ENCODED) >= _ENCODED_MAX:
+            _ENCODED.clear()  # a long-lived process keeps it small
+        _ENCODED[command] = encoded
+    return encoded
 
 
 class _RedisError:
@@ -6440,53 +6651,67 @@ class _RespConnection(_Connection):
     """RESP2: commands pipelined, answers read whole, every size bounded."""
 
     protocol = "RESP (Redis)"
+    watching = False  # a WATCH an earlier call left on it, kept (redis_gateway)
 
     def send(self, commands: list[_Command], deadline: float) -> None:
-        out = bytearray()
-        for command in commands:
-            out += b"*%d\r\n" % len(command)
-            for arg in command:
-                data = arg if isinstance(arg, bytes) else str(arg).encode()
-                out += b"$%d\r\n%b\r\n" % (len(data), data)
-        self._send(bytes(out), deadline)
+        sent = [_ENCODED.get(command) or _encoded(command) for command in commands]
+        self._send(b"".join(sent), deadline)
 
     def answer(self, deadline: float) -> Any:
-        while True:
+        return self.answers(1, deadline)[0]
+
+    def answers(self, count: int, deadline: float) -> list[Any]:
+        """The next ``count`` answers, each read whole; the bytes they took are let go
+        once, after the last."""
+        found: list[Any] = []
+        received = self.received
+        at = 0
+        while len(found) < count:
+            end = received.find(b"\r\n", at)
+            if end > at and received[at] == _SIMPLE:  # +OK, +QUEUED: most answers
+                found.append(bytes(received[at + 1 : end]))
+                at = end + 2
+                continue
             try:
-                value, end = self._parse(0, 0)
+                value, at = self._parse(at, 0)
             except _Incomplete:
-                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
+                if len(received) - at > _ANSWER_MAX_BYTES + 1024:
                     raise ValueError("the answer was too large") from None
                 self._receive(deadline)
                 continue
-            del self.received[:end]
-            return value
+            found.append(value)
+        del received[:at]
+        return found
 
     def _parse(self, at: int, depth: int) -> tuple[Any, int]:
         """The answer that starts at ``at`` in what was received, and where it ends."""
-        end = self.received.find(b"\r\n", at)
+        received = self.received
+        end = received.find(b"\r\n", at)
         if end < 0:
-            if len(self.received) - at > 1024:
+            if len(received) - at > 1024:
                 raise ValueError(f"the answer was not {self.protocol} (a line too long)")
             raise _Incomplete
-        kind = self.received[at]
-        line = bytes(self.received[at + 1 : end])
+        kind = received[at]
+        line = received[at + 1 : end]
         if kind == _SIMPLE:
-            return line, end + 2
+            return bytes(line), end + 2
         if kind == _ERROR:
             return _RedisError(line.decode("utf-8", "replace")), end + 2
-        if kind in (_INTEGER, _BULK, _ARRAY) and _RESP_NUMBER.fullmatch(line):
+        # A number: plain digits (bytearray.isdigit() is true of ASCII digits alone),
+        # after a minus sign or not, 18 at most.
+        digits = line[1:] if line[:1] == b"-" else line
+        if kind in (_INTEGER, _BULK, _ARRAY) and digits.isdigit() and len(digits) <= 18:
             size = int(line)
             if kind == _INTEGER:
                 return size, end + 2
             if size == -1:
                 return None, end + 2
             if kind == _BULK and 0 <= size <= _ANSWER_MAX_BYTES:
-                if len(self.received) < end + 2 + size + 2:
+                if len(received) < end + 2 + size + 2:
                     raise _Incomplete
-                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+                if received[end + 2 + size : end + 4 + size] != b"\r\n":
                     raise ValueError(f"the answer was not {self.protocol} (a bad length)")
-                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
+                return bytes(received[end + 2 : end + 2 + size]), end + 4 + size
             if kind == _ARRAY and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
                 return self._items(end + 2, size, depth + 1)
         raise ValueError(f"the answer was not {self.protocol}")
@@ -6524,7 +6749,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6527, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6752, ('http1', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6730,7 +6955,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6733, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6958, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -6844,7 +7069,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (6847, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7072, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7360,7 +7585,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7363, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7588, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7422,7 +7647,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7425, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7650, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7555,32 +7780,37 @@ class _RedisGateway(_ServerGateway):
         redirects = 0
         started = _SEAMS.clock()
         while True:
-            sending = _with_asking(commands) if self.asking else list(commands)
+            connection = self.connection
             sent = False
             try:
-                if self.connection is None:
-                    self.connection = self._open()
-                self.connection.send(sending, self.deadline)
+                if connection is None:
+                    connection = self.connection_to(self.endpoint, _RespConnection, self._open)
+                    self.connection = connection
+                sending = self._sending(connection, commands)
+                deadline = self.deadline
+                connection.send(sending, deadline)
                 sent = True
-                answers = [self.connection.answer(self.deadline) for _ in sending]
+                answers = self._answers(connection, sending, deadline)
             except (OSError, ValueError) as exc:
                 self._drop()
-                reason = self.describe(exc)
-                if sent and outcome is not None:
-                    raise self.lost_answer(self.endpoint, exc, outcome) from None
-                if sent and write:
-                    raise OSError(errno.EIO, f"Redis at {self.endpoint}: {reason}") from None
-                if isinstance(exc, PermissionError):
-                    raise  # trying again cannot help
-                if reason.startswith(_TLS_FAILURE):
-                    raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
-                self.give_up_if_refused(exc, started, self.endpoint, reason)
+                if watched and not sent:
+                    # EXEC, the transaction's last bytes, never left: it did not run. Sent
+                    # on a new connection it would run without its WATCH: read again.
+                    raise _NotApplied from None
+                if sent and (outcome is not None or write):
+                    raise self._lost(exc, outcome) from None
+                if connection is not None and connection.unproven:
+                    # A kept connection closed or reset while it was idle (a restart, a
+                    # proxy) before it said a word: the others kept with it likely were
+                    # too. A new one at once (never unproven: this happens once a call).
+                    _KEPT.discard(connection.kept_as)
+                    continue
+                reason = self._passing(exc, started)
                 failure = failure or reason
             except BaseException:
                 self._drop()  # an interrupt: never read its answers out of step
                 raise
             else:
-                answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
                 errors = _errors_in(answers)
                 if raw or not errors:
                     return answers
@@ -7592,6 +7822,43 @@ class _RedisGateway(_ServerGateway):
             if left <= 0:
                 raise self.unreachable(self.endpoint, failure)
             time.sleep(min(0.05, left))
+
+    def _sending(
+        self, connection: _RespConnection, commands: tuple[_Command, ...]
+    ) -> list[_Command]:
+        """``commands`` as sent on ``connection``: after an UNWATCH where an earlier call
+        left a WATCH on it, with ASKING where an ASK sent them."""
+        asked = (("UNWATCH",), *commands) if connection.watching else commands
+        return _with_asking(asked) if self.asking else list(asked)
+
+    def _answers(
+        self, connection: _RespConnection, sending: list[_Command], deadline: float
+    ) -> list[Any]:
+        """The answers to what _sending sent, without ASKING's and UNWATCH's."""
+        answers = connection.answers(len(sending), deadline)
+        if self.asking:
+            answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
+        if connection.watching:
+            connection.watching = False
+            del answers[0]  # UNWATCH's
+        return answers
+
+    def _lost(self, exc: Exception, outcome: str | None) -> OSError:
+        """The failure of a change that was sent (``outcome``: what it may have done)."""
+        if outcome is not None:
+            return self.lost_answer(self.endpoint, exc, outcome)
+        return OSError(errno.EIO, f"Redis at {self.endpoint}: {self.describe(exc)}")
+
+    def _passing(self, exc: Exception, since: float) -> str:
+        """Why a request that changed nothing failed, if trying again may help (else the
+        error it means is raised): a refusal, after ``since``, is given up on in time."""
+        reason = self.describe(exc)
+        if isinstance(exc, PermissionError):
+            raise exc  # trying again cannot help
+        if reason.startswith(_TLS_FAILURE):
+            raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
+        self.give_up_if_refused(exc, since, self.endpoint, reason)
+        return reason
 
     def _redirected(self, error: _RedisError, redirects: int, watched: bool) -> bool:
         """True if ``error`` sent the call to another node; False if the node is busy
@@ -7636,7 +7903,7 @@ class _RedisGateway(_ServerGateway):
     def _go(self, endpoint: str, asking: bool = False) -> None:
         """Send what follows to the node at ``endpoint`` (``asking``: after ASKING)."""
         if endpoint != self.endpoint:
-            self._drop()
+            self._give_back()
             self.endpoint = endpoint
         self.asking = asking
 
@@ -7646,8 +7913,19 @@ class _RedisGateway(_ServerGateway):
             self.bell = None
 
     def _drop(self) -> None:
+        """Close the connection: one cut short could be read out of step."""
         if self.connection is not None:
             self.connection.close()
+        self.connection = None
+        self.watched = None
+
+    def _give_back(self) -> None:
+        """Keep the connection, every answer read, for the next call (which first undoes
+        a WATCH this one left on it)."""
+        connection = self.connection
+        if connection is not None:
+            connection.watching = self.watched is connection
+            _KEPT.keep(connection)
         self.connection = None
         self.watched = None
 
@@ -7701,7 +7979,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7704, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (7982, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -7793,7 +8071,7 @@ class _RedisStore(_ServerStore):
         self.timeless = False
 
     def close(self) -> None:
-        self.gateway._drop()
+        self.gateway._give_back()
         self.gateway._stop_listening()
 
     def by_hand(self) -> str:
@@ -7808,17 +8086,22 @@ class _RedisStore(_ServerStore):
 
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
-        with the line: a release rings the waiters it leaves a slot for."""
+        with the line (a release rings the waiters it leaves a slot for). Without the
+        ``line`` (a release's), nor the record's expiry nor the last holder's: only a
+        take judges staleness or names a holder whose record expired."""
+        reads = self._reads() if line else [("GET", self.key), ("LRANGE", self.line_key, 0, -1)]
         clock: list[_Command] = [] if self.timeless else [("TIME",)]
         try:
-            answers = self.gateway.call(("WATCH", self.key), *self._reads(), *clock)[1:]
+            answers = self.gateway.call(("WATCH", self.key), *reads, *clock)[1:]
         except _CommandDenied as denied:
             if not clock or denied.command != "time":
                 raise
             # A user without TIME takes, renews and releases a lock of one slot, as
             # before fences: its takes get no fence rather than a weaker one.
             self.timeless = True
-            answers = self.gateway.call(("WATCH", self.key), *self._reads())[1:]
+            answers = self.gateway.call(("WATCH", self.key), *reads)[1:]
+        if not line:
+            answers[1:1] = [-1, None]  # no expiry read, no last holder's
         look = self._looked(answers)
         if not self.timeless:
             # A take's fence is at least the server's clock in microseconds, read with
@@ -7867,18 +8150,19 @@ class _RedisStore(_ServerStore):
             last.lease = "expired"
             for holder in last.holders or []:
                 holder.lease = "expired"
-        tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
-        if upto in tickets:
-            # The values of the places behind a waiter: most of a busy line's newcomers.
-            tickets = tickets[: tickets.index(upto) + 1]
-        prefix = self.wait_prefix if wait_prefix is None else wait_prefix
-        place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
-        places = self.gateway.call(("MGET", *place_keys)) if tickets else [[]]
         line = []
-        for ticket, entry in zip(tickets, places[0], strict=False):
-            place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
-            # A place whose key is gone: _live drops it.
-            line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
+        if tickets:
+            tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+            if upto in tickets:
+                # The values of the places behind a waiter: most of a busy line's newcomers.
+                tickets = tickets[: tickets.index(upto) + 1]
+            prefix = self.wait_prefix if wait_prefix is None else wait_prefix
+            place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
+            (places,) = self.gateway.call(("MGET", *place_keys))
+            for ticket, entry in zip(tickets, places, strict=False):
+                place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
+                # A place whose key is gone: _live drops it.
+                line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
         look = _Look(record, last, line=line, seen=_RedisSeen(ttl))
         look.clock = server_ms
         return look
@@ -8092,7 +8376,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8095, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8379, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -8230,7 +8514,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (8233, (), r'''
+_CARRIED['file_listing'] = (8517, (), r'''
 import os
 import stat
 
@@ -8303,7 +8587,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8306, (), r'''
+_CARRIED['serve'] = (8590, (), r'''
 import json
 import os
 import sys
@@ -9113,7 +9397,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'd89b250b7ce6a5274558ff3d9316c7e5f7bcd96ecb170736ef7ada020930b00d'  # what a cache entry must name
+_BUILD = '2559736169fc94c4bf26cca5d24eeafb7fb1ad4e61a9dcfdd7a4a2ec89043c4f'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -827,6 +827,8 @@ def main() -> int:
     parser.add_argument("--cli-rounds", type=int, default=100, help="CLI pairs each")
     sections = ("time", "wire", "syscalls", "renewal", "cli")
     parser.add_argument("--only", default=",".join(sections), help="sections, comma-separated")
+    kinds = ("file", "redis", "etcd")
+    parser.add_argument("--stores", default=",".join(kinds), help="stores timed, comma-separated")
     parser.add_argument("--traced-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.traced_child:
@@ -835,6 +837,9 @@ def main() -> int:
     only = set(args.only.split(","))
     if only - set(sections):
         parser.error(f"--only takes {', '.join(sections)}")
+    timed = set(args.stores.split(","))
+    if timed - set(kinds):
+        parser.error(f"--stores takes {', '.join(kinds)}")
     load_etcd3()
     import filelock
     import redis as redis_py
@@ -904,7 +909,8 @@ def main() -> int:
                         args.etcd_pairs,
                     ),
                 ]
-                timing(stores, versions)
+                chosen = [s for s, kind in zip(stores, kinds, strict=True) if kind in timed]
+                timing(chosen, versions)
             if "wire" in only:
                 wire(etcd, redis, versions, args.count_pairs, etcd3_name)
             if "syscalls" in only:

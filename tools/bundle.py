@@ -74,6 +74,7 @@ FLAT = (
 # run only with it.
 CARRIED = (
     "usage",
+    "kept_connections",
     "server_gateway",
     "http1",
     "resp",
