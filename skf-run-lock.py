@@ -1387,6 +1387,7 @@ class _Seams:
         "beat_sec",
         "clock",
         "guard_wait_sec",
+        "kept_idle_sec",
         "longest_call_wait_sec",
         "name_kept_sec",
         "opened",
@@ -1415,6 +1416,9 @@ class _Seams:
         self.guard_wait_sec: float | None = None
         # A server's host name, once looked up, is not looked up again for this long.
         self.name_kept_sec = 60.0
+        # A connection kept between calls is not used again once idle this long (a NAT
+        # or a proxy may have dropped it without a word); 0: each call connects anew.
+        self.kept_idle_sec = 60.0
         # How long a session's acquire waits in line in one call, at most: clients end
         # a tool call that runs longer than their own limit (Codex: 60 s).
         self.longest_call_wait_sec = 50.0
@@ -5530,7 +5534,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5533, (), r'''
+_CARRIED['usage'] = (5537, (), r'''
 import os
 import sys
 import textwrap
@@ -5771,7 +5775,7 @@ class _WaitLine:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (5774, (), r'''
+_CARRIED['kept_connections'] = (5778, (), r'''
 import atexit
 import os
 import threading
@@ -5790,9 +5794,6 @@ if TYPE_CHECKING:
 # The idle connections kept per key: as many as a process's threads used at once, up to
 # this (serve's tool calls and renewals each lend one while they run).
 _IDLE_MAX = 4
-# A connection idle this long is closed, not lent: a NAT or a proxy may have forgotten
-# it without a word, and a request sent into that silence would wait out its deadline.
-_IDLE_SEC = 60.0
 
 
 class _KeptConnections:
@@ -5824,7 +5825,10 @@ class _KeptConnections:
                 if not idle:
                     return None
                 since, connection = idle.pop()
-            if isinstance(connection, kind) and now - since < _IDLE_SEC and connection.sound():
+            # Idle too long, a NAT or a proxy may have dropped it without a word: a
+            # request sent into that silence would wait out its deadline.
+            fresh = now - since < _SEAMS.kept_idle_sec
+            if isinstance(connection, kind) and fresh and connection.sound():
                 connection.unproven = True
                 return connection
             connection.close()
@@ -5886,7 +5890,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5889, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (5893, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -6458,7 +6462,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6461, ('server_gateway',), r'''
+_CARRIED['http1'] = (6465, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6584,7 +6588,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6587, ('server_gateway',), r'''
+_CARRIED['resp'] = (6591, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6745,11 +6749,11 @@ class _RespConnection(_Connection):
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/etcd_gateway.py, carried as text: compiled only for a lock of its store
 # etcd's HTTP/JSON gateway, as every etcd lock speaks to it: the endpoints tried in
-# turn within the call's deadline, the user's token, one kept-alive connection, and
+# turn within the call's deadline, the user's token, a connection kept from call to call, and
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6752, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6756, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6837,10 +6841,11 @@ class _EtcdGateway(_ServerGateway):
         self.connection: _HttpConnection | None = None
 
     def _connect(self, endpoint: str) -> _HttpConnection:
-        if self.connection is not None:
-            self.connection.close()
-        self.connection = None
-        self.connection = self._open(endpoint)
+        """A connection to ``endpoint``: one kept from an earlier call if one is sound."""
+        self._give_back()
+        self.connection = self.connection_to(
+            endpoint, _HttpConnection, lambda: self._open(endpoint)
+        )
         return self.connection
 
     def _open(self, endpoint: str) -> _HttpConnection:
@@ -6902,26 +6907,45 @@ class _EtcdGateway(_ServerGateway):
     def _exchange(
         self, endpoint: str, path: str, payload: bytes, outcome: str | None
     ) -> tuple[int, dict[str, Any]]:
-        """One request to ``endpoint``: (status, answer)."""
-        sent = False
-        try:
+        """One request to ``endpoint``: (status, answer). A kept connection that fails
+        before its first answer (closed or reset while it was idle) is replaced at once
+        where that is safe: a request not sent, or one that changes nothing."""
+        while True:
+            sent = False
             connection = self.connection
-            if connection is None or connection.endpoint != endpoint or not connection.reusable:
-                connection = self._connect(endpoint)
-            connection.send(path, payload, self.headers, self.deadline)
-            sent = True
-            status = connection.start_answer(self.deadline)
-            body = connection.rest(self.deadline)
             try:
-                answer = json.loads(body.decode("utf-8") or "{}")
-            except ValueError:
-                raise ValueError("the answer was not JSON") from None
-        except BaseException as exc:
-            self._hang_up()  # cut short (an interrupt too): never read it out of step
-            if sent and outcome is not None and isinstance(exc, OSError | ValueError):
-                raise self.lost_answer(endpoint, exc, outcome) from None
-            raise
-        return status, answer if isinstance(answer, dict) else {}
+                if connection is None or connection.endpoint != endpoint or not connection.reusable:
+                    connection = self._connect(endpoint)
+                connection.send(path, payload, self.headers, self.deadline)
+                sent = True
+                status = connection.start_answer(self.deadline)
+                body = connection.rest(self.deadline)
+                try:
+                    answer = json.loads(body.decode("utf-8") or "{}")
+                except ValueError:
+                    raise ValueError("the answer was not JSON") from None
+            except (OSError, ValueError) as exc:
+                self._hang_up()  # cut short: never read it out of step
+                if connection is not None and connection.unproven:
+                    _KEPT.discard(connection.kept_as)  # its siblings likely went too
+                    if not sent or outcome is None:
+                        continue  # a new connection (never unproven: once a request)
+                if sent and outcome is not None:
+                    raise self.lost_answer(endpoint, exc, outcome) from None
+                raise
+            except BaseException:
+                self._hang_up()  # an interrupt: never read its answer out of step
+                raise
+            return status, answer if isinstance(answer, dict) else {}
+
+    def _give_back(self) -> None:
+        """Keep the connection, its answer read whole, for the next call."""
+        connection = self.connection
+        self.connection = None
+        if connection is not None and connection.reusable:
+            _KEPT.keep(connection)
+        elif connection is not None:
+            connection.close()
 
     def _hang_up(self) -> None:
         """Close the connection: one cut short could be read out of step."""
@@ -6955,7 +6979,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6958, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6982, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7069,7 +7093,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7072, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7096, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7345,7 +7369,7 @@ class _EtcdStore(_ServerStore):
         while self.spares:
             self.revoke(self.spares.pop()[1])
         self.told = self.fresh = None
-        self.gateway._hang_up()
+        self.gateway._give_back()
         self.watch.stop()
 
     def by_hand(self) -> str:
@@ -7585,7 +7609,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7588, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7612, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7621,7 +7645,7 @@ def _survey_etcd(address: str) -> _Survey:
                 break
             start = name + b"\0"
     finally:
-        gateway._hang_up()
+        gateway._give_back()
     try:
         looks = {key: _looked(key, found, revision) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
@@ -7647,7 +7671,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7650, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7674, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -7979,7 +8003,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (7982, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8006, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8376,7 +8400,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8379, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8403, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -8514,7 +8538,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (8517, (), r'''
+_CARRIED['file_listing'] = (8541, (), r'''
 import os
 import stat
 
@@ -8587,7 +8611,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8590, (), r'''
+_CARRIED['serve'] = (8614, (), r'''
 import json
 import os
 import sys
@@ -9397,7 +9421,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '2559736169fc94c4bf26cca5d24eeafb7fb1ad4e61a9dcfdd7a4a2ec89043c4f'  # what a cache entry must name
+_BUILD = 'ff57834e938646102c05b4a55638d6a50d8504c4505fd473ac91aa45fd04351e'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -320,13 +320,14 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-unknown-outcome-silent": (
         "a write whose answer is lost says who may hold the lock",
-        "            if sent and outcome is not None and isinstance(exc, OSError | ValueError):",
-        "            if False:",
+        "                if sent and outcome is not None:\n"
+        "                    raise self.lost_answer(",
+        "                if False:\n                    raise self.lost_answer(",
     ),
     "redis-unknown-outcome-silent": (
         "a change whose answer is lost says who may hold the lock (Redis)",
-        "                if sent and outcome is not None:",
-        "                if False:",
+        "        if outcome is not None:\n            return self.lost_answer(",
+        "        if False:\n            return self.lost_answer(",
     ),
     "etcd-user-in-url": (
         "credentials never go in the address",
@@ -486,8 +487,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "sleep-socket-waits-past-a-wake": (
         "no wait on a socket lasts over a second on a clock that stops while the machine sleeps",
-        "            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))\n            try:",
-        "            self.sock.settimeout(_seconds_left(deadline))\n            try:",
+        "        wait = _blind_wait(_seconds_left(deadline))\n",
+        "        wait = _seconds_left(deadline)\n",
     ),
     "sleep-uncounted": (
         "every deadline of a hold counts on a clock that counts the machine's sleep",
@@ -657,6 +658,51 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '                answers = gateway.call(("MULTI",), *ops,',
         '                answers = gateway.call(("UNWATCH",), ("MULTI",), *ops,',
     ),
+    "redis-exec-sent-again-unwatched": (
+        "a transaction whose send failed is never sent again without its WATCH",
+        "                if watched and not sent:\n",
+        "                if False:\n",
+    ),
+    "connections-never-kept": (
+        "a process keeps its connection from call to call",
+        "            if len(idle) < _IDLE_MAX:\n",
+        "            if False:\n",
+    ),
+    "connections-lent-twice": (
+        "a kept connection is lent to one call at a time",
+        "                since, connection = idle.pop()\n",
+        "                since, connection = idle[-1]\n",
+    ),
+    "connections-forked-child-uses-parents": (
+        "a forked child never uses its parent's connections",
+        "    os.register_at_fork(after_in_child=_KEPT.forget)\n",
+        "    pass\n",
+    ),
+    "connections-kept-for-any-secret": (
+        "a kept connection serves only calls made with its user's secret",
+        "(scheme, endpoint, self.user, _KEPT.secret_number(self.password), *files)",
+        "(scheme, endpoint, self.user, *files)",
+    ),
+    "connections-kept-for-any-tls-files": (
+        "a kept TLS connection serves only calls made with its certificate files",
+        '            for name in ("CACERT", "CERT", "KEY"):\n',
+        '            for name in ("CACERT",):\n',
+    ),
+    "connections-stray-bytes-read": (
+        "a kept connection on which something came while it was idle is not lent",
+        "        return not self.idle.poll(0)\n",
+        "        return True\n",
+    ),
+    "connections-idle-forever": (
+        "a connection idle a minute is not lent",
+        "            fresh = now - since < _SEAMS.kept_idle_sec\n",
+        "            fresh = True\n",
+    ),
+    "connections-watch-left-on": (
+        "a WATCH a call left on its kept connection is undone before the next call's",
+        "            connection.watching = self.watched is connection\n",
+        "            connection.watching = False\n",
+    ),
     "redis-no-expiry": (
         "a Redis record expires after its holder's timeout",
         '("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)',
@@ -717,8 +763,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "cluster-no-asking": (
         "a node an ASK sent a call to is sent ASKING first",
-        "            sending = _with_asking(commands) if self.asking else list(commands)",
-        "            sending = list(commands)",
+        "        return _with_asking(asked) if self.asking else list(asked)",
+        "        return list(asked)",
     ),
     "slots-one-too-many": (
         "a lock of N slots has at most N live holders",
@@ -1008,7 +1054,13 @@ EQUIVALENT: dict[str, str] = {}
 
 
 # Words of a mutant's name that name no test file but say where its bug shows.
-_SHOWS_IN = {"http": "etcd", "resp": "redis", "signals": "interrupts"}
+_SHOWS_IN = {
+    "http": "etcd",
+    "resp": "redis",
+    "signals": "interrupts",
+    "connections": "kept_connections",
+    "exec": "kept_connections",
+}
 # Mutants whose names lead to no test that kills them, with the file that did in the
 # run of 2026-12-05 (each took 7 to 10 minutes, its killer running near the end).
 _KILLED_IN = {

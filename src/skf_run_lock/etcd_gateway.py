@@ -1,5 +1,5 @@
 """etcd's HTTP/JSON gateway, as every etcd lock speaks to it: the endpoints tried in
-turn within the call's deadline, the user's token, one kept-alive connection, and
+turn within the call's deadline, the user's token, a connection kept from call to call, and
 etcd's refusals as errors that say what to do. Compiled only for an etcd lock."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 import time
 
 from .http1 import _HttpConnection
+from .kept_connections import _KEPT
 from .public_surface import _OutcomeUnknown
 from .seams import _SEAMS
 from .server_gateway import _TLS_FAILURE, _ServerGateway
@@ -96,10 +97,11 @@ class _EtcdGateway(_ServerGateway):
         self.connection: _HttpConnection | None = None
 
     def _connect(self, endpoint: str) -> _HttpConnection:
-        if self.connection is not None:
-            self.connection.close()
-        self.connection = None
-        self.connection = self._open(endpoint)
+        """A connection to ``endpoint``: one kept from an earlier call if one is sound."""
+        self._give_back()
+        self.connection = self.connection_to(
+            endpoint, _HttpConnection, lambda: self._open(endpoint)
+        )
         return self.connection
 
     def _open(self, endpoint: str) -> _HttpConnection:
@@ -161,26 +163,45 @@ class _EtcdGateway(_ServerGateway):
     def _exchange(
         self, endpoint: str, path: str, payload: bytes, outcome: str | None
     ) -> tuple[int, dict[str, Any]]:
-        """One request to ``endpoint``: (status, answer)."""
-        sent = False
-        try:
+        """One request to ``endpoint``: (status, answer). A kept connection that fails
+        before its first answer (closed or reset while it was idle) is replaced at once
+        where that is safe: a request not sent, or one that changes nothing."""
+        while True:
+            sent = False
             connection = self.connection
-            if connection is None or connection.endpoint != endpoint or not connection.reusable:
-                connection = self._connect(endpoint)
-            connection.send(path, payload, self.headers, self.deadline)
-            sent = True
-            status = connection.start_answer(self.deadline)
-            body = connection.rest(self.deadline)
             try:
-                answer = json.loads(body.decode("utf-8") or "{}")
-            except ValueError:
-                raise ValueError("the answer was not JSON") from None
-        except BaseException as exc:
-            self._hang_up()  # cut short (an interrupt too): never read it out of step
-            if sent and outcome is not None and isinstance(exc, OSError | ValueError):
-                raise self.lost_answer(endpoint, exc, outcome) from None
-            raise
-        return status, answer if isinstance(answer, dict) else {}
+                if connection is None or connection.endpoint != endpoint or not connection.reusable:
+                    connection = self._connect(endpoint)
+                connection.send(path, payload, self.headers, self.deadline)
+                sent = True
+                status = connection.start_answer(self.deadline)
+                body = connection.rest(self.deadline)
+                try:
+                    answer = json.loads(body.decode("utf-8") or "{}")
+                except ValueError:
+                    raise ValueError("the answer was not JSON") from None
+            except (OSError, ValueError) as exc:
+                self._hang_up()  # cut short: never read it out of step
+                if connection is not None and connection.unproven:
+                    _KEPT.discard(connection.kept_as)  # its siblings likely went too
+                    if not sent or outcome is None:
+                        continue  # a new connection (never unproven: once a request)
+                if sent and outcome is not None:
+                    raise self.lost_answer(endpoint, exc, outcome) from None
+                raise
+            except BaseException:
+                self._hang_up()  # an interrupt: never read its answer out of step
+                raise
+            return status, answer if isinstance(answer, dict) else {}
+
+    def _give_back(self) -> None:
+        """Keep the connection, its answer read whole, for the next call."""
+        connection = self.connection
+        self.connection = None
+        if connection is not None and connection.reusable:
+            _KEPT.keep(connection)
+        elif connection is not None:
+            connection.close()
 
     def _hang_up(self) -> None:
         """Close the connection: one cut short could be read out of step."""

@@ -291,7 +291,7 @@ class _EtcdStore(_ServerStore):
         while self.spares:
             self.revoke(self.spares.pop()[1])
         self.told = self.fresh = None
-        self.gateway._hang_up()
+        self.gateway._give_back()
         self.watch.stop()
 
     def by_hand(self) -> str:

@@ -26,9 +26,6 @@ if TYPE_CHECKING:
 # The idle connections kept per key: as many as a process's threads used at once, up to
 # this (serve's tool calls and renewals each lend one while they run).
 _IDLE_MAX = 4
-# A connection idle this long is closed, not lent: a NAT or a proxy may have forgotten
-# it without a word, and a request sent into that silence would wait out its deadline.
-_IDLE_SEC = 60.0
 
 
 class _KeptConnections:
@@ -60,7 +57,10 @@ class _KeptConnections:
                 if not idle:
                     return None
                 since, connection = idle.pop()
-            if isinstance(connection, kind) and now - since < _IDLE_SEC and connection.sound():
+            # Idle too long, a NAT or a proxy may have dropped it without a word: a
+            # request sent into that silence would wait out its deadline.
+            fresh = now - since < _SEAMS.kept_idle_sec
+            if isinstance(connection, kind) and fresh and connection.sound():
                 connection.unproven = True
                 return connection
             connection.close()
