@@ -3,7 +3,7 @@ acquire + release of one lock in one process, alternating call by call.
 
     uv run --group bench python bench/peers.py                    # the built file
     uv run --group bench python bench/peers.py built 455eaeb      # and 1.11.0 beside it
-    uv run --group bench python bench/peers.py PATH --pairs 1000 --only file,redis
+    uv run --group bench python bench/peers.py PATH --pairs 1000 --only time --stores redis
 
 Each SPEC is a version of this tool: ``built`` (this checkout's skf-run-lock.py, or
 the build SKF_RUN_LOCK_UNDER_TEST names), a git revision of this repository, or the
@@ -15,8 +15,9 @@ A Redis and an etcd are started as the tests start them; files go on tmpfs.
    A file: filelock's ``FileLock`` and ``SoftFileLease``; Redis: redis-py's ``Lock``;
    etcd: python-etcd3's ``Lock`` (gRPC) and etcd3gw's (etcd's JSON gateway, as this
    tool speaks). The peers keep their client (a connection pool, a gRPC channel, a
-   requests session) from pair to pair, as a program does; this tool's calls share
-   nothing, as separate calls of the CLI's do.
+   requests session) from pair to pair, as a program does; this tool keeps its
+   connection to each server from call to call too (from 1.12.1; a CLI call, a
+   process of its own, keeps none).
 2. On the wire, per pair: new TCP connections, round trips (a client's turn to speak
    that starts a request) and requests (Redis commands; etcd HTTP or gRPC requests),
    counted twice: at the socket level in this process (``socket.socket``'s connect,
@@ -201,10 +202,12 @@ def load_etcd3() -> None:
 
 # What each side does for a pair, as the tables say it: this tool's, by store.
 THIS_DOES = {
-    "Redis": "a new connection per call; reads the record, its expiry, the last holder's,"
-    " the line and TIME under WATCH, then MULTI/EXEC: the record and the last holder's"
-    " copy (the release reads again, then deletes both)",
-    "etcd": "a new connection per call; reads the lock's keys (the record, the last"
+    "Redis": "a connection kept from call to call (before 1.12.1: a new one per call);"
+    " reads the record, its expiry, the last holder's, the line and TIME under WATCH,"
+    " then MULTI/EXEC: the record and the last holder's copy (the release reads the"
+    " record, the line and TIME, then deletes both)",
+    "etcd": "a connection kept from call to call (before 1.12.1: a new one per call);"
+    " reads the lock's keys (the record, the last"
     " holder's, the line), grants a lease, commits a transaction against the revision"
     " read (the record on the lease, the last holder's copy); the release reads,"
     " deletes both by a transaction, revokes the lease",
