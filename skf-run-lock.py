@@ -5797,8 +5797,9 @@ _IDLE_MAX = 4
 
 
 class _KeptConnections:
-    """The process's kept connections: ``idle``, per key, (when kept, the connection),
-    the newest last; ``secrets``: a number per secret a key was made with."""
+    """The process's kept connections: ``idle``, per key, each idle connection with
+    when it was kept, the newest last; ``secrets``, the number of each secret a key was
+    made with."""
 
     def __init__(self) -> None:
         self.guard = threading.Lock()
@@ -5885,12 +5886,12 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # src/skf_run_lock/server_gateway.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a gateway's lock address parsed, a deadline for each
 # step, TLS, patience and when to give up, a connection that never waits past its deadline
-# (its host's name lookup included), the wording of failures, a store that has its
-# gateway, and a waiter's place kept as a value on the server. Compiled only for a
-# server's lock.
+# (its host's name lookup included), kept between calls, the wording of failures, a store
+# that has its gateway, and a waiter's place kept as a value on the server. Compiled only
+# for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5893, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (5894, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -6395,7 +6396,9 @@ class _Connection:
     def let_go(self) -> None:
         """Close this process's copy of the socket, sending nothing: a forked child's
         copy of its parent's connection, which the parent goes on using."""
-        os.close(self.sock.detach())
+        descriptor = self.sock.detach()
+        if descriptor >= 0:
+            os.close(descriptor)
 
     def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
         while (found := self.received.find(marker, start)) < 0:
@@ -6416,8 +6419,8 @@ class _Connection:
 
     def _limit(self, deadline: float) -> None:
         """Let the socket wait no longer than what is left of ``deadline``, and a second
-        at most; set only when that changes (each setting is a system call, and it is
-        a second but near a deadline)."""
+        at most: set only when that changes (each setting is a system call, and away
+        from a deadline it stays a second)."""
         wait = _blind_wait(_seconds_left(deadline))
         if wait != self.sock.gettimeout():
             self.sock.settimeout(wait)
@@ -6462,7 +6465,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6465, ('server_gateway',), r'''
+_CARRIED['http1'] = (6468, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6588,7 +6591,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6591, ('server_gateway',), r'''
+_CARRIED['resp'] = (6594, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6753,7 +6756,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6756, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6759, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6979,7 +6982,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6982, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6985, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7093,7 +7096,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7096, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7099, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7609,7 +7612,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7612, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7615, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7671,7 +7674,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7674, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7677, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8003,7 +8006,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8006, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8009, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8400,7 +8403,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8403, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8406, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -8538,7 +8541,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (8541, (), r'''
+_CARRIED['file_listing'] = (8544, (), r'''
 import os
 import stat
 
@@ -8611,7 +8614,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8614, (), r'''
+_CARRIED['serve'] = (8617, (), r'''
 import json
 import os
 import sys
@@ -9421,7 +9424,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'ff57834e938646102c05b4a55638d6a50d8504c4505fd473ac91aa45fd04351e'  # what a cache entry must name
+_BUILD = 'ff9226d807f1079e8d3f485dfef645a7cf7f09f33fa14cd51ed6a750248fb7c3'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

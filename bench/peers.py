@@ -400,14 +400,24 @@ def sockets_watched(port: int) -> Iterator[Tally]:
 
     def sendall(sock: socket.socket, data: Any, *args: Any) -> None:
         real["sendall"](sock, data, *args)
-        if (talk := watched(sock)) is not None:
+        if (talk := watched(sock) or kept(sock)) is not None:
             talk.sent(bytes(data), tally)
 
     def send(sock: socket.socket, data: Any, *args: Any) -> int:
         sent: int = real["send"](sock, data, *args)
-        if (talk := watched(sock)) is not None:
+        if (talk := watched(sock) or kept(sock)) is not None:
             talk.sent(bytes(data)[:sent], tally)
         return sent
+
+    def kept(sock: socket.socket) -> Conversation | None:
+        """A connection to the port made before the block (kept from call to call)."""
+        try:
+            if sock.getpeername()[1] != port:
+                return None
+        except (OSError, IndexError, TypeError):
+            return None
+        talk = talks[sock] = Conversation()
+        return talk
 
     def recv(sock: socket.socket, *args: Any) -> bytes:
         data: bytes = real["recv"](sock, *args)
@@ -761,7 +771,8 @@ def renewals(versions: list[Version], etcd: Etcd, redis: Redis, folder: Path, ro
             if not (hasattr(skf, "_Renewer") and hasattr(skf, "_session_request")):
                 continue  # a version without serve, or whose renewer is named otherwise
             lock = place(f"peers-renewal-{number}")
-            request = skf._session_request({"lock": lock, "owner": OWNER}, 300.0)
+            asked = skf._session_request({"lock": lock, "owner": OWNER}, 300.0)
+            request = asked[0] if isinstance(asked, tuple) else asked  # 1.11.1: (request, cut)
             hold = skf._take(request)
             assert isinstance(hold, skf._Hold), hold
             renewer = skf._Renewer(request, hold)

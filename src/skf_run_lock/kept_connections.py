@@ -29,8 +29,9 @@ _IDLE_MAX = 4
 
 
 class _KeptConnections:
-    """The process's kept connections: ``idle``, per key, (when kept, the connection),
-    the newest last; ``secrets``: a number per secret a key was made with."""
+    """The process's kept connections: ``idle``, per key, each idle connection with
+    when it was kept, the newest last; ``secrets``, the number of each secret a key was
+    made with."""
 
     def __init__(self) -> None:
         self.guard = threading.Lock()

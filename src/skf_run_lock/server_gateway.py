@@ -1,8 +1,8 @@
 """What the server stores share: a gateway's lock address parsed, a deadline for each
 step, TLS, patience and when to give up, a connection that never waits past its deadline
-(its host's name lookup included), the wording of failures, a store that has its
-gateway, and a waiter's place kept as a value on the server. Compiled only for a
-server's lock."""
+(its host's name lookup included), kept between calls, the wording of failures, a store
+that has its gateway, and a waiter's place kept as a value on the server. Compiled only
+for a server's lock."""
 
 from __future__ import annotations
 
@@ -517,7 +517,9 @@ class _Connection:
     def let_go(self) -> None:
         """Close this process's copy of the socket, sending nothing: a forked child's
         copy of its parent's connection, which the parent goes on using."""
-        os.close(self.sock.detach())
+        descriptor = self.sock.detach()
+        if descriptor >= 0:
+            os.close(descriptor)
 
     def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
         while (found := self.received.find(marker, start)) < 0:
@@ -538,8 +540,8 @@ class _Connection:
 
     def _limit(self, deadline: float) -> None:
         """Let the socket wait no longer than what is left of ``deadline``, and a second
-        at most; set only when that changes (each setting is a system call, and it is
-        a second but near a deadline)."""
+        at most: set only when that changes (each setting is a system call, and away
+        from a deadline it stays a second)."""
         wait = _blind_wait(_seconds_left(deadline))
         if wait != self.sock.gettimeout():
             self.sock.settimeout(wait)
