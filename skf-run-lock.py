@@ -6384,7 +6384,8 @@ class _Connection:
         was idle (no end, no reset, nothing unasked), seen without waiting."""
         import select
 
-        if self.received:
+        pending = getattr(self.sock, "pending", None)  # TLS: bytes it decrypted, unread
+        if self.received or (pending is not None and pending()):
             return False
         if not hasattr(select, "poll"):  # Windows
             return not select.select([self.sock], [], [], 0)[0]
@@ -6465,7 +6466,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6468, ('server_gateway',), r'''
+_CARRIED['http1'] = (6469, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6591,7 +6592,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6594, ('server_gateway',), r'''
+_CARRIED['resp'] = (6595, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6756,7 +6757,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6759, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (6760, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6982,7 +6983,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6985, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (6986, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7096,7 +7097,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7099, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (7100, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7612,7 +7613,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7615, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (7616, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7674,7 +7675,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7677, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (7678, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8006,7 +8007,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8009, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (8010, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8403,7 +8404,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8406, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (8407, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -8541,7 +8542,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (8544, (), r'''
+_CARRIED['file_listing'] = (8545, (), r'''
 import os
 import stat
 
@@ -8614,7 +8615,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8617, (), r'''
+_CARRIED['serve'] = (8618, (), r'''
 import json
 import os
 import sys
@@ -9424,7 +9425,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'ff9226d807f1079e8d3f485dfef645a7cf7f09f33fa14cd51ed6a750248fb7c3'  # what a cache entry must name
+_BUILD = '85ed7e4aa613b176933fdca1f0996b00fab1dbd3a4f1a61730e623dc47d160d0'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

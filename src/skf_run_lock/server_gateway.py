@@ -505,7 +505,8 @@ class _Connection:
         was idle (no end, no reset, nothing unasked), seen without waiting."""
         import select
 
-        if self.received:
+        pending = getattr(self.sock, "pending", None)  # TLS: bytes it decrypted, unread
+        if self.received or (pending is not None and pending()):
             return False
         if not hasattr(select, "poll"):  # Windows
             return not select.select([self.sock], [], [], 0)[0]
