@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.11.1. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.12.1. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -250,6 +250,7 @@ __all__ = [
     "LockLost",
     "acquire",
     "acquire_within",
+    "check",
     "fence_of",
     "held",
     "list_locks",
@@ -281,8 +282,8 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str
         run_id: str
         held_by: str | None
-        held_since: str
-        stale_at: str
+        held_since: str | None  # None only when too many parts are refused on a free lock
+        stale_at: str | None
         stale_after_minutes: int | float
         stale_replaced: StaleReplaced | None
         message: str
@@ -305,6 +306,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         since: str
         stale_at: str
         fence: int | None
+        parts: list[str] | None
 
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
@@ -330,10 +332,27 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         locks: list[ListedLock]
         message: str
 
-    Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
+    class Reservation(TypedDict):
+        """A path that lies in a part of another's live hold, that holder and that part
+        (None: a hold of the whole lock)."""
+
+        path: str
+        held_by: str | None
+        part: str | None
+        kind: Literal["shared", "exclusive"]
+        stale_at: str
+
+    class CheckResult(TypedDict):
+        free: bool
+        reserved: list[Reservation]
+        message: str
+
+    Output = (
+        AcquireResult | ReleaseResult | StatusResult | ListResult | CheckResult | dict[str, str]
+    )
 
 
-__version__ = "1.11.1"
+__version__ = "1.12.1"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -383,6 +402,7 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
         "message",
     ),
     "list": ("under", "locks", "message"),
+    "check": ("free", "reserved", "message"),
     "run-id": ("run_id",),
 }
 
@@ -444,6 +464,15 @@ class _Taken(dict):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[type[dict], tuple[dict]]:  # type: ignore[type-arg]
         return dict, (dict(self),)
+
+
+def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
+    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
+    taken = _Taken(result)
+    taken.fence = fence
+    # A dict with one attribute more: what the type says of its keys still holds
+    # (typing.cast would cost every call the import of typing).
+    return taken  # type: ignore[return-value]
 
 
 def fence_of(result: Mapping[str, object]) -> int | None:
@@ -522,6 +551,11 @@ def _format_time(seconds: float) -> str:
         f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
         f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
     )
+
+
+def _stale_at(since: int, holder_timeout: float) -> str:
+    """When a hold taken at ``since`` for ``holder_timeout`` s goes stale, as written."""
+    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
 
 
 def _parse_time(text: str) -> int | None:
@@ -863,7 +897,8 @@ if TYPE_CHECKING:
         # Whether a deleted file's name stays while another program has it open
         # (Windows): a lock file is then renamed away first, freeing its name at once.
         delete_keeps_the_name: bool
-        # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file).
+        # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file), or a
+        # backslash: a path git names with one is a file's, not a folder's.
         colon_in_a_file_name: bool
         # Whether the system's file names ignore case (Windows, macOS): UV.LOCK is then
         # the file a package manager writes as uv.lock.
@@ -980,6 +1015,21 @@ def _checked_shared(shared: object, slots: int) -> bool:
             " both (shared=True or slots=N)"
         )
     return shared
+
+
+def _checked_parts_of(parts: object, slots: int) -> tuple[str, ...] | None:
+    """``parts`` checked as a set (parts.py; None: the lock whole), and never with
+    several slots: a hold of parts conflicts by its paths, a slot by its count."""
+    if parts is None:
+        return None
+    if slots != 1:
+        raise ValueError(
+            f"parts have no count of slots: give --part or --slots {slots}, not both"
+            " (parts=[...] or slots=N)"
+        )
+    _compile_carried('parts')
+
+    return _checked_parts(parts)
 
 
 def _has_run_id(owner: str) -> bool:
@@ -1135,7 +1185,8 @@ class _Release:
 class _Request(_Query):
     """What a call that takes a lock asks, each part checked: a query's parts, the
     whole owner and its run id, how long it may wait in line, whether it asks for a
-    ``shared`` hold, and for run and held() ``keep_longer`` (a renewal never shortens a
+    ``shared`` hold, the ``parts`` it holds (None: the lock whole), and for run and
+    held() ``keep_longer`` (a renewal never shortens a
     hold the owner has), ``renew_only`` (a renewal that must find the hold still the
     owner's) and ``session`` (an agent session's take: its hold is marked as the
     session's and lasts its lease; see decisions._take_timeout). A new capability is a
@@ -1150,6 +1201,7 @@ class _Request(_Query):
         "deadline",
         "keep_longer",
         "owner",
+        "parts",
         "renew_only",
         "run_id",
         "session",
@@ -1170,6 +1222,7 @@ class _Request(_Query):
         empty_is_stale: bool = False,
         slots: int = 1,
         shared: bool = False,
+        parts: tuple[str, ...] | None = None,
         keep_longer: bool = False,
         renew_only: bool = False,
         session: bool = False,
@@ -1181,6 +1234,7 @@ class _Request(_Query):
         self.run_id = run_id
         self.wait = wait
         self.shared = shared
+        self.parts = parts
         self.keep_longer = keep_longer
         self.renew_only = renew_only
         self.session = session
@@ -1199,6 +1253,7 @@ class _Request(_Query):
             empty_is_stale=self.empty_is_stale,
             slots=self.slots,
             shared=self.shared,
+            parts=hold.parts,
             keep_longer=True,
             renew_only=True,
             session=self.session,
@@ -1220,15 +1275,17 @@ def _check_owner_and_timeout(request: _Request) -> None:
 
 
 def _check_how(request: _Request) -> None:
-    """The count of slots, then a shared hold."""
+    """The count of slots, then a shared hold, then the parts."""
     request.slots = _checked_slots(request.slots)
     request.shared = _checked_shared(request.shared, request.slots)
+    request.parts = _checked_parts_of(request.parts, request.slots)
 
 
 def _checked(request: _Request) -> _Request:
     """acquire's and acquire_within's ``request``, each part checked in the order a
     caller's mistakes are told: the wait, the owner (a run id added if it has none), the
-    timeout, the count of slots, a shared hold; ValueError for the first that is wrong."""
+    timeout, the count of slots, a shared hold, the parts; ValueError for the first that
+    is wrong."""
     _check_wait(request)
     _check_owner_and_timeout(request)
     _check_how(request)
@@ -1458,11 +1515,13 @@ _REMEMBERED_LONGEST = 1024
 
 class _Record:
     """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
-    A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
-    record of its own with a ``mark``: how its server ends it (Redis: the server's time
-    in ms; etcd: a lease). ``fence``: the number of the take that made this hold (None:
-    a record written before fences, or by another tool). ``session``: the hold is an
-    agent session's (``serve``), kept for the session's lease by whoever renews it."""
+    A lock of several ``slots``, one held ``shared``, or one held in parts (``parted``)
+    lists its ``holders``, each a record of its own with a ``mark``: how its server ends
+    it (Redis: the server's time in ms; etcd: a lease). ``fence``: the number of the
+    take that made this hold (None: a record written before fences, or by another
+    tool). ``session``: the hold is an agent session's (``serve``), kept for the
+    session's lease by whoever renews it. A holder is ``shared`` (of a lock held shared,
+    each is) and holds ``parts`` of the lock (None: the lock whole)."""
 
     __slots__ = (
         "empty",
@@ -1472,6 +1531,8 @@ class _Record:
         "lease",
         "mark",
         "owner",
+        "parted",
+        "parts",
         "session",
         "shared",
         "since",
@@ -1492,6 +1553,8 @@ class _Record:
         self.slots = 1
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
         self.shared = False  # True: its holders share it (shared holds), not slots
+        self.parted = False  # True: its holders hold parts of it, each as it says
+        self.parts: tuple[str, ...] | None = None  # a holder's parts (None: whole)
         self.mark: str | None = None
         self.session = False
         # What its bytes were, by their form (a _FORM_*), and a file's whole size: by
@@ -1502,9 +1565,9 @@ class _Record:
 
 class _Place:
     """A waiter's place in the line (``beat`` None: the server's expiry keeps it);
-    ``shared``: it waits for a shared hold."""
+    ``shared``: it waits for a shared hold; ``parts``: for those parts (None: whole)."""
 
-    __slots__ = ("beat", "joined", "owner", "shared", "since", "stale_after", "ticket")
+    __slots__ = ("beat", "joined", "owner", "parts", "shared", "since", "stale_after", "ticket")
 
     def __init__(
         self,
@@ -1515,6 +1578,7 @@ class _Place:
         beat: float | None,
         *,
         shared: bool = False,
+        parts: tuple[str, ...] | None = None,
     ) -> None:
         self.ticket = ticket
         self.owner = owner
@@ -1522,6 +1586,7 @@ class _Place:
         self.stale_after = stale_after
         self.beat = beat
         self.shared = shared
+        self.parts = parts
         self.joined = False  # True while this is the caller's own place, in the line
 
 
@@ -1640,9 +1705,39 @@ def _form_of_text(data: bytes, content: object) -> str:
         return _FORM_NO_OWNER
     if data.partition(b"\n")[0].strip().isdigit():  # an older version's PID line
         return _FORM_NO_OWNER
-    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES and _toml_with_a_key(data):
-        return _FORM_DOCUMENT
+    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES:
+        marked = _text_after_its_mark(data)
+        if marked is not None and _json_document(marked):
+            return _FORM_DOCUMENT
+        if _toml_with_a_key(data if marked is None else marked.encode("utf-8", "replace")):
+            return _FORM_DOCUMENT
     return _FORM_BYTES
+
+
+# The byte-order marks editors and Windows tools (PowerShell 5) put before a text's
+# first character: this tool writes none, and json reads none.
+_MARKS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _text_after_its_mark(data: bytes) -> str | None:
+    """The text of ``data`` that begins with a byte-order mark, without it (None: no
+    mark, or no text in that encoding)."""
+    for mark, codec in _MARKS:
+        if data.startswith(mark):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def _json_document(text: str) -> bool:
+    """True if ``text`` is a JSON object or array: a document, never a record of this
+    tool's, which writes no byte-order mark."""
+    try:
+        return isinstance(json.loads(text), dict | list)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _toml_with_a_key(data: bytes) -> bool:
@@ -1678,11 +1773,14 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         slots = content.get("slots")
         entries = content.get("holders")
         several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
-        shared = content.get("mode") == _SHARED_MODE
-        if (several or shared) and isinstance(entries, list):
-            holders = [_holder_of(entry) for entry in entries]
+        mode = content.get("mode")
+        shared, parted = mode == _SHARED_MODE, mode == _PARTS_MODE
+        if (several or shared or parted) and isinstance(entries, list):
+            holders = [_holder_of(entry, parted) for entry in entries]
             record.holders = [holder for holder in holders if holder is not None]
-            record.shared = shared
+            record.shared, record.parted = shared, parted
+            for holder in record.holders:
+                holder.shared = holder.shared or shared
         if several and not shared and isinstance(slots, int):
             record.slots = slots
         return record
@@ -1731,8 +1829,9 @@ def _fence_valid(value: object) -> int | None:
     return None
 
 
-def _holder_of(entry: object) -> _Record | None:
-    """One holder of a lock of several slots; None unless it names all a holder has."""
+def _holder_of(entry: object, parted: bool = False) -> _Record | None:
+    """One holder of a lock of several slots, shared or held in parts (``parted``: with
+    its kind and its parts); None unless it names all a holder has."""
     if not isinstance(entry, dict):
         return None
     when = entry.get("acquired_at")
@@ -1743,7 +1842,24 @@ def _holder_of(entry: object) -> _Record | None:
         return None
     mark = entry.get("mark")
     holder.mark = mark if isinstance(mark, str) else None
+    if parted:
+        holder.shared = entry.get("shared") is True
+        holder.parts = _parts_read(entry.get("parts"))
     return holder
+
+
+def _parts_read(value: object) -> tuple[str, ...] | None:
+    """A holder's parts as its record gives them: None (the lock whole) for none, and
+    for any that are not parts a hold could name (written by hand): a whole hold
+    conflicts with every part, the safe reading."""
+    if value is None:
+        return None
+    _compile_carried('parts')
+
+    try:
+        return _checked_parts(value)
+    except ValueError:
+        return None
 
 
 def _slot_count_valid(value: object) -> bool:
@@ -1756,6 +1872,61 @@ def _slot_count_valid(value: object) -> bool:
 # older version renews or releases it as its own.
 _SHARED_MODE = "shared"
 _SHARED_OWNER = "shared holds"
+# A record of holds of parts says so likewise: an older version sees one holder it can
+# never be, holding the lock whole until the last hold goes stale.
+_PARTS_MODE = "parts"
+_PARTS_OWNER = "held in parts"
+
+
+def _slots_record(slots: int, holders: list[_Record]) -> _Record:
+    """The record of a lock of ``slots`` held by ``holders``."""
+    record = _Record(None, min(h.since for h in holders))
+    record.slots = slots
+    record.holders = holders
+    return record
+
+
+def _shared_record(holders: list[_Record]) -> _Record:
+    """The record of a lock held shared by ``holders``."""
+    record = _slots_record(1, holders)
+    record.shared = True
+    return record
+
+
+def _kept_record(holders: list[_Record], slots: int) -> _Record:
+    """The record that keeps ``holders`` (one at least), each as it holds the lock: of
+    ``slots`` (more than one), held in parts (any holder names parts), held shared
+    (every one is), or the one holder's own."""
+    if slots > 1:
+        return _slots_record(slots, holders)
+    whole = all(holder.parts is None for holder in holders)
+    if whole and all(holder.shared for holder in holders):
+        return _shared_record(holders)
+    if whole and len(holders) == 1:
+        return holders[0]  # an exclusive hold of the whole lock, alone
+    record = _slots_record(1, holders)
+    record.parted = True
+    return record
+
+
+def _taking_records(
+    hold: tuple[str, int, float, int | None, bool, bool, tuple[str, ...] | None],
+    kept: list[_Record],
+    at: int | None,
+    slots: int,
+) -> tuple[_Record, _Record]:
+    """A take's own hold, of ``hold`` (owner, since, timeout, fence, whether it is a
+    session's, whether it is shared, and its parts), and the record it leaves: its hold
+    beside the ``kept`` ones, in the place ``at`` (None: at the end), as _kept_record
+    keeps them."""
+    owner, since, stale_after, fence, session, shared, parts = hold
+    new = _Record(owner, since, stale_after)
+    new.fence = fence
+    new.session = session
+    new.shared = shared
+    new.parts = parts
+    holders = [*kept, new] if at is None else [*kept[:at], new, *kept[at + 1 :]]
+    return new, _kept_record(holders, slots)
 
 
 def _bytes_of(record: _Record) -> bytes:
@@ -1784,15 +1955,22 @@ def _bytes_of(record: _Record) -> bytes:
             entry["fence"] = holder.fence
         if holder.session:
             entry["session"] = True
+        if record.parted and holder.shared:
+            entry["shared"] = True
+        if record.parted and holder.parts is not None:
+            entry["parts"] = list(holder.parts)
         entries.append(entry)
+    owner = _slots_owner(record.slots)
+    if record.shared or record.parted:
+        owner = _SHARED_OWNER if record.shared else _PARTS_OWNER
     content: dict[str, object] = {
-        "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
+        "owner": owner,
         "acquired_at": _format_time(last.since),
         "stale_after_seconds": _json_seconds(last.stale_after),
         "tool": _TOOL,
     }
-    if record.shared:
-        content["mode"] = _SHARED_MODE
+    if record.shared or record.parted:
+        content["mode"] = _SHARED_MODE if record.shared else _PARTS_MODE
     else:
         content["slots"] = record.slots
     content["holders"] = entries
@@ -1848,8 +2026,9 @@ class _Hold:
     its run id, its fence (None: the take could give none), whether it ``renewed`` the
     owner's own hold, its ``holder_timeout`` (seconds), ``since`` (whole seconds), the
     stale hold of another it ``replaced`` (renewing: the first it dropped; None: none),
-    the record it left (``after``), which the message describes, and whether it is an
-    agent session's hold (``session``: kept for the session's lease)."""
+    the record it left (``after``), which the message describes, whether it is an
+    agent session's hold (``session``: kept for the session's lease), whether it is
+    ``shared``, and the ``parts`` it holds (None: the lock whole)."""
 
     __slots__ = (
         "after",
@@ -1857,10 +2036,12 @@ class _Hold:
         "holder_timeout",
         "lock",
         "owner",
+        "parts",
         "renewed",
         "replaced",
         "run_id",
         "session",
+        "shared",
         "since",
     )
 
@@ -1877,6 +2058,8 @@ class _Hold:
         after: _Record,
         fence: int | None,
         session: bool = False,
+        shared: bool = False,
+        parts: tuple[str, ...] | None = None,
     ) -> None:
         self.lock = lock
         self.owner = owner
@@ -1888,11 +2071,13 @@ class _Hold:
         self.after = after
         self.fence = fence
         self.session = session
+        self.shared = shared
+        self.parts = parts
 
     @property
     def kind(self) -> Literal["exclusive", "slots", "shared"]:
         """How it holds: the lock alone, one of several slots, or shared."""
-        if self.after.shared:
+        if self.shared:
             return "shared"
         return "slots" if self.after.slots > 1 else "exclusive"
 
@@ -1907,6 +2092,12 @@ class _Hold:
 
 if TYPE_CHECKING:
     from typing import Literal
+
+
+    # What a take may do (see _Take).
+    _Outcome = Literal[
+        "take", "held", "line", "count", "kind", "lost", "theirs", "grow", "parts", "full"
+    ]
 
 
 def _deciding_timeout(record: _Record, stale_after: float) -> float:
@@ -1980,57 +2171,52 @@ def _take_timeout(record: _Record | None, request: _Request, now: float) -> tupl
     return (longest if request.keep_longer else stale_after), False
 
 
-def _taken(
-    look: _Look, new: _Record, request: _Request, shared: bool, now: float
-) -> tuple[_Record, _Record | None, _Record | None]:
-    """The record a take by ``new`` (of ``request``'s slots, or a shared hold:
-    ``shared``) leaves, the hold of its own it renews (None: none), and the stale hold
-    of another it replaces or, renewing, the first of those it drops (None: none). Its
-    own slot (or shared hold) is renewed, else the first stale one replaced, else a
-    free one taken; the other holders' are untouched. A count or kind that changes (no
-    hold live) starts a new record; ``look.last`` is a server's record that expired
-    whole, whose holders the new record drops."""
-    record, slots, stale_after = look.record, request.slots, request.stale_after
+def _kept_holds(
+    look: _Look, request: _Request, shared: bool, now: float
+) -> tuple[list[_Record], int | None, _Record | None, _Record | None]:
+    """Where a take by ``request``'s owner (of its slots, or a shared hold: ``shared``)
+    goes in the lock ``look`` found: the holds of the record it leaves beside its own
+    (``kept``), the place of its own in them (``at``: the one it takes over; None: it is
+    added at the end, or, with nothing kept, it is the record's one hold), the hold of
+    its own it renews (None: none), and the stale hold of another it replaces or,
+    renewing, the first of those it drops (None: none). Its own slot (or shared hold) is
+    renewed, else the first stale one replaced, else a free one taken; the other
+    holders' are untouched. A count or kind that changes (no hold live) starts a new
+    record; ``look.last`` is a server's record that expired whole, whose holders the new
+    record drops."""
+    record, slots, stale_after, owner = (
+        look.record,
+        request.slots,
+        request.stale_after,
+        request.owner,
+    )
     gone = _holders(record) or _holders(look.last)
     if shared:
         same_kind = record is not None and record.shared
     else:
         same_kind = record is not None and not record.shared and record.slots == slots > 1
     kept = _holders(record) if same_kind else []
-    at = next((i for i, h in enumerate(kept) if h.owner == new.owner), None)
+    at = next((i for i, h in enumerate(kept) if h.owner == owner), None)
     if at is None:
         stale = [h for h in kept if _is_stale(h, stale_after, now, False)]
         if stale:
             at = kept.index(_first_to_go(stale, stale_after))
-    if kept and at is not None:
-        before: _Record | None = kept[at]
-        holders = [*kept[:at], new, *kept[at + 1 :]]
-    elif kept:
-        before = None
-        holders = [*kept, new]
+    if kept:
+        before = None if at is None else kept[at]
+        dropped = []
     else:
         # A new record: its own hold (a server's expired one) is what it renews, else a
         # stale holder is what it replaces; the others are dropped.
-        own = [h for h in gone if h.owner == new.owner]
+        own = [h for h in gone if h.owner == owner]
         before = own[0] if own else _first_to_go(gone, stale_after) if gone else None
-        holders = [new]
-    renewed = before if before is not None and before.owner == new.owner else None
-    dropped = [h for h in gone if h is not before and h not in holders]
-    if renewed is None:
-        replaced = before
-    else:
-        replaced = _first_to_go(dropped, stale_after) if dropped else None
-    if shared:
-        after = _shared_record(holders)
-    elif slots == 1:
-        after = new
-    else:
-        after = _slots_record(slots, holders)
-    return after, renewed, replaced
+        dropped = [h for h in gone if h is not before]
+    if before is None or before.owner != owner:
+        return kept, at, None, before
+    return kept, at, before, _first_to_go(dropped, stale_after) if dropped else None
 
 
-def _fence_of_take(look: _Look, new: _Record, renewed: _Record | None) -> int | None:
-    """The fence of the take by ``new``, renewing its own hold ``renewed`` (or None).
+def _fence_of_take(look: _Look, owner: str, renewed: _Record | None) -> int | None:
+    """The fence of the take by ``owner``, renewing its own hold ``renewed`` (or None).
     A renewal keeps its hold's fence while no other holder the lock shows (live or
     stale, in its record or as a server's last holder) has a larger one: else a frozen
     holder's late write could pass it. Any other take gets one more than every fence
@@ -2041,7 +2227,7 @@ def _fence_of_take(look: _Look, new: _Record, renewed: _Record | None) -> int | 
     read), or where the next fence would pass _MAX_FENCE (only a record written by
     hand can take a lock there)."""
     shown = [*_holders(look.record), *_holders(look.last)]
-    others = [r.fence for r in shown if r.fence is not None and r.owner != new.owner]
+    others = [r.fence for r in shown if r.fence is not None and r.owner != owner]
     kept = None if renewed is None else renewed.fence
     if kept is not None and all(fence < kept for fence in others):
         return kept
@@ -2064,22 +2250,7 @@ def _released(record: _Record, owner: str, now: float) -> tuple[_Record | None, 
     # Every holder of several slots has a timeout of its own; no caller's is needed.
     if not any(not _is_stale(h, float("inf"), now, False) for h in rest):
         return None, mine
-    if record.shared:
-        return _shared_record(rest), mine
-    return _slots_record(record.slots, rest), mine
-
-
-def _slots_record(slots: int, holders: list[_Record]) -> _Record:
-    record = _Record(None, min(h.since for h in holders))
-    record.slots = slots
-    record.holders = holders
-    return record
-
-
-def _shared_record(holders: list[_Record]) -> _Record:
-    record = _slots_record(1, holders)
-    record.shared = True
-    return record
+    return _kept_record(rest, record.slots), mine
 
 
 # --- The line of waiters: first come, first served
@@ -2104,145 +2275,369 @@ def _asks_shared(record: _Record | None, owner: str, shared: bool, keeps_kind: b
     """Whether a take asks for a shared hold: as asked, or, where a renewal that names
     no kind ``keeps_kind`` (acquire; never run or held(), whose step must not run
     beside readers), as ``owner``'s own shared hold of ``record`` is."""
-    if shared or not keeps_kind or record is None or not record.shared:
+    if shared or not keeps_kind or record is None:
         return shared
-    return any(holder.owner == owner for holder in _holders(record))
+    return any(holder.owner == owner and holder.shared for holder in _holders(record))
 
 
-class _Verdict:
-    """What a take may do at ``now``, and why: ``outcome`` "take" a slot (or a shared
-    hold); all are "held"; the free ones go to those ahead in line ("line"); it asks for
-    another "count" than the one in force (of slots, or slots where holds are shared);
-    or for the other "kind" than the one it holds (exclusive or shared). With it, what a
-    refusal tells: ``record``, its ``live`` holders (oldest first), the ``waiter`` whose
-    turn comes before the call's (None: none), and who stands in the way (``blocker``:
-    the holder, of several the first to go stale, else the waiter's place as a record;
-    None: nobody) with its ``holder_timeout``."""
+class _Take:
+    """What one try of a take does, decided at once from the request, what the store
+    read, the caller's place in line and the time: the one value the take applies and
+    the outputs format. ``outcome``:
 
-    __slots__ = ("blocker", "holder_timeout", "live", "outcome", "record", "shared", "waiter")
+    - "take": it writes ``after``, its own hold ``new`` (with its fence, ``session``
+      mark and timeout) in it, renewing ``renewed`` (its own hold it had; None: none)
+      or replacing ``replaced`` (the stale hold of another it replaces or, renewing,
+      the first of those it drops);
+    - "held": all are held; "line": the free ones go to those ahead in line;
+    - "count": it asks for another count than the one in force (of slots, or slots
+      where holds are shared); "kind": for the other kind than it holds;
+    - "lost": a renewal found the hold no longer its owner's (``stale``: its own record
+      went stale);
+    - "theirs": the file is another program's, no lock (``theirs`` says why);
+    - "grow": the owner asked for other parts than it holds, and one it adds conflicts
+      with another's live hold or a waiter (refused at once: two holders waiting to
+      grow would wait on each other); "parts": run, held() or a session, which keep an
+      owner's hold as it is, named parts it does not hold; "full": the record would
+      pass the most bytes a record may hold.
+
+    A take holds ``parts`` (None: the lock whole), shared or not (``shared``); one that
+    ``changed`` its owner's parts gets a new fence. ``clash``: the pair (its part, the
+    other's part; None: a whole hold) by which it conflicts with ``blocker``.
+
+    With it, what a refusal tells: ``record``, its ``live`` holders (oldest first), the
+    ``waiter`` whose turn comes before the call's (None: none), who stands in the way
+    (``blocker``: the holder, of several the first to go stale, else the waiter's place
+    as a record; None: nobody) with its ``holder_timeout``, and the live line but the
+    caller's place (``others``); ``in_line``: the caller's place is in the line;
+    ``look``: what the store read."""
+
+    __slots__ = (
+        "after",
+        "blocker",
+        "changed",
+        "clash",
+        "holder_timeout",
+        "in_line",
+        "live",
+        "look",
+        "new",
+        "others",
+        "outcome",
+        "parts",
+        "record",
+        "renewed",
+        "replaced",
+        "shared",
+        "stale",
+        "theirs",
+        "waiter",
+    )
+
+    def __init__(self, look: _Look, stale_after: float) -> None:
+        self.outcome: _Outcome = "take"
+        self.look = look
+        self.record = look.record
+        self.shared = False
+        self.live: list[_Record] = []
+        self.waiter: _Place | None = None
+        self.blocker: _Record | None = None
+        self.holder_timeout = stale_after
+        self.others: list[_Place] = []
+        self.in_line = False
+        self.stale = False
+        self.theirs = ""
+        self.new: _Record | None = None
+        self.after: _Record | None = None
+        self.renewed: _Record | None = None
+        self.replaced: _Record | None = None
+        self.parts: tuple[str, ...] | None = None
+        self.changed = False
+        self.clash: tuple[str | None, str | None] | None = None
+
+
+def _decide_take(request: _Request, look: _Look, ticket: str | None, now: float) -> _Take:
+    """What a try of ``request``'s take does with the lock as ``look`` found it, at
+    ``now``, its waiter's place in line being ``ticket`` (None: it has none): see _Take.
+    The first k in line take the k free slots; a call with no place comes after them
+    all. The shared waiters at the head of the line go in together, but none passes an
+    exclusive waiter ahead of it. A renewal (``request.renew_only``) finds the hold lost
+    unless it is still the owner's live hold."""
+    record, stale_after, owner = look.record, request.stale_after, request.owner
+    take = _Take(look, stale_after)
+    take.theirs = _another_programs_file(look)
+    if take.theirs:
+        take.outcome = "theirs"
+        return take
+    shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
+    take.shared = shared
+    if request.renew_only and not _still_holds(
+        record, owner, stale_after, now, request.empty_is_stale
+    ):
+        take.outcome = "lost"
+        if record is not None and record.holders is None:
+            take.stale = _is_stale(record, stale_after, now, request.empty_is_stale)
+            take.holder_timeout = _deciding_timeout(record, stale_after)
+        return take
+    line = _live(look.line, now)
+    ahead = _ahead_of(line, ticket) if ticket is not None else None
+    take.in_line = ahead is not None
+    take.others = [place for place in line if place.ticket != ticket]
+    live = _live_holders(record, stale_after, now, request.empty_is_stale)
+    before = line if ahead is None else ahead
+    take.live = sorted(live, key=lambda h: h.since)
+    _verdict_of(take, request, before, line)
+    if take.outcome == "take":
+        _decide_what_it_leaves(take, look, request, now)
+        if take.after is not None and take.after.parted and _too_large(take.after):
+            take.outcome = "full"
+        return take
+    if take.blocker is None and take.waiter is not None:
+        waiter = take.waiter
+        take.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
+    if take.blocker is not None:
+        take.holder_timeout = _deciding_timeout(take.blocker, stale_after)
+    return take
+
+
+# What a server may add to each holder's entry in a record (its mark), at most.
+_MARK_BYTES = 48
+
+
+def _too_large(record: _Record) -> bool:
+    """Whether ``record``, marked by its server, passes the most bytes a lock's record
+    may hold (a reader reads no more)."""
+    marks = _MARK_BYTES * len(_holders(record))
+    return len(_bytes_of(record)) + marks > _RECORD_MAX_BYTES
+
+
+def _decide_what_it_leaves(take: _Take, look: _Look, request: _Request, now: float) -> None:
+    """A take's hold, the record it leaves and the fence it gets (see _Take): decided
+    first, then made into records."""
+    holder_timeout, session = _take_timeout(look.record, request, now)
+    in_parts = _in_parts(look.record, request, take.parts)
+    if in_parts:
+        kept, at, take.renewed, take.replaced = _kept_beside(look, request, now)
+    else:
+        kept, at, take.renewed, take.replaced = _kept_holds(look, request, take.shared, now)
+    renewed = None if take.changed else take.renewed
+    fence = _fence_of_take(look, request.owner, renewed)
+    # A live hold of parts renewed as it stands keeps its fence, whatever the others':
+    # theirs tell their own parts' writers apart, and none shares a path with it (a stale
+    # one is taken anew: another may have had its parts since).
+    live = renewed is not None and not _is_stale(renewed, request.stale_after, now, False)
+    if in_parts and live and renewed is not None and renewed.fence is not None:
+        fence = renewed.fence
+    take.holder_timeout = holder_timeout
+    hold = (request.owner, int(now // 1), holder_timeout, fence, session, take.shared, take.parts)
+    take.new, take.after = _taking_records(hold, kept, at, request.slots)
+
+
+def _in_parts(record: _Record | None, request: _Request, parts: tuple[str, ...] | None) -> bool:
+    """Whether a take by ``request``, holding ``parts``, is of a lock held in parts or
+    leaves one: its holders are then kept by conflict (_kept_beside)."""
+    return parts is not None or (record is not None and record.parted) or request.parts is not None
+
+
+def _kept_beside(
+    look: _Look, request: _Request, now: float
+) -> tuple[list[_Record], int | None, _Record | None, _Record | None]:
+    """As _kept_holds, for a lock held in parts: every other live hold is kept beside
+    the take's (none conflicts with it: the verdict saw to that); a stale one is dropped,
+    and the first of those to go is the one it replaces (renewing: drops)."""
+    record, stale_after, owner = look.record, request.stale_after, request.owner
+    gone = _holders(record) or _holders(look.last)
+    kept = [
+        h
+        for h in _holders(record)
+        if h.owner != owner and not _is_stale(h, stale_after, now, False)
+    ]
+    own = [h for h in gone if h.owner == owner]
+    dropped = [h for h in gone if h.owner != owner and h not in kept]
+    replaced = _first_to_go(dropped, stale_after) if dropped else None
+    return kept, None, own[0] if own else None, replaced
+
+
+class _Turn:
+    """What a waiter waits for, from one look: the places ``ahead`` of it, how many
+    must leave (``away``) before its turn may come with a hold that frees (N slots: it
+    is among the first N; else no place it conflicts with is ahead), those whose
+    leaving it waits on (``waits_on``), and in how many seconds a live hold goes stale
+    by its time, which a waiter whose turn may come wakes for (``stale_in``; inf: none
+    does, or it is not such a waiter)."""
+
+    __slots__ = ("ahead", "away", "stale_in", "waits_on")
 
     def __init__(
-        self,
-        outcome: Literal["take", "held", "line", "count", "kind"],
-        record: _Record | None,
-        live: list[_Record],
-        before: list[_Place],
-        *,
-        stale_after: float,
-        shared: bool,
+        self, ahead: list[_Place], waits_on: list[_Place], away: int, stale_in: float
     ) -> None:
-        self.outcome = outcome
-        self.record = record
-        self.shared = shared
-        self.live = sorted(live, key=lambda h: h.since)
-        waiting = [p for p in before if not p.shared] if shared else before
-        self.waiter = (waiting or before)[0] if before else None
-        self.blocker: _Record | None = None
-        if outcome == "held":
-            several = record is not None and record.holders is not None
-            self.blocker = _first_to_go(live, stale_after) if several else record
-        elif self.waiter is not None:
-            waiter = self.waiter
-            self.blocker = _Record(waiter.owner, waiter.since, waiter.stale_after)
-        self.holder_timeout = stale_after
-        if self.blocker is not None:
-            self.holder_timeout = _deciding_timeout(self.blocker, stale_after)
+        self.ahead = ahead
+        self.waits_on = waits_on
+        self.away = away
+        self.stale_in = stale_in
 
 
-def _verdict(
-    record: _Record | None,
-    line: list[_Place],
-    ticket: str | None,
-    request: _Request,
-    *,
+def _decide_turn(request: _Request, look: _Look, place: _Place, now: float) -> _Turn | None:
+    """What the waiter of ``request`` at ``place`` waits for, as ``look`` found the lock
+    at ``now``; None: its turn may have come, or its place lapsed, and it tries again."""
+    line = _live(look.line, now)
+    ahead = _ahead_of(line, place.ticket)
+    if ahead is None:
+        return None
+    record, stale_after = look.record, request.stale_after
+    take = _Take(look, stale_after)
+    take.shared = place.shared
+    take.live = _live_holders(record, stale_after, now, request.empty_is_stale)
+    _verdict_of(take, request, ahead, line)
+    if take.outcome not in ("held", "line"):
+        return None
+    if _by_slots(record, take.live, request):
+        away, waits_on = max(0, len(ahead) - request.slots + 1), ahead
+    else:
+        waits_on = [p for p in ahead if _conflict(place.shared, place.parts, p.shared, p.parts)]
+        away = len(waits_on)
+    stale_in = _stale_in(record, stale_after, now) if away == 0 else float("inf")
+    return _Turn(ahead, waits_on, away, stale_in)
+
+
+def _conflict(
     shared: bool,
-    now: float,
-) -> _Verdict:
-    """May ``request``'s owner take a slot of ``record`` (or a shared hold, ``shared``:
-    as the try asks) at ``now``, with ``line`` the live line and ``ticket`` its place
-    (None: none)? The first k in line take the k free slots; a call with no place comes
-    after them all. The shared waiters at the head of the line go in together, but none
-    passes an exclusive waiter ahead of it."""
-    live = _live_holders(record, request.stale_after, now, request.empty_is_stale)
-    ahead = _ahead_of(line, ticket) if ticket is not None else None
-    before = line if ahead is None else ahead
-    outcome = _outcome(record, live, before, request, shared)
-    return _Verdict(outcome, record, live, before, stale_after=request.stale_after, shared=shared)
+    parts: tuple[str, ...] | None,
+    other_shared: bool,
+    other_parts: tuple[str, ...] | None,
+) -> tuple[str | None, str | None] | None:
+    """Whether two holds (or waiters) conflict: the pair (a part of the first, a part
+    of the other; None: a whole hold) some path lies in both of, or None. Two shared
+    ones never conflict; a whole hold conflicts with every part."""
+    if shared and other_shared:
+        return None
+    if parts is None or other_parts is None:
+        return (parts[0] if parts else None, other_parts[0] if other_parts else None)
+    _compile_carried('parts')
+
+    return _first_overlap(parts, other_parts)
 
 
-def _outcome(
-    record: _Record | None,
-    live: list[_Record],
-    before: list[_Place],
-    request: _Request,
-    shared: bool,
-) -> Literal["take", "held", "line", "count", "kind"]:
-    """The verdict's outcome, with ``live`` the live holders of ``record`` and
-    ``before`` the places ahead of the call."""
+def _by_slots(record: _Record | None, live: list[_Record], request: _Request) -> bool:
+    """Whether a take is judged by counting slots (several asked, or in force), not by
+    conflict: a lock of one slot, held shared or held in parts, is judged by who
+    conflicts with whom, which for a lock held whole comes to one holder, or readers."""
+    return request.slots > 1 or (record is not None and bool(live) and record.slots > 1)
+
+
+def _verdict_of(take: _Take, request: _Request, before: list[_Place], line: list[_Place]) -> None:
+    """``take``'s outcome, with its ``live`` holders (the lock's, by its look) and
+    ``before`` the places ahead of the call (``line``: the whole live line), and who
+    stands in the way: the parts it holds, as it asks them or keeps its owner's."""
+    record, live, shared, owner = take.record, take.live, take.shared, request.owner
     in_force: int | Literal["shared"] | None = None
     if record is not None and live:
-        in_force = "shared" if record.shared else record.slots
+        in_force = "shared" if record.shared or record.parted else record.slots
     if in_force is not None and _counts_clash(in_force, request.slots, shared):
-        return "count"
-    if any(holder.owner == request.owner for holder in _holders(record)):
-        return "kind" if record is not None and record.shared != shared else "take"
-    if shared:
-        return _shared_verdict(in_force, before)
-    free = request.slots - len(live)
-    if free <= 0:
-        return "held"
-    return "take" if len(before) < free else "line"
+        take.outcome = "count"
+        return
+    mine = [h for h in _holders(record) if h.owner == owner]
+    take.parts = request.parts
+    if mine and (any(h in live for h in mine) or not _in_parts(record, request, None)):
+        own = mine[0]
+        if own.shared != shared:
+            take.outcome = "kind"
+        else:
+            _own_parts(take, own, request, line)
+        return
+    if _by_slots(record, live, request):
+        free = request.slots - len(live)
+        take.outcome = "held" if free <= 0 else "take" if len(before) < free else "line"
+        take.waiter = before[0] if before else None
+        take.blocker = _first_to_go(live, request.stale_after) if free <= 0 else None
+        if free <= 0 and record is not None and record.holders is None:
+            take.blocker = record
+        return
+    parts = request.parts
+    for holder in sorted(live, key=lambda h: h.since + _deciding_timeout(h, request.stale_after)):
+        if holder.owner != owner and (
+            clash := _conflict(shared, parts, holder.shared, holder.parts)
+        ):
+            take.outcome, take.blocker, take.clash = "held", holder, clash
+            return
+    for place in before:
+        if clash := _conflict(shared, parts, place.shared, place.parts):
+            take.outcome, take.waiter, take.clash = "line", place, clash
+            return
 
 
-def _shared_verdict(
-    in_force: int | Literal["shared"] | None, before: list[_Place]
-) -> Literal["take", "held", "line"]:
-    """A shared call's verdict, with ``before`` the places ahead of it: "held" while an
-    exclusive hold is live, else "take" unless an exclusive waiter is ahead ("line")."""
-    if in_force is not None and in_force != "shared":
-        return "held"
-    return "take" if all(place.shared for place in before) else "line"
+def _own_parts(take: _Take, own: _Record, request: _Request, line: list[_Place]) -> None:
+    """The parts of a take by the owner of ``own``: as it stands when it names none or
+    the same; run, held() and a session (``keep_longer``) keep it whatever they name,
+    which must be among its parts ("parts" if not); an acquire changes it to exactly
+    those it names, unless a part it adds conflicts with another's live hold or any
+    waiter ("grow": refused at once, never waiting)."""
+    asked, held = request.parts, own.parts
+    take.parts = held
+    if asked is None or (held is not None and _keys(asked) == _keys(held)):
+        return
+    if held is not None and not _keys(asked) <= _keys(held) and request.keep_longer:
+        # A renewal whose parts its owner changed meanwhile (an acquire of other
+        # parts): the work's hold is gone, as if released.
+        take.outcome = "lost" if request.renew_only else "parts"
+        take.clash = (next(p for p in asked if _key(p) not in _keys(held)), None)
+        return
+    if request.keep_longer:
+        return
+    added = () if held is None else tuple(p for p in asked if _key(p) not in _keys(held))
+    if added:
+        for holder in take.live:
+            clash = _conflict(take.shared, added, holder.shared, holder.parts)
+            if holder.owner != own.owner and clash:
+                take.outcome, take.blocker, take.clash = "grow", holder, clash
+                return
+        for place in line:
+            clash = _conflict(take.shared, added, place.shared, place.parts)
+            if place.owner != own.owner and clash:
+                take.outcome, take.waiter, take.clash = "grow", place, clash
+                return
+    take.parts, take.changed = asked, True
+
+
+def _key(part: str) -> str:
+    _compile_carried('parts')
+
+    return _part_key(part)
+
+
+def _keys(parts: tuple[str, ...]) -> set[str]:
+    """What a set of parts is compared by: each part's key."""
+    return {_key(part) for part in parts}
 
 
 def _counts_clash(in_force: int | Literal["shared"], slots: int, shared: bool) -> bool:
     """True if a call for ``slots`` (or a shared hold) names another count of slots than
-    ``in_force``: slots where holds are shared, shared holds where there are slots, or
-    another count. Exclusive beside shared is no clash: it waits its turn."""
+    ``in_force``: slots where holds are shared or held in parts ("shared"), shared holds
+    where there are slots, or another count. Exclusive beside shared is no clash: it
+    waits its turn."""
     if in_force == "shared" or shared:
         several = slots if in_force == "shared" else in_force
         return several > 1
     return in_force != slots
 
 
-def _away(ahead: list[_Place], slots: int, shared: bool) -> int:
-    """How many places must leave the line before a waiter with ``ahead`` of it is
-    among those whose turn a freed hold gives: the first N (N slots); for a shared
-    waiter, none once no exclusive waiter is ahead of it."""
-    if shared:
-        exclusive = [at for at, place in enumerate(ahead) if not place.shared]
-        return exclusive[-1] + 1 if exclusive else 0
-    return max(0, len(ahead) - slots + 1)
-
-
-def _waits_on(ahead: list[_Place], away: int, shared: bool) -> list[_Place]:
-    """The places ``ahead`` of a waiter whose leaving it waits for: all of them, or,
-    for a shared waiter, those up to the last exclusive one (``away`` of them): the
-    shared waiters between go in with it, so it need not wait for them."""
-    return ahead[:away] if shared else ahead
-
-
-def _turns(line: list[_Place], after: _Record | None, free: int) -> list[_Place]:
-    """The waiters at the head of the live ``line`` whose turn a change that leaves
-    ``after`` gives: the first ``free`` (the exclusive slots free after it, as the
-    store's clock counts them), or the shared waiters at its head, up to the first
-    exclusive one, while no exclusive hold is live."""
-    if line and line[0].shared:
-        exclusive_live = after is not None and not after.shared and free <= 0
-        if exclusive_live:
-            return []
-        exclusive = [at for at, place in enumerate(line) if not place.shared]
-        return line[: exclusive[0]] if exclusive else line
-    return line[: max(0, free)]
+def _turns(line: list[_Place], slots: int, live: list[_Record]) -> list[_Place]:
+    """The waiters of the live ``line`` whose turn a change may give, ``live`` being
+    the live holds after it, of a lock of ``slots`` (the count in force): the first
+    ``slots - len(live)`` of several slots; else each waiter that conflicts with no live
+    hold and no waiter ahead of it (for a lock held whole, the first; or the shared
+    waiters at the head, while no exclusive hold is live)."""
+    if slots > 1:
+        return line[: max(0, slots - len(live))]
+    turns = []
+    for at, place in enumerate(line):
+        mine = (place.shared, place.parts)
+        if any(h.owner != place.owner and _conflict(*mine, h.shared, h.parts) for h in live):
+            continue
+        if any(_conflict(*mine, p.shared, p.parts) for p in line[:at]):
+            continue
+        turns.append(place)
+    return turns
 
 
 def _stale_in(record: _Record | None, stale_after: float, now: float) -> float:
@@ -2258,13 +2653,14 @@ def _stale_in(record: _Record | None, stale_after: float, now: float) -> float:
 
 class _Standing:
     """status's verdict on a lock at ``now``: its ``state`` ("free", "held", "stale");
-    the ``case`` its report tells ("all held", "all shared stale", "one", "slot stale",
+    the ``case`` its report tells ("all held", "all shared stale" (held shared or in
+    parts, all gone stale), "one", "slot stale",
     "some held", "no slot held", "free"); the count of ``slots`` it shows (the one in
     force, else the caller's); every holder and the ``live`` ones (oldest first); the
     holder it names (``shown``, None: none) and that holder's ``holder_timeout`` (else
     the caller's); of a lock of slots with one gone stale, the first of those
-    (``gone``); how it is held (``mode``, None: no live hold); and the largest of the
-    live holders' fences."""
+    (``gone``); how it is held (``mode``, None: no live hold; ``parted``: in parts);
+    and the largest of the live holders' fences."""
 
     __slots__ = (
         "case",
@@ -2274,6 +2670,7 @@ class _Standing:
         "holders",
         "live",
         "mode",
+        "parted",
         "shown",
         "slots",
         "stale_after",
@@ -2283,6 +2680,7 @@ class _Standing:
     def __init__(
         self, record: _Record | None, live: list[_Record], slots: int, stale_after: float
     ) -> None:
+        self.parted = record is not None and record.parted
         self.stale_after = stale_after
         self.slots = slots
         self.holders = sorted(_holders(record), key=lambda h: h.since)
@@ -2292,10 +2690,9 @@ class _Standing:
         self.holder_timeout = stale_after
         self.state: Literal["free", "held", "stale"] = "free"
         self.case = "free"
-        shared = record is not None and record.shared
         self.mode: Literal["shared", "exclusive"] | None = None
-        if live:
-            self.mode = "shared" if shared else "exclusive"
+        if live:  # exclusive while any live hold is
+            self.mode = "shared" if all(h.shared for h in live) else "exclusive"
         self.fence = max((h.fence for h in live if h.fence is not None), default=None)
 
     def timeout_of(self, holder: _Record) -> float:
@@ -2320,7 +2717,8 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
     standing = _Standing(record, live, slots, stale_after)
     several = slots > 1 or (record is not None and record.slots > 1)
     holders = _holders(record)
-    shared = record is not None and record.shared
+    # Held shared or in parts: held while any hold is live, stale once all went stale.
+    shared = record is not None and (record.shared or record.parted)
     if live and (shared or (several and len(live) >= slots)):
         standing.naming("all held", "held", _first_to_go(live, stale_after))
     elif shared and holders:
@@ -2337,6 +2735,35 @@ def _standing(record: _Record | None, query: _Query, now: float) -> _Standing:
     elif several:
         standing.naming("no slot held", "free", None)
     return standing
+
+
+def _reserved(
+    record: _Record | None, paths: tuple[str, ...], owner: str | None, query: _Query, now: float
+) -> list[tuple[str, _Record, str | None]]:
+    """Which of ``paths`` (checked) lie in a live hold of ``record``'s lock at ``now``
+    of another than ``owner`` (None: of anyone), shared or not (a commit is a write):
+    for each path, in order, each such holder, longest held first, with each of its
+    parts the path lies in (None: a hold of the whole lock, which every path lies in).
+    ``query.stale_after`` judges a record without a timeout of its own."""
+    live = _live_holders(record, query.stale_after, now, query.empty_is_stale)
+    others = sorted((h for h in live if owner is None or h.owner != owner), key=lambda h: h.since)
+    if not others or not paths:
+        return []
+    # Every holder's parts in one list, in order (a whole hold stands as None in it).
+    held = [(h, part) for h in others for part in (h.parts or (None,))]
+    whole = [at for at, (_, part) in enumerate(held) if part is None]
+    parted = [at for at, (_, part) in enumerate(held) if part is not None]
+    if not parted:
+        return [(path, *held[at]) for path in paths for at in whole]
+    _compile_carried('parts')
+
+    index = _PartIndex([part for _, part in held if part is not None])
+    reserved: list[tuple[str, _Record, str | None]] = []
+    for path in paths:
+        found = [parted[at] for at in index.covering(path)]
+        for at in sorted(whole + found) if whole else found:
+            reserved.append((path, *held[at]))
+    return reserved
 
 
 # A name that says it is a lock: what stands there blocks acquire, whatever it holds.
@@ -2483,10 +2910,6 @@ def _minutes_for_output(holder_timeout: float) -> int | float:
     return int(minutes) if minutes.is_integer() else minutes
 
 
-def _stale_at(since: int, holder_timeout: float) -> str:
-    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
-
-
 def _lapses_at(place: _Place, now: float) -> str:
     """When ``place`` lapses unless its waiter beats again: _SEAMS.place_ttl_sec after its
     last beat (a server's expiry keeps it: at the latest that long from ``now``)."""
@@ -2537,6 +2960,16 @@ def _whole_owner_needed(lock: str, owner: str) -> ValueError:
     )
 
 
+def _whole_owner_to_check(owner: str) -> ValueError:
+    """Why check refuses an owner without its run id: the parts it leaves out are one
+    run's."""
+    return ValueError(
+        "check needs the whole owner with its run id (workflow:skill:run_id, as acquire"
+        f" printed it), not {owner!r}: it leaves out that run's own parts; without an"
+        " owner it names every run's"
+    )
+
+
 def _clear_all_advice(lock: str, holders: list[_Record], by_hand: str) -> str:
     """How to clear a lock held shared whose runs are all gone: a release of each
     holder (a few, then where the rest are listed), safe to follow literally."""
@@ -2574,10 +3007,13 @@ def _names_text(holders: list[_Record]) -> str:
 
 def _holds_text(record: _Record) -> str:
     """``; 2 of its 3 slots are held`` for a lock of several slots, ``; 2 runs hold it
-    shared`` for one held shared, else nothing."""
+    shared`` for one held shared, ``; 2 runs hold parts of it`` for one held in parts,
+    else nothing."""
     held = len(_holders(record))
     if record.shared:
         return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} it shared"
+    if record.parted:
+        return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} parts of it"
     if record.slots == 1:
         return ""
     return f"; {held} of its {record.slots} slots {'is' if held == 1 else 'are'} held"
@@ -2590,15 +3026,18 @@ def _runs_text(count: int) -> str:
 def _acquired_result(hold: _Hold) -> AcquireResult:
     """The acquire output of ``hold``, carrying its fence beside the output's keys."""
     lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
-    stale_at = _stale_at(hold.since, hold.holder_timeout)
     kind = hold.kind
     what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
+    if hold.parts is not None:
+        shared = "a shared hold on " if kind == "shared" else ""
+        what = f"{shared}the parts {_parts_text(hold.parts)} of {lock}"
     done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
     if replaced is not None:
         holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
         stale = {"shared": "stale shared hold", "slots": "stale slot"}.get(kind, "stale lock")
         done += f", {'dropping' if hold.renewed else 'replacing'} the {stale} {holder}"
     done += _holds_text(after)
+    stale_at = _stale_at(hold.since, hold.holder_timeout)
     result: AcquireResult = {
         "acquired": True,
         "refreshed": hold.renewed,
@@ -2639,34 +3078,151 @@ def _unfenced(fence: int | None) -> str:
     )
 
 
-def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
-    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
-    taken = _Taken(result)
-    taken.fence = fence
-    # A dict with one attribute more: what the type says of its keys still holds
-    # (typing.cast would cost every call the import of typing).
-    return taken  # type: ignore[return-value]
+def _refusal(
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
+) -> AcquireResult:
+    """What ``take``, which refused ``request`` at ``now``, tells: the acquire output
+    (held, or its turn is another's: _refused_result); else its error, raised: LockLost
+    for a renewal that found the hold lost, ValueError for another program's file, or a
+    count or a kind that clash with the ones in force."""
+    record = take.record
+    if take.outcome == "lost":
+        raise _lost(lock, take)
+    if take.outcome == "theirs":
+        raise ValueError(_another_programs_refusal(lock, take.look, take.theirs))
+    if take.outcome in ("count", "kind"):
+        assert record is not None
+        if take.outcome == "kind":
+            raise ValueError(_kind_refusal(lock, request.owner, take.shared))
+        raise ValueError(_count_refusal(lock, take, request.slots))
+    if take.outcome == "parts":
+        raise ValueError(_parts_kept_refusal(lock, request, take))
+    if take.outcome in ("grow", "full") or take.clash not in (None, (None, None)):
+        return _parts_refused_result(lock, request, take, by_hand=by_hand, now=now)
+    return _refused_result(lock, request, take, by_hand=by_hand, now=now)
+
+
+def _part_text(part: str | None, whose: str) -> str:
+    """A part as a refusal names it: ``whose`` part ("your", "its"), or the lock whole."""
+    if part is not None:
+        return f"{whose} part {_quoted(part)}"
+    return "the whole lock you asked for" if whose == "your" else "the whole lock"
+
+
+def _parts_text(parts: tuple[str, ...] | None) -> str:
+    return "the whole lock" if parts is None else ", ".join(_quoted(p) for p in parts)
+
+
+def _parts_refused_result(
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
+) -> AcquireResult:
+    """The acquire output when ``take`` refuses ``request`` by its parts: a live hold
+    of another or a waiter ahead has a part that conflicts with one it asks ("held",
+    "line"); a part its owner adds to its hold conflicts with another's ("grow",
+    refused at once); or the record would grow too large ("full"). It names who is in
+    the way and both parts."""
+    owner, record = request.owner, take.record
+    holder = take.blocker
+    if holder is None and take.live:  # too many parts: the first live hold to go stale
+        holder = take.live[0]
+    ours, theirs = take.clash or (None, None)
+    asked = _part_text(ours, "your")
+    their = _part_text(theirs, "its")
+    # Too many parts on a free lock names no holder: nothing was written.
+    by = None if holder is None else _holder_text(holder.owner)
+    held_since = None if holder is None else _format_time(holder.since)
+    stale_at = None if holder is None else _stale_at(holder.since, take.holder_timeout)
+    if take.outcome == "full":
+        message = (
+            f"lock {lock} holds too many parts: its record would pass"
+            f" {_RECORD_MAX_BYTES // 1024} KiB, the most a lock's record may hold; nothing"
+            " changed. Name fewer or wider parts (a folder for the files in it), or keep"
+            " another part of the tree under another lock"
+        )
+    elif take.outcome == "grow":
+        waiting = take.waiter is not None and take.blocker is None
+        where = "waits in line for" if waiting else "holds"
+        if waiting and take.waiter is not None:
+            by, held_since = take.waiter.owner, _format_time(take.waiter.since)
+            stale_at = _lapses_at(take.waiter, now)
+        held = "the whole lock" if record is None else _parts_text(_held_parts(record, owner))
+        message = (
+            f"{owner} holds {held} of {lock} and asked for {_parts_text(request.parts)}: "
+            f"{asked} conflicts with {their}, which {by} {where}; nothing changed. A hold"
+            " takes more parts only while no other hold or waiter is in their way, and"
+            " never waits for them (two that waited to grow would wait on each other):"
+            f" ask again once {by} has let go (status --lock shows who holds what), or"
+            " release your hold and wait in line for every part you need"
+        )
+    elif take.outcome == "held":
+        assert holder is not None
+        age = now - holder.since
+        age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+        clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
+        clear = _maybe_the_callers_own(owner, holder.owner) + clear
+        message = (
+            f"lock {lock} is held in a part that conflicts with yours: {by} holds {their}"
+            f" (since {held_since}, {age_text}), and some path lies in it and in {asked};"
+            f" it goes stale at {stale_at}{_in_line_text(take.others)}. {clear}"
+        )
+    else:
+        waiter = take.waiter
+        assert waiter is not None
+        by, held_since = waiter.owner, _format_time(waiter.since)
+        stale_at = _lapses_at(waiter, now)
+        message = (
+            f"lock {lock} has no live hold in your way, but {by} waits in line ahead for"
+            f" {their}, which conflicts with {asked} (waiting since {held_since})"
+            f"{_in_line_text(take.others)}. Wait in line for your turn (acquire --wait); a"
+            " place in line lapses within seconds of its waiter's end"
+        )
+    return {
+        "acquired": False,
+        "refreshed": False,
+        "lock": lock,
+        "owner": owner,
+        "run_id": request.run_id,
+        "held_by": by,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(take.holder_timeout),
+        "stale_replaced": None,
+        "message": message,
+    }
+
+
+def _held_parts(record: _Record, owner: str) -> tuple[str, ...] | None:
+    """The parts ``owner`` holds of ``record`` (None: the lock whole)."""
+    return next((h.parts for h in _holders(record) if h.owner == owner), None)
+
+
+def _parts_kept_refusal(lock: str, request: _Request, take: _Take) -> str:
+    """Why run, held() or a session, which keep the hold their owner has as it is, may
+    not name a part it does not hold."""
+    record = take.record
+    held = None if record is None else _held_parts(record, request.owner)
+    part, _ = take.clash or (None, None)
+    return (
+        f"{request.owner} holds {_parts_text(held)} of {lock}, and the part {_quoted(part or '')}"
+        " is not among them: run, held() and a session keep the hold an owner has as it"
+        " is, and never change its parts; name parts it holds, or none, or change its"
+        " parts first with acquire --part"
+    )
 
 
 def _refused_result(
-    lock: str,
-    request: _Request,
-    verdict: _Verdict,
-    line: list[_Place],
-    *,
-    by_hand: str,
-    now: float,
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
 ) -> AcquireResult:
-    """The acquire output when ``verdict`` refuses ``request``, with ``line`` the live
-    line but its own place: of several slots or shared holds, the holder whose hold goes
-    stale first is named; a shared call waits behind the first exclusive waiter, any
-    other behind the first waiter."""
-    owner, run_id, record, shared = request.owner, request.run_id, verdict.record, verdict.shared
-    held = verdict.outcome == "held"
+    """The acquire output when ``take`` refuses ``request`` (held, or its turn is
+    another's): of several slots or shared holds, the holder whose hold goes stale
+    first is named; a shared call waits behind the first exclusive waiter, any other
+    behind the first waiter."""
+    owner, run_id, record, shared = request.owner, request.run_id, take.record, take.shared
+    held = take.outcome == "held"
     several = record is not None and record.holders is not None
-    live, waiter, holder = verdict.live, verdict.waiter, verdict.blocker
+    live, waiter, holder, line = take.live, take.waiter, take.blocker, take.others
     assert holder is not None
-    holder_timeout = verdict.holder_timeout
+    holder_timeout = take.holder_timeout
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, holder_timeout)
     if waiter is not None and not held:
@@ -2732,21 +3288,26 @@ def _refused_result(
     }
 
 
-def _lost(lock: str, record: _Record | None, request: _Request, now: float) -> LockLost:
-    """Why ``request``'s renewal finds its hold of ``record`` lost at ``now``."""
+def _lost(lock: str, take: _Take) -> LockLost:
+    """Why a renewal finds its hold lost, as ``take`` found it."""
+    record = take.record
+    held_by = held_since = None
     if record is not None and record.holders is not None:
         # Of several slots or shared holds: this owner's is gone (cleared, or stale).
         hold = "shared hold" if record.shared else "slot"
-        return LockLost(lock, None, None, f"its {hold} was released or replaced, or went stale")
-    if record is None:
-        return LockLost(lock, None, None, "it was cleared, and no run holds it now")
-    since = _format_time(record.since)
-    if _is_stale(record, request.stale_after, now, request.empty_is_stale):
-        stale_at = _stale_at(record.since, _deciding_timeout(record, request.stale_after))
-        why = f"it went stale at {stale_at} before it was renewed"
+        why = f"its {hold} was released or replaced, or went stale"
+        if record.parted:
+            why = "its parts were released or changed by another call of its owner, or went stale"
+    elif record is None:
+        why = "it was cleared, and no run holds it now"
     else:
-        why = f"{_holder_text(record.owner)} holds it since {since}"
-    return LockLost(lock, record.owner, since, why)
+        held_by, named = record.owner, _holder_text(record.owner)
+        held_since = _format_time(record.since)
+        why = f"{named} holds it since {held_since}"
+        if take.stale:
+            stale_at = _stale_at(record.since, take.holder_timeout)
+            why = f"it went stale at {stale_at} before it was renewed"
+    return LockLost(lock, held_by, held_since, why)
 
 
 def _release_result(
@@ -2815,6 +3376,8 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
             if standing.mode == "shared"
             else f"held in all {slots} of its slots, by"
         )
+        if standing.parted:
+            how = f"held in parts by {_runs_text(len(live))},"
         message = (
             f"{lock} is {how} {_names_text(live)}; the first"
             f" to go stale is {_holder_text(shown.owner)}'s, at"
@@ -2823,7 +3386,8 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
     elif case == "all shared stale":
         assert shown is not None
         message = (
-            f"{lock} was held shared, but every hold went stale, the last"
+            f"{lock} was held {'in parts' if standing.parted else 'shared'}, but every"
+            " hold went stale, the last"
             f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, holder_timeout)}, so the"
             " next acquire takes it"
         )
@@ -2867,6 +3431,7 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
                 "since": _format_time(holder.since),
                 "stale_at": _stale_at(holder.since, standing.timeout_of(holder)),
                 "fence": holder.fence,
+                "parts": None if holder.parts is None else list(holder.parts),
             }
             for holder in standing.holders
         ],
@@ -2876,10 +3441,64 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
     }
 
 
-def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
-    """Why a call naming ``slots`` (or a ``shared`` hold) is refused while ``record``'s
-    count of slots, or its shared holds, are in force."""
-    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+def _check_result(
+    lock: str,
+    reserved: list[tuple[str, _Record, str | None]],
+    paths: tuple[str, ...],
+    owner: str | None,
+    stale_after: float,
+) -> CheckResult:
+    """check's answer: which of ``paths`` lie in a part of ``lock`` held by another
+    than ``owner`` (None: by anyone), as ``reserved`` gives them (path, holder, part;
+    ``stale_after`` judges a holder without a timeout of its own), the first few named
+    in its message."""
+    whom = "any run" if owner is None else f"a run other than {owner}"
+    entries: list[Reservation] = [
+        {
+            "path": path,
+            "held_by": holder.owner,
+            "part": part,
+            "kind": "shared" if holder.shared else "exclusive",
+            "stale_at": _stale_at(holder.since, _deciding_timeout(holder, stale_after)),
+        }
+        for path, holder, part in reserved
+    ]
+    if not paths:
+        message = f"no path was given, so none lies in a part of {lock} held by {whom}"
+    elif not entries and len(paths) == 1:
+        message = f"the path {_quoted(paths[0])} lies in no part of {lock} held by {whom}"
+    elif not entries:
+        message = f"none of the {len(paths)} paths lies in a part of {lock} held by {whom}"
+    else:
+        count = len(dict.fromkeys(entry["path"] for entry in entries))
+        named = [_reservation_text(entry) for entry in entries[:3]]
+        if len(entries) > 3:
+            named.append(f"and {len(entries) - 3} more, which reserved lists")
+        status = f"{_this_command()} status --lock {_quoted(lock)}"
+        message = (
+            f"{count} of the {len(paths)} paths {'lies' if count == 1 else 'lie'} in parts of"
+            f" {lock} held by {whom}: {'; '.join(named)}. Leave them unwritten until those"
+            f" holds end (released, or stale at their stale_at); {status} shows who holds"
+            " what"
+        )
+    return {"free": not entries, "reserved": entries, "message": message}
+
+
+def _reservation_text(entry: Reservation) -> str:
+    """``'src/a.py' in wf:a:1's part 'src/**'``: a path, and the hold it lies in."""
+    by, part, path = _holder_text(entry["held_by"]), entry["part"], _quoted(entry["path"])
+    shared = ", shared" if entry["kind"] == "shared" else ""
+    if part is None:
+        return f"{path} in the whole lock, held by {by}{shared}"
+    return f"{path} in {by}'s part {_quoted(part)}{shared}"
+
+
+def _count_refusal(lock: str, take: _Take, slots: int) -> str:
+    """Why a call naming ``slots`` (or a shared hold: ``take.shared``) is refused while
+    the count of slots of the lock ``take`` found, or its shared holds, are in force."""
+    record, shared = take.record, take.shared
+    assert record is not None
+    names = _names_text(take.live)
     if record.shared:
         return (
             f"lock {lock} is held shared (by {names}), and shared holds have no slots: ask"
@@ -2935,15 +3554,15 @@ def _another_programs_left(lock: str, owner: str, look: _Look, why: str) -> Rele
     }
 
 
-def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
-    """Why ``owner``, which holds ``record`` one way, may not hold it the other way:
+def _kind_refusal(lock: str, owner: str, shared: bool) -> str:
+    """Why ``owner``, which holds the lock one way, may not hold it the other way:
     a hold never changes kind (two shared holders that both waited to turn exclusive
     would wait for each other forever)."""
-    has = "a shared hold on" if record.shared else "the lock"
+    has = "the lock" if shared else "a shared hold on"
     asks = "a shared hold" if shared else "the lock exclusively"
     release = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(owner)}"
     keep = ""
-    if record.shared and not shared:
+    if not shared:
         # run and held() never renew a shared hold as exclusive: their step would run
         # beside readers.
         keep = "; to keep it shared, add --shared (held(): shared=True)"
@@ -3629,8 +4248,8 @@ def _delete_record(lock: str) -> None:
 
 
 # A place's fields as a line file keeps them: ticket, owner, since, timeout, its last
-# beat, and whether it waits for a shared hold.
-_PlaceFields = tuple[str, str, int, float, float, bool]
+# beat, whether it waits for a shared hold, and for which parts (None: the lock whole).
+_PlaceFields = tuple[str, str, int, float, float, bool, tuple[str, ...] | None]
 
 # What each text line of a line file gave (its place's fields, or None: not a place),
 # and the text that keeps each place's fields: a waiter reads the line (up to its own
@@ -3667,8 +4286,10 @@ def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
             if fields is not None:
                 _remember(_WRITTEN, fields, text + b"\n")
         if fields is not None:
-            ticket, owner, since, stale_after, beat, shared = fields
-            places.append(_Place(ticket, owner, since, stale_after, beat, shared=shared))
+            ticket, owner, since, stale_after, beat, shared, parts = fields
+            places.append(
+                _Place(ticket, owner, since, stale_after, beat, shared=shared, parts=parts)
+            )
             if fields[0] == upto:
                 break  # the places behind a waiter: most of the new ones in a busy line
     return places
@@ -3681,7 +4302,8 @@ def _place_fields(text: bytes) -> _PlaceFields | None:
         ticket, owner, since = entry["ticket"], entry["owner"], _time_of(entry["since"])
         timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
         shared = entry.get("shared") is True
-    except (ValueError, RecursionError, TypeError, KeyError):
+        parts = _parts_read(entry.get("parts"))
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError):
         return None
     if (
         isinstance(ticket, str)
@@ -3692,21 +4314,23 @@ def _place_fields(text: bytes) -> _PlaceFields | None:
         and isinstance(beat, int | float)
         and abs(beat) < 1e12
     ):
-        return ticket, owner, since, timeout, float(beat), shared
+        return ticket, owner, since, timeout, float(beat), shared, parts
     return None
 
 
 def _line_bytes(places: list[_Place]) -> bytes:
     texts = []
     for p in places:
-        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3), p.shared)
+        beat = round(p.beat or 0.0, 3)
+        fields = (p.ticket, p.owner, p.since, p.stale_after, beat, p.shared, p.parts)
         texts.append(_remembered(_WRITTEN, fields, _place_text))
     return b"".join(texts)
 
 
 def _place_text(fields: _PlaceFields) -> bytes:
-    """One place as a text line of a line file (a shared waiter's says so)."""
-    ticket, owner, since, stale_after, beat, shared = fields
+    """One place as a text line of a line file (a shared waiter's, or one for parts,
+    says so)."""
+    ticket, owner, since, stale_after, beat, shared, parts = fields
     entry: dict[str, object] = {
         "ticket": ticket,
         "owner": owner,
@@ -3716,6 +4340,8 @@ def _place_text(fields: _PlaceFields) -> bytes:
     }
     if shared:
         entry["shared"] = True
+    if parts is not None:
+        entry["parts"] = list(parts)
     return (json.dumps(entry) + "\n").encode("ascii")
 
 
@@ -4171,19 +4797,23 @@ def acquire(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> AcquireResult:
     """Take the lock (a file path or a server address) for ``owner``
     (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
     ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
     ``slots`` N, up to N owners hold it at once, each its own slot. With ``shared``,
     a shared hold: any number of owners hold it shared at once, while nobody holds it
-    exclusively.
+    exclusively. With ``parts`` (path patterns, git's glob pathspecs), only those parts
+    of it: two holds conflict when some path lies in a part of each (a hold without
+    parts holds the lock whole), unless both are shared; an owner naming other parts
+    than it holds changes its hold to them, if what it adds is free.
 
     :returns: the acquire output, carrying the hold's fence beside its keys (read it
         with :func:`fence_of`); a pickle of it is a plain dict, without the fence.
     :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
-        than the one in force while a slot is held; or the other kind of hold than the
-        one ``owner`` holds.
+        than the one in force while a slot is held; the other kind of hold than the
+        one ``owner`` holds; or bad parts.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
@@ -4196,6 +4826,7 @@ def acquire(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
     )
     return _acquire_output(_take(_checked(request)))
 
@@ -4204,13 +4835,11 @@ def _take(request: _Request) -> _Hold | AcquireResult:
     """acquire, checked: the hold, or the refusal's output (``request.renew_only``:
     LockLost unless still the owner's live hold; ``request.keep_longer``: a renewal
     never shortens the hold; no request waits on the network past
-    ``request.deadline``)."""
-    store = _store_for(request.lock)
-    store.call_deadline = request.deadline
+    ``request.deadline``). A take that waits in line does so (_wait_for)."""
     try:
-        return _take_in(store, request)
-    finally:
-        store.close()
+        return _wait_for(request, refused=None)
+    except LockBusy as busy:
+        return busy.result
 
 
 def _take_in(
@@ -4221,8 +4850,7 @@ def _take_in(
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
     request.try_began = _SEAMS.clock()
-    owner = request.owner
-    stale_after = request.stale_after
+    ticket = None if place is None else place.ticket
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not request.renew_only) as change:
             look = change.read()
@@ -4235,59 +4863,44 @@ def _take_in(
                 took = read_at - request.try_began
                 why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
                 raise TimeoutError(errno.ETIMEDOUT, why)
-            record = look.record
-            theirs = _another_programs_file(look)
-            if theirs:
-                raise ValueError(_another_programs_refusal(store.lock, look, theirs))
-            shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
-            if request.renew_only and not _still_holds(
-                record, owner, stale_after, now, request.empty_is_stale
-            ):
-                raise _lost(store.lock, record, request, now)
-            line = _live(look.line, now)
-            ticket = None if place is None else place.ticket
-            if place is not None and _ahead_of(line, place.ticket) is None:
+            take = _decide_take(request, look, ticket, now)
+            if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
-            verdict = _verdict(record, line, ticket, request, shared=shared, now=now)
-            if verdict.outcome in ("count", "kind"):
-                assert record is not None
-
-                if verdict.outcome == "kind":
-                    raise ValueError(_kind_refusal(store.lock, record, owner, shared))
-                raise ValueError(_count_refusal(store.lock, record, request.slots, shared))
-            if verdict.outcome != "take":
-                if place is None:
-                    change.prune(look, now)
-                else:
-                    change.join(look, place, clock)
-                others = [p for p in line if p.ticket != ticket]
-                by_hand = store.by_hand()
-                return _refused_result(
-                    store.lock, request, verdict, others, by_hand=by_hand, now=now
-                )
-            since = int(now // 1)
-            holder_timeout, session = _take_timeout(record, request, now)
-            new = _Record(owner, since, holder_timeout)
-            new.session = session
-            after, renewed, replaced = _taken(look, new, request, shared, now)
-            new.fence = _fence_of_take(look, new, renewed)
+            if take.outcome != "take":
+                by_hand = ""
+                if take.outcome in ("held", "line"):
+                    if place is None:
+                        change.prune(look, now)
+                    else:
+                        change.join(look, place, clock)
+                    by_hand = store.by_hand()
+                # The refusal's output, or its error raised (the hold lost, another
+                # program's file, a count or a kind that clash).
+                refused = _refusal(store.lock, request, take, by_hand=by_hand, now=now)
+                if take.outcome in ("grow", "full"):
+                    raise LockBusy(refused)  # refused at once: never waited out
+                return refused
+            new = take.new
+            assert new is not None and take.after is not None
             leaving = place if place is not None and place.joined else None
-            if change.apply(look, after, owner, leaving):
+            if change.apply(look, take.after, request.owner, leaving):
                 if store.dated_in_seconds:
                     # Others judge this hold from its record's time, a whole second:
                     # up to a second before this try began, by the renewer's count.
-                    request.try_began = min(request.try_began, read_at - (now - since))
+                    request.try_began = min(request.try_began, read_at - (now - new.since))
                 return _Hold(
                     store.lock,
-                    owner,
+                    request.owner,
                     request.run_id,
-                    since=since,
-                    holder_timeout=holder_timeout,
-                    renewed=renewed is not None,
-                    replaced=replaced,
-                    after=after,
+                    since=new.since,
+                    holder_timeout=take.holder_timeout,
+                    renewed=take.renewed is not None,
+                    replaced=take.replaced,
+                    after=take.after,
                     fence=new.fence,
-                    session=session,
+                    session=new.session,
+                    shared=new.shared,
+                    parts=new.parts,
                 )
     raise _kept_changing(store.lock)
 
@@ -4303,9 +4916,6 @@ def _take_waiting(
     session's acquire tool): the hold (None: refused) and its output, whose message says
     how long it waited; ``refused(result, seconds left, place)``, ``place`` and
     ``keep_place`` as _wait_for takes them."""
-    if not request.wait and place is None:
-        taken = _take(request)
-        return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
     started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
@@ -4313,6 +4923,8 @@ def _take_waiting(
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
+    if not request.wait:
+        return hold, result
     return hold, _waited(result, _SEAMS.clock() - started, request.wait)
 
 
@@ -4325,10 +4937,12 @@ def acquire_within(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> AcquireResult:
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free; the shared waiters at its
-    head go in together); :class:`LockBusy` if the wait runs out."""
+    head go in together; a waiter waits only behind those its parts conflict with);
+    :class:`LockBusy` if the wait runs out."""
     request = _Request(
         lock,
         owner,
@@ -4338,6 +4952,7 @@ def acquire_within(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
     )
     return _acquired_result(_wait_for(_checked(request), refused=None))
 
@@ -4422,6 +5037,51 @@ def _status_of(query: _Query) -> StatusResult:
     return _status_result(store.lock, standing, _live(look.line, clock), seconds)
 
 
+def check(
+    lock: str | os.PathLike[str],
+    paths: list[str] | tuple[str, ...],
+    owner: str | None = None,
+) -> CheckResult:
+    """Say which of ``paths`` lie in a part of the lock held by another run than
+    ``owner`` (None: by any run), changing nothing. A path is relative to the top of
+    the tree, as git prints it (``src/api/routes.py``), and literal; it lies in every
+    live hold of the whole lock, and in each part of a live hold that covers it, shared
+    or not (a commit is a write). A record without a timeout of its own is judged by
+    the default 60 minutes.
+
+    :param owner: the whole owner, with its run id: its own parts are left out.
+    :returns: the check output: ``free`` (no path lies in such a part), ``reserved``
+        (an entry for each path, holder and part, in the order of ``paths``, each path
+        once), ``message``.
+    :raises ValueError: a bad lock, owner (or one without its run id) or path; a lock
+        path that is another program's file.
+    :raises OSError: the lock could not be read.
+    """
+    return _check_of(_Query(lock, DEFAULT_STALE_AFTER_MIN * 60.0), paths, owner)
+
+
+def _check_of(query: _Query, paths: object, owner: str | None) -> CheckResult:
+    """check, as asked: the lock checked by its store, then the owner, then the paths;
+    the lock read once, judged by the clock (``query.stale_after`` for a record
+    without a timeout of its own)."""
+    store = _store_for(query.lock)
+    try:
+        if owner is not None and not _has_run_id(owner):
+            raise _whole_owner_to_check(owner)
+        _compile_carried('parts')
+
+        checked = _checked_paths(paths, _SEAMS.platform.colon_in_a_file_name)
+        look = store.look()
+    finally:
+        store.close()
+    theirs = _another_programs_file(look)
+    if theirs:
+        raise ValueError(_another_programs_refusal(store.lock, look, theirs))
+    now = time.time()
+    reserved = _reserved(look.record or look.last, checked, owner, query, now)
+    return _check_result(store.lock, reserved, checked, owner, query.stale_after)
+
+
 # At most this many waits in a row go on from one look, each ended by a beat (a
 # look at least every _VOUCHED_WAITS + 1 beats).
 _VOUCHED_WAITS = 4
@@ -4433,7 +5093,15 @@ _VOUCHED_WAITS = 4
 def _new_place(request: _Request) -> _Place:
     """A place in line for ``request``'s waiter, not yet in it."""
     ticket = os.urandom(4).hex()
-    return _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+    return _Place(
+        ticket,
+        request.owner,
+        0,
+        request.stale_after,
+        None,
+        shared=request.shared,
+        parts=request.parts,
+    )
 
 
 def _wait_for(
@@ -4443,13 +5111,14 @@ def _wait_for(
     place: _Place | None = None,
     keep_place: bool = False,
 ) -> _Hold:
-    """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
-    calling ``refused(result, seconds left, place)`` as it waits up
+    """A take's hold (LockBusy, with the last refusal, if the wait runs out, or at once
+    if it may not wait), calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line. ``place``: the waiter's own (a session's, kept from
     its last call, waits on from where it stands; one that lapsed joins at the end);
     ``keep_place``: a wait that runs out leaves it in line, for the caller to keep."""
     deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     store.patient = bool(request.wait)
     if place is None and request.wait:
         place = _new_place(request)
@@ -4487,10 +5156,11 @@ def _wait_turn(
     vouched = 0  # waits in a row that went on from one look
     while (left := deadline - _SEAMS.clock()) > 0:
         if found is None:
-            found = _found_in_line(store, place, request, left=left)
+            found = _found_in_line(store, place, request)
             if found is None:
                 return
-        look, ahead, away, stale_at = found
+        look, turn, stale_at = found
+        ahead = turn.ahead
         if _SEAMS.clock() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
@@ -4501,7 +5171,7 @@ def _wait_turn(
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
         pause = min(left, beat_at - _SEAMS.clock(), stale_at - _SEAMS.clock())
-        woken = store.wait(pause, look, _waits_on(ahead, away, place.shared), place, away)
+        woken = store.wait(pause, look, turn.waits_on, place, turn.away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
         # A wait that ended unwoken, for its beat, goes on from the same look where the
@@ -4516,27 +5186,16 @@ def _wait_turn(
 
 
 def _found_in_line(
-    store: _Store, place: _Place, request: _Request, *, left: float
-) -> tuple[_Look, list[_Place], int, float] | None:
-    """A look for a waiter: the look, the places ahead of ``place``, how many must
-    leave before it is among the first N (N ``slots``), and when (on
-    ``_SEAMS.clock``) to wake for a slot going stale by its time. None: its turn may have come,
-    or its place lapsed, and it tries again."""
+    store: _Store, place: _Place, request: _Request
+) -> tuple[_Look, _Turn, float] | None:
+    """A look for a waiter: the look, what it waits for, and when (on ``_SEAMS.clock``)
+    to wake for a slot going stale by its time (inf: never). None: its turn may have
+    come, or its place lapsed, and it tries again."""
     look = store.look(upto=place.ticket)  # only the places ahead of it matter
-    now = time.time()
-    line = _live(look.line, now)
-    ahead = _ahead_of(line, place.ticket)
-    if ahead is None:
+    turn = _decide_turn(request, look, place, time.time())
+    if turn is None:
         return None
-    verdict = _verdict(look.record, line, place.ticket, request, shared=place.shared, now=now)
-    if verdict.outcome not in ("held", "line"):
-        return None
-    # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
-    # that frees may be its own: it watches them.
-    away = _away(ahead, request.slots, place.shared)
-    # The next to take a slot also wakes when one goes stale.
-    until_stale = _stale_in(look.record, request.stale_after, now) if away == 0 else left
-    return look, ahead, away, _SEAMS.clock() + until_stale
+    return look, turn, _SEAMS.clock() + turn.stale_in
 
 
 def _leave_line(store: _Store, place: _Place) -> None:
@@ -4678,19 +5337,20 @@ def _list_table(result: ListResult, now: float) -> str:
 def _table_row(entry: ListedLock, now: float) -> list[str]:
     """One lock's row, with its mode (shared or exclusive) while anyone holds it. A lock
     of several slots that anyone holds shows how many of its slots are held, and one
-    held shared how many hold it, and by whom: the longest holder (its age, when it goes
-    stale) and a count of the rest; a status of a lock of slots may say "free" while a
-    slot is."""
+    held shared or in parts how many hold it, and by whom: the longest holder (its age,
+    when it goes stale, its parts) and a count of the rest; a status of a lock of slots
+    may say "free" while a slot is."""
     state: str = entry["state"]
     holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
     age = entry["age_seconds"]
     stale_at = entry["stale_at"] if state == "held" else None
     live = _live_holders_at(entry, now)
-    if (entry["slots"] > 1 or entry["mode"] == "shared") and live:
+    parted = any(h["parts"] is not None for h in live)
+    if (entry["slots"] > 1 or entry["mode"] == "shared" or parted) and live:
         longest = live[0]  # holders come longest held first
         if entry["slots"] > 1:
             state = f"{len(live)}/{entry['slots']} held"
-        holder = _shown_name(_holder_text(longest["owner"]))
+        holder = _shown_name(_holder_text(longest["owner"])) + _parts_cell(longest["parts"])
         if len(live) > 1:
             holder += f" and {len(live) - 1} more"
         since = _parse_time(longest["since"])
@@ -4709,6 +5369,21 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
         stale_in,
         str(len(entry["waiting"])),
     ]
+
+
+# The most characters of parts a holder's cell shows: more are shown as a count.
+_PARTS_SHOWN_MAX = 32
+
+
+def _parts_cell(parts: list[str] | None) -> str:
+    """What a holder's cell says of its parts: `` (src/**, docs)`` while they are
+    short, else `` (3 parts)``; nothing for a hold of the whole lock."""
+    if parts is None:
+        return ""
+    shown = ", ".join(parts)
+    if len(shown) <= _PARTS_SHOWN_MAX and _shown_name(shown) == shown:
+        return f" ({shown})"
+    return f" ({len(parts)} part{'s' if len(parts) != 1 else ''})"
 
 
 # --------------------------------------------------------------------------------------
@@ -4735,6 +5410,8 @@ def _checked_renewable(stale_after: float, name: str, unit: str, shown: str) -> 
 
 
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL, for a lock found lost
+# How long the release of a hold that a renewal wrote too late may wait on its store.
+_LATE_RELEASE_SEC = 5.0
 
 # A hold that cannot be renewed must end on this side before it can on the server's.
 # The renewer counts it from the moment the try that took or last renewed it began (a
@@ -4768,6 +5445,8 @@ class _Renewer:
         self.failure: Exception | None = None  # the last renewal's, since one succeeded
         self.ran_out = False  # lost by the clock, not found lost
         self.lost: LockLost | None = None
+        # The owner held the lock before this work took it: never released here.
+        self.kept = hold.renewed
 
     def stop_at(self) -> float:
         """When the work must stop (``_SEAMS.clock``): the grace and the margin before
@@ -4808,13 +5487,28 @@ class _Renewer:
                 self.failure = exc
                 self.next = started + min(1.0, self.every / 3)
             else:
-                if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
-                    self.hold = renewed
+                if self.lost is not None:
+                    # Told lost by the clock while this renewal was under way (held()'s
+                    # check, a session's holds): the work stopped, and what the renewal
+                    # wrote late is let go, not left held for a whole timeout.
+                    self.let_go(renewed)
+                    return self.lost
+                if not isinstance(renewed, _Hold):
+                    # Refused (the record would pass its limit): nothing was written,
+                    # so it counts as a renewal that failed, and the hold runs down.
+                    self.failure = ValueError(str(renewed.get("message")))
+                    self.next = started + min(1.0, self.every / 3)
+                    return self.lost_if_no_try_left()
+                self.hold = renewed
                 self.renewed = self.renewal.try_began
                 self.next = self.renewed + self.every
                 self.failure = None
                 return None
-        if max(self.next, _SEAMS.clock()) >= self.stop_at():  # no try left in time
+        return self.lost_if_no_try_left()
+
+    def lost_if_no_try_left(self) -> LockLost | None:
+        """Its LockLost once no try of a renewal is left in time, else None."""
+        if max(self.next, _SEAMS.clock()) >= self.stop_at():
             self.ran_out_now()
         return self.lost
 
@@ -4825,6 +5519,18 @@ class _Renewer:
             self.ran_out_now()
         return self.lost
 
+    def let_go(self, renewed: _Hold | object) -> None:
+        """Release a hold a renewal wrote once the work had been told it was lost, unless
+        the owner held it before the work (then it is left as it is, to its own time)."""
+        if self.kept or not isinstance(renewed, _Hold):
+            return
+        late = _Release(renewed.lock, renewed.owner)
+        late.deadline = _SEAMS.clock() + _LATE_RELEASE_SEC
+        try:
+            _release_of(late)
+        except (OSError, ValueError):
+            pass  # it lapses at its own time
+
     def ran_out_now(self) -> None:
         failing = _duration_text(_SEAMS.clock() - self.renewed)
         kept = f"{self.grace + self.margin:.1f}"
@@ -4832,6 +5538,10 @@ class _Renewer:
         why += " kept to stop the work"
         if self.failure is not None:
             why += f" ({self.failure})"
+        else:
+            # No renewal failed: none ran in time (a renewal under way, or the process
+            # paused, or the machine asleep, past the moment to stop).
+            why += " (none was answered in time)"
         self.ran_out = True
         self.lost = LockLost(self.lock, None, None, why)
 
@@ -4867,6 +5577,7 @@ def held(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> _Lease:
     """Hold the lock for a ``with`` block::
 
@@ -4875,9 +5586,10 @@ def held(
 
 
     Taken as by :func:`acquire_within` (``slots``: one of that many; ``shared``: a
-    shared hold), renewed from a thread every third of ``stale_after`` (seconds, at
-    least 3), released however the block ends; :class:`LockLost` at the end of a block
-    that ended normally without it.
+    shared hold; ``parts``: those parts of it; an owner's hold it had is kept as it is,
+    and the parts named must be among its own), renewed from a thread every third of
+    ``stale_after`` (seconds, at least 3), released however the block ends;
+    :class:`LockLost` at the end of a block that ended normally without it.
     """
     request = _Request(
         lock,
@@ -4888,6 +5600,7 @@ def held(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
         keep_longer=True,
     )
     # Each part checked once, the owner and the timeout first (held()'s order).
@@ -5041,7 +5754,9 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
         if lost is not None:
             _stop_command(child, waiter, renewer.grace_left())
             break
-    _release_for_run(lock, owner, kept)
+    # A hold found lost is no longer the work's (another's, cleared, or changed by a call
+    # of its owner): nothing of its own to release. One that ran out may still be.
+    _release_for_run(lock, owner, kept or (lost is not None and not renewer.ran_out))
     if lost is not None:
         _fail(f"{lost}; the command {command[0]!r} was stopped")
         return _EXIT_HELD
@@ -5082,6 +5797,7 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--wait": False,
         "--slots": False,
         "--shared": None,
+        "--part": False,
         "--empty-is-stale": None,
         "--get": False,
     },
@@ -5093,13 +5809,17 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--empty-is-stale": None,
         "--get": False,
     },
+    "check": {"--lock": True, "--owner": False, "--null": None, "--get": False},
     "list": {"--under": True, "--stale-after": False, "--table": None, "--get": False},
     "serve": {"--lease": False},
     "run-id": {"--get": False},
 }
 # run takes acquire's options but --get: it prints nothing of its own on stdout.
 _OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
-_COMMAND_NAMES = "acquire, release, status, run, list, serve or run-id"
+_COMMAND_NAMES = "acquire, release, status, check, run, list, serve or run-id"
+# check takes paths as arguments (after a bare --, whatever they are), or "-" for
+# stdin, which its options keep under this name.
+_STDIN = "-"
 _HELP_HINT = "--help shows how to use each"
 
 
@@ -5130,8 +5850,9 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     command, *rest = argv
     if command in _ABOUT_THE_TOOL:
         return _about_the_tool(command, rest)
-    # run's own options stand before --; what follows is COMMAND's, --help included.
-    own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
+    # run's own options stand before --; what follows is COMMAND's, --help included;
+    # after check's, paths.
+    own = rest[: rest.index("--")] if command in ("run", "check") and "--" in rest else rest
     if command in _OPTIONS and ("-h" in own or "--help" in own):
         return "help", {"command": command}, [], []
     tail: list[str] = []
@@ -5142,7 +5863,12 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     allowed = _OPTIONS.get(command)
     if allowed is None:
         raise _UsageError(_not_a_command(command))
-    options, got = _parse_options(command, allowed, rest)
+    paths: list[str] | None = None
+    if command == "check":
+        paths, rest, tail = [], own, rest[len(own) + 1 :]
+    options, got = _parse_options(command, allowed, rest, paths)
+    if paths is not None:
+        tail = _check_paths_given(options, paths, tail)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
@@ -5200,18 +5926,34 @@ def _value_text(value: object) -> str:
     return json.dumps(value)
 
 
+# Options that may be given more than once, each value kept: their values stand in
+# the options joined by a NUL, which no argument can hold.
+_REPEATED = ("--part",)
+_JOINED = "\0"
+
+
+def _repeated(options: dict[str, str], name: str) -> list[str] | None:
+    """The values of an option given once or more (None: not given)."""
+    return options[name].split(_JOINED) if name in options else None
+
+
 def _parse_options(
-    command: str, allowed: dict[str, bool | None], rest: list[str]
+    command: str, allowed: dict[str, bool | None], rest: list[str], paths: list[str] | None = None
 ) -> tuple[dict[str, str], list[str]]:
-    """Each option given once, with its value; and --get's keys, which it may repeat."""
+    """Each option given once, with its value (but those that repeat, _REPEATED); and
+    --get's keys, which it may repeat. ``paths``: a command that takes arguments
+    (check) gets each one that is no option (and "-") added to it."""
     options: dict[str, str] = {}
     got: list[str] = []
     args = iter(rest)
     for arg in args:
+        if paths is not None and (arg == _STDIN or not arg.startswith("-")):
+            paths.append(arg)
+            continue
         name, has_value, value = arg.partition("=")
         if name not in allowed:
             raise _UsageError(_not_taken(command, allowed, arg))
-        if name in options:
+        if name in options and name not in _REPEATED:
             raise _UsageError(f"{name} is given more than once")
         if allowed[name] is None:
             if has_value:
@@ -5224,9 +5966,28 @@ def _parse_options(
             raise _UsageError(f"{name} needs a value")
         if name == "--get":
             got.append(value)
+        elif name in options:  # one that repeats
+            options[name] += _JOINED + value
         else:
             options[name] = value
     return options, got
+
+
+def _check_paths_given(options: dict[str, str], paths: list[str], after: list[str]) -> list[str]:
+    """check's paths: those given before a bare -- (where "-" says to read them from
+    stdin, kept in ``options``), then all ``after`` it, as given; refused when "-" comes
+    with others, twice, or --null comes without it."""
+    if _STDIN in paths:
+        if paths.count(_STDIN) > 1 or len(paths) > 1 or after:
+            raise _UsageError(
+                "check reads its paths from stdin (-) or takes them as arguments, not both:"
+                " give - alone, or the paths (a path named - after --)"
+            )
+        options[_STDIN] = ""
+        return []
+    if "--null" in options:
+        raise _UsageError("--null says how stdin separates paths: give - to read them from stdin")
+    return [*paths, *after]
 
 
 def _not_a_command(word: str) -> str:
@@ -5327,6 +6088,7 @@ def _cli_request(
     wait = _wait_seconds(options)
     slots = _slots(options)
     shared = _shared(options)
+    parts = _checked_parts_of(_repeated(options, "--part"), slots)
     owner, run_id = _owner_with_run_id(options["--owner"])
     return _Request(
         options["--lock"],
@@ -5337,6 +6099,7 @@ def _cli_request(
         empty_is_stale="--empty-is-stale" in options,
         slots=slots,
         shared=shared,
+        parts=parts,
         keep_longer=keep_longer,
     )
 
@@ -5409,6 +6172,33 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
+def _cli_check(options: dict[str, str], tail: list[str]) -> tuple[CheckResult, int]:
+    """check: the paths given (``tail``), or read from stdin ("-"), each checked."""
+    paths = _paths_on_stdin("--null" in options) if _STDIN in options else tail
+    result = check(options["--lock"], paths, options.get("--owner"))
+    return result, _EXIT_OK if result["free"] else _EXIT_HELD
+
+
+def _paths_on_stdin(null: bool) -> list[str]:
+    """The paths on stdin, one a line (a line may end in CRLF), or each ended by a NUL
+    (``null``: as ``git diff -z`` gives them, taken as they are); UTF-8. An empty one
+    names no path: a script's printf of no paths writes an empty line."""
+    try:
+        data = b"" if sys.stdin is None else sys.stdin.buffer.read()
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"check could not read the paths on stdin: {exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"the paths on stdin are not UTF-8 (byte {exc.start} is not): give each path"
+            " as git prints it"
+        ) from None
+    if null:
+        return [path for path in text.split("\0") if path]
+    return [line.removesuffix("\r") for line in text.split("\n") if line.removesuffix("\r")]
+
+
 def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
     result = list_locks(options["--under"], _stale_after_seconds(options))
     if "--table" in options:
@@ -5456,6 +6246,7 @@ _COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | 
     "run": _cli_run,
     "release": _cli_release,
     "status": _cli_status,
+    "check": _cli_check,
     "list": _cli_list,
     "serve": _cli_serve,
     "run-id": _cli_run_id,
@@ -5534,7 +6325,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (5537, (), r'''
+_CARRIED['usage'] = (6328, (), r'''
 import os
 import sys
 import textwrap
@@ -5554,6 +6345,10 @@ _COMMAND_HELP = {
     "status": (
         "say who holds the lock, changing nothing",
         "{name} status --lock ~/.locks/demo.lock --get state",
+    ),
+    "check": (
+        "say which of these paths lie in a part another run holds, changing nothing",
+        "git diff --name-only -z HEAD | {name} check --lock ~/.locks/demo.lock --null -",
     ),
     "run": (
         "hold the lock while COMMAND runs, renewing it; exit with its code",
@@ -5580,6 +6375,9 @@ _EXITS = {
     "release": "0 answered (released, or reason says absent or not-owner), 1 bad arguments,"
     " 2 the lock could not be read or written",
     "status": "0 free or stale, 3 held, 1 bad arguments, 2 the lock could not be read",
+    "check": "0 no path lies in a part another run holds (or no path given), 3 some do"
+    " (reserved names each path, holder and part), 1 bad arguments or paths, 2 the lock"
+    " could not be read",
     "run": "COMMAND's own; before it starts 1, 2 or 3 as acquire (JSON on stderr), 126 or"
     " 127 if it cannot start; 3 if the lock is lost while it runs (COMMAND is stopped)",
     "list": "0 listed, 1 bad arguments, 2 the place could not be read",
@@ -5602,6 +6400,11 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         " and must be unique to it: two runs given deploy:site:main both hold the lock as"
         " one (let acquire add it)"
     )
+    if command == "check":
+        owner = (
+            "workflow:skill:run_id, as acquire printed it: leave out this run's own parts"
+            " (default: every run's parts count)"
+        )
     return {
         "--lock": (
             "--lock LOCK",
@@ -5639,11 +6442,23 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "a shared hold: any number of runs hold it shared at once (readers), while"
             " nobody holds it without --shared (a writer, alone); not with --slots",
         ),
+        "--part": (
+            "--part PATTERN",
+            "hold only this part of the lock (repeat for more; a path or a glob such as"
+            " src/api or docs/**/*.md, as git reads it): holds conflict only where some"
+            " path lies in a part of each; an owner naming other parts changes its hold to"
+            " them, when what it adds is free; not with --slots",
+        ),
         "--empty-is-stale": (
             "--empty-is-stale",
             "an empty lock file (flock(1) leaves one) is stale at once",
         ),
         "--table": ("--table", "a table for a person instead of JSON"),
+        "--null": (
+            "--null",
+            "with -, the paths on stdin each end with a NUL (git diff -z, find -print0),"
+            " not a line break",
+        ),
         "--lease": (
             "--lease DURATION",
             "the timeout of the session's holds, renewed every third of it while the"
@@ -5679,6 +6494,8 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
         shown[list(options).index("--get")] += "..."
     if command == "run":
         shown.append("-- COMMAND [ARG...]")
+    if command == "check":
+        shown.append("[PATH... | -]")
     usage = _wrapped(f"usage: {name} {command}", shown)
     lines = [usage, "", f"{summary[0].upper()}{summary[1:]}.", "", "options:"]
     for option in options:
@@ -5687,6 +6504,12 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
         first, *rest = [*textwrap.wrap(text, 88 - 24), *own_lines]
         lines.append(f"  {form:<22}{first}" if len(form) < 22 else f"  {form}\n{'':24}{first}")
         lines.extend(f"{'':24}{more}" for more in rest)
+    if command == "check":
+        lines.append(
+            f"  {'PATH':<22}a path as git prints it, from the top of the tree (src/api/x.py);"
+            f"\n{'':24}after a bare --, every argument is a path"
+        )
+        lines.append(f"  {'-':<22}read the paths from stdin, one a line (--null: NUL-ended)")
     lines.append(f"  {'-h, --help':<22}show this help")
     lines += ["", "example:", "  " + example.format(name=name), ""]
     lines.append(
@@ -5768,6 +6591,563 @@ class _WaitLine:
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/parts.py, carried as text: compiled only for a lock of its store
+# Parts of a tree: the path patterns a hold may name, checked, and the questions asked
+# of them: does a part cover a path (and which of many parts does each of many paths lie
+# in: indexed), and do two parts share one. Pure: no store, no clock. Compiled only for a
+# call that names parts or paths.
+#
+# A part is read as git reads a ``:(glob)`` pathspec: segments between ``/``; ``*`` is
+# any characters within a segment, ``?`` one character (a code point), a segment of
+# stars alone (``**``) any number of whole segments, none included; elsewhere a run of
+# stars is ``*``. A part covers every path it matches and everything under such a path.
+# A path is literal (its ``*`` and ``?`` are characters). Both are compared with ASCII
+# case folded, everywhere: on macOS and Windows ``Src/A.py`` is ``src/a.py``, and a
+# false conflict on Linux is the safe side.
+#
+# A part is kept as written after normalisation (``./`` at the start and every ``/`` at
+# the end dropped, its case kept), which is what messages show; it is compared by its
+# key (``_part_key``: ASCII folded, runs of stars collapsed), so a list of parts is a
+# set of keys, each shown by the least of the spellings given for it.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['parts'] = (6614, (), r'''
+if TYPE_CHECKING:
+    _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
+
+_PART_MAX_LEN = 255
+_PARTS_MAX = 100
+_GLOBSTAR = "**"
+# Each part's pattern and literal leading segments, made once for its text: a take is
+# decided against every part of every holder, and a waiter reads the same parts at
+# each look. A memo starts afresh once full: no content makes one hold more than a few
+# megabytes.
+_SHAPES: dict[str, tuple[_Pattern, _Pattern]] = {}
+_SHAPES_MAX = 2048
+_SHAPES_LONGEST = 128  # characters: a longer part is made anew each time
+# A hold's parts made ready to be met by others' (_Leads), by the hold's parts: a take
+# meets every holder's parts with its own, a waiter's turn every place's with its own.
+_LEADS: dict[tuple[str, ...], _Leads] = {}
+_LEADS_MAX = 2  # the decisions meet one hold's parts with many in turn
+
+
+def _checked_part(part: object) -> str:
+    """``part`` as a hold keeps it: normalised, its case kept; or ValueError, one line
+    naming the part and what is wrong with it."""
+    if not isinstance(part, str):
+        raise ValueError(f"a part must be a string, not {type(part).__name__}")
+    if not part:
+        raise ValueError("a part must not be empty: name a path or a pattern")
+    if len(part) > _PART_MAX_LEN:
+        raise ValueError(
+            f"part {_shown(part)} is {len(part)} characters long; at most {_PART_MAX_LEN} allowed"
+        )
+    # Every record read checks each of its holders' parts: ASCII text is asked at once.
+    controls = not part.isprintable() if part.isascii() else any(map(_is_control, part))
+    if controls:
+        raise ValueError(
+            f"part {_shown(part)} holds a control character: name paths by printable ones"
+        )
+    for c in "[]{}":
+        if c in part:
+            raise ValueError(
+                f"part {_shown(part)} holds {c!r}: only '*', '?' and '**' are patterns in a part"
+            )
+    return _normalised(part, "part")
+
+
+def _is_control(c: str) -> bool:
+    """Whether the character ``c`` is a control character (C0, DEL or C1)."""
+    return c < " " or "\x7f" <= c <= "\x9f"
+
+
+def _checked_parts(parts: object) -> tuple[str, ...] | None:
+    """The parts a caller gave, checked, as a set: one per key, in the order of the keys;
+    None (no parts: the whole lock) stays None. ValueError, one line, for anything else
+    than a list (or tuple, or set) of 1 to 100 parts."""
+    if parts is None:
+        return None
+    if isinstance(parts, str):
+        raise ValueError("parts must be a list of strings, not a string: put one part in a list")
+    if not isinstance(parts, list | tuple | set | frozenset):
+        raise ValueError(f"parts must be a list of strings, not {type(parts).__name__}")
+    if not parts:
+        raise ValueError("parts is empty: leave parts out to hold the lock whole")
+    if len(parts) > _PARTS_MAX:
+        raise ValueError(f"{len(parts)} parts given; at most {_PARTS_MAX} allowed")
+    spellings: dict[str, str] = {}
+    for part in parts:
+        text = _checked_part(part)
+        key = _part_key(text)
+        # The least spelling, so that the same set given in any order is kept alike.
+        spellings[key] = min(spellings.get(key, text), text)
+    return tuple(spellings[key] for key in sorted(spellings))
+
+
+def _checked_path(path: object, posix_names: bool = False) -> str:
+    """``path`` (one a commit touches, as git prints it) normalised as a part is, its
+    case kept; or ValueError, one line, naming it. Its ``*``, ``?`` and brackets are
+    characters. A ``.`` segment is refused as ``..`` is (git never prints one). Where a
+    file's name may hold a backslash or a colon (``posix_names``), they are characters
+    of it (git names such a file so); elsewhere (Windows) a backslash is a separator a
+    person typed, and a drive an absolute path: refused, as in a part."""
+    if not isinstance(path, str):
+        raise ValueError(f"a path must be a string, not {type(path).__name__}")
+    if not path:
+        raise ValueError("a path must not be empty")
+    return _normalised(path, "path", posix_names)
+
+
+def _checked_paths(paths: object, posix_names: bool = False) -> tuple[str, ...]:
+    """The paths a caller asks about, each checked (_checked_path), in the order given,
+    each once (the first time it came); ValueError, one line, for the first that is
+    wrong, or for anything else than a list (or tuple) of strings."""
+    if isinstance(paths, str):
+        raise ValueError("paths must be a list of strings, not a string: put one path in a list")
+    if not isinstance(paths, list | tuple):
+        raise ValueError(f"paths must be a list of strings, not {type(paths).__name__}")
+    return tuple(dict.fromkeys(_checked_path(path, posix_names) for path in paths))
+
+
+def _normalised(text: str, what: str, posix_names: bool = False) -> str:
+    """``text`` without ``./`` at its start nor ``/`` at its end, or ValueError naming
+    it (``what``: part or path) for what neither may hold (``posix_names``: a path whose
+    names may hold a backslash or a colon)."""
+    given = text  # as messages show it
+    if "\\" in text and not posix_names:
+        raise ValueError(f"{what} {_shown(given)} holds a backslash: separate segments with '/'")
+    drive = text[1:2] == ":" and text[0].isascii() and text[0].isalpha() and not posix_names
+    if text.startswith("/") or drive:
+        raise ValueError(
+            f"{what} {_shown(given)} is an absolute path: name it from the top of the tree,"
+            " with '/' between segments"
+        )
+    if text.startswith("./"):
+        text = text[2:]
+    text = text.rstrip("/")
+    if text in ("", "."):
+        if what == "part":
+            raise ValueError(
+                f"part {_shown(given)} names the whole tree: leave parts out to hold the lock whole"
+            )
+        raise ValueError(
+            f"path {_shown(given)} names the top of the tree: name a file or folder in it"
+        )
+    segments = text.split("/")
+    if "" in segments:
+        raise ValueError(
+            f"{what} {_shown(given)} holds an empty segment (two '/' in a row): write one '/'"
+        )
+    if "." in segments:
+        raise ValueError(f"{what} {_shown(given)} holds a '.' segment: leave it out")
+    if ".." in segments:
+        raise ValueError(
+            f"{what} {_shown(given)} holds a '..' segment: name the path from the top of the tree"
+            " without one"
+        )
+    return text
+
+
+def _shown(text: str) -> str:
+    """``text`` as a message shows it: quoted on one line, a long one cut."""
+    return repr(text) if len(text) <= 60 else f"{text[:60]!r}..."
+
+
+def _folded(text: str) -> str:
+    """``text`` with ASCII letters lowercased, and no other character changed."""
+    if text.isascii():
+        return text.lower()
+    return "".join(c.lower() if c.isascii() else c for c in text)
+
+
+def _pattern(part: str) -> _Pattern:
+    """A checked part's segments, folded: ``**`` for a segment of two stars or more, a
+    glob with each run of stars made one otherwise."""
+    return _shape(part)[0]
+
+
+def _shape(part: str) -> tuple[_Pattern, _Pattern]:
+    """A checked part's pattern, and its literal leading segments (those before the
+    first that holds a star or "?"), made once for each text (_SHAPES)."""
+    shape = _SHAPES.get(part)
+    if shape is None:
+        pattern = _made_pattern(part)
+        lead = next((at for at, s in enumerate(pattern) if "*" in s or "?" in s), len(pattern))
+        shape = (pattern, pattern[:lead])
+        if len(part) <= _SHAPES_LONGEST:
+            if len(_SHAPES) >= _SHAPES_MAX:
+                _SHAPES.clear()
+            _SHAPES[part] = shape
+    return shape
+
+
+def _made_pattern(part: str) -> _Pattern:
+    """A part's pattern (see _pattern), made."""
+    segments = []
+    for written in _folded(part).split("/"):
+        if len(written) > 1 and written.strip("*") == "":
+            segments.append(_GLOBSTAR)
+            continue
+        glob = written
+        while "**" in glob:
+            glob = glob.replace("**", "*")
+        segments.append(glob)
+    return tuple(segments)
+
+
+def _part_key(part: str) -> str:
+    """What a checked part is compared by: two parts with one key are one part."""
+    return "/".join(_pattern(part))
+
+
+def _covers(part: str, path: str) -> bool:
+    """Whether ``path`` lies in ``part`` (both checked): its first segments, some or
+    all, match the pattern."""
+    return _ready_covers(_Ready(part), _folded(path))
+
+
+class _Ready:
+    """A checked part made ready to be matched against many paths: ``folded``, and
+    unless it is literal (``pattern`` None) its pattern and where its first star or
+    "?" stands (``first``): what stands before it is literal (a "**" there may take no
+    segment: "src/**" covers "src")."""
+
+    __slots__ = ("first", "folded", "pattern")
+
+    def __init__(self, part: str) -> None:
+        self.folded = _folded(part)
+        star, mark = self.folded.find("*"), self.folded.find("?")
+        self.first = star if mark < 0 or 0 <= star < mark else mark
+        self.pattern = None if self.first < 0 else _pattern(part)
+
+
+def _ready_covers(ready: _Ready, path: str) -> bool:
+    """Whether the checked, folded ``path`` lies in the part ``ready`` is."""
+    part = ready.folded
+    if ready.pattern is None:  # the part's own path, or one under it
+        return path.startswith(part) and path[len(part) : len(part) + 1] in ("", "/")
+    if not (path + "/").startswith(part[: ready.first]):
+        return False
+    return _prefix_matches(ready.pattern, path.split("/"))
+
+
+class _PartIndex:
+    """Parts (checked) indexed to find, for each of many paths, those it lies in. Each
+    part is asked once however many hold it (readers share the same parts). Every
+    literal segment of a part (no star, no "?") must be some segment of a path it
+    covers, folded: a part is filed in a tree of folders by its literal leading
+    segments (``src/api`` for ``src/api/*.py``), and there by its last literal segment
+    after them (looked for among a path's segments), else (no literal segment after
+    them: ``**/*.md``, ``src/*``) tried on every path that reaches its folder, and only
+    if the path holds each run of characters its globs must match (``.md``). A path
+    walks down its own first segments: ten thousand paths against a thousand parts,
+    all under one folder, ask each path about the few parts that name its folders."""
+
+    __slots__ = ("at", "pieces", "ready", "top")
+
+    def __init__(self, parts: list[str]) -> None:
+        places: dict[str, list[int]] = {}  # each part's key, and where it stands
+        for at, part in enumerate(parts):
+            places.setdefault(_part_key(part), []).append(at)
+        self.at = list(places.values())
+        self.ready = [_Ready(parts[same[0]]) for same in self.at]
+        self.pieces = [_pieces(ready.folded) for ready in self.ready]
+        self.top = _IndexFolder()
+        for one, ready in enumerate(self.ready):
+            segments = ready.folded.split("/")
+            folder, depth = self.top, 0
+            for segment in segments:
+                if "*" in segment or "?" in segment:
+                    break
+                folder = folder.under.setdefault(segment, _IndexFolder())
+                depth += 1
+            literal = [s for s in segments[depth:] if "*" not in s and "?" not in s]
+            if literal:
+                folder.by_any.setdefault(literal[-1], []).append(one)
+            else:
+                folder.everywhere.append(one)
+
+    def covering(self, path: str) -> list[int]:
+        """The places in ``parts``, in order, of those that ``path`` (checked) lies in."""
+        folded = _folded(path)
+        segments = folded.split("/")
+        tried: list[int] = []
+        folder = self.top
+        named: set[str] | None = None  # the path's segments, once a folder asks
+        for segment in [*segments, ""]:  # "" names no folder: the path's own is the last
+            tried += folder.everywhere
+            if folder.by_any:
+                named = set(segments) if named is None else named
+                for one in named:
+                    tried += folder.by_any.get(one, ())
+            below = folder.under.get(segment)
+            if below is None:
+                break
+            folder = below
+        found = [
+            self.at[one]
+            for one in tried
+            if all(piece in folded for piece in self.pieces[one])
+            and _ready_covers(self.ready[one], folded)
+        ]
+        if len(found) == 1:
+            return list(found[0])
+        return sorted(at for same in found for at in same)  # in the parts' order
+
+
+class _IndexFolder:
+    """A folder of a _PartIndex: the parts whose literal leading segments lead to it,
+    by their last literal segment after those (``by_any``) or tried on every path
+    (``everywhere``), and the folders ``under`` it, by their folded names."""
+
+    __slots__ = ("by_any", "everywhere", "under")
+
+    def __init__(self) -> None:
+        self.by_any: dict[str, list[int]] = {}
+        self.everywhere: list[int] = []
+        self.under: dict[str, _IndexFolder] = {}
+
+
+def _pieces(part: str) -> list[str]:
+    """The runs of characters (no star, no "?") of a folded part: a path it covers
+    holds each of them, as its segments match the part's."""
+    return [piece for piece in part.replace("?", "*").replace("/", "*").split("*") if piece]
+
+
+def _prefix_matches(pattern: _Pattern, segments: list[str]) -> bool:
+    """Whether some of the first ``segments`` (none to all) match ``pattern``: the
+    positions in the pattern reached after each segment, a ``**`` passed over freely."""
+    end = len(pattern)
+    reached = _past_globstars(pattern, {0})
+    for segment in segments:
+        if end in reached:
+            return True
+        after = set()
+        for at in reached:
+            glob = pattern[at]
+            if glob == _GLOBSTAR:
+                after.add(at)
+            elif _glob_matches(glob, segment):
+                after.add(at + 1)
+        if not after:
+            return False
+        reached = _past_globstars(pattern, after)
+    return end in reached
+
+
+def _past_globstars(pattern: _Pattern, reached: set[int]) -> set[int]:
+    """``reached`` with every position a ``**`` matching no segment leads to."""
+    more = set(reached)
+    for start in reached:
+        at = start
+        while at < len(pattern) and pattern[at] == _GLOBSTAR:
+            at += 1
+            more.add(at)
+    return more
+
+
+def _glob_matches(glob: str, text: str) -> bool:
+    """Whether the segment ``text`` matches ``glob`` (both folded). A star first takes
+    nothing; on a mismatch the last star takes one character more (the other stars'
+    choices need no revisiting), so this is at worst the product of the lengths."""
+    if "*" not in glob and "?" not in glob:
+        return glob == text
+    at = read = 0
+    star = -1  # the last star passed, and where the text stood after what it took
+    resume = 0
+    while read < len(text):
+        token = glob[at] if at < len(glob) else ""
+        if token == "*":
+            star, resume = at, read
+            at += 1
+        elif token and (token == "?" or token == text[read]):
+            at += 1
+            read += 1
+        elif star >= 0:
+            resume += 1
+            at, read = star + 1, resume
+        else:
+            return False
+    return glob[at:].strip("*") == ""
+
+
+def _overlap(a: str, b: str) -> bool:
+    """Whether some path lies in both parts (checked): decided exactly, in time
+    proportional to the product of their lengths."""
+    return _patterns_overlap(_pattern(a), _pattern(b))
+
+
+def _first_overlap(
+    ours: tuple[str, ...] | None, theirs: tuple[str, ...] | None
+) -> tuple[str | None, str | None] | None:
+    """The first pair (our part, their part), in the parts' order, that shares a path,
+    or None if no pair does. None for a set is a whole hold: it conflicts with every
+    part, and stands as None in the pair. Only pairs whose literal leading segments
+    agree are tried (_Leads)."""
+    if ours is None or theirs is None:
+        return (ours[0] if ours else None, theirs[0] if theirs else None)
+    leads = _LEADS.get(ours)
+    if leads is None:
+        leads = _Leads(ours)
+        if len(_LEADS) >= _LEADS_MAX:
+            _LEADS.clear()
+        _LEADS[ours] = leads
+    shapes = [_shape(part) for part in theirs]
+    tried = sorted((mine, at) for at, shape in enumerate(shapes) for mine in leads.meeting(shape))
+    for mine, at in tried:
+        if _patterns_overlap(leads.patterns[mine], shapes[at][0]):
+            return (ours[mine], theirs[at])
+    return None
+
+
+class _Leads:
+    """A hold's parts made ready to be met by other parts: each one's pattern, and
+    their places filed in a tree of folders by their literal leading segments. A
+    path's first segments are those of both parts it lies in, so two parts share one
+    only if their literal leading segments agree as far as both have them
+    (``src/api/**`` and ``src/cli/*.py`` never do): ours end on the way down to where
+    theirs end, or under it."""
+
+    __slots__ = ("patterns", "top")
+
+    def __init__(self, parts: tuple[str, ...]) -> None:
+        self.patterns: list[_Pattern] = []
+        self.top = _LeadFolder()
+        for at, part in enumerate(parts):
+            pattern, lead = _shape(part)
+            self.patterns.append(pattern)
+            folder = self.top
+            for segment in lead:
+                folder.under_or_here.append(at)
+                folder = folder.under.setdefault(segment, _LeadFolder())
+            folder.under_or_here.append(at)
+            folder.here.append(at)
+
+    def meeting(self, shape: tuple[_Pattern, _Pattern]) -> list[int]:
+        """Our places whose literal leading segments agree with those of ``shape``."""
+        found: list[int] = []
+        folder = self.top
+        for segment in shape[1]:
+            found += folder.here
+            below = folder.under.get(segment)
+            if below is None:
+                return found
+            folder = below
+        return found + folder.under_or_here
+
+
+class _LeadFolder:
+    """A folder of _Leads: the places of the parts whose literal leading segments end
+    ``here``, of those that end here or under it, and the folders ``under`` it."""
+
+    __slots__ = ("here", "under", "under_or_here")
+
+    def __init__(self) -> None:
+        self.here: list[int] = []
+        self.under_or_here: list[int] = []
+        self.under: dict[str, _LeadFolder] = {}
+
+
+def _patterns_overlap(a: _Pattern, b: _Pattern) -> bool:
+    """Whether some path lies in both. Walk the two patterns' segments side by side
+    (the product of their segment automata, whose only moves are these): two globs
+    take one segment together, so some segment must match both. A ``**`` reached on
+    either side decides: it takes, one at a time, the segments the rest of the other
+    part needs (some segment matches every glob of a checked part) until that part is
+    used up. A part used up holds all under what it matched, so the other part is
+    finished under it."""
+    for x, y in zip(a, b, strict=False):
+        if _GLOBSTAR in (x, y):
+            return True
+        if not _globs_meet(x, y):
+            return False
+    return True  # one part is used up
+
+
+def _globs_meet(g: str, h: str) -> bool:
+    """Whether some segment (never empty, ``.`` or ``..``) matches both globs (folded,
+    runs of stars made one). A literal one is that segment; a glob meets itself (its
+    stars and "?" taking letters); two others are met by _globs_share."""
+    if g == h or ("*" not in g and "?" not in g):
+        return g not in ("", ".", "..") and _glob_matches(h, g)
+    if "*" not in h and "?" not in h:
+        return h not in ("", ".", "..") and _glob_matches(g, h)
+    return _globs_share(g, h)
+
+
+def _globs_share(g: str, h: str) -> bool:
+    """Whether some segment matches both globs: the product of the two, walked a row
+    (a position in ``g``) at a time, each row one set of positions in ``h`` (bit j:
+    position j) for each of what the characters read so far may be: nothing (``e``),
+    ``.`` (``d1``), ``..`` (``d2``), or anything else (``s``, a segment: a path never
+    holds an empty, ``.`` or ``..`` segment, so two globs that share only those share
+    no path). Where either side takes any character, one that is not a dot is best (a
+    segment stays one whatever follows). Moves go to the next row, or along the row to
+    a later position (over a star of ``h`` that takes nothing, or a character that a
+    star of ``g`` takes), never back: so each row is finished before the next, and a
+    whole row moves at once, its sets shifted and masked: exact, and as fast as a few
+    operations on integers a row."""
+    while "**" in g or "**" in h:  # one star of a run is enough, and moves once
+        g, h = g.replace("**", "*"), h.replace("**", "*")
+    end = len(h)
+    full = (1 << (end + 1)) - 1
+    stars = characters = 0  # the positions in h of its stars, and of the rest
+    equal: dict[str, int] = {}  # of each character (and of "?")
+    for j, y in enumerate(h):
+        if y == "*":
+            stars |= 1 << j
+        else:
+            characters |= 1 << j
+            equal[y] = equal.get(y, 0) | 1 << j
+    dots = equal.get(".", 0)
+    anything = equal.get("?", 0)
+    e, d1, d2, s = 1, 0, 0, 0
+    for x in g + "/":  # "/", in no glob: the row past g's end
+        reached = e | d1 | d2 | s
+        if not reached:
+            return False
+        if x == "*":
+            # Along the row: a star of h takes nothing, and g's star takes each
+            # character of h, a dot moving e, d1 and d2 on and any other making a
+            # segment; two stars together read any character, a segment. So every
+            # position right of the first reached is reached, and right of the first
+            # segment all are one.
+            e |= (e & stars) << 1
+            d1 |= (e & dots) << 1
+            d1 |= (d1 & stars) << 1
+            d2 |= (d1 & dots) << 1
+            d2 |= (d2 & stars) << 1
+            after = full & -(reached & -reached)
+            s |= after & stars | (after & characters & ~dots) << 1 | (d2 & dots) << 1
+            s = full & -(s & -s)
+            continue  # down: the star takes no more
+        e |= (e & stars) << 1
+        d1 |= (d1 & stars) << 1
+        d2 |= (d2 & stars) << 1
+        s |= (s & stars) << 1
+        if x == "/":
+            break
+        # Down: x read beside a star of h (which takes it), or beside a token of h
+        # that it matches (diagonally): a dot moves e, d1 and d2 on, any other
+        # character makes a segment.
+        matched = characters if x == "?" else equal.get(x, 0) | anything
+        dotted = matched if x == "." else dots if x == "?" else 0  # read as a dot
+        starred = stars if x == "." else 0  # beside which a dot is read
+        beside = e | d1 | d2 | s
+        e, d1, d2, s = (
+            0,
+            e & starred | (e & dotted) << 1,
+            d1 & starred | (d1 & dotted) << 1,
+            (d2 | s) & starred
+            | ((d2 | s) & dotted) << 1
+            | beside & stars & ~starred
+            | (beside & matched & ~dotted) << 1,
+        )
+    return bool(s >> end & 1)
+''')
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/kept_connections.py, carried as text: compiled only for a lock of its store
 # Connections kept from one call to the next in a process: one idle list per server
 # endpoint, user, credentials and TLS files, each connection lent to one call at a time
@@ -5775,7 +7155,7 @@ class _WaitLine:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (5778, (), r'''
+_CARRIED['kept_connections'] = (7158, (), r'''
 import atexit
 import os
 import threading
@@ -5891,7 +7271,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (5894, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7274, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -5941,11 +7321,16 @@ def _place_value(place: _Place) -> bytes:
     }
     if place.shared:
         entry["shared"] = True
+    if place.parts is not None:
+        entry["parts"] = list(place.parts)
     return json.dumps(entry).encode()
 
 
-# What each place's value gave (owner, since, timeout, shared; None: not a place).
-_PLACES_READ: dict[bytes, tuple[str, int, float, bool] | None] = {}
+# A place's fields as a server's value keeps them: owner, since, timeout, whether it
+# waits for a shared hold, and for which parts (None: the lock whole).
+_ValueFields = tuple[str, int, float, bool, tuple[str, ...] | None]
+# What each place's value gave (None: not a place).
+_PLACES_READ: dict[bytes, _ValueFields | None] = {}
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
@@ -5953,22 +7338,23 @@ def _place_of(ticket: str, value: bytes) -> _Place | None:
     fields = _remembered(_PLACES_READ, value, _value_fields)
     if fields is None:
         return None
-    owner, since, timeout, shared = fields
-    return _Place(ticket, owner, since, timeout, None, shared=shared)
+    owner, since, timeout, shared, parts = fields
+    return _Place(ticket, owner, since, timeout, None, shared=shared, parts=parts)
 
 
-def _value_fields(value: bytes) -> tuple[str, int, float, bool] | None:
+def _value_fields(value: bytes) -> _ValueFields | None:
     try:
         entry = json.loads(value)
         owner = entry["owner"]
         since = _time_of(entry["since"])
         timeout = _holder_timeout(entry["stale_after_seconds"])
         shared = entry.get("shared") is True
-    except (ValueError, RecursionError, TypeError, KeyError):
+        parts = _parts_read(entry.get("parts"))
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError):
         return None
     if not (isinstance(owner, str) and owner) or since is None or timeout is None:
         return None
-    return owner, since, timeout, shared
+    return owner, since, timeout, shared, parts
 
 
 # Each lock address parsed, by gateway and prefix: a process's calls name a few locks.
@@ -6466,7 +7852,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (6469, ('server_gateway',), r'''
+_CARRIED['http1'] = (7855, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -6592,7 +7978,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (6595, ('server_gateway',), r'''
+_CARRIED['resp'] = (7981, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -6757,7 +8143,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (6760, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8146, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -6983,7 +8369,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (6986, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8372, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -7097,7 +8483,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (7100, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8486, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -7398,6 +8784,7 @@ class _EtcdStore(_ServerStore):
 
     def beat(self, place: _Place) -> bool:
         """Keep the place's lease alive, and any lease granted ahead with it."""
+        self.gateway.next_step()  # each beat a step of its own, with its own deadline
         for spare in list(self.spares):
             ttl, lease, _, ahead = spare
             if ahead:
@@ -7613,7 +9000,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (7616, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9003, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7675,7 +9062,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (7678, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9065, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8007,7 +9394,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (8010, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9397, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -8235,6 +9622,7 @@ class _RedisStore(_ServerStore):
             self.gateway.call(*dead, write=True)
 
     def beat(self, place: _Place) -> bool:
+        self.gateway.next_step()  # each beat a step of its own, with its own deadline
         ms = self._place_ms()
         kept, _, _ = self.gateway.call(
             ("PEXPIRE", self._place_key(place.ticket), ms),
@@ -8286,14 +9674,16 @@ class _RedisStore(_ServerStore):
         else:
             record = None  # a release, or no slot left that the server would keep
             ops += [("DEL", self.key, self.last_key)]
-        # Each waiter who may take a slot (or a shared hold) after the change is rung (the
-        # first in line, for one slot; the shared waiters at its head): two releases in
-        # a row must wake two, not the same one twice.
+        # Each waiter whose turn the change may give is rung (the first in line, for one
+        # slot; the shared waiters at its head; each that conflicts with no live hold
+        # nor waiter ahead, of a lock held in parts): two releases in a row must wake
+        # two, not the same one twice.
         leaving = None if place is None else place.ticket
         live = _live(look.line, time.time())
         line = [p for p in live if p.ticket != leaving]
-        free = _free_after(look.record, record, clock or 0)
-        for waiter in _turns(line, record, free):
+        in_force = record or look.record
+        slots = 1 if in_force is None else in_force.slots
+        for waiter in _turns(line, slots, _live_after(record, clock or 0)):
             ops += self._ring(waiter.ticket)
         # The places of waiters that died go with the change, as a file's do: their
         # keys would only expire, a few seconds later.
@@ -8379,15 +9769,14 @@ def _lifetime_ms(record: _Record, clock: int) -> int:
     return max((_left_ms(holder, clock) for holder in record.holders), default=0)
 
 
-def _free_after(before: _Record | None, after: _Record | None, clock: int) -> int:
-    """How many slots a change that leaves ``after`` (of ``before``) leaves free: all
-    of ``before``'s once it is deleted; else those with no live holder (by ``clock``,
-    the server's time, for several)."""
+def _live_after(after: _Record | None, clock: int) -> list[_Record]:
+    """The holds a change that leaves ``after`` leaves live: its one holder's, or of
+    several those the server's time (``clock``) has not ended."""
     if after is None:
-        return 1 if before is None else before.slots
+        return []
     if after.holders is None:
-        return 0
-    return after.slots - len([h for h in after.holders if _left_ms(h, clock) > 0])
+        return [after]
+    return [h for h in after.holders if _left_ms(h, clock) > 0]
 
 
 def _open_redis(address: str) -> _Store:
@@ -8404,7 +9793,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (8407, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9796, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -8542,7 +9931,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (8545, (), r'''
+_CARRIED['file_listing'] = (9934, (), r'''
 import os
 import stat
 
@@ -8615,7 +10004,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (8618, (), r'''
+_CARRIED['serve'] = (10007, (), r'''
 import json
 import os
 import sys
@@ -8721,6 +10110,7 @@ class _SessionHold:
             "owner": hold.owner,
             "fence": hold.fence,
             "kind": hold.kind,
+            "parts": None if hold.parts is None else list(hold.parts),
             "state": self.state,
             "kept": self.kept,
             "last_renewal": _format_time(self.renewed_at),
@@ -8746,10 +10136,21 @@ class _KeptPlace:
         self.dropped = False
 
     def resumed_by(self, given: str, request: _Request) -> bool:
-        """Whether an acquire of its lock under ``given`` asks what it waited for."""
+        """Whether an acquire of its lock under ``given`` asks what it waited for: the
+        same kind, count and parts (as a set, each part by its key)."""
         ours = given in (self.given, self.request.owner)
         asked = self.request
-        return ours and (request.shared, request.slots) == (asked.shared, asked.slots)
+        same = (request.shared, request.slots) == (asked.shared, asked.slots)
+        return ours and same and _part_keys(request.parts) == _part_keys(asked.parts)
+
+
+def _part_keys(parts: tuple[str, ...] | None) -> frozenset[str] | None:
+    """What a set of parts is compared by (None: the lock whole)."""
+    if parts is None:
+        return None
+    _compile_carried('parts')
+
+    return frozenset(_part_key(part) for part in parts)
 
 
 class _Session:
@@ -8764,6 +10165,9 @@ class _Session:
         self.holds: dict[tuple[object, str], _SessionHold] = {}
         self.places: dict[tuple[object, str], _KeptPlace] = {}
         self.calls: dict[object, _Call] = {}  # by request id
+        self.taking: dict[str, set[_Call]] = {}  # takes under way, by whole owner
+        self.takes: dict[str, int] = {}  # takes begun so far, by whole owner
+        self.owners: dict[str, threading.Lock] = {}  # held by each owner's take
         self.threads: set[threading.Thread] = set()  # what the end waits for
         self.ending = threading.Event()
         self.untold: list[_SessionHold] = []  # ended, by no call of this session's
@@ -8802,24 +10206,54 @@ class _Session:
     def cancel(self, key: object) -> None:
         """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
         it no longer stands, and what it took is let go at once, a hold its owner did
-        not have before released, a place kept left. Decided under the guard, as
-        keeping is: a call is kept or cancelled, never both."""
+        not have before released, a place kept left; but not while another take of the
+        same owner is under way, which renews that hold for a call the client awaits.
+        Decided under the guard, as keeping is: a call is kept or cancelled, never both."""
         with self.guard:
             call = self.calls.get(key)
             if call is None:
                 return
             call.cancelled.set()
             took, call.took = call.took, None
-            if took is not None and self.holds.get(took.key) is took and took.state == "held":
-                del self.holds[took.key]  # not the session's: nobody knows of it
-                took.state = "released"
-            else:
-                took = None
             kept, call.kept = call.kept, None
             if kept is not None:
                 self.drop_place(kept)
-        if took is not None and call.took_new:
-            self.aside(_release_quietly, took.renewer.hold)
+            free = took is not None and self.holds.get(took.key) is took
+            if took is None or not free or took.state != "held":
+                return
+            if self.taking.get(took.renewer.hold.owner, set()) - {call}:
+                return  # that take keeps it: not this one's to free
+            del self.holds[took.key]  # not the session's: nobody knows of it
+            took.state = "released"
+            begun = self.takes.get(took.renewer.hold.owner, 0)
+        if call.took_new:
+            self.aside(self.release_cancelled, took.renewer.hold, begun)
+
+    def release_cancelled(self, hold: _Hold, begun: int) -> None:
+        """Release ``hold``, which a cancelled call took, unless its owner's take that
+        began since has it now (the owner's takes and this release go one at a time)."""
+        with self.owner_lock(hold.owner):
+            with self.guard:
+                if self.takes.get(hold.owner, 0) != begun:
+                    return  # taken again since: that take's, which its client awaits
+            _release_quietly(hold)
+
+    def owner_lock(self, owner: str) -> threading.Lock:
+        """What ``owner``'s takes and the releases of its cancelled ones hold."""
+        with self.guard:
+            return self.owners.setdefault(owner, threading.Lock())
+
+    def taking_as(self, owner: str, call: _Call, under_way: bool) -> None:
+        """``call``'s take for ``owner`` is under way, or (``under_way`` False) done."""
+        with self.guard:
+            calls = self.taking.setdefault(owner, set())
+            if under_way:
+                calls.add(call)
+                self.takes[owner] = self.takes.get(owner, 0) + 1
+            else:
+                calls.discard(call)
+                if not calls:
+                    del self.taking[owner]
 
     def keep(
         self, call: _Call, request: _Request, hold: _Hold, identity: tuple[object, ...]
@@ -9042,6 +10476,9 @@ def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request,
             " number, never a slot; give one or the other"
         )
     slots = _checked_slots(arguments.get("slots", 1), "slots")
+    parts = _checked_parts_of(arguments.get("parts"), 1)
+    if parts is not None and slots != 1:
+        raise _UsageError(f"parts have no count of slots: give parts or slots {slots}, not both")
     owner, run_id = _owner_with_run_id(owner_text)
     longest = _SEAMS.longest_call_wait_sec
     request = _Request(
@@ -9052,6 +10489,7 @@ def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request,
         wait=min(wait, longest),
         slots=slots,
         shared=shared,
+        parts=parts,
         keep_longer=True,
         session=True,
     )
@@ -9072,9 +10510,15 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
         waited = _SEAMS.clock() - started
         call(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-    hold, result = _take_waiting(request, refused, place, keep_place=cut)
-    identity = _lock_identity(request.lock)  # again: the take may have made its folder
-    if hold is not None and not session.keep(call, request, hold, identity):
+    with session.owner_lock(request.owner):
+        session.taking_as(request.owner, call, True)
+        try:
+            hold, result = _take_waiting(request, refused, place, keep_place=cut)
+            identity = _lock_identity(request.lock)  # again: the take may have made its folder
+            kept = hold is not None and session.keep(call, request, hold, identity)
+        finally:
+            session.taking_as(request.owner, call, False)
+    if hold is not None and not kept:
         if not hold.renewed:  # nobody would know of it
             _release_quietly(hold)
         raise _Cancelled
@@ -9084,7 +10528,7 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
             raise _Cancelled
         result["message"] += (
             f"; your place in line is kept {_KEPT_SEC:g} s: call acquire again within them,"
-            " with this lock and owner and the same slots and shared, to wait on from it"
+            " with this lock and owner and the same slots, shared and parts, to wait on from it"
         )
     return {**result, "fence": None if hold is None else hold.fence}
 
@@ -9111,6 +10555,24 @@ def _release(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
 
 def _status(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     return dict(status(_place(arguments, "lock"), DEFAULT_STALE_AFTER_MIN * 60))
+
+
+# The most paths one check call takes (the CLI takes any number).
+_CHECK_PATHS_MAX = 10_000
+
+
+def _check(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
+    """The check tool: the CLI's check output for ``paths``, at most _CHECK_PATHS_MAX."""
+    lock = _place(arguments, "lock")
+    if "paths" not in arguments:
+        raise _UsageError("paths is required: a list of paths, as git prints them")
+    paths = arguments["paths"]
+    if isinstance(paths, list) and len(paths) > _CHECK_PATHS_MAX:
+        raise _UsageError(
+            f"paths holds {len(paths)} paths; a call takes at most {_CHECK_PATHS_MAX}:"
+            " check the rest in another call"
+        )
+    return dict(check(lock, paths, arguments.get("owner")))
 
 
 def _list(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
@@ -9160,6 +10622,16 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
                     "type": "boolean",
                     "description": "a shared hold (readers: any number at once)",
                 },
+                "parts": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "hold only these parts of the lock (1 to 100 paths or"
+                    " globs from the top of the tree, as git reads them: 'src/api',"
+                    " 'docs/**/*.md'); holds conflict only where some path lies in a part"
+                    " of each. Default: the whole lock. A call again keeps the hold as"
+                    " it is: the parts it names must be among those held (to change them,"
+                    " release, then acquire the new set)",
+                },
             },
             "required": ["lock", "owner"],
             "additionalProperties": False,
@@ -9188,6 +10660,34 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         },
         _status,
     ),
+    "check": (
+        "Which of these paths lie in a part of a lock that another run holds (any run,"
+        " without owner), changing nothing: the CLI's check JSON. free is true when none"
+        " does; else reserved names each path with the holder, its part (null: it holds"
+        " the whole lock), kind and stale_at. Check the paths a commit writes before"
+        " making it; a shared part reserves them too.",
+        {
+            "type": "object",
+            "properties": {
+                "lock": _LOCK,
+                "paths": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": _CHECK_PATHS_MAX,
+                    "description": "paths from the top of the tree, as git prints them"
+                    " ('src/api/routes.py'), at most 10000",
+                },
+                "owner": {
+                    "type": "string",
+                    "description": "the whole owner (workflow:skill:run_id) whose own parts"
+                    " are left out; default: every run's parts count",
+                },
+            },
+            "required": ["lock", "paths"],
+            "additionalProperties": False,
+        },
+        _check,
+    ),
     "list": (
         "Every lock under a folder (absolute path) or an etcd:// or redis:// key prefix,"
         " changing nothing: the CLI's list JSON.",
@@ -9206,8 +10706,8 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         _list,
     ),
     "holds": (
-        "This session's holds: each with its lock, owner, fence, kind, state (held,"
-        " released or lost) and last renewal.",
+        "This session's holds: each with its lock, owner, fence, kind, parts (null: the"
+        " whole lock), state (held, released or lost) and last renewal.",
         {"type": "object", "properties": {}, "additionalProperties": False},
         _holds,
     ),
@@ -9425,7 +10925,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '85ed7e4aa613b176933fdca1f0996b00fab1dbd3a4f1a61730e623dc47d160d0'  # what a cache entry must name
+_BUILD = '90900424904a6fcd9799fc7c3290ee4efc286081dc4127c6375d22bd2d741da1'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -73,8 +73,10 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def skf() -> ModuleType:
     """The script, with its server stores' code compiled (as a call naming a server's
-    lock compiles it), so that tests can reach their classes."""
+    lock compiles it) and the parts of a tree's (as a call naming parts will), so that
+    tests can reach their classes and functions."""
     module = load_script()
+    module._compile_carried("parts")
     module._compile_carried("etcd_store")
     module._compile_carried("redis_store")
     module._compile_carried("etcd_listing")

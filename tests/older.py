@@ -1,5 +1,5 @@
-"""Older versions of the tool on a lock this one holds: 1.2.0 (files and etcd) and
-1.4.0 (every store), kept as they were released in ``fixtures/``. They know one holder
+"""Older versions of the tool on a lock this one holds: 1.2.0 (files and etcd), 1.4.0
+and 1.11.0 (every store), kept as they were released in ``fixtures/``. They know one holder
 a lock, and must see a lock of several holders as held by an owner no release can name
 until every hold is past."""
 
@@ -15,7 +15,11 @@ from types import ModuleType
 from stores import StoreUnderTest
 
 FIXTURES = Path(__file__).parent / "fixtures"
-OLDER = {"1.2.0": FIXTURES / "skf-run-lock-1.2.0.py", "1.4.0": FIXTURES / "skf-run-lock-1.4.0.py"}
+OLDER = {
+    "1.2.0": FIXTURES / "skf-run-lock-1.2.0.py",
+    "1.4.0": FIXTURES / "skf-run-lock-1.4.0.py",
+    "1.11.0": FIXTURES / "skf-run-lock-1.11.0.py",
+}
 
 
 def older_versions(store: StoreUnderTest) -> list[str]:

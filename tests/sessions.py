@@ -24,12 +24,13 @@ from typing import Any, TextIO
 
 from calls import Run
 from loader import SCRIPT
+from wrapped import WrappedStore
 
 SERVE = [sys.executable, str(SCRIPT), "serve"]
 SESSIONS = os.path.abspath(__file__)  # this file, run as a client process or a reaper
 SDK = "mcp>=2.3,<3"
 PROTOCOL = "2025-06-18"  # the protocol version the line-by-line client asks for
-TOOLS = ["acquire", "release", "status", "list", "holds"]
+TOOLS = ["acquire", "release", "status", "check", "list", "holds"]
 
 # What serve promises: a session that ends by any way but SIGKILL frees its holds within
 # this (releases get 1.5 s at most); a hard deadline, not a timing measured.
@@ -385,13 +386,18 @@ def _reap(log: str, argv: list[str]) -> None:
 
 
 def serve_with(
-    *serve_args: str, longest_call_wait_sec: float | None = None, stalled: str | None = None
+    *serve_args: str,
+    longest_call_wait_sec: float | None = None,
+    stalled: str | None = None,
+    stuck: str | None = None,
 ) -> list[str]:
     """The argv of a ``serve`` (``serve_args`` after serve) that this file runs as a
     script, from the built file loaded by path, with ``longest_call_wait_sec`` set on
-    its seams, and with ``stalled`` ("NAME=FILE") a name that stands for 127.0.0.1,
-    each lookup of which waits while FILE exists (and is never kept)."""
-    spec = {"longest_call_wait_sec": longest_call_wait_sec, "stalled": stalled}
+    its seams, with ``stalled`` ("NAME=FILE") a name that stands for 127.0.0.1, each
+    lookup of which waits while FILE exists (and is never kept), and with ``stuck``
+    (FILE) each renewal's read of its store held up while FILE exists (a store that
+    answers nothing, which no network deadline cuts)."""
+    spec = {"longest_call_wait_sec": longest_call_wait_sec, "stalled": stalled, "stuck": stuck}
     return [sys.executable, SESSIONS, "serve-with", json.dumps(spec), *serve_args]
 
 
@@ -419,6 +425,16 @@ def _serve_with(spec: dict[str, Any], serve_args: list[str]) -> None:
         socket.getaddrinfo = lookup
         skf._SEAMS.name_kept_sec = 0.0  # each renewal looks the name up anew
         skf._SEAMS.kept_idle_sec = 0.0  # on a connection of its own
+    if spec["stuck"] is not None:
+        marker = spec["stuck"]
+
+        class StuckRenewal(WrappedStore):
+            def read(self, *args: object, **kwargs: object) -> object:
+                while "_renew_apart" in threading.current_thread().name and os.path.exists(marker):
+                    time.sleep(0.05)
+                return self.real.read(*args, **kwargs)
+
+        skf._SEAMS.opened = StuckRenewal
     sys.argv = [str(SCRIPT), "serve", *serve_args]
     skf._entry()
 

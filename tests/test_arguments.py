@@ -235,7 +235,7 @@ def test_command_line_mistakes_are_usage_errors(
         (
             ["aquire", "--lock", "L"],
             "unknown command 'aquire' (did you mean acquire?); use acquire, release, status,"
-            " run, list, serve or run-id; --help shows how to use each",
+            " check, run, list, serve or run-id; --help shows how to use each",
         ),
     ],
 )

@@ -14,6 +14,7 @@ import pytest
 API = {
     "acquire",
     "acquire_within",
+    "check",
     "release",
     "status",
     "list_locks",

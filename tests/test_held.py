@@ -223,6 +223,41 @@ def test_held_installs_no_signal_handlers(skf: ModuleType, tmp_path: Path) -> No
 
 
 @pytest.mark.timeout(60)
+def test_a_renewal_that_writes_after_its_block_was_told_lost_lets_the_hold_go(
+    skf: ModuleType, any_lock: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On every store: a renewal whose write lands only after the block was told the hold
+    was lost (its write held back past the stop point, as a process paused between its
+    last look at the clock and its send) releases what it wrote: the work stopped, and
+    the lock is not left held by nobody's work for a whole timeout."""
+    writing = threading.Event()
+    told = threading.Event()
+
+    class LateWrite(WrappedStore):
+        def apply(self, *args: object, **kwargs: object) -> object:
+            if threading.current_thread().name == "skf-run-lock renewal" and not writing.is_set():
+                writing.set()
+                told.wait(30)  # until the block was told the hold was lost
+            return self.real.apply(*args, **kwargs)
+
+    wrap_stores(skf, monkeypatch, LateWrite)
+    with pytest.raises(skf.LockLost) as lost, skf.held(any_lock, "wf:held:1", SHORT) as lease:
+        assert writing.wait(10), "no renewal came"
+        while not lease.lost:
+            time.sleep(0.05)
+    told.set()
+    assert "renewals failed" in str(lost.value)
+    assert lease.thread is not None
+    lease.thread.join(30)
+    assert not lease.thread.is_alive()
+    # Released (a file), or never written (a server: its deadline had passed): never
+    # held on past the first hold's own end.
+    assert lease.result is not None
+    after = skf.status(any_lock, 60.0)
+    assert after["state"] != "held" or after["stale_at"] == lease.result["stale_at"], after
+
+
+@pytest.mark.timeout(60)
 def test_a_block_ends_at_its_stop_point_while_a_renewal_is_stuck_which_then_writes_nothing(
     skf: ModuleType, any_lock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -19,6 +19,7 @@ OPTIONS = {
     "acquire": ["--lock", "--owner", "--stale-after", "--wait", "--slots", "--empty-is-stale"],
     "release": ["--lock", "--owner"],
     "status": ["--lock", "--stale-after", "--slots", "--empty-is-stale"],
+    "check": ["--lock", "--owner", "--null"],
     "run": ["--lock", "--owner", "--stale-after", "--wait", "--slots", "--empty-is-stale"],
     "list": ["--under", "--stale-after", "--table"],
     "run-id": [],

@@ -356,6 +356,41 @@ def test_the_table_shows_how_many_slots_are_held_and_by_whom(
     assert cells[3] != "-" and cells[4] != "-" and cells[5] == "0"
 
 
+def test_the_table_shows_a_holders_parts_or_how_many(
+    cli: Callable[..., Run], place: PlaceUnderTest
+) -> None:
+    """Held in parts: the longest holder with its parts while they are short (else how
+    many), and a count of the rest; a hold of the whole lock shows no parts. The JSON
+    lists every holder's parts."""
+    held = place.lock("held")
+    for owner, parts in [("wf:sk:first", ["src/**", "docs"]), ("wf:sk:second", ["tests"])]:
+        more = [arg for part in parts for arg in ("--part", part)]
+        assert cli("acquire", "--lock", held, "--owner", owner, *more).code == 0
+    many, long = place.lock("many"), place.lock("long")
+    five = [arg for n in range(5) for arg in ("--part", f"pkg{n}/sub")]
+    assert cli("acquire", "--lock", many, "--owner", "wf:sk:many", *five).code == 0
+    far = "a-long-folder-name/that-goes-on/and-on/**"
+    assert cli("acquire", "--lock", long, "--owner", "wf:sk:long", "--part", far).code == 0
+    whole = place.lock("whole")
+    assert cli("acquire", "--lock", whole, "--owner", "wf:sk:whole").code == 0
+    run = cli("list", "--under", place.under, "--table")
+    assert run.code == 0 and run.err == "", run
+    _, *rows, _ = run.out.splitlines()
+    by_lock = {
+        row.split()[0]: [c.strip() for c in row.split("  ")[1:] if c.strip()] for row in rows
+    }
+    assert by_lock[held][:3] == ["held", "exclusive", "wf:sk:first (docs, src/**) and 1 more"]
+    assert by_lock[many][:3] == ["held", "exclusive", "wf:sk:many (5 parts)"]
+    assert by_lock[long][:3] == ["held", "exclusive", "wf:sk:long (1 part)"]
+    assert by_lock[whole][:3] == ["held", "exclusive", "wf:sk:whole"]
+    holders = {e["lock"]: e["holders"] for e in listed(cli, place.under)["locks"]}
+    assert [(h["owner"], h["parts"]) for h in holders[held]] == [
+        ("wf:sk:first", ["docs", "src/**"]),
+        ("wf:sk:second", ["tests"]),
+    ]
+    assert [h["parts"] for h in holders[whole]] == [None]
+
+
 @posix_only("a newline and an escape byte in a name, which Windows refuses")
 def test_names_that_need_escaping_are_listed_exactly_and_shown_quoted(
     cli: Callable[..., Run], tmp_path: Path

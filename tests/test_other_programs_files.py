@@ -63,6 +63,10 @@ RECORD = b'{"owner": "wf:sk:r1", "acquired_at": "2026-12-06T10:15:00Z", "tool": 
         EMPTY_OBJECT,
         TOML_TABLE,
         b'{"pid": 4242}',
+        b'\xef\xbb\xbf{"editor.tabSize": 4}\r\n',  # PowerShell 5's Out-File, UTF-8
+        '{"owner": "someone", "n": 1}'.encode("utf-16"),  # UTF-16, its mark first
+        b"\xef\xbb\xbf[1, 2]",
+        b"\xef\xbb\xbfname = 'x'\n",
     ],
     ids=lambda v: repr(v)[:30],
 )

@@ -60,7 +60,17 @@ LEASE = 3.0  # the shortest lease there is: renewed every second
 # it free within this more (a status poll, a server's expiry).
 LAPSE_MARGIN = 2.0
 # What the holds tool shows of each hold.
-HOLD_VIEW = ["lock", "owner", "fence", "kind", "state", "kept", "last_renewal", "message"]
+HOLD_VIEW = [
+    "lock",
+    "owner",
+    "fence",
+    "kind",
+    "parts",
+    "state",
+    "kept",
+    "last_renewal",
+    "message",
+]
 
 
 def _under(store: StoreUnderTest) -> str:
@@ -230,13 +240,15 @@ def test_the_tools_their_schemas_and_waits_told_answered_beside_and_cancelled(
                     "acquire": ["lock", "owner"],
                     "release": ["lock", "owner"],
                     "status": ["lock"],
+                    "check": ["lock", "paths"],
                     "list": ["under"],
                     "holds": [],
                 }
                 assert {name: list(s["properties"]) for name, s in schemas.items()} == {
-                    "acquire": ["lock", "owner", "wait", "slots", "shared"],
+                    "acquire": ["lock", "owner", "wait", "slots", "shared", "parts"],
                     "release": ["lock", "owner"],
                     "status": ["lock"],
+                    "check": ["lock", "paths", "owner"],
                     "list": ["under"],
                     "holds": [],
                 }
@@ -482,10 +494,10 @@ def test_bad_input_is_a_tool_error_saying_what_the_cli_says(
         message = served.tool_error(name, arguments)
         assert "is a relative path" in message and "give it as an absolute path" in message
     assert served.tool_error("steal", {"lock": lock}) == (
-        "unknown tool 'steal'; the tools are acquire, release, status, list, holds"
+        "unknown tool 'steal'; the tools are acquire, release, status, check, list, holds"
     )
     assert served.tool_error("acquire", {"lock": lock, "owner": "wf:s", "stale_after": 60}) == (
-        "usage error: acquire takes lock, owner, wait, slots, shared, not 'stale_after'"
+        "usage error: acquire takes lock, owner, wait, slots, shared, parts, not 'stale_after'"
     )
     missing = served.tool_error("acquire", {"lock": lock})
     assert missing == "usage error: owner is required: a string"
@@ -647,37 +659,74 @@ def test_a_cancelled_acquire_never_leaves_a_hold(
     assert served.exit_code() == 0, served.err()
 
 
+@pytest.mark.timeout(90)
+def test_a_cancel_of_an_answered_take_spares_its_renewal_under_way(
+    skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path
+) -> None:
+    """A client that sends an acquire again (the same lock and owner: a renewal of the
+    hold its first call took, itself not cancelled) and cancels the first call while
+    the second is under way holds what the second answers: the lock stays held by its
+    owner, the session says so, and another run cannot take it."""
+    served = serving("--lease", "30s")
+    served.initialize()
+    for round_ in range(3):
+        lock = str(tmp_path / "locks" / f"run-{round_}")
+        first = served.call("acquire", {"lock": lock, "owner": "wf:agent:1"})
+        taken = answer_of(served.result(first))
+        assert taken["acquired"] is True, taken
+        again = served.call("acquire", {"lock": lock, "owner": "wf:agent:1"})
+        served.notify("notifications/cancelled", {"requestId": first})
+        answer = answer_of(served.result(again))
+        assert answer["acquired"] is True and answer["owner"] == "wf:agent:1", answer
+        views = served.tool("holds")["holds"]  # a later call: the cancel was acted on
+        assert [(v["lock"], v["state"]) for v in views if v["lock"] == lock] == [(lock, "held")]
+        held_throughout(skf, lock, "wf:agent:1", answer["fence"], time.monotonic() + 2)
+        other = cli("acquire", "--lock", lock, "--owner", "wf:other:1")
+        assert other.code == 3, other.out
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
 @pytest.mark.timeout(120)
-def test_a_hold_whose_renewal_stalls_is_told_lost_by_the_clock(
+@pytest.mark.parametrize("stuck_in", ["name-lookup", "store-read"])
+def test_a_hold_whose_renewal_is_stuck_is_told_lost_by_the_clock(
+    *,
     skf: ModuleType,
     cli: Callable[..., Run],
     serving: Callable[..., Served],
     redis_lock: str,
     tmp_path: Path,
+    stuck_in: str,
 ) -> None:
     """A session hold on Redis whose renewal is stuck (each lookup of its server's name
-    held up, as by a name server that stopped answering): once the hold lapsed on the
-    server and another run took it, holds says it lost ("renewals failed"), and that
-    answer's lost_holds tells it, while the renewal is still stuck."""
-    stall = tmp_path / "stall"
-    name = "names.test"  # 127.0.0.1 for this server, until the stall begins
-    argv = serve_with("--lease", f"{LEASE:g}s", stalled=f"{name}={stall}")
+    held up, as by a name server that stopped answering; or each read of its store, a
+    wait no network deadline cuts): once the hold lapsed on the server and another run
+    took it, holds says it lost ("renewals failed"), and that answer's lost_holds tells
+    it, while the renewal is still stuck."""
+    marker = tmp_path / "stuck"
+    lock = redis_lock
+    if stuck_in == "name-lookup":
+        name = "names.test"  # 127.0.0.1 for this server, until the stall begins
+        argv = serve_with("--lease", f"{LEASE:g}s", stalled=f"{name}={marker}")
+        lock = redis_lock.replace("127.0.0.1", name)
+    else:
+        argv = serve_with("--lease", f"{LEASE:g}s", stuck=str(marker))
     served = serving(argv=argv)
     served.initialize()
-    through = redis_lock.replace("127.0.0.1", name)
-    taken = served.tool("acquire", lock=through, owner="wf:session")
+    taken = served.tool("acquire", lock=lock, owner="wf:session")
     assert taken["acquired"] is True, taken
-    stall.touch()  # every lookup of the name waits from now on
+    marker.touch()  # every renewal is held up from now on
     try:
         another = taken_by_another(skf, cli, redis_lock, time.monotonic() + LEASE + 30)
         assert another["owner"] == "wf:another:1"
         answer = served.tool("holds")
+        assert marker.exists()  # the renewal is still stuck
     finally:
-        stall.unlink()
+        marker.unlink()
     [view] = answer["holds"]
-    assert (view["lock"], view["owner"], view["state"]) == (through, taken["owner"], "lost")
-    assert view["message"].startswith(f"lost the lock {through}: renewals failed"), view
-    assert [(h["lock"], h["state"]) for h in answer["lost_holds"]] == [(through, "lost")]
+    assert (view["lock"], view["owner"], view["state"]) == (lock, taken["owner"], "lost")
+    assert view["message"].startswith(f"lost the lock {lock}: renewals failed"), view
+    assert [(h["lock"], h["state"]) for h in answer["lost_holds"]] == [(lock, "lost")]
     served.end_input()
     assert served.exit_code() == 0, served.err()
 
@@ -770,7 +819,7 @@ def _cut_with_a_later_waiter(
     assert answer["acquired"] is False and owner.startswith("wf:agent:"), answer
     assert answer["message"].endswith(
         "; your place in line is kept 10 s: call acquire again within them, with this"
-        " lock and owner and the same slots and shared, to wait on from it"
+        " lock and owner and the same slots, shared and parts, to wait on from it"
     ), answer
     _line_becomes(skf, lock, [owner, "wf:later:1"], within=10)
     kept_until = time.monotonic() + 4  # past a place's lapse (3 s): beaten by the server
@@ -809,6 +858,48 @@ def test_a_waiting_acquire_cut_at_the_call_limit_keeps_its_place(
         assert resumed["acquired"] is True and resumed["owner"] == owner, resumed
         assert resumed["message"].startswith("after waiting "), resumed
         assert waiter.poll() is None and _in_line(skf, lock) == ["wf:later:1"]
+        assert served.tool("release", lock=lock, owner=owner)["released"] is True
+        out, _ = waiter.communicate(timeout=30)
+        assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:later:1"
+    served.end_input()
+    assert served.exit_code() == 0, served.err()
+
+
+@pytest.mark.timeout(120)
+def test_a_kept_place_lasts_its_ten_seconds_past_a_server_calls_timeout(
+    skf: ModuleType,
+    cli: Callable[..., Run],
+    serving: Callable[..., Served],
+    store: StoreUnderTest,
+) -> None:
+    """On every store, the place of an acquire cut at the call limit is kept the 10 s
+    promised, past a server call's own timeout (5 s by default): eight and a half
+    seconds after the cut the lock freed meanwhile is nobody's, the agent is still
+    first in line, ahead of a CLI waiter that came later, and its next acquire takes
+    the lock."""
+    served = serving(argv=serve_with("--lease", f"{LEASE:g}s", longest_call_wait_sec=CUT))
+    served.initialize()
+    lock = store.lock
+    with reaped() as started:
+        assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
+        first = served.call("acquire", {"lock": lock, "owner": "wf:agent", "wait": "2m"}, "a")
+        served.await_progress("a", 1)
+        later = [*SERVE[:-1], "acquire", "--lock", lock, "--owner", "wf:later:1", "--wait", "60s"]
+        waiter = subprocess.Popen(later, stdout=subprocess.PIPE, text=True)
+        started.append(waiter)
+        answer = answer_of(served.result(first, within=CUT + 30))
+        cut = time.monotonic()  # the server kept the place a moment before
+        owner = answer["owner"]
+        assert answer["acquired"] is False and owner.startswith("wf:agent:"), answer
+        _line_becomes(skf, lock, [owner, "wf:later:1"], within=5)
+        assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
+        while time.monotonic() < cut + 8.5:  # within the 10 s promised
+            status = skf.status(lock, 60.0)
+            assert status["state"] == "free", status
+            assert [p["owner"] for p in status["waiting"]] == [owner, "wf:later:1"], status
+            time.sleep(0.1)
+        resumed = served.tool("acquire", lock=lock, owner="wf:agent", wait="2m")
+        assert resumed["acquired"] is True and resumed["owner"] == owner, resumed
         assert served.tool("release", lock=lock, owner=owner)["released"] is True
         out, _ = waiter.communicate(timeout=30)
         assert waiter.returncode == 0 and json.loads(out)["owner"] == "wf:later:1"

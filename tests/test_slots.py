@@ -101,6 +101,7 @@ def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(
                 "since": taken.json["held_since"],
                 "stale_at": status["stale_at"],
                 "fence": fence,
+                "parts": None,
             }
         ]
         released = cli("release", "--lock", store.lock, "--owner", "wf:a:1").json

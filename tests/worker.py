@@ -35,6 +35,7 @@ read-or-write LOCK OWNER KIND FOLDER OUT until FOLDER/stop exists: wait in line 
 hold-shared LOCK OWNER SECONDS           take a shared hold for SECONDS, say "held", wait for stdin
 hold-in-line LOCK OWNER KIND             wait in line for a shared hold (KIND r) or the lock
                                          alone (KIND w), say "in", wait for stdin, release
+hold-in-line LOCK OWNER KIND PART...     the same, for those parts of the lock
 fork-kept LOCK OWNER                     acquire (its connection kept), fork: the child
                                          releases, the parent acquires once it ended; each
                                          says (a JSON line) what it got and how many
@@ -359,9 +360,10 @@ def hold_shared(lock: str, owner: str, seconds: str) -> int:
     return 0
 
 
-def hold_in_line(lock: str, owner: str, kind: str) -> int:
+def hold_in_line(lock: str, owner: str, kind: str, *parts: str) -> int:
     skf = load()
-    taken = skf.acquire_within(lock, owner, 60.0, 120.0, shared=kind == "r")
+    some = list(parts) or None
+    taken = skf.acquire_within(lock, owner, 60.0, 120.0, shared=kind == "r", parts=some)
     say("in")
     sys.stdin.readline()
     assert skf.release(lock, taken["owner"])["released"]

@@ -71,7 +71,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renew-as-replace": (
         "a renewal reports refreshed",
-        "                    renewed=renewed is not None,",
+        "                    renewed=take.renewed is not None,",
         "                    renewed=False,",
     ),
     "no-fsync": (
@@ -243,7 +243,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "repeated-option-allowed": (
         "an option given twice is a usage error",
-        "        if name in options:",
+        "        if name in options and name not in _REPEATED:",
         "        if False:",
     ),
     "numbers-any-float": (
@@ -472,8 +472,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-retakes-a-lost-lock": (
         "a renewal never takes back a lock that was lost",
-        "            if request.renew_only and not _still_holds(",
-        "            if False and not _still_holds(",
+        "    if request.renew_only and not _still_holds(",
+        "    if False and not _still_holds(",
     ),
     "run-lost-lock-not-stopped": (
         "a lost lock stops the command",
@@ -484,6 +484,27 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "no wait of a holder lasts over a second on a clock that stops while the machine sleeps",
         "        return _blind_wait(self.due_in())",
         "        return self.due_in()",
+    ),
+    "serve-cancel-frees-a-renewal-under-way": (
+        "a cancel never frees a hold another take of its owner is renewing",
+        "            if self.taking.get(took.renewer.hold.owner, set()) - {call}:\n",
+        "            if False:\n",
+    ),
+    "redis-beat-on-a-spent-step": (
+        "a kept place's beats each have a deadline of their own (Redis)",
+        "        self.gateway.next_step()  # each beat a step of its own, with its own deadline\n"
+        "        ms = self._place_ms()",
+        "        ms = self._place_ms()",
+    ),
+    "marked-json-a-lock": (
+        "JSON behind a byte-order mark is another program's document",
+        "        if marked is not None and _json_document(marked):\n",
+        "        if False:\n",
+    ),
+    "late-renewal-kept": (
+        "a renewal written after the work was told lost is let go",
+        "                    self.let_go(renewed)\n",
+        "                    pass\n",
     ),
     "sleep-socket-waits-past-a-wake": (
         "no wait on a socket lasts over a second on a clock that stops while the machine sleeps",
@@ -497,8 +518,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "renewal-waits-out-the-network": (
         "a renewal waits on the network no longer than its holder may go on",
-        "    store.call_deadline = request.deadline\n    try:\n        return _take_in(",
-        '    store.call_deadline = float("inf")\n    try:\n        return _take_in(',
+        "    store.call_deadline = request.deadline\n    store.patient",
+        '    store.call_deadline = float("inf")\n    store.patient',
     ),
     "renewal-counted-from-the-answer": (
         "a hold is counted from when the try that renewed it began",
@@ -537,14 +558,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "line-ignored": (
         "a call that does not wait never jumps the line",
-        '    return "take" if len(before) < free else "line"',
-        '    return "take"',
+        "    for place in before:\n        if clash := _conflict(",
+        "    for place in []:\n        if clash := _conflict(",
+    ),
+    "slots-line-ignored": (
+        "a call for a slot that does not wait never jumps the line",
+        '        take.outcome = "held" if free <= 0 else "take" if len(before) < free else "line"',
+        '        take.outcome = "held" if free <= 0 else "take"',
     ),
     "renewal-held-up-by-line": (
         "renewing one's own lock is never held up by the line",
-        "    if any(holder.owner == request.owner for holder in _holders(record)):\n"
-        '        return "kind" if record is not None and record.shared != shared else "take"\n',
-        "",
+        "    if mine and (any(h in live for h in mine) or not _in_parts(record, request, None)):\n",
+        "    if False:\n",
     ),
     "place-never-lapses": (
         "a place lapses once its waiter stops showing it is alive",
@@ -567,11 +592,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "look-stops-before-own-place": (
         "a waiter's look at a file lock reads the line up to its own place, included",
-        "            places.append(_Place(ticket, owner, since, stale_after, beat,"
-        " shared=shared))\n            if fields[0] == upto:\n                break",
-        "            if fields[0] == upto:\n                break\n"
-        "            places.append(_Place(ticket, owner, since, stale_after, beat,"
-        " shared=shared))",
+        "            places.append(\n"
+        "                _Place(ticket, owner, since, stale_after, beat,"
+        " shared=shared, parts=parts)\n"
+        "            )\n"
+        "            if fields[0] == upto:\n"
+        "                break",
+        "            if fields[0] == upto:\n"
+        "                break\n"
+        "            places.append(\n"
+        "                _Place(ticket, owner, since, stale_after, beat,"
+        " shared=shared, parts=parts)\n"
+        "            )",
     ),
     "look-reads-the-whole-line": (
         "a waiter's look at a file lock leaves out the places behind it",
@@ -590,8 +622,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "line-memo-ignores-beat": (
         "a place whose beat changed is written with its new beat (file)",
-        "round(p.beat or 0.0, 3), p.shared)",
-        "0.0, p.shared)",
+        "        beat = round(p.beat or 0.0, 3)\n",
+        "        beat = 0.0\n",
     ),
     "memo-keeps-long-texts": (
         "a memo of the line keeps no text longer than a place's",
@@ -798,8 +830,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "slots-redis-rings-one": (
         "a change rings every waiter it leaves a slot for (Redis)",
-        "    return line[: max(0, free)]",
-        "    return line[: min(1, max(0, free))]",
+        "        return line[: max(0, slots - len(live))]",
+        "        return line[: min(1, max(0, slots - len(live)))]",
     ),
     "run-releases-a-kept-hold": (
         "run never releases a hold its owner had before it started",
@@ -833,18 +865,18 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "shared-reader-beside-writer": (
         "a shared hold is never taken beside a live exclusive hold",
-        '    if in_force is not None and in_force != "shared":\n        return "held"\n',
-        "",
+        "    if shared and other_shared:\n        return None\n",
+        "    if shared or other_shared:\n        return None\n",
     ),
     "shared-passes-a-waiting-writer": (
         "a shared call never passes an exclusive waiter ahead of it in line",
-        '    return "take" if all(place.shared for place in before) else "line"',
-        '    return "take"',
+        "    for place in before:\n        if clash := _conflict(",
+        "    for place in [p for p in before if not shared]:\n        if clash := _conflict(",
     ),
     "shared-kinds-mix": (
         "an owner holding one kind that asks for the other is refused",
-        '        return "kind" if record is not None and record.shared != shared else "take"',
-        '        return "take"',
+        '        if own.shared != shared:\n            take.outcome = "kind"',
+        '        if False:\n            take.outcome = "kind"',
     ),
     "shared-place-forgotten": (
         "a server keeps a shared waiter's place as shared",
@@ -985,6 +1017,129 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "    if unknown:\n        takes",
         "    if False:\n        takes",
     ),
+    "parts-stale-own-retaken": (
+        "an owner's stale part is taken like any other, never by its old owner's right",
+        "    if mine and (any(h in live for h in mine) or not _in_parts(record, request, None)):\n",
+        "    if mine:\n",
+    ),
+    "parts-every-waiter-in-the-way": (
+        "a waiter waits only behind those its parts conflict with",
+        "        waits_on = [p for p in ahead if _conflict(place.shared, place.parts,",
+        "        waits_on = [p for p in ahead if (place.shared, place.parts,",
+    ),
+    "parts-line-by-any-waiter": (
+        "a take yields only to waiters its parts conflict with",
+        "        if clash := _conflict(shared, parts, place.shared, place.parts):\n",
+        "        if clash := (None, None):\n",
+    ),
+    "parts-grow-unchecked": (
+        "an owner's added parts must conflict with no other's hold",
+        "    if added:\n        for holder in take.live:",
+        "    if False:\n        for holder in take.live:",
+    ),
+    "parts-grow-waits": (
+        "a change of parts that conflicts is refused at once, never waited out",
+        '                if take.outcome in ("grow", "full"):\n',
+        "                if False:\n",
+    ),
+    "parts-kept-changed": (
+        "run, held() and a session never change an owner's parts",
+        "    if request.keep_longer:\n        return\n",
+        "",
+    ),
+    "parts-renewal-new-fence": (
+        "a live hold of parts renewed as it stands keeps its fence",
+        "        fence = renewed.fence\n",
+        "        pass\n",
+    ),
+    "parts-record-unbounded": (
+        "a record never passes what a reader reads",
+        "    return len(_bytes_of(record)) + marks > _RECORD_MAX_BYTES\n",
+        "    return False\n",
+    ),
+    "parts-overlap-by-text": (
+        "two holds conflict when some path lies in a part of each, decided exactly",
+        "    return _first_overlap(parts, other_parts)\n",
+        "    return next(((p, p) for p in parts if p in other_parts), None)\n",
+    ),
+    "parts-globstar-as-star": (
+        "a segment of stars alone is any number of segments",
+        '        if len(written) > 1 and written.strip("*") == "":\n',
+        "        if False:\n",
+    ),
+    "parts-overlap-nothing-under": (
+        "a part holds all under what it matches (overlap)",
+        "    return True  # one part is used up\n",
+        "    return len(a) == len(b)\n",
+    ),
+    "parts-covers-nothing-under": (
+        "a part holds all under what it matches (covers)",
+        "        if end in reached:\n            return True\n",
+        "",
+    ),
+    "parts-covers-literal-nothing-under": (
+        "a part holds all under the path it names",
+        '        return path.startswith(part) and path[len(part) : len(part) + 1] in ("", "/")\n',
+        "        return path == part\n",
+    ),
+    "parts-covers-prefix-past-globstar": (
+        "a ** after the literal start may take no segment",
+        '    if not (path + "/").startswith(part[: ready.first]):\n',
+        "    if not path.startswith(part[: ready.first]):\n",
+    ),
+    "parts-case-kept": (
+        "ASCII case is folded",
+        "    if text.isascii():\n        return text.lower()\n",
+        "    if True:\n        return text\n",
+    ),
+    "parts-unicode-folded": (
+        "only ASCII case is folded",
+        '    return "".join(c.lower() if c.isascii() else c for c in text)\n',
+        "    return text.lower()\n",
+    ),
+    "parts-question-takes-nothing": (
+        "? is one character, never none (overlap)",
+        '        if x == "*":\n            # Along the row:',
+        '        if x in ("*", "?"):\n            # Along the row:',
+    ),
+    "parts-question-takes-nothing-covers": (
+        "? is one character, never none (covers)",
+        '        if token == "*":\n            star, resume = at, read\n',
+        '        if token == "?" and glob[at + 1 :].startswith(text[read]):\n'
+        "            at += 1\n"
+        '        elif token == "*":\n'
+        "            star, resume = at, read\n",
+    ),
+    "parts-dot-segments-shared": (
+        "no path holds a . or .. segment",
+        "    return bool(s >> end & 1)\n",
+        "    return bool((e | d1 | d2 | s) >> end & 1)\n",
+    ),
+    "parts-star-one-way": (
+        "a star meeting a star reads more characters",
+        "            s |= after & stars | (after & characters & ~dots) << 1 | (d2 & dots) << 1\n",
+        "            s |= (after & characters & ~dots) << 1 | (d2 & dots) << 1\n",
+    ),
+    "parts-dots-run-on": (
+        "three dots are a segment",
+        "            s |= after & stars | (after & characters & ~dots) << 1 | (d2 & dots) << 1\n",
+        "            s |= after & stars | (after & characters & ~dots) << 1\n",
+    ),
+    "parts-leads-under-ours-missed": (
+        "a part under another's literal folders meets it (theirs longer)",
+        "            found += folder.here\n",
+        "            pass\n",
+    ),
+    "parts-leads-over-ours-missed": (
+        "a part over another's literal folders meets it (ours longer)",
+        "        return found + folder.under_or_here\n",
+        "        return found + folder.here\n",
+    ),
+    "parts-leads-first-pair-by-theirs": (
+        "the pair named is the first in our parts' order, then theirs",
+        "    tried = sorted((mine, at) for at, shape in enumerate(shapes) for mine in",
+        "    tried = list((mine, at) for at, shape in enumerate(shapes) for mine in",
+    ),
     "serve-cancel-after-answer-unheard": (
         "a cancel of an acquire already answered releases what it took",
         "        session.cancel(_call_key(params.request_id))\n",
@@ -1047,10 +1202,124 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "            if event & (select.POLLERR | select.POLLHUP):\n",
         "            if False:\n",
     ),
+    "check-owner-parts-counted": (
+        "check leaves out the parts of the owner it names",
+        "    others = sorted((h for h in live if owner is None or h.owner != owner), key=",
+        "    others = sorted((h for h in live), key=",
+    ),
+    "check-shared-parts-free": (
+        "a shared part reserves a path as any part does",
+        "    others = sorted((h for h in live if owner is None or h.owner != owner), key=",
+        "    others = sorted((h for h in live if not h.shared and h.owner != owner), key=",
+    ),
+    "check-stale-holds-reserve": (
+        "a stale hold reserves nothing",
+        "    live = _live_holders(record, query.stale_after, now, query.empty_is_stale)\n",
+        "    live = _holders(record)\n",
+    ),
+    "check-whole-hold-reserves-nothing": (
+        "a hold of the whole lock reserves every path",
+        "    held = [(h, part) for h in others for part in (h.parts or (None,))]\n",
+        "    held = [(h, part) for h in others for part in (h.parts or ())]\n",
+    ),
+    "check-index-first-segment-unfolded": (
+        "the index looks a path's folders up folded",
+        '        segments = folded.split("/")\n',
+        '        segments = path.split("/")\n',
+    ),
+    "check-index-glob-first-by-first-segment": (
+        "a glob segment names no folder of the index",
+        '                if "*" in segment or "?" in segment:\n                    break\n',
+        '                if "*" in segment:\n                    break\n',
+    ),
+    "check-index-path-own-folder-skipped": (
+        "a part filed under a path's own folders is asked about it (src/** covers src)",
+        '        for segment in [*segments, ""]:',
+        "        for segment in segments:",
+    ),
+    "check-index-later-literal-at-top-only": (
+        "a part is asked by its last literal segment in whatever folder it is filed",
+        "            if folder.by_any:\n",
+        "            if folder.by_any and folder is self.top:\n",
+    ),
+    "check-index-pieces-unfolded": (
+        "the runs of characters a path must hold are folded",
+        "        self.pieces = [_pieces(ready.folded) for ready in self.ready]\n",
+        "        self.pieces = [_pieces(parts[same[0]]) for same in self.at]\n",
+    ),
+    "check-index-one-holder-a-part": (
+        "a part that several hold reserves a path for each of them",
+        "        return sorted(at for same in found for at in same)  # in the parts' order\n",
+        "        return sorted(same[0] for same in found)\n",
+    ),
+    "check-null-split-on-lines": (
+        "--null: each path on stdin ends with a NUL",
+        '        return [path for path in text.split("\\0") if path]\n',
+        '        return [path for path in text.split("\\n") if path]\n',
+    ),
+    "check-crlf-kept": (
+        "a line on stdin may end in CRLF",
+        '    return [line.removesuffix("\\r") for line in text.split("\\n")'
+        ' if line.removesuffix("\\r")]\n',
+        '    return [line for line in text.split("\\n") if line]\n',
+    ),
+    "check-separator-read-as-option": (
+        "after a bare --, every argument is a path",
+        "        paths, rest, tail = [], own, rest[len(own) + 1 :]\n",
+        "        paths, tail = [], []\n",
+    ),
+    "check-owner-without-run-id": (
+        "check's owner is whole, with its run id",
+        "        if owner is not None and not _has_run_id(owner):\n",
+        "        if False:\n",
+    ),
+    "check-reserved-exit-0": (
+        "check exits 3 when a path is reserved",
+        '    return result, _EXIT_OK if result["free"] else _EXIT_HELD\n',
+        "    return result, _EXIT_OK\n",
+    ),
+    "serve-kept-place-any-parts": (
+        "a kept place is resumed only by the same set of parts",
+        "        return ours and same and _part_keys(request.parts) == _part_keys(asked.parts)\n",
+        "        return ours and same\n",
+    ),
+    "serve-kept-place-parts-by-spelling": (
+        "a kept place compares parts by their keys, as a set",
+        "        return ours and same and _part_keys(request.parts) == _part_keys(asked.parts)\n",
+        "        return ours and same and request.parts == asked.parts\n",
+    ),
+    "serve-check-paths-unbounded": (
+        "the check tool takes at most 10,000 paths",
+        "    if isinstance(paths, list) and len(paths) > _CHECK_PATHS_MAX:\n",
+        "    if False:\n",
+    ),
+    "serve-holds-without-parts": (
+        "holds and lost_holds show each hold's parts",
+        '            "parts": None if hold.parts is None else list(hold.parts),\n',
+        '            "parts": None,\n',
+    ),
+    "list-table-parts-hidden": (
+        "the table shows a holder's parts, or how many",
+        '        holder = _shown_name(_holder_text(longest["owner"]))'
+        ' + _parts_cell(longest["parts"])\n',
+        '        holder = _shown_name(_holder_text(longest["owner"]))\n',
+    ),
+    "list-table-parted-one-holder": (
+        "the table counts the holders of a lock held in parts",
+        '    parted = any(h["parts"] is not None for h in live)\n',
+        "    parted = False\n",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.
-EQUIVALENT: dict[str, str] = {}
+EQUIVALENT: dict[str, str] = {
+    "parts-every-waiter-in-the-way": "a waiter that also waits on places it does not"
+    " conflict with only wakes later: it looks again every few beats, and its verdict"
+    " (by conflict) then lets it take; latency, no outcome, which no test may time",
+    "parts-stale-own-retaken": "a stale hold of parts stays in its record only until the"
+    " next take rewrites it, which drops it; until then no live hold can conflict with"
+    " its owner's retake, and a conflicting waiter would have taken it first",
+}
 
 
 # Words of a mutant's name that name no test file but say where its bug shows.
@@ -1086,6 +1355,26 @@ _KILLED_IN = {
     "name-lookup-waited-out": "test_name_lookup",
     "held-exit-waits-for-renewal": "test_held",
     "late-renewal-writes": "test_held",
+    "sleep-waits-past-a-wake": "test_machine_sleep",
+    "sleep-socket-waits-past-a-wake": "test_machine_sleep",
+    "sleep-uncounted": "test_machine_sleep",
+    "redis-beat-on-a-spent-step": "test_serve",
+    "marked-json-a-lock": "test_other_programs_files",
+    "late-renewal-kept": "test_held",
+    "serve-holds-judged-by-last-renewal": "test_serve",
+    "parts-stale-own-retaken": "test_parts_holds",
+    "parts-every-waiter-in-the-way": "test_parts_holds",
+    "parts-line-by-any-waiter": "test_parts_holds",
+    "parts-grow-unchecked": "test_parts_holds",
+    "parts-grow-waits": "test_parts_holds",
+    "parts-kept-changed": "test_parts_holds",
+    "parts-renewal-new-fence": "test_parts_holds",
+    "parts-record-unbounded": "test_parts_holds",
+    "parts-overlap-by-text": "test_parts_holds",
+    "serve-kept-place-any-parts": "test_serve_parts",
+    "serve-kept-place-parts-by-spelling": "test_serve_parts",
+    "serve-check-paths-unbounded": "test_serve_parts",
+    "serve-holds-without-parts": "test_serve_parts",
 }
 
 

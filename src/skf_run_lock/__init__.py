@@ -8,7 +8,7 @@ from .cli import main
 from .held_and_run import held
 from .inputs import new_run_id
 from .listing import list_locks
-from .lock_calls import acquire, acquire_within, release, status
+from .lock_calls import acquire, acquire_within, check, release, status
 from .public_surface import (
     DEFAULT_STALE_AFTER_MIN,
     GUARD_WAIT_SEC,
@@ -33,6 +33,7 @@ __all__ = [
     "LockLost",
     "acquire",
     "acquire_within",
+    "check",
     "fence_of",
     "held",
     "list_locks",

@@ -11,6 +11,7 @@ import time
 from .held_and_run import _run_holding
 from .hold import _Hold
 from .inputs import (
+    _checked_parts_of,
     _checked_slots,
     _duration_seconds,
     _owner_with_run_id,
@@ -21,7 +22,7 @@ from .inputs import (
 )
 from .interrupts import _Interrupted, _interrupted, _Interrupts
 from .listing import _list_table, list_locks
-from .lock_calls import _take_waiting, release, status
+from .lock_calls import _take_waiting, check, release, status
 from .outputs import _describe_os_error, _fail
 from .public_surface import (
     _BESIDE_KEYS,
@@ -44,7 +45,14 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from .public_surface import AcquireResult, ListResult, Output, ReleaseResult, StatusResult
+    from .public_surface import (
+        AcquireResult,
+        CheckResult,
+        ListResult,
+        Output,
+        ReleaseResult,
+        StatusResult,
+    )
 
 __all__ = ["main"]
 
@@ -58,6 +66,7 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--wait": False,
         "--slots": False,
         "--shared": None,
+        "--part": False,
         "--empty-is-stale": None,
         "--get": False,
     },
@@ -69,13 +78,17 @@ _OPTIONS: dict[str, dict[str, bool | None]] = {
         "--empty-is-stale": None,
         "--get": False,
     },
+    "check": {"--lock": True, "--owner": False, "--null": None, "--get": False},
     "list": {"--under": True, "--stale-after": False, "--table": None, "--get": False},
     "serve": {"--lease": False},
     "run-id": {"--get": False},
 }
 # run takes acquire's options but --get: it prints nothing of its own on stdout.
 _OPTIONS["run"] = {name: kind for name, kind in _OPTIONS["acquire"].items() if name != "--get"}
-_COMMAND_NAMES = "acquire, release, status, run, list, serve or run-id"
+_COMMAND_NAMES = "acquire, release, status, check, run, list, serve or run-id"
+# check takes paths as arguments (after a bare --, whatever they are), or "-" for
+# stdin, which its options keep under this name.
+_STDIN = "-"
 _HELP_HINT = "--help shows how to use each"
 
 
@@ -106,8 +119,9 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     command, *rest = argv
     if command in _ABOUT_THE_TOOL:
         return _about_the_tool(command, rest)
-    # run's own options stand before --; what follows is COMMAND's, --help included.
-    own = rest[: rest.index("--")] if command == "run" and "--" in rest else rest
+    # run's own options stand before --; what follows is COMMAND's, --help included;
+    # after check's, paths.
+    own = rest[: rest.index("--")] if command in ("run", "check") and "--" in rest else rest
     if command in _OPTIONS and ("-h" in own or "--help" in own):
         return "help", {"command": command}, [], []
     tail: list[str] = []
@@ -118,7 +132,12 @@ def _parse_args(argv: list[str]) -> tuple[str, dict[str, str], list[str], list[s
     allowed = _OPTIONS.get(command)
     if allowed is None:
         raise _UsageError(_not_a_command(command))
-    options, got = _parse_options(command, allowed, rest)
+    paths: list[str] | None = None
+    if command == "check":
+        paths, rest, tail = [], own, rest[len(own) + 1 :]
+    options, got = _parse_options(command, allowed, rest, paths)
+    if paths is not None:
+        tail = _check_paths_given(options, paths, tail)
     missing = [name for name, required in allowed.items() if required and name not in options]
     if missing:
         raise _UsageError(f"{command} needs {' and '.join(missing)}")
@@ -176,18 +195,34 @@ def _value_text(value: object) -> str:
     return json.dumps(value)
 
 
+# Options that may be given more than once, each value kept: their values stand in
+# the options joined by a NUL, which no argument can hold.
+_REPEATED = ("--part",)
+_JOINED = "\0"
+
+
+def _repeated(options: dict[str, str], name: str) -> list[str] | None:
+    """The values of an option given once or more (None: not given)."""
+    return options[name].split(_JOINED) if name in options else None
+
+
 def _parse_options(
-    command: str, allowed: dict[str, bool | None], rest: list[str]
+    command: str, allowed: dict[str, bool | None], rest: list[str], paths: list[str] | None = None
 ) -> tuple[dict[str, str], list[str]]:
-    """Each option given once, with its value; and --get's keys, which it may repeat."""
+    """Each option given once, with its value (but those that repeat, _REPEATED); and
+    --get's keys, which it may repeat. ``paths``: a command that takes arguments
+    (check) gets each one that is no option (and "-") added to it."""
     options: dict[str, str] = {}
     got: list[str] = []
     args = iter(rest)
     for arg in args:
+        if paths is not None and (arg == _STDIN or not arg.startswith("-")):
+            paths.append(arg)
+            continue
         name, has_value, value = arg.partition("=")
         if name not in allowed:
             raise _UsageError(_not_taken(command, allowed, arg))
-        if name in options:
+        if name in options and name not in _REPEATED:
             raise _UsageError(f"{name} is given more than once")
         if allowed[name] is None:
             if has_value:
@@ -200,9 +235,28 @@ def _parse_options(
             raise _UsageError(f"{name} needs a value")
         if name == "--get":
             got.append(value)
+        elif name in options:  # one that repeats
+            options[name] += _JOINED + value
         else:
             options[name] = value
     return options, got
+
+
+def _check_paths_given(options: dict[str, str], paths: list[str], after: list[str]) -> list[str]:
+    """check's paths: those given before a bare -- (where "-" says to read them from
+    stdin, kept in ``options``), then all ``after`` it, as given; refused when "-" comes
+    with others, twice, or --null comes without it."""
+    if _STDIN in paths:
+        if paths.count(_STDIN) > 1 or len(paths) > 1 or after:
+            raise _UsageError(
+                "check reads its paths from stdin (-) or takes them as arguments, not both:"
+                " give - alone, or the paths (a path named - after --)"
+            )
+        options[_STDIN] = ""
+        return []
+    if "--null" in options:
+        raise _UsageError("--null says how stdin separates paths: give - to read them from stdin")
+    return [*paths, *after]
 
 
 def _not_a_command(word: str) -> str:
@@ -303,6 +357,7 @@ def _cli_request(
     wait = _wait_seconds(options)
     slots = _slots(options)
     shared = _shared(options)
+    parts = _checked_parts_of(_repeated(options, "--part"), slots)
     owner, run_id = _owner_with_run_id(options["--owner"])
     return _Request(
         options["--lock"],
@@ -313,6 +368,7 @@ def _cli_request(
         empty_is_stale="--empty-is-stale" in options,
         slots=slots,
         shared=shared,
+        parts=parts,
         keep_longer=keep_longer,
     )
 
@@ -385,6 +441,33 @@ def _cli_status(options: dict[str, str], tail: list[str]) -> tuple[StatusResult,
     return result, _EXIT_HELD if result["state"] == "held" else _EXIT_OK
 
 
+def _cli_check(options: dict[str, str], tail: list[str]) -> tuple[CheckResult, int]:
+    """check: the paths given (``tail``), or read from stdin ("-"), each checked."""
+    paths = _paths_on_stdin("--null" in options) if _STDIN in options else tail
+    result = check(options["--lock"], paths, options.get("--owner"))
+    return result, _EXIT_OK if result["free"] else _EXIT_HELD
+
+
+def _paths_on_stdin(null: bool) -> list[str]:
+    """The paths on stdin, one a line (a line may end in CRLF), or each ended by a NUL
+    (``null``: as ``git diff -z`` gives them, taken as they are); UTF-8. An empty one
+    names no path: a script's printf of no paths writes an empty line."""
+    try:
+        data = b"" if sys.stdin is None else sys.stdin.buffer.read()
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"check could not read the paths on stdin: {exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"the paths on stdin are not UTF-8 (byte {exc.start} is not): give each path"
+            " as git prints it"
+        ) from None
+    if null:
+        return [path for path in text.split("\0") if path]
+    return [line.removesuffix("\r") for line in text.split("\n") if line.removesuffix("\r")]
+
+
 def _cli_list(options: dict[str, str], tail: list[str]) -> tuple[ListResult | str, int]:
     result = list_locks(options["--under"], _stale_after_seconds(options))
     if "--table" in options:
@@ -432,6 +515,7 @@ _COMMANDS: dict[str, Callable[[dict[str, str], list[str]], tuple[Output | str | 
     "run": _cli_run,
     "release": _cli_release,
     "status": _cli_status,
+    "check": _cli_check,
     "list": _cli_list,
     "serve": _cli_serve,
     "run-id": _cli_run_id,

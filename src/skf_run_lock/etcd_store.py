@@ -316,6 +316,7 @@ class _EtcdStore(_ServerStore):
 
     def beat(self, place: _Place) -> bool:
         """Keep the place's lease alive, and any lease granted ahead with it."""
+        self.gateway.next_step()  # each beat a step of its own, with its own deadline
         for spare in list(self.spares):
             ttl, lease, _, ahead = spare
             if ahead:

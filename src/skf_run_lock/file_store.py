@@ -32,6 +32,7 @@ from .records import (
     _holder_timeout,
     _Look,
     _parse_record,
+    _parts_read,
     _Place,
     _Record,
     _remember,
@@ -257,8 +258,8 @@ def _delete_record(lock: str) -> None:
 
 
 # A place's fields as a line file keeps them: ticket, owner, since, timeout, its last
-# beat, and whether it waits for a shared hold.
-_PlaceFields = tuple[str, str, int, float, float, bool]
+# beat, whether it waits for a shared hold, and for which parts (None: the lock whole).
+_PlaceFields = tuple[str, str, int, float, float, bool, tuple[str, ...] | None]
 
 # What each text line of a line file gave (its place's fields, or None: not a place),
 # and the text that keeps each place's fields: a waiter reads the line (up to its own
@@ -295,8 +296,10 @@ def _parse_line(data: bytes, upto: str | None = None) -> list[_Place]:
             if fields is not None:
                 _remember(_WRITTEN, fields, text + b"\n")
         if fields is not None:
-            ticket, owner, since, stale_after, beat, shared = fields
-            places.append(_Place(ticket, owner, since, stale_after, beat, shared=shared))
+            ticket, owner, since, stale_after, beat, shared, parts = fields
+            places.append(
+                _Place(ticket, owner, since, stale_after, beat, shared=shared, parts=parts)
+            )
             if fields[0] == upto:
                 break  # the places behind a waiter: most of the new ones in a busy line
     return places
@@ -309,7 +312,8 @@ def _place_fields(text: bytes) -> _PlaceFields | None:
         ticket, owner, since = entry["ticket"], entry["owner"], _time_of(entry["since"])
         timeout, beat = _holder_timeout(entry["stale_after_seconds"]), entry["beat"]
         shared = entry.get("shared") is True
-    except (ValueError, RecursionError, TypeError, KeyError):
+        parts = _parts_read(entry.get("parts"))
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError):
         return None
     if (
         isinstance(ticket, str)
@@ -320,21 +324,23 @@ def _place_fields(text: bytes) -> _PlaceFields | None:
         and isinstance(beat, int | float)
         and abs(beat) < 1e12
     ):
-        return ticket, owner, since, timeout, float(beat), shared
+        return ticket, owner, since, timeout, float(beat), shared, parts
     return None
 
 
 def _line_bytes(places: list[_Place]) -> bytes:
     texts = []
     for p in places:
-        fields = (p.ticket, p.owner, p.since, p.stale_after, round(p.beat or 0.0, 3), p.shared)
+        beat = round(p.beat or 0.0, 3)
+        fields = (p.ticket, p.owner, p.since, p.stale_after, beat, p.shared, p.parts)
         texts.append(_remembered(_WRITTEN, fields, _place_text))
     return b"".join(texts)
 
 
 def _place_text(fields: _PlaceFields) -> bytes:
-    """One place as a text line of a line file (a shared waiter's says so)."""
-    ticket, owner, since, stale_after, beat, shared = fields
+    """One place as a text line of a line file (a shared waiter's, or one for parts,
+    says so)."""
+    ticket, owner, since, stale_after, beat, shared, parts = fields
     entry: dict[str, object] = {
         "ticket": ticket,
         "owner": owner,
@@ -344,6 +350,8 @@ def _place_text(fields: _PlaceFields) -> bytes:
     }
     if shared:
         entry["shared"] = True
+    if parts is not None:
+        entry["parts"] = list(parts)
     return (json.dumps(entry) + "\n").encode("ascii")
 
 

@@ -36,6 +36,7 @@ def held(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> _Lease:
     """Hold the lock for a ``with`` block::
 
@@ -44,9 +45,10 @@ def held(
 
 
     Taken as by :func:`acquire_within` (``slots``: one of that many; ``shared``: a
-    shared hold), renewed from a thread every third of ``stale_after`` (seconds, at
-    least 3), released however the block ends; :class:`LockLost` at the end of a block
-    that ended normally without it.
+    shared hold; ``parts``: those parts of it; an owner's hold it had is kept as it is,
+    and the parts named must be among its own), renewed from a thread every third of
+    ``stale_after`` (seconds, at least 3), released however the block ends;
+    :class:`LockLost` at the end of a block that ended normally without it.
     """
     request = _Request(
         lock,
@@ -57,6 +59,7 @@ def held(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
         keep_longer=True,
     )
     # Each part checked once, the owner and the timeout first (held()'s order).
@@ -210,7 +213,9 @@ def _run_holding(request: _Request, hold: _Hold, command: list[str]) -> int:
         if lost is not None:
             _stop_command(child, waiter, renewer.grace_left())
             break
-    _release_for_run(lock, owner, kept)
+    # A hold found lost is no longer the work's (another's, cleared, or changed by a call
+    # of its owner): nothing of its own to release. One that ran out may still be.
+    _release_for_run(lock, owner, kept or (lost is not None and not renewer.ran_out))
     if lost is not None:
         _fail(f"{lost}; the command {command[0]!r} was stopped")
         return _EXIT_HELD

@@ -16,8 +16,9 @@ class _Hold:
     its run id, its fence (None: the take could give none), whether it ``renewed`` the
     owner's own hold, its ``holder_timeout`` (seconds), ``since`` (whole seconds), the
     stale hold of another it ``replaced`` (renewing: the first it dropped; None: none),
-    the record it left (``after``), which the message describes, and whether it is an
-    agent session's hold (``session``: kept for the session's lease)."""
+    the record it left (``after``), which the message describes, whether it is an
+    agent session's hold (``session``: kept for the session's lease), whether it is
+    ``shared``, and the ``parts`` it holds (None: the lock whole)."""
 
     __slots__ = (
         "after",
@@ -25,10 +26,12 @@ class _Hold:
         "holder_timeout",
         "lock",
         "owner",
+        "parts",
         "renewed",
         "replaced",
         "run_id",
         "session",
+        "shared",
         "since",
     )
 
@@ -45,6 +48,8 @@ class _Hold:
         after: _Record,
         fence: int | None,
         session: bool = False,
+        shared: bool = False,
+        parts: tuple[str, ...] | None = None,
     ) -> None:
         self.lock = lock
         self.owner = owner
@@ -56,10 +61,12 @@ class _Hold:
         self.after = after
         self.fence = fence
         self.session = session
+        self.shared = shared
+        self.parts = parts
 
     @property
     def kind(self) -> Literal["exclusive", "slots", "shared"]:
         """How it holds: the lock alone, one of several slots, or shared."""
-        if self.after.shared:
+        if self.shared:
             return "shared"
         return "slots" if self.after.slots > 1 else "exclusive"

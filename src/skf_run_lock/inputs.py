@@ -85,6 +85,21 @@ def _checked_shared(shared: object, slots: int) -> bool:
     return shared
 
 
+def _checked_parts_of(parts: object, slots: int) -> tuple[str, ...] | None:
+    """``parts`` checked as a set (parts.py; None: the lock whole), and never with
+    several slots: a hold of parts conflicts by its paths, a slot by its count."""
+    if parts is None:
+        return None
+    if slots != 1:
+        raise ValueError(
+            f"parts have no count of slots: give --part or --slots {slots}, not both"
+            " (parts=[...] or slots=N)"
+        )
+    from .parts import _checked_parts
+
+    return _checked_parts(parts)
+
+
 def _has_run_id(owner: str) -> bool:
     """Whether ``owner`` is whole, as a release must name it; ValueError if malformed."""
     return bool(_split_owner(owner)[2])
@@ -238,7 +253,8 @@ class _Release:
 class _Request(_Query):
     """What a call that takes a lock asks, each part checked: a query's parts, the
     whole owner and its run id, how long it may wait in line, whether it asks for a
-    ``shared`` hold, and for run and held() ``keep_longer`` (a renewal never shortens a
+    ``shared`` hold, the ``parts`` it holds (None: the lock whole), and for run and
+    held() ``keep_longer`` (a renewal never shortens a
     hold the owner has), ``renew_only`` (a renewal that must find the hold still the
     owner's) and ``session`` (an agent session's take: its hold is marked as the
     session's and lasts its lease; see decisions._take_timeout). A new capability is a
@@ -253,6 +269,7 @@ class _Request(_Query):
         "deadline",
         "keep_longer",
         "owner",
+        "parts",
         "renew_only",
         "run_id",
         "session",
@@ -273,6 +290,7 @@ class _Request(_Query):
         empty_is_stale: bool = False,
         slots: int = 1,
         shared: bool = False,
+        parts: tuple[str, ...] | None = None,
         keep_longer: bool = False,
         renew_only: bool = False,
         session: bool = False,
@@ -284,6 +302,7 @@ class _Request(_Query):
         self.run_id = run_id
         self.wait = wait
         self.shared = shared
+        self.parts = parts
         self.keep_longer = keep_longer
         self.renew_only = renew_only
         self.session = session
@@ -302,6 +321,7 @@ class _Request(_Query):
             empty_is_stale=self.empty_is_stale,
             slots=self.slots,
             shared=self.shared,
+            parts=hold.parts,
             keep_longer=True,
             renew_only=True,
             session=self.session,
@@ -323,15 +343,17 @@ def _check_owner_and_timeout(request: _Request) -> None:
 
 
 def _check_how(request: _Request) -> None:
-    """The count of slots, then a shared hold."""
+    """The count of slots, then a shared hold, then the parts."""
     request.slots = _checked_slots(request.slots)
     request.shared = _checked_shared(request.shared, request.slots)
+    request.parts = _checked_parts_of(request.parts, request.slots)
 
 
 def _checked(request: _Request) -> _Request:
     """acquire's and acquire_within's ``request``, each part checked in the order a
     caller's mistakes are told: the wait, the owner (a run id added if it has none), the
-    timeout, the count of slots, a shared hold; ValueError for the first that is wrong."""
+    timeout, the count of slots, a shared hold, the parts; ValueError for the first that
+    is wrong."""
     _check_wait(request)
     _check_owner_and_timeout(request)
     _check_how(request)

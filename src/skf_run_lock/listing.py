@@ -143,19 +143,20 @@ def _list_table(result: ListResult, now: float) -> str:
 def _table_row(entry: ListedLock, now: float) -> list[str]:
     """One lock's row, with its mode (shared or exclusive) while anyone holds it. A lock
     of several slots that anyone holds shows how many of its slots are held, and one
-    held shared how many hold it, and by whom: the longest holder (its age, when it goes
-    stale) and a count of the rest; a status of a lock of slots may say "free" while a
-    slot is."""
+    held shared or in parts how many hold it, and by whom: the longest holder (its age,
+    when it goes stale, its parts) and a count of the rest; a status of a lock of slots
+    may say "free" while a slot is."""
     state: str = entry["state"]
     holder = "-" if entry["held_since"] is None else _shown_name(_holder_text(entry["held_by"]))
     age = entry["age_seconds"]
     stale_at = entry["stale_at"] if state == "held" else None
     live = _live_holders_at(entry, now)
-    if (entry["slots"] > 1 or entry["mode"] == "shared") and live:
+    parted = any(h["parts"] is not None for h in live)
+    if (entry["slots"] > 1 or entry["mode"] == "shared" or parted) and live:
         longest = live[0]  # holders come longest held first
         if entry["slots"] > 1:
             state = f"{len(live)}/{entry['slots']} held"
-        holder = _shown_name(_holder_text(longest["owner"]))
+        holder = _shown_name(_holder_text(longest["owner"])) + _parts_cell(longest["parts"])
         if len(live) > 1:
             holder += f" and {len(live) - 1} more"
         since = _parse_time(longest["since"])
@@ -174,3 +175,18 @@ def _table_row(entry: ListedLock, now: float) -> list[str]:
         stale_in,
         str(len(entry["waiting"])),
     ]
+
+
+# The most characters of parts a holder's cell shows: more are shown as a count.
+_PARTS_SHOWN_MAX = 32
+
+
+def _parts_cell(parts: list[str] | None) -> str:
+    """What a holder's cell says of its parts: `` (src/**, docs)`` while they are
+    short, else `` (3 parts)``; nothing for a hold of the whole lock."""
+    if parts is None:
+        return ""
+    shown = ", ".join(parts)
+    if len(shown) <= _PARTS_SHOWN_MAX and _shown_name(shown) == shown:
+        return f" ({shown})"
+    return f" ({len(parts)} part{'s' if len(parts) != 1 else ''})"

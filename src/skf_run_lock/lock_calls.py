@@ -11,20 +11,13 @@ import os
 import time
 
 from .decisions import (
-    _ahead_of,
     _another_programs_file,
-    _asks_shared,
-    _away,
-    _fence_of_take,
+    _decide_take,
+    _decide_turn,
     _live,
     _released,
-    _stale_in,
+    _reserved,
     _standing,
-    _still_holds,
-    _take_timeout,
-    _taken,
-    _verdict,
-    _waits_on,
 )
 from .hold import _Hold
 from .inputs import (
@@ -43,16 +36,17 @@ from .outputs import (
     _acquired_result,
     _another_programs_left,
     _another_programs_refusal,
+    _check_result,
     _holds_text,
-    _lost,
-    _refused_result,
+    _refusal,
     _release_result,
     _status_result,
     _waited,
     _whole_owner_needed,
+    _whole_owner_to_check,
 )
-from .public_surface import LockBusy
-from .records import _Place, _Record
+from .public_surface import DEFAULT_STALE_AFTER_MIN, LockBusy
+from .records import _Place
 from .registry import _store_for
 from .seams import _SEAMS
 
@@ -61,11 +55,12 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from datetime import datetime
 
-    from .public_surface import AcquireResult, ReleaseResult, StatusResult
+    from .decisions import _Turn
+    from .public_surface import AcquireResult, CheckResult, ReleaseResult, StatusResult
     from .records import _Look
     from .store_protocol import _Store
 
-__all__ = ["acquire", "acquire_within", "release", "status"]
+__all__ = ["acquire", "acquire_within", "check", "release", "status"]
 
 
 # Changes lost to other writers, in a row, before a call gives up ("kept changing").
@@ -90,19 +85,23 @@ def acquire(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> AcquireResult:
     """Take the lock (a file path or a server address) for ``owner``
     (``workflow:skill[:run_id]``) if it is free or stale, or renew it if it is
     ``owner``'s; else change nothing. ``stale_after`` is in **seconds**. With
     ``slots`` N, up to N owners hold it at once, each its own slot. With ``shared``,
     a shared hold: any number of owners hold it shared at once, while nobody holds it
-    exclusively.
+    exclusively. With ``parts`` (path patterns, git's glob pathspecs), only those parts
+    of it: two holds conflict when some path lies in a part of each (a hold without
+    parts holds the lock whole), unless both are shared; an owner naming other parts
+    than it holds changes its hold to them, if what it adds is free.
 
     :returns: the acquire output, carrying the hold's fence beside its keys (read it
         with :func:`fence_of`); a pickle of it is a plain dict, without the fence.
     :raises ValueError: a bad owner, timeout, count or lock; a count of slots other
-        than the one in force while a slot is held; or the other kind of hold than the
-        one ``owner`` holds.
+        than the one in force while a slot is held; the other kind of hold than the
+        one ``owner`` holds; or bad parts.
     :raises OSError: the lock could not be read or written.
     """
     fixed_now = None if now is None else _seconds_of(now)
@@ -115,6 +114,7 @@ def acquire(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
     )
     return _acquire_output(_take(_checked(request)))
 
@@ -123,13 +123,11 @@ def _take(request: _Request) -> _Hold | AcquireResult:
     """acquire, checked: the hold, or the refusal's output (``request.renew_only``:
     LockLost unless still the owner's live hold; ``request.keep_longer``: a renewal
     never shortens the hold; no request waits on the network past
-    ``request.deadline``)."""
-    store = _store_for(request.lock)
-    store.call_deadline = request.deadline
+    ``request.deadline``). A take that waits in line does so (_wait_for)."""
     try:
-        return _take_in(store, request)
-    finally:
-        store.close()
+        return _wait_for(request, refused=None)
+    except LockBusy as busy:
+        return busy.result
 
 
 def _take_in(
@@ -140,8 +138,7 @@ def _take_in(
     # Before anything is sent: a hold this try takes (a lease granted, a record written,
     # a change that lost its race and took a lease for the next) starts no sooner.
     request.try_began = _SEAMS.clock()
-    owner = request.owner
-    stale_after = request.stale_after
+    ticket = None if place is None else place.ticket
     for _ in range(_CHANGE_TRIES):
         with store.change(create=not request.renew_only) as change:
             look = change.read()
@@ -154,60 +151,44 @@ def _take_in(
                 took = read_at - request.try_began
                 why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
                 raise TimeoutError(errno.ETIMEDOUT, why)
-            record = look.record
-            theirs = _another_programs_file(look)
-            if theirs:
-                raise ValueError(_another_programs_refusal(store.lock, look, theirs))
-            shared = _asks_shared(record, owner, request.shared, not request.keep_longer)
-            if request.renew_only and not _still_holds(
-                record, owner, stale_after, now, request.empty_is_stale
-            ):
-                raise _lost(store.lock, record, request, now)
-            line = _live(look.line, now)
-            ticket = None if place is None else place.ticket
-            if place is not None and _ahead_of(line, place.ticket) is None:
+            take = _decide_take(request, look, ticket, now)
+            if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
-            verdict = _verdict(record, line, ticket, request, shared=shared, now=now)
-            if verdict.outcome in ("count", "kind"):
-                assert record is not None
-                from .outputs import _count_refusal, _kind_refusal
-
-                if verdict.outcome == "kind":
-                    raise ValueError(_kind_refusal(store.lock, record, owner, shared))
-                raise ValueError(_count_refusal(store.lock, record, request.slots, shared))
-            if verdict.outcome != "take":
-                if place is None:
-                    change.prune(look, now)
-                else:
-                    change.join(look, place, clock)
-                others = [p for p in line if p.ticket != ticket]
-                by_hand = store.by_hand()
-                return _refused_result(
-                    store.lock, request, verdict, others, by_hand=by_hand, now=now
-                )
-            since = int(now // 1)
-            holder_timeout, session = _take_timeout(record, request, now)
-            new = _Record(owner, since, holder_timeout)
-            new.session = session
-            after, renewed, replaced = _taken(look, new, request, shared, now)
-            new.fence = _fence_of_take(look, new, renewed)
+            if take.outcome != "take":
+                by_hand = ""
+                if take.outcome in ("held", "line"):
+                    if place is None:
+                        change.prune(look, now)
+                    else:
+                        change.join(look, place, clock)
+                    by_hand = store.by_hand()
+                # The refusal's output, or its error raised (the hold lost, another
+                # program's file, a count or a kind that clash).
+                refused = _refusal(store.lock, request, take, by_hand=by_hand, now=now)
+                if take.outcome in ("grow", "full"):
+                    raise LockBusy(refused)  # refused at once: never waited out
+                return refused
+            new = take.new
+            assert new is not None and take.after is not None
             leaving = place if place is not None and place.joined else None
-            if change.apply(look, after, owner, leaving):
+            if change.apply(look, take.after, request.owner, leaving):
                 if store.dated_in_seconds:
                     # Others judge this hold from its record's time, a whole second:
                     # up to a second before this try began, by the renewer's count.
-                    request.try_began = min(request.try_began, read_at - (now - since))
+                    request.try_began = min(request.try_began, read_at - (now - new.since))
                 return _Hold(
                     store.lock,
-                    owner,
+                    request.owner,
                     request.run_id,
-                    since=since,
-                    holder_timeout=holder_timeout,
-                    renewed=renewed is not None,
-                    replaced=replaced,
-                    after=after,
+                    since=new.since,
+                    holder_timeout=take.holder_timeout,
+                    renewed=take.renewed is not None,
+                    replaced=take.replaced,
+                    after=take.after,
                     fence=new.fence,
-                    session=session,
+                    session=new.session,
+                    shared=new.shared,
+                    parts=new.parts,
                 )
     raise _kept_changing(store.lock)
 
@@ -223,9 +204,6 @@ def _take_waiting(
     session's acquire tool): the hold (None: refused) and its output, whose message says
     how long it waited; ``refused(result, seconds left, place)``, ``place`` and
     ``keep_place`` as _wait_for takes them."""
-    if not request.wait and place is None:
-        taken = _take(request)
-        return (taken if isinstance(taken, _Hold) else None), _acquire_output(taken)
     started = _SEAMS.clock()
     hold: _Hold | None = None
     try:
@@ -233,6 +211,8 @@ def _take_waiting(
         result = _acquired_result(hold)
     except LockBusy as busy:
         result = busy.result
+    if not request.wait:
+        return hold, result
     return hold, _waited(result, _SEAMS.clock() - started, request.wait)
 
 
@@ -245,10 +225,12 @@ def acquire_within(
     empty_is_stale: bool = False,
     slots: int = 1,
     shared: bool = False,
+    parts: list[str] | None = None,
 ) -> AcquireResult:
     """As :func:`acquire`, waiting up to ``wait`` seconds in line, first come, first
     served (the first k in line take the k slots that free; the shared waiters at its
-    head go in together); :class:`LockBusy` if the wait runs out."""
+    head go in together; a waiter waits only behind those its parts conflict with);
+    :class:`LockBusy` if the wait runs out."""
     request = _Request(
         lock,
         owner,
@@ -258,6 +240,7 @@ def acquire_within(
         empty_is_stale=empty_is_stale,
         slots=slots,
         shared=shared,
+        parts=parts,  # type: ignore[arg-type]  # a list given, a set kept: checked
     )
     return _acquired_result(_wait_for(_checked(request), refused=None))
 
@@ -342,6 +325,51 @@ def _status_of(query: _Query) -> StatusResult:
     return _status_result(store.lock, standing, _live(look.line, clock), seconds)
 
 
+def check(
+    lock: str | os.PathLike[str],
+    paths: list[str] | tuple[str, ...],
+    owner: str | None = None,
+) -> CheckResult:
+    """Say which of ``paths`` lie in a part of the lock held by another run than
+    ``owner`` (None: by any run), changing nothing. A path is relative to the top of
+    the tree, as git prints it (``src/api/routes.py``), and literal; it lies in every
+    live hold of the whole lock, and in each part of a live hold that covers it, shared
+    or not (a commit is a write). A record without a timeout of its own is judged by
+    the default 60 minutes.
+
+    :param owner: the whole owner, with its run id: its own parts are left out.
+    :returns: the check output: ``free`` (no path lies in such a part), ``reserved``
+        (an entry for each path, holder and part, in the order of ``paths``, each path
+        once), ``message``.
+    :raises ValueError: a bad lock, owner (or one without its run id) or path; a lock
+        path that is another program's file.
+    :raises OSError: the lock could not be read.
+    """
+    return _check_of(_Query(lock, DEFAULT_STALE_AFTER_MIN * 60.0), paths, owner)
+
+
+def _check_of(query: _Query, paths: object, owner: str | None) -> CheckResult:
+    """check, as asked: the lock checked by its store, then the owner, then the paths;
+    the lock read once, judged by the clock (``query.stale_after`` for a record
+    without a timeout of its own)."""
+    store = _store_for(query.lock)
+    try:
+        if owner is not None and not _has_run_id(owner):
+            raise _whole_owner_to_check(owner)
+        from .parts import _checked_paths
+
+        checked = _checked_paths(paths, _SEAMS.platform.colon_in_a_file_name)
+        look = store.look()
+    finally:
+        store.close()
+    theirs = _another_programs_file(look)
+    if theirs:
+        raise ValueError(_another_programs_refusal(store.lock, look, theirs))
+    now = time.time()
+    reserved = _reserved(look.record or look.last, checked, owner, query, now)
+    return _check_result(store.lock, reserved, checked, owner, query.stale_after)
+
+
 # At most this many waits in a row go on from one look, each ended by a beat (a
 # look at least every _VOUCHED_WAITS + 1 beats).
 _VOUCHED_WAITS = 4
@@ -353,7 +381,15 @@ _VOUCHED_WAITS = 4
 def _new_place(request: _Request) -> _Place:
     """A place in line for ``request``'s waiter, not yet in it."""
     ticket = os.urandom(4).hex()
-    return _Place(ticket, request.owner, 0, request.stale_after, None, shared=request.shared)
+    return _Place(
+        ticket,
+        request.owner,
+        0,
+        request.stale_after,
+        None,
+        shared=request.shared,
+        parts=request.parts,
+    )
 
 
 def _wait_for(
@@ -363,13 +399,14 @@ def _wait_for(
     place: _Place | None = None,
     keep_place: bool = False,
 ) -> _Hold:
-    """acquire_within's hold (LockBusy, with the last refusal, if the wait runs out),
-    calling ``refused(result, seconds left, place)`` as it waits up
+    """A take's hold (LockBusy, with the last refusal, if the wait runs out, or at once
+    if it may not wait), calling ``refused(result, seconds left, place)`` as it waits up
     to ``request.wait`` in line. ``place``: the waiter's own (a session's, kept from
     its last call, waits on from where it stands; one that lapsed joins at the end);
     ``keep_place``: a wait that runs out leaves it in line, for the caller to keep."""
     deadline = _SEAMS.clock() + request.wait
     store = _store_for(request.lock)
+    store.call_deadline = request.deadline
     store.patient = bool(request.wait)
     if place is None and request.wait:
         place = _new_place(request)
@@ -407,10 +444,11 @@ def _wait_turn(
     vouched = 0  # waits in a row that went on from one look
     while (left := deadline - _SEAMS.clock()) > 0:
         if found is None:
-            found = _found_in_line(store, place, request, left=left)
+            found = _found_in_line(store, place, request)
             if found is None:
                 return
-        look, ahead, away, stale_at = found
+        look, turn, stale_at = found
+        ahead = turn.ahead
         if _SEAMS.clock() >= beat_at:
             # A beat changes nothing a look sees: the wait goes on from this look.
             if not store.beat(place):
@@ -421,7 +459,7 @@ def _wait_turn(
             last_shown = len(ahead) + 1
             shown(result, left, last_shown)
         pause = min(left, beat_at - _SEAMS.clock(), stale_at - _SEAMS.clock())
-        woken = store.wait(pause, look, _waits_on(ahead, away, place.shared), place, away)
+        woken = store.wait(pause, look, turn.waits_on, place, turn.away)
         if woken and not ahead:
             return  # a slot that frees is the first's: the try reads the lock anyway
         # A wait that ended unwoken, for its beat, goes on from the same look where the
@@ -436,27 +474,16 @@ def _wait_turn(
 
 
 def _found_in_line(
-    store: _Store, place: _Place, request: _Request, *, left: float
-) -> tuple[_Look, list[_Place], int, float] | None:
-    """A look for a waiter: the look, the places ahead of ``place``, how many must
-    leave before it is among the first N (N ``slots``), and when (on
-    ``_SEAMS.clock``) to wake for a slot going stale by its time. None: its turn may have come,
-    or its place lapsed, and it tries again."""
+    store: _Store, place: _Place, request: _Request
+) -> tuple[_Look, _Turn, float] | None:
+    """A look for a waiter: the look, what it waits for, and when (on ``_SEAMS.clock``)
+    to wake for a slot going stale by its time (inf: never). None: its turn may have
+    come, or its place lapsed, and it tries again."""
     look = store.look(upto=place.ticket)  # only the places ahead of it matter
-    now = time.time()
-    line = _live(look.line, now)
-    ahead = _ahead_of(line, place.ticket)
-    if ahead is None:
+    turn = _decide_turn(request, look, place, time.time())
+    if turn is None:
         return None
-    verdict = _verdict(look.record, line, place.ticket, request, shared=place.shared, now=now)
-    if verdict.outcome not in ("held", "line"):
-        return None
-    # Among the first N in line (or, shared, with no exclusive waiter ahead), a hold
-    # that frees may be its own: it watches them.
-    away = _away(ahead, request.slots, place.shared)
-    # The next to take a slot also wakes when one goes stale.
-    until_stale = _stale_in(look.record, request.stale_after, now) if away == 0 else left
-    return look, ahead, away, _SEAMS.clock() + until_stale
+    return look, turn, _SEAMS.clock() + turn.stale_in
 
 
 def _leave_line(store: _Store, place: _Place) -> None:

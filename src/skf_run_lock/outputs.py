@@ -8,28 +8,28 @@ import json
 import os
 import sys
 
-from .decisions import (
-    _BY_ITS_NAME,
-    _deciding_timeout,
-    _first_to_go,
-    _holders,
-    _is_stale,
-)
+from .decisions import _BY_ITS_NAME, _deciding_timeout, _first_to_go, _holders
 from .inputs import _releasable
-from .public_surface import LockLost, _Taken
+from .public_surface import LockLost, _fenced
 from .quoting import _quoted
-from .records import _FORM_DOCUMENT, _Record
+from .records import _FORM_DOCUMENT, _RECORD_MAX_BYTES, _Record
 from .seams import _SEAMS
-from .times import _duration_text, _format_time
+from .times import _duration_text, _format_time, _stale_at
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Literal
 
-    from .decisions import _Standing, _Verdict
+    from .decisions import _Standing, _Take
     from .hold import _Hold
     from .inputs import _Request
-    from .public_surface import AcquireResult, ReleaseResult, StatusResult
+    from .public_surface import (
+        AcquireResult,
+        CheckResult,
+        ReleaseResult,
+        Reservation,
+        StatusResult,
+    )
     from .records import _Look, _Place, _Record
 
 
@@ -86,10 +86,6 @@ def _minutes_for_output(holder_timeout: float) -> int | float:
     return int(minutes) if minutes.is_integer() else minutes
 
 
-def _stale_at(since: int, holder_timeout: float) -> str:
-    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
-
-
 def _lapses_at(place: _Place, now: float) -> str:
     """When ``place`` lapses unless its waiter beats again: _SEAMS.place_ttl_sec after its
     last beat (a server's expiry keeps it: at the latest that long from ``now``)."""
@@ -140,6 +136,16 @@ def _whole_owner_needed(lock: str, owner: str) -> ValueError:
     )
 
 
+def _whole_owner_to_check(owner: str) -> ValueError:
+    """Why check refuses an owner without its run id: the parts it leaves out are one
+    run's."""
+    return ValueError(
+        "check needs the whole owner with its run id (workflow:skill:run_id, as acquire"
+        f" printed it), not {owner!r}: it leaves out that run's own parts; without an"
+        " owner it names every run's"
+    )
+
+
 def _clear_all_advice(lock: str, holders: list[_Record], by_hand: str) -> str:
     """How to clear a lock held shared whose runs are all gone: a release of each
     holder (a few, then where the rest are listed), safe to follow literally."""
@@ -177,10 +183,13 @@ def _names_text(holders: list[_Record]) -> str:
 
 def _holds_text(record: _Record) -> str:
     """``; 2 of its 3 slots are held`` for a lock of several slots, ``; 2 runs hold it
-    shared`` for one held shared, else nothing."""
+    shared`` for one held shared, ``; 2 runs hold parts of it`` for one held in parts,
+    else nothing."""
     held = len(_holders(record))
     if record.shared:
         return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} it shared"
+    if record.parted:
+        return f"; {_runs_text(held)} {'holds' if held == 1 else 'hold'} parts of it"
     if record.slots == 1:
         return ""
     return f"; {held} of its {record.slots} slots {'is' if held == 1 else 'are'} held"
@@ -193,15 +202,18 @@ def _runs_text(count: int) -> str:
 def _acquired_result(hold: _Hold) -> AcquireResult:
     """The acquire output of ``hold``, carrying its fence beside the output's keys."""
     lock, owner, replaced, after = hold.lock, hold.owner, hold.replaced, hold.after
-    stale_at = _stale_at(hold.since, hold.holder_timeout)
     kind = hold.kind
     what = {"shared": f"a shared hold on {lock}", "slots": f"a slot of {lock}"}.get(kind, lock)
+    if hold.parts is not None:
+        shared = "a shared hold on " if kind == "shared" else ""
+        what = f"{shared}the parts {_parts_text(hold.parts)} of {lock}"
     done = f"renewed {what} for {owner}" if hold.renewed else f"acquired {what} for {owner}"
     if replaced is not None:
         holder = f"of {replaced.owner}" if replaced.owner else "file that named no owner"
         stale = {"shared": "stale shared hold", "slots": "stale slot"}.get(kind, "stale lock")
         done += f", {'dropping' if hold.renewed else 'replacing'} the {stale} {holder}"
     done += _holds_text(after)
+    stale_at = _stale_at(hold.since, hold.holder_timeout)
     result: AcquireResult = {
         "acquired": True,
         "refreshed": hold.renewed,
@@ -242,34 +254,151 @@ def _unfenced(fence: int | None) -> str:
     )
 
 
-def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
-    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
-    taken = _Taken(result)
-    taken.fence = fence
-    # A dict with one attribute more: what the type says of its keys still holds
-    # (typing.cast would cost every call the import of typing).
-    return taken  # type: ignore[return-value]
+def _refusal(
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
+) -> AcquireResult:
+    """What ``take``, which refused ``request`` at ``now``, tells: the acquire output
+    (held, or its turn is another's: _refused_result); else its error, raised: LockLost
+    for a renewal that found the hold lost, ValueError for another program's file, or a
+    count or a kind that clash with the ones in force."""
+    record = take.record
+    if take.outcome == "lost":
+        raise _lost(lock, take)
+    if take.outcome == "theirs":
+        raise ValueError(_another_programs_refusal(lock, take.look, take.theirs))
+    if take.outcome in ("count", "kind"):
+        assert record is not None
+        if take.outcome == "kind":
+            raise ValueError(_kind_refusal(lock, request.owner, take.shared))
+        raise ValueError(_count_refusal(lock, take, request.slots))
+    if take.outcome == "parts":
+        raise ValueError(_parts_kept_refusal(lock, request, take))
+    if take.outcome in ("grow", "full") or take.clash not in (None, (None, None)):
+        return _parts_refused_result(lock, request, take, by_hand=by_hand, now=now)
+    return _refused_result(lock, request, take, by_hand=by_hand, now=now)
+
+
+def _part_text(part: str | None, whose: str) -> str:
+    """A part as a refusal names it: ``whose`` part ("your", "its"), or the lock whole."""
+    if part is not None:
+        return f"{whose} part {_quoted(part)}"
+    return "the whole lock you asked for" if whose == "your" else "the whole lock"
+
+
+def _parts_text(parts: tuple[str, ...] | None) -> str:
+    return "the whole lock" if parts is None else ", ".join(_quoted(p) for p in parts)
+
+
+def _parts_refused_result(
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
+) -> AcquireResult:
+    """The acquire output when ``take`` refuses ``request`` by its parts: a live hold
+    of another or a waiter ahead has a part that conflicts with one it asks ("held",
+    "line"); a part its owner adds to its hold conflicts with another's ("grow",
+    refused at once); or the record would grow too large ("full"). It names who is in
+    the way and both parts."""
+    owner, record = request.owner, take.record
+    holder = take.blocker
+    if holder is None and take.live:  # too many parts: the first live hold to go stale
+        holder = take.live[0]
+    ours, theirs = take.clash or (None, None)
+    asked = _part_text(ours, "your")
+    their = _part_text(theirs, "its")
+    # Too many parts on a free lock names no holder: nothing was written.
+    by = None if holder is None else _holder_text(holder.owner)
+    held_since = None if holder is None else _format_time(holder.since)
+    stale_at = None if holder is None else _stale_at(holder.since, take.holder_timeout)
+    if take.outcome == "full":
+        message = (
+            f"lock {lock} holds too many parts: its record would pass"
+            f" {_RECORD_MAX_BYTES // 1024} KiB, the most a lock's record may hold; nothing"
+            " changed. Name fewer or wider parts (a folder for the files in it), or keep"
+            " another part of the tree under another lock"
+        )
+    elif take.outcome == "grow":
+        waiting = take.waiter is not None and take.blocker is None
+        where = "waits in line for" if waiting else "holds"
+        if waiting and take.waiter is not None:
+            by, held_since = take.waiter.owner, _format_time(take.waiter.since)
+            stale_at = _lapses_at(take.waiter, now)
+        held = "the whole lock" if record is None else _parts_text(_held_parts(record, owner))
+        message = (
+            f"{owner} holds {held} of {lock} and asked for {_parts_text(request.parts)}: "
+            f"{asked} conflicts with {their}, which {by} {where}; nothing changed. A hold"
+            " takes more parts only while no other hold or waiter is in their way, and"
+            " never waits for them (two that waited to grow would wait on each other):"
+            f" ask again once {by} has let go (status --lock shows who holds what), or"
+            " release your hold and wait in line for every part you need"
+        )
+    elif take.outcome == "held":
+        assert holder is not None
+        age = now - holder.since
+        age_text = f"{_duration_text(age)} ago" if age >= 0 else "dated in the future by this clock"
+        clear = _clear_advice(lock, holder.owner, by_hand, holder.empty)
+        clear = _maybe_the_callers_own(owner, holder.owner) + clear
+        message = (
+            f"lock {lock} is held in a part that conflicts with yours: {by} holds {their}"
+            f" (since {held_since}, {age_text}), and some path lies in it and in {asked};"
+            f" it goes stale at {stale_at}{_in_line_text(take.others)}. {clear}"
+        )
+    else:
+        waiter = take.waiter
+        assert waiter is not None
+        by, held_since = waiter.owner, _format_time(waiter.since)
+        stale_at = _lapses_at(waiter, now)
+        message = (
+            f"lock {lock} has no live hold in your way, but {by} waits in line ahead for"
+            f" {their}, which conflicts with {asked} (waiting since {held_since})"
+            f"{_in_line_text(take.others)}. Wait in line for your turn (acquire --wait); a"
+            " place in line lapses within seconds of its waiter's end"
+        )
+    return {
+        "acquired": False,
+        "refreshed": False,
+        "lock": lock,
+        "owner": owner,
+        "run_id": request.run_id,
+        "held_by": by,
+        "held_since": held_since,
+        "stale_at": stale_at,
+        "stale_after_minutes": _minutes_for_output(take.holder_timeout),
+        "stale_replaced": None,
+        "message": message,
+    }
+
+
+def _held_parts(record: _Record, owner: str) -> tuple[str, ...] | None:
+    """The parts ``owner`` holds of ``record`` (None: the lock whole)."""
+    return next((h.parts for h in _holders(record) if h.owner == owner), None)
+
+
+def _parts_kept_refusal(lock: str, request: _Request, take: _Take) -> str:
+    """Why run, held() or a session, which keep the hold their owner has as it is, may
+    not name a part it does not hold."""
+    record = take.record
+    held = None if record is None else _held_parts(record, request.owner)
+    part, _ = take.clash or (None, None)
+    return (
+        f"{request.owner} holds {_parts_text(held)} of {lock}, and the part {_quoted(part or '')}"
+        " is not among them: run, held() and a session keep the hold an owner has as it"
+        " is, and never change its parts; name parts it holds, or none, or change its"
+        " parts first with acquire --part"
+    )
 
 
 def _refused_result(
-    lock: str,
-    request: _Request,
-    verdict: _Verdict,
-    line: list[_Place],
-    *,
-    by_hand: str,
-    now: float,
+    lock: str, request: _Request, take: _Take, *, by_hand: str, now: float
 ) -> AcquireResult:
-    """The acquire output when ``verdict`` refuses ``request``, with ``line`` the live
-    line but its own place: of several slots or shared holds, the holder whose hold goes
-    stale first is named; a shared call waits behind the first exclusive waiter, any
-    other behind the first waiter."""
-    owner, run_id, record, shared = request.owner, request.run_id, verdict.record, verdict.shared
-    held = verdict.outcome == "held"
+    """The acquire output when ``take`` refuses ``request`` (held, or its turn is
+    another's): of several slots or shared holds, the holder whose hold goes stale
+    first is named; a shared call waits behind the first exclusive waiter, any other
+    behind the first waiter."""
+    owner, run_id, record, shared = request.owner, request.run_id, take.record, take.shared
+    held = take.outcome == "held"
     several = record is not None and record.holders is not None
-    live, waiter, holder = verdict.live, verdict.waiter, verdict.blocker
+    live, waiter, holder, line = take.live, take.waiter, take.blocker, take.others
     assert holder is not None
-    holder_timeout = verdict.holder_timeout
+    holder_timeout = take.holder_timeout
     held_since = _format_time(holder.since)
     stale_at = _stale_at(holder.since, holder_timeout)
     if waiter is not None and not held:
@@ -335,21 +464,26 @@ def _refused_result(
     }
 
 
-def _lost(lock: str, record: _Record | None, request: _Request, now: float) -> LockLost:
-    """Why ``request``'s renewal finds its hold of ``record`` lost at ``now``."""
+def _lost(lock: str, take: _Take) -> LockLost:
+    """Why a renewal finds its hold lost, as ``take`` found it."""
+    record = take.record
+    held_by = held_since = None
     if record is not None and record.holders is not None:
         # Of several slots or shared holds: this owner's is gone (cleared, or stale).
         hold = "shared hold" if record.shared else "slot"
-        return LockLost(lock, None, None, f"its {hold} was released or replaced, or went stale")
-    if record is None:
-        return LockLost(lock, None, None, "it was cleared, and no run holds it now")
-    since = _format_time(record.since)
-    if _is_stale(record, request.stale_after, now, request.empty_is_stale):
-        stale_at = _stale_at(record.since, _deciding_timeout(record, request.stale_after))
-        why = f"it went stale at {stale_at} before it was renewed"
+        why = f"its {hold} was released or replaced, or went stale"
+        if record.parted:
+            why = "its parts were released or changed by another call of its owner, or went stale"
+    elif record is None:
+        why = "it was cleared, and no run holds it now"
     else:
-        why = f"{_holder_text(record.owner)} holds it since {since}"
-    return LockLost(lock, record.owner, since, why)
+        held_by, named = record.owner, _holder_text(record.owner)
+        held_since = _format_time(record.since)
+        why = f"{named} holds it since {held_since}"
+        if take.stale:
+            stale_at = _stale_at(record.since, take.holder_timeout)
+            why = f"it went stale at {stale_at} before it was renewed"
+    return LockLost(lock, held_by, held_since, why)
 
 
 def _release_result(
@@ -418,6 +552,8 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
             if standing.mode == "shared"
             else f"held in all {slots} of its slots, by"
         )
+        if standing.parted:
+            how = f"held in parts by {_runs_text(len(live))},"
         message = (
             f"{lock} is {how} {_names_text(live)}; the first"
             f" to go stale is {_holder_text(shown.owner)}'s, at"
@@ -426,7 +562,8 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
     elif case == "all shared stale":
         assert shown is not None
         message = (
-            f"{lock} was held shared, but every hold went stale, the last"
+            f"{lock} was held {'in parts' if standing.parted else 'shared'}, but every"
+            " hold went stale, the last"
             f" {_holder_text(shown.owner)}'s at {_stale_at(shown.since, holder_timeout)}, so the"
             " next acquire takes it"
         )
@@ -470,6 +607,7 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
                 "since": _format_time(holder.since),
                 "stale_at": _stale_at(holder.since, standing.timeout_of(holder)),
                 "fence": holder.fence,
+                "parts": None if holder.parts is None else list(holder.parts),
             }
             for holder in standing.holders
         ],
@@ -479,10 +617,64 @@ def _status_result(lock: str, standing: _Standing, line: list[_Place], now: floa
     }
 
 
-def _count_refusal(lock: str, record: _Record, slots: int, shared: bool) -> str:
-    """Why a call naming ``slots`` (or a ``shared`` hold) is refused while ``record``'s
-    count of slots, or its shared holds, are in force."""
-    names = _names_text(sorted(_holders(record), key=lambda h: h.since))
+def _check_result(
+    lock: str,
+    reserved: list[tuple[str, _Record, str | None]],
+    paths: tuple[str, ...],
+    owner: str | None,
+    stale_after: float,
+) -> CheckResult:
+    """check's answer: which of ``paths`` lie in a part of ``lock`` held by another
+    than ``owner`` (None: by anyone), as ``reserved`` gives them (path, holder, part;
+    ``stale_after`` judges a holder without a timeout of its own), the first few named
+    in its message."""
+    whom = "any run" if owner is None else f"a run other than {owner}"
+    entries: list[Reservation] = [
+        {
+            "path": path,
+            "held_by": holder.owner,
+            "part": part,
+            "kind": "shared" if holder.shared else "exclusive",
+            "stale_at": _stale_at(holder.since, _deciding_timeout(holder, stale_after)),
+        }
+        for path, holder, part in reserved
+    ]
+    if not paths:
+        message = f"no path was given, so none lies in a part of {lock} held by {whom}"
+    elif not entries and len(paths) == 1:
+        message = f"the path {_quoted(paths[0])} lies in no part of {lock} held by {whom}"
+    elif not entries:
+        message = f"none of the {len(paths)} paths lies in a part of {lock} held by {whom}"
+    else:
+        count = len(dict.fromkeys(entry["path"] for entry in entries))
+        named = [_reservation_text(entry) for entry in entries[:3]]
+        if len(entries) > 3:
+            named.append(f"and {len(entries) - 3} more, which reserved lists")
+        status = f"{_this_command()} status --lock {_quoted(lock)}"
+        message = (
+            f"{count} of the {len(paths)} paths {'lies' if count == 1 else 'lie'} in parts of"
+            f" {lock} held by {whom}: {'; '.join(named)}. Leave them unwritten until those"
+            f" holds end (released, or stale at their stale_at); {status} shows who holds"
+            " what"
+        )
+    return {"free": not entries, "reserved": entries, "message": message}
+
+
+def _reservation_text(entry: Reservation) -> str:
+    """``'src/a.py' in wf:a:1's part 'src/**'``: a path, and the hold it lies in."""
+    by, part, path = _holder_text(entry["held_by"]), entry["part"], _quoted(entry["path"])
+    shared = ", shared" if entry["kind"] == "shared" else ""
+    if part is None:
+        return f"{path} in the whole lock, held by {by}{shared}"
+    return f"{path} in {by}'s part {_quoted(part)}{shared}"
+
+
+def _count_refusal(lock: str, take: _Take, slots: int) -> str:
+    """Why a call naming ``slots`` (or a shared hold: ``take.shared``) is refused while
+    the count of slots of the lock ``take`` found, or its shared holds, are in force."""
+    record, shared = take.record, take.shared
+    assert record is not None
+    names = _names_text(take.live)
     if record.shared:
         return (
             f"lock {lock} is held shared (by {names}), and shared holds have no slots: ask"
@@ -538,15 +730,15 @@ def _another_programs_left(lock: str, owner: str, look: _Look, why: str) -> Rele
     }
 
 
-def _kind_refusal(lock: str, record: _Record, owner: str, shared: bool) -> str:
-    """Why ``owner``, which holds ``record`` one way, may not hold it the other way:
+def _kind_refusal(lock: str, owner: str, shared: bool) -> str:
+    """Why ``owner``, which holds the lock one way, may not hold it the other way:
     a hold never changes kind (two shared holders that both waited to turn exclusive
     would wait for each other forever)."""
-    has = "a shared hold on" if record.shared else "the lock"
+    has = "the lock" if shared else "a shared hold on"
     asks = "a shared hold" if shared else "the lock exclusively"
     release = f"{_this_command()} release --lock {_quoted(lock)} --owner {_quoted(owner)}"
     keep = ""
-    if record.shared and not shared:
+    if not shared:
         # run and held() never renew a shared hold as exclusive: their step would run
         # beside readers.
         keep = "; to keep it shared, add --shared (held(): shared=True)"

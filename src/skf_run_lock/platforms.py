@@ -29,7 +29,8 @@ if TYPE_CHECKING:
         # Whether a deleted file's name stays while another program has it open
         # (Windows): a lock file is then renamed away first, freeing its name at once.
         delete_keeps_the_name: bool
-        # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file).
+        # Whether a file's name may hold a colon (POSIX: ./redis:x.lock is a file), or a
+        # backslash: a path git names with one is a file's, not a folder's.
         colon_in_a_file_name: bool
         # Whether the system's file names ignore case (Windows, macOS): UV.LOCK is then
         # the file a package manager writes as uv.lock.

@@ -21,8 +21,8 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         owner: str
         run_id: str
         held_by: str | None
-        held_since: str
-        stale_at: str
+        held_since: str | None  # None only when too many parts are refused on a free lock
+        stale_at: str | None
         stale_after_minutes: int | float
         stale_replaced: StaleReplaced | None
         message: str
@@ -45,6 +45,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         since: str
         stale_at: str
         fence: int | None
+        parts: list[str] | None
 
     class ListedLock(TypedDict):
         """One lock of a listing: a status output's keys but ``message``."""
@@ -70,7 +71,24 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
         locks: list[ListedLock]
         message: str
 
-    Output = AcquireResult | ReleaseResult | StatusResult | ListResult | dict[str, str]
+    class Reservation(TypedDict):
+        """A path that lies in a part of another's live hold, that holder and that part
+        (None: a hold of the whole lock)."""
+
+        path: str
+        held_by: str | None
+        part: str | None
+        kind: Literal["shared", "exclusive"]
+        stale_at: str
+
+    class CheckResult(TypedDict):
+        free: bool
+        reserved: list[Reservation]
+        message: str
+
+    Output = (
+        AcquireResult | ReleaseResult | StatusResult | ListResult | CheckResult | dict[str, str]
+    )
 
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -85,7 +103,7 @@ __all__ = [
     "fence_of",
 ]
 
-__version__ = "1.11.1"
+__version__ = "1.12.1"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -135,6 +153,7 @@ _OUTPUT_KEYS: dict[str, tuple[str, ...]] = {
         "message",
     ),
     "list": ("under", "locks", "message"),
+    "check": ("free", "reserved", "message"),
     "run-id": ("run_id",),
 }
 
@@ -196,6 +215,15 @@ class _Taken(dict):  # type: ignore[type-arg]
 
     def __reduce__(self) -> tuple[type[dict], tuple[dict]]:  # type: ignore[type-arg]
         return dict, (dict(self),)
+
+
+def _fenced(result: AcquireResult, fence: int | None) -> AcquireResult:
+    """``result``, carrying ``fence`` beside its keys (fence_of reads it)."""
+    taken = _Taken(result)
+    taken.fence = fence
+    # A dict with one attribute more: what the type says of its keys still holds
+    # (typing.cast would cost every call the import of typing).
+    return taken  # type: ignore[return-value]
 
 
 def fence_of(result: Mapping[str, object]) -> int | None:

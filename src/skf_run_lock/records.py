@@ -26,11 +26,13 @@ _REMEMBERED_LONGEST = 1024
 
 class _Record:
     """What a lock says; on a server, ``lease`` "live" or "expired" (the last holder).
-    A lock of several ``slots``, or one held ``shared``, lists its ``holders``, each a
-    record of its own with a ``mark``: how its server ends it (Redis: the server's time
-    in ms; etcd: a lease). ``fence``: the number of the take that made this hold (None:
-    a record written before fences, or by another tool). ``session``: the hold is an
-    agent session's (``serve``), kept for the session's lease by whoever renews it."""
+    A lock of several ``slots``, one held ``shared``, or one held in parts (``parted``)
+    lists its ``holders``, each a record of its own with a ``mark``: how its server ends
+    it (Redis: the server's time in ms; etcd: a lease). ``fence``: the number of the
+    take that made this hold (None: a record written before fences, or by another
+    tool). ``session``: the hold is an agent session's (``serve``), kept for the
+    session's lease by whoever renews it. A holder is ``shared`` (of a lock held shared,
+    each is) and holds ``parts`` of the lock (None: the lock whole)."""
 
     __slots__ = (
         "empty",
@@ -40,6 +42,8 @@ class _Record:
         "lease",
         "mark",
         "owner",
+        "parted",
+        "parts",
         "session",
         "shared",
         "since",
@@ -60,6 +64,8 @@ class _Record:
         self.slots = 1
         self.holders: list[_Record] | None = None  # None: one slot, this record's own
         self.shared = False  # True: its holders share it (shared holds), not slots
+        self.parted = False  # True: its holders hold parts of it, each as it says
+        self.parts: tuple[str, ...] | None = None  # a holder's parts (None: whole)
         self.mark: str | None = None
         self.session = False
         # What its bytes were, by their form (a _FORM_*), and a file's whole size: by
@@ -70,9 +76,9 @@ class _Record:
 
 class _Place:
     """A waiter's place in the line (``beat`` None: the server's expiry keeps it);
-    ``shared``: it waits for a shared hold."""
+    ``shared``: it waits for a shared hold; ``parts``: for those parts (None: whole)."""
 
-    __slots__ = ("beat", "joined", "owner", "shared", "since", "stale_after", "ticket")
+    __slots__ = ("beat", "joined", "owner", "parts", "shared", "since", "stale_after", "ticket")
 
     def __init__(
         self,
@@ -83,6 +89,7 @@ class _Place:
         beat: float | None,
         *,
         shared: bool = False,
+        parts: tuple[str, ...] | None = None,
     ) -> None:
         self.ticket = ticket
         self.owner = owner
@@ -90,6 +97,7 @@ class _Place:
         self.stale_after = stale_after
         self.beat = beat
         self.shared = shared
+        self.parts = parts
         self.joined = False  # True while this is the caller's own place, in the line
 
 
@@ -208,9 +216,39 @@ def _form_of_text(data: bytes, content: object) -> str:
         return _FORM_NO_OWNER
     if data.partition(b"\n")[0].strip().isdigit():  # an older version's PID line
         return _FORM_NO_OWNER
-    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES and _toml_with_a_key(data):
-        return _FORM_DOCUMENT
+    if content is _NOT_JSON and len(data) <= _RECORD_MAX_BYTES:
+        marked = _text_after_its_mark(data)
+        if marked is not None and _json_document(marked):
+            return _FORM_DOCUMENT
+        if _toml_with_a_key(data if marked is None else marked.encode("utf-8", "replace")):
+            return _FORM_DOCUMENT
     return _FORM_BYTES
+
+
+# The byte-order marks editors and Windows tools (PowerShell 5) put before a text's
+# first character: this tool writes none, and json reads none.
+_MARKS = ((b"\xef\xbb\xbf", "utf-8-sig"), (b"\xff\xfe", "utf-16"), (b"\xfe\xff", "utf-16"))
+
+
+def _text_after_its_mark(data: bytes) -> str | None:
+    """The text of ``data`` that begins with a byte-order mark, without it (None: no
+    mark, or no text in that encoding)."""
+    for mark, codec in _MARKS:
+        if data.startswith(mark):
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError:
+                return None
+    return None
+
+
+def _json_document(text: str) -> bool:
+    """True if ``text`` is a JSON object or array: a document, never a record of this
+    tool's, which writes no byte-order mark."""
+    try:
+        return isinstance(json.loads(text), dict | list)
+    except (ValueError, RecursionError):
+        return False
 
 
 def _toml_with_a_key(data: bytes) -> bool:
@@ -246,11 +284,14 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         slots = content.get("slots")
         entries = content.get("holders")
         several = isinstance(slots, int) and _slot_count_valid(slots) and slots != 1
-        shared = content.get("mode") == _SHARED_MODE
-        if (several or shared) and isinstance(entries, list):
-            holders = [_holder_of(entry) for entry in entries]
+        mode = content.get("mode")
+        shared, parted = mode == _SHARED_MODE, mode == _PARTS_MODE
+        if (several or shared or parted) and isinstance(entries, list):
+            holders = [_holder_of(entry, parted) for entry in entries]
             record.holders = [holder for holder in holders if holder is not None]
-            record.shared = shared
+            record.shared, record.parted = shared, parted
+            for holder in record.holders:
+                holder.shared = holder.shared or shared
         if several and not shared and isinstance(slots, int):
             record.slots = slots
         return record
@@ -299,8 +340,9 @@ def _fence_valid(value: object) -> int | None:
     return None
 
 
-def _holder_of(entry: object) -> _Record | None:
-    """One holder of a lock of several slots; None unless it names all a holder has."""
+def _holder_of(entry: object, parted: bool = False) -> _Record | None:
+    """One holder of a lock of several slots, shared or held in parts (``parted``: with
+    its kind and its parts); None unless it names all a holder has."""
     if not isinstance(entry, dict):
         return None
     when = entry.get("acquired_at")
@@ -311,7 +353,24 @@ def _holder_of(entry: object) -> _Record | None:
         return None
     mark = entry.get("mark")
     holder.mark = mark if isinstance(mark, str) else None
+    if parted:
+        holder.shared = entry.get("shared") is True
+        holder.parts = _parts_read(entry.get("parts"))
     return holder
+
+
+def _parts_read(value: object) -> tuple[str, ...] | None:
+    """A holder's parts as its record gives them: None (the lock whole) for none, and
+    for any that are not parts a hold could name (written by hand): a whole hold
+    conflicts with every part, the safe reading."""
+    if value is None:
+        return None
+    from .parts import _checked_parts
+
+    try:
+        return _checked_parts(value)
+    except ValueError:
+        return None
 
 
 def _slot_count_valid(value: object) -> bool:
@@ -324,6 +383,61 @@ def _slot_count_valid(value: object) -> bool:
 # older version renews or releases it as its own.
 _SHARED_MODE = "shared"
 _SHARED_OWNER = "shared holds"
+# A record of holds of parts says so likewise: an older version sees one holder it can
+# never be, holding the lock whole until the last hold goes stale.
+_PARTS_MODE = "parts"
+_PARTS_OWNER = "held in parts"
+
+
+def _slots_record(slots: int, holders: list[_Record]) -> _Record:
+    """The record of a lock of ``slots`` held by ``holders``."""
+    record = _Record(None, min(h.since for h in holders))
+    record.slots = slots
+    record.holders = holders
+    return record
+
+
+def _shared_record(holders: list[_Record]) -> _Record:
+    """The record of a lock held shared by ``holders``."""
+    record = _slots_record(1, holders)
+    record.shared = True
+    return record
+
+
+def _kept_record(holders: list[_Record], slots: int) -> _Record:
+    """The record that keeps ``holders`` (one at least), each as it holds the lock: of
+    ``slots`` (more than one), held in parts (any holder names parts), held shared
+    (every one is), or the one holder's own."""
+    if slots > 1:
+        return _slots_record(slots, holders)
+    whole = all(holder.parts is None for holder in holders)
+    if whole and all(holder.shared for holder in holders):
+        return _shared_record(holders)
+    if whole and len(holders) == 1:
+        return holders[0]  # an exclusive hold of the whole lock, alone
+    record = _slots_record(1, holders)
+    record.parted = True
+    return record
+
+
+def _taking_records(
+    hold: tuple[str, int, float, int | None, bool, bool, tuple[str, ...] | None],
+    kept: list[_Record],
+    at: int | None,
+    slots: int,
+) -> tuple[_Record, _Record]:
+    """A take's own hold, of ``hold`` (owner, since, timeout, fence, whether it is a
+    session's, whether it is shared, and its parts), and the record it leaves: its hold
+    beside the ``kept`` ones, in the place ``at`` (None: at the end), as _kept_record
+    keeps them."""
+    owner, since, stale_after, fence, session, shared, parts = hold
+    new = _Record(owner, since, stale_after)
+    new.fence = fence
+    new.session = session
+    new.shared = shared
+    new.parts = parts
+    holders = [*kept, new] if at is None else [*kept[:at], new, *kept[at + 1 :]]
+    return new, _kept_record(holders, slots)
 
 
 def _bytes_of(record: _Record) -> bytes:
@@ -352,15 +466,22 @@ def _bytes_of(record: _Record) -> bytes:
             entry["fence"] = holder.fence
         if holder.session:
             entry["session"] = True
+        if record.parted and holder.shared:
+            entry["shared"] = True
+        if record.parted and holder.parts is not None:
+            entry["parts"] = list(holder.parts)
         entries.append(entry)
+    owner = _slots_owner(record.slots)
+    if record.shared or record.parted:
+        owner = _SHARED_OWNER if record.shared else _PARTS_OWNER
     content: dict[str, object] = {
-        "owner": _SHARED_OWNER if record.shared else _slots_owner(record.slots),
+        "owner": owner,
         "acquired_at": _format_time(last.since),
         "stale_after_seconds": _json_seconds(last.stale_after),
         "tool": _TOOL,
     }
-    if record.shared:
-        content["mode"] = _SHARED_MODE
+    if record.shared or record.parted:
+        content["mode"] = _SHARED_MODE if record.shared else _PARTS_MODE
     else:
         content["slots"] = record.slots
     content["holders"] = entries

@@ -244,6 +244,7 @@ class _RedisStore(_ServerStore):
             self.gateway.call(*dead, write=True)
 
     def beat(self, place: _Place) -> bool:
+        self.gateway.next_step()  # each beat a step of its own, with its own deadline
         ms = self._place_ms()
         kept, _, _ = self.gateway.call(
             ("PEXPIRE", self._place_key(place.ticket), ms),
@@ -295,14 +296,16 @@ class _RedisStore(_ServerStore):
         else:
             record = None  # a release, or no slot left that the server would keep
             ops += [("DEL", self.key, self.last_key)]
-        # Each waiter who may take a slot (or a shared hold) after the change is rung (the
-        # first in line, for one slot; the shared waiters at its head): two releases in
-        # a row must wake two, not the same one twice.
+        # Each waiter whose turn the change may give is rung (the first in line, for one
+        # slot; the shared waiters at its head; each that conflicts with no live hold
+        # nor waiter ahead, of a lock held in parts): two releases in a row must wake
+        # two, not the same one twice.
         leaving = None if place is None else place.ticket
         live = _live(look.line, time.time())
         line = [p for p in live if p.ticket != leaving]
-        free = _free_after(look.record, record, clock or 0)
-        for waiter in _turns(line, record, free):
+        in_force = record or look.record
+        slots = 1 if in_force is None else in_force.slots
+        for waiter in _turns(line, slots, _live_after(record, clock or 0)):
             ops += self._ring(waiter.ticket)
         # The places of waiters that died go with the change, as a file's do: their
         # keys would only expire, a few seconds later.
@@ -388,15 +391,14 @@ def _lifetime_ms(record: _Record, clock: int) -> int:
     return max((_left_ms(holder, clock) for holder in record.holders), default=0)
 
 
-def _free_after(before: _Record | None, after: _Record | None, clock: int) -> int:
-    """How many slots a change that leaves ``after`` (of ``before``) leaves free: all
-    of ``before``'s once it is deleted; else those with no live holder (by ``clock``,
-    the server's time, for several)."""
+def _live_after(after: _Record | None, clock: int) -> list[_Record]:
+    """The holds a change that leaves ``after`` leaves live: its one holder's, or of
+    several those the server's time (``clock``) has not ended."""
     if after is None:
-        return 1 if before is None else before.slots
+        return []
     if after.holders is None:
-        return 0
-    return after.slots - len([h for h in after.holders if _left_ms(h, clock) > 0])
+        return [after]
+    return [h for h in after.holders if _left_ms(h, clock) > 0]
 
 
 def _open_redis(address: str) -> _Store:

@@ -6,7 +6,8 @@ can end on the store's side."""
 from __future__ import annotations
 
 from .hold import _Hold
-from .lock_calls import _take
+from .inputs import _Release
+from .lock_calls import _release_of, _take
 from .public_surface import _UNIT_SECONDS, LockLost
 from .seams import _SEAMS, _blind_wait
 from .times import _duration_text
@@ -32,6 +33,8 @@ def _checked_renewable(stale_after: float, name: str, unit: str, shown: str) -> 
 
 
 _RUN_GRACE_SEC = 5.0  # between SIGTERM and SIGKILL, for a lock found lost
+# How long the release of a hold that a renewal wrote too late may wait on its store.
+_LATE_RELEASE_SEC = 5.0
 
 # A hold that cannot be renewed must end on this side before it can on the server's.
 # The renewer counts it from the moment the try that took or last renewed it began (a
@@ -65,6 +68,8 @@ class _Renewer:
         self.failure: Exception | None = None  # the last renewal's, since one succeeded
         self.ran_out = False  # lost by the clock, not found lost
         self.lost: LockLost | None = None
+        # The owner held the lock before this work took it: never released here.
+        self.kept = hold.renewed
 
     def stop_at(self) -> float:
         """When the work must stop (``_SEAMS.clock``): the grace and the margin before
@@ -105,13 +110,28 @@ class _Renewer:
                 self.failure = exc
                 self.next = started + min(1.0, self.every / 3)
             else:
-                if isinstance(renewed, _Hold):  # a renewal is never refused: held, or lost
-                    self.hold = renewed
+                if self.lost is not None:
+                    # Told lost by the clock while this renewal was under way (held()'s
+                    # check, a session's holds): the work stopped, and what the renewal
+                    # wrote late is let go, not left held for a whole timeout.
+                    self.let_go(renewed)
+                    return self.lost
+                if not isinstance(renewed, _Hold):
+                    # Refused (the record would pass its limit): nothing was written,
+                    # so it counts as a renewal that failed, and the hold runs down.
+                    self.failure = ValueError(str(renewed.get("message")))
+                    self.next = started + min(1.0, self.every / 3)
+                    return self.lost_if_no_try_left()
+                self.hold = renewed
                 self.renewed = self.renewal.try_began
                 self.next = self.renewed + self.every
                 self.failure = None
                 return None
-        if max(self.next, _SEAMS.clock()) >= self.stop_at():  # no try left in time
+        return self.lost_if_no_try_left()
+
+    def lost_if_no_try_left(self) -> LockLost | None:
+        """Its LockLost once no try of a renewal is left in time, else None."""
+        if max(self.next, _SEAMS.clock()) >= self.stop_at():
             self.ran_out_now()
         return self.lost
 
@@ -122,6 +142,18 @@ class _Renewer:
             self.ran_out_now()
         return self.lost
 
+    def let_go(self, renewed: _Hold | object) -> None:
+        """Release a hold a renewal wrote once the work had been told it was lost, unless
+        the owner held it before the work (then it is left as it is, to its own time)."""
+        if self.kept or not isinstance(renewed, _Hold):
+            return
+        late = _Release(renewed.lock, renewed.owner)
+        late.deadline = _SEAMS.clock() + _LATE_RELEASE_SEC
+        try:
+            _release_of(late)
+        except (OSError, ValueError):
+            pass  # it lapses at its own time
+
     def ran_out_now(self) -> None:
         failing = _duration_text(_SEAMS.clock() - self.renewed)
         kept = f"{self.grace + self.margin:.1f}"
@@ -129,6 +161,10 @@ class _Renewer:
         why += " kept to stop the work"
         if self.failure is not None:
             why += f" ({self.failure})"
+        else:
+            # No renewal failed: none ran in time (a renewal under way, or the process
+            # paused, or the machine asleep, past the moment to stop).
+            why += " (none was answered in time)"
         self.ran_out = True
         self.lost = LockLost(self.lock, None, None, why)
 

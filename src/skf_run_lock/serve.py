@@ -17,6 +17,7 @@ import time
 
 from .hold import _Hold
 from .inputs import (
+    _checked_parts_of,
     _checked_slots,
     _checked_wait,
     _duration_seconds,
@@ -25,7 +26,7 @@ from .inputs import (
     _wait_within,
 )
 from .listing import list_locks
-from .lock_calls import _leave_line, _new_place, _take_waiting, release, status
+from .lock_calls import _leave_line, _new_place, _take_waiting, check, release, status
 from .outputs import (
     _describe_os_error,
     _fail,
@@ -145,6 +146,7 @@ class _SessionHold:
             "owner": hold.owner,
             "fence": hold.fence,
             "kind": hold.kind,
+            "parts": None if hold.parts is None else list(hold.parts),
             "state": self.state,
             "kept": self.kept,
             "last_renewal": _format_time(self.renewed_at),
@@ -170,10 +172,21 @@ class _KeptPlace:
         self.dropped = False
 
     def resumed_by(self, given: str, request: _Request) -> bool:
-        """Whether an acquire of its lock under ``given`` asks what it waited for."""
+        """Whether an acquire of its lock under ``given`` asks what it waited for: the
+        same kind, count and parts (as a set, each part by its key)."""
         ours = given in (self.given, self.request.owner)
         asked = self.request
-        return ours and (request.shared, request.slots) == (asked.shared, asked.slots)
+        same = (request.shared, request.slots) == (asked.shared, asked.slots)
+        return ours and same and _part_keys(request.parts) == _part_keys(asked.parts)
+
+
+def _part_keys(parts: tuple[str, ...] | None) -> frozenset[str] | None:
+    """What a set of parts is compared by (None: the lock whole)."""
+    if parts is None:
+        return None
+    from .parts import _part_key
+
+    return frozenset(_part_key(part) for part in parts)
 
 
 class _Session:
@@ -188,6 +201,9 @@ class _Session:
         self.holds: dict[tuple[object, str], _SessionHold] = {}
         self.places: dict[tuple[object, str], _KeptPlace] = {}
         self.calls: dict[object, _Call] = {}  # by request id
+        self.taking: dict[str, set[_Call]] = {}  # takes under way, by whole owner
+        self.takes: dict[str, int] = {}  # takes begun so far, by whole owner
+        self.owners: dict[str, threading.Lock] = {}  # held by each owner's take
         self.threads: set[threading.Thread] = set()  # what the end waits for
         self.ending = threading.Event()
         self.untold: list[_SessionHold] = []  # ended, by no call of this session's
@@ -226,24 +242,54 @@ class _Session:
     def cancel(self, key: object) -> None:
         """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
         it no longer stands, and what it took is let go at once, a hold its owner did
-        not have before released, a place kept left. Decided under the guard, as
-        keeping is: a call is kept or cancelled, never both."""
+        not have before released, a place kept left; but not while another take of the
+        same owner is under way, which renews that hold for a call the client awaits.
+        Decided under the guard, as keeping is: a call is kept or cancelled, never both."""
         with self.guard:
             call = self.calls.get(key)
             if call is None:
                 return
             call.cancelled.set()
             took, call.took = call.took, None
-            if took is not None and self.holds.get(took.key) is took and took.state == "held":
-                del self.holds[took.key]  # not the session's: nobody knows of it
-                took.state = "released"
-            else:
-                took = None
             kept, call.kept = call.kept, None
             if kept is not None:
                 self.drop_place(kept)
-        if took is not None and call.took_new:
-            self.aside(_release_quietly, took.renewer.hold)
+            free = took is not None and self.holds.get(took.key) is took
+            if took is None or not free or took.state != "held":
+                return
+            if self.taking.get(took.renewer.hold.owner, set()) - {call}:
+                return  # that take keeps it: not this one's to free
+            del self.holds[took.key]  # not the session's: nobody knows of it
+            took.state = "released"
+            begun = self.takes.get(took.renewer.hold.owner, 0)
+        if call.took_new:
+            self.aside(self.release_cancelled, took.renewer.hold, begun)
+
+    def release_cancelled(self, hold: _Hold, begun: int) -> None:
+        """Release ``hold``, which a cancelled call took, unless its owner's take that
+        began since has it now (the owner's takes and this release go one at a time)."""
+        with self.owner_lock(hold.owner):
+            with self.guard:
+                if self.takes.get(hold.owner, 0) != begun:
+                    return  # taken again since: that take's, which its client awaits
+            _release_quietly(hold)
+
+    def owner_lock(self, owner: str) -> threading.Lock:
+        """What ``owner``'s takes and the releases of its cancelled ones hold."""
+        with self.guard:
+            return self.owners.setdefault(owner, threading.Lock())
+
+    def taking_as(self, owner: str, call: _Call, under_way: bool) -> None:
+        """``call``'s take for ``owner`` is under way, or (``under_way`` False) done."""
+        with self.guard:
+            calls = self.taking.setdefault(owner, set())
+            if under_way:
+                calls.add(call)
+                self.takes[owner] = self.takes.get(owner, 0) + 1
+            else:
+                calls.discard(call)
+                if not calls:
+                    del self.taking[owner]
 
     def keep(
         self, call: _Call, request: _Request, hold: _Hold, identity: tuple[object, ...]
@@ -466,6 +512,9 @@ def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request,
             " number, never a slot; give one or the other"
         )
     slots = _checked_slots(arguments.get("slots", 1), "slots")
+    parts = _checked_parts_of(arguments.get("parts"), 1)
+    if parts is not None and slots != 1:
+        raise _UsageError(f"parts have no count of slots: give parts or slots {slots}, not both")
     owner, run_id = _owner_with_run_id(owner_text)
     longest = _SEAMS.longest_call_wait_sec
     request = _Request(
@@ -476,6 +525,7 @@ def _session_request(arguments: dict[str, Any], lease: float) -> tuple[_Request,
         wait=min(wait, longest),
         slots=slots,
         shared=shared,
+        parts=parts,
         keep_longer=True,
         session=True,
     )
@@ -496,9 +546,15 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
         waited = _SEAMS.clock() - started
         call(waited, request.wait, f"{_ordinal(place)} in line: {result['message']}")
 
-    hold, result = _take_waiting(request, refused, place, keep_place=cut)
-    identity = _lock_identity(request.lock)  # again: the take may have made its folder
-    if hold is not None and not session.keep(call, request, hold, identity):
+    with session.owner_lock(request.owner):
+        session.taking_as(request.owner, call, True)
+        try:
+            hold, result = _take_waiting(request, refused, place, keep_place=cut)
+            identity = _lock_identity(request.lock)  # again: the take may have made its folder
+            kept = hold is not None and session.keep(call, request, hold, identity)
+        finally:
+            session.taking_as(request.owner, call, False)
+    if hold is not None and not kept:
         if not hold.renewed:  # nobody would know of it
             _release_quietly(hold)
         raise _Cancelled
@@ -508,7 +564,7 @@ def _acquire(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
             raise _Cancelled
         result["message"] += (
             f"; your place in line is kept {_KEPT_SEC:g} s: call acquire again within them,"
-            " with this lock and owner and the same slots and shared, to wait on from it"
+            " with this lock and owner and the same slots, shared and parts, to wait on from it"
         )
     return {**result, "fence": None if hold is None else hold.fence}
 
@@ -535,6 +591,24 @@ def _release(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[
 
 def _status(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
     return dict(status(_place(arguments, "lock"), DEFAULT_STALE_AFTER_MIN * 60))
+
+
+# The most paths one check call takes (the CLI takes any number).
+_CHECK_PATHS_MAX = 10_000
+
+
+def _check(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
+    """The check tool: the CLI's check output for ``paths``, at most _CHECK_PATHS_MAX."""
+    lock = _place(arguments, "lock")
+    if "paths" not in arguments:
+        raise _UsageError("paths is required: a list of paths, as git prints them")
+    paths = arguments["paths"]
+    if isinstance(paths, list) and len(paths) > _CHECK_PATHS_MAX:
+        raise _UsageError(
+            f"paths holds {len(paths)} paths; a call takes at most {_CHECK_PATHS_MAX}:"
+            " check the rest in another call"
+        )
+    return dict(check(lock, paths, arguments.get("owner")))
 
 
 def _list(session: _Session, arguments: dict[str, Any], call: _Call) -> dict[str, Any]:
@@ -584,6 +658,16 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
                     "type": "boolean",
                     "description": "a shared hold (readers: any number at once)",
                 },
+                "parts": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "description": "hold only these parts of the lock (1 to 100 paths or"
+                    " globs from the top of the tree, as git reads them: 'src/api',"
+                    " 'docs/**/*.md'); holds conflict only where some path lies in a part"
+                    " of each. Default: the whole lock. A call again keeps the hold as"
+                    " it is: the parts it names must be among those held (to change them,"
+                    " release, then acquire the new set)",
+                },
             },
             "required": ["lock", "owner"],
             "additionalProperties": False,
@@ -612,6 +696,34 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         },
         _status,
     ),
+    "check": (
+        "Which of these paths lie in a part of a lock that another run holds (any run,"
+        " without owner), changing nothing: the CLI's check JSON. free is true when none"
+        " does; else reserved names each path with the holder, its part (null: it holds"
+        " the whole lock), kind and stale_at. Check the paths a commit writes before"
+        " making it; a shared part reserves them too.",
+        {
+            "type": "object",
+            "properties": {
+                "lock": _LOCK,
+                "paths": {
+                    "type": "array",
+                    "items": {"type": "string"},
+                    "maxItems": _CHECK_PATHS_MAX,
+                    "description": "paths from the top of the tree, as git prints them"
+                    " ('src/api/routes.py'), at most 10000",
+                },
+                "owner": {
+                    "type": "string",
+                    "description": "the whole owner (workflow:skill:run_id) whose own parts"
+                    " are left out; default: every run's parts count",
+                },
+            },
+            "required": ["lock", "paths"],
+            "additionalProperties": False,
+        },
+        _check,
+    ),
     "list": (
         "Every lock under a folder (absolute path) or an etcd:// or redis:// key prefix,"
         " changing nothing: the CLI's list JSON.",
@@ -630,8 +742,8 @@ _TOOLS: dict[str, tuple[str, dict[str, Any], Callable[..., dict[str, Any]]]] = {
         _list,
     ),
     "holds": (
-        "This session's holds: each with its lock, owner, fence, kind, state (held,"
-        " released or lost) and last renewal.",
+        "This session's holds: each with its lock, owner, fence, kind, parts (null: the"
+        " whole lock), state (held, released or lost) and last renewal.",
         {"type": "object", "properties": {}, "additionalProperties": False},
         _holds,
     ),

@@ -17,7 +17,7 @@ import time
 from .kept_connections import _KEPT
 from .public_surface import _OutcomeUnknown
 from .quoting import _shown_address
-from .records import _holder_timeout, _Place, _remembered, _time_of
+from .records import _holder_timeout, _parts_read, _Place, _remembered, _time_of
 from .seams import _SEAMS, _blind_wait
 from .times import _format_time
 
@@ -62,11 +62,16 @@ def _place_value(place: _Place) -> bytes:
     }
     if place.shared:
         entry["shared"] = True
+    if place.parts is not None:
+        entry["parts"] = list(place.parts)
     return json.dumps(entry).encode()
 
 
-# What each place's value gave (owner, since, timeout, shared; None: not a place).
-_PLACES_READ: dict[bytes, tuple[str, int, float, bool] | None] = {}
+# A place's fields as a server's value keeps them: owner, since, timeout, whether it
+# waits for a shared hold, and for which parts (None: the lock whole).
+_ValueFields = tuple[str, int, float, bool, tuple[str, ...] | None]
+# What each place's value gave (None: not a place).
+_PLACES_READ: dict[bytes, _ValueFields | None] = {}
 
 
 def _place_of(ticket: str, value: bytes) -> _Place | None:
@@ -74,22 +79,23 @@ def _place_of(ticket: str, value: bytes) -> _Place | None:
     fields = _remembered(_PLACES_READ, value, _value_fields)
     if fields is None:
         return None
-    owner, since, timeout, shared = fields
-    return _Place(ticket, owner, since, timeout, None, shared=shared)
+    owner, since, timeout, shared, parts = fields
+    return _Place(ticket, owner, since, timeout, None, shared=shared, parts=parts)
 
 
-def _value_fields(value: bytes) -> tuple[str, int, float, bool] | None:
+def _value_fields(value: bytes) -> _ValueFields | None:
     try:
         entry = json.loads(value)
         owner = entry["owner"]
         since = _time_of(entry["since"])
         timeout = _holder_timeout(entry["stale_after_seconds"])
         shared = entry.get("shared") is True
-    except (ValueError, RecursionError, TypeError, KeyError):
+        parts = _parts_read(entry.get("parts"))
+    except (ValueError, RecursionError, TypeError, KeyError, AttributeError):
         return None
     if not (isinstance(owner, str) and owner) or since is None or timeout is None:
         return None
-    return owner, since, timeout, shared
+    return owner, since, timeout, shared, parts
 
 
 # Each lock address parsed, by gateway and prefix: a process's calls name a few locks.

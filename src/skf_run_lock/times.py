@@ -24,6 +24,11 @@ def _format_time(seconds: float) -> str:
     )
 
 
+def _stale_at(since: int, holder_timeout: float) -> str:
+    """When a hold taken at ``since`` for ``holder_timeout`` s goes stale, as written."""
+    return _format_time(-(-(since + holder_timeout) // 1))  # _format_time caps it
+
+
 def _parse_time(text: str) -> int | None:
     """The POSIX seconds of a ``YYYY-MM-DDTHH:MM:SSZ`` time; None if it is not one."""
     fields = _TIME.fullmatch(text)

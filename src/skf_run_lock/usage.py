@@ -39,6 +39,10 @@ _COMMAND_HELP = {
         "say who holds the lock, changing nothing",
         "{name} status --lock ~/.locks/demo.lock --get state",
     ),
+    "check": (
+        "say which of these paths lie in a part another run holds, changing nothing",
+        "git diff --name-only -z HEAD | {name} check --lock ~/.locks/demo.lock --null -",
+    ),
     "run": (
         "hold the lock while COMMAND runs, renewing it; exit with its code",
         "{name} run --lock ~/.locks/demo.lock --owner demo:test --wait 5m -- make test",
@@ -64,6 +68,9 @@ _EXITS = {
     "release": "0 answered (released, or reason says absent or not-owner), 1 bad arguments,"
     " 2 the lock could not be read or written",
     "status": "0 free or stale, 3 held, 1 bad arguments, 2 the lock could not be read",
+    "check": "0 no path lies in a part another run holds (or no path given), 3 some do"
+    " (reserved names each path, holder and part), 1 bad arguments or paths, 2 the lock"
+    " could not be read",
     "run": "COMMAND's own; before it starts 1, 2 or 3 as acquire (JSON on stderr), 126 or"
     " 127 if it cannot start; 3 if the lock is lost while it runs (COMMAND is stopped)",
     "list": "0 listed, 1 bad arguments, 2 the place could not be read",
@@ -86,6 +93,11 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
         " and must be unique to it: two runs given deploy:site:main both hold the lock as"
         " one (let acquire add it)"
     )
+    if command == "check":
+        owner = (
+            "workflow:skill:run_id, as acquire printed it: leave out this run's own parts"
+            " (default: every run's parts count)"
+        )
     return {
         "--lock": (
             "--lock LOCK",
@@ -123,11 +135,23 @@ def _option_lines(command: str) -> dict[str, tuple[str, str]]:
             "a shared hold: any number of runs hold it shared at once (readers), while"
             " nobody holds it without --shared (a writer, alone); not with --slots",
         ),
+        "--part": (
+            "--part PATTERN",
+            "hold only this part of the lock (repeat for more; a path or a glob such as"
+            " src/api or docs/**/*.md, as git reads it): holds conflict only where some"
+            " path lies in a part of each; an owner naming other parts changes its hold to"
+            " them, when what it adds is free; not with --slots",
+        ),
         "--empty-is-stale": (
             "--empty-is-stale",
             "an empty lock file (flock(1) leaves one) is stale at once",
         ),
         "--table": ("--table", "a table for a person instead of JSON"),
+        "--null": (
+            "--null",
+            "with -, the paths on stdin each end with a NUL (git diff -z, find -print0),"
+            " not a line break",
+        ),
         "--lease": (
             "--lease DURATION",
             "the timeout of the session's holds, renewed every third of it while the"
@@ -163,6 +187,8 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
         shown[list(options).index("--get")] += "..."
     if command == "run":
         shown.append("-- COMMAND [ARG...]")
+    if command == "check":
+        shown.append("[PATH... | -]")
     usage = _wrapped(f"usage: {name} {command}", shown)
     lines = [usage, "", f"{summary[0].upper()}{summary[1:]}.", "", "options:"]
     for option in options:
@@ -171,6 +197,12 @@ def _command_help(command: str, options: dict[str, bool | None]) -> str:
         first, *rest = [*textwrap.wrap(text, 88 - 24), *own_lines]
         lines.append(f"  {form:<22}{first}" if len(form) < 22 else f"  {form}\n{'':24}{first}")
         lines.extend(f"{'':24}{more}" for more in rest)
+    if command == "check":
+        lines.append(
+            f"  {'PATH':<22}a path as git prints it, from the top of the tree (src/api/x.py);"
+            f"\n{'':24}after a bare --, every argument is a path"
+        )
+        lines.append(f"  {'-':<22}read the paths from stdin, one a line (--null: NUL-ended)")
     lines.append(f"  {'-h, --help':<22}show this help")
     lines += ["", "example:", "  " + example.format(name=name), ""]
     lines.append(
