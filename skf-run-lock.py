@@ -1645,6 +1645,7 @@ class _Look:
         "lease",
         "line",
         "record",
+        "remembered",
         "revision",
         "seen",
     )
@@ -1675,6 +1676,9 @@ class _Look:
         # a file's clock and Redis's TIME in microseconds, one more than the revision
         # an etcd look was read at.
         self.fence_floor: int | None = None
+        # What this process's own last change left, not read: a change on it proves it
+        # (its store compares that nothing changed since); else the call reads anew.
+        self.remembered = False
 
 
 # What a lock's bytes are, by their form; only a file may be another program's
@@ -3621,7 +3625,10 @@ if TYPE_CHECKING:
 
         def read(self, line: bool = True) -> _Look:
             """Within a change: what the change must find unchanged to apply (``line``
-            False: the change needs no line, a release, and a store may leave it out)."""
+            False: the change needs no line, a release, and a store may leave it out).
+            A store may give, once a call, what its own last change left (``remembered``:
+            its apply compares all of it); a call whose decision on it would change
+            nothing reads again, since only a change proves it."""
 
         def apply(
             self,
@@ -4864,6 +4871,8 @@ def _take_in(
                 why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
                 raise TimeoutError(errno.ETIMEDOUT, why)
             take = _decide_take(request, look, ticket, now)
+            if look.remembered and take.outcome != "take":
+                continue  # only a change proves a remembered look: read the lock itself
             if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
             if take.outcome != "take":
@@ -4985,6 +4994,8 @@ def _release_of(request: _Release) -> ReleaseResult:
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
                 if freed is None:
+                    if look.remembered:
+                        continue  # only a change proves a remembered look: read it anew
                     change.prune(look, now)
                     return _release_result(store.lock, owner, record)
                 if change.apply(look, after, owner):
@@ -6325,7 +6336,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6328, (), r'''
+_CARRIED['usage'] = (6339, (), r'''
 import os
 import sys
 import textwrap
@@ -6611,7 +6622,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6614, (), r'''
+_CARRIED['parts'] = (6625, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7155,7 +7166,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7158, (), r'''
+_CARRIED['kept_connections'] = (7169, (), r'''
 import atexit
 import os
 import threading
@@ -7271,7 +7282,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7274, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7285, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7852,7 +7863,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7855, ('server_gateway',), r'''
+_CARRIED['http1'] = (7866, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7978,7 +7989,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7981, ('server_gateway',), r'''
+_CARRIED['resp'] = (7992, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8143,7 +8154,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8146, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8157, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8161,6 +8172,11 @@ _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m
 _GRPC_UNAVAILABLE = 14
 _GRPC_PERMISSION_DENIED = 7
 _GRPC_UNAUTHENTICATED = 16
+# How long a write that may be sent again waits for its answer before it is (to the
+# next member): a member whose leader died unseen forwards it into the void, and it
+# would wait out the call; sent again, it lands once a leader serves, or its compare
+# finds the first sending landed.
+_RESEND_AFTER_SEC = 1.0
 
 
 def _etcd_duration(text: str) -> float:
@@ -8229,6 +8245,9 @@ class _EtcdGateway(_ServerGateway):
         self.password = password or env.get("ETCDCTL_PASSWORD", "")
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
+        # The last post's change was sent again, on a new connection: the kept one it
+        # went on first failed before its first answer (see ``post``'s ``resendable``).
+        self.resent = False
 
     def _connect(self, endpoint: str) -> _HttpConnection:
         """A connection to ``endpoint``: one kept from an earlier call if one is sound."""
@@ -8241,8 +8260,21 @@ class _EtcdGateway(_ServerGateway):
     def _open(self, endpoint: str) -> _HttpConnection:
         return _HttpConnection(endpoint, self.tls_context(), self.deadline)
 
-    def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
-        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's."""
+    def post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        outcome: str | None = None,
+        resendable: bool = False,
+    ) -> Any:
+        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's.
+        ``resendable``: a write whose caller can tell from the answer to the same write
+        sent again whether the first landed (a transaction that compares): one whose
+        answer is lost (a kept connection that failed before its first answer, or none
+        within _RESEND_AFTER_SEC) is sent again (``resent``) until the deadline, rather
+        than left unknown at once."""
+        self.resent = False
         if path != "/v3/auth/authenticate":
             self._authorize()
         payload = json.dumps(body).encode()
@@ -8251,6 +8283,7 @@ class _EtcdGateway(_ServerGateway):
         broken: set[str] = set()  # TLS failed: trying again cannot help
         refusing: dict[str, bool] = {}  # nothing listened there, as last tried
         started = _SEAMS.clock()
+        lost: Exception | None = None  # why the answer to a write sent was lost
         while True:
             for endpoint in self.endpoints:
                 left = self.deadline - _SEAMS.clock()
@@ -8259,10 +8292,11 @@ class _EtcdGateway(_ServerGateway):
                 if endpoint in broken:
                     continue
                 try:
-                    status, answer = self._exchange(endpoint, path, payload, outcome)
+                    status, answer = self._exchange(endpoint, path, payload, outcome, resendable)
                 except _OutcomeUnknown:
                     raise
                 except (OSError, ValueError) as exc:
+                    lost = exc if self.resent else lost
                     reason = failures.setdefault(endpoint, self.describe(exc))
                     if reason.startswith(_TLS_FAILURE):
                         broken.add(endpoint)
@@ -8277,16 +8311,32 @@ class _EtcdGateway(_ServerGateway):
                     failures.setdefault(endpoint, message or f"HTTP status {status}")
                     continue
                 raise self._refusal(code, message or f"HTTP status {status}")
-            # No member answered (down, electing): nothing applied.
-            every_one_refused = all(refusing.get(each) for each in self.endpoints)
-            if every_one_refused and self.refused_for_good(started):
-                raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
+            # No member answered (down, electing): nothing applied, unless a write lost.
+            if lost is None:
+                self._give_up_if_all_refuse(refusing, started, failures)
             left = self.deadline - _SEAMS.clock()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break
             time.sleep(min(0.05, left))
+        raise self._unanswered(failures, lost, outcome)
+
+    def _unanswered(
+        self, failures: dict[str, str], lost: Exception | None, outcome: str | None
+    ) -> OSError:
+        """What a post that got no answer in time raises: a write sent whose answer was
+        lost (``lost``) may have been applied; else nothing was."""
+        if lost is not None and outcome is not None:
+            return self.lost_answer(", ".join(self.endpoints), lost, outcome)
         reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
-        raise self.unreachable(", ".join(self.endpoints), reasons)
+        return self.unreachable(", ".join(self.endpoints), reasons)
+
+    def _give_up_if_all_refuse(
+        self, refusing: dict[str, bool], started: float, failures: dict[str, str]
+    ) -> None:
+        """Raise the refusal once every endpoint refused connections for the grace."""
+        every_one_refused = all(refusing.get(each) for each in self.endpoints)
+        if every_one_refused and self.refused_for_good(started):
+            raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
 
     def _authorize(self) -> None:
         if self.user and "Authorization" not in self.headers:
@@ -8295,11 +8345,12 @@ class _EtcdGateway(_ServerGateway):
             self.headers["Authorization"] = _answer_field(answer, "token", "authenticate")
 
     def _exchange(
-        self, endpoint: str, path: str, payload: bytes, outcome: str | None
+        self, endpoint: str, path: str, payload: bytes, outcome: str | None, resendable: bool
     ) -> tuple[int, dict[str, Any]]:
         """One request to ``endpoint``: (status, answer). A kept connection that fails
         before its first answer (closed or reset while it was idle) is replaced at once
-        where that is safe: a request not sent, or one that changes nothing."""
+        where that is safe: a request not sent, one that changes nothing, or one whose
+        caller tells from its resending whether it landed."""
         while True:
             sent = False
             connection = self.connection
@@ -8308,8 +8359,11 @@ class _EtcdGateway(_ServerGateway):
                     connection = self._connect(endpoint)
                 connection.send(path, payload, self.headers, self.deadline)
                 sent = True
-                status = connection.start_answer(self.deadline)
-                body = connection.rest(self.deadline)
+                until = self.deadline
+                if resendable:
+                    until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)
+                status = connection.start_answer(until)
+                body = connection.rest(until)
                 try:
                     answer = json.loads(body.decode("utf-8") or "{}")
                 except ValueError:
@@ -8320,8 +8374,14 @@ class _EtcdGateway(_ServerGateway):
                     _KEPT.discard(connection.kept_as)  # its siblings likely went too
                     if not sent or outcome is None:
                         continue  # a new connection (never unproven: once a request)
+                    if resendable:
+                        self.resent = True
+                        continue
                 if sent and outcome is not None:
-                    raise self.lost_answer(endpoint, exc, outcome) from None
+                    if not resendable:
+                        raise self.lost_answer(endpoint, exc, outcome) from None
+                    self.resent = True
+                    raise  # sent again until the deadline: the next member, each in turn
                 raise
             except BaseException:
                 self._hang_up()  # an interrupt: never read its answer out of step
@@ -8369,7 +8429,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8372, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8432, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8483,7 +8543,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8486, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8546, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import time
 
 
@@ -8494,6 +8554,15 @@ if TYPE_CHECKING:
 # A lease granted and not used yet: its TTL, its ID, when it was granted or last kept
 # alive (on ``_SEAMS.clock``), and whether it was granted ahead of a take.
 _Spare = tuple[int, str, float, bool]
+
+
+# What this process's last change of each lock (by its endpoints and key) left there,
+# as committed: the revision and the keys it left (the record's and the last holder's
+# copy, or none). The process's next change of that lock decides on it rather than
+# reading first; its transaction compares that those keys and an empty line stand as
+# they were left, and the lock calls read anew when it would change nothing.
+_LEFT: dict[tuple[object, ...], tuple[int, list[dict[str, str]]]] = {}
+_LEFT_MAX = 256
 
 
 def _whole_seconds(seconds: float) -> int:
@@ -8554,6 +8623,8 @@ class _EtcdStore(_ServerStore):
         self.fresh: tuple[_Look, bool] | None = None
         self.line_read = True
         self.record_on: str | None = None  # the lease the last change put the record on
+        self.left_as = (tuple(self.gateway.endpoints), key)  # its entry in _LEFT
+        self.remembering = True  # the first read of a call may be what _LEFT holds
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -8572,6 +8643,9 @@ class _EtcdStore(_ServerStore):
         self.line_read = line
         told, self.told = self.told, None
         found = self._fresh(line) if told is None else told
+        if found is None and self.remembering:
+            found = self._remembered()
+        self.remembering = False
         look = self._range(line) if found is None else found
         # A take's fence is one more than the revision the look was read at: no more
         # than the revision its transaction commits at, larger than every earlier
@@ -8585,6 +8659,42 @@ class _EtcdStore(_ServerStore):
         if fresh is None or (line and not fresh[1]):
             return None
         return fresh[0]
+
+    def _remembered(self) -> _Look | None:
+        """What this process's last change of the lock left, as a look (None: none)."""
+        left = _LEFT.get(self.left_as)
+        if left is None:
+            return None
+        revision, kvs = left
+        look = _looked(self.key, kvs, revision)
+        look.remembered = True
+        self.ranged = (revision, kvs)
+        return look
+
+    def _leave_known(
+        self, record: _Record | None, revision: int, value: bytes, created: int
+    ) -> None:
+        """Remember what a change committed at ``revision`` left: ``record`` (``value``,
+        on ``self.record_on``; its key ``created`` at that revision, or 0: before), or
+        nothing, as a range would give it. A lock of several slots is not remembered:
+        its holders' leases end without a change to compare."""
+        if record is not None and record.holders is not None:
+            _LEFT.pop(self.left_as, None)
+            return
+        kvs = []
+        if record is not None:
+            at = str(revision)
+            kvs = [
+                {"key": _b64(self.key), "value": _b64(value), "mod_revision": at},
+                {"key": _b64(self.last_key), "value": _b64(value), "mod_revision": at},
+            ]
+            if self.record_on:
+                kvs[0]["lease"] = self.record_on
+            if created:
+                kvs[0]["create_revision"] = str(created)
+        if len(_LEFT) >= _LEFT_MAX:
+            _LEFT.clear()  # a long-lived process keeps it small
+        _LEFT[self.left_as] = (revision, kvs)
 
     def _span(self, line: bool) -> dict[str, str]:
         """The keys a read asks for: the record's and the slots', and the line's."""
@@ -8846,6 +8956,7 @@ class _EtcdStore(_ServerStore):
         granted: list[_Spare] = []
         ops: list[dict[str, Any]] = []
         self.record_on = None
+        puts = b""
         if record is not None:
             lease = self._record_lease(record, look.lease, granted, ops)
             self.record_on = lease
@@ -8874,6 +8985,20 @@ class _EtcdStore(_ServerStore):
                 "mod_revision": look.revision,
             }
         ]
+        if look.remembered:
+            # Not read: the last holder's copy and the line must stand as remembered
+            # too (an empty line: no place's key created at all).
+            compare.append({**compare[0], "key": _b64(self.last_key)})
+            if self.line_read:
+                compare.append(
+                    {
+                        "key": _b64(self.wait_prefix),
+                        "range_end": _b64(self.wait_prefix[:-1] + b"\1"),
+                        "target": "CREATE",
+                        "result": "EQUAL",
+                        "create_revision": "0",
+                    }
+                )
         if place is not None:
             key = _b64(self._place_key(place))
             compare.append(
@@ -8883,14 +9008,42 @@ class _EtcdStore(_ServerStore):
         # Lost, the transaction reads the lock instead, for the next try's read.
         failure = [{"request_range": self._span(self.line_read)}]
         txn = {"compare": compare, "success": ops, "failure": failure}
-        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome)
-        if answer.get("succeeded"):
+        _LEFT.pop(self.left_as, None)  # known again only once this change is
+        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome, resendable=True)
+        landed = self.gateway.resent and self._landed(answer, record, granted)
+        if answer.get("succeeded") or landed:
+            committed = landed or _answer_revision(answer)
+            created = 0
             if record is not None and look.revision == "0":
-                _raise_fences(record, _answer_revision(answer))
+                _raise_fences(record, committed)
+                created = committed
+            self._leave_known(record, committed, puts, created)
             return True
         self.spares += granted  # those granted ahead serve the next try; all revoked at close
         self._found(answer, 0, self.line_read)
         return False
+
+    def _landed(self, answer: Any, record: _Record | None, granted: list[_Spare]) -> int:
+        """The revision the change (``record``, None: a delete) committed at when its
+        first sending, whose answer a kept connection lost, landed: seen in what the
+        second, which then found the lock changed, read instead (0: it did not). A put
+        is known by the lease granted for it in this try, which nothing else uses; a
+        delete by both keys gone (an expiry leaves the last holder's)."""
+        if answer.get("succeeded"):
+            return 0
+        try:
+            kvs = answer["responses"][0]["response_range"].get("kvs", [])
+            keys = {_unb64(kv["key"]): kv for kv in kvs}
+            header = int(answer["header"]["revision"])
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            return 0
+        if record is None:
+            return header if self.key not in keys and self.last_key not in keys else 0
+        kv = keys.get(self.key)
+        ours = {lease for _, lease, _, _ in granted}
+        if record.holders is not None or kv is None or kv.get("lease") not in ours:
+            return 0
+        return int(kv.get("mod_revision", 0))
 
     def _record_lease(
         self,
@@ -9000,7 +9153,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9003, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9156, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9062,7 +9215,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9065, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9218, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9394,7 +9547,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9397, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9550, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9793,7 +9946,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9796, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (9949, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9931,7 +10084,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9934, (), r'''
+_CARRIED['file_listing'] = (10087, (), r'''
 import os
 import stat
 
@@ -10004,7 +10157,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10007, (), r'''
+_CARRIED['serve'] = (10160, (), r'''
 import json
 import os
 import sys
@@ -10925,7 +11078,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '90900424904a6fcd9799fc7c3290ee4efc286081dc4127c6375d22bd2d741da1'  # what a cache entry must name
+_BUILD = '640106747014ed8271e2478a3f05996175543d9fdddd12549244d8e030bb00df'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -320,9 +320,9 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-unknown-outcome-silent": (
         "a write whose answer is lost says who may hold the lock",
-        "                if sent and outcome is not None:\n"
-        "                    raise self.lost_answer(",
-        "                if False:\n                    raise self.lost_answer(",
+        "        if lost is not None and outcome is not None:\n"
+        "            return self.lost_answer(",
+        "        if False:\n            return self.lost_answer(",
     ),
     "redis-unknown-outcome-silent": (
         "a change whose answer is lost says who may hold the lock (Redis)",
@@ -885,7 +885,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "fence-etcd-from-read-revision": (
         "an etcd take that creates the lock's key gets the revision that creates it",
-        "                _raise_fences(record, _answer_revision(answer))",
+        "                _raise_fences(record, committed)",
         "                pass",
     ),
     "fence-renewal-kept-beside-larger": (
@@ -1309,6 +1309,41 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '    parted = any(h["parts"] is not None for h in live)\n',
         "    parted = False\n",
     ),
+    "remembered-last-not-compared": (
+        "a change on a remembered etcd lock compares its last holder's key too",
+        '            compare.append({**compare[0], "key": _b64(self.last_key)})\n',
+        "            pass\n",
+    ),
+    "remembered-line-not-compared": (
+        "a take on a remembered etcd lock compares that nobody joined the line",
+        "            if self.line_read:\n                compare.append(\n",
+        "            if False:\n                compare.append(\n",
+    ),
+    "remembered-refusal-not-read-again": (
+        "a take that the remembered lock would refuse reads the lock itself",
+        '            if look.remembered and take.outcome != "take":\n',
+        "            if False:\n",
+    ),
+    "remembered-absent-not-read-again": (
+        "a release that the remembered lock would answer absent reads the lock itself",
+        "                    if look.remembered:\n                        continue",
+        "                    if False:\n                        continue",
+    ),
+    "resent-lost-write-left-unknown": (
+        "an etcd transaction whose answer is lost is sent again",
+        '        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome, resendable=True)\n',
+        '        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome)\n',
+    ),
+    "resent-landed-unseen": (
+        "a transaction sent again that finds its first sending landed counts as applied",
+        "        landed = self.gateway.resent and self._landed(answer, record, granted)\n",
+        "        landed = 0\n",
+    ),
+    "resent-after-the-deadline-only": (
+        "a transaction unanswered for a second is sent again (a dead leader)",
+        "                    until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)\n",
+        "                    pass\n",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.
@@ -1329,6 +1364,8 @@ _SHOWS_IN = {
     "signals": "interrupts",
     "connections": "kept_connections",
     "exec": "kept_connections",
+    "remembered": "etcd_round_trips",
+    "resent": "etcd_round_trips",
 }
 # Mutants whose names lead to no test that kills them, with the file that did in the
 # run of 2026-12-05 (each took 7 to 10 minutes, its killer running near the end).

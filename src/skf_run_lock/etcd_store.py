@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 _Spare = tuple[int, str, float, bool]
 
 
+# What this process's last change of each lock (by its endpoints and key) left there,
+# as committed: the revision and the keys it left (the record's and the last holder's
+# copy, or none). The process's next change of that lock decides on it rather than
+# reading first; its transaction compares that those keys and an empty line stand as
+# they were left, and the lock calls read anew when it would change nothing.
+_LEFT: dict[tuple[object, ...], tuple[int, list[dict[str, str]]]] = {}
+_LEFT_MAX = 256
+
+
 def _whole_seconds(seconds: float) -> int:
     """A lease's TTL for a timeout of ``seconds``: whole seconds, rounded up."""
     return int(max(1, -(-seconds // 1)))
@@ -86,6 +95,8 @@ class _EtcdStore(_ServerStore):
         self.fresh: tuple[_Look, bool] | None = None
         self.line_read = True
         self.record_on: str | None = None  # the lease the last change put the record on
+        self.left_as = (tuple(self.gateway.endpoints), key)  # its entry in _LEFT
+        self.remembering = True  # the first read of a call may be what _LEFT holds
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -104,6 +115,9 @@ class _EtcdStore(_ServerStore):
         self.line_read = line
         told, self.told = self.told, None
         found = self._fresh(line) if told is None else told
+        if found is None and self.remembering:
+            found = self._remembered()
+        self.remembering = False
         look = self._range(line) if found is None else found
         # A take's fence is one more than the revision the look was read at: no more
         # than the revision its transaction commits at, larger than every earlier
@@ -117,6 +131,42 @@ class _EtcdStore(_ServerStore):
         if fresh is None or (line and not fresh[1]):
             return None
         return fresh[0]
+
+    def _remembered(self) -> _Look | None:
+        """What this process's last change of the lock left, as a look (None: none)."""
+        left = _LEFT.get(self.left_as)
+        if left is None:
+            return None
+        revision, kvs = left
+        look = _looked(self.key, kvs, revision)
+        look.remembered = True
+        self.ranged = (revision, kvs)
+        return look
+
+    def _leave_known(
+        self, record: _Record | None, revision: int, value: bytes, created: int
+    ) -> None:
+        """Remember what a change committed at ``revision`` left: ``record`` (``value``,
+        on ``self.record_on``; its key ``created`` at that revision, or 0: before), or
+        nothing, as a range would give it. A lock of several slots is not remembered:
+        its holders' leases end without a change to compare."""
+        if record is not None and record.holders is not None:
+            _LEFT.pop(self.left_as, None)
+            return
+        kvs = []
+        if record is not None:
+            at = str(revision)
+            kvs = [
+                {"key": _b64(self.key), "value": _b64(value), "mod_revision": at},
+                {"key": _b64(self.last_key), "value": _b64(value), "mod_revision": at},
+            ]
+            if self.record_on:
+                kvs[0]["lease"] = self.record_on
+            if created:
+                kvs[0]["create_revision"] = str(created)
+        if len(_LEFT) >= _LEFT_MAX:
+            _LEFT.clear()  # a long-lived process keeps it small
+        _LEFT[self.left_as] = (revision, kvs)
 
     def _span(self, line: bool) -> dict[str, str]:
         """The keys a read asks for: the record's and the slots', and the line's."""
@@ -378,6 +428,7 @@ class _EtcdStore(_ServerStore):
         granted: list[_Spare] = []
         ops: list[dict[str, Any]] = []
         self.record_on = None
+        puts = b""
         if record is not None:
             lease = self._record_lease(record, look.lease, granted, ops)
             self.record_on = lease
@@ -406,6 +457,20 @@ class _EtcdStore(_ServerStore):
                 "mod_revision": look.revision,
             }
         ]
+        if look.remembered:
+            # Not read: the last holder's copy and the line must stand as remembered
+            # too (an empty line: no place's key created at all).
+            compare.append({**compare[0], "key": _b64(self.last_key)})
+            if self.line_read:
+                compare.append(
+                    {
+                        "key": _b64(self.wait_prefix),
+                        "range_end": _b64(self.wait_prefix[:-1] + b"\1"),
+                        "target": "CREATE",
+                        "result": "EQUAL",
+                        "create_revision": "0",
+                    }
+                )
         if place is not None:
             key = _b64(self._place_key(place))
             compare.append(
@@ -415,14 +480,42 @@ class _EtcdStore(_ServerStore):
         # Lost, the transaction reads the lock instead, for the next try's read.
         failure = [{"request_range": self._span(self.line_read)}]
         txn = {"compare": compare, "success": ops, "failure": failure}
-        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome)
-        if answer.get("succeeded"):
+        _LEFT.pop(self.left_as, None)  # known again only once this change is
+        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome, resendable=True)
+        landed = self.gateway.resent and self._landed(answer, record, granted)
+        if answer.get("succeeded") or landed:
+            committed = landed or _answer_revision(answer)
+            created = 0
             if record is not None and look.revision == "0":
-                _raise_fences(record, _answer_revision(answer))
+                _raise_fences(record, committed)
+                created = committed
+            self._leave_known(record, committed, puts, created)
             return True
         self.spares += granted  # those granted ahead serve the next try; all revoked at close
         self._found(answer, 0, self.line_read)
         return False
+
+    def _landed(self, answer: Any, record: _Record | None, granted: list[_Spare]) -> int:
+        """The revision the change (``record``, None: a delete) committed at when its
+        first sending, whose answer a kept connection lost, landed: seen in what the
+        second, which then found the lock changed, read instead (0: it did not). A put
+        is known by the lease granted for it in this try, which nothing else uses; a
+        delete by both keys gone (an expiry leaves the last holder's)."""
+        if answer.get("succeeded"):
+            return 0
+        try:
+            kvs = answer["responses"][0]["response_range"].get("kvs", [])
+            keys = {_unb64(kv["key"]): kv for kv in kvs}
+            header = int(answer["header"]["revision"])
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            return 0
+        if record is None:
+            return header if self.key not in keys and self.last_key not in keys else 0
+        kv = keys.get(self.key)
+        ours = {lease for _, lease, _, _ in granted}
+        if record.holders is not None or kv is None or kv.get("lease") not in ours:
+            return 0
+        return int(kv.get("mod_revision", 0))
 
     def _record_lease(
         self,
