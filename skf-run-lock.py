@@ -8544,6 +8544,8 @@ class _EtcdWatch:
 # --------------------------------------------------------------------------------------
 
 _CARRIED['etcd_store'] = (8546, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+import atexit
+import os
 import time
 
 
@@ -8563,6 +8565,22 @@ _Spare = tuple[int, str, float, bool]
 # they were left, and the lock calls read anew when it would change nothing.
 _LEFT: dict[tuple[object, ...], tuple[int, list[dict[str, str]]]] = {}
 _LEFT_MAX = 256
+# The lease a release by this process left with nothing on it, by lock (as _LEFT), with
+# the lock's address: the process's next take of the lock keeps it alive and puts its
+# record on it, rather than granting one (a write through the cluster's log; a keep-
+# alive is the leader's alone) and revoking the old. Those left are revoked at exit
+# (a CLI's release so costs what it did), else they run out by themselves.
+_FREE_LEASES: dict[tuple[object, ...], tuple[str, str]] = {}
+
+
+def _revoke_free_leases() -> None:
+    """At exit: revoke each lease a release left free, for nothing will use it."""
+    while _FREE_LEASES:
+        _, (lease, address) = _FREE_LEASES.popitem()
+        try:
+            _EtcdGateway(address).post("/v3/lease/revoke", {"ID": lease})
+        except (OSError, ValueError):
+            pass  # it runs out by itself
 
 
 def _whole_seconds(seconds: float) -> int:
@@ -8625,6 +8643,7 @@ class _EtcdStore(_ServerStore):
         self.record_on: str | None = None  # the lease the last change put the record on
         self.left_as = (tuple(self.gateway.endpoints), key)  # its entry in _LEFT
         self.remembering = True  # the first read of a call may be what _LEFT holds
+        self.freed: str | None = None  # a free lease (_FREE_LEASES) the change uses
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -8752,12 +8771,15 @@ class _EtcdStore(_ServerStore):
             except OSError:
                 pass  # it runs out by itself
 
-    def _grant(self, seconds: float, granted: list[_Spare]) -> str:
-        """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
-        one serves, else a new one. Only one granted ahead serves, a second longer,
-        while that TTL is left of it: a slot on it ends no sooner than on a lease
-        granted now (the renewer counts a hold from its try's start), and at most a
-        second later. A lost try's lease, granted before, would end sooner: revoked."""
+    def _grant(self, seconds: float, granted: list[_Spare], mine: str | None = None) -> str:
+        """A lease of ``seconds`` (rounded up), added to ``granted`` if granted in this
+        try: a spare one if one serves, else a new one. Only one granted ahead serves, a
+        second longer, while that TTL is left of it: a slot on it ends no sooner than on
+        a lease granted now (the renewer counts a hold from its try's start), and at
+        most a second later. A lost try's lease, granted before, would end sooner:
+        revoked. So does one kept alive now with that TTL or a second more: ``mine``,
+        the lease of the hold it renews, or one a release of the lock in this process
+        left free."""
         ttl = _whole_seconds(seconds)
         now = _SEAMS.clock()
         for spare in self.spares:
@@ -8766,6 +8788,15 @@ class _EtcdStore(_ServerStore):
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
+        if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:
+            return mine
+        free = _FREE_LEASES.pop(self.left_as, None)
+        if free is not None:
+            if ttl <= (left := self._ttl_kept(free[0])) <= ttl + 1:
+                self.freed = free[0]  # free again if this try's change loses
+                return free[0]
+            if left:
+                self.revoke(free[0])  # of another timeout: of no use
         sent = _SEAMS.clock()
         answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
@@ -8905,10 +8936,14 @@ class _EtcdStore(_ServerStore):
         return self._kept_alive(place.ticket)
 
     def _kept_alive(self, lease: str) -> bool:
+        return self._ttl_kept(lease) > 0
+
+    def _ttl_kept(self, lease: str) -> int:
+        """Keep ``lease`` alive: its TTL, to which it was renewed (0: it had ended)."""
         answer = self.gateway.post("/v3/lease/keepalive", {"ID": lease})
         result = answer.get("result")
         ttl = result.get("TTL") if isinstance(result, dict) else None
-        return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
+        return int(ttl) if isinstance(ttl, str) and ttl.isdigit() else 0
 
     def leave(self, place: _Place) -> None:
         self.gateway.next_step()
@@ -8934,8 +8969,16 @@ class _EtcdStore(_ServerStore):
             # The leases nothing stands on now (else they would only run out): the
             # record's last one, and those of slots renewed or released.
             kept = {holder.mark for holder in _holders(record)} | {self.record_on}
+            # A release's record lease is the process's next take's (_grant).
+            whole = look.record is not None and look.record.holders is None
+            free = look.lease if record is None and whole else None
             for lease in {look.lease, *gone} - kept:
-                self.revoke(lease)
+                if lease is not None and lease == free:
+                    if len(_FREE_LEASES) >= _LEFT_MAX:
+                        _FREE_LEASES.clear()  # a long-lived process keeps it small
+                    _FREE_LEASES[self.left_as] = (lease, self.lock)
+                else:
+                    self.revoke(lease)
         if applied and place is not None:
             place.joined = False  # its lease runs out by itself
         return applied
@@ -8956,9 +8999,10 @@ class _EtcdStore(_ServerStore):
         granted: list[_Spare] = []
         ops: list[dict[str, Any]] = []
         self.record_on = None
+        self.freed = None
         puts = b""
         if record is not None:
-            lease = self._record_lease(record, look.lease, granted, ops)
+            lease = self._record_lease(record, look, granted, ops)
             self.record_on = lease
             puts = _bytes_of(record)
             ops += [
@@ -9010,7 +9054,7 @@ class _EtcdStore(_ServerStore):
         txn = {"compare": compare, "success": ops, "failure": failure}
         _LEFT.pop(self.left_as, None)  # known again only once this change is
         answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome, resendable=True)
-        landed = self.gateway.resent and self._landed(answer, record, granted)
+        landed = self.gateway.resent and self._landed(answer, record, puts)
         if answer.get("succeeded") or landed:
             committed = landed or _answer_revision(answer)
             created = 0
@@ -9020,14 +9064,16 @@ class _EtcdStore(_ServerStore):
             self._leave_known(record, committed, puts, created)
             return True
         self.spares += granted  # those granted ahead serve the next try; all revoked at close
+        if self.freed is not None:
+            _FREE_LEASES[self.left_as] = (self.freed, self.lock)  # nothing was put on it
         self._found(answer, 0, self.line_read)
         return False
 
-    def _landed(self, answer: Any, record: _Record | None, granted: list[_Spare]) -> int:
+    def _landed(self, answer: Any, record: _Record | None, value: bytes) -> int:
         """The revision the change (``record``, None: a delete) committed at when its
-        first sending, whose answer a kept connection lost, landed: seen in what the
-        second, which then found the lock changed, read instead (0: it did not). A put
-        is known by the lease granted for it in this try, which nothing else uses; a
+        first sending, whose answer was lost, landed: seen in what the second, which
+        then found the lock changed, read instead (0: it did not). A put is known by its
+        ``value`` on its lease (the record's times, to the second, and its fence); a
         delete by both keys gone (an expiry leaves the last holder's)."""
         if answer.get("succeeded"):
             return 0
@@ -9040,15 +9086,14 @@ class _EtcdStore(_ServerStore):
         if record is None:
             return header if self.key not in keys and self.last_key not in keys else 0
         kv = keys.get(self.key)
-        ours = {lease for _, lease, _, _ in granted}
-        if record.holders is not None or kv is None or kv.get("lease") not in ours:
+        if record.holders is not None or kv is None or kv.get("lease") != self.record_on:
             return 0
-        return int(kv.get("mod_revision", 0))
+        return int(kv.get("mod_revision", 0)) if _unb64(kv.get("value", "")) == value else 0
 
     def _record_lease(
         self,
         record: _Record,
-        current: str | None,
+        look: _Look,
         granted: list[_Spare],
         ops: list[dict[str, Any]],
     ) -> str | None:
@@ -9056,10 +9101,14 @@ class _EtcdStore(_ServerStore):
         each new holder gets a lease of its timeout and a key on it; the record stays
         on a lease that outlives every slot: a release leaves it on its own; a take
         puts it on the new holder's when no other holder has a longer timeout (every
-        other slot's lease was granted earlier), else on a lease of the longest."""
+        other slot's lease was granted earlier), else on a lease of the longest. A
+        renewal of one slot keeps its lease (``look``'s), kept alive, if it serves."""
+        current = look.lease
         if record.holders is None:
             assert record.stale_after is not None
-            return self._grant(record.stale_after, granted)
+            was = look.record
+            mine = was is not None and was.holders is None and was.owner == record.owner
+            return self._grant(record.stale_after, granted, current if mine else None)
         lease = None
         newest = 0.0
         for holder in record.holders:
@@ -9141,6 +9190,11 @@ def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
     return _Look(record, last, revision, lease, line=[p for _, p in line], seen=_EtcdSeen(seen))
 
 
+atexit.register(_revoke_free_leases)
+if hasattr(os, "register_at_fork"):  # a forked child's are its parent's
+    os.register_at_fork(after_in_child=_FREE_LEASES.clear)
+
+
 def _open_etcd(address: str) -> _Store:
     """The registry's opener: an etcd lock (mypy checks the class against _Store here)."""
     return _EtcdStore(address)
@@ -9153,7 +9207,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9156, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9210, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9215,7 +9269,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9218, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9272, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9547,7 +9601,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9550, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9604, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9946,7 +10000,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9949, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10003, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10084,7 +10138,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10087, (), r'''
+_CARRIED['file_listing'] = (10141, (), r'''
 import os
 import stat
 
@@ -10157,7 +10211,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10160, (), r'''
+_CARRIED['serve'] = (10214, (), r'''
 import json
 import os
 import sys
@@ -11078,7 +11132,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '640106747014ed8271e2478a3f05996175543d9fdddd12549244d8e030bb00df'  # what a cache entry must name
+_BUILD = '0323a3f81a35a2809b457463f22fd7b6cee55730ba28f6040a1ac4ca39d7e698'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -207,10 +207,11 @@ THIS_DOES = {
     " then MULTI/EXEC: the record and the last holder's copy (the release reads the"
     " record, the line and TIME, then deletes both)",
     "etcd": "a connection kept from call to call (before 1.12.1: a new one per call);"
-    " reads the lock's keys (the record, the last"
-    " holder's, the line), grants a lease, commits a transaction against the revision"
-    " read (the record on the lease, the last holder's copy); the release reads,"
-    " deletes both by a transaction, revokes the lease",
+    " decides on what its last change left (1.12.1; before, it read the lock's keys),"
+    " keeps alive the lease its last release left (before: granted one), commits a"
+    " transaction comparing the record's and the last holder's revisions and an empty"
+    " line (the record on the lease, the last holder's copy); the release deletes both"
+    " by a transaction (before: read first, revoked the lease after)",
 }
 PEER_DOES = {
     "redis-py Lock": "SET NX PX on a pooled connection; the release runs a Lua script"

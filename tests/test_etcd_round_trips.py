@@ -51,7 +51,17 @@ def keys_on(etcd: Etcd, key: str) -> dict[str, str]:
 
 
 def leases_on(etcd: Etcd) -> list[str]:
-    return [lease["ID"] for lease in etcd_post(etcd.client, "/v3/lease/leases", {})["leases"] or []]
+    return [
+        lease["ID"] for lease in etcd_post(etcd.client, "/v3/lease/leases", {}).get("leases", [])
+    ]
+
+
+def lease_keys(etcd: Etcd, lease: str) -> list[str]:
+    """The keys on ``lease``."""
+    import base64
+
+    answer = etcd_post(etcd.client, "/v3/lease/timetolive", {"ID": lease, "keys": True})
+    return [base64.b64decode(key).decode() for key in answer.get("keys", [])]
 
 
 def in_another_process(code: str) -> None:
@@ -67,11 +77,12 @@ def in_another_process(code: str) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_a_process_takes_and_releases_etcd_by_a_grant_and_two_transactions(
+def test_a_process_takes_and_releases_etcd_by_a_keepalive_and_two_transactions(
     skf: ModuleType, etcd_lock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Once a process has changed a lock, each acquire is a lease granted and one
-    transaction, each release one transaction and the lease revoked: no read."""
+    """Once a process has changed a lock, each acquire is one transaction, its record
+    on the lease the last release left (kept alive: no lease granted), each renewal
+    the same on its own lease, each release one transaction: no read, no revoke."""
     assert skf.acquire(etcd_lock, OWNER, 60.0)["acquired"]
     assert skf.release(etcd_lock, OWNER)["released"]
     sent = etcd_requests(monkeypatch)
@@ -88,18 +99,18 @@ def test_a_process_takes_and_releases_etcd_by_a_grant_and_two_transactions(
         assert skf.status(etcd_lock, 60.0)["fence"] == fence  # a renewal keeps its fence
         assert skf.release(etcd_lock, OWNER)["released"]
     paths = [path.rpartition("/")[2] for _, path, _ in sent]
-    # A take; status; a renewal (its record on a new lease, the old one revoked);
-    # status; a release.
-    once = ["grant", "txn", "range", "grant", "txn", "revoke", "range", "txn", "revoke"]
+    # A take; status; a renewal; status; a release.
+    once = ["keepalive", "txn", "range", "keepalive", "txn", "range", "txn"]
     assert paths == once * 3
 
 
-def test_a_lock_another_process_took_since_is_refused_and_leaves_no_lease(
-    skf: ModuleType, own_etcd: Etcd
+def test_a_lock_another_process_took_since_is_refused_and_leaves_its_lease_free(
+    skf: ModuleType, own_etcd: Etcd, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """What this process left (the lock free) no longer stands: another took it. The
     take's transaction finds that, and the call answers as one that read first: held
-    by the other, whose hold stays; the lease it granted for nothing is revoked."""
+    by the other, whose hold stays; the lease it kept alive for its record stays free
+    for its next take, and is revoked when the process ends."""
     lock = own_etcd.url("locks/taken-since")
     assert skf.acquire(lock, OWNER, 60.0)["acquired"]
     assert skf.release(lock, OWNER)["released"]
@@ -108,13 +119,18 @@ def test_a_lock_another_process_took_since_is_refused_and_leaves_no_lease(
     refused = skf.acquire(lock, OWNER, 60.0)
     assert (refused["acquired"], refused["held_by"]) == (False, OTHER)
     assert keys_on(own_etcd, "locks/taken-since") == held
-    assert len(leases_on(own_etcd)) == 1  # the other's record's
+    keys = [lease_keys(own_etcd, lease) for lease in leases_on(own_etcd)]
+    assert sorted(keys) == [[], ["locks/taken-since"]]  # its free one; the other's record's
     released = skf.release(lock, OWNER)
     assert (released["released"], released["reason"], released["held_by"]) == (
         False,
         "not-owner",
         OTHER,
     )
+    in_another_process(f"assert skf.release({lock!r}, {OTHER!r})['released']")
+    sent = etcd_requests(monkeypatch)
+    assert skf.acquire(lock, OWNER, 60.0)["acquired"]  # on the free lease, kept alive
+    assert [path for _, path, _ in sent] == ["/v3/kv/range", "/v3/lease/keepalive", "/v3/kv/txn"]
 
 
 def test_a_waiter_who_joined_since_is_not_passed(skf: ModuleType, own_etcd: Etcd) -> None:
@@ -273,3 +289,33 @@ def test_a_member_lost_between_calls_costs_no_call(
     finally:
         for server in servers:
             server.stop()
+
+
+def test_the_lease_a_release_left_free_is_revoked_when_its_process_ends(
+    own_etcd: Etcd,
+) -> None:
+    """A process's release leaves its lease free for its next take; when the process
+    ends, it revokes it: a process that takes and releases leaves no lease behind, as
+    each CLI call does."""
+    lock = own_etcd.url("locks/exit")
+    code = (
+        f"assert skf.acquire({lock!r}, {OWNER!r}, 60.0)['acquired']; "
+        f"assert skf.release({lock!r}, {OWNER!r})['released']; "
+        f"assert skf.acquire({lock!r}, {OWNER!r}, 60.0)['acquired']; "
+        f"assert skf.release({lock!r}, {OWNER!r})['released']"
+    )
+    in_another_process(code)
+    assert leases_on(own_etcd) == [] and keys_on(own_etcd, "locks/exit") == {}
+
+
+def test_a_take_of_another_timeout_gets_a_lease_of_its_own(skf: ModuleType, own_etcd: Etcd) -> None:
+    """The lease a release left free (60 s) serves no take of another timeout: a take
+    of 120 s gets a lease of 120 s, and the free one is revoked."""
+    lock = own_etcd.url("locks/timeouts")
+    assert skf.acquire(lock, OWNER, 60.0)["acquired"]
+    assert skf.release(lock, OWNER)["released"]
+    assert skf.acquire(lock, OWNER, 120.0)["acquired"]
+    (lease,) = leases_on(own_etcd)
+    answer = etcd_post(own_etcd.client, "/v3/lease/timetolive", {"ID": lease})
+    assert answer["grantedTTL"] == "120" and lease_keys(own_etcd, lease) == ["locks/timeouts"]
+    assert skf.release(lock, OWNER)["released"]

@@ -57,7 +57,8 @@ def test_a_process_over_tls_takes_and_releases_on_one_handshake_without_reads(
     skf: ModuleType, monkeypatch: pytest.MonkeyPatch, pki: Pki, tls_etcd: Etcd
 ) -> None:
     """Over TLS with a client certificate, a process's takes and releases go over one
-    kept connection (one handshake) and, after the first, read nothing: each acquire
+    kept connection (one handshake) and, after the first, read nothing and grant no
+    lease (the release's is the next take's, kept alive): each acquire
     and release answers as on a connection of its own, and the lock is left free."""
     monkeypatch.setenv("ETCDCTL_CACERT", pki.path("ca.pem"))
     monkeypatch.setenv("ETCDCTL_CERT", pki.path("client.pem"))
@@ -80,7 +81,7 @@ def test_a_process_over_tls_takes_and_releases_on_one_handshake_without_reads(
         assert (taken["acquired"], taken["refreshed"], taken["lock"]) == (True, False, lock)
         released = skf.release(lock, "wf:tls:r1")
         assert (released["released"], released["reason"]) == (True, None)
-    assert len(opened) == 1 and paths == ["grant", "txn", "txn", "revoke"] * 3
+    assert len(opened) == 1 and paths == ["keepalive", "txn", "txn"] * 3
     assert skf.status(lock, 60.0)["state"] == "free"
 
 

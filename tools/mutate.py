@@ -1336,13 +1336,33 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "resent-landed-unseen": (
         "a transaction sent again that finds its first sending landed counts as applied",
-        "        landed = self.gateway.resent and self._landed(answer, record, granted)\n",
+        "        landed = self.gateway.resent and self._landed(answer, record, puts)\n",
         "        landed = 0\n",
     ),
     "resent-after-the-deadline-only": (
         "a transaction unanswered for a second is sent again (a dead leader)",
         "                    until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)\n",
         "                    pass\n",
+    ),
+    "free-lease-left-at-exit": (
+        "a lease a release left free is revoked when its process ends",
+        "atexit.register(_revoke_free_leases)\n",
+        "pass\n",
+    ),
+    "free-lease-of-any-timeout": (
+        "a free lease serves only a take of its timeout",
+        "            if ttl <= (left := self._ttl_kept(free[0])) <= ttl + 1:\n",
+        "            if (left := self._ttl_kept(free[0])):\n",
+    ),
+    "free-lease-lost-on-a-lost-race": (
+        "a free lease a lost change used is free again",
+        "            _FREE_LEASES[self.left_as] = (self.freed, self.lock)",
+        "            pass",
+    ),
+    "etcd-renewal-keeps-a-lease-of-any-timeout": (
+        "a renewal keeps its lease only for the same timeout",
+        "        if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:\n",
+        "        if mine and self._ttl_kept(mine):\n",
     ),
 }
 
@@ -1365,6 +1385,7 @@ _SHOWS_IN = {
     "connections": "kept_connections",
     "exec": "kept_connections",
     "remembered": "etcd_round_trips",
+    "free": "etcd_round_trips",
     "resent": "etcd_round_trips",
 }
 # Mutants whose names lead to no test that kills them, with the file that did in the

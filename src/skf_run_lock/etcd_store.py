@@ -6,6 +6,8 @@ only for an etcd lock."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import time
 
 from .decisions import _ahead_of, _holders, _live
@@ -35,6 +37,22 @@ _Spare = tuple[int, str, float, bool]
 # they were left, and the lock calls read anew when it would change nothing.
 _LEFT: dict[tuple[object, ...], tuple[int, list[dict[str, str]]]] = {}
 _LEFT_MAX = 256
+# The lease a release by this process left with nothing on it, by lock (as _LEFT), with
+# the lock's address: the process's next take of the lock keeps it alive and puts its
+# record on it, rather than granting one (a write through the cluster's log; a keep-
+# alive is the leader's alone) and revoking the old. Those left are revoked at exit
+# (a CLI's release so costs what it did), else they run out by themselves.
+_FREE_LEASES: dict[tuple[object, ...], tuple[str, str]] = {}
+
+
+def _revoke_free_leases() -> None:
+    """At exit: revoke each lease a release left free, for nothing will use it."""
+    while _FREE_LEASES:
+        _, (lease, address) = _FREE_LEASES.popitem()
+        try:
+            _EtcdGateway(address).post("/v3/lease/revoke", {"ID": lease})
+        except (OSError, ValueError):
+            pass  # it runs out by itself
 
 
 def _whole_seconds(seconds: float) -> int:
@@ -97,6 +115,7 @@ class _EtcdStore(_ServerStore):
         self.record_on: str | None = None  # the lease the last change put the record on
         self.left_as = (tuple(self.gateway.endpoints), key)  # its entry in _LEFT
         self.remembering = True  # the first read of a call may be what _LEFT holds
+        self.freed: str | None = None  # a free lease (_FREE_LEASES) the change uses
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -224,12 +243,15 @@ class _EtcdStore(_ServerStore):
             except OSError:
                 pass  # it runs out by itself
 
-    def _grant(self, seconds: float, granted: list[_Spare]) -> str:
-        """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
-        one serves, else a new one. Only one granted ahead serves, a second longer,
-        while that TTL is left of it: a slot on it ends no sooner than on a lease
-        granted now (the renewer counts a hold from its try's start), and at most a
-        second later. A lost try's lease, granted before, would end sooner: revoked."""
+    def _grant(self, seconds: float, granted: list[_Spare], mine: str | None = None) -> str:
+        """A lease of ``seconds`` (rounded up), added to ``granted`` if granted in this
+        try: a spare one if one serves, else a new one. Only one granted ahead serves, a
+        second longer, while that TTL is left of it: a slot on it ends no sooner than on
+        a lease granted now (the renewer counts a hold from its try's start), and at
+        most a second later. A lost try's lease, granted before, would end sooner:
+        revoked. So does one kept alive now with that TTL or a second more: ``mine``,
+        the lease of the hold it renews, or one a release of the lock in this process
+        left free."""
         ttl = _whole_seconds(seconds)
         now = _SEAMS.clock()
         for spare in self.spares:
@@ -238,6 +260,15 @@ class _EtcdStore(_ServerStore):
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
+        if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:
+            return mine
+        free = _FREE_LEASES.pop(self.left_as, None)
+        if free is not None:
+            if ttl <= (left := self._ttl_kept(free[0])) <= ttl + 1:
+                self.freed = free[0]  # free again if this try's change loses
+                return free[0]
+            if left:
+                self.revoke(free[0])  # of another timeout: of no use
         sent = _SEAMS.clock()
         answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
@@ -377,10 +408,14 @@ class _EtcdStore(_ServerStore):
         return self._kept_alive(place.ticket)
 
     def _kept_alive(self, lease: str) -> bool:
+        return self._ttl_kept(lease) > 0
+
+    def _ttl_kept(self, lease: str) -> int:
+        """Keep ``lease`` alive: its TTL, to which it was renewed (0: it had ended)."""
         answer = self.gateway.post("/v3/lease/keepalive", {"ID": lease})
         result = answer.get("result")
         ttl = result.get("TTL") if isinstance(result, dict) else None
-        return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
+        return int(ttl) if isinstance(ttl, str) and ttl.isdigit() else 0
 
     def leave(self, place: _Place) -> None:
         self.gateway.next_step()
@@ -406,8 +441,16 @@ class _EtcdStore(_ServerStore):
             # The leases nothing stands on now (else they would only run out): the
             # record's last one, and those of slots renewed or released.
             kept = {holder.mark for holder in _holders(record)} | {self.record_on}
+            # A release's record lease is the process's next take's (_grant).
+            whole = look.record is not None and look.record.holders is None
+            free = look.lease if record is None and whole else None
             for lease in {look.lease, *gone} - kept:
-                self.revoke(lease)
+                if lease is not None and lease == free:
+                    if len(_FREE_LEASES) >= _LEFT_MAX:
+                        _FREE_LEASES.clear()  # a long-lived process keeps it small
+                    _FREE_LEASES[self.left_as] = (lease, self.lock)
+                else:
+                    self.revoke(lease)
         if applied and place is not None:
             place.joined = False  # its lease runs out by itself
         return applied
@@ -428,9 +471,10 @@ class _EtcdStore(_ServerStore):
         granted: list[_Spare] = []
         ops: list[dict[str, Any]] = []
         self.record_on = None
+        self.freed = None
         puts = b""
         if record is not None:
-            lease = self._record_lease(record, look.lease, granted, ops)
+            lease = self._record_lease(record, look, granted, ops)
             self.record_on = lease
             puts = _bytes_of(record)
             ops += [
@@ -482,7 +526,7 @@ class _EtcdStore(_ServerStore):
         txn = {"compare": compare, "success": ops, "failure": failure}
         _LEFT.pop(self.left_as, None)  # known again only once this change is
         answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome, resendable=True)
-        landed = self.gateway.resent and self._landed(answer, record, granted)
+        landed = self.gateway.resent and self._landed(answer, record, puts)
         if answer.get("succeeded") or landed:
             committed = landed or _answer_revision(answer)
             created = 0
@@ -492,14 +536,16 @@ class _EtcdStore(_ServerStore):
             self._leave_known(record, committed, puts, created)
             return True
         self.spares += granted  # those granted ahead serve the next try; all revoked at close
+        if self.freed is not None:
+            _FREE_LEASES[self.left_as] = (self.freed, self.lock)  # nothing was put on it
         self._found(answer, 0, self.line_read)
         return False
 
-    def _landed(self, answer: Any, record: _Record | None, granted: list[_Spare]) -> int:
+    def _landed(self, answer: Any, record: _Record | None, value: bytes) -> int:
         """The revision the change (``record``, None: a delete) committed at when its
-        first sending, whose answer a kept connection lost, landed: seen in what the
-        second, which then found the lock changed, read instead (0: it did not). A put
-        is known by the lease granted for it in this try, which nothing else uses; a
+        first sending, whose answer was lost, landed: seen in what the second, which
+        then found the lock changed, read instead (0: it did not). A put is known by its
+        ``value`` on its lease (the record's times, to the second, and its fence); a
         delete by both keys gone (an expiry leaves the last holder's)."""
         if answer.get("succeeded"):
             return 0
@@ -512,15 +558,14 @@ class _EtcdStore(_ServerStore):
         if record is None:
             return header if self.key not in keys and self.last_key not in keys else 0
         kv = keys.get(self.key)
-        ours = {lease for _, lease, _, _ in granted}
-        if record.holders is not None or kv is None or kv.get("lease") not in ours:
+        if record.holders is not None or kv is None or kv.get("lease") != self.record_on:
             return 0
-        return int(kv.get("mod_revision", 0))
+        return int(kv.get("mod_revision", 0)) if _unb64(kv.get("value", "")) == value else 0
 
     def _record_lease(
         self,
         record: _Record,
-        current: str | None,
+        look: _Look,
         granted: list[_Spare],
         ops: list[dict[str, Any]],
     ) -> str | None:
@@ -528,10 +573,14 @@ class _EtcdStore(_ServerStore):
         each new holder gets a lease of its timeout and a key on it; the record stays
         on a lease that outlives every slot: a release leaves it on its own; a take
         puts it on the new holder's when no other holder has a longer timeout (every
-        other slot's lease was granted earlier), else on a lease of the longest."""
+        other slot's lease was granted earlier), else on a lease of the longest. A
+        renewal of one slot keeps its lease (``look``'s), kept alive, if it serves."""
+        current = look.lease
         if record.holders is None:
             assert record.stale_after is not None
-            return self._grant(record.stale_after, granted)
+            was = look.record
+            mine = was is not None and was.holders is None and was.owner == record.owner
+            return self._grant(record.stale_after, granted, current if mine else None)
         lease = None
         newest = 0.0
         for holder in record.holders:
@@ -611,6 +660,11 @@ def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
         holder.lease = "expired"
     line.sort(key=lambda entry: entry[0])
     return _Look(record, last, revision, lease, line=[p for _, p in line], seen=_EtcdSeen(seen))
+
+
+atexit.register(_revoke_free_leases)
+if hasattr(os, "register_at_fork"):  # a forked child's are its parent's
+    os.register_at_fork(after_in_child=_FREE_LEASES.clear)
 
 
 def _open_etcd(address: str) -> _Store:
