@@ -8573,12 +8573,20 @@ _LEFT_MAX = 256
 _FREE_LEASES: dict[tuple[object, ...], tuple[str, str]] = {}
 
 
+# How long a process's exit may wait on revoking the leases left free, all together:
+# a server gone by then must not hold the exit up (the leases run out by themselves).
+_EXIT_REVOKES_SEC = 1.0
+
+
 def _revoke_free_leases() -> None:
     """At exit: revoke each lease a release left free, for nothing will use it."""
-    while _FREE_LEASES:
+    stop = _SEAMS.clock() + _EXIT_REVOKES_SEC
+    while _FREE_LEASES and _SEAMS.clock() < stop:
         _, (lease, address) = _FREE_LEASES.popitem()
         try:
-            _EtcdGateway(address).post("/v3/lease/revoke", {"ID": lease})
+            gateway = _EtcdGateway(address)
+            gateway.call_deadline = stop
+            gateway.post("/v3/lease/revoke", {"ID": lease})
         except (OSError, ValueError):
             pass  # it runs out by itself
 
@@ -9207,7 +9215,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9210, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9218, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9269,7 +9277,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9272, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9280, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9601,7 +9609,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9604, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9612, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10000,7 +10008,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10003, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10011, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10138,7 +10146,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10141, (), r'''
+_CARRIED['file_listing'] = (10149, (), r'''
 import os
 import stat
 
@@ -10211,7 +10219,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10214, (), r'''
+_CARRIED['serve'] = (10222, (), r'''
 import json
 import os
 import sys
@@ -11132,7 +11140,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '0323a3f81a35a2809b457463f22fd7b6cee55730ba28f6040a1ac4ca39d7e698'  # what a cache entry must name
+_BUILD = '9de20fa44c0824fe5ccd3c502b9e82936a802f3101ab0b66b8b8a412f064256b'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

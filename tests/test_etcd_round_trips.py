@@ -319,3 +319,37 @@ def test_a_take_of_another_timeout_gets_a_lease_of_its_own(skf: ModuleType, own_
     answer = etcd_post(own_etcd.client, "/v3/lease/timetolive", {"ID": lease})
     assert answer["grantedTTL"] == "120" and lease_keys(own_etcd, lease) == ["locks/timeouts"]
     assert skf.release(lock, OWNER)["released"]
+
+
+@pytest.mark.timeout(60)
+def test_a_process_whose_etcd_went_silent_exits_at_once(
+    etcd: Etcd, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process's release left its lease free; then its etcd stops answering (a proxy
+    swallows every byte). The process exits 0 within 1 s of trying to revoke the lease,
+    not after its call's deadline (30 s here): the lease runs out by itself."""
+    port = int(etcd.client.rpartition(":")[2])
+    monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "30s")
+    with proxy_to(port) as proxy:
+        lock = f"etcd://127.0.0.1:{proxy.port}/skf-tests/{request.node.name}"
+        code = (
+            f"assert skf.acquire({lock!r}, {OWNER!r}, 60.0)['acquired']; "
+            f"assert skf.release({lock!r}, {OWNER!r})['released']; "
+            "print('released', flush=True); sys.stdin.readline()"
+        )
+        prelude = (
+            f"import sys; sys.path.insert(0, {str(TESTS)!r}); from loader import load_script; "
+        )
+        child = subprocess.Popen(
+            [sys.executable, "-c", prelude + "skf = load_script(); " + code],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline() == "released\n"
+        proxy.cut("blackhole")
+        told = time.monotonic()
+        child.stdin.close()
+        assert child.wait(timeout=30) == 0
+        assert time.monotonic() - told < 10  # 1 s, generously

@@ -1364,6 +1364,11 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         "        if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:\n",
         "        if mine and self._ttl_kept(mine):\n",
     ),
+    "free-lease-revoked-past-exit": (
+        "a process's exit waits at most a second on revoking the leases left free",
+        "            gateway.call_deadline = stop\n",
+        "            pass\n",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.

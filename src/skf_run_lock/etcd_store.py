@@ -45,12 +45,20 @@ _LEFT_MAX = 256
 _FREE_LEASES: dict[tuple[object, ...], tuple[str, str]] = {}
 
 
+# How long a process's exit may wait on revoking the leases left free, all together:
+# a server gone by then must not hold the exit up (the leases run out by themselves).
+_EXIT_REVOKES_SEC = 1.0
+
+
 def _revoke_free_leases() -> None:
     """At exit: revoke each lease a release left free, for nothing will use it."""
-    while _FREE_LEASES:
+    stop = _SEAMS.clock() + _EXIT_REVOKES_SEC
+    while _FREE_LEASES and _SEAMS.clock() < stop:
         _, (lease, address) = _FREE_LEASES.popitem()
         try:
-            _EtcdGateway(address).post("/v3/lease/revoke", {"ID": lease})
+            gateway = _EtcdGateway(address)
+            gateway.call_deadline = stop
+            gateway.post("/v3/lease/revoke", {"ID": lease})
         except (OSError, ValueError):
             pass  # it runs out by itself
 
