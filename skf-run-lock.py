@@ -3,7 +3,7 @@
 # requires-python = ">=3.11"
 # dependencies = []
 # ///
-# skf-run-lock 1.12.0. This file is BUILT by tools/bundle.py from the modules of
+# skf-run-lock 1.12.1. This file is BUILT by tools/bundle.py from the modules of
 # src/skf_run_lock/, one chapter each, every chapter headed by its module's name: do
 # not edit it by hand. Edit the modules, then run `python3 tools/bundle.py`.
 """A run lock kept in a file, etcd or Redis, for workflows made of many separate processes:
@@ -352,7 +352,7 @@ if TYPE_CHECKING:  # typing costs a CLI call time it need not pay
     )
 
 
-__version__ = "1.12.0"
+__version__ = "1.12.1"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60
@@ -1444,6 +1444,7 @@ class _Seams:
         "beat_sec",
         "clock",
         "guard_wait_sec",
+        "kept_idle_sec",
         "longest_call_wait_sec",
         "name_kept_sec",
         "opened",
@@ -1472,6 +1473,9 @@ class _Seams:
         self.guard_wait_sec: float | None = None
         # A server's host name, once looked up, is not looked up again for this long.
         self.name_kept_sec = 60.0
+        # A connection kept between calls is not used again once idle this long (a NAT
+        # or a proxy may have dropped it without a word); 0: each call connects anew.
+        self.kept_idle_sec = 60.0
         # How long a session's acquire waits in line in one call, at most: clients end
         # a tool call that runs longer than their own limit (Codex: 60 s).
         self.longest_call_wait_sec = 50.0
@@ -1641,6 +1645,7 @@ class _Look:
         "lease",
         "line",
         "record",
+        "remembered",
         "revision",
         "seen",
     )
@@ -1671,6 +1676,9 @@ class _Look:
         # a file's clock and Redis's TIME in microseconds, one more than the revision
         # an etcd look was read at.
         self.fence_floor: int | None = None
+        # What this process's own last change left, not read: a change on it proves it
+        # (its store compares that nothing changed since); else the call reads anew.
+        self.remembered = False
 
 
 # What a lock's bytes are, by their form; only a file may be another program's
@@ -3627,7 +3635,10 @@ if TYPE_CHECKING:
 
         def read(self, line: bool = True) -> _Look:
             """Within a change: what the change must find unchanged to apply (``line``
-            False: the change needs no line, a release, and a store may leave it out)."""
+            False: the change needs no line, a release, and a store may leave it out).
+            A store may give, once a call, what its own last change left (``remembered``:
+            its apply compares all of it); a call whose decision on it would change
+            nothing reads again, since only a change proves it."""
 
         def apply(
             self,
@@ -4888,6 +4899,8 @@ def _take_in(
                 why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
                 raise TimeoutError(errno.ETIMEDOUT, why)
             take = _decide_take(request, look, ticket, now)
+            if look.remembered and take.outcome != "take":
+                continue  # only a change proves a remembered look: read the lock itself
             if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
             if take.outcome != "take":
@@ -5009,6 +5022,8 @@ def _release_of(request: _Release) -> ReleaseResult:
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
                 if freed is None:
+                    if look.remembered:
+                        continue  # only a change proves a remembered look: read it anew
                     change.prune(look, now)
                     return _release_result(store.lock, owner, record)
                 if change.apply(look, after, owner):
@@ -6351,7 +6366,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6354, (), r'''
+_CARRIED['usage'] = (6369, (), r'''
 import os
 import sys
 import textwrap
@@ -6637,7 +6652,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6640, (), r'''
+_CARRIED['parts'] = (6655, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7174,15 +7189,130 @@ def _globs_share(g: str, h: str) -> bool:
 
 
 # --------------------------------------------------------------------------------------
+# src/skf_run_lock/kept_connections.py, carried as text: compiled only for a lock of its store
+# Connections kept from one call to the next in a process: one idle list per server
+# endpoint, user, credentials and TLS files, each connection lent to one call at a time
+# (a Redis WATCH lives on its connection), sound when lent, never used by a forked child,
+# closed at exit. Compiled only for a server's lock.
+# --------------------------------------------------------------------------------------
+
+_CARRIED['kept_connections'] = (7199, (), r'''
+import atexit
+import os
+import threading
+
+
+if TYPE_CHECKING:
+    from typing import TypeVar
+
+
+    _C = TypeVar("_C", bound=_Connection)
+
+    # What a kept connection was made for: its scheme, its endpoint, the user, the
+    # number of its secret (never the secret itself) and its TLS files as they stood.
+    _KeptKey = tuple[object, ...]
+
+# The idle connections kept per key: as many as a process's threads used at once, up to
+# this (serve's tool calls and renewals each lend one while they run).
+_IDLE_MAX = 4
+
+
+class _KeptConnections:
+    """The process's kept connections: ``idle``, per key, each idle connection with
+    when it was kept, the newest last; ``secrets``, the number of each secret a key was
+    made with."""
+
+    def __init__(self) -> None:
+        self.guard = threading.Lock()
+        self.idle: dict[_KeptKey, list[tuple[float, _Connection]]] = {}
+        self.secrets: dict[str, int] = {}
+
+    def secret_number(self, secret: str | None) -> int:
+        """The number that stands for ``secret`` in a key (0: none), so that no key, and
+        nothing that shows one, holds a password. A hash would cost a call hashlib's
+        import, 2 ms."""
+        if not secret:
+            return 0
+        with self.guard:
+            return self.secrets.setdefault(secret, len(self.secrets) + 1)
+
+    def lend(self, key: _KeptKey, kind: type[_C]) -> _C | None:
+        """An idle connection kept for ``key``, sound (nothing came on it while it was
+        idle), lent to the caller alone until it keeps it again; None if none is.
+        It is ``unproven`` until its first answer."""
+        now = _SEAMS.clock()
+        while True:
+            with self.guard:
+                idle = self.idle.get(key)
+                if not idle:
+                    return None
+                since, connection = idle.pop()
+            # Idle too long, a NAT or a proxy may have dropped it without a word: a
+            # request sent into that silence would wait out its deadline.
+            fresh = now - since < _SEAMS.kept_idle_sec
+            if isinstance(connection, kind) and fresh and connection.sound():
+                connection.unproven = True
+                return connection
+            connection.close()
+
+    def keep(self, connection: _Connection) -> None:
+        """Keep ``connection``, clean (every answer read), for the next call made with
+        its key; closed instead once enough are kept, or if another process made it."""
+        if connection.pid != os.getpid() or connection.received:
+            connection.close()
+            return
+        with self.guard:
+            idle = self.idle.setdefault(connection.kept_as, [])
+            if len(idle) < _IDLE_MAX:
+                idle.append((_SEAMS.clock(), connection))
+                return
+        connection.close()
+
+    def discard(self, key: _KeptKey) -> None:
+        """Close the idle connections of ``key``: one of them was found broken (the
+        server restarted, a proxy reset them), so the others likely are too."""
+        with self.guard:
+            idle = self.idle.pop(key, [])
+        for _, connection in idle:
+            connection.close()
+
+    def close_all(self) -> None:
+        """At exit."""
+        with self.guard:
+            idle, self.idle = self.idle, {}
+        for connections in idle.values():
+            for _, connection in connections:
+                connection.close()
+
+    def forget(self) -> None:
+        """In a forked child: the parent's connections are the parent's. The child lets
+        go of its copies (its descriptors closed, nothing sent: the parent's connection
+        goes on) and makes its own. A new guard: a thread of the parent may have held
+        this one when the process forked."""
+        self.guard = threading.Lock()
+        idle, self.idle = self.idle, {}
+        for connections in idle.values():
+            for _, connection in connections:
+                connection.let_go()
+
+
+_KEPT = _KeptConnections()
+atexit.register(_KEPT.close_all)
+if hasattr(os, "register_at_fork"):  # Windows has no fork
+    os.register_at_fork(after_in_child=_KEPT.forget)
+''')
+
+
+# --------------------------------------------------------------------------------------
 # src/skf_run_lock/server_gateway.py, carried as text: compiled only for a lock of its store
 # What the server stores share: a gateway's lock address parsed, a deadline for each
 # step, TLS, patience and when to give up, a connection that never waits past its deadline
-# (its host's name lookup included), the wording of failures, a store that has its
-# gateway, and a waiter's place kept as a value on the server. Compiled only for a
-# server's lock.
+# (its host's name lookup included), kept between calls, the wording of failures, a store
+# that has its gateway, and a waiter's place kept as a value on the server. Compiled only
+# for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7185, (), r'''
+_CARRIED['server_gateway'] = (7315, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7193,12 +7323,14 @@ import time
 
 
 if TYPE_CHECKING:
+    import select
     import socket
     import ssl
     from collections.abc import Callable
     from typing import Self, TypeVar
 
     _T = TypeVar("_T")
+    _C = TypeVar("_C", bound="_Connection")
 
     # An address as the system gives it: its family, and (host, port[, flow, scope]).
     _Address = tuple[int, tuple[object, ...]]
@@ -7266,6 +7398,11 @@ def _value_fields(value: bytes) -> _ValueFields | None:
     return owner, since, timeout, shared, parts
 
 
+# Each lock address parsed, by gateway and prefix: a process's calls name a few locks.
+_ADDRESSES_PARSED: dict[tuple[type, str, bool], tuple[tuple[str, ...], str, str]] = {}
+_ADDRESSES_PARSED_MAX = 256
+
+
 # A call that does not wait gives up on a server that refuses every connection after
 # this long: nothing listens there, and the step's whole deadline (5 s by default)
 # would only put off saying so. A server restarting in place is back well within it.
@@ -7295,10 +7432,24 @@ class _ServerGateway:
     default_port = 0  # 0: each HOST names its PORT
     many = False  # several HOST:PORT may be given
     users = False  # a USER@ may be given
+    password: str | None = None  # the user's secret, if any (its store's variable)
 
     def __init__(self, address: str, timeout: float, prefix: bool = False) -> None:
         """Parse ``address`` (ValueError unless it is of ``form``); ``prefix``: its KEY
         is where the locks to list start, and may be empty."""
+        known = _ADDRESSES_PARSED.get((type(self), address, prefix))
+        parsed = known or self._parsed(address, prefix)
+        self.endpoints = list(parsed[0])
+        self.lock = address
+        self.user = parsed[1]
+        self.key_text = parsed[2]
+        self.timeout = timeout
+        self.tls = address.startswith(self.secure + "://")
+        self.context: ssl.SSLContext | None = None
+        self.next_step()
+
+    def _parsed(self, address: str, prefix: bool) -> tuple[tuple[str, ...], str, str]:
+        """``address``'s endpoints, user and key, kept for the next call on it."""
         shown = _shown_address(address)
         scheme, _, rest = address.partition("://")
         where, slash, key = rest.partition("/")
@@ -7318,12 +7469,12 @@ class _ServerGateway:
             )
         if (not key and not prefix) or (at and not user) or too_many or not ports_known:
             raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
-        self.endpoints = []
+        endpoints = []
         for host in filter(None, found):
             port = int(host[2] or self.default_port)
             if not 0 < port < 65536:
                 raise ValueError(f"the port of {host[0]} in {address} is not from 1 to 65535")
-            self.endpoints.append(f"{host[1]}:{port}")
+            endpoints.append(f"{host[1]}:{port}")
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
         if "?" in key or "#" in key:
@@ -7333,13 +7484,11 @@ class _ServerGateway:
                 " first / after the host is the key itself, taken as it stands (no"
                 " options, no database number); give a key without them"
             )
-        self.lock = address
-        self.user = user
-        self.key_text = key
-        self.timeout = timeout
-        self.tls = scheme == self.secure
-        self.context: ssl.SSLContext | None = None
-        self.next_step()
+        parsed = (tuple(endpoints), user, key)
+        if len(_ADDRESSES_PARSED) >= _ADDRESSES_PARSED_MAX:
+            _ADDRESSES_PARSED.clear()  # a long-lived process keeps it small
+        _ADDRESSES_PARSED[type(self), address, prefix] = parsed
+        return parsed
 
     def address_of(self, key: bytes, errors: str = "surrogateescape") -> str:
         """The address of the lock at ``key`` on the same servers (a listing's names;
@@ -7373,6 +7522,31 @@ class _ServerGateway:
             if cert:
                 self.context.load_cert_chain(cert, env.get(self.env + "KEY") or None)
         return self.context
+
+    def connection_to(self, endpoint: str, kind: type[_C], opened: Callable[[], _C]) -> _C:
+        """A connection to ``endpoint``: one kept from an earlier call made with the same
+        user, secret and TLS files if one is sound, else a new one (``opened()``)."""
+        key = self.kept_key(endpoint)
+        connection = _KEPT.lend(key, kind) or opened()
+        connection.kept_as = key
+        return connection
+
+    def kept_key(self, endpoint: str) -> tuple[object, ...]:
+        """What a connection to ``endpoint`` is kept for: the scheme, the endpoint, the
+        user, the secret's number and, with TLS, its files as they stand (one replaced
+        is a new key)."""
+        files: list[object] = []
+        if self.tls:
+            for name in ("CACERT", "CERT", "KEY"):
+                path = os.environ.get(self.env + name) or ""
+                try:
+                    found = os.stat(path) if path else None
+                except OSError:
+                    found = None
+                shown = found and (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+                files.append((path, shown))
+        scheme = self.lock.partition("://")[0]
+        return (scheme, endpoint, self.user, _KEPT.secret_number(self.password), *files)
 
     def unreachable(self, where: str, why: str | None) -> OSError:
         within = f"within {self.timeout:g} s ({self.timeout_var})"
@@ -7622,9 +7796,37 @@ class _Connection:
             self.sock.close()
             raise
         self.received = bytearray()  # not yet taken apart
+        self.pid = os.getpid()  # a forked child never uses its parent's (kept_connections)
+        self.kept_as: tuple[object, ...] = ()  # the key it is kept under, between calls
+        # Lent again from the kept ones, and no answer since: a failure before its first
+        # answer may be its age (closed or reset while it was idle), not the server's.
+        self.unproven = False
+        self.idle: select.poll | None = None  # what sound() asks if anything came
 
     def close(self) -> None:
         self.sock.close()
+
+    def sound(self) -> bool:
+        """Whether this idle connection may carry a request: nothing came on it while it
+        was idle (no end, no reset, nothing unasked), seen without waiting."""
+        import select
+
+        pending = getattr(self.sock, "pending", None)  # TLS: bytes it decrypted, unread
+        if self.received or (pending is not None and pending()):
+            return False
+        if not hasattr(select, "poll"):  # Windows
+            return not select.select([self.sock], [], [], 0)[0]
+        if self.idle is None:  # poll, not select: select takes no descriptor past 1023
+            self.idle = select.poll()
+            self.idle.register(self.sock, select.POLLIN)
+        return not self.idle.poll(0)
+
+    def let_go(self) -> None:
+        """Close this process's copy of the socket, sending nothing: a forked child's
+        copy of its parent's connection, which the parent goes on using."""
+        descriptor = self.sock.detach()
+        if descriptor >= 0:
+            os.close(descriptor)
 
     def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
         while (found := self.received.find(marker, start)) < 0:
@@ -7637,26 +7839,37 @@ class _Connection:
         """``step(*args)`` on the socket, tried again after each second it waits on the
         system's clock (which may stop while the machine sleeps) until ``deadline``."""
         while True:
-            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+            self._limit(deadline)
             try:
                 return step(*args)
             except TimeoutError:
                 continue  # read the deadline again
 
+    def _limit(self, deadline: float) -> None:
+        """Let the socket wait no longer than what is left of ``deadline``, and a second
+        at most: set only when that changes (each setting is a system call, and away
+        from a deadline it stays a second)."""
+        wait = _blind_wait(_seconds_left(deadline))
+        if wait != self.sock.gettimeout():
+            self.sock.settimeout(wait)
+
     def _send(self, data: bytes, deadline: float) -> None:
         """Send all of ``data`` by ``deadline``, and within a second: a request goes
         into the socket's buffer at once unless the server has stopped reading, and
         one cut short cannot be sent again on this connection (TimeoutError)."""
-        self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+        self._limit(deadline)
         self.sock.sendall(data)
 
     def _receive(self, deadline: float, end_ok: bool = False) -> bool:
         """Receive more; False if the server closed the connection and ``end_ok``."""
         data = self._wait_for(self.sock.recv, deadline, 65536)
-        if not data and not end_ok:
-            raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+        if not data:
+            if not end_ok:
+                raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+            return False
+        self.unproven = False
         self.received += data
-        return bool(data)
+        return True
 
 
 class _Pause:
@@ -7680,7 +7893,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7683, ('server_gateway',), r'''
+_CARRIED['http1'] = (7896, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -7806,10 +8019,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (7809, ('server_gateway',), r'''
-import re
-
-
+_CARRIED['resp'] = (8022, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -7817,13 +8027,33 @@ if TYPE_CHECKING:
 
 _RESP_MAX_ITEMS = 1_000_000  # a waiter is one item
 _RESP_MAX_DEPTH = 3  # EXEC's answer holds LRANGE's
-_RESP_NUMBER = re.compile(rb"-?[0-9]{1,18}")
 # Each kind of answer's first byte, as indexing bytes gives it.
 _SIMPLE = ord("+")
 _ERROR = ord("-")
 _INTEGER = ord(":")
 _BULK = ord("$")
 _ARRAY = ord("*")
+
+
+# The commands sent so far whose encoding is short (a lock's reads, MULTI, EXEC...; not
+# a SET of a record): most of each call's, sent again by the next call on that lock.
+_ENCODED: dict[_Command, bytes] = {}
+_ENCODED_MAX = 1024
+_ENCODED_LONGEST = 128
+
+
+def _encoded(command: _Command) -> bytes:
+    """``command`` as RESP sends it: an array of bulk strings."""
+    out = [b"*%d\r\n" % len(command)]
+    for arg in command:
+        data = arg if isinstance(arg, bytes) else str(arg).encode()
+        out.append(b"$%d\r\n%b\r\n" % (len(data), data))
+    encoded = b"".join(out)
+    if len(encoded) <= _ENCODED_LONGEST:
+        if len(_ENCODED) >= _ENCODED_MAX:
+            _ENCODED.clear()  # a long-lived process keeps it small
+        _ENCODED[command] = encoded
+    return encoded
 
 
 class _RedisError:
@@ -7856,53 +8086,67 @@ class _RespConnection(_Connection):
     """RESP2: commands pipelined, answers read whole, every size bounded."""
 
     protocol = "RESP (Redis)"
+    watching = False  # a WATCH an earlier call left on it, kept (redis_gateway)
 
     def send(self, commands: list[_Command], deadline: float) -> None:
-        out = bytearray()
-        for command in commands:
-            out += b"*%d\r\n" % len(command)
-            for arg in command:
-                data = arg if isinstance(arg, bytes) else str(arg).encode()
-                out += b"$%d\r\n%b\r\n" % (len(data), data)
-        self._send(bytes(out), deadline)
+        sent = [_ENCODED.get(command) or _encoded(command) for command in commands]
+        self._send(b"".join(sent), deadline)
 
     def answer(self, deadline: float) -> Any:
-        while True:
+        return self.answers(1, deadline)[0]
+
+    def answers(self, count: int, deadline: float) -> list[Any]:
+        """The next ``count`` answers, each read whole; the bytes they took are let go
+        once, after the last."""
+        found: list[Any] = []
+        received = self.received
+        at = 0
+        while len(found) < count:
+            end = received.find(b"\r\n", at)
+            if end > at and received[at] == _SIMPLE:  # +OK, +QUEUED: most answers
+                found.append(bytes(received[at + 1 : end]))
+                at = end + 2
+                continue
             try:
-                value, end = self._parse(0, 0)
+                value, at = self._parse(at, 0)
             except _Incomplete:
-                if len(self.received) > _ANSWER_MAX_BYTES + 1024:
+                if len(received) - at > _ANSWER_MAX_BYTES + 1024:
                     raise ValueError("the answer was too large") from None
                 self._receive(deadline)
                 continue
-            del self.received[:end]
-            return value
+            found.append(value)
+        del received[:at]
+        return found
 
     def _parse(self, at: int, depth: int) -> tuple[Any, int]:
         """The answer that starts at ``at`` in what was received, and where it ends."""
-        end = self.received.find(b"\r\n", at)
+        received = self.received
+        end = received.find(b"\r\n", at)
         if end < 0:
-            if len(self.received) - at > 1024:
+            if len(received) - at > 1024:
                 raise ValueError(f"the answer was not {self.protocol} (a line too long)")
             raise _Incomplete
-        kind = self.received[at]
-        line = bytes(self.received[at + 1 : end])
+        kind = received[at]
+        line = received[at + 1 : end]
         if kind == _SIMPLE:
-            return line, end + 2
+            return bytes(line), end + 2
         if kind == _ERROR:
             return _RedisError(line.decode("utf-8", "replace")), end + 2
-        if kind in (_INTEGER, _BULK, _ARRAY) and _RESP_NUMBER.fullmatch(line):
+        # A number: plain digits (bytearray.isdigit() is true of ASCII digits alone),
+        # after a minus sign or not, 18 at most.
+        digits = line[1:] if line[:1] == b"-" else line
+        if kind in (_INTEGER, _BULK, _ARRAY) and digits.isdigit() and len(digits) <= 18:
             size = int(line)
             if kind == _INTEGER:
                 return size, end + 2
             if size == -1:
                 return None, end + 2
             if kind == _BULK and 0 <= size <= _ANSWER_MAX_BYTES:
-                if len(self.received) < end + 2 + size + 2:
+                if len(received) < end + 2 + size + 2:
                     raise _Incomplete
-                if self.received[end + 2 + size : end + 4 + size] != b"\r\n":
+                if received[end + 2 + size : end + 4 + size] != b"\r\n":
                     raise ValueError(f"the answer was not {self.protocol} (a bad length)")
-                return bytes(self.received[end + 2 : end + 2 + size]), end + 4 + size
+                return bytes(received[end + 2 : end + 2 + size]), end + 4 + size
             if kind == _ARRAY and 0 <= size <= _RESP_MAX_ITEMS and depth < _RESP_MAX_DEPTH:
                 return self._items(end + 2, size, depth + 1)
         raise ValueError(f"the answer was not {self.protocol}")
@@ -7936,11 +8180,11 @@ class _RespConnection(_Connection):
 # --------------------------------------------------------------------------------------
 # src/skf_run_lock/etcd_gateway.py, carried as text: compiled only for a lock of its store
 # etcd's HTTP/JSON gateway, as every etcd lock speaks to it: the endpoints tried in
-# turn within the call's deadline, the user's token, one kept-alive connection, and
+# turn within the call's deadline, the user's token, a connection kept from call to call, and
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (7943, ('http1', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8187, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -7958,6 +8202,11 @@ _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m
 _GRPC_UNAVAILABLE = 14
 _GRPC_PERMISSION_DENIED = 7
 _GRPC_UNAUTHENTICATED = 16
+# How long a write that may be sent again waits for its answer before it is (to the
+# next member): a member whose leader died unseen forwards it into the void, and it
+# would wait out the call; sent again, it lands once a leader serves, or its compare
+# finds the first sending landed.
+_RESEND_AFTER_SEC = 1.0
 
 
 def _etcd_duration(text: str) -> float:
@@ -8026,19 +8275,36 @@ class _EtcdGateway(_ServerGateway):
         self.password = password or env.get("ETCDCTL_PASSWORD", "")
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
+        # The last post's change was sent again, on a new connection: the kept one it
+        # went on first failed before its first answer (see ``post``'s ``resendable``).
+        self.resent = False
 
     def _connect(self, endpoint: str) -> _HttpConnection:
-        if self.connection is not None:
-            self.connection.close()
-        self.connection = None
-        self.connection = self._open(endpoint)
+        """A connection to ``endpoint``: one kept from an earlier call if one is sound."""
+        self._give_back()
+        self.connection = self.connection_to(
+            endpoint, _HttpConnection, lambda: self._open(endpoint)
+        )
         return self.connection
 
     def _open(self, endpoint: str) -> _HttpConnection:
         return _HttpConnection(endpoint, self.tls_context(), self.deadline)
 
-    def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
-        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's."""
+    def post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        outcome: str | None = None,
+        resendable: bool = False,
+    ) -> Any:
+        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's.
+        ``resendable``: a write whose caller can tell from the answer to the same write
+        sent again whether the first landed (a transaction that compares): one whose
+        answer is lost (a kept connection that failed before its first answer, or none
+        within _RESEND_AFTER_SEC) is sent again (``resent``) until the deadline, rather
+        than left unknown at once."""
+        self.resent = False
         if path != "/v3/auth/authenticate":
             self._authorize()
         payload = json.dumps(body).encode()
@@ -8047,6 +8313,7 @@ class _EtcdGateway(_ServerGateway):
         broken: set[str] = set()  # TLS failed: trying again cannot help
         refusing: dict[str, bool] = {}  # nothing listened there, as last tried
         started = _SEAMS.clock()
+        lost: Exception | None = None  # why the answer to a write sent was lost
         while True:
             for endpoint in self.endpoints:
                 left = self.deadline - _SEAMS.clock()
@@ -8055,10 +8322,11 @@ class _EtcdGateway(_ServerGateway):
                 if endpoint in broken:
                     continue
                 try:
-                    status, answer = self._exchange(endpoint, path, payload, outcome)
+                    status, answer = self._exchange(endpoint, path, payload, outcome, resendable)
                 except _OutcomeUnknown:
                     raise
                 except (OSError, ValueError) as exc:
+                    lost = exc if self.resent else lost
                     reason = failures.setdefault(endpoint, self.describe(exc))
                     if reason.startswith(_TLS_FAILURE):
                         broken.add(endpoint)
@@ -8073,16 +8341,32 @@ class _EtcdGateway(_ServerGateway):
                     failures.setdefault(endpoint, message or f"HTTP status {status}")
                     continue
                 raise self._refusal(code, message or f"HTTP status {status}")
-            # No member answered (down, electing): nothing applied.
-            every_one_refused = all(refusing.get(each) for each in self.endpoints)
-            if every_one_refused and self.refused_for_good(started):
-                raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
+            # No member answered (down, electing): nothing applied, unless a write lost.
+            if lost is None:
+                self._give_up_if_all_refuse(refusing, started, failures)
             left = self.deadline - _SEAMS.clock()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break
             time.sleep(min(0.05, left))
+        raise self._unanswered(failures, lost, outcome)
+
+    def _unanswered(
+        self, failures: dict[str, str], lost: Exception | None, outcome: str | None
+    ) -> OSError:
+        """What a post that got no answer in time raises: a write sent whose answer was
+        lost (``lost``) may have been applied; else nothing was."""
+        if lost is not None and outcome is not None:
+            return self.lost_answer(", ".join(self.endpoints), lost, outcome)
         reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
-        raise self.unreachable(", ".join(self.endpoints), reasons)
+        return self.unreachable(", ".join(self.endpoints), reasons)
+
+    def _give_up_if_all_refuse(
+        self, refusing: dict[str, bool], started: float, failures: dict[str, str]
+    ) -> None:
+        """Raise the refusal once every endpoint refused connections for the grace."""
+        every_one_refused = all(refusing.get(each) for each in self.endpoints)
+        if every_one_refused and self.refused_for_good(started):
+            raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
 
     def _authorize(self) -> None:
         if self.user and "Authorization" not in self.headers:
@@ -8091,28 +8375,57 @@ class _EtcdGateway(_ServerGateway):
             self.headers["Authorization"] = _answer_field(answer, "token", "authenticate")
 
     def _exchange(
-        self, endpoint: str, path: str, payload: bytes, outcome: str | None
+        self, endpoint: str, path: str, payload: bytes, outcome: str | None, resendable: bool
     ) -> tuple[int, dict[str, Any]]:
-        """One request to ``endpoint``: (status, answer)."""
-        sent = False
-        try:
+        """One request to ``endpoint``: (status, answer). A kept connection that fails
+        before its first answer (closed or reset while it was idle) is replaced at once
+        where that is safe: a request not sent, one that changes nothing, or one whose
+        caller tells from its resending whether it landed."""
+        while True:
+            sent = False
             connection = self.connection
-            if connection is None or connection.endpoint != endpoint or not connection.reusable:
-                connection = self._connect(endpoint)
-            connection.send(path, payload, self.headers, self.deadline)
-            sent = True
-            status = connection.start_answer(self.deadline)
-            body = connection.rest(self.deadline)
             try:
-                answer = json.loads(body.decode("utf-8") or "{}")
-            except ValueError:
-                raise ValueError("the answer was not JSON") from None
-        except BaseException as exc:
-            self._hang_up()  # cut short (an interrupt too): never read it out of step
-            if sent and outcome is not None and isinstance(exc, OSError | ValueError):
-                raise self.lost_answer(endpoint, exc, outcome) from None
-            raise
-        return status, answer if isinstance(answer, dict) else {}
+                if connection is None or connection.endpoint != endpoint or not connection.reusable:
+                    connection = self._connect(endpoint)
+                connection.send(path, payload, self.headers, self.deadline)
+                sent = True
+                until = self.deadline
+                if resendable:
+                    until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)
+                status = connection.start_answer(until)
+                body = connection.rest(until)
+                try:
+                    answer = json.loads(body.decode("utf-8") or "{}")
+                except ValueError:
+                    raise ValueError("the answer was not JSON") from None
+            except (OSError, ValueError) as exc:
+                self._hang_up()  # cut short: never read it out of step
+                if connection is not None and connection.unproven:
+                    _KEPT.discard(connection.kept_as)  # its siblings likely went too
+                    if not sent or outcome is None:
+                        continue  # a new connection (never unproven: once a request)
+                    if resendable:
+                        self.resent = True
+                        continue
+                if sent and outcome is not None:
+                    if not resendable:
+                        raise self.lost_answer(endpoint, exc, outcome) from None
+                    self.resent = True
+                    raise  # sent again until the deadline: the next member, each in turn
+                raise
+            except BaseException:
+                self._hang_up()  # an interrupt: never read its answer out of step
+                raise
+            return status, answer if isinstance(answer, dict) else {}
+
+    def _give_back(self) -> None:
+        """Keep the connection, its answer read whole, for the next call."""
+        connection = self.connection
+        self.connection = None
+        if connection is not None and connection.reusable:
+            _KEPT.keep(connection)
+        elif connection is not None:
+            connection.close()
 
     def _hang_up(self) -> None:
         """Close the connection: one cut short could be read out of step."""
@@ -8146,7 +8459,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8149, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8462, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8260,7 +8573,9 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8263, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8576, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+import atexit
+import os
 import time
 
 
@@ -8271,6 +8586,39 @@ if TYPE_CHECKING:
 # A lease granted and not used yet: its TTL, its ID, when it was granted or last kept
 # alive (on ``_SEAMS.clock``), and whether it was granted ahead of a take.
 _Spare = tuple[int, str, float, bool]
+
+
+# What this process's last change of each lock (by its endpoints and key) left there,
+# as committed: the revision and the keys it left (the record's and the last holder's
+# copy, or none). The process's next change of that lock decides on it rather than
+# reading first; its transaction compares that those keys and an empty line stand as
+# they were left, and the lock calls read anew when it would change nothing.
+_LEFT: dict[tuple[object, ...], tuple[int, list[dict[str, str]]]] = {}
+_LEFT_MAX = 256
+# The lease a release by this process left with nothing on it, by lock (as _LEFT), with
+# the lock's address: the process's next take of the lock keeps it alive and puts its
+# record on it, rather than granting one (a write through the cluster's log; a keep-
+# alive is the leader's alone) and revoking the old. Those left are revoked at exit
+# (a CLI's release so costs what it did), else they run out by themselves.
+_FREE_LEASES: dict[tuple[object, ...], tuple[str, str]] = {}
+
+
+# How long a process's exit may wait on revoking the leases left free, all together:
+# a server gone by then must not hold the exit up (the leases run out by themselves).
+_EXIT_REVOKES_SEC = 1.0
+
+
+def _revoke_free_leases() -> None:
+    """At exit: revoke each lease a release left free, for nothing will use it."""
+    stop = _SEAMS.clock() + _EXIT_REVOKES_SEC
+    while _FREE_LEASES and _SEAMS.clock() < stop:
+        _, (lease, address) = _FREE_LEASES.popitem()
+        try:
+            gateway = _EtcdGateway(address)
+            gateway.call_deadline = stop
+            gateway.post("/v3/lease/revoke", {"ID": lease})
+        except (OSError, ValueError):
+            pass  # it runs out by itself
 
 
 def _whole_seconds(seconds: float) -> int:
@@ -8331,6 +8679,9 @@ class _EtcdStore(_ServerStore):
         self.fresh: tuple[_Look, bool] | None = None
         self.line_read = True
         self.record_on: str | None = None  # the lease the last change put the record on
+        self.left_as = (tuple(self.gateway.endpoints), key)  # its entry in _LEFT
+        self.remembering = True  # the first read of a call may be what _LEFT holds
+        self.freed: str | None = None  # a free lease (_FREE_LEASES) the change uses
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -8349,6 +8700,9 @@ class _EtcdStore(_ServerStore):
         self.line_read = line
         told, self.told = self.told, None
         found = self._fresh(line) if told is None else told
+        if found is None and self.remembering:
+            found = self._remembered()
+        self.remembering = False
         look = self._range(line) if found is None else found
         # A take's fence is one more than the revision the look was read at: no more
         # than the revision its transaction commits at, larger than every earlier
@@ -8362,6 +8716,42 @@ class _EtcdStore(_ServerStore):
         if fresh is None or (line and not fresh[1]):
             return None
         return fresh[0]
+
+    def _remembered(self) -> _Look | None:
+        """What this process's last change of the lock left, as a look (None: none)."""
+        left = _LEFT.get(self.left_as)
+        if left is None:
+            return None
+        revision, kvs = left
+        look = _looked(self.key, kvs, revision)
+        look.remembered = True
+        self.ranged = (revision, kvs)
+        return look
+
+    def _leave_known(
+        self, record: _Record | None, revision: int, value: bytes, created: int
+    ) -> None:
+        """Remember what a change committed at ``revision`` left: ``record`` (``value``,
+        on ``self.record_on``; its key ``created`` at that revision, or 0: before), or
+        nothing, as a range would give it. A lock of several slots is not remembered:
+        its holders' leases end without a change to compare."""
+        if record is not None and record.holders is not None:
+            _LEFT.pop(self.left_as, None)
+            return
+        kvs = []
+        if record is not None:
+            at = str(revision)
+            kvs = [
+                {"key": _b64(self.key), "value": _b64(value), "mod_revision": at},
+                {"key": _b64(self.last_key), "value": _b64(value), "mod_revision": at},
+            ]
+            if self.record_on:
+                kvs[0]["lease"] = self.record_on
+            if created:
+                kvs[0]["create_revision"] = str(created)
+        if len(_LEFT) >= _LEFT_MAX:
+            _LEFT.clear()  # a long-lived process keeps it small
+        _LEFT[self.left_as] = (revision, kvs)
 
     def _span(self, line: bool) -> dict[str, str]:
         """The keys a read asks for: the record's and the slots', and the line's."""
@@ -8419,12 +8809,15 @@ class _EtcdStore(_ServerStore):
             except OSError:
                 pass  # it runs out by itself
 
-    def _grant(self, seconds: float, granted: list[_Spare]) -> str:
-        """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
-        one serves, else a new one. Only one granted ahead serves, a second longer,
-        while that TTL is left of it: a slot on it ends no sooner than on a lease
-        granted now (the renewer counts a hold from its try's start), and at most a
-        second later. A lost try's lease, granted before, would end sooner: revoked."""
+    def _grant(self, seconds: float, granted: list[_Spare], mine: str | None = None) -> str:
+        """A lease of ``seconds`` (rounded up), added to ``granted`` if granted in this
+        try: a spare one if one serves, else a new one. Only one granted ahead serves, a
+        second longer, while that TTL is left of it: a slot on it ends no sooner than on
+        a lease granted now (the renewer counts a hold from its try's start), and at
+        most a second later. A lost try's lease, granted before, would end sooner:
+        revoked. So does one kept alive now with that TTL or a second more: ``mine``,
+        the lease of the hold it renews, or one a release of the lock in this process
+        left free."""
         ttl = _whole_seconds(seconds)
         now = _SEAMS.clock()
         for spare in self.spares:
@@ -8433,6 +8826,15 @@ class _EtcdStore(_ServerStore):
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
+        if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:
+            return mine
+        free = _FREE_LEASES.pop(self.left_as, None)
+        if free is not None:
+            if ttl <= (left := self._ttl_kept(free[0])) <= ttl + 1:
+                self.freed = free[0]  # free again if this try's change loses
+                return free[0]
+            if left:
+                self.revoke(free[0])  # of another timeout: of no use
         sent = _SEAMS.clock()
         answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
@@ -8536,7 +8938,7 @@ class _EtcdStore(_ServerStore):
         while self.spares:
             self.revoke(self.spares.pop()[1])
         self.told = self.fresh = None
-        self.gateway._hang_up()
+        self.gateway._give_back()
         self.watch.stop()
 
     def by_hand(self) -> str:
@@ -8572,10 +8974,14 @@ class _EtcdStore(_ServerStore):
         return self._kept_alive(place.ticket)
 
     def _kept_alive(self, lease: str) -> bool:
+        return self._ttl_kept(lease) > 0
+
+    def _ttl_kept(self, lease: str) -> int:
+        """Keep ``lease`` alive: its TTL, to which it was renewed (0: it had ended)."""
         answer = self.gateway.post("/v3/lease/keepalive", {"ID": lease})
         result = answer.get("result")
         ttl = result.get("TTL") if isinstance(result, dict) else None
-        return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
+        return int(ttl) if isinstance(ttl, str) and ttl.isdigit() else 0
 
     def leave(self, place: _Place) -> None:
         self.gateway.next_step()
@@ -8601,8 +9007,16 @@ class _EtcdStore(_ServerStore):
             # The leases nothing stands on now (else they would only run out): the
             # record's last one, and those of slots renewed or released.
             kept = {holder.mark for holder in _holders(record)} | {self.record_on}
+            # A release's record lease is the process's next take's (_grant).
+            whole = look.record is not None and look.record.holders is None
+            free = look.lease if record is None and whole else None
             for lease in {look.lease, *gone} - kept:
-                self.revoke(lease)
+                if lease is not None and lease == free:
+                    if len(_FREE_LEASES) >= _LEFT_MAX:
+                        _FREE_LEASES.clear()  # a long-lived process keeps it small
+                    _FREE_LEASES[self.left_as] = (lease, self.lock)
+                else:
+                    self.revoke(lease)
         if applied and place is not None:
             place.joined = False  # its lease runs out by itself
         return applied
@@ -8623,8 +9037,10 @@ class _EtcdStore(_ServerStore):
         granted: list[_Spare] = []
         ops: list[dict[str, Any]] = []
         self.record_on = None
+        self.freed = None
+        puts = b""
         if record is not None:
-            lease = self._record_lease(record, look.lease, granted, ops)
+            lease = self._record_lease(record, look, granted, ops)
             self.record_on = lease
             puts = _bytes_of(record)
             ops += [
@@ -8651,6 +9067,20 @@ class _EtcdStore(_ServerStore):
                 "mod_revision": look.revision,
             }
         ]
+        if look.remembered:
+            # Not read: the last holder's copy and the line must stand as remembered
+            # too (an empty line: no place's key created at all).
+            compare.append({**compare[0], "key": _b64(self.last_key)})
+            if self.line_read:
+                compare.append(
+                    {
+                        "key": _b64(self.wait_prefix),
+                        "range_end": _b64(self.wait_prefix[:-1] + b"\1"),
+                        "target": "CREATE",
+                        "result": "EQUAL",
+                        "create_revision": "0",
+                    }
+                )
         if place is not None:
             key = _b64(self._place_key(place))
             compare.append(
@@ -8660,19 +9090,48 @@ class _EtcdStore(_ServerStore):
         # Lost, the transaction reads the lock instead, for the next try's read.
         failure = [{"request_range": self._span(self.line_read)}]
         txn = {"compare": compare, "success": ops, "failure": failure}
-        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome)
-        if answer.get("succeeded"):
+        _LEFT.pop(self.left_as, None)  # known again only once this change is
+        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome, resendable=True)
+        landed = self.gateway.resent and self._landed(answer, record, puts)
+        if answer.get("succeeded") or landed:
+            committed = landed or _answer_revision(answer)
+            created = 0
             if record is not None and look.revision == "0":
-                _raise_fences(record, _answer_revision(answer))
+                _raise_fences(record, committed)
+                created = committed
+            self._leave_known(record, committed, puts, created)
             return True
         self.spares += granted  # those granted ahead serve the next try; all revoked at close
+        if self.freed is not None:
+            _FREE_LEASES[self.left_as] = (self.freed, self.lock)  # nothing was put on it
         self._found(answer, 0, self.line_read)
         return False
+
+    def _landed(self, answer: Any, record: _Record | None, value: bytes) -> int:
+        """The revision the change (``record``, None: a delete) committed at when its
+        first sending, whose answer was lost, landed: seen in what the second, which
+        then found the lock changed, read instead (0: it did not). A put is known by its
+        ``value`` on its lease (the record's times, to the second, and its fence); a
+        delete by both keys gone (an expiry leaves the last holder's)."""
+        if answer.get("succeeded"):
+            return 0
+        try:
+            kvs = answer["responses"][0]["response_range"].get("kvs", [])
+            keys = {_unb64(kv["key"]): kv for kv in kvs}
+            header = int(answer["header"]["revision"])
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            return 0
+        if record is None:
+            return header if self.key not in keys and self.last_key not in keys else 0
+        kv = keys.get(self.key)
+        if record.holders is not None or kv is None or kv.get("lease") != self.record_on:
+            return 0
+        return int(kv.get("mod_revision", 0)) if _unb64(kv.get("value", "")) == value else 0
 
     def _record_lease(
         self,
         record: _Record,
-        current: str | None,
+        look: _Look,
         granted: list[_Spare],
         ops: list[dict[str, Any]],
     ) -> str | None:
@@ -8680,10 +9139,14 @@ class _EtcdStore(_ServerStore):
         each new holder gets a lease of its timeout and a key on it; the record stays
         on a lease that outlives every slot: a release leaves it on its own; a take
         puts it on the new holder's when no other holder has a longer timeout (every
-        other slot's lease was granted earlier), else on a lease of the longest."""
+        other slot's lease was granted earlier), else on a lease of the longest. A
+        renewal of one slot keeps its lease (``look``'s), kept alive, if it serves."""
+        current = look.lease
         if record.holders is None:
             assert record.stale_after is not None
-            return self._grant(record.stale_after, granted)
+            was = look.record
+            mine = was is not None and was.holders is None and was.owner == record.owner
+            return self._grant(record.stale_after, granted, current if mine else None)
         lease = None
         newest = 0.0
         for holder in record.holders:
@@ -8765,6 +9228,11 @@ def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
     return _Look(record, last, revision, lease, line=[p for _, p in line], seen=_EtcdSeen(seen))
 
 
+atexit.register(_revoke_free_leases)
+if hasattr(os, "register_at_fork"):  # a forked child's are its parent's
+    os.register_at_fork(after_in_child=_FREE_LEASES.clear)
+
+
 def _open_etcd(address: str) -> _Store:
     """The registry's opener: an etcd lock (mypy checks the class against _Store here)."""
     return _EtcdStore(address)
@@ -8777,7 +9245,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (8780, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9248, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8813,7 +9281,7 @@ def _survey_etcd(address: str) -> _Survey:
                 break
             start = name + b"\0"
     finally:
-        gateway._hang_up()
+        gateway._give_back()
     try:
         looks = {key: _looked(key, found, revision) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):
@@ -8839,7 +9307,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (8842, ('resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9310, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -8972,32 +9440,37 @@ class _RedisGateway(_ServerGateway):
         redirects = 0
         started = _SEAMS.clock()
         while True:
-            sending = _with_asking(commands) if self.asking else list(commands)
+            connection = self.connection
             sent = False
             try:
-                if self.connection is None:
-                    self.connection = self._open()
-                self.connection.send(sending, self.deadline)
+                if connection is None:
+                    connection = self.connection_to(self.endpoint, _RespConnection, self._open)
+                    self.connection = connection
+                sending = self._sending(connection, commands)
+                deadline = self.deadline
+                connection.send(sending, deadline)
                 sent = True
-                answers = [self.connection.answer(self.deadline) for _ in sending]
+                answers = self._answers(connection, sending, deadline)
             except (OSError, ValueError) as exc:
                 self._drop()
-                reason = self.describe(exc)
-                if sent and outcome is not None:
-                    raise self.lost_answer(self.endpoint, exc, outcome) from None
-                if sent and write:
-                    raise OSError(errno.EIO, f"Redis at {self.endpoint}: {reason}") from None
-                if isinstance(exc, PermissionError):
-                    raise  # trying again cannot help
-                if reason.startswith(_TLS_FAILURE):
-                    raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
-                self.give_up_if_refused(exc, started, self.endpoint, reason)
+                if watched and not sent:
+                    # EXEC, the transaction's last bytes, never left: it did not run. Sent
+                    # on a new connection it would run without its WATCH: read again.
+                    raise _NotApplied from None
+                if sent and (outcome is not None or write):
+                    raise self._lost(exc, outcome) from None
+                if connection is not None and connection.unproven:
+                    # A kept connection closed or reset while it was idle (a restart, a
+                    # proxy) before it said a word: the others kept with it likely were
+                    # too. A new one at once (never unproven: this happens once a call).
+                    _KEPT.discard(connection.kept_as)
+                    continue
+                reason = self._passing(exc, started)
                 failure = failure or reason
             except BaseException:
                 self._drop()  # an interrupt: never read its answers out of step
                 raise
             else:
-                answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
                 errors = _errors_in(answers)
                 if raw or not errors:
                     return answers
@@ -9009,6 +9482,43 @@ class _RedisGateway(_ServerGateway):
             if left <= 0:
                 raise self.unreachable(self.endpoint, failure)
             time.sleep(min(0.05, left))
+
+    def _sending(
+        self, connection: _RespConnection, commands: tuple[_Command, ...]
+    ) -> list[_Command]:
+        """``commands`` as sent on ``connection``: after an UNWATCH where an earlier call
+        left a WATCH on it, with ASKING where an ASK sent them."""
+        asked = (("UNWATCH",), *commands) if connection.watching else commands
+        return _with_asking(asked) if self.asking else list(asked)
+
+    def _answers(
+        self, connection: _RespConnection, sending: list[_Command], deadline: float
+    ) -> list[Any]:
+        """The answers to what _sending sent, without ASKING's and UNWATCH's."""
+        answers = connection.answers(len(sending), deadline)
+        if self.asking:
+            answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
+        if connection.watching:
+            connection.watching = False
+            del answers[0]  # UNWATCH's
+        return answers
+
+    def _lost(self, exc: Exception, outcome: str | None) -> OSError:
+        """The failure of a change that was sent (``outcome``: what it may have done)."""
+        if outcome is not None:
+            return self.lost_answer(self.endpoint, exc, outcome)
+        return OSError(errno.EIO, f"Redis at {self.endpoint}: {self.describe(exc)}")
+
+    def _passing(self, exc: Exception, since: float) -> str:
+        """Why a request that changed nothing failed, if trying again may help (else the
+        error it means is raised): a refusal, after ``since``, is given up on in time."""
+        reason = self.describe(exc)
+        if isinstance(exc, PermissionError):
+            raise exc  # trying again cannot help
+        if reason.startswith(_TLS_FAILURE):
+            raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
+        self.give_up_if_refused(exc, since, self.endpoint, reason)
+        return reason
 
     def _redirected(self, error: _RedisError, redirects: int, watched: bool) -> bool:
         """True if ``error`` sent the call to another node; False if the node is busy
@@ -9053,7 +9563,7 @@ class _RedisGateway(_ServerGateway):
     def _go(self, endpoint: str, asking: bool = False) -> None:
         """Send what follows to the node at ``endpoint`` (``asking``: after ASKING)."""
         if endpoint != self.endpoint:
-            self._drop()
+            self._give_back()
             self.endpoint = endpoint
         self.asking = asking
 
@@ -9063,8 +9573,19 @@ class _RedisGateway(_ServerGateway):
             self.bell = None
 
     def _drop(self) -> None:
+        """Close the connection: one cut short could be read out of step."""
         if self.connection is not None:
             self.connection.close()
+        self.connection = None
+        self.watched = None
+
+    def _give_back(self) -> None:
+        """Keep the connection, every answer read, for the next call (which first undoes
+        a WATCH this one left on it)."""
+        connection = self.connection
+        if connection is not None:
+            connection.watching = self.watched is connection
+            _KEPT.keep(connection)
         self.connection = None
         self.watched = None
 
@@ -9118,7 +9639,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9121, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9642, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -9210,7 +9731,7 @@ class _RedisStore(_ServerStore):
         self.timeless = False
 
     def close(self) -> None:
-        self.gateway._drop()
+        self.gateway._give_back()
         self.gateway._stop_listening()
 
     def by_hand(self) -> str:
@@ -9225,17 +9746,22 @@ class _RedisStore(_ServerStore):
 
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
-        with the line: a release rings the waiters it leaves a slot for."""
+        with the line (a release rings the waiters it leaves a slot for). Without the
+        ``line`` (a release's), nor the record's expiry nor the last holder's: only a
+        take judges staleness or names a holder whose record expired."""
+        reads = self._reads() if line else [("GET", self.key), ("LRANGE", self.line_key, 0, -1)]
         clock: list[_Command] = [] if self.timeless else [("TIME",)]
         try:
-            answers = self.gateway.call(("WATCH", self.key), *self._reads(), *clock)[1:]
+            answers = self.gateway.call(("WATCH", self.key), *reads, *clock)[1:]
         except _CommandDenied as denied:
             if not clock or denied.command != "time":
                 raise
             # A user without TIME takes, renews and releases a lock of one slot, as
             # before fences: its takes get no fence rather than a weaker one.
             self.timeless = True
-            answers = self.gateway.call(("WATCH", self.key), *self._reads())[1:]
+            answers = self.gateway.call(("WATCH", self.key), *reads)[1:]
+        if not line:
+            answers[1:1] = [-1, None]  # no expiry read, no last holder's
         look = self._looked(answers)
         if not self.timeless:
             # A take's fence is at least the server's clock in microseconds, read with
@@ -9284,18 +9810,19 @@ class _RedisStore(_ServerStore):
             last.lease = "expired"
             for holder in last.holders or []:
                 holder.lease = "expired"
-        tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
-        if upto in tickets:
-            # The values of the places behind a waiter: most of a busy line's newcomers.
-            tickets = tickets[: tickets.index(upto) + 1]
-        prefix = self.wait_prefix if wait_prefix is None else wait_prefix
-        place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
-        places = self.gateway.call(("MGET", *place_keys)) if tickets else [[]]
         line = []
-        for ticket, entry in zip(tickets, places[0], strict=False):
-            place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
-            # A place whose key is gone: _live drops it.
-            line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
+        if tickets:
+            tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+            if upto in tickets:
+                # The values of the places behind a waiter: most of a busy line's newcomers.
+                tickets = tickets[: tickets.index(upto) + 1]
+            prefix = self.wait_prefix if wait_prefix is None else wait_prefix
+            place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
+            (places,) = self.gateway.call(("MGET", *place_keys))
+            for ticket, entry in zip(tickets, places, strict=False):
+                place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
+                # A place whose key is gone: _live drops it.
+                line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
         look = _Look(record, last, line=line, seen=_RedisSeen(ttl))
         look.clock = server_ms
         return look
@@ -9511,7 +10038,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (9514, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10041, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -9649,7 +10176,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (9652, (), r'''
+_CARRIED['file_listing'] = (10179, (), r'''
 import os
 import stat
 
@@ -9722,7 +10249,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (9725, (), r'''
+_CARRIED['serve'] = (10252, (), r'''
 import json
 import os
 import sys
@@ -10643,7 +11170,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '2a928f4ff98d01913c67aab7bed79d7839781764115429d281bdc74fb1bdd865'  # what a cache entry must name
+_BUILD = 'ef25a65da209008008bd6f901c6247ecb77d24576532e4b4573c5e88a44a4a93'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

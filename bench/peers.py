@@ -3,7 +3,7 @@ acquire + release of one lock in one process, alternating call by call.
 
     uv run --group bench python bench/peers.py                    # the built file
     uv run --group bench python bench/peers.py built 455eaeb      # and 1.11.0 beside it
-    uv run --group bench python bench/peers.py PATH --pairs 1000 --only file,redis
+    uv run --group bench python bench/peers.py PATH --pairs 1000 --only time --stores redis
 
 Each SPEC is a version of this tool: ``built`` (this checkout's skf-run-lock.py, or
 the build SKF_RUN_LOCK_UNDER_TEST names), a git revision of this repository, or the
@@ -15,8 +15,9 @@ A Redis and an etcd are started as the tests start them; files go on tmpfs.
    A file: filelock's ``FileLock`` and ``SoftFileLease``; Redis: redis-py's ``Lock``;
    etcd: python-etcd3's ``Lock`` (gRPC) and etcd3gw's (etcd's JSON gateway, as this
    tool speaks). The peers keep their client (a connection pool, a gRPC channel, a
-   requests session) from pair to pair, as a program does; this tool's calls share
-   nothing, as separate calls of the CLI's do.
+   requests session) from pair to pair, as a program does; this tool keeps its
+   connection to each server from call to call too (from 1.12.1; a CLI call, a
+   process of its own, keeps none).
 2. On the wire, per pair: new TCP connections, round trips (a client's turn to speak
    that starts a request) and requests (Redis commands; etcd HTTP or gRPC requests),
    counted twice: at the socket level in this process (``socket.socket``'s connect,
@@ -201,13 +202,16 @@ def load_etcd3() -> None:
 
 # What each side does for a pair, as the tables say it: this tool's, by store.
 THIS_DOES = {
-    "Redis": "a new connection per call; reads the record, its expiry, the last holder's,"
-    " the line and TIME under WATCH, then MULTI/EXEC: the record and the last holder's"
-    " copy (the release reads again, then deletes both)",
-    "etcd": "a new connection per call; reads the lock's keys (the record, the last"
-    " holder's, the line), grants a lease, commits a transaction against the revision"
-    " read (the record on the lease, the last holder's copy); the release reads,"
-    " deletes both by a transaction, revokes the lease",
+    "Redis": "a connection kept from call to call (before 1.12.1: a new one per call);"
+    " reads the record, its expiry, the last holder's, the line and TIME under WATCH,"
+    " then MULTI/EXEC: the record and the last holder's copy (the release reads the"
+    " record, the line and TIME, then deletes both)",
+    "etcd": "a connection kept from call to call (before 1.12.1: a new one per call);"
+    " decides on what its last change left (1.12.1; before, it read the lock's keys),"
+    " keeps alive the lease its last release left (before: granted one), commits a"
+    " transaction comparing the record's and the last holder's revisions and an empty"
+    " line (the record on the lease, the last holder's copy); the release deletes both"
+    " by a transaction (before: read first, revoked the lease after)",
 }
 PEER_DOES = {
     "redis-py Lock": "SET NX PX on a pooled connection; the release runs a Lua script"
@@ -397,14 +401,24 @@ def sockets_watched(port: int) -> Iterator[Tally]:
 
     def sendall(sock: socket.socket, data: Any, *args: Any) -> None:
         real["sendall"](sock, data, *args)
-        if (talk := watched(sock)) is not None:
+        if (talk := watched(sock) or kept(sock)) is not None:
             talk.sent(bytes(data), tally)
 
     def send(sock: socket.socket, data: Any, *args: Any) -> int:
         sent: int = real["send"](sock, data, *args)
-        if (talk := watched(sock)) is not None:
+        if (talk := watched(sock) or kept(sock)) is not None:
             talk.sent(bytes(data)[:sent], tally)
         return sent
+
+    def kept(sock: socket.socket) -> Conversation | None:
+        """A connection to the port made before the block (kept from call to call)."""
+        try:
+            if sock.getpeername()[1] != port:
+                return None
+        except (OSError, IndexError, TypeError):
+            return None
+        talk = talks[sock] = Conversation()
+        return talk
 
     def recv(sock: socket.socket, *args: Any) -> bytes:
         data: bytes = real["recv"](sock, *args)
@@ -758,7 +772,8 @@ def renewals(versions: list[Version], etcd: Etcd, redis: Redis, folder: Path, ro
             if not (hasattr(skf, "_Renewer") and hasattr(skf, "_session_request")):
                 continue  # a version without serve, or whose renewer is named otherwise
             lock = place(f"peers-renewal-{number}")
-            request = skf._session_request({"lock": lock, "owner": OWNER}, 300.0)
+            asked = skf._session_request({"lock": lock, "owner": OWNER}, 300.0)
+            request = asked[0] if isinstance(asked, tuple) else asked  # 1.11.1: (request, cut)
             hold = skf._take(request)
             assert isinstance(hold, skf._Hold), hold
             renewer = skf._Renewer(request, hold)
@@ -827,6 +842,8 @@ def main() -> int:
     parser.add_argument("--cli-rounds", type=int, default=100, help="CLI pairs each")
     sections = ("time", "wire", "syscalls", "renewal", "cli")
     parser.add_argument("--only", default=",".join(sections), help="sections, comma-separated")
+    kinds = ("file", "redis", "etcd")
+    parser.add_argument("--stores", default=",".join(kinds), help="stores timed, comma-separated")
     parser.add_argument("--traced-child", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.traced_child:
@@ -835,6 +852,9 @@ def main() -> int:
     only = set(args.only.split(","))
     if only - set(sections):
         parser.error(f"--only takes {', '.join(sections)}")
+    timed = set(args.stores.split(","))
+    if timed - set(kinds):
+        parser.error(f"--stores takes {', '.join(kinds)}")
     load_etcd3()
     import filelock
     import redis as redis_py
@@ -904,7 +924,8 @@ def main() -> int:
                         args.etcd_pairs,
                     ),
                 ]
-                timing(stores, versions)
+                chosen = [s for s, kind in zip(stores, kinds, strict=True) if kind in timed]
+                timing(chosen, versions)
             if "wire" in only:
                 wire(etcd, redis, versions, args.count_pairs, etcd3_name)
             if "syscalls" in only:

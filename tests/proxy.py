@@ -1,7 +1,9 @@
 """A TCP proxy on loopback in front of a real server, for tests of what a holder does
 when the network fails under it: it forwards both ways until a test cuts it, then
 blackholes (swallows every byte, answers nothing, keeps every socket open), resets
-(closes each connection with a RST, and every new one as it comes), slows (each
+(closes each connection with a RST, and every new one as it comes, until mended),
+finds them stale (resets each open one as its client next speaks), chatters (sends
+each client a line it never asked for), slows (each
 chunk held back a while) or delays (each answer held back a while once its client has
 asked twice on the connection: a change's answer comes late, the read before it at
 once; what is asked passes at once). A chunk held back is on the wire: it arrives
@@ -18,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Literal
 
-Fault = Literal["blackhole", "reset", "slow", "delay"]
+Fault = Literal["blackhole", "reset", "slow", "delay", "stale", "chatter"]
 
 _POLL_SEC = 0.1  # how soon each thread sees a fault or the end
 
@@ -41,6 +43,7 @@ class FaultyProxy:
         self.stop = threading.Event()
         self.lock = threading.Lock()
         self.pairs: list[tuple[socket.socket, socket.socket]] = []  # client's, server's
+        self.stale: set[socket.socket] = set()  # clients' connections reset as they speak
         self.threads: list[threading.Thread] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(_POLL_SEC)
@@ -48,13 +51,30 @@ class FaultyProxy:
         self._start(self._accept)
 
     def cut(self, fault: Fault) -> None:
-        """From now on, ``fault``: for a reset, every open connection is reset at once."""
+        """From now on, ``fault``: for a reset, every open connection is reset at once;
+        gone stale, each one open now is reset as its client next speaks (as a proxy
+        that forgot it while it was idle answers its next packet), new ones forwarded;
+        chatter: each client is sent a line it never asked for, once."""
         with self.lock:
+            if fault == "stale":
+                self.stale.update(client for client, _ in self.pairs)
+                return
+            if fault == "chatter":
+                for client, _ in self.pairs:
+                    with contextlib.suppress(OSError):
+                        # Sent now, not held back by Nagle until the last answer's ACK.
+                        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                        client.sendall(b"-ERR a line nobody asked for\r\n")
+                return
             self.fault = fault
             pairs = list(self.pairs) if fault == "reset" else []
         for client, server in pairs:
             _reset(client)
             _reset(server)
+
+    def mend(self) -> None:
+        """From now on, every new connection is forwarded again."""
+        self.fault = None
 
     def close(self) -> None:
         self.stop.set()
@@ -116,6 +136,10 @@ class FaultyProxy:
                 break
             if not data:
                 break
+            if not answers and source in self.stale:
+                _reset(source)
+                _reset(sink)
+                return
             fault = self.fault
             if fault == "blackhole":
                 continue  # swallowed: no answer, no close

@@ -424,6 +424,7 @@ def _serve_with(spec: dict[str, Any], serve_args: list[str]) -> None:
 
         socket.getaddrinfo = lookup
         skf._SEAMS.name_kept_sec = 0.0  # each renewal looks the name up anew
+        skf._SEAMS.kept_idle_sec = 0.0  # on a connection of its own
     if spec["stuck"] is not None:
         marker = spec["stuck"]
 

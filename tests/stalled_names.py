@@ -12,7 +12,8 @@ when it answered.
 ``held`` holds LOCK (owner wf:held, HELD_FOR s) for a block that checks the lease and
 writes the time to FOLDER/marker every 100 ms until it is told LockLost; then
 FOLDER/ended.json says when it was told, what, and when the ``with`` statement ended.
-A name looked up is looked up again at every connection, as it is a minute later.
+A name looked up is looked up again at every connection, as it is a minute later, and
+every call connects anew, as a call does once its kept connection is gone.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ def main(argv: list[str]) -> int:
     stalling(name, Path(trigger), Path(log))
     skf = load_script()
     skf._SEAMS.name_kept_sec = 0.0  # every connection asks the resolver
+    skf._SEAMS.kept_idle_sec = 0.0  # and every call connects anew
     if mode == "held":
         hold(skf, rest[0], Path(rest[1]))
         return 0

@@ -86,6 +86,7 @@ def test_a_server_lock_call_compiles_only_its_own_store(
         ]
     assert [(name, starts.get(line)) for name, line in compiled] == [
         (str(SCRIPT), "core"),
+        (str(SCRIPT), "kept_connections"),
         (str(SCRIPT), "server_gateway"),
         *protocol,
         (str(SCRIPT), store),
@@ -103,6 +104,7 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
         fresh.status("redis://h:99999/x", 60)
     assert sorted(fresh._COMPILED) == [
         "core",
+        "kept_connections",
         "redis_gateway",
         "redis_store",
         "resp",
@@ -116,6 +118,7 @@ def test_a_library_call_compiles_only_the_module_of_the_store_it_names(tmp_path:
         "etcd_store",
         "etcd_watch",
         "http1",
+        "kept_connections",
         "redis_gateway",
         "redis_store",
         "resp",
@@ -412,6 +415,7 @@ STORES = (
     "guard",
     "file_store",
     "file_listing",
+    "kept_connections",
     "server_gateway",
     "http1",
     "resp",
@@ -816,8 +820,8 @@ def test_the_package_and_the_built_file_are_one_version_and_one_surface(skf: Mod
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == list(skf.__all__)
     version = in_package("-m", "skf_run_lock", "--version")
-    assert (version.returncode, version.stdout) == (0, '{"version": "1.12.0"}\n')
-    assert skf.__version__ == "1.12.0"
+    assert (version.returncode, version.stdout) == (0, '{"version": "1.12.1"}\n')
+    assert skf.__version__ == "1.12.1"
 
 
 def test_the_package_takes_a_file_lock_as_the_file_does(tmp_path: Path) -> None:

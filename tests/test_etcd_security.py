@@ -18,6 +18,7 @@ from calls import Run
 from pki import Pki
 from servers import Etcd, etcd_post, free_port, start_etcd
 from waiters import handed_over_to_a_waiter, served_after_a_release
+from wire import connections_to
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +51,38 @@ def test_tls_with_a_ca_and_a_client_certificate(
     owner = taken.json["owner"]
     assert cli("acquire", "--lock", lock, "--owner", "wf:sk:other").code == 3
     assert cli("release", "--lock", lock, "--owner", owner).json["released"] is True
+
+
+def test_a_process_over_tls_takes_and_releases_on_one_handshake_without_reads(
+    skf: ModuleType, monkeypatch: pytest.MonkeyPatch, pki: Pki, tls_etcd: Etcd
+) -> None:
+    """Over TLS with a client certificate, a process's takes and releases go over one
+    kept connection (one handshake) and, after the first, read nothing and grant no
+    lease (the release's is the next take's, kept alive): each acquire
+    and release answers as on a connection of its own, and the lock is left free."""
+    monkeypatch.setenv("ETCDCTL_CACERT", pki.path("ca.pem"))
+    monkeypatch.setenv("ETCDCTL_CERT", pki.path("client.pem"))
+    monkeypatch.setenv("ETCDCTL_KEY", pki.path("client.key"))
+    port = int(tls_etcd.client.rpartition(":")[2])
+    opened = connections_to(monkeypatch, port)
+    lock = f"etcd+https://{tls_etcd.client}/locks/tls-kept"
+    assert skf.acquire(lock, "wf:tls:r1", 60.0)["acquired"]
+    assert skf.release(lock, "wf:tls:r1")["released"]
+    paths: list[str] = []
+    sendall = ssl.SSLSocket.sendall
+
+    def sent(sock: ssl.SSLSocket, data: bytes, *args: int) -> None:
+        paths.append(bytes(data).split(b" ", 2)[1].decode().rpartition("/")[2])
+        sendall(sock, data, *args)
+
+    monkeypatch.setattr(ssl.SSLSocket, "sendall", sent)
+    for _ in range(3):
+        taken = skf.acquire(lock, "wf:tls:r1", 60.0)
+        assert (taken["acquired"], taken["refreshed"], taken["lock"]) == (True, False, lock)
+        released = skf.release(lock, "wf:tls:r1")
+        assert (released["released"], released["reason"]) == (True, None)
+    assert len(opened) == 1 and paths == ["keepalive", "txn", "txn"] * 3
+    assert skf.status(lock, 60.0)["state"] == "free"
 
 
 @pytest.mark.usefixtures("no_beats")

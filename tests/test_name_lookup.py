@@ -298,7 +298,8 @@ def test_one_lookup_serves_every_call_at_once_and_its_answer_is_kept_until_it_fa
     """Eight calls at once that need a name wait for one lookup; its answer serves the
     calls after it without asking again, for as long as it is kept (a minute; here
     shortened); an answer whose address fails is forgotten, and the name looked up
-    anew at once."""
+    anew at once. (Each call connects anew: none is kept.)"""
+    monkeypatch.setattr(skf._SEAMS, "kept_idle_sec", 0.0)
     lock = redis.url(key_of_its_own(request)).replace("127.0.0.1", resolver.name)
     resolver.answering.clear()
     states: list[str] = []
@@ -344,7 +345,9 @@ def test_a_call_waits_for_a_lookup_no_longer_than_its_deadline(
 ) -> None:
     """A lookup that does not answer ends each call that waits for it at the call's
     deadline, saying so and how long it waited; it goes on, and once it answers the
-    next call uses its answer without asking again. A name that is not found says so."""
+    next call uses its answer without asking again. A name that is not found says so.
+    (Each call connects anew: none is kept.)"""
+    monkeypatch.setattr(skf._SEAMS, "kept_idle_sec", 0.0)
     monkeypatch.setenv("SKF_REDIS_TIMEOUT", "0.5")
     lock = redis.url(key_of_its_own(request)).replace("127.0.0.1", resolver.name)
     resolver.answering.clear()

@@ -28,6 +28,20 @@ def after_each_send(
     monkeypatch.setattr(socket.socket, "sendall", sendall)
 
 
+def connections_to(monkeypatch: pytest.MonkeyPatch, port: int) -> list[socket.socket]:
+    """Every TCP connection this process opens to ``port`` from now on, its socket."""
+    before = socket.socket.connect
+    opened: list[socket.socket] = []
+
+    def connect(sock: socket.socket, address: Any) -> None:
+        if isinstance(address, tuple) and address[1] == port:
+            opened.append(sock)
+        before(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    return opened
+
+
 def before_each_receive(
     monkeypatch: pytest.MonkeyPatch,
     receiving: Callable[[socket.socket], None],

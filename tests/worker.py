@@ -36,6 +36,10 @@ hold-shared LOCK OWNER SECONDS           take a shared hold for SECONDS, say "he
 hold-in-line LOCK OWNER KIND             wait in line for a shared hold (KIND r) or the lock
                                          alone (KIND w), say "in", wait for stdin, release
 hold-in-line LOCK OWNER KIND PART...     the same, for those parts of the lock
+fork-kept LOCK OWNER                     acquire (its connection kept), fork: the child
+                                         releases, the parent acquires once it ended; each
+                                         says (a JSON line) what it got and how many
+                                         connections to the lock's port it made
 """
 
 from __future__ import annotations
@@ -366,6 +370,39 @@ def hold_in_line(lock: str, owner: str, kind: str, *parts: str) -> int:
     return 0
 
 
+def fork_kept(lock: str, owner: str) -> int:
+    import json
+    import socket
+
+    port = int(lock.split("://")[1].split("/", maxsplit=1)[0].rpartition(":")[2])
+    made = [0]
+    real = socket.socket.connect
+
+    def connect(sock: socket.socket, address: Any) -> None:
+        if isinstance(address, tuple) and address[1] == port:
+            made[0] += 1
+        real(sock, address)
+
+    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
+    skf = load()
+    took = skf.acquire(lock, owner, 60.0)
+    said = {"acquired": took["acquired"], "refreshed": took["refreshed"]}
+    say(json.dumps({"who": "parent", **said, "made": made[0]}))
+    child = os.fork()
+    if child == 0:
+        made[0] = 0
+        gone = skf.release(lock, owner)
+        say(json.dumps({"who": "child", "released": gone["released"], "made": made[0]}))
+        os._exit(0)
+    os.waitpid(child, 0)
+    made[0] = 0
+    again = skf.acquire(lock, owner, 60.0)
+    said = {"acquired": again["acquired"], "refreshed": again["refreshed"]}
+    say(json.dumps({"who": "parent", **said, "made": made[0]}))
+    assert skf.release(lock, owner)["released"]
+    return 0
+
+
 if __name__ == "__main__":
     mode, *rest = sys.argv[1:]
     if mode == "race":
@@ -388,5 +425,6 @@ if __name__ == "__main__":
         "read-or-write": read_or_write,
         "hold-shared": hold_shared,
         "hold-in-line": hold_in_line,
+        "fork-kept": fork_kept,
     }
     sys.exit(modes[mode](*rest))

@@ -69,12 +69,14 @@ FLAT = (
 
 # The texts a call compiles (or loads from its cache) only when a function imports one:
 # the words of --help, the parts of a tree (a call that names none never compiles
-# them), then what both server stores share, the servers' protocols (etcd's HTTP/1.1,
-# Redis's RESP), each server's gateway, store (etcd's with its watch) and listing, and
-# the folder's listing. A server store's own imports (socket, ssl, ...) run only with it.
+# them), then the connections kept between calls and what both server stores share,
+# the servers' protocols (etcd's HTTP/1.1, Redis's RESP), each server's gateway, store
+# (etcd's with its watch) and listing, and the folder's listing. A server store's own
+# imports (socket, ssl, ...) run only with it.
 CARRIED = (
     "usage",
     "parts",
+    "kept_connections",
     "server_gateway",
     "http1",
     "resp",

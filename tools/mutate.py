@@ -320,13 +320,14 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "etcd-unknown-outcome-silent": (
         "a write whose answer is lost says who may hold the lock",
-        "            if sent and outcome is not None and isinstance(exc, OSError | ValueError):",
-        "            if False:",
+        "        if lost is not None and outcome is not None:\n"
+        "            return self.lost_answer(",
+        "        if False:\n            return self.lost_answer(",
     ),
     "redis-unknown-outcome-silent": (
         "a change whose answer is lost says who may hold the lock (Redis)",
-        "                if sent and outcome is not None:",
-        "                if False:",
+        "        if outcome is not None:\n            return self.lost_answer(",
+        "        if False:\n            return self.lost_answer(",
     ),
     "etcd-user-in-url": (
         "credentials never go in the address",
@@ -507,8 +508,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "sleep-socket-waits-past-a-wake": (
         "no wait on a socket lasts over a second on a clock that stops while the machine sleeps",
-        "            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))\n            try:",
-        "            self.sock.settimeout(_seconds_left(deadline))\n            try:",
+        "        wait = _blind_wait(_seconds_left(deadline))\n",
+        "        wait = _seconds_left(deadline)\n",
     ),
     "sleep-uncounted": (
         "every deadline of a hold counts on a clock that counts the machine's sleep",
@@ -689,6 +690,51 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '                answers = gateway.call(("MULTI",), *ops,',
         '                answers = gateway.call(("UNWATCH",), ("MULTI",), *ops,',
     ),
+    "redis-exec-sent-again-unwatched": (
+        "a transaction whose send failed is never sent again without its WATCH",
+        "                if watched and not sent:\n",
+        "                if False:\n",
+    ),
+    "connections-never-kept": (
+        "a process keeps its connection from call to call",
+        "            if len(idle) < _IDLE_MAX:\n",
+        "            if False:\n",
+    ),
+    "connections-lent-twice": (
+        "a kept connection is lent to one call at a time",
+        "                since, connection = idle.pop()\n",
+        "                since, connection = idle[-1]\n",
+    ),
+    "connections-forked-child-uses-parents": (
+        "a forked child never uses its parent's connections",
+        "    os.register_at_fork(after_in_child=_KEPT.forget)\n",
+        "    pass\n",
+    ),
+    "connections-kept-for-any-secret": (
+        "a kept connection serves only calls made with its user's secret",
+        "(scheme, endpoint, self.user, _KEPT.secret_number(self.password), *files)",
+        "(scheme, endpoint, self.user, *files)",
+    ),
+    "connections-kept-for-any-tls-files": (
+        "a kept TLS connection serves only calls made with its certificate files",
+        '            for name in ("CACERT", "CERT", "KEY"):\n',
+        '            for name in ("CACERT",):\n',
+    ),
+    "connections-stray-bytes-read": (
+        "a kept connection on which something came while it was idle is not lent",
+        "        return not self.idle.poll(0)\n",
+        "        return True\n",
+    ),
+    "connections-idle-forever": (
+        "a connection idle a minute is not lent",
+        "            fresh = now - since < _SEAMS.kept_idle_sec\n",
+        "            fresh = True\n",
+    ),
+    "connections-watch-left-on": (
+        "a WATCH a call left on its kept connection is undone before the next call's",
+        "            connection.watching = self.watched is connection\n",
+        "            connection.watching = False\n",
+    ),
     "redis-no-expiry": (
         "a Redis record expires after its holder's timeout",
         '("SET", self.key, data, "PX", ms), ("SET", self.last_key, data)',
@@ -749,8 +795,8 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "cluster-no-asking": (
         "a node an ASK sent a call to is sent ASKING first",
-        "            sending = _with_asking(commands) if self.asking else list(commands)",
-        "            sending = list(commands)",
+        "        return _with_asking(asked) if self.asking else list(asked)",
+        "        return list(asked)",
     ),
     "slots-one-too-many": (
         "a lock of N slots has at most N live holders",
@@ -839,7 +885,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "fence-etcd-from-read-revision": (
         "an etcd take that creates the lock's key gets the revision that creates it",
-        "                _raise_fences(record, _answer_revision(answer))",
+        "                _raise_fences(record, committed)",
         "                pass",
     ),
     "fence-renewal-kept-beside-larger": (
@@ -1263,6 +1309,66 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
         '    parted = any(h["parts"] is not None for h in live)\n',
         "    parted = False\n",
     ),
+    "remembered-last-not-compared": (
+        "a change on a remembered etcd lock compares its last holder's key too",
+        '            compare.append({**compare[0], "key": _b64(self.last_key)})\n',
+        "            pass\n",
+    ),
+    "remembered-line-not-compared": (
+        "a take on a remembered etcd lock compares that nobody joined the line",
+        "            if self.line_read:\n                compare.append(\n",
+        "            if False:\n                compare.append(\n",
+    ),
+    "remembered-refusal-not-read-again": (
+        "a take that the remembered lock would refuse reads the lock itself",
+        '            if look.remembered and take.outcome != "take":\n',
+        "            if False:\n",
+    ),
+    "remembered-absent-not-read-again": (
+        "a release that the remembered lock would answer absent reads the lock itself",
+        "                    if look.remembered:\n                        continue",
+        "                    if False:\n                        continue",
+    ),
+    "resent-lost-write-left-unknown": (
+        "an etcd transaction whose answer is lost is sent again",
+        '        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome, resendable=True)\n',
+        '        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome)\n',
+    ),
+    "resent-landed-unseen": (
+        "a transaction sent again that finds its first sending landed counts as applied",
+        "        landed = self.gateway.resent and self._landed(answer, record, puts)\n",
+        "        landed = 0\n",
+    ),
+    "resent-after-the-deadline-only": (
+        "a transaction unanswered for a second is sent again (a dead leader)",
+        "                    until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)\n",
+        "                    pass\n",
+    ),
+    "free-lease-left-at-exit": (
+        "a lease a release left free is revoked when its process ends",
+        "atexit.register(_revoke_free_leases)\n",
+        "pass\n",
+    ),
+    "free-lease-of-any-timeout": (
+        "a free lease serves only a take of its timeout",
+        "            if ttl <= (left := self._ttl_kept(free[0])) <= ttl + 1:\n",
+        "            if (left := self._ttl_kept(free[0])):\n",
+    ),
+    "free-lease-lost-on-a-lost-race": (
+        "a free lease a lost change used is free again",
+        "            _FREE_LEASES[self.left_as] = (self.freed, self.lock)",
+        "            pass",
+    ),
+    "etcd-renewal-keeps-a-lease-of-any-timeout": (
+        "a renewal keeps its lease only for the same timeout",
+        "        if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:\n",
+        "        if mine and self._ttl_kept(mine):\n",
+    ),
+    "free-lease-revoked-past-exit": (
+        "a process's exit waits at most a second on revoking the leases left free",
+        "            gateway.call_deadline = stop\n",
+        "            pass\n",
+    ),
 }
 
 # Survivors that no test can kill because they do not change behaviour, with why.
@@ -1277,7 +1383,16 @@ EQUIVALENT: dict[str, str] = {
 
 
 # Words of a mutant's name that name no test file but say where its bug shows.
-_SHOWS_IN = {"http": "etcd", "resp": "redis", "signals": "interrupts"}
+_SHOWS_IN = {
+    "http": "etcd",
+    "resp": "redis",
+    "signals": "interrupts",
+    "connections": "kept_connections",
+    "exec": "kept_connections",
+    "remembered": "etcd_round_trips",
+    "free": "etcd_round_trips",
+    "resent": "etcd_round_trips",
+}
 # Mutants whose names lead to no test that kills them, with the file that did in the
 # run of 2026-12-05 (each took 7 to 10 minutes, its killer running near the end).
 _KILLED_IN = {

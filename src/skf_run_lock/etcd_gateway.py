@@ -1,5 +1,5 @@
 """etcd's HTTP/JSON gateway, as every etcd lock speaks to it: the endpoints tried in
-turn within the call's deadline, the user's token, one kept-alive connection, and
+turn within the call's deadline, the user's token, a connection kept from call to call, and
 etcd's refusals as errors that say what to do. Compiled only for an etcd lock."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import re
 import time
 
 from .http1 import _HttpConnection
+from .kept_connections import _KEPT
 from .public_surface import _OutcomeUnknown
 from .seams import _SEAMS
 from .server_gateway import _TLS_FAILURE, _ServerGateway
@@ -26,6 +27,11 @@ _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m
 _GRPC_UNAVAILABLE = 14
 _GRPC_PERMISSION_DENIED = 7
 _GRPC_UNAUTHENTICATED = 16
+# How long a write that may be sent again waits for its answer before it is (to the
+# next member): a member whose leader died unseen forwards it into the void, and it
+# would wait out the call; sent again, it lands once a leader serves, or its compare
+# finds the first sending landed.
+_RESEND_AFTER_SEC = 1.0
 
 
 def _etcd_duration(text: str) -> float:
@@ -94,19 +100,36 @@ class _EtcdGateway(_ServerGateway):
         self.password = password or env.get("ETCDCTL_PASSWORD", "")
         self.headers = {"Content-Type": "application/json"}
         self.connection: _HttpConnection | None = None
+        # The last post's change was sent again, on a new connection: the kept one it
+        # went on first failed before its first answer (see ``post``'s ``resendable``).
+        self.resent = False
 
     def _connect(self, endpoint: str) -> _HttpConnection:
-        if self.connection is not None:
-            self.connection.close()
-        self.connection = None
-        self.connection = self._open(endpoint)
+        """A connection to ``endpoint``: one kept from an earlier call if one is sound."""
+        self._give_back()
+        self.connection = self.connection_to(
+            endpoint, _HttpConnection, lambda: self._open(endpoint)
+        )
         return self.connection
 
     def _open(self, endpoint: str) -> _HttpConnection:
         return _HttpConnection(endpoint, self.tls_context(), self.deadline)
 
-    def post(self, path: str, body: dict[str, Any], *, outcome: str | None = None) -> Any:
-        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's."""
+    def post(
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        outcome: str | None = None,
+        resendable: bool = False,
+    ) -> Any:
+        """POST ``body`` to the first endpoint that answers. ``outcome``: a write's.
+        ``resendable``: a write whose caller can tell from the answer to the same write
+        sent again whether the first landed (a transaction that compares): one whose
+        answer is lost (a kept connection that failed before its first answer, or none
+        within _RESEND_AFTER_SEC) is sent again (``resent``) until the deadline, rather
+        than left unknown at once."""
+        self.resent = False
         if path != "/v3/auth/authenticate":
             self._authorize()
         payload = json.dumps(body).encode()
@@ -115,6 +138,7 @@ class _EtcdGateway(_ServerGateway):
         broken: set[str] = set()  # TLS failed: trying again cannot help
         refusing: dict[str, bool] = {}  # nothing listened there, as last tried
         started = _SEAMS.clock()
+        lost: Exception | None = None  # why the answer to a write sent was lost
         while True:
             for endpoint in self.endpoints:
                 left = self.deadline - _SEAMS.clock()
@@ -123,10 +147,11 @@ class _EtcdGateway(_ServerGateway):
                 if endpoint in broken:
                     continue
                 try:
-                    status, answer = self._exchange(endpoint, path, payload, outcome)
+                    status, answer = self._exchange(endpoint, path, payload, outcome, resendable)
                 except _OutcomeUnknown:
                     raise
                 except (OSError, ValueError) as exc:
+                    lost = exc if self.resent else lost
                     reason = failures.setdefault(endpoint, self.describe(exc))
                     if reason.startswith(_TLS_FAILURE):
                         broken.add(endpoint)
@@ -141,16 +166,32 @@ class _EtcdGateway(_ServerGateway):
                     failures.setdefault(endpoint, message or f"HTTP status {status}")
                     continue
                 raise self._refusal(code, message or f"HTTP status {status}")
-            # No member answered (down, electing): nothing applied.
-            every_one_refused = all(refusing.get(each) for each in self.endpoints)
-            if every_one_refused and self.refused_for_good(started):
-                raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
+            # No member answered (down, electing): nothing applied, unless a write lost.
+            if lost is None:
+                self._give_up_if_all_refuse(refusing, started, failures)
             left = self.deadline - _SEAMS.clock()
             if left <= 0 or broken.issuperset(self.endpoints):
                 break
             time.sleep(min(0.05, left))
+        raise self._unanswered(failures, lost, outcome)
+
+    def _unanswered(
+        self, failures: dict[str, str], lost: Exception | None, outcome: str | None
+    ) -> OSError:
+        """What a post that got no answer in time raises: a write sent whose answer was
+        lost (``lost``) may have been applied; else nothing was."""
+        if lost is not None and outcome is not None:
+            return self.lost_answer(", ".join(self.endpoints), lost, outcome)
         reasons = "; ".join(f"{endpoint}: {why}" for endpoint, why in failures.items())
-        raise self.unreachable(", ".join(self.endpoints), reasons)
+        return self.unreachable(", ".join(self.endpoints), reasons)
+
+    def _give_up_if_all_refuse(
+        self, refusing: dict[str, bool], started: float, failures: dict[str, str]
+    ) -> None:
+        """Raise the refusal once every endpoint refused connections for the grace."""
+        every_one_refused = all(refusing.get(each) for each in self.endpoints)
+        if every_one_refused and self.refused_for_good(started):
+            raise self.refused(", ".join(self.endpoints), failures[self.endpoints[0]])
 
     def _authorize(self) -> None:
         if self.user and "Authorization" not in self.headers:
@@ -159,28 +200,57 @@ class _EtcdGateway(_ServerGateway):
             self.headers["Authorization"] = _answer_field(answer, "token", "authenticate")
 
     def _exchange(
-        self, endpoint: str, path: str, payload: bytes, outcome: str | None
+        self, endpoint: str, path: str, payload: bytes, outcome: str | None, resendable: bool
     ) -> tuple[int, dict[str, Any]]:
-        """One request to ``endpoint``: (status, answer)."""
-        sent = False
-        try:
+        """One request to ``endpoint``: (status, answer). A kept connection that fails
+        before its first answer (closed or reset while it was idle) is replaced at once
+        where that is safe: a request not sent, one that changes nothing, or one whose
+        caller tells from its resending whether it landed."""
+        while True:
+            sent = False
             connection = self.connection
-            if connection is None or connection.endpoint != endpoint or not connection.reusable:
-                connection = self._connect(endpoint)
-            connection.send(path, payload, self.headers, self.deadline)
-            sent = True
-            status = connection.start_answer(self.deadline)
-            body = connection.rest(self.deadline)
             try:
-                answer = json.loads(body.decode("utf-8") or "{}")
-            except ValueError:
-                raise ValueError("the answer was not JSON") from None
-        except BaseException as exc:
-            self._hang_up()  # cut short (an interrupt too): never read it out of step
-            if sent and outcome is not None and isinstance(exc, OSError | ValueError):
-                raise self.lost_answer(endpoint, exc, outcome) from None
-            raise
-        return status, answer if isinstance(answer, dict) else {}
+                if connection is None or connection.endpoint != endpoint or not connection.reusable:
+                    connection = self._connect(endpoint)
+                connection.send(path, payload, self.headers, self.deadline)
+                sent = True
+                until = self.deadline
+                if resendable:
+                    until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)
+                status = connection.start_answer(until)
+                body = connection.rest(until)
+                try:
+                    answer = json.loads(body.decode("utf-8") or "{}")
+                except ValueError:
+                    raise ValueError("the answer was not JSON") from None
+            except (OSError, ValueError) as exc:
+                self._hang_up()  # cut short: never read it out of step
+                if connection is not None and connection.unproven:
+                    _KEPT.discard(connection.kept_as)  # its siblings likely went too
+                    if not sent or outcome is None:
+                        continue  # a new connection (never unproven: once a request)
+                    if resendable:
+                        self.resent = True
+                        continue
+                if sent and outcome is not None:
+                    if not resendable:
+                        raise self.lost_answer(endpoint, exc, outcome) from None
+                    self.resent = True
+                    raise  # sent again until the deadline: the next member, each in turn
+                raise
+            except BaseException:
+                self._hang_up()  # an interrupt: never read its answer out of step
+                raise
+            return status, answer if isinstance(answer, dict) else {}
+
+    def _give_back(self) -> None:
+        """Keep the connection, its answer read whole, for the next call."""
+        connection = self.connection
+        self.connection = None
+        if connection is not None and connection.reusable:
+            _KEPT.keep(connection)
+        elif connection is not None:
+            connection.close()
 
     def _hang_up(self) -> None:
         """Close the connection: one cut short could be read out of step."""

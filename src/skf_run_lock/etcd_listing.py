@@ -45,7 +45,7 @@ def _survey_etcd(address: str) -> _Survey:
                 break
             start = name + b"\0"
     finally:
-        gateway._hang_up()
+        gateway._give_back()
     try:
         looks = {key: _looked(key, found, revision) for key, found in groups.items()}
     except (AttributeError, KeyError, TypeError, ValueError):

@@ -6,6 +6,8 @@ only for an etcd lock."""
 
 from __future__ import annotations
 
+import atexit
+import os
 import time
 
 from .decisions import _ahead_of, _holders, _live
@@ -26,6 +28,39 @@ if TYPE_CHECKING:
 # A lease granted and not used yet: its TTL, its ID, when it was granted or last kept
 # alive (on ``_SEAMS.clock``), and whether it was granted ahead of a take.
 _Spare = tuple[int, str, float, bool]
+
+
+# What this process's last change of each lock (by its endpoints and key) left there,
+# as committed: the revision and the keys it left (the record's and the last holder's
+# copy, or none). The process's next change of that lock decides on it rather than
+# reading first; its transaction compares that those keys and an empty line stand as
+# they were left, and the lock calls read anew when it would change nothing.
+_LEFT: dict[tuple[object, ...], tuple[int, list[dict[str, str]]]] = {}
+_LEFT_MAX = 256
+# The lease a release by this process left with nothing on it, by lock (as _LEFT), with
+# the lock's address: the process's next take of the lock keeps it alive and puts its
+# record on it, rather than granting one (a write through the cluster's log; a keep-
+# alive is the leader's alone) and revoking the old. Those left are revoked at exit
+# (a CLI's release so costs what it did), else they run out by themselves.
+_FREE_LEASES: dict[tuple[object, ...], tuple[str, str]] = {}
+
+
+# How long a process's exit may wait on revoking the leases left free, all together:
+# a server gone by then must not hold the exit up (the leases run out by themselves).
+_EXIT_REVOKES_SEC = 1.0
+
+
+def _revoke_free_leases() -> None:
+    """At exit: revoke each lease a release left free, for nothing will use it."""
+    stop = _SEAMS.clock() + _EXIT_REVOKES_SEC
+    while _FREE_LEASES and _SEAMS.clock() < stop:
+        _, (lease, address) = _FREE_LEASES.popitem()
+        try:
+            gateway = _EtcdGateway(address)
+            gateway.call_deadline = stop
+            gateway.post("/v3/lease/revoke", {"ID": lease})
+        except (OSError, ValueError):
+            pass  # it runs out by itself
 
 
 def _whole_seconds(seconds: float) -> int:
@@ -86,6 +121,9 @@ class _EtcdStore(_ServerStore):
         self.fresh: tuple[_Look, bool] | None = None
         self.line_read = True
         self.record_on: str | None = None  # the lease the last change put the record on
+        self.left_as = (tuple(self.gateway.endpoints), key)  # its entry in _LEFT
+        self.remembering = True  # the first read of a call may be what _LEFT holds
+        self.freed: str | None = None  # a free lease (_FREE_LEASES) the change uses
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -104,6 +142,9 @@ class _EtcdStore(_ServerStore):
         self.line_read = line
         told, self.told = self.told, None
         found = self._fresh(line) if told is None else told
+        if found is None and self.remembering:
+            found = self._remembered()
+        self.remembering = False
         look = self._range(line) if found is None else found
         # A take's fence is one more than the revision the look was read at: no more
         # than the revision its transaction commits at, larger than every earlier
@@ -117,6 +158,42 @@ class _EtcdStore(_ServerStore):
         if fresh is None or (line and not fresh[1]):
             return None
         return fresh[0]
+
+    def _remembered(self) -> _Look | None:
+        """What this process's last change of the lock left, as a look (None: none)."""
+        left = _LEFT.get(self.left_as)
+        if left is None:
+            return None
+        revision, kvs = left
+        look = _looked(self.key, kvs, revision)
+        look.remembered = True
+        self.ranged = (revision, kvs)
+        return look
+
+    def _leave_known(
+        self, record: _Record | None, revision: int, value: bytes, created: int
+    ) -> None:
+        """Remember what a change committed at ``revision`` left: ``record`` (``value``,
+        on ``self.record_on``; its key ``created`` at that revision, or 0: before), or
+        nothing, as a range would give it. A lock of several slots is not remembered:
+        its holders' leases end without a change to compare."""
+        if record is not None and record.holders is not None:
+            _LEFT.pop(self.left_as, None)
+            return
+        kvs = []
+        if record is not None:
+            at = str(revision)
+            kvs = [
+                {"key": _b64(self.key), "value": _b64(value), "mod_revision": at},
+                {"key": _b64(self.last_key), "value": _b64(value), "mod_revision": at},
+            ]
+            if self.record_on:
+                kvs[0]["lease"] = self.record_on
+            if created:
+                kvs[0]["create_revision"] = str(created)
+        if len(_LEFT) >= _LEFT_MAX:
+            _LEFT.clear()  # a long-lived process keeps it small
+        _LEFT[self.left_as] = (revision, kvs)
 
     def _span(self, line: bool) -> dict[str, str]:
         """The keys a read asks for: the record's and the slots', and the line's."""
@@ -174,12 +251,15 @@ class _EtcdStore(_ServerStore):
             except OSError:
                 pass  # it runs out by itself
 
-    def _grant(self, seconds: float, granted: list[_Spare]) -> str:
-        """A lease of ``seconds`` (rounded up), added to ``granted``: a spare one if
-        one serves, else a new one. Only one granted ahead serves, a second longer,
-        while that TTL is left of it: a slot on it ends no sooner than on a lease
-        granted now (the renewer counts a hold from its try's start), and at most a
-        second later. A lost try's lease, granted before, would end sooner: revoked."""
+    def _grant(self, seconds: float, granted: list[_Spare], mine: str | None = None) -> str:
+        """A lease of ``seconds`` (rounded up), added to ``granted`` if granted in this
+        try: a spare one if one serves, else a new one. Only one granted ahead serves, a
+        second longer, while that TTL is left of it: a slot on it ends no sooner than on
+        a lease granted now (the renewer counts a hold from its try's start), and at
+        most a second later. A lost try's lease, granted before, would end sooner:
+        revoked. So does one kept alive now with that TTL or a second more: ``mine``,
+        the lease of the hold it renews, or one a release of the lock in this process
+        left free."""
         ttl = _whole_seconds(seconds)
         now = _SEAMS.clock()
         for spare in self.spares:
@@ -188,6 +268,15 @@ class _EtcdStore(_ServerStore):
                 self.spares.remove(spare)
                 granted.append(spare)
                 return lease
+        if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:
+            return mine
+        free = _FREE_LEASES.pop(self.left_as, None)
+        if free is not None:
+            if ttl <= (left := self._ttl_kept(free[0])) <= ttl + 1:
+                self.freed = free[0]  # free again if this try's change loses
+                return free[0]
+            if left:
+                self.revoke(free[0])  # of another timeout: of no use
         sent = _SEAMS.clock()
         answer = self.gateway.post("/v3/lease/grant", {"TTL": str(ttl)})
         lease = _answer_field(answer, "ID", "lease/grant", digits=True)
@@ -291,7 +380,7 @@ class _EtcdStore(_ServerStore):
         while self.spares:
             self.revoke(self.spares.pop()[1])
         self.told = self.fresh = None
-        self.gateway._hang_up()
+        self.gateway._give_back()
         self.watch.stop()
 
     def by_hand(self) -> str:
@@ -327,10 +416,14 @@ class _EtcdStore(_ServerStore):
         return self._kept_alive(place.ticket)
 
     def _kept_alive(self, lease: str) -> bool:
+        return self._ttl_kept(lease) > 0
+
+    def _ttl_kept(self, lease: str) -> int:
+        """Keep ``lease`` alive: its TTL, to which it was renewed (0: it had ended)."""
         answer = self.gateway.post("/v3/lease/keepalive", {"ID": lease})
         result = answer.get("result")
         ttl = result.get("TTL") if isinstance(result, dict) else None
-        return isinstance(ttl, str) and ttl.isdigit() and int(ttl) > 0
+        return int(ttl) if isinstance(ttl, str) and ttl.isdigit() else 0
 
     def leave(self, place: _Place) -> None:
         self.gateway.next_step()
@@ -356,8 +449,16 @@ class _EtcdStore(_ServerStore):
             # The leases nothing stands on now (else they would only run out): the
             # record's last one, and those of slots renewed or released.
             kept = {holder.mark for holder in _holders(record)} | {self.record_on}
+            # A release's record lease is the process's next take's (_grant).
+            whole = look.record is not None and look.record.holders is None
+            free = look.lease if record is None and whole else None
             for lease in {look.lease, *gone} - kept:
-                self.revoke(lease)
+                if lease is not None and lease == free:
+                    if len(_FREE_LEASES) >= _LEFT_MAX:
+                        _FREE_LEASES.clear()  # a long-lived process keeps it small
+                    _FREE_LEASES[self.left_as] = (lease, self.lock)
+                else:
+                    self.revoke(lease)
         if applied and place is not None:
             place.joined = False  # its lease runs out by itself
         return applied
@@ -378,8 +479,10 @@ class _EtcdStore(_ServerStore):
         granted: list[_Spare] = []
         ops: list[dict[str, Any]] = []
         self.record_on = None
+        self.freed = None
+        puts = b""
         if record is not None:
-            lease = self._record_lease(record, look.lease, granted, ops)
+            lease = self._record_lease(record, look, granted, ops)
             self.record_on = lease
             puts = _bytes_of(record)
             ops += [
@@ -406,6 +509,20 @@ class _EtcdStore(_ServerStore):
                 "mod_revision": look.revision,
             }
         ]
+        if look.remembered:
+            # Not read: the last holder's copy and the line must stand as remembered
+            # too (an empty line: no place's key created at all).
+            compare.append({**compare[0], "key": _b64(self.last_key)})
+            if self.line_read:
+                compare.append(
+                    {
+                        "key": _b64(self.wait_prefix),
+                        "range_end": _b64(self.wait_prefix[:-1] + b"\1"),
+                        "target": "CREATE",
+                        "result": "EQUAL",
+                        "create_revision": "0",
+                    }
+                )
         if place is not None:
             key = _b64(self._place_key(place))
             compare.append(
@@ -415,19 +532,48 @@ class _EtcdStore(_ServerStore):
         # Lost, the transaction reads the lock instead, for the next try's read.
         failure = [{"request_range": self._span(self.line_read)}]
         txn = {"compare": compare, "success": ops, "failure": failure}
-        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome)
-        if answer.get("succeeded"):
+        _LEFT.pop(self.left_as, None)  # known again only once this change is
+        answer = self.gateway.post("/v3/kv/txn", txn, outcome=outcome, resendable=True)
+        landed = self.gateway.resent and self._landed(answer, record, puts)
+        if answer.get("succeeded") or landed:
+            committed = landed or _answer_revision(answer)
+            created = 0
             if record is not None and look.revision == "0":
-                _raise_fences(record, _answer_revision(answer))
+                _raise_fences(record, committed)
+                created = committed
+            self._leave_known(record, committed, puts, created)
             return True
         self.spares += granted  # those granted ahead serve the next try; all revoked at close
+        if self.freed is not None:
+            _FREE_LEASES[self.left_as] = (self.freed, self.lock)  # nothing was put on it
         self._found(answer, 0, self.line_read)
         return False
+
+    def _landed(self, answer: Any, record: _Record | None, value: bytes) -> int:
+        """The revision the change (``record``, None: a delete) committed at when its
+        first sending, whose answer was lost, landed: seen in what the second, which
+        then found the lock changed, read instead (0: it did not). A put is known by its
+        ``value`` on its lease (the record's times, to the second, and its fence); a
+        delete by both keys gone (an expiry leaves the last holder's)."""
+        if answer.get("succeeded"):
+            return 0
+        try:
+            kvs = answer["responses"][0]["response_range"].get("kvs", [])
+            keys = {_unb64(kv["key"]): kv for kv in kvs}
+            header = int(answer["header"]["revision"])
+        except (KeyError, IndexError, TypeError, AttributeError, ValueError):
+            return 0
+        if record is None:
+            return header if self.key not in keys and self.last_key not in keys else 0
+        kv = keys.get(self.key)
+        if record.holders is not None or kv is None or kv.get("lease") != self.record_on:
+            return 0
+        return int(kv.get("mod_revision", 0)) if _unb64(kv.get("value", "")) == value else 0
 
     def _record_lease(
         self,
         record: _Record,
-        current: str | None,
+        look: _Look,
         granted: list[_Spare],
         ops: list[dict[str, Any]],
     ) -> str | None:
@@ -435,10 +581,14 @@ class _EtcdStore(_ServerStore):
         each new holder gets a lease of its timeout and a key on it; the record stays
         on a lease that outlives every slot: a release leaves it on its own; a take
         puts it on the new holder's when no other holder has a longer timeout (every
-        other slot's lease was granted earlier), else on a lease of the longest."""
+        other slot's lease was granted earlier), else on a lease of the longest. A
+        renewal of one slot keeps its lease (``look``'s), kept alive, if it serves."""
+        current = look.lease
         if record.holders is None:
             assert record.stale_after is not None
-            return self._grant(record.stale_after, granted)
+            was = look.record
+            mine = was is not None and was.holders is None and was.owner == record.owner
+            return self._grant(record.stale_after, granted, current if mine else None)
         lease = None
         newest = 0.0
         for holder in record.holders:
@@ -518,6 +668,11 @@ def _looked(key: bytes, kvs: list[Any], seen: int) -> _Look:
         holder.lease = "expired"
     line.sort(key=lambda entry: entry[0])
     return _Look(record, last, revision, lease, line=[p for _, p in line], seen=_EtcdSeen(seen))
+
+
+atexit.register(_revoke_free_leases)
+if hasattr(os, "register_at_fork"):  # a forked child's are its parent's
+    os.register_at_fork(after_in_child=_FREE_LEASES.clear)
 
 
 def _open_etcd(address: str) -> _Store:

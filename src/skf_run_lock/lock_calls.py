@@ -152,6 +152,8 @@ def _take_in(
                 why = f"reading the lock took {took:.1f} s, past the time to stop: nothing written"
                 raise TimeoutError(errno.ETIMEDOUT, why)
             take = _decide_take(request, look, ticket, now)
+            if look.remembered and take.outcome != "take":
+                continue  # only a change proves a remembered look: read the lock itself
             if place is not None and not take.in_line:
                 place.joined = False  # a new place if refused
             if take.outcome != "take":
@@ -273,6 +275,8 @@ def _release_of(request: _Release) -> ReleaseResult:
                 now = time.time()
                 after, freed = (None, None) if record is None else _released(record, owner, now)
                 if freed is None:
+                    if look.remembered:
+                        continue  # only a change proves a remembered look: read it anew
                     change.prune(look, now)
                     return _release_result(store.lock, owner, record)
                 if change.apply(look, after, owner):

@@ -103,7 +103,7 @@ __all__ = [
     "fence_of",
 ]
 
-__version__ = "1.12.0"
+__version__ = "1.12.1"
 
 OWNER_MAX_LEN = 200
 DEFAULT_STALE_AFTER_MIN = 60

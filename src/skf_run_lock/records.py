@@ -156,6 +156,7 @@ class _Look:
         "lease",
         "line",
         "record",
+        "remembered",
         "revision",
         "seen",
     )
@@ -186,6 +187,9 @@ class _Look:
         # a file's clock and Redis's TIME in microseconds, one more than the revision
         # an etcd look was read at.
         self.fence_floor: int | None = None
+        # What this process's own last change left, not read: a change on it proves it
+        # (its store compares that nothing changed since); else the call reads anew.
+        self.remembered = False
 
 
 # What a lock's bytes are, by their form; only a file may be another program's

@@ -11,6 +11,7 @@ import re
 import time
 
 from .inputs import _PLAIN_DECIMAL
+from .kept_connections import _KEPT
 from .public_surface import _MAX_WAIT_SEC
 from .quoting import _quoted
 from .resp import _errors_in, _RedisError, _RespConnection
@@ -145,32 +146,37 @@ class _RedisGateway(_ServerGateway):
         redirects = 0
         started = _SEAMS.clock()
         while True:
-            sending = _with_asking(commands) if self.asking else list(commands)
+            connection = self.connection
             sent = False
             try:
-                if self.connection is None:
-                    self.connection = self._open()
-                self.connection.send(sending, self.deadline)
+                if connection is None:
+                    connection = self.connection_to(self.endpoint, _RespConnection, self._open)
+                    self.connection = connection
+                sending = self._sending(connection, commands)
+                deadline = self.deadline
+                connection.send(sending, deadline)
                 sent = True
-                answers = [self.connection.answer(self.deadline) for _ in sending]
+                answers = self._answers(connection, sending, deadline)
             except (OSError, ValueError) as exc:
                 self._drop()
-                reason = self.describe(exc)
-                if sent and outcome is not None:
-                    raise self.lost_answer(self.endpoint, exc, outcome) from None
-                if sent and write:
-                    raise OSError(errno.EIO, f"Redis at {self.endpoint}: {reason}") from None
-                if isinstance(exc, PermissionError):
-                    raise  # trying again cannot help
-                if reason.startswith(_TLS_FAILURE):
-                    raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
-                self.give_up_if_refused(exc, started, self.endpoint, reason)
+                if watched and not sent:
+                    # EXEC, the transaction's last bytes, never left: it did not run. Sent
+                    # on a new connection it would run without its WATCH: read again.
+                    raise _NotApplied from None
+                if sent and (outcome is not None or write):
+                    raise self._lost(exc, outcome) from None
+                if connection is not None and connection.unproven:
+                    # A kept connection closed or reset while it was idle (a restart, a
+                    # proxy) before it said a word: the others kept with it likely were
+                    # too. A new one at once (never unproven: this happens once a call).
+                    _KEPT.discard(connection.kept_as)
+                    continue
+                reason = self._passing(exc, started)
                 failure = failure or reason
             except BaseException:
                 self._drop()  # an interrupt: never read its answers out of step
                 raise
             else:
-                answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
                 errors = _errors_in(answers)
                 if raw or not errors:
                     return answers
@@ -182,6 +188,43 @@ class _RedisGateway(_ServerGateway):
             if left <= 0:
                 raise self.unreachable(self.endpoint, failure)
             time.sleep(min(0.05, left))
+
+    def _sending(
+        self, connection: _RespConnection, commands: tuple[_Command, ...]
+    ) -> list[_Command]:
+        """``commands`` as sent on ``connection``: after an UNWATCH where an earlier call
+        left a WATCH on it, with ASKING where an ASK sent them."""
+        asked = (("UNWATCH",), *commands) if connection.watching else commands
+        return _with_asking(asked) if self.asking else list(asked)
+
+    def _answers(
+        self, connection: _RespConnection, sending: list[_Command], deadline: float
+    ) -> list[Any]:
+        """The answers to what _sending sent, without ASKING's and UNWATCH's."""
+        answers = connection.answers(len(sending), deadline)
+        if self.asking:
+            answers = [a for c, a in zip(sending, answers, strict=True) if c[0] != "ASKING"]
+        if connection.watching:
+            connection.watching = False
+            del answers[0]  # UNWATCH's
+        return answers
+
+    def _lost(self, exc: Exception, outcome: str | None) -> OSError:
+        """The failure of a change that was sent (``outcome``: what it may have done)."""
+        if outcome is not None:
+            return self.lost_answer(self.endpoint, exc, outcome)
+        return OSError(errno.EIO, f"Redis at {self.endpoint}: {self.describe(exc)}")
+
+    def _passing(self, exc: Exception, since: float) -> str:
+        """Why a request that changed nothing failed, if trying again may help (else the
+        error it means is raised): a refusal, after ``since``, is given up on in time."""
+        reason = self.describe(exc)
+        if isinstance(exc, PermissionError):
+            raise exc  # trying again cannot help
+        if reason.startswith(_TLS_FAILURE):
+            raise OSError(errno.EPROTO, f"Redis at {self.endpoint}: {reason}") from None
+        self.give_up_if_refused(exc, since, self.endpoint, reason)
+        return reason
 
     def _redirected(self, error: _RedisError, redirects: int, watched: bool) -> bool:
         """True if ``error`` sent the call to another node; False if the node is busy
@@ -226,7 +269,7 @@ class _RedisGateway(_ServerGateway):
     def _go(self, endpoint: str, asking: bool = False) -> None:
         """Send what follows to the node at ``endpoint`` (``asking``: after ASKING)."""
         if endpoint != self.endpoint:
-            self._drop()
+            self._give_back()
             self.endpoint = endpoint
         self.asking = asking
 
@@ -236,8 +279,19 @@ class _RedisGateway(_ServerGateway):
             self.bell = None
 
     def _drop(self) -> None:
+        """Close the connection: one cut short could be read out of step."""
         if self.connection is not None:
             self.connection.close()
+        self.connection = None
+        self.watched = None
+
+    def _give_back(self) -> None:
+        """Keep the connection, every answer read, for the next call (which first undoes
+        a WATCH this one left on it)."""
+        connection = self.connection
+        if connection is not None:
+            connection.watching = self.watched is connection
+            _KEPT.keep(connection)
         self.connection = None
         self.watched = None
 

@@ -108,7 +108,7 @@ class _RedisStore(_ServerStore):
         self.timeless = False
 
     def close(self) -> None:
-        self.gateway._drop()
+        self.gateway._give_back()
         self.gateway._stop_listening()
 
     def by_hand(self) -> str:
@@ -123,17 +123,22 @@ class _RedisStore(_ServerStore):
 
     def read(self, line: bool = True) -> _Look:
         """As look, with KEY watched on this connection until the change applies; always
-        with the line: a release rings the waiters it leaves a slot for."""
+        with the line (a release rings the waiters it leaves a slot for). Without the
+        ``line`` (a release's), nor the record's expiry nor the last holder's: only a
+        take judges staleness or names a holder whose record expired."""
+        reads = self._reads() if line else [("GET", self.key), ("LRANGE", self.line_key, 0, -1)]
         clock: list[_Command] = [] if self.timeless else [("TIME",)]
         try:
-            answers = self.gateway.call(("WATCH", self.key), *self._reads(), *clock)[1:]
+            answers = self.gateway.call(("WATCH", self.key), *reads, *clock)[1:]
         except _CommandDenied as denied:
             if not clock or denied.command != "time":
                 raise
             # A user without TIME takes, renews and releases a lock of one slot, as
             # before fences: its takes get no fence rather than a weaker one.
             self.timeless = True
-            answers = self.gateway.call(("WATCH", self.key), *self._reads())[1:]
+            answers = self.gateway.call(("WATCH", self.key), *reads)[1:]
+        if not line:
+            answers[1:1] = [-1, None]  # no expiry read, no last holder's
         look = self._looked(answers)
         if not self.timeless:
             # A take's fence is at least the server's clock in microseconds, read with
@@ -182,18 +187,19 @@ class _RedisStore(_ServerStore):
             last.lease = "expired"
             for holder in last.holders or []:
                 holder.lease = "expired"
-        tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
-        if upto in tickets:
-            # The values of the places behind a waiter: most of a busy line's newcomers.
-            tickets = tickets[: tickets.index(upto) + 1]
-        prefix = self.wait_prefix if wait_prefix is None else wait_prefix
-        place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
-        places = self.gateway.call(("MGET", *place_keys)) if tickets else [[]]
         line = []
-        for ticket, entry in zip(tickets, places[0], strict=False):
-            place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
-            # A place whose key is gone: _live drops it.
-            line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
+        if tickets:
+            tickets = [t.decode("ascii", "replace") for t in tickets if isinstance(t, bytes)]
+            if upto in tickets:
+                # The values of the places behind a waiter: most of a busy line's newcomers.
+                tickets = tickets[: tickets.index(upto) + 1]
+            prefix = self.wait_prefix if wait_prefix is None else wait_prefix
+            place_keys = [prefix + ticket.encode("ascii", "replace") for ticket in tickets]
+            (places,) = self.gateway.call(("MGET", *place_keys))
+            for ticket, entry in zip(tickets, places, strict=False):
+                place = _place_of(ticket, entry) if isinstance(entry, bytes) else None
+                # A place whose key is gone: _live drops it.
+                line.append(place or _Place(ticket, "", 0, 0.0, 0.0))
         look = _Look(record, last, line=line, seen=_RedisSeen(ttl))
         look.clock = server_ms
         return look

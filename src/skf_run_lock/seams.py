@@ -42,6 +42,7 @@ class _Seams:
         "beat_sec",
         "clock",
         "guard_wait_sec",
+        "kept_idle_sec",
         "longest_call_wait_sec",
         "name_kept_sec",
         "opened",
@@ -70,6 +71,9 @@ class _Seams:
         self.guard_wait_sec: float | None = None
         # A server's host name, once looked up, is not looked up again for this long.
         self.name_kept_sec = 60.0
+        # A connection kept between calls is not used again once idle this long (a NAT
+        # or a proxy may have dropped it without a word); 0: each call connects anew.
+        self.kept_idle_sec = 60.0
         # How long a session's acquire waits in line in one call, at most: clients end
         # a tool call that runs longer than their own limit (Codex: 60 s).
         self.longest_call_wait_sec = 50.0

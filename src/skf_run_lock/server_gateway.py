@@ -1,8 +1,8 @@
 """What the server stores share: a gateway's lock address parsed, a deadline for each
 step, TLS, patience and when to give up, a connection that never waits past its deadline
-(its host's name lookup included), the wording of failures, a store that has its
-gateway, and a waiter's place kept as a value on the server. Compiled only for a
-server's lock."""
+(its host's name lookup included), kept between calls, the wording of failures, a store
+that has its gateway, and a waiter's place kept as a value on the server. Compiled only
+for a server's lock."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 
+from .kept_connections import _KEPT
 from .public_surface import _OutcomeUnknown
 from .quoting import _shown_address
 from .records import _holder_timeout, _parts_read, _Place, _remembered, _time_of
@@ -22,12 +23,14 @@ from .times import _format_time
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import select
     import socket
     import ssl
     from collections.abc import Callable
     from typing import Self, TypeVar
 
     _T = TypeVar("_T")
+    _C = TypeVar("_C", bound="_Connection")
 
     # An address as the system gives it: its family, and (host, port[, flow, scope]).
     _Address = tuple[int, tuple[object, ...]]
@@ -95,6 +98,11 @@ def _value_fields(value: bytes) -> _ValueFields | None:
     return owner, since, timeout, shared, parts
 
 
+# Each lock address parsed, by gateway and prefix: a process's calls name a few locks.
+_ADDRESSES_PARSED: dict[tuple[type, str, bool], tuple[tuple[str, ...], str, str]] = {}
+_ADDRESSES_PARSED_MAX = 256
+
+
 # A call that does not wait gives up on a server that refuses every connection after
 # this long: nothing listens there, and the step's whole deadline (5 s by default)
 # would only put off saying so. A server restarting in place is back well within it.
@@ -124,10 +132,24 @@ class _ServerGateway:
     default_port = 0  # 0: each HOST names its PORT
     many = False  # several HOST:PORT may be given
     users = False  # a USER@ may be given
+    password: str | None = None  # the user's secret, if any (its store's variable)
 
     def __init__(self, address: str, timeout: float, prefix: bool = False) -> None:
         """Parse ``address`` (ValueError unless it is of ``form``); ``prefix``: its KEY
         is where the locks to list start, and may be empty."""
+        known = _ADDRESSES_PARSED.get((type(self), address, prefix))
+        parsed = known or self._parsed(address, prefix)
+        self.endpoints = list(parsed[0])
+        self.lock = address
+        self.user = parsed[1]
+        self.key_text = parsed[2]
+        self.timeout = timeout
+        self.tls = address.startswith(self.secure + "://")
+        self.context: ssl.SSLContext | None = None
+        self.next_step()
+
+    def _parsed(self, address: str, prefix: bool) -> tuple[tuple[str, ...], str, str]:
+        """``address``'s endpoints, user and key, kept for the next call on it."""
         shown = _shown_address(address)
         scheme, _, rest = address.partition("://")
         where, slash, key = rest.partition("/")
@@ -147,12 +169,12 @@ class _ServerGateway:
             )
         if (not key and not prefix) or (at and not user) or too_many or not ports_known:
             raise ValueError(f"the lock address {shown} must be {self.form.format(scheme)}")
-        self.endpoints = []
+        endpoints = []
         for host in filter(None, found):
             port = int(host[2] or self.default_port)
             if not 0 < port < 65536:
                 raise ValueError(f"the port of {host[0]} in {address} is not from 1 to 65535")
-            self.endpoints.append(f"{host[1]}:{port}")
+            endpoints.append(f"{host[1]}:{port}")
         if "\0" in key:
             raise ValueError(f"the lock key in {address} must not contain a NUL character")
         if "?" in key or "#" in key:
@@ -162,13 +184,11 @@ class _ServerGateway:
                 " first / after the host is the key itself, taken as it stands (no"
                 " options, no database number); give a key without them"
             )
-        self.lock = address
-        self.user = user
-        self.key_text = key
-        self.timeout = timeout
-        self.tls = scheme == self.secure
-        self.context: ssl.SSLContext | None = None
-        self.next_step()
+        parsed = (tuple(endpoints), user, key)
+        if len(_ADDRESSES_PARSED) >= _ADDRESSES_PARSED_MAX:
+            _ADDRESSES_PARSED.clear()  # a long-lived process keeps it small
+        _ADDRESSES_PARSED[type(self), address, prefix] = parsed
+        return parsed
 
     def address_of(self, key: bytes, errors: str = "surrogateescape") -> str:
         """The address of the lock at ``key`` on the same servers (a listing's names;
@@ -202,6 +222,31 @@ class _ServerGateway:
             if cert:
                 self.context.load_cert_chain(cert, env.get(self.env + "KEY") or None)
         return self.context
+
+    def connection_to(self, endpoint: str, kind: type[_C], opened: Callable[[], _C]) -> _C:
+        """A connection to ``endpoint``: one kept from an earlier call made with the same
+        user, secret and TLS files if one is sound, else a new one (``opened()``)."""
+        key = self.kept_key(endpoint)
+        connection = _KEPT.lend(key, kind) or opened()
+        connection.kept_as = key
+        return connection
+
+    def kept_key(self, endpoint: str) -> tuple[object, ...]:
+        """What a connection to ``endpoint`` is kept for: the scheme, the endpoint, the
+        user, the secret's number and, with TLS, its files as they stand (one replaced
+        is a new key)."""
+        files: list[object] = []
+        if self.tls:
+            for name in ("CACERT", "CERT", "KEY"):
+                path = os.environ.get(self.env + name) or ""
+                try:
+                    found = os.stat(path) if path else None
+                except OSError:
+                    found = None
+                shown = found and (found.st_dev, found.st_ino, found.st_size, found.st_mtime_ns)
+                files.append((path, shown))
+        scheme = self.lock.partition("://")[0]
+        return (scheme, endpoint, self.user, _KEPT.secret_number(self.password), *files)
 
     def unreachable(self, where: str, why: str | None) -> OSError:
         within = f"within {self.timeout:g} s ({self.timeout_var})"
@@ -451,9 +496,37 @@ class _Connection:
             self.sock.close()
             raise
         self.received = bytearray()  # not yet taken apart
+        self.pid = os.getpid()  # a forked child never uses its parent's (kept_connections)
+        self.kept_as: tuple[object, ...] = ()  # the key it is kept under, between calls
+        # Lent again from the kept ones, and no answer since: a failure before its first
+        # answer may be its age (closed or reset while it was idle), not the server's.
+        self.unproven = False
+        self.idle: select.poll | None = None  # what sound() asks if anything came
 
     def close(self) -> None:
         self.sock.close()
+
+    def sound(self) -> bool:
+        """Whether this idle connection may carry a request: nothing came on it while it
+        was idle (no end, no reset, nothing unasked), seen without waiting."""
+        import select
+
+        pending = getattr(self.sock, "pending", None)  # TLS: bytes it decrypted, unread
+        if self.received or (pending is not None and pending()):
+            return False
+        if not hasattr(select, "poll"):  # Windows
+            return not select.select([self.sock], [], [], 0)[0]
+        if self.idle is None:  # poll, not select: select takes no descriptor past 1023
+            self.idle = select.poll()
+            self.idle.register(self.sock, select.POLLIN)
+        return not self.idle.poll(0)
+
+    def let_go(self) -> None:
+        """Close this process's copy of the socket, sending nothing: a forked child's
+        copy of its parent's connection, which the parent goes on using."""
+        descriptor = self.sock.detach()
+        if descriptor >= 0:
+            os.close(descriptor)
 
     def _find(self, marker: bytes, deadline: float, limit: int, start: int = 0) -> int:
         while (found := self.received.find(marker, start)) < 0:
@@ -466,26 +539,37 @@ class _Connection:
         """``step(*args)`` on the socket, tried again after each second it waits on the
         system's clock (which may stop while the machine sleeps) until ``deadline``."""
         while True:
-            self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+            self._limit(deadline)
             try:
                 return step(*args)
             except TimeoutError:
                 continue  # read the deadline again
 
+    def _limit(self, deadline: float) -> None:
+        """Let the socket wait no longer than what is left of ``deadline``, and a second
+        at most: set only when that changes (each setting is a system call, and away
+        from a deadline it stays a second)."""
+        wait = _blind_wait(_seconds_left(deadline))
+        if wait != self.sock.gettimeout():
+            self.sock.settimeout(wait)
+
     def _send(self, data: bytes, deadline: float) -> None:
         """Send all of ``data`` by ``deadline``, and within a second: a request goes
         into the socket's buffer at once unless the server has stopped reading, and
         one cut short cannot be sent again on this connection (TimeoutError)."""
-        self.sock.settimeout(_blind_wait(_seconds_left(deadline)))
+        self._limit(deadline)
         self.sock.sendall(data)
 
     def _receive(self, deadline: float, end_ok: bool = False) -> bool:
         """Receive more; False if the server closed the connection and ``end_ok``."""
         data = self._wait_for(self.sock.recv, deadline, 65536)
-        if not data and not end_ok:
-            raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+        if not data:
+            if not end_ok:
+                raise ConnectionResetError(errno.ECONNRESET, "the connection closed mid-answer")
+            return False
+        self.unproven = False
         self.received += data
-        return bool(data)
+        return True
 
 
 class _Pause:

@@ -48,7 +48,10 @@ if TYPE_CHECKING:
 
         def read(self, line: bool = True) -> _Look:
             """Within a change: what the change must find unchanged to apply (``line``
-            False: the change needs no line, a release, and a store may leave it out)."""
+            False: the change needs no line, a release, and a store may leave it out).
+            A store may give, once a call, what its own last change left (``remembered``:
+            its apply compares all of it); a call whose decision on it would change
+            nothing reads again, since only a change proves it."""
 
         def apply(
             self,
