@@ -331,7 +331,7 @@ def a_part_and_a_path(draw: st.DrawFn) -> tuple[str, str]:
     return part, "/".join(made or ["z"])
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(pair=two_parts())
 def test_two_parts_overlap_exactly_when_a_path_lies_in_both(
     skf: ModuleType, pair: tuple[str, str]
@@ -344,7 +344,7 @@ def test_two_parts_overlap_exactly_when_a_path_lies_in_both(
         assert skf._covers(a, witness) and skf._covers(b, witness)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(pair=a_part_and_a_path())
 def test_a_part_covers_a_path_exactly_when_a_prefix_matches(
     skf: ModuleType, pair: tuple[str, str]
@@ -358,7 +358,7 @@ def test_a_part_covers_a_path_exactly_when_a_prefix_matches(
 GLOB_TOKENS = st.sampled_from(["a", "A", ".", "?", "*"])
 
 
-@settings(max_examples=1000, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(
     g=st.text(GLOB_TOKENS, min_size=1, max_size=4), h=st.text(GLOB_TOKENS, min_size=1, max_size=4)
 )
@@ -400,7 +400,7 @@ def two_long_globs(draw: st.DrawFn) -> tuple[str, str, str]:
     return segment, made(), made()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(drawn=two_long_globs())
 def test_long_globs_made_from_one_segment_meet_and_apart_by_one_last_character(
     skf: ModuleType, drawn: tuple[str, str, str]
@@ -429,7 +429,7 @@ def a_deep_part(draw: st.DrawFn) -> str:
     return "/".join(segment for segment in segments if segment) or "a"
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=250, deadline=None)
 @given(
     ours=st.lists(a_deep_part(), min_size=1, max_size=6),
     theirs=st.lists(a_deep_part(), min_size=1, max_size=6),

@@ -382,12 +382,12 @@ def test_a_reader_is_never_held_up_by_a_reader_waiting_ahead_of_it(
 def test_six_readers_and_two_writers_take_turns_never_a_writer_beside_anyone(
     store: StoreUnderTest, worker: Worker, tmp_path: Path
 ) -> None:
-    """6 reader and 2 writer processes take turns for 10 s, each looking who else is
+    """6 reader and 2 writer processes take turns for 6 s, each looking who else is
     inside: never a writer beside anyone, readers inside together, no 5 s wait runs
     out, and each writer gets in."""
     kinds = ["r"] * 6 + ["w"] * 2
     workers = [("read-or-write", store.lock, f"wf:{k}{n}", k) for n, k in enumerate(kinds)]
-    entries = turns_taken(worker, tmp_path, workers, 10)  # each exits 3 if crowded
+    entries = turns_taken(worker, tmp_path, workers, 6)  # each exits 3 if crowded
     assert all(entries[n] for n in (6, 7)), "a writer never got in"
     inside = [int(line.split()[4]) for lines in entries[:6] for line in lines]
     assert max(inside) >= 2  # readers were inside together (a writer never is with anyone)
