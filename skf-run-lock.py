@@ -543,14 +543,27 @@ _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 _EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
 
 
+# The texts of the seconds formatted last: a take writes its time, then says it and
+# when it goes stale, and the next call does so again within the same few seconds.
+_FORMATTED: dict[int, str] = {}
+_FORMATTED_MAX = 64
+
+
 def _format_time(seconds: float) -> str:
     """POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
-    when = _EPOCH + _timedelta(seconds=min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME))
-    # Not strftime: "%Y" pads years before 1000 on some platforms only.
-    return (
-        f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
-        f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
-    )
+    whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)
+    text = _FORMATTED.get(whole)
+    if text is None:
+        when = _EPOCH + _timedelta(seconds=whole)
+        # Not strftime: "%Y" pads years before 1000 on some platforms only.
+        text = (
+            f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
+            f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
+        )
+        if len(_FORMATTED) >= _FORMATTED_MAX:
+            _FORMATTED.clear()  # a long-lived process keeps it small
+        _FORMATTED[whole] = text
+    return text
 
 
 def _stale_at(since: int, holder_timeout: float) -> str:
@@ -1768,7 +1781,7 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         record.form = _form_of_text(data, _NOT_JSON)  # cut at the read: no document
         return record
     try:
-        content = json.loads(data.decode("utf-8"), parse_int=_short_int)
+        content = _RECORD_DECODER.decode(data.decode("utf-8"))
     except (ValueError, RecursionError):
         content = _NOT_JSON
     if isinstance(content, dict):
@@ -1805,6 +1818,10 @@ _INT_MAX_DIGITS = 20
 def _short_int(text: str) -> int | None:
     """A number of a record read by json, or None for one longer than any it may hold."""
     return int(text) if len(text) <= _INT_MAX_DIGITS else None
+
+
+# Made once: json.loads given a hook makes a decoder at every call.
+_RECORD_DECODER = json.JSONDecoder(parse_int=_short_int)
 
 
 def _record_of(content: dict[str, object], mtime: int) -> _Record:
@@ -6366,7 +6383,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6369, (), r'''
+_CARRIED['usage'] = (6386, (), r'''
 import os
 import sys
 import textwrap
@@ -6652,7 +6669,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6655, (), r'''
+_CARRIED['parts'] = (6672, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7196,7 +7213,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7199, (), r'''
+_CARRIED['kept_connections'] = (7216, (), r'''
 import atexit
 import os
 import threading
@@ -7312,7 +7329,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7315, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7332, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7893,7 +7910,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7896, ('server_gateway',), r'''
+_CARRIED['http1'] = (7913, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8019,7 +8036,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8022, ('server_gateway',), r'''
+_CARRIED['resp'] = (8039, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8184,7 +8201,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8187, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8204, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8459,7 +8476,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8462, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8479, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8573,7 +8590,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8576, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8593, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9245,7 +9262,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9248, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9265, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9307,7 +9324,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9310, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9327, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9639,7 +9656,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9642, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9659, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10038,7 +10055,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10041, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10058, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10176,7 +10193,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10179, (), r'''
+_CARRIED['file_listing'] = (10196, (), r'''
 import os
 import stat
 
@@ -10249,7 +10266,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10252, (), r'''
+_CARRIED['serve'] = (10269, (), r'''
 import json
 import os
 import sys
@@ -11170,7 +11187,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'ef25a65da209008008bd6f901c6247ecb77d24576532e4b4573c5e88a44a4a93'  # what a cache entry must name
+_BUILD = 'a3283ab8574da1b86d7b4814158cb867f3427642d73466ef797d832334e52d01'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -279,7 +279,7 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         record.form = _form_of_text(data, _NOT_JSON)  # cut at the read: no document
         return record
     try:
-        content = json.loads(data.decode("utf-8"), parse_int=_short_int)
+        content = _RECORD_DECODER.decode(data.decode("utf-8"))
     except (ValueError, RecursionError):
         content = _NOT_JSON
     if isinstance(content, dict):
@@ -316,6 +316,10 @@ _INT_MAX_DIGITS = 20
 def _short_int(text: str) -> int | None:
     """A number of a record read by json, or None for one longer than any it may hold."""
     return int(text) if len(text) <= _INT_MAX_DIGITS else None
+
+
+# Made once: json.loads given a hook makes a decoder at every call.
+_RECORD_DECODER = json.JSONDecoder(parse_int=_short_int)
 
 
 def _record_of(content: dict[str, object], mtime: int) -> _Record:
