@@ -4134,6 +4134,29 @@ def _refuse_names_too_long(lock: str) -> None:
         )
 
 
+# The paths of locks checked, each with its file's name and its line's path, by the
+# path given and the platform's rules that checked it: a process names the same locks
+# call after call. Absolute paths alone: a relative one moves with the working folder.
+_NAMES_CHECKED: dict[tuple[str, object], tuple[str, str, str]] = {}
+
+
+def _names_of(lock: str | os.PathLike[str]) -> tuple[str, str, str]:
+    """A lock's absolute path, its file's name and its line's path; ValueError or
+    OSError, as _lock_path and _refuse_names_too_long raise, for one that cannot be."""
+    given = os.fspath(lock)
+    key = (given, _SEAMS.platform)
+    if isinstance(given, str) and key in _NAMES_CHECKED:
+        return _NAMES_CHECKED[key]
+    path = _lock_path(given)
+    _refuse_names_too_long(path)
+    names = (path, os.path.basename(path), path + _LINE_SUFFIX)
+    if os.path.isabs(given):
+        if len(_NAMES_CHECKED) >= _REMEMBERED_MAX:
+            _NAMES_CHECKED.clear()  # a long-lived process keeps it small
+        _NAMES_CHECKED[key] = names
+    return names
+
+
 def _remove_orphan_temps(lock: str) -> None:
     """Delete the lock's temp files (made under the guard: a dead call's)."""
     folder, base = os.path.split(lock)
@@ -4463,10 +4486,7 @@ class _FileStore:
     dated_in_seconds = True  # a hold ends by its record's time, in whole seconds
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
-        self.lock = _lock_path(lock)
-        _refuse_names_too_long(self.lock)
-        self.file_name = os.path.basename(self.lock)
-        self.line = self.lock + _LINE_SUFFIX
+        self.lock, self.file_name, self.line = _names_of(lock)
         self.guard: _Guard | None = None  # the change's
         self.held = False
         self.line_file = False  # the change found a line file
@@ -6383,7 +6403,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6386, (), r'''
+_CARRIED['usage'] = (6406, (), r'''
 import os
 import sys
 import textwrap
@@ -6669,7 +6689,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6672, (), r'''
+_CARRIED['parts'] = (6692, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7213,7 +7233,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7216, (), r'''
+_CARRIED['kept_connections'] = (7236, (), r'''
 import atexit
 import os
 import threading
@@ -7329,7 +7349,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7332, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7352, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7910,7 +7930,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7913, ('server_gateway',), r'''
+_CARRIED['http1'] = (7933, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8036,7 +8056,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8039, ('server_gateway',), r'''
+_CARRIED['resp'] = (8059, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8201,7 +8221,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8204, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8224, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8476,7 +8496,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8479, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8499, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8590,7 +8610,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8593, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8613, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9262,7 +9282,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9265, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9285, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9324,7 +9344,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9327, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9347, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9656,7 +9676,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9659, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9679, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10055,7 +10075,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10058, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10078, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10193,7 +10213,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10196, (), r'''
+_CARRIED['file_listing'] = (10216, (), r'''
 import os
 import stat
 
@@ -10266,7 +10286,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10269, (), r'''
+_CARRIED['serve'] = (10289, (), r'''
 import json
 import os
 import sys
@@ -11187,7 +11207,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'a3283ab8574da1b86d7b4814158cb867f3427642d73466ef797d832334e52d01'  # what a cache entry must name
+_BUILD = '52b52583f41d510d1c336594e274922726066fcae5455a16b07627c5f62612fb'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
