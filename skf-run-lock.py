@@ -1519,6 +1519,9 @@ if TYPE_CHECKING:
     _Gave = TypeVar("_Gave")
 
 _RECORD_MAX_BYTES = 64 * 1024
+# A text as json.dumps writes it (quoted, every character past ASCII escaped).
+_json_text = json.encoder.encode_basestring_ascii
+_TOOL_JSON = _json_text(_TOOL)
 # A memo's entries (see _remembered) before it starts afresh, and the longest text it
 # keeps (a place is about 150 bytes): longer ones are read anew each time, so that no
 # content makes a memo hold more than a few megabytes.
@@ -2025,18 +2028,18 @@ def _record_bytes(
     owner: str, since: int, stale_after: float, fence: int | None = None, session: bool = False
 ) -> bytes:
     """The bytes of one holder's record: the keys every version reads, then its fence
-    and whether it is a session's, which older versions pass over."""
-    content: dict[str, object] = {
-        "owner": owner,
-        "acquired_at": _format_time(since),
-        "stale_after_seconds": _json_seconds(stale_after),
-        "tool": _TOOL,
-    }
+    and whether it is a session's, which older versions pass over. As json.dumps
+    writes them, without the dict and the encoder's walk it takes each call (every
+    take writes one): the owner, the one text a caller gives, escaped as it escapes."""
+    text = (
+        f'{{"owner": {_json_text(owner)}, "acquired_at": "{_format_time(since)}",'
+        f' "stale_after_seconds": {_json_seconds(stale_after)!r}, "tool": {_TOOL_JSON}'
+    )
     if fence is not None:
-        content["fence"] = fence
+        text += f', "fence": {fence!r}'
     if session:
-        content["session"] = True
-    return (json.dumps(content) + "\n").encode("ascii")
+        text += ', "session": true'
+    return (text + "}\n").encode("ascii")
 
 
 # --------------------------------------------------------------------------------------
@@ -6403,7 +6406,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6406, (), r'''
+_CARRIED['usage'] = (6409, (), r'''
 import os
 import sys
 import textwrap
@@ -6689,7 +6692,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6692, (), r'''
+_CARRIED['parts'] = (6695, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7233,7 +7236,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7236, (), r'''
+_CARRIED['kept_connections'] = (7239, (), r'''
 import atexit
 import os
 import threading
@@ -7349,7 +7352,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7352, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7355, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7930,7 +7933,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7933, ('server_gateway',), r'''
+_CARRIED['http1'] = (7936, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8056,7 +8059,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8059, ('server_gateway',), r'''
+_CARRIED['resp'] = (8062, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8221,7 +8224,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8224, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8227, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8496,7 +8499,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8499, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8502, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8610,7 +8613,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8613, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8616, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9282,7 +9285,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9285, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9288, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9344,7 +9347,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9347, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9350, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9676,7 +9679,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9679, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9682, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10075,7 +10078,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10078, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10081, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10213,7 +10216,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10216, (), r'''
+_CARRIED['file_listing'] = (10219, (), r'''
 import os
 import stat
 
@@ -10286,7 +10289,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10289, (), r'''
+_CARRIED['serve'] = (10292, (), r'''
 import json
 import os
 import sys
@@ -11207,7 +11210,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '52b52583f41d510d1c336594e274922726066fcae5455a16b07627c5f62612fb'  # what a cache entry must name
+_BUILD = '9b4d83cc7eabd347a376c1e0203a43d43181be7ed2e7c0757fd1782d81015f54'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
