@@ -3858,12 +3858,12 @@ def _open_existing_guard(guard: str) -> int:
 
 
 def _create_guard(guard: str, make_parents: bool) -> int:
-    folder = os.path.dirname(guard)
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
     except (FileNotFoundError, NotADirectoryError):
         if not make_parents:
-            raise _NoFolder(folder) from None
+            raise _NoFolder(os.path.dirname(guard)) from None
+    folder = os.path.dirname(guard)
     _make_folders(folder)
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
@@ -3879,7 +3879,6 @@ def _create_guard(guard: str, make_parents: bool) -> int:
 
 def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
     """The guard's descriptor, and whether this call created it; None to try again."""
-    folder = os.path.dirname(guard)
     try:
         try:
             return _create_guard(guard, make_parents), True
@@ -3897,7 +3896,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
                 " (remove the link if no run is active)",
             ) from None
         if exc.errno in _NOT_WRITABLE and not os.path.lexists(guard):
-            raise _not_writable_error(folder, exc) from None
+            raise _not_writable_error(os.path.dirname(guard), exc) from None
         raise
 
 
@@ -6406,7 +6405,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6409, (), r'''
+_CARRIED['usage'] = (6408, (), r'''
 import os
 import sys
 import textwrap
@@ -6692,7 +6691,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6695, (), r'''
+_CARRIED['parts'] = (6694, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7236,7 +7235,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7239, (), r'''
+_CARRIED['kept_connections'] = (7238, (), r'''
 import atexit
 import os
 import threading
@@ -7352,7 +7351,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7355, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7354, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7933,7 +7932,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7936, ('server_gateway',), r'''
+_CARRIED['http1'] = (7935, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8059,7 +8058,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8062, ('server_gateway',), r'''
+_CARRIED['resp'] = (8061, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8224,7 +8223,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8227, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8226, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8499,7 +8498,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8502, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8501, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8613,7 +8612,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8616, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8615, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9285,7 +9284,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9288, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9287, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9347,7 +9346,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9350, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9349, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9679,7 +9678,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9682, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9681, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10078,7 +10077,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10081, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10080, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10216,7 +10215,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10219, (), r'''
+_CARRIED['file_listing'] = (10218, (), r'''
 import os
 import stat
 
@@ -10289,7 +10288,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10292, (), r'''
+_CARRIED['serve'] = (10291, (), r'''
 import json
 import os
 import sys
@@ -11210,7 +11209,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '9b4d83cc7eabd347a376c1e0203a43d43181be7ed2e7c0757fd1782d81015f54'  # what a cache entry must name
+_BUILD = 'd12848c6089242217500252ad31633f02f52aa201bb9a8823dd284b016b4964e'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
