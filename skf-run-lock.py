@@ -543,14 +543,27 @@ _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 _EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
 
 
+# The texts of the seconds formatted last: a take writes its time, then says it and
+# when it goes stale, and the next call does so again within the same few seconds.
+_FORMATTED: dict[int, str] = {}
+_FORMATTED_MAX = 64
+
+
 def _format_time(seconds: float) -> str:
     """POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
-    when = _EPOCH + _timedelta(seconds=min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME))
-    # Not strftime: "%Y" pads years before 1000 on some platforms only.
-    return (
-        f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
-        f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
-    )
+    whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)
+    text = _FORMATTED.get(whole)
+    if text is None:
+        when = _EPOCH + _timedelta(seconds=whole)
+        # Not strftime: "%Y" pads years before 1000 on some platforms only.
+        text = (
+            f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
+            f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
+        )
+        if len(_FORMATTED) >= _FORMATTED_MAX:
+            _FORMATTED.clear()  # a long-lived process keeps it small
+        _FORMATTED[whole] = text
+    return text
 
 
 def _stale_at(since: int, holder_timeout: float) -> str:
@@ -1506,6 +1519,9 @@ if TYPE_CHECKING:
     _Gave = TypeVar("_Gave")
 
 _RECORD_MAX_BYTES = 64 * 1024
+# A text as json.dumps writes it (quoted, every character past ASCII escaped).
+_json_text = json.encoder.encode_basestring_ascii
+_TOOL_JSON = _json_text(_TOOL)
 # A memo's entries (see _remembered) before it starts afresh, and the longest text it
 # keeps (a place is about 150 bytes): longer ones are read anew each time, so that no
 # content makes a memo hold more than a few megabytes.
@@ -1768,7 +1784,7 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         record.form = _form_of_text(data, _NOT_JSON)  # cut at the read: no document
         return record
     try:
-        content = json.loads(data.decode("utf-8"), parse_int=_short_int)
+        content = _RECORD_DECODER.decode(data.decode("utf-8"))
     except (ValueError, RecursionError):
         content = _NOT_JSON
     if isinstance(content, dict):
@@ -1805,6 +1821,10 @@ _INT_MAX_DIGITS = 20
 def _short_int(text: str) -> int | None:
     """A number of a record read by json, or None for one longer than any it may hold."""
     return int(text) if len(text) <= _INT_MAX_DIGITS else None
+
+
+# Made once: json.loads given a hook makes a decoder at every call.
+_RECORD_DECODER = json.JSONDecoder(parse_int=_short_int)
 
 
 def _record_of(content: dict[str, object], mtime: int) -> _Record:
@@ -2008,18 +2028,18 @@ def _record_bytes(
     owner: str, since: int, stale_after: float, fence: int | None = None, session: bool = False
 ) -> bytes:
     """The bytes of one holder's record: the keys every version reads, then its fence
-    and whether it is a session's, which older versions pass over."""
-    content: dict[str, object] = {
-        "owner": owner,
-        "acquired_at": _format_time(since),
-        "stale_after_seconds": _json_seconds(stale_after),
-        "tool": _TOOL,
-    }
+    and whether it is a session's, which older versions pass over. As json.dumps
+    writes them, without the dict and the encoder's walk it takes each call (every
+    take writes one): the owner, the one text a caller gives, escaped as it escapes."""
+    text = (
+        f'{{"owner": {_json_text(owner)}, "acquired_at": "{_format_time(since)}",'
+        f' "stale_after_seconds": {_json_seconds(stale_after)!r}, "tool": {_TOOL_JSON}'
+    )
     if fence is not None:
-        content["fence"] = fence
+        text += f', "fence": {fence!r}'
     if session:
-        content["session"] = True
-    return (json.dumps(content) + "\n").encode("ascii")
+        text += ', "session": true'
+    return (text + "}\n").encode("ascii")
 
 
 # --------------------------------------------------------------------------------------
@@ -3838,12 +3858,12 @@ def _open_existing_guard(guard: str) -> int:
 
 
 def _create_guard(guard: str, make_parents: bool) -> int:
-    folder = os.path.dirname(guard)
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
     except (FileNotFoundError, NotADirectoryError):
         if not make_parents:
-            raise _NoFolder(folder) from None
+            raise _NoFolder(os.path.dirname(guard)) from None
+    folder = os.path.dirname(guard)
     _make_folders(folder)
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
@@ -3859,7 +3879,6 @@ def _create_guard(guard: str, make_parents: bool) -> int:
 
 def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
     """The guard's descriptor, and whether this call created it; None to try again."""
-    folder = os.path.dirname(guard)
     try:
         try:
             return _create_guard(guard, make_parents), True
@@ -3877,7 +3896,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
                 " (remove the link if no run is active)",
             ) from None
         if exc.errno in _NOT_WRITABLE and not os.path.lexists(guard):
-            raise _not_writable_error(folder, exc) from None
+            raise _not_writable_error(os.path.dirname(guard), exc) from None
         raise
 
 
@@ -4115,6 +4134,29 @@ def _refuse_names_too_long(lock: str) -> None:
             f" keeps beside it add {_LONGEST_SUFFIX}, over the {_NAME_MAX} a filesystem"
             f" allows in a name; give a name of at most {_NAME_MAX - _LONGEST_SUFFIX}",
         )
+
+
+# The paths of locks checked, each with its file's name and its line's path, by the
+# path given and the platform's rules that checked it: a process names the same locks
+# call after call. Absolute paths alone: a relative one moves with the working folder.
+_NAMES_CHECKED: dict[tuple[str, object], tuple[str, str, str]] = {}
+
+
+def _names_of(lock: str | os.PathLike[str]) -> tuple[str, str, str]:
+    """A lock's absolute path, its file's name and its line's path; ValueError or
+    OSError, as _lock_path and _refuse_names_too_long raise, for one that cannot be."""
+    given = os.fspath(lock)
+    key = (given, _SEAMS.platform)
+    if isinstance(given, str) and key in _NAMES_CHECKED:
+        return _NAMES_CHECKED[key]
+    path = _lock_path(given)
+    _refuse_names_too_long(path)
+    names = (path, os.path.basename(path), path + _LINE_SUFFIX)
+    if os.path.isabs(given):
+        if len(_NAMES_CHECKED) >= _REMEMBERED_MAX:
+            _NAMES_CHECKED.clear()  # a long-lived process keeps it small
+        _NAMES_CHECKED[key] = names
+    return names
 
 
 def _remove_orphan_temps(lock: str) -> None:
@@ -4446,10 +4488,7 @@ class _FileStore:
     dated_in_seconds = True  # a hold ends by its record's time, in whole seconds
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
-        self.lock = _lock_path(lock)
-        _refuse_names_too_long(self.lock)
-        self.file_name = os.path.basename(self.lock)
-        self.line = self.lock + _LINE_SUFFIX
+        self.lock, self.file_name, self.line = _names_of(lock)
         self.guard: _Guard | None = None  # the change's
         self.held = False
         self.line_file = False  # the change found a line file
@@ -6366,7 +6405,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6369, (), r'''
+_CARRIED['usage'] = (6408, (), r'''
 import os
 import sys
 import textwrap
@@ -6652,7 +6691,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6655, (), r'''
+_CARRIED['parts'] = (6694, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7196,7 +7235,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7199, (), r'''
+_CARRIED['kept_connections'] = (7238, (), r'''
 import atexit
 import os
 import threading
@@ -7312,7 +7351,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7315, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7354, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7893,7 +7932,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7896, ('server_gateway',), r'''
+_CARRIED['http1'] = (7935, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8019,7 +8058,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8022, ('server_gateway',), r'''
+_CARRIED['resp'] = (8061, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8184,7 +8223,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8187, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8226, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8459,7 +8498,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8462, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8501, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8573,7 +8612,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8576, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8615, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9245,7 +9284,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9248, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9287, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9307,7 +9346,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9310, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9349, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9639,7 +9678,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9642, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9681, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10038,7 +10077,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10041, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10080, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10176,7 +10215,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10179, (), r'''
+_CARRIED['file_listing'] = (10218, (), r'''
 import os
 import stat
 
@@ -10249,7 +10288,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10252, (), r'''
+_CARRIED['serve'] = (10291, (), r'''
 import json
 import os
 import sys
@@ -11170,7 +11209,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'ef25a65da209008008bd6f901c6247ecb77d24576532e4b4573c5e88a44a4a93'  # what a cache entry must name
+_BUILD = 'd12848c6089242217500252ad31633f02f52aa201bb9a8823dd284b016b4964e'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -190,6 +190,39 @@ def test_lock_path_expands_home_and_is_made_absolute(
     assert (tmp_path / "rel" / "b.lock").is_file()
 
 
+def test_a_relative_lock_path_follows_the_working_folder_from_call_to_call(
+    skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process remembers the lock paths it checked, but a relative one names another
+    lock once the working folder moves."""
+    for folder, owner in (("a", "wf:sk:r1"), ("b", "wf:sk:r2"), ("a", "wf:sk:r1")):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        monkeypatch.chdir(tmp_path / folder)
+        result = skf.acquire("x.lock", owner, 60.0)
+        assert result["acquired"] and result["lock"] == str(tmp_path / folder / "x.lock")
+    assert read_json(tmp_path / "a" / "x.lock")["owner"] == "wf:sk:r1"
+    assert read_json(tmp_path / "b" / "x.lock")["owner"] == "wf:sk:r2"
+
+
+def test_an_absolute_lock_path_is_checked_once_per_process(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checks and names of a lock path are made at its first call, not at every
+    call (they were a tenth of a file lock's Python work per call)."""
+    skf.acquire(lock, "wf:sk:run1", 60.0)
+    made: list[str] = []
+    absolute = os.path.abspath
+
+    def counted(path: str) -> str:
+        made.append(path)
+        return absolute(path)
+
+    monkeypatch.setattr(os.path, "abspath", counted)
+    assert skf.acquire(str(lock), "wf:sk:run1", 60.0)["refreshed"]
+    assert skf.release(lock, "wf:sk:run1")["released"]
+    assert made == []
+
+
 def test_acquire_within_returns_at_once_when_free(skf: ModuleType, lock: Path) -> None:
     result = skf.acquire_within(lock, "wf:sk", 15.0, 30.0, empty_is_stale=True)
     assert result["acquired"] and skf.RUN_ID_RE.match(result["run_id"])

@@ -193,3 +193,43 @@ def test_device_at_lock_path_is_an_os_error(main: Callable[..., Run]) -> None:
     """status never writes, so it can safely look at a real device node."""
     run = main("status", "--lock", "/dev/null")
     assert run.code == 2 and "a device" in run.error and "regular file" in run.error
+
+
+def test_a_record_is_written_as_json_dumps_writes_it(skf: ModuleType, lock: Path) -> None:
+    """A take writes its record without json.dumps, byte for byte as it would: an owner
+    with quotes, backslashes and characters past ASCII escaped, the keys in order."""
+    owner = 'w"f\\é€😀:sk:run1'
+    for stale_after, session in ((90.5, False), (3600.0, True)):
+        request = skf._checked(skf._Request(lock, owner, "", stale_after, session=session))
+        assert skf._take(request).session is session
+        data = lock.read_bytes()
+        content = json.loads(data)
+        assert data == (json.dumps(content) + "\n").encode("ascii")
+        keys = ["owner", "acquired_at", "stale_after_seconds", "tool", "fence"]
+        assert list(content) == keys + ["session"] * session
+        assert content["owner"] == owner and content["stale_after_seconds"] == stale_after
+        assert skf.release(lock, owner)["released"]
+
+
+def test_a_file_locks_calls_make_no_json_encoder_or_decoder(
+    skf: ModuleType, lock: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A record is read by one decoder made once and written without json.dumps: json.loads
+    given a hook makes a decoder at each call, and json.dumps walks a dict."""
+    skf.acquire(lock, "wf:sk:run1", 60.0)
+    made: list[object] = []
+    decoder, dumps = json.JSONDecoder.__init__, json.dumps
+
+    def counted_decoder(self: json.JSONDecoder, *args: object, **kwargs: object) -> None:
+        made.append(self)
+        decoder(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counted_dumps(value: object, *args: object, **kwargs: object) -> str:
+        made.append(value)
+        return dumps(value, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(json.JSONDecoder, "__init__", counted_decoder)
+    monkeypatch.setattr(json, "dumps", counted_dumps)
+    assert skf.acquire(lock, "wf:sk:run1", 60.0)["refreshed"]
+    assert skf.release(lock, "wf:sk:run1")["released"]
+    assert made == []

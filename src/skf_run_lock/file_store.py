@@ -28,6 +28,7 @@ from .public_surface import _NoFolder
 from .quoting import _quoted
 from .records import (
     _RECORD_MAX_BYTES,
+    _REMEMBERED_MAX,
     _bytes_of,
     _holder_timeout,
     _Look,
@@ -108,6 +109,29 @@ def _refuse_names_too_long(lock: str) -> None:
             f" keeps beside it add {_LONGEST_SUFFIX}, over the {_NAME_MAX} a filesystem"
             f" allows in a name; give a name of at most {_NAME_MAX - _LONGEST_SUFFIX}",
         )
+
+
+# The paths of locks checked, each with its file's name and its line's path, by the
+# path given and the platform's rules that checked it: a process names the same locks
+# call after call. Absolute paths alone: a relative one moves with the working folder.
+_NAMES_CHECKED: dict[tuple[str, object], tuple[str, str, str]] = {}
+
+
+def _names_of(lock: str | os.PathLike[str]) -> tuple[str, str, str]:
+    """A lock's absolute path, its file's name and its line's path; ValueError or
+    OSError, as _lock_path and _refuse_names_too_long raise, for one that cannot be."""
+    given = os.fspath(lock)
+    key = (given, _SEAMS.platform)
+    if isinstance(given, str) and key in _NAMES_CHECKED:
+        return _NAMES_CHECKED[key]
+    path = _lock_path(given)
+    _refuse_names_too_long(path)
+    names = (path, os.path.basename(path), path + _LINE_SUFFIX)
+    if os.path.isabs(given):
+        if len(_NAMES_CHECKED) >= _REMEMBERED_MAX:
+            _NAMES_CHECKED.clear()  # a long-lived process keeps it small
+        _NAMES_CHECKED[key] = names
+    return names
 
 
 def _remove_orphan_temps(lock: str) -> None:
@@ -439,10 +463,7 @@ class _FileStore:
     dated_in_seconds = True  # a hold ends by its record's time, in whole seconds
 
     def __init__(self, lock: str | os.PathLike[str]) -> None:
-        self.lock = _lock_path(lock)
-        _refuse_names_too_long(self.lock)
-        self.file_name = os.path.basename(self.lock)
-        self.line = self.lock + _LINE_SUFFIX
+        self.lock, self.file_name, self.line = _names_of(lock)
         self.guard: _Guard | None = None  # the change's
         self.held = False
         self.line_file = False  # the change found a line file

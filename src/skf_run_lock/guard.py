@@ -153,12 +153,12 @@ def _open_existing_guard(guard: str) -> int:
 
 
 def _create_guard(guard: str, make_parents: bool) -> int:
-    folder = os.path.dirname(guard)
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
     except (FileNotFoundError, NotADirectoryError):
         if not make_parents:
-            raise _NoFolder(folder) from None
+            raise _NoFolder(os.path.dirname(guard)) from None
+    folder = os.path.dirname(guard)
     _make_folders(folder)
     try:
         return os.open(guard, _GUARD_FLAGS | os.O_CREAT | os.O_EXCL, 0o666)
@@ -174,7 +174,6 @@ def _create_guard(guard: str, make_parents: bool) -> int:
 
 def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
     """The guard's descriptor, and whether this call created it; None to try again."""
-    folder = os.path.dirname(guard)
     try:
         try:
             return _create_guard(guard, make_parents), True
@@ -192,7 +191,7 @@ def _open_guard(guard: str, make_parents: bool) -> tuple[int, bool] | None:
                 " (remove the link if no run is active)",
             ) from None
         if exc.errno in _NOT_WRITABLE and not os.path.lexists(guard):
-            raise _not_writable_error(folder, exc) from None
+            raise _not_writable_error(os.path.dirname(guard), exc) from None
         raise
 
 

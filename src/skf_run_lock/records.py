@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     _Gave = TypeVar("_Gave")
 
 _RECORD_MAX_BYTES = 64 * 1024
+# A text as json.dumps writes it (quoted, every character past ASCII escaped).
+_json_text = json.encoder.encode_basestring_ascii
+_TOOL_JSON = _json_text(_TOOL)
 # A memo's entries (see _remembered) before it starts afresh, and the longest text it
 # keeps (a place is about 150 bytes): longer ones are read anew each time, so that no
 # content makes a memo hold more than a few megabytes.
@@ -279,7 +282,7 @@ def _parse_record(data: bytes, mtime: int) -> _Record:
         record.form = _form_of_text(data, _NOT_JSON)  # cut at the read: no document
         return record
     try:
-        content = json.loads(data.decode("utf-8"), parse_int=_short_int)
+        content = _RECORD_DECODER.decode(data.decode("utf-8"))
     except (ValueError, RecursionError):
         content = _NOT_JSON
     if isinstance(content, dict):
@@ -316,6 +319,10 @@ _INT_MAX_DIGITS = 20
 def _short_int(text: str) -> int | None:
     """A number of a record read by json, or None for one longer than any it may hold."""
     return int(text) if len(text) <= _INT_MAX_DIGITS else None
+
+
+# Made once: json.loads given a hook makes a decoder at every call.
+_RECORD_DECODER = json.JSONDecoder(parse_int=_short_int)
 
 
 def _record_of(content: dict[str, object], mtime: int) -> _Record:
@@ -519,15 +526,15 @@ def _record_bytes(
     owner: str, since: int, stale_after: float, fence: int | None = None, session: bool = False
 ) -> bytes:
     """The bytes of one holder's record: the keys every version reads, then its fence
-    and whether it is a session's, which older versions pass over."""
-    content: dict[str, object] = {
-        "owner": owner,
-        "acquired_at": _format_time(since),
-        "stale_after_seconds": _json_seconds(stale_after),
-        "tool": _TOOL,
-    }
+    and whether it is a session's, which older versions pass over. As json.dumps
+    writes them, without the dict and the encoder's walk it takes each call (every
+    take writes one): the owner, the one text a caller gives, escaped as it escapes."""
+    text = (
+        f'{{"owner": {_json_text(owner)}, "acquired_at": "{_format_time(since)}",'
+        f' "stale_after_seconds": {_json_seconds(stale_after)!r}, "tool": {_TOOL_JSON}'
+    )
     if fence is not None:
-        content["fence"] = fence
+        text += f', "fence": {fence!r}'
     if session:
-        content["session"] = True
-    return (json.dumps(content) + "\n").encode("ascii")
+        text += ', "session": true'
+    return (text + "}\n").encode("ascii")

@@ -14,14 +14,27 @@ _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
 _EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
 
 
+# The texts of the seconds formatted last: a take writes its time, then says it and
+# when it goes stale, and the next call does so again within the same few seconds.
+_FORMATTED: dict[int, str] = {}
+_FORMATTED_MAX = 64
+
+
 def _format_time(seconds: float) -> str:
     """POSIX ``seconds`` as ``YYYY-MM-DDTHH:MM:SSZ`` (rounded down, years 1-9999)."""
-    when = _EPOCH + _timedelta(seconds=min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME))
-    # Not strftime: "%Y" pads years before 1000 on some platforms only.
-    return (
-        f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
-        f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
-    )
+    whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)
+    text = _FORMATTED.get(whole)
+    if text is None:
+        when = _EPOCH + _timedelta(seconds=whole)
+        # Not strftime: "%Y" pads years before 1000 on some platforms only.
+        text = (
+            f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
+            f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
+        )
+        if len(_FORMATTED) >= _FORMATTED_MAX:
+            _FORMATTED.clear()  # a long-lived process keeps it small
+        _FORMATTED[whole] = text
+    return text
 
 
 def _stale_at(since: int, holder_timeout: float) -> str:
