@@ -7774,8 +7774,17 @@ class _Names:
         with self.guard:
             self.known.pop(host, None)
 
+    def forget_lookups(self) -> None:
+        """In a forked child: the lookups under way run in the parent's threads, which
+        the child has not, so none would ever answer it; it looks its names up itself.
+        A new guard: a thread of the parent may have held this one when it forked."""
+        self.guard = threading.Lock()
+        self.running = {}
+
 
 _NAMES = _Names()
+if hasattr(os, "register_at_fork"):  # Windows has no fork
+    os.register_at_fork(after_in_child=_NAMES.forget_lookups)
 
 
 def _connected(host: str, port: int, deadline: float) -> socket.socket:
@@ -7932,7 +7941,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7935, ('server_gateway',), r'''
+_CARRIED['http1'] = (7944, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8058,7 +8067,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8061, ('server_gateway',), r'''
+_CARRIED['resp'] = (8070, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8223,7 +8232,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8226, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8235, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8498,7 +8507,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8501, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8510, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8612,7 +8621,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8615, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8624, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9296,7 +9305,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9299, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9308, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9358,7 +9367,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9361, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9370, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9690,7 +9699,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9693, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9702, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10089,7 +10098,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10092, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10101, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10227,7 +10236,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10230, (), r'''
+_CARRIED['file_listing'] = (10239, (), r'''
 import os
 import stat
 
@@ -10300,7 +10309,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10303, (), r'''
+_CARRIED['serve'] = (10312, (), r'''
 import json
 import os
 import sys
@@ -11221,7 +11230,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '7ceeab1e71d6c44961c9c824391fc07e02f48caa749d3bb37ab1ac614ac85b70'  # what a cache entry must name
+_BUILD = '7c400d99c3390ca882bb41c9ed6b2c0c855ec9c16c0beae2cacb8c13db246c9a'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
