@@ -236,6 +236,35 @@ def test_a_kept_connection_reset_as_its_call_speaks_is_replaced_at_once(
         assert len(opened) == 3
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("store", ["redis", "etcd"])
+def test_a_kept_connection_a_firewall_dropped_without_a_word_is_replaced(
+    skf: ModuleType,
+    own_redis: Redis,
+    etcd: Etcd,
+    store: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A proxy (a NAT, a firewall) forgets the kept connection while it is idle and
+    swallows, without a word, whatever comes on it; a new connection passes. The next
+    call's first request, a read, gets no answer on it: it is sent again on a new
+    connection within the call's deadline, and the call answers as a process of its
+    own does, rather than failing as if the server could not be reached."""
+    port = own_redis.port if store == "redis" else int(etcd.client.rpartition(":")[2])
+    with proxy_to(port) as proxy:
+        monkeypatch.setenv("SKF_REDIS_TIMEOUT", "4")
+        monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "4s")
+        lock = f"{store}://127.0.0.1:{proxy.port}/skf-tests/firewall-forgot-{store}"
+        assert skf.acquire(lock, OWNER, 60.0)["acquired"]
+        proxy.cut("forget")
+        renewed = skf.acquire(lock, OWNER, 60.0)
+        assert part_of(renewed, acquired(lock, OWNER)) == acquired(lock, OWNER, refreshed=True)
+        proxy.cut("forget")
+        assert skf.status(lock, 60.0)["held_by"] == OWNER
+        proxy.cut("forget")
+        assert skf.release(lock, OWNER) == released(lock, OWNER)
+
+
 def test_a_kept_connection_that_said_something_unasked_is_not_lent(
     skf: ModuleType, own_redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
