@@ -7254,6 +7254,10 @@ if TYPE_CHECKING:
 # The idle connections kept per key: as many as a process's threads used at once, up to
 # this (serve's tool calls and renewals each lend one while they run).
 _IDLE_MAX = 4
+# How long a request that changes nothing waits for the first answer on a kept
+# connection before it is sent again on a new one: a NAT or a firewall that dropped the
+# connection while it was idle swallows what comes on it without a word.
+_UNPROVEN_ANSWER_SEC = 1.0
 
 
 class _KeptConnections:
@@ -7351,7 +7355,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7354, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7358, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7941,7 +7945,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7944, ('server_gateway',), r'''
+_CARRIED['http1'] = (7948, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8067,7 +8071,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8070, ('server_gateway',), r'''
+_CARRIED['resp'] = (8074, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8232,7 +8236,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8235, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8239, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8440,6 +8444,9 @@ class _EtcdGateway(_ServerGateway):
                 until = self.deadline
                 if resendable:
                     until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)
+                elif connection.unproven and outcome is None:
+                    # Sent again on a new one if no answer comes (see _UNPROVEN_ANSWER_SEC).
+                    until = min(until, _SEAMS.clock() + _UNPROVEN_ANSWER_SEC)
                 status = connection.start_answer(until)
                 body = connection.rest(until)
                 try:
@@ -8507,7 +8514,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8510, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8517, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8621,7 +8628,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8624, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8631, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9305,7 +9312,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9308, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9315, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9367,7 +9374,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9370, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9377, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9508,6 +9515,9 @@ class _RedisGateway(_ServerGateway):
                     self.connection = connection
                 sending = self._sending(connection, commands)
                 deadline = self.deadline
+                if connection.unproven and not (write or watched or outcome is not None):
+                    # Sent again on a new one if no answer comes (see _UNPROVEN_ANSWER_SEC).
+                    deadline = min(deadline, _SEAMS.clock() + _UNPROVEN_ANSWER_SEC)
                 connection.send(sending, deadline)
                 sent = True
                 answers = self._answers(connection, sending, deadline)
@@ -9699,7 +9709,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9702, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9712, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10098,7 +10108,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10101, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10111, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10236,7 +10246,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10239, (), r'''
+_CARRIED['file_listing'] = (10249, (), r'''
 import os
 import stat
 
@@ -10309,7 +10319,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10312, (), r'''
+_CARRIED['serve'] = (10322, (), r'''
 import json
 import os
 import sys
@@ -11230,7 +11240,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '7c400d99c3390ca882bb41c9ed6b2c0c855ec9c16c0beae2cacb8c13db246c9a'  # what a cache entry must name
+_BUILD = '91873157ca7e87aa853c60711c4a195f6a4f5af39cc15f61859fc2adc7c8b970'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()
