@@ -7254,6 +7254,10 @@ if TYPE_CHECKING:
 # The idle connections kept per key: as many as a process's threads used at once, up to
 # this (serve's tool calls and renewals each lend one while they run).
 _IDLE_MAX = 4
+# How long a request that changes nothing waits for the first answer on a kept
+# connection before it is sent again on a new one: a NAT or a firewall that dropped the
+# connection while it was idle swallows what comes on it without a word.
+_UNPROVEN_ANSWER_SEC = 1.0
 
 
 class _KeptConnections:
@@ -7351,7 +7355,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7354, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7358, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7774,8 +7778,17 @@ class _Names:
         with self.guard:
             self.known.pop(host, None)
 
+    def forget_lookups(self) -> None:
+        """In a forked child: the lookups under way run in the parent's threads, which
+        the child has not, so none would ever answer it; it looks its names up itself.
+        A new guard: a thread of the parent may have held this one when it forked."""
+        self.guard = threading.Lock()
+        self.running = {}
+
 
 _NAMES = _Names()
+if hasattr(os, "register_at_fork"):  # Windows has no fork
+    os.register_at_fork(after_in_child=_NAMES.forget_lookups)
 
 
 def _connected(host: str, port: int, deadline: float) -> socket.socket:
@@ -7932,7 +7945,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7935, ('server_gateway',), r'''
+_CARRIED['http1'] = (7948, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8058,7 +8071,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8061, ('server_gateway',), r'''
+_CARRIED['resp'] = (8074, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8223,7 +8236,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8226, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8239, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8431,6 +8444,9 @@ class _EtcdGateway(_ServerGateway):
                 until = self.deadline
                 if resendable:
                     until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)
+                elif connection.unproven and outcome is None:
+                    # Sent again on a new one if no answer comes (see _UNPROVEN_ANSWER_SEC).
+                    until = min(until, _SEAMS.clock() + _UNPROVEN_ANSWER_SEC)
                 status = connection.start_answer(until)
                 body = connection.rest(until)
                 try:
@@ -8498,7 +8514,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8501, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8517, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8612,7 +8628,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8615, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8631, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -8638,8 +8654,11 @@ _LEFT_MAX = 256
 # the lock's address: the process's next take of the lock keeps it alive and puts its
 # record on it, rather than granting one (a write through the cluster's log; a keep-
 # alive is the leader's alone) and revoking the old. Those left are revoked at exit
-# (a CLI's release so costs what it did), else they run out by themselves.
-_FREE_LEASES: dict[tuple[object, ...], tuple[str, str]] = {}
+# (a CLI's release so costs what it did), else they run out by themselves. Each serves
+# only the owner whose record it carried: a process that remembers that record on it
+# may keep it alive before its transaction is refused, which must never renew another
+# owner's hold.
+_FREE_LEASES: dict[tuple[object, ...], tuple[str, str, str]] = {}
 
 
 # How long a process's exit may wait on revoking the leases left free, all together:
@@ -8651,7 +8670,7 @@ def _revoke_free_leases() -> None:
     """At exit: revoke each lease a release left free, for nothing will use it."""
     stop = _SEAMS.clock() + _EXIT_REVOKES_SEC
     while _FREE_LEASES and _SEAMS.clock() < stop:
-        _, (lease, address) = _FREE_LEASES.popitem()
+        _, (lease, address, _) = _FREE_LEASES.popitem()
         try:
             gateway = _EtcdGateway(address)
             gateway.call_deadline = stop
@@ -8720,7 +8739,7 @@ class _EtcdStore(_ServerStore):
         self.record_on: str | None = None  # the lease the last change put the record on
         self.left_as = (tuple(self.gateway.endpoints), key)  # its entry in _LEFT
         self.remembering = True  # the first read of a call may be what _LEFT holds
-        self.freed: str | None = None  # a free lease (_FREE_LEASES) the change uses
+        self.freed: tuple[str, str, str] | None = None  # a free lease the change uses
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -8848,7 +8867,13 @@ class _EtcdStore(_ServerStore):
             except OSError:
                 pass  # it runs out by itself
 
-    def _grant(self, seconds: float, granted: list[_Spare], mine: str | None = None) -> str:
+    def _grant(
+        self,
+        seconds: float,
+        granted: list[_Spare],
+        owner: str | None = None,
+        mine: str | None = None,
+    ) -> str:
         """A lease of ``seconds`` (rounded up), added to ``granted`` if granted in this
         try: a spare one if one serves, else a new one. Only one granted ahead serves, a
         second longer, while that TTL is left of it: a slot on it ends no sooner than on
@@ -8856,7 +8881,7 @@ class _EtcdStore(_ServerStore):
         most a second later. A lost try's lease, granted before, would end sooner:
         revoked. So does one kept alive now with that TTL or a second more: ``mine``,
         the lease of the hold it renews, or one a release of the lock in this process
-        left free."""
+        left free, if it carried ``owner``'s record."""
         ttl = _whole_seconds(seconds)
         now = _SEAMS.clock()
         for spare in self.spares:
@@ -8868,9 +8893,11 @@ class _EtcdStore(_ServerStore):
         if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:
             return mine
         free = _FREE_LEASES.pop(self.left_as, None)
-        if free is not None:
+        if free is not None and free[2] != owner:
+            _FREE_LEASES[self.left_as] = free  # its owner's next take's
+        elif free is not None:
             if ttl <= (left := self._ttl_kept(free[0])) <= ttl + 1:
-                self.freed = free[0]  # free again if this try's change loses
+                self.freed = free  # free again if this try's change loses
                 return free[0]
             if left:
                 self.revoke(free[0])  # of another timeout: of no use
@@ -9053,7 +9080,8 @@ class _EtcdStore(_ServerStore):
                 if lease is not None and lease == free:
                     if len(_FREE_LEASES) >= _LEFT_MAX:
                         _FREE_LEASES.clear()  # a long-lived process keeps it small
-                    _FREE_LEASES[self.left_as] = (lease, self.lock)
+                    assert look.record is not None
+                    _FREE_LEASES[self.left_as] = (lease, self.lock, look.record.owner or "")
                 else:
                     self.revoke(lease)
         if applied and place is not None:
@@ -9142,7 +9170,7 @@ class _EtcdStore(_ServerStore):
             return True
         self.spares += granted  # those granted ahead serve the next try; all revoked at close
         if self.freed is not None:
-            _FREE_LEASES[self.left_as] = (self.freed, self.lock)  # nothing was put on it
+            _FREE_LEASES[self.left_as] = self.freed  # nothing was put on it
         self._found(answer, 0, self.line_read)
         return False
 
@@ -9185,13 +9213,13 @@ class _EtcdStore(_ServerStore):
             assert record.stale_after is not None
             was = look.record
             mine = was is not None and was.holders is None and was.owner == record.owner
-            return self._grant(record.stale_after, granted, current if mine else None)
+            return self._grant(record.stale_after, granted, record.owner, current if mine else None)
         lease = None
         newest = 0.0
         for holder in record.holders:
             if holder.mark is None:
                 assert holder.stale_after is not None
-                holder.mark = self._grant(holder.stale_after, granted)
+                holder.mark = self._grant(holder.stale_after, granted, holder.owner)
                 marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
                 marker["value"] = _b64((holder.owner or "").encode())
                 ops.append({"request_put": marker})
@@ -9284,7 +9312,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9287, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9315, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9346,7 +9374,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9349, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9377, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9487,6 +9515,9 @@ class _RedisGateway(_ServerGateway):
                     self.connection = connection
                 sending = self._sending(connection, commands)
                 deadline = self.deadline
+                if connection.unproven and not (write or watched or outcome is not None):
+                    # Sent again on a new one if no answer comes (see _UNPROVEN_ANSWER_SEC).
+                    deadline = min(deadline, _SEAMS.clock() + _UNPROVEN_ANSWER_SEC)
                 connection.send(sending, deadline)
                 sent = True
                 answers = self._answers(connection, sending, deadline)
@@ -9678,7 +9709,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9681, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9712, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10077,7 +10108,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10080, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10111, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10215,7 +10246,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10218, (), r'''
+_CARRIED['file_listing'] = (10249, (), r'''
 import os
 import stat
 
@@ -10288,7 +10319,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10291, (), r'''
+_CARRIED['serve'] = (10322, (), r'''
 import json
 import os
 import sys
@@ -11209,7 +11240,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'd12848c6089242217500252ad31633f02f52aa201bb9a8823dd284b016b4964e'  # what a cache entry must name
+_BUILD = '91873157ca7e87aa853c60711c4a195f6a4f5af39cc15f61859fc2adc7c8b970'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -2,7 +2,9 @@
 when the network fails under it: it forwards both ways until a test cuts it, then
 blackholes (swallows every byte, answers nothing, keeps every socket open), resets
 (closes each connection with a RST, and every new one as it comes, until mended),
-finds them stale (resets each open one as its client next speaks), chatters (sends
+finds them stale (resets each open one as its client next speaks), forgets them
+(swallows, without a word, what comes on each one open now, as a NAT or a firewall
+that dropped them while they were idle; new ones forwarded), chatters (sends
 each client a line it never asked for), slows (each
 chunk held back a while) or delays (each answer held back a while once its client has
 asked twice on the connection: a change's answer comes late, the read before it at
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Literal
 
-Fault = Literal["blackhole", "reset", "slow", "delay", "stale", "chatter"]
+Fault = Literal["blackhole", "reset", "slow", "delay", "stale", "forget", "chatter"]
 
 _POLL_SEC = 0.1  # how soon each thread sees a fault or the end
 
@@ -44,6 +46,7 @@ class FaultyProxy:
         self.lock = threading.Lock()
         self.pairs: list[tuple[socket.socket, socket.socket]] = []  # client's, server's
         self.stale: set[socket.socket] = set()  # clients' connections reset as they speak
+        self.forgotten: set[socket.socket] = set()  # clients' connections swallowed
         self.threads: list[threading.Thread] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.listener.settimeout(_POLL_SEC)
@@ -58,6 +61,9 @@ class FaultyProxy:
         with self.lock:
             if fault == "stale":
                 self.stale.update(client for client, _ in self.pairs)
+                return
+            if fault == "forget":
+                self.forgotten.update(client for client, _ in self.pairs)
                 return
             if fault == "chatter":
                 for client, _ in self.pairs:
@@ -141,7 +147,7 @@ class FaultyProxy:
                 _reset(sink)
                 return
             fault = self.fault
-            if fault == "blackhole":
+            if fault == "blackhole" or (not answers and source in self.forgotten):
                 continue  # swallowed: no answer, no close
             if not answers:
                 asked[0] += 1

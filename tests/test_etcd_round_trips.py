@@ -215,6 +215,38 @@ def test_a_hold_another_process_took_since_for_the_same_owner_is_released(
     )
 
 
+@pytest.mark.timeout(60)
+def test_a_refused_renewal_never_keeps_alive_the_lease_another_owners_hold_stands_on(
+    skf: ModuleType, own_etcd: Etcd, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This process holds the lock. Another long-lived process releases that hold (the
+    same owner, as a session may) and takes the lock for another owner, then dies; its
+    take kept alive the lease its release left free, the one this process's record
+    stood on. This process's renewal, refused (held by the other), must not keep that
+    lease alive: the dead holder's hold would outlive its timeout, renewed by a process
+    that never held it."""
+    lock = own_etcd.url("locks/not-mine")
+    assert skf.acquire(lock, OWNER, 60.0)["acquired"]
+    code = (
+        f"import os, sys; sys.path.insert(0, {str(TESTS)!r});"
+        " from loader import load_script; skf = load_script();"
+        f" assert skf.release({lock!r}, {OWNER!r})['released'];"
+        f" assert skf.acquire({lock!r}, {OTHER!r}, 60.0)['acquired'];"
+        " os._exit(7)"  # dies holding: no release, no revoke at exit
+    )
+    died = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, timeout=50, check=False
+    )
+    assert died.returncode == 7, died.stderr
+    (theirs,) = [lease for lease in leases_on(own_etcd) if lease_keys(own_etcd, lease)]
+    assert lease_keys(own_etcd, theirs) == ["locks/not-mine"]
+    sent = etcd_requests(monkeypatch)
+    refused = skf.acquire(lock, OWNER, 60.0)
+    assert (refused["acquired"], refused["held_by"]) == (False, OTHER)
+    kept_alive = [body for _, path, body in sent if path == "/v3/lease/keepalive"]
+    assert all(body["ID"] != theirs for body in kept_alive), kept_alive
+
+
 def test_a_release_that_landed_before_its_kept_connection_failed_answers_released(
     skf: ModuleType, etcd: Etcd, etcd_lock: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

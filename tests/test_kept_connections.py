@@ -7,6 +7,7 @@ test counts the connections on the wire and checks the outputs whole."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -235,6 +236,35 @@ def test_a_kept_connection_reset_as_its_call_speaks_is_replaced_at_once(
         assert len(opened) == 3
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("store", ["redis", "etcd"])
+def test_a_kept_connection_a_firewall_dropped_without_a_word_is_replaced(
+    skf: ModuleType,
+    own_redis: Redis,
+    etcd: Etcd,
+    store: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A proxy (a NAT, a firewall) forgets the kept connection while it is idle and
+    swallows, without a word, whatever comes on it; a new connection passes. The next
+    call's first request, a read, gets no answer on it: it is sent again on a new
+    connection within the call's deadline, and the call answers as a process of its
+    own does, rather than failing as if the server could not be reached."""
+    port = own_redis.port if store == "redis" else int(etcd.client.rpartition(":")[2])
+    with proxy_to(port) as proxy:
+        monkeypatch.setenv("SKF_REDIS_TIMEOUT", "4")
+        monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "4s")
+        lock = f"{store}://127.0.0.1:{proxy.port}/skf-tests/firewall-forgot-{store}"
+        assert skf.acquire(lock, OWNER, 60.0)["acquired"]
+        proxy.cut("forget")
+        renewed = skf.acquire(lock, OWNER, 60.0)
+        assert part_of(renewed, acquired(lock, OWNER)) == acquired(lock, OWNER, refreshed=True)
+        proxy.cut("forget")
+        assert skf.status(lock, 60.0)["held_by"] == OWNER
+        proxy.cut("forget")
+        assert skf.release(lock, OWNER) == released(lock, OWNER)
+
+
 def test_a_kept_connection_that_said_something_unasked_is_not_lent(
     skf: ModuleType, own_redis: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -431,6 +461,70 @@ def test_a_forked_child_makes_its_own_connection_and_leaves_its_parents(
         {"who": "parent", "acquired": True, "refreshed": False, "made": 1},
         {"who": "child", "released": True, "made": 1},
         {"who": "parent", "acquired": True, "refreshed": False, "made": 0},
+    ]
+
+
+# A process whose first call looks its server's name up in a thread, slowly; it forks
+# while that lookup is under way. The child's resolver answers at once.
+FORK_DURING_A_LOOKUP = """
+import json, os, socket, sys, threading, time
+sys.path.insert(0, {tests!r})
+from loader import load_script
+skf = load_script()
+real = socket.getaddrinfo
+stalling = [True]
+def getaddrinfo(host, port, *args, **kwargs):
+    if host == "kept-name.invalid":
+        if stalling[0]:
+            time.sleep(2.0)
+        host = "127.0.0.1"
+    return real(host, port, *args, **kwargs)
+socket.getaddrinfo = getaddrinfo
+lock = {lock!r}
+first = threading.Thread(target=skf.acquire, args=(lock, "wf:parent:r1", 60.0))
+first.start()
+time.sleep(0.5)  # its lookup under way, in a thread of its own
+child = os.fork()
+if child == 0:
+    stalling[0] = False
+    try:
+        taken = skf.acquire(lock + "-child", "wf:child:r2", 60.0)
+        print(json.dumps({{"who": "child", "acquired": taken["acquired"]}}), flush=True)
+    except OSError as exc:
+        print(json.dumps({{"who": "child", "error": str(exc)}}), flush=True)
+    os._exit(0)
+os.waitpid(child, 0)
+first.join()
+print(json.dumps({{"who": "parent", "held_by": skf.status(lock, 60.0)["held_by"]}}), flush=True)
+"""
+
+
+@posix_only("fork")
+@pytest.mark.timeout(60)
+def test_a_child_forked_while_its_parent_looks_a_name_up_looks_it_up_itself(
+    redis: Redis, request: pytest.FixtureRequest
+) -> None:
+    """A process forks while one of its threads waits for its server's name to be
+    looked up (a slow resolver). That lookup's thread is the parent's: the child has
+    none. The child's call looks the name up itself and takes its lock, as a process
+    of its own would; it never waits for an answer that cannot come to it, nor fails
+    with "no answer to the name lookup"."""
+    key = f"skf-tests/{request.node.name}"
+    lock = f"redis://kept-name.invalid:{redis.port}/{key}"
+    code = FORK_DURING_A_LOOKUP.format(tests=str(Path(__file__).parent), lock=lock)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=50,
+        check=False,
+        env={**os.environ, "SKF_REDIS_TIMEOUT": "3"},
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert lines == [
+        {"who": "child", "acquired": True},
+        {"who": "parent", "held_by": "wf:parent:r1"},
     ]
 
 

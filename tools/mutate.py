@@ -1356,7 +1356,7 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "free-lease-lost-on-a-lost-race": (
         "a free lease a lost change used is free again",
-        "            _FREE_LEASES[self.left_as] = (self.freed, self.lock)",
+        "            _FREE_LEASES[self.left_as] = self.freed",
         "            pass",
     ),
     "etcd-renewal-keeps-a-lease-of-any-timeout": (

@@ -12,7 +12,7 @@ import re
 import time
 
 from .http1 import _HttpConnection
-from .kept_connections import _KEPT
+from .kept_connections import _KEPT, _UNPROVEN_ANSWER_SEC
 from .public_surface import _OutcomeUnknown
 from .seams import _SEAMS
 from .server_gateway import _TLS_FAILURE, _ServerGateway
@@ -217,6 +217,9 @@ class _EtcdGateway(_ServerGateway):
                 until = self.deadline
                 if resendable:
                     until = min(until, _SEAMS.clock() + _RESEND_AFTER_SEC)
+                elif connection.unproven and outcome is None:
+                    # Sent again on a new one if no answer comes (see _UNPROVEN_ANSWER_SEC).
+                    until = min(until, _SEAMS.clock() + _UNPROVEN_ANSWER_SEC)
                 status = connection.start_answer(until)
                 body = connection.rest(until)
                 try:

@@ -41,8 +41,11 @@ _LEFT_MAX = 256
 # the lock's address: the process's next take of the lock keeps it alive and puts its
 # record on it, rather than granting one (a write through the cluster's log; a keep-
 # alive is the leader's alone) and revoking the old. Those left are revoked at exit
-# (a CLI's release so costs what it did), else they run out by themselves.
-_FREE_LEASES: dict[tuple[object, ...], tuple[str, str]] = {}
+# (a CLI's release so costs what it did), else they run out by themselves. Each serves
+# only the owner whose record it carried: a process that remembers that record on it
+# may keep it alive before its transaction is refused, which must never renew another
+# owner's hold.
+_FREE_LEASES: dict[tuple[object, ...], tuple[str, str, str]] = {}
 
 
 # How long a process's exit may wait on revoking the leases left free, all together:
@@ -54,7 +57,7 @@ def _revoke_free_leases() -> None:
     """At exit: revoke each lease a release left free, for nothing will use it."""
     stop = _SEAMS.clock() + _EXIT_REVOKES_SEC
     while _FREE_LEASES and _SEAMS.clock() < stop:
-        _, (lease, address) = _FREE_LEASES.popitem()
+        _, (lease, address, _) = _FREE_LEASES.popitem()
         try:
             gateway = _EtcdGateway(address)
             gateway.call_deadline = stop
@@ -123,7 +126,7 @@ class _EtcdStore(_ServerStore):
         self.record_on: str | None = None  # the lease the last change put the record on
         self.left_as = (tuple(self.gateway.endpoints), key)  # its entry in _LEFT
         self.remembering = True  # the first read of a call may be what _LEFT holds
-        self.freed: str | None = None  # a free lease (_FREE_LEASES) the change uses
+        self.freed: tuple[str, str, str] | None = None  # a free lease the change uses
 
     def look(self, upto: str | None = None) -> _Look:
         """The lock with its whole line: read again, unless the last change gave it (a
@@ -251,7 +254,13 @@ class _EtcdStore(_ServerStore):
             except OSError:
                 pass  # it runs out by itself
 
-    def _grant(self, seconds: float, granted: list[_Spare], mine: str | None = None) -> str:
+    def _grant(
+        self,
+        seconds: float,
+        granted: list[_Spare],
+        owner: str | None = None,
+        mine: str | None = None,
+    ) -> str:
         """A lease of ``seconds`` (rounded up), added to ``granted`` if granted in this
         try: a spare one if one serves, else a new one. Only one granted ahead serves, a
         second longer, while that TTL is left of it: a slot on it ends no sooner than on
@@ -259,7 +268,7 @@ class _EtcdStore(_ServerStore):
         most a second later. A lost try's lease, granted before, would end sooner:
         revoked. So does one kept alive now with that TTL or a second more: ``mine``,
         the lease of the hold it renews, or one a release of the lock in this process
-        left free."""
+        left free, if it carried ``owner``'s record."""
         ttl = _whole_seconds(seconds)
         now = _SEAMS.clock()
         for spare in self.spares:
@@ -271,9 +280,11 @@ class _EtcdStore(_ServerStore):
         if mine and ttl <= self._ttl_kept(mine) <= ttl + 1:
             return mine
         free = _FREE_LEASES.pop(self.left_as, None)
-        if free is not None:
+        if free is not None and free[2] != owner:
+            _FREE_LEASES[self.left_as] = free  # its owner's next take's
+        elif free is not None:
             if ttl <= (left := self._ttl_kept(free[0])) <= ttl + 1:
-                self.freed = free[0]  # free again if this try's change loses
+                self.freed = free  # free again if this try's change loses
                 return free[0]
             if left:
                 self.revoke(free[0])  # of another timeout: of no use
@@ -456,7 +467,8 @@ class _EtcdStore(_ServerStore):
                 if lease is not None and lease == free:
                     if len(_FREE_LEASES) >= _LEFT_MAX:
                         _FREE_LEASES.clear()  # a long-lived process keeps it small
-                    _FREE_LEASES[self.left_as] = (lease, self.lock)
+                    assert look.record is not None
+                    _FREE_LEASES[self.left_as] = (lease, self.lock, look.record.owner or "")
                 else:
                     self.revoke(lease)
         if applied and place is not None:
@@ -545,7 +557,7 @@ class _EtcdStore(_ServerStore):
             return True
         self.spares += granted  # those granted ahead serve the next try; all revoked at close
         if self.freed is not None:
-            _FREE_LEASES[self.left_as] = (self.freed, self.lock)  # nothing was put on it
+            _FREE_LEASES[self.left_as] = self.freed  # nothing was put on it
         self._found(answer, 0, self.line_read)
         return False
 
@@ -588,13 +600,13 @@ class _EtcdStore(_ServerStore):
             assert record.stale_after is not None
             was = look.record
             mine = was is not None and was.holders is None and was.owner == record.owner
-            return self._grant(record.stale_after, granted, current if mine else None)
+            return self._grant(record.stale_after, granted, record.owner, current if mine else None)
         lease = None
         newest = 0.0
         for holder in record.holders:
             if holder.mark is None:
                 assert holder.stale_after is not None
-                holder.mark = self._grant(holder.stale_after, granted)
+                holder.mark = self._grant(holder.stale_after, granted, holder.owner)
                 marker = {"key": _b64(self._slot_key(holder.mark)), "lease": holder.mark}
                 marker["value"] = _b64((holder.owner or "").encode())
                 ops.append({"request_put": marker})

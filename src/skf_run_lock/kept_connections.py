@@ -26,6 +26,10 @@ if TYPE_CHECKING:
 # The idle connections kept per key: as many as a process's threads used at once, up to
 # this (serve's tool calls and renewals each lend one while they run).
 _IDLE_MAX = 4
+# How long a request that changes nothing waits for the first answer on a kept
+# connection before it is sent again on a new one: a NAT or a firewall that dropped the
+# connection while it was idle swallows what comes on it without a word.
+_UNPROVEN_ANSWER_SEC = 1.0
 
 
 class _KeptConnections:

@@ -11,7 +11,7 @@ import re
 import time
 
 from .inputs import _PLAIN_DECIMAL
-from .kept_connections import _KEPT
+from .kept_connections import _KEPT, _UNPROVEN_ANSWER_SEC
 from .public_surface import _MAX_WAIT_SEC
 from .quoting import _quoted
 from .resp import _errors_in, _RedisError, _RespConnection
@@ -154,6 +154,9 @@ class _RedisGateway(_ServerGateway):
                     self.connection = connection
                 sending = self._sending(connection, commands)
                 deadline = self.deadline
+                if connection.unproven and not (write or watched or outcome is not None):
+                    # Sent again on a new one if no answer comes (see _UNPROVEN_ANSWER_SEC).
+                    deadline = min(deadline, _SEAMS.clock() + _UNPROVEN_ANSWER_SEC)
                 connection.send(sending, deadline)
                 sent = True
                 answers = self._answers(connection, sending, deadline)

@@ -435,8 +435,17 @@ class _Names:
         with self.guard:
             self.known.pop(host, None)
 
+    def forget_lookups(self) -> None:
+        """In a forked child: the lookups under way run in the parent's threads, which
+        the child has not, so none would ever answer it; it looks its names up itself.
+        A new guard: a thread of the parent may have held this one when it forked."""
+        self.guard = threading.Lock()
+        self.running = {}
+
 
 _NAMES = _Names()
+if hasattr(os, "register_at_fork"):  # Windows has no fork
+    os.register_at_fork(after_in_child=_NAMES.forget_lookups)
 
 
 def _connected(host: str, port: int, deadline: float) -> socket.socket:
