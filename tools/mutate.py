@@ -56,8 +56,9 @@ MUTANTS: dict[str, tuple[str, str, str]] = {
     ),
     "record-without-timeout": (
         "the record carries the holder's timeout",
-        '        "stale_after_seconds": _json_seconds(stale_after),\n        "tool"',
-        '        "tool"',
+        """        f' "stale_after_seconds": {_json_seconds(stale_after)!r},"""
+        """ "tool": {_TOOL_JSON}'""",
+        """        f' "tool": {_TOOL_JSON}'""",
     ),
     "empty-never-stale": (
         "empty_is_stale makes an empty file stale",
