@@ -804,12 +804,19 @@ def _cut_with_a_later_waiter(
     served: Served,
     lock: str,
     started: list[subprocess.Popen[str]],
+    *,
+    parts: list[str] | None = None,
+    past_a_lapse: bool = True,
 ) -> tuple[int, dict[str, Any], subprocess.Popen[str]]:
     """The line ``[the agent (wf:agent), a later CLI waiter (wf:later:1)]`` for ``lock``,
-    held by wf:holder:1; the agent's call cut at the call limit (its id and answer),
-    and its place kept past the time a place lapses: the waiter."""
+    held by wf:holder:1; the agent's call (for ``parts``) cut at the call limit (its id
+    and answer), and its place kept (``past_a_lapse``: past the time a place lapses):
+    the waiter."""
     assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
-    first = served.call("acquire", {"lock": lock, "owner": "wf:agent", "wait": "2m"}, "agent")
+    arguments: dict[str, Any] = {"lock": lock, "owner": "wf:agent", "wait": "2m"}
+    if parts is not None:
+        arguments["parts"] = parts
+    first = served.call("acquire", arguments, "agent")
     served.await_progress("agent", 1)
     later = [*SERVE[:-1], "acquire", "--lock", lock, "--owner", "wf:later:1", "--wait", "60s"]
     waiter = subprocess.Popen(later, stdout=subprocess.PIPE, text=True)
@@ -822,7 +829,7 @@ def _cut_with_a_later_waiter(
         " lock and owner and the same slots, shared and parts, to wait on from it"
     ), answer
     _line_becomes(skf, lock, [owner, "wf:later:1"], within=10)
-    kept_until = time.monotonic() + 4  # past a place's lapse (3 s): beaten by the server
+    kept_until = time.monotonic() + (4 if past_a_lapse else 0)  # a place lapses in 3 s
     while time.monotonic() < kept_until:
         assert _in_line(skf, lock) == [owner, "wf:later:1"]
         time.sleep(0.1)

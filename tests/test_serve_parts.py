@@ -5,7 +5,6 @@ resumed only by an acquire of the same set of parts; real servers over stdio."""
 
 from __future__ import annotations
 
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,9 +13,9 @@ from typing import Any
 
 import pytest
 from calls import Run, posix_only, reaped
-from sessions import SERVE, Served, answer_of, serve_with
+from sessions import Served, serve_with
 from stores import StoreUnderTest
-from test_serve import CUT, HOLD_VIEW, LEASE, _in_line, _line_becomes
+from test_serve import CUT, HOLD_VIEW, LEASE, _cut_with_a_later_waiter, _in_line, _line_becomes
 
 pytestmark = posix_only("sessions over POSIX pipes; the Windows lane installs no MCP SDK")
 
@@ -172,21 +171,10 @@ def test_a_kept_place_is_resumed_only_by_the_same_set_of_parts(
     lock = str(tmp_path / "locks" / "run.lock")
     parts = ["src/**", "docs"]
     with reaped() as started:
-        assert cli("acquire", "--lock", lock, "--owner", "wf:holder:1").code == 0
-        arguments = {"lock": lock, "owner": "wf:agent", "wait": "2m", "parts": parts}
-        first = served.call("acquire", arguments, "agent")
-        served.await_progress("agent", 1)
-        later = [*SERVE[:-1], "acquire", "--lock", lock, "--owner", "wf:later:1", "--wait", "60s"]
-        waiter = subprocess.Popen(later, stdout=subprocess.PIPE, text=True)
-        started.append(waiter)
-        answer = answer_of(served.result(first, within=CUT + 30))
+        _, answer, waiter = _cut_with_a_later_waiter(
+            skf, cli, served, lock, started, parts=parts, past_a_lapse=False
+        )
         owner = answer["owner"]
-        assert answer["acquired"] is False and owner.startswith("wf:agent:"), answer
-        assert answer["message"].endswith(
-            "; your place in line is kept 10 s: call acquire again within them, with this"
-            " lock and owner and the same slots, shared and parts, to wait on from it"
-        ), answer
-        _line_becomes(skf, lock, [owner, "wf:later:1"], within=10)
 
         if again == "same-parts":
             assert cli("release", "--lock", lock, "--owner", "wf:holder:1").json["released"]
