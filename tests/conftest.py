@@ -26,7 +26,15 @@ import pytest
 from calls import NOT_ON_WINDOWS, SYSTEM_TOOL, WORKER, Run, reaped
 from loader import SCRIPT, build_if_stale, load_script
 from pki import Pki, make_pki
-from servers import Etcd, Redis, RedisCluster, start_etcd, start_redis, start_redis_cluster
+from servers import (
+    Etcd,
+    Redis,
+    RedisCluster,
+    start_etcd,
+    start_redis,
+    start_redis_cluster,
+    start_tls_redis,
+)
 from sessions import SERVE, Served
 from stores import PlaceUnderTest, StoreUnderTest
 from windows_rules import FakeMsvcrt, follow_windows_rules
@@ -324,6 +332,19 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
     if elsewhere is not None:
         return Pki(Path(elsewhere["pki"]))
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(scope="module")
+def tls_redis(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
+    """Redis speaking only TLS, wanting a client certificate issued by the test CA."""
+    server = start_tls_redis(
+        tmp_path_factory.mktemp("tls-redis"),
+        pki.path("server.pem"),
+        pki.path("server.key"),
+        pki.path("ca.pem"),
+    )
+    yield server
+    server.stop()
 
 
 # --- Interrupts, delivered where a real signal would land ----------------------------

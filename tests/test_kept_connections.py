@@ -30,7 +30,6 @@ from servers import (
     RedisCluster,
     start_redis,
     start_redis_with_agent,
-    start_tls_redis,
 )
 from sessions import Served
 from wire import after_each_send, connections_to, etcd_requests
@@ -526,19 +525,6 @@ def test_a_child_forked_while_its_parent_looks_a_name_up_looks_it_up_itself(
         {"who": "child", "acquired": True},
         {"who": "parent", "held_by": "wf:parent:r1"},
     ]
-
-
-@pytest.fixture(scope="module")
-def tls_redis(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
-    """Redis speaking only TLS, wanting a client certificate issued by the test CA."""
-    server = start_tls_redis(
-        tmp_path_factory.mktemp("tls-redis"),
-        pki.path("server.pem"),
-        pki.path("server.key"),
-        pki.path("ca.pem"),
-    )
-    yield server
-    server.stop()
 
 
 def test_a_tls_connection_with_a_client_certificate_is_kept_for_its_files(

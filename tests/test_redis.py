@@ -32,7 +32,6 @@ from servers import (
     redis_keys,
     start_redis,
     start_redis_with_agent,
-    start_tls_redis,
 )
 from signals import a_wait_ended_by_sigint
 from tcp_fakes import serving
@@ -587,19 +586,6 @@ def test_no_password_on_a_server_that_wants_one_is_exit_2(
     run = cli("status", "--lock", auth_redis.url("locks/x"))
     assert run.code == 2 and "Redis wants a password" in run.error
     assert "set REDISCLI_AUTH" in run.error
-
-
-@pytest.fixture(scope="module")
-def tls_redis(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
-    """Redis speaking only TLS, wanting a client certificate issued by the test CA."""
-    server = start_tls_redis(
-        tmp_path_factory.mktemp("tls-redis"),
-        pki.path("server.pem"),
-        pki.path("server.key"),
-        pki.path("ca.pem"),
-    )
-    yield server
-    server.stop()
 
 
 def tls_settings(monkeypatch: pytest.MonkeyPatch, pki: Pki, **files: str) -> None:
