@@ -484,6 +484,35 @@ def test_an_older_versions_live_shared_hold_stays_its_own_beside_a_shared_part(
     assert json.loads(released.stdout)["released"] is True, released.stdout
 
 
+@pytest.mark.timeout(60)
+def test_a_run_on_a_shared_part_keeps_its_hold_when_an_older_version_rewrites_it_whole(
+    lock: Path,
+) -> None:
+    """1.11.0 renews its shared hold beside a run's shared part: its rewrite drops the
+    part (it knows none), so the run's hold is the lock whole from then on, the safe
+    side. The run renews that hold as it stands, ends with its command's code, and
+    releases it; 1.11.0's own hold stays."""
+    old = "wf:old:20261207T000000Z-00000001"
+    share = ("acquire", "--lock", str(lock), "--owner", old, "--shared")
+    assert older("1.11.0", *share).returncode == 0
+    holding = ["--lock", str(lock), "--owner", "wf:run:1", "--shared", "--part", "lib"]
+    command = [sys.executable, "-c", "import time; time.sleep(5)"]
+    run = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "run", *holding, "--stale-after", "3s", "--", *command],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_until(lambda: lock.exists() and b"wf:run:1" in lock.read_bytes())
+    assert older("1.11.0", *share).returncode == 0  # rewrites the record, parts dropped
+    record = json.loads(lock.read_bytes())
+    assert [h.get("parts") for h in record["holders"]] == [None, None], record
+    _, err = run.communicate(timeout=30)
+    assert run.returncode == 0, err  # renewed as it stands, never told lost
+    record = json.loads(lock.read_bytes())
+    assert [h["owner"] for h in record["holders"]] == [old], record
+
+
 def test_a_record_is_never_grown_past_what_a_reader_reads(
     skf: ModuleType, cli: Callable[..., Run], tmp_path: Path
 ) -> None:
