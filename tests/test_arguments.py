@@ -112,11 +112,17 @@ def test_a_parent_that_is_a_file_says_so(main: Callable[..., Run], tmp_path: Pat
         ("redis:/user:secret@127.0.0.1/k", "redis:"),
     ],
 )
-def test_a_scheme_without_its_slashes_is_exit_1_naming_the_address_form(
-    cli: Callable[..., Run], tmp_path: Path, command: str, lock: str, scheme: str
+def test_a_scheme_without_its_slashes_is_exit_1_naming_the_address_form(  # noqa: PLR0917
+    main: Callable[..., Run],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    lock: str,
+    scheme: str,
 ) -> None:
     """A typo of an address is never taken for a folder named after the scheme."""
-    run = cli(command, "--lock", lock, *COMMANDS[command], cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    run = main(command, "--lock", lock, *COMMANDS[command])
     assert run.code == 1, run
     assert f"starts with {scheme} but not {scheme}//" in run.error
     assert "an address of " in run.error and "/KEY" in run.error, run
@@ -326,9 +332,9 @@ def test_wait_takes_a_duration_with_a_unit(
 )
 @pytest.mark.parametrize("option", ["--stale-after", "--wait"])
 def test_a_duration_that_is_not_one_is_exit_1_and_changes_nothing(
-    cli: Callable[..., Run], lock: Path, option: str, text: str
+    main: Callable[..., Run], lock: Path, option: str, text: str
 ) -> None:
-    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)
     assert run.code == 1 and run.error.startswith(f"usage error: {option} must be a number of ")
     assert run.error.endswith(
         f"or a duration such as 90s, 10m, 2h, 1.5h, 1d or 1h30m, not {text!r}"

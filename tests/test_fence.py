@@ -53,20 +53,20 @@ def status_of(cli: Callable[..., Run], lock: str, *more: str) -> dict[str, objec
 
 
 def test_a_fence_only_grows_across_takes_releases_and_stale_holds(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     lock = store.lock
-    first = fence_taken(cli, lock, "wf:a:1")
-    assert fence_taken(cli, lock, "wf:a:1") == first  # a renewal keeps its fence
-    status = status_of(cli, lock)
+    first = fence_taken(main, lock, "wf:a:1")
+    assert fence_taken(main, lock, "wf:a:1") == first  # a renewal keeps its fence
+    status = status_of(main, lock)
     assert list(status)[-3:] == ["mode", "fence", "message"]
     assert status["fence"] == first
     assert status["holders"] == [status["holders"][0] | {"fence": first}]  # type: ignore[index]
-    assert cli("release", "--lock", lock, "--owner", "wf:a:1").json["released"] is True
-    assert status_of(cli, lock)["fence"] is None  # nobody holds it
-    second = fence_taken(cli, lock, "wf:b:1")  # after a release deleted the record
+    assert main("release", "--lock", lock, "--owner", "wf:a:1").json["released"] is True
+    assert status_of(main, lock)["fence"] is None  # nobody holds it
+    second = fence_taken(main, lock, "wf:b:1")  # after a release deleted the record
     assert second > first
-    assert cli("release", "--lock", lock, "--owner", "wf:b:1").json["released"] is True
+    assert main("release", "--lock", lock, "--owner", "wf:b:1").json["released"] is True
     short = skf.acquire(lock, "wf:c:1", 2.0)
     third = skf.fence_of(short)
     assert third > second
@@ -78,23 +78,23 @@ def test_a_fence_only_grows_across_takes_releases_and_stale_holds(
     assert replaced["acquired"] and skf.fence_of(replaced) > third
     refused = skf.acquire(lock, "wf:e:1", 60.0)
     assert refused["acquired"] is False and skf.fence_of(refused) is None
-    by_cli = cli("acquire", "--lock", lock, "--owner", "wf:e:1", "--get", "fence")
+    by_cli = main("acquire", "--lock", lock, "--owner", "wf:e:1", "--get", "fence")
     assert (by_cli.code, by_cli.out) == (3, "\n")
 
 
 @pytest.mark.parametrize("kind", [("--slots", "3"), ("--shared",)])
 def test_each_slot_and_each_shared_hold_has_a_fence_of_its_own(
-    cli: Callable[..., Run], store: StoreUnderTest, kind: tuple[str, ...]
+    main: Callable[..., Run], store: StoreUnderTest, kind: tuple[str, ...]
 ) -> None:
     lock = store.lock
-    fences = [fence_taken(cli, lock, f"wf:h{n}:1", *kind) for n in range(3)]
+    fences = [fence_taken(main, lock, f"wf:h{n}:1", *kind) for n in range(3)]
     assert fences == sorted(set(fences))  # each larger than the one before
-    assert fence_taken(cli, lock, "wf:h2:1", *kind) == fences[2]  # the newest renewed: kept
+    assert fence_taken(main, lock, "wf:h2:1", *kind) == fences[2]  # the newest renewed: kept
     # Renewed beside a larger fence, a hold gets one above all the lock shows.
-    renewed = fence_taken(cli, lock, "wf:h0:1", *kind)
+    renewed = fence_taken(main, lock, "wf:h0:1", *kind)
     assert renewed > fences[2]
     fences[0] = renewed
-    status = status_of(cli, lock, *kind[:2]) if kind[0] == "--slots" else status_of(cli, lock)
+    status = status_of(main, lock, *kind[:2]) if kind[0] == "--slots" else status_of(main, lock)
     holders = status["holders"]
     assert isinstance(holders, list)
     assert {h["owner"]: h["fence"] for h in holders} == {
@@ -105,7 +105,7 @@ def test_each_slot_and_each_shared_hold_has_a_fence_of_its_own(
 
 @pytest.mark.parametrize("kind", [("--slots", "3"), ("--shared",)])
 def test_status_shows_the_newest_live_holds_fence_and_null_once_nobody_holds(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest, kind: tuple[str, ...]
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest, kind: tuple[str, ...]
 ) -> None:
     """Three slots held by three owners, or two shared readers and a third: ``status``'s
     fence is the largest of the live holders' (the newest take's), whichever of them
@@ -115,24 +115,24 @@ def test_status_shows_the_newest_live_holds_fence_and_null_once_nobody_holds(
     asked = kind[:2] if kind[0] == "--slots" else ()
 
     def fence_shown() -> object:
-        return status_of(cli, lock, *asked)["fence"]
+        return status_of(main, lock, *asked)["fence"]
 
     assert fence_shown() is None  # free
     fences: list[int] = []
     for n in range(3):
-        fences.append(fence_taken(cli, lock, f"wf:h{n}:1", *kind))
+        fences.append(fence_taken(main, lock, f"wf:h{n}:1", *kind))
         assert fence_shown() == max(fences) == fences[-1]  # partly held, then full
-    assert fence_taken(cli, lock, "wf:h2:1", *kind) == fences[2]  # the newest renewed: kept
+    assert fence_taken(main, lock, "wf:h2:1", *kind) == fences[2]  # the newest renewed: kept
     assert fence_shown() == fences[-1]
-    assert cli("release", "--lock", lock, "--owner", "wf:h2:1").json["released"] is True
+    assert main("release", "--lock", lock, "--owner", "wf:h2:1").json["released"] is True
     assert fence_shown() == fences[1]  # the newest take of those that hold it
-    short = fence_taken(cli, lock, "wf:h3:1", *kind, "--stale-after", SHORT)
+    short = fence_taken(main, lock, "wf:h3:1", *kind, "--stale-after", SHORT)
     assert fence_shown() == short > fences[1]
     slots = {"slots": 3} if asked else {}
     until(lambda: skf.status(lock, 60.0, **slots)["fence"], lambda fence: fence == fences[1])
     assert fence_shown() == fences[1]  # once stale, its fence is not the holders' (the CLI)
     for n in (0, 1):
-        assert cli("release", "--lock", lock, "--owner", f"wf:h{n}:1").json["released"] is True
+        assert main("release", "--lock", lock, "--owner", f"wf:h{n}:1").json["released"] is True
     assert fence_shown() is None  # nobody holds it (a stale hold may still stand)
 
 

@@ -108,7 +108,7 @@ def test_a_take_paused_between_its_read_and_its_commit_gets_a_fence_above_one_ta
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("kind", [("--slots", "3"), ("--shared",)])
 def test_a_retake_beside_stale_holders_with_larger_fences_gets_a_fence_above_them(
-    cli: Callable[..., Run], store: StoreUnderTest, kind: tuple[str, ...]
+    main: Callable[..., Run], store: StoreUnderTest, kind: tuple[str, ...]
 ) -> None:
     """a, b and c hold and go stale (a server ends every lease: its last holders stay
     shown); a takes again: still its own (refreshed), with a fence above b's and c's,
@@ -117,13 +117,13 @@ def test_a_retake_beside_stale_holders_with_larger_fences_gets_a_fence_above_the
     lock = store.lock
     fences = {}
     for name in "abc":
-        run = cli(
+        run = main(
             "acquire", "--lock", lock, "--owner", f"wf:{name}:1", "--stale-after", "6s", *kind
         )
         assert run.code == 0, run
-        fences[name] = fence_of_status_holder(cli, lock, kind, f"wf:{name}:1")
+        fences[name] = fence_of_status_holder(main, lock, kind, f"wf:{name}:1")
     assert fences["a"] < fences["b"] < fences["c"]
-    status = cli("status", "--lock", lock, *kind[:2] if kind[0] == "--slots" else ()).json
+    status = main("status", "--lock", lock, *kind[:2] if kind[0] == "--slots" else ()).json
     assert [h["owner"] for h in status["holders"]] == ["wf:a:1", "wf:b:1", "wf:c:1"]
     time.sleep(7)  # all three stale (a file's, dated in whole seconds, too)
     if store.kind != "file":  # a server drops the record (a lease may end a moment late)
@@ -132,9 +132,9 @@ def test_a_retake_beside_stale_holders_with_larger_fences_gets_a_fence_above_the
             assert time.monotonic() < deadline, "the server kept the record"
             time.sleep(0.1)
     dropped = store.kind != "file"  # a server's holds are shown as its last holders
-    retake = cli("acquire", "--lock", lock, "--owner", "wf:a:1", "--stale-after", "6s", *kind).json
+    retake = main("acquire", "--lock", lock, "--owner", "wf:a:1", "--stale-after", "6s", *kind).json
     assert retake["acquired"] is True and retake["refreshed"] is True
-    fence = fence_of_status_holder(cli, lock, kind, "wf:a:1")
+    fence = fence_of_status_holder(main, lock, kind, "wf:a:1")
     assert fence > fences["c"]
     replaced = retake["stale_replaced"]
     if dropped:
@@ -180,23 +180,23 @@ def planted_with_fence(owner: str, seconds_ago: float, fence_text: str) -> bytes
 
 @pytest.mark.timeout(120)
 def test_a_wild_fence_in_a_record_counts_as_none_and_never_wedges_the_lock(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     lock = store.lock
     for fence_text in WILD_FENCES:
         # A live record of its own: renewed, with a fence of this tool's making.
         store.plant(planted_with_fence("wf:old:1", 10, fence_text))
-        assert cli("status", "--lock", lock).json["held_by"] == "wf:old:1", fence_text
-        renewed = cli("acquire", "--lock", lock, "--owner", "wf:old:1", "--get", "fence")
+        assert main("status", "--lock", lock).json["held_by"] == "wf:old:1", fence_text
+        renewed = main("acquire", "--lock", lock, "--owner", "wf:old:1", "--get", "fence")
         assert renewed.code == 0, (fence_text, renewed)
         assert 0 < int(renewed.out) <= MAX_FENCE, fence_text
-        assert cli("release", "--lock", lock, "--owner", "wf:old:1").json["released"] is True
+        assert main("release", "--lock", lock, "--owner", "wf:old:1").json["released"] is True
         # A stale one: replaced.
         store.plant(planted_with_fence("wf:old:1", 7200, fence_text))
-        replaced = cli("acquire", "--lock", lock, "--owner", "wf:new:1", "--get", "fence")
+        replaced = main("acquire", "--lock", lock, "--owner", "wf:new:1", "--get", "fence")
         assert replaced.code == 0, (fence_text, replaced)
         assert 0 < int(replaced.out) <= MAX_FENCE, fence_text
-        assert cli("release", "--lock", lock, "--owner", "wf:new:1").json["released"] is True
+        assert main("release", "--lock", lock, "--owner", "wf:new:1").json["released"] is True
 
 
 def test_a_record_at_the_largest_fence_leaves_the_next_take_without_one(

@@ -35,13 +35,13 @@ def ageless(value: object) -> object:
 
 
 def test_every_key_of_every_command_prints_its_value_alone(
-    cli: Callable[..., Run], tmp_path: Path
+    main: Callable[..., Run], tmp_path: Path
 ) -> None:
     """Each command's whole output first, then each of its keys by --get from a call
     that prints the same (a held lock's refusal, a status, a list, a release that finds
     nothing): the line is the value as jq -r prints it, with the same exit code."""
     lock = tmp_path / "locks" / "x.lock"
-    taken = cli("acquire", "--lock", lock, "--owner", "wf:holder", "--slots", "1")
+    taken = main("acquire", "--lock", lock, "--owner", "wf:holder", "--slots", "1")
     assert taken.code == 0
     calls = [
         ("acquire", "--lock", lock, "--owner", "wf:other:1"),  # refused: exit 3
@@ -51,12 +51,12 @@ def test_every_key_of_every_command_prints_its_value_alone(
     ]
     for argv in calls:
         asked = time.monotonic()
-        whole = cli(*argv)
-        named = cli(*argv, "--get", "nope").error.split("; its keys are ")[1]
+        whole = main(*argv)
+        named = main(*argv, "--get", "nope").error.split("; its keys are ")[1]
         beside = "; and, not in its JSON, fence" if argv[0] == "acquire" else ""
         assert named == ", ".join(whole.json) + beside  # --get knows what the call prints
         for key, value in whole.json.items():
-            one = cli(*argv, "--get", key)
+            one = main(*argv, "--get", key)
             assert (one.code, one.out.count("\n")) == (whole.code, 1), key
             if argv[0] == "acquire":  # a refusal says why on stderr, as its JSON
                 told = json.loads(one.err)
@@ -74,7 +74,7 @@ def test_every_key_of_every_command_prints_its_value_alone(
                 assert ageless(json.loads(one.out)) == ageless(value), key
             else:
                 assert one.out == value_line(value), key
-    assert cli("acquire", "--lock", lock, "--owner", "wf:other:1").code == 3
+    assert main("acquire", "--lock", lock, "--owner", "wf:other:1").code == 3
 
 
 def test_a_refusal_says_why_on_stderr_while_stdout_is_the_value_alone(
@@ -219,13 +219,13 @@ def test_a_key_given_twice_is_printed_twice(cli: Callable[..., Run], tmp_path: P
 
 
 def test_each_kind_of_value_among_several_is_printed_as_alone(
-    cli: Callable[..., Run], tmp_path: Path
+    main: Callable[..., Run], tmp_path: Path
 ) -> None:
     """A string, a number, true and false, null, a list, and acquire's fence (null for
     a refusal), each line exactly what a single --get of that key prints; a refusal
     still says why on stderr, once."""
     lock = tmp_path / "locks" / "x.lock"
-    holder = cli("acquire", "--lock", lock, "--owner", "wf:holder", "--get", "owner").out.strip()
+    holder = main("acquire", "--lock", lock, "--owner", "wf:holder", "--get", "owner").out.strip()
     calls = [
         ("acquire", "--lock", lock, "--owner", holder),
         ("acquire", "--lock", lock, "--owner", "wf:other:1"),  # refused: exit 3
@@ -234,11 +234,11 @@ def test_each_kind_of_value_among_several_is_printed_as_alone(
         ("release", "--lock", tmp_path / "none.lock", "--owner", "wf:x:1"),
     ]
     for argv in calls:
-        whole = cli(*argv)
+        whole = main(*argv)
         keys = [*whole.json, *(["fence"] if argv[0] == "acquire" else [])]
         keys = [key for key in keys if key not in ("age_seconds", "message", "locks", "run_id")]
-        alone = [cli(*argv, "--get", key) for key in keys]
-        together = cli(*argv, *[part for key in keys for part in ("--get", key)])
+        alone = [main(*argv, "--get", key) for key in keys]
+        together = main(*argv, *[part for key in keys for part in ("--get", key)])
         assert together.code == whole.code, (argv, together)
         timeless = re.compile("[0-9T:-]{19}Z")  # a renewal's stale_at moves on
         assert timeless.sub("<t>", together.out) == timeless.sub(
@@ -250,14 +250,14 @@ def test_each_kind_of_value_among_several_is_printed_as_alone(
             assert together.out.splitlines()[-1] == ""  # a refusal has no fence
         else:
             assert together.err == ""
-    kinds = cli(
+    kinds = main(
         "status", "--lock", lock, "--get", "held_by", "--get", "slots", "--get", "waiting",
         "--get", "mode", "--get", "holders",
     )  # fmt: skip
     held_by, slots, waiting, mode, holders = kinds.out.splitlines()
     assert (held_by, slots, waiting, mode) == (holder, "1", "[]", "exclusive")
     assert [entry["owner"] for entry in json.loads(holders)] == [holder]
-    gone = cli(
+    gone = main(
         "release", "--lock", lock, "--owner", "wf:other:1", "--get", "released",
         "--get", "reason", "--get", "held_by",
     )  # fmt: skip

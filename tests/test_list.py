@@ -39,20 +39,20 @@ def listed(cli: Callable[..., Run], under: str | Path, *more: str) -> dict[str, 
 
 
 def test_held_stale_waited_for_and_free_locks_are_listed_as_status_judges_them(
-    cli: Callable[..., Run], place: PlaceUnderTest
+    main: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     place.store("held").plant(planted_record("wf:sk:held", shown_time(30), stale_after_seconds=600))
     place.store("stale").plant(planted_record("wf:sk:old", shown_time(7200)))
     place.store("not-a-lock").plant(b"written by some other tool")
-    waiter = held_with_a_waiter(cli, place.lock("busy"))
+    waiter = held_with_a_waiter(main, place.lock("busy"))
     try:
         # A planted place lapses 3 s after it was planted (nobody beats for it): it is
         # planted last, and its lock's status asked first, so that the listing and the
         # status both see it even on a slow machine.
         place.store("waited/for").plant_waiter("wf:sk:waiting")
-        answer = listed(cli, place.under)
+        answer = listed(main, place.under)
         statuses = {
-            name: cli("status", "--lock", place.lock(name)).out
+            name: main("status", "--lock", place.lock(name)).out
             for name in ("waited/for", "busy", "held", "stale")
         }
         statuses = {place.lock(name): out for name, out in statuses.items()}
@@ -357,7 +357,7 @@ def test_the_table_shows_how_many_slots_are_held_and_by_whom(
 
 
 def test_the_table_shows_a_holders_parts_or_how_many(
-    cli: Callable[..., Run], place: PlaceUnderTest
+    main: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     """Held in parts: the longest holder with its parts while they are short (else how
     many), and a count of the rest; a hold of the whole lock shows no parts. The JSON
@@ -365,15 +365,15 @@ def test_the_table_shows_a_holders_parts_or_how_many(
     held = place.lock("held")
     for owner, parts in [("wf:sk:first", ["src/**", "docs"]), ("wf:sk:second", ["tests"])]:
         more = [arg for part in parts for arg in ("--part", part)]
-        assert cli("acquire", "--lock", held, "--owner", owner, *more).code == 0
+        assert main("acquire", "--lock", held, "--owner", owner, *more).code == 0
     many, long = place.lock("many"), place.lock("long")
     five = [arg for n in range(5) for arg in ("--part", f"pkg{n}/sub")]
-    assert cli("acquire", "--lock", many, "--owner", "wf:sk:many", *five).code == 0
+    assert main("acquire", "--lock", many, "--owner", "wf:sk:many", *five).code == 0
     far = "a-long-folder-name/that-goes-on/and-on/**"
-    assert cli("acquire", "--lock", long, "--owner", "wf:sk:long", "--part", far).code == 0
+    assert main("acquire", "--lock", long, "--owner", "wf:sk:long", "--part", far).code == 0
     whole = place.lock("whole")
-    assert cli("acquire", "--lock", whole, "--owner", "wf:sk:whole").code == 0
-    run = cli("list", "--under", place.under, "--table")
+    assert main("acquire", "--lock", whole, "--owner", "wf:sk:whole").code == 0
+    run = main("list", "--under", place.under, "--table")
     assert run.code == 0 and run.err == "", run
     _, *rows, _ = run.out.splitlines()
     by_lock = {
@@ -383,7 +383,7 @@ def test_the_table_shows_a_holders_parts_or_how_many(
     assert by_lock[many][:3] == ["held", "exclusive", "wf:sk:many (5 parts)"]
     assert by_lock[long][:3] == ["held", "exclusive", "wf:sk:long (1 part)"]
     assert by_lock[whole][:3] == ["held", "exclusive", "wf:sk:whole"]
-    holders = {e["lock"]: e["holders"] for e in listed(cli, place.under)["locks"]}
+    holders = {e["lock"]: e["holders"] for e in listed(main, place.under)["locks"]}
     assert [(h["owner"], h["parts"]) for h in holders[held]] == [
         ("wf:sk:first", ["docs", "src/**"]),
         ("wf:sk:second", ["tests"]),
@@ -409,16 +409,16 @@ def test_names_that_need_escaping_are_listed_exactly_and_shown_quoted(
 
 @pytest.mark.parametrize("server", ["etcd", "redis", "redis_cluster"])
 def test_a_prefix_is_taken_literally(
-    cli: Callable[..., Run], request: pytest.FixtureRequest, server: str
+    main: Callable[..., Run], request: pytest.FixtureRequest, server: str
 ) -> None:
     """Glob characters in a Redis prefix match only themselves, and no key outside the
     prefix is listed (a sibling that shares its first characters)."""
     store = request.getfixturevalue(server)
     root = f"skf-list/{os.urandom(4).hex()}/"
     for key in ("a*b/one", "axb/two", "a*b-sibling/three", "[ab]/four"):
-        assert cli("acquire", "--lock", store.url(root + key), "--owner", "wf:sk:r").code == 0
+        assert main("acquire", "--lock", store.url(root + key), "--owner", "wf:sk:r").code == 0
     for prefix, keys in (("a*b/", ["a*b/one"]), ("[ab]/", ["[ab]/four"])):
-        answer = listed(cli, store.url(root + prefix))
+        answer = listed(main, store.url(root + prefix))
         assert [e["lock"] for e in answer["locks"]] == [store.url(root + k) for k in keys]
 
 

@@ -71,19 +71,19 @@ RECORD = b'{"owner": "wf:sk:r1", "acquired_at": "2026-12-06T10:15:00Z", "tool": 
     ids=lambda v: repr(v)[:30],
 )
 def test_acquire_status_and_run_refuse_another_programs_file_and_release_leaves_it(
-    cli: Callable[..., Run], tmp_path: Path, content: bytes
+    main: Callable[..., Run], tmp_path: Path, content: bytes
 ) -> None:
     path = tmp_path / "data.txt"
     path.write_bytes(content)
     os.utime(path, (0, 0))  # old: as a lock it would be stale, and replaced
     for command in (("acquire", "--owner", "wf:sk"), ("status",)):
-        refused = cli(command[0], "--lock", path, *command[1:])
+        refused = main(command[0], "--lock", path, *command[1:])
         assert (refused.code, refused.out) == (1, ""), refused
         assert f"the lock path {path} is a file of another program's" in refused.error
         assert "a lock needs a file of its own" in refused.error
-    ran = cli("run", "--lock", path, "--owner", "wf:sk", "--", "touch", tmp_path / "ran")
+    ran = main("run", "--lock", path, "--owner", "wf:sk", "--", "touch", tmp_path / "ran")
     assert ran.code == 1 and "is a file of another program's" in ran.error
-    release = cli("release", "--lock", path, "--owner", "wf:sk:r1")
+    release = main("release", "--lock", path, "--owner", "wf:sk:r1")
     assert release.code == 0 and release.json["reason"] == "not-owner"
     assert release.json["released"] is False and release.json["held_by"] is None
     assert "is a file of another program's" in release.json["message"]

@@ -53,82 +53,82 @@ def let_go(holder: subprocess.Popen[str]) -> int:
 
 
 def test_disjoint_parts_are_held_at_once_and_an_overlap_is_refused_naming_both_parts(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     lock = store.lock
-    first = take(cli, lock, "wf:a:1", "src/**")
+    first = take(main, lock, "wf:a:1", "src/**")
     assert first.code == 0 and list(first.json) == ACQUIRE_KEYS, first
-    assert take(cli, lock, "wf:b:1", "docs/*.md", "README.md").code == 0
+    assert take(main, lock, "wf:b:1", "docs/*.md", "README.md").code == 0
     assert holders(skf, store) == {"wf:a:1": ["src/**"], "wf:b:1": ["docs/*.md", "README.md"]}
     # src/*.py and src/a* share src/a.py: exactly one path is enough.
-    refused = take(cli, lock, "wf:c:1", "src/api/*.py")
+    refused = take(main, lock, "wf:c:1", "src/api/*.py")
     assert refused.code == 3 and refused.json["acquired"] is False, refused
     assert refused.json["held_by"] == "wf:a:1"
     assert "its part 'src/**'" in refused.json["message"]
     assert "your part 'src/api/*.py'" in refused.json["message"]
-    whole = take(cli, lock, "wf:d:1")
+    whole = take(main, lock, "wf:d:1")
     assert whole.code == 3 and whole.json["held_by"] in ("wf:a:1", "wf:b:1"), whole
     assert "the whole lock you asked for" in whole.json["message"]
     # docs/*.txt lies in no part held: taken beside the others.
-    assert take(cli, lock, "wf:e:1", "docs/*.txt").code == 0
-    status = cli("status", "--lock", lock)
+    assert take(main, lock, "wf:e:1", "docs/*.txt").code == 0
+    status = main("status", "--lock", lock)
     assert status.code == 3 and status.json["state"] == "held"
     assert status.json["mode"] == "exclusive"
     assert all(list(h)[-1] == "parts" for h in status.json["holders"])
     for owner in ("wf:a:1", "wf:b:1", "wf:e:1"):
-        assert cli("release", "--lock", lock, "--owner", owner).json["released"]
+        assert main("release", "--lock", lock, "--owner", owner).json["released"]
     assert store.value() is None and store.left_behind() == []
 
 
 def test_shared_parts_never_conflict_but_an_exclusive_part_does_with_them(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     lock = store.lock
     shared = ("--shared",)
-    assert take(cli, lock, "wf:r1:1", "src/**", extra=shared).code == 0
-    assert take(cli, lock, "wf:r2:1", "src/api", extra=shared).code == 0
-    assert take(cli, lock, "wf:r3:1", extra=shared).code == 0  # shared, whole
-    refused = take(cli, lock, "wf:w:1", "src/api/x.py")
+    assert take(main, lock, "wf:r1:1", "src/**", extra=shared).code == 0
+    assert take(main, lock, "wf:r2:1", "src/api", extra=shared).code == 0
+    assert take(main, lock, "wf:r3:1", extra=shared).code == 0  # shared, whole
+    refused = take(main, lock, "wf:w:1", "src/api/x.py")
     assert refused.code == 3 and refused.json["held_by"] in ("wf:r1:1", "wf:r2:1", "wf:r3:1")
     assert status_now(skf, store)["mode"] == "shared"
-    assert take(cli, lock, "wf:w:2", "docs").code == 3  # the whole shared hold covers it
-    assert cli("release", "--lock", lock, "--owner", "wf:r3:1").json["released"]
-    assert take(cli, lock, "wf:w:2", "docs").code == 0  # now beside the shared parts
+    assert take(main, lock, "wf:w:2", "docs").code == 3  # the whole shared hold covers it
+    assert main("release", "--lock", lock, "--owner", "wf:r3:1").json["released"]
+    assert take(main, lock, "wf:w:2", "docs").code == 0  # now beside the shared parts
     assert status_now(skf, store)["mode"] == "exclusive"
 
 
 def test_an_owner_changes_its_parts_when_what_it_adds_is_free_and_else_at_once_nothing(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     lock = store.lock
-    first = take(cli, lock, "wf:a:1", "src/a", "src/b", extra=("--get", "fence"))
+    first = take(main, lock, "wf:a:1", "src/a", "src/b", extra=("--get", "fence"))
     fence = int(first.out)
-    assert take(cli, lock, "wf:b:1", "docs/**").code == 0
+    assert take(main, lock, "wf:b:1", "docs/**").code == 0
     # The same parts, spelt another way and in another order: renewed, fence kept.
     same = take(
-        cli, lock, "wf:a:1", "./src/b/", "SRC/A", extra=("--get", "refreshed", "--get", "fence")
+        main, lock, "wf:a:1", "./src/b/", "SRC/A", extra=("--get", "refreshed", "--get", "fence")
     )
     assert same.out.split() == ["true", str(fence)], same
     # No parts named: renewed as it stands.
-    assert take(cli, lock, "wf:a:1").code == 0
+    assert take(main, lock, "wf:a:1").code == 0
     assert holders(skf, store)["wf:a:1"] == ["src/a", "src/b"]
     # A part that conflicts with another's: refused at once though it may wait, naming
     # the holder and both parts; nothing changed.
     before = store.value()
-    grown = take(cli, lock, "wf:a:1", "src/a", "docs/x.md", extra=("--wait", "600"))
+    grown = take(main, lock, "wf:a:1", "src/a", "docs/x.md", extra=("--wait", "600"))
     assert grown.code == 3 and grown.json["held_by"] == "wf:b:1", grown
     assert "your part docs/x.md conflicts with its part 'docs/**'" in grown.json["message"]
     assert "nothing changed" in grown.json["message"]
     assert store.value() == before
     # A free part added, one dropped: changed in one step, with a new fence.
     changed = take(
-        cli, lock, "wf:a:1", "src/a", "tests", extra=("--get", "refreshed", "--get", "fence")
+        main, lock, "wf:a:1", "src/a", "tests", extra=("--get", "refreshed", "--get", "fence")
     )
     refreshed, new_fence = changed.out.split()
     assert refreshed == "true" and int(new_fence) > fence
     assert holders(skf, store)["wf:a:1"] == ["src/a", "tests"]
     # src/b is free again.
-    assert take(cli, lock, "wf:c:1", "src/b/x.py").code == 0
+    assert take(main, lock, "wf:c:1", "src/b/x.py").code == 0
 
 
 @pytest.mark.timeout(120)
@@ -319,29 +319,29 @@ def test_the_library_refuses_parts_given_as_no_list(skf: ModuleType, tmp_path: P
 
 
 def test_a_lock_held_in_parts_refuses_slots_and_a_slot_lock_refuses_parts(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    assert take(cli, store.lock, "wf:a:1", "src").code == 0
-    slots = take(cli, store.lock, "wf:b:1", extra=("--slots", "3"))
+    assert take(main, store.lock, "wf:a:1", "src").code == 0
+    slots = take(main, store.lock, "wf:b:1", extra=("--slots", "3"))
     assert slots.code == 1 and "held in parts" not in slots.out, slots
-    assert cli("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
-    assert take(cli, store.lock, "wf:c:1", extra=("--slots", "3")).code == 0
-    parts = take(cli, store.lock, "wf:d:1", "src")
+    assert main("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
+    assert take(main, store.lock, "wf:c:1", extra=("--slots", "3")).code == 0
+    parts = take(main, store.lock, "wf:d:1", "src")
     assert parts.code == 1 and "3 slots" in json.loads(parts.err)["message"], parts
 
 
 def test_a_stale_part_taken_by_another_is_not_taken_back_by_its_old_owners_renewal(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     """An owner's part went stale, and another took it: the old owner's acquire of it
     is a take like any other, refused while the new holder has it (never two holders
     of one path)."""
     lock = store.lock
-    assert take(cli, lock, "wf:a:1", "src", extra=("--stale-after", "2s")).code == 0
-    assert take(cli, lock, "wf:b:1", "docs").code == 0
+    assert take(main, lock, "wf:a:1", "src", extra=("--stale-after", "2s")).code == 0
+    assert take(main, lock, "wf:b:1", "docs").code == 0
     # Taken as soon as the store ends wf:a:1's hold (a server, by its own clock).
-    wait_until(lambda: take(cli, lock, "wf:c:1", "src/x").code == 0, what="src/x taken")
-    again = take(cli, lock, "wf:a:1", "src")
+    wait_until(lambda: take(main, lock, "wf:c:1", "src/x").code == 0, what="src/x taken")
+    again = take(main, lock, "wf:a:1", "src")
     assert again.code == 3 and again.json["held_by"] == "wf:c:1", again
     held = {h["owner"]: h["parts"] for h in status_now(skf, store)["holders"]}
     assert held["wf:c:1"] == ["src/x"] and held["wf:b:1"] == ["docs"]

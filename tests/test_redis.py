@@ -169,7 +169,7 @@ def test_every_key_of_a_lock_shares_its_hash_slot(
 )
 @pytest.mark.parametrize("command", ["acquire", "status", "release"])
 def test_a_bad_address_is_exit_1_and_touches_nothing(  # noqa: PLR0917
-    cli: Callable[..., Run],
+    main: Callable[..., Run],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     address: str,
@@ -178,7 +178,7 @@ def test_a_bad_address_is_exit_1_and_touches_nothing(  # noqa: PLR0917
 ) -> None:
     monkeypatch.chdir(tmp_path)
     owner = ["--owner", "wf:sk:r"] if command != "status" else []
-    run = cli(command, "--lock", address, *owner, timeout=10)
+    run = main(command, "--lock", address, *owner)
     assert run.code == 1 and words in run.error and run.out == "", run
     assert "pw" not in run.err and os.listdir(tmp_path) == []
 
@@ -639,7 +639,7 @@ def test_a_tls_failure_is_exit_2_saying_so(  # noqa: PLR0917
 
 
 def test_no_failing_call_shows_a_secret(
-    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_redis: Redis, tls_redis: Redis
+    main: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_redis: Redis, tls_redis: Redis
 ) -> None:
     host = f"127.0.0.1:{auth_redis.port}"
     calls = [
@@ -656,7 +656,7 @@ def test_no_failing_call_shows_a_secret(
         for name, value in settings.items():
             monkeypatch.setenv(name, value)
         for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
-            run = cli(argv[0], "--lock", lock, *argv[1:])
+            run = main(argv[0], "--lock", lock, *argv[1:])
             assert run.code in (1, 2) and run.error and run.out == "", (lock, argv, run)
             for secret in (SECRET, *SECRET.replace("@", "/").split("/")):
                 assert secret not in run.out + run.err, (lock, argv, run.err)

@@ -69,11 +69,11 @@ def in_line(skf: ModuleType, store: StoreUnderTest) -> list[str]:
 
 
 def test_readers_share_a_writer_is_refused_then_writes_alone(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     lock = store.lock
     for n, owner in enumerate(("wf:r1:1", "wf:r2:1", "wf:r3:1"), start=1):
-        taken = read(cli, lock, owner)
+        taken = read(main, lock, owner)
         assert taken.code == 0 and list(taken.json) == ACQUIRE_KEYS, taken
         assert (taken.json["acquired"], taken.json["refreshed"]) == (True, False)
         assert taken.json["held_by"] == owner and taken.json["stale_replaced"] is None
@@ -94,7 +94,7 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
     assert (record["owner"], record["mode"]) == ("shared holds", "shared")
     assert store.holders() == ["wf:r1:1", "wf:r2:1", "wf:r3:1"]
     before = store.value()
-    refused = write(cli, lock, "wf:w:1")
+    refused = write(main, lock, "wf:w:1")
     assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
     assert refused.json["acquired"] is False and refused.json["held_by"] == "wf:r1:1"
     message = refused.json["message"]
@@ -108,12 +108,12 @@ def test_readers_share_a_writer_is_refused_then_writes_alone(
     )
     assert store.value() == before
     for owner in ("wf:r1:1", "wf:r2:1", "wf:r3:1"):
-        released = cli("release", "--lock", lock, "--owner", owner)
+        released = main("release", "--lock", lock, "--owner", owner)
         assert released.code == 0 and released.json["released"], released
     assert store.value() is None and store.left_behind() == []
-    alone = write(cli, lock, "wf:w:1")
+    alone = write(main, lock, "wf:w:1")
     assert alone.code == 0 and alone.json["acquired"]
-    refused = read(cli, lock, "wf:r4:1")
+    refused = read(main, lock, "wf:r4:1")
     assert refused.code == 3 and refused.json["held_by"] == "wf:w:1"
     assert f"lock {lock} is held exclusively by wf:w:1 since" in refused.json["message"]
     assert list(store.record()) == ["owner", "acquired_at", "stale_after_seconds", "tool", "fence"]

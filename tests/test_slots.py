@@ -76,22 +76,22 @@ def test_n_runs_hold_a_lock_of_n_slots_and_the_next_is_refused(
 
 
 def test_a_refusal_names_a_few_holders_then_a_count(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     for n in range(5):
-        assert take(cli, store.lock, f"wf:h{n}:1", 5).code == 0
-    message = take(cli, store.lock, "wf:late:1", 5).json["message"]
+        assert take(main, store.lock, f"wf:h{n}:1", 5).code == 0
+    message = take(main, store.lock, "wf:late:1", 5).json["message"]
     assert "by wf:h0:1, wf:h1:1, wf:h2:1 and 2 more;" in message
 
 
 def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     for slots in (None, 1):
-        taken = take(cli, store.lock, "wf:a:1", slots)
+        taken = take(main, store.lock, "wf:a:1", slots)
         since = skf._parse_time(taken.json["held_since"])
         assert taken.json["message"].startswith(f"acquired {store.lock} for wf:a:1; it goes")
-        status = cli("status", "--lock", store.lock, *(["--slots", "1"] if slots else [])).json
+        status = main("status", "--lock", store.lock, *(["--slots", "1"] if slots else [])).json
         fence = status["fence"]
         assert store.value() == skf._record_bytes("wf:a:1", since, 3600.0, fence)
         assert status["slots"] == 1 and status["held_by"] == "wf:a:1"
@@ -104,7 +104,7 @@ def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(
                 "parts": None,
             }
         ]
-        released = cli("release", "--lock", store.lock, "--owner", "wf:a:1").json
+        released = main("release", "--lock", store.lock, "--owner", "wf:a:1").json
         assert released["message"] == f"released {store.lock} held by wf:a:1"
     assert store.left_behind() == []
 
@@ -133,25 +133,25 @@ def etcd_leases(store: StoreUnderTest) -> set[str]:
 
 
 def test_release_frees_only_the_callers_slot_and_the_last_leaves_nothing(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     leases = etcd_leases(store)
     for owner in ("wf:a:1", "wf:b:1", "wf:c:1"):
-        assert take(cli, store.lock, owner).code == 0
-    freed = cli("release", "--lock", store.lock, "--owner", "wf:b:1")
+        assert take(main, store.lock, owner).code == 0
+    freed = main("release", "--lock", store.lock, "--owner", "wf:b:1")
     assert freed.code == 0 and list(freed.json) == RELEASE_KEYS
     assert freed.json["released"] is True and "2 of its 3 slots are held" in freed.json["message"]
     assert store.holders() == ["wf:a:1", "wf:c:1"]
-    again = cli("release", "--lock", store.lock, "--owner", "wf:b:1")
+    again = main("release", "--lock", store.lock, "--owner", "wf:b:1")
     assert again.json["released"] is False and again.json["reason"] == "not-owner"
     assert again.json["held_by"] == "wf:a:1"
     assert store.holders() == ["wf:a:1", "wf:c:1"]
-    assert take(cli, store.lock, "wf:a:1").json["refreshed"] is True  # its old lease goes
+    assert take(main, store.lock, "wf:a:1").json["refreshed"] is True  # its old lease goes
     for owner in ("wf:a:1", "wf:c:1"):
-        assert cli("release", "--lock", store.lock, "--owner", owner).json["released"]
+        assert main("release", "--lock", store.lock, "--owner", owner).json["released"]
     assert store.left_behind() == []
     assert etcd_leases(store) <= leases  # every slot's lease revoked, the record's too
-    absent = cli("release", "--lock", store.lock, "--owner", "wf:a:1").json
+    absent = main("release", "--lock", store.lock, "--owner", "wf:a:1").json
     assert absent["reason"] == "absent"
 
 
@@ -206,16 +206,16 @@ def test_a_change_that_keeps_losing_its_race_to_another_holder_still_lands(
 
 
 def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    assert take(cli, store.lock, "wf:gone:1", 3, "--stale-after", SHORT).code == 0
+    assert take(main, store.lock, "wf:gone:1", 3, "--stale-after", SHORT).code == 0
     for owner in ("wf:b:1", "wf:c:1"):
-        assert take(cli, store.lock, owner).code == 0
-    assert take(cli, store.lock, "wf:d:1").code == 3  # every slot live
+        assert take(main, store.lock, owner).code == 0
+    assert take(main, store.lock, "wf:d:1").code == 3  # every slot live
     wait_until(
         lambda: status_now(skf, store)["state"] == "stale", what="the short slot to go stale"
     )
-    taken = take(cli, store.lock, "wf:d:1")
+    taken = take(main, store.lock, "wf:d:1")
     assert taken.code == 0 and taken.json["stale_replaced"]["held_by"] == "wf:gone:1"
     assert "replacing the stale slot of wf:gone:1" in taken.json["message"]
     assert store.holders() == ["wf:d:1", "wf:b:1", "wf:c:1"]
@@ -225,22 +225,22 @@ def test_a_stale_slot_is_replaced_and_the_live_ones_are_kept(
 
 
 def test_another_count_is_refused_at_once_while_a_slot_is_held(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    assert take(cli, store.lock, "wf:a:1").code == 0
+    assert take(main, store.lock, "wf:a:1").code == 0
     held = store.value()
     for slots in (2, None, 1):
-        refused = take(cli, store.lock, "wf:b:1", slots, "--wait", "30")
+        refused = take(main, store.lock, "wf:b:1", slots, "--wait", "30")
         assert refused.code == 1 and refused.out == ""
         assert "has 3 slots while any is held" in refused.error
         assert "--slots 3" in refused.error
     assert store.value() == held
-    assert cli("status", "--lock", store.lock, "--slots", "3").json["waiting"] == []
-    assert cli("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
+    assert main("status", "--lock", store.lock, "--slots", "3").json["waiting"] == []
+    assert main("release", "--lock", store.lock, "--owner", "wf:a:1").json["released"]
     # No slot held: the next taker's count is in force.
-    assert take(cli, store.lock, "wf:b:1", 2).code == 0
+    assert take(main, store.lock, "wf:b:1", 2).code == 0
     assert store.record()["slots"] == 2
-    assert take(cli, store.lock, "wf:c:1", 3).code == 1
+    assert take(main, store.lock, "wf:c:1", 3).code == 1
 
 
 def test_a_plain_lock_held_refuses_a_count_of_several(
@@ -257,11 +257,11 @@ BAD_COUNTS = ["0", "1001", "-1", "1.5", "3e0", "abc", "", " 3", "٣", "99999999"
 
 @pytest.mark.parametrize("text", BAD_COUNTS)
 def test_a_bad_count_of_slots_is_exit_1_and_creates_nothing(
-    cli: Callable[..., Run], lock: Path, text: str
+    main: Callable[..., Run], lock: Path, text: str
 ) -> None:
     for command in ("acquire", "status"):
         owner = ["--owner", "wf:a:1"] if command == "acquire" else []
-        run = cli(command, "--lock", lock, *owner, "--slots", text)
+        run = main(command, "--lock", lock, *owner, "--slots", text)
         assert run.code == 1 and run.out == "" and "--slots" in run.error
         # The message quotes what was given, as given (no value: it says so).
         assert repr(text) in run.error if text else "needs a value" in run.error
@@ -285,25 +285,25 @@ def test_a_bad_count_of_slots_is_a_value_error_in_the_library(
 
 
 def test_status_lists_holders_longest_held_first_and_says_held_stale_or_free(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    free = cli("status", "--lock", store.lock, "--slots", "2")
+    free = main("status", "--lock", store.lock, "--slots", "2")
     assert free.code == 0 and free.json["state"] == "free"
     assert free.json["slots"] == 2 and free.json["holders"] == [] and free.json["held_by"] is None
-    assert take(cli, store.lock, "wf:old:1", 2, "--stale-after", SHORT).code == 0
+    assert take(main, store.lock, "wf:old:1", 2, "--stale-after", SHORT).code == 0
     time.sleep(1.1)
-    assert take(cli, store.lock, "wf:new:1", 2).code == 0
-    held = cli("status", "--lock", store.lock)  # no --slots: the count in force is shown
+    assert take(main, store.lock, "wf:new:1", 2).code == 0
+    held = main("status", "--lock", store.lock)  # no --slots: the count in force is shown
     assert held.code == 3 and held.json["state"] == "held" and held.json["slots"] == 2
     assert [h["owner"] for h in held.json["holders"]] == ["wf:old:1", "wf:new:1"]
     assert held.json["held_by"] == "wf:old:1"  # its slot goes stale first
     assert held.json["holders"][0]["stale_at"] == held.json["stale_at"]
     assert "held in all 2 of its slots" in held.json["message"]
     wait_until(lambda: status_now(skf, store)["state"] != "held", what="the short slot to go stale")
-    stale = cli("status", "--lock", store.lock, "--slots", "2")
+    stale = main("status", "--lock", store.lock, "--slots", "2")
     assert stale.code == 0 and stale.json["state"] == "stale" and stale.json["held_by"] is None
-    assert cli("release", "--lock", store.lock, "--owner", "wf:new:1").json["released"]
-    assert cli("status", "--lock", store.lock, "--slots", "2").json["state"] == "free"
+    assert main("release", "--lock", store.lock, "--owner", "wf:new:1").json["released"]
+    assert main("status", "--lock", store.lock, "--slots", "2").json["state"] == "free"
     assert store.left_behind() == []
 
 
@@ -455,20 +455,20 @@ def test_older_versions_take_a_lock_with_slots_only_once_every_slot_is_past(
 
 
 def test_a_partly_held_lock_is_free_with_its_holders_named_whatever_n_status_is_given(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     """As the README says: state free while a slot is free, holders naming who holds
     the others, the count in force whatever --slots status names; the table agrees."""
     lock = store.lock
     for owner in ("wf:a:1", "wf:b:1"):
-        assert cli("acquire", "--lock", lock, "--owner", owner, "--slots", "3").code == 0
+        assert main("acquire", "--lock", lock, "--owner", owner, "--slots", "3").code == 0
     for asked in ("3", "2", "1"):
-        status = cli("status", "--lock", lock, "--slots", asked)
+        status = main("status", "--lock", lock, "--slots", asked)
         assert status.code == 0, status
         assert (status.json["state"], status.json["slots"]) == ("free", 3)
         assert [h["owner"] for h in status.json["holders"]] == ["wf:a:1", "wf:b:1"]
-    refused = cli("acquire", "--lock", lock, "--owner", "wf:c:1", "--slots", "2")
+    refused = main("acquire", "--lock", lock, "--owner", "wf:c:1", "--slots", "2")
     assert refused.code == 1, refused
     if store.kind == "file":
-        table = cli("list", "--under", str(Path(lock).parent), "--table").out
+        table = main("list", "--under", str(Path(lock).parent), "--table").out
         assert "2/3 held" in table.splitlines()[1]
