@@ -139,11 +139,17 @@ def test_a_scheme_without_its_slashes_is_exit_1_naming_the_address_form(  # noqa
         ("Rediss//user:secret@127.0.0.1/k", "Rediss"),
     ],
 )
-def test_a_scheme_without_its_colon_is_exit_1_naming_the_address_form(
-    cli: Callable[..., Run], tmp_path: Path, command: str, lock: str, start: str
+def test_a_scheme_without_its_colon_is_exit_1_naming_the_address_form(  # noqa: PLR0917
+    main: Callable[..., Run],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    command: str,
+    lock: str,
+    start: str,
 ) -> None:
     """redis//host/key (a colon dropped) is never taken for a folder named redis."""
-    run = cli(command, "--lock", lock, *COMMANDS[command], cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    run = main(command, "--lock", lock, *COMMANDS[command])
     assert run.code == 1, run
     assert f"starts with {start}// but not {start}://" in run.error
     assert "an address of " in run.error and "/KEY" in run.error, run
@@ -293,11 +299,11 @@ def test_plain_decimals_are_numbers(main: Callable[..., Run], lock: Path, text: 
     ],
 )
 def test_stale_after_takes_a_duration_with_a_unit(
-    cli: Callable[..., Run], lock: Path, text: str, minutes: float
+    main: Callable[..., Run], lock: Path, text: str, minutes: float
 ) -> None:
     """In a fresh process: a unit says what the number counts; a bare number is minutes.
     The record keeps the exact seconds."""
-    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", text)
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", "--stale-after", text)
     assert run.code == 0 and run.json["stale_after_minutes"] == minutes, run
     assert json.loads(lock.read_text())["stale_after_seconds"] == minutes * 60
 
@@ -357,9 +363,9 @@ def test_a_duration_that_is_not_one_is_exit_1_and_changes_nothing(
     ],
 )
 def test_a_duration_out_of_bounds_is_exit_1_in_the_unit_it_was_given_in(
-    cli: Callable[..., Run], lock: Path, option: str, text: str, words: str
+    main: Callable[..., Run], lock: Path, option: str, text: str, words: str
 ) -> None:
-    run = cli("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)
+    run = main("acquire", "--lock", lock, "--owner", "wf:sk:r", option, text)
     assert run.code == 1 and run.error.endswith(words), run
     assert not lock.parent.exists()
 

@@ -305,11 +305,11 @@ def test_a_record_from_an_older_helper_is_judged_by_the_callers_timeout(
 
 
 def test_cli_refusal_and_status_agree_on_the_holders_timeout(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     store.plant(planted_record("wf:sk:r1", shown_time(30), stale_after_seconds=36000, tool="x"))
-    refused = cli("acquire", "--lock", store.lock, "--owner", "wf:sk:r2", "--stale-after", "0.1")
-    status = cli("status", "--lock", store.lock, "--stale-after", "0.1")
+    refused = main("acquire", "--lock", store.lock, "--owner", "wf:sk:r2", "--stale-after", "0.1")
+    status = main("status", "--lock", store.lock, "--stale-after", "0.1")
     assert (refused.code, status.code) == (3, 3)
     assert refused.json["stale_at"] == status.json["stale_at"]
     assert refused.json["stale_after_minutes"] == status.json["stale_after_minutes"] == 600

@@ -190,7 +190,7 @@ def test_a_bad_address_is_exit_1(main: Callable[..., Run], address: str, words: 
 @pytest.mark.parametrize("command", ["acquire", "status", "release"])
 def test_an_address_of_an_unknown_scheme_is_exit_1_and_never_a_file(
     skf: ModuleType,
-    cli: Callable[..., Run],
+    main: Callable[..., Run],
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     *,
@@ -200,7 +200,7 @@ def test_an_address_of_an_unknown_scheme_is_exit_1_and_never_a_file(
     """It once became a file lock in a folder named after the scheme (``redis:``)."""
     monkeypatch.chdir(tmp_path)
     owner = ["--owner", "wf:sk:r"] if command != "status" else []
-    run = cli(command, "--lock", address, *owner)
+    run = main(command, "--lock", address, *owner)
     assert run.code == 1 and "scheme this version does not know" in run.error
     # Every form the registry of stores knows is offered.
     assert all(kind.form in run.error for kind in skf._SERVER_STORES)
@@ -1021,12 +1021,12 @@ BROKEN = {
 
 @pytest.mark.parametrize("case", BROKEN)
 def test_a_broken_answer_is_exit_2_saying_what_was_wrong(
-    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, case: str
+    main: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, case: str
 ) -> None:
     pieces, words = BROKEN[case]
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "1s")
     with canned_server(lambda request: pieces) as endpoint:
-        run = cli("status", "--lock", f"etcd://{endpoint}/k", timeout=20)
+        run = main("status", "--lock", f"etcd://{endpoint}/k")
     assert run.code == 2 and run.out == ""
     assert words in run.error
 

@@ -226,7 +226,7 @@ def _failing_calls(auth_etcd: Etcd, tls_etcd: Etcd) -> Iterator[tuple[str, dict[
 
 
 def test_no_failing_call_shows_a_secret(
-    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd, tls_etcd: Etcd
+    main: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, auth_etcd: Etcd, tls_etcd: Etcd
 ) -> None:
     monkeypatch.setenv("ETCDCTL_COMMAND_TIMEOUT", "2s")
     for what, settings, lock in _failing_calls(auth_etcd, tls_etcd):
@@ -235,7 +235,7 @@ def test_no_failing_call_shows_a_secret(
         for name, value in settings.items():
             monkeypatch.setenv(name, value)
         for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
-            run = cli(argv[0], "--lock", lock, *argv[1:])
+            run = main(argv[0], "--lock", lock, *argv[1:])
             assert run.code in (1, 2), (what, argv, run)
             assert run.error  # one JSON error line, and nothing on stdout
             for secret in (SECRET, SECRET.split("/", maxsplit=1)[0], SECRET.split("/")[1]):

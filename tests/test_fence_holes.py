@@ -200,16 +200,16 @@ def test_a_wild_fence_in_a_record_counts_as_none_and_never_wedges_the_lock(
 
 
 def test_a_record_at_the_largest_fence_leaves_the_next_take_without_one(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     """No fence this tool gives passes 2**52: every JSON reader reads it exactly."""
     store.plant(planted_with_fence("wf:old:1", 7200, str(MAX_FENCE)))
-    taken = cli("acquire", "--lock", store.lock, "--owner", "wf:new:1")
+    taken = main("acquire", "--lock", store.lock, "--owner", "wf:new:1")
     assert taken.code == 0, taken
     assert taken.json["stale_replaced"]["held_by"] == "wf:old:1"
     assert "it has no fence" in taken.json["message"]
     # Renewed, it gets one: the record at the largest fence is gone.
-    fence = cli("acquire", "--lock", store.lock, "--owner", "wf:new:1", "--get", "fence")
+    fence = main("acquire", "--lock", store.lock, "--owner", "wf:new:1", "--get", "fence")
     assert fence.code == 0 and 0 < int(fence.out) <= MAX_FENCE
 
 

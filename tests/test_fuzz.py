@@ -298,7 +298,7 @@ def test_an_arrays_items_read_in_its_loop_are_read_as_one_by_one(
     ],
 )
 def test_a_broken_answer_is_exit_2_saying_what_was_wrong(
-    cli: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, answer: bytes, words: str
+    main: Callable[..., Run], monkeypatch: pytest.MonkeyPatch, answer: bytes, words: str
 ) -> None:
     """A server that answers every request with ``answer`` and hangs up."""
 
@@ -311,7 +311,7 @@ def test_a_broken_answer_is_exit_2_saying_what_was_wrong(
     with serving(answer_and_hang_up) as port:
         lock = f"redis://127.0.0.1:{port}/locks/x"
         for argv in (["acquire", "--owner", "wf:sk"], ["status"], ["release", "--owner", "a:b:c"]):
-            run = cli(argv[0], "--lock", lock, *argv[1:])
+            run = main(argv[0], "--lock", lock, *argv[1:])
             assert run.code == 2 and run.out == "" and words in run.error, (argv, run)
             assert "Redis could not be reached within 0.5 s" in run.error
 

@@ -95,35 +95,35 @@ def test_an_empty_place_is_an_empty_list_and_exit_0(
 
 
 def test_a_released_lock_is_no_longer_listed(
-    cli: Callable[..., Run], place: PlaceUnderTest
+    main: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     lock = place.lock("done")
-    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r1").code == 0
-    assert [e["lock"] for e in listed(cli, place.under)["locks"]] == [lock]
-    assert cli("release", "--lock", lock, "--owner", "wf:sk:r1").json["released"]
-    assert listed(cli, place.under)["locks"] == []
+    assert main("acquire", "--lock", lock, "--owner", "wf:sk:r1").code == 0
+    assert [e["lock"] for e in listed(main, place.under)["locks"]] == [lock]
+    assert main("release", "--lock", lock, "--owner", "wf:sk:r1").json["released"]
+    assert listed(main, place.under)["locks"] == []
 
 
 def test_listing_changes_nothing_on_the_store(
-    cli: Callable[..., Run], place: PlaceUnderTest
+    main: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     lock = place.lock("kept")
-    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r1").code == 0
+    assert main("acquire", "--lock", lock, "--owner", "wf:sk:r1").code == 0
     place.store("waited").plant_waiter("wf:sk:w")
     before = {name: left_behind(place.lock(name)) for name in ("kept", "waited")}
     value = place.store("kept").value()
-    listed(cli, place.under)
-    assert cli("list", "--under", place.under, "--table").code == 0
+    listed(main, place.under)
+    assert main("list", "--under", place.under, "--table").code == 0
     assert {name: left_behind(place.lock(name)) for name in ("kept", "waited")} == before
     assert place.store("kept").value() == value
 
 
 def test_the_caller_timeout_judges_records_without_one_of_their_own(
-    cli: Callable[..., Run], place: PlaceUnderTest
+    main: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     place.store("old").plant(planted_record("wf:sk:old", shown_time(600)))
-    assert listed(cli, place.under)["locks"][0]["state"] == "held"  # 60 minutes
-    (entry,) = listed(cli, place.under, "--stale-after", "5")["locks"]
+    assert listed(main, place.under)["locks"][0]["state"] == "held"  # 60 minutes
+    (entry,) = listed(main, place.under, "--stale-after", "5")["locks"]
     assert (entry["state"], entry["stale_after_minutes"]) == ("stale", 5)
 
 
@@ -189,9 +189,9 @@ def test_every_lock_listed_works_as_lock_as_printed(
     ],
 )
 def test_a_bad_argument_is_exit_1_with_one_json_line(
-    cli: Callable[..., Run], args: tuple[str, ...], says: str
+    main: Callable[..., Run], args: tuple[str, ...], says: str
 ) -> None:
-    run = cli("list", *args)
+    run = main("list", *args)
     assert run.code == 1
     assert says in run.error
 
@@ -318,35 +318,35 @@ def test_a_folder_that_does_not_exist_holds_no_locks_and_says_so(
     ids=["empty", "foreign bytes", "an older version's PID and time", "a word", "JSON text"],
 )
 def test_a_lock_file_acquire_would_refuse_or_replace_is_listed_as_status_sees_it(
-    cli: Callable[..., Run], tmp_path: Path, content: bytes
+    main: Callable[..., Run], tmp_path: Path, content: bytes
 ) -> None:
     """Named *.lock and blocking acquire, it is listed with no holder's name: the entry
     is status's output but its message."""
     lock = tmp_path / "locks" / "x.lock"
     lock.parent.mkdir()
     lock.write_bytes(content)
-    status = cli("status", "--lock", lock)
-    (entry,) = listed(cli, lock.parent)["locks"]
+    status = main("status", "--lock", lock)
+    (entry,) = listed(main, lock.parent)["locks"]
     assert entry["held_by"] is None and entry["state"] in ("held", "stale")
     assert {k: v for k, v in status.json.items() if k not in ("message", "age_seconds")} == {
         k: v for k, v in entry.items() if k != "age_seconds"
     }
-    refused = cli("acquire", "--lock", lock, "--owner", "wf:sk")
+    refused = main("acquire", "--lock", lock, "--owner", "wf:sk")
     assert refused.code == (3 if entry["state"] == "held" else 0)
     assert lock.read_bytes() == content or refused.code == 0
 
 
 def test_the_table_shows_how_many_slots_are_held_and_by_whom(
-    cli: Callable[..., Run], place: PlaceUnderTest
+    main: Callable[..., Run], place: PlaceUnderTest
 ) -> None:
     """2 of 3 slots held: never "free -"; the longest holder and a count of the rest."""
     lock = place.lock("slots")
     for owner in ("wf:sk:first", "wf:sk:second"):
-        assert cli("acquire", "--lock", lock, "--owner", owner, "--slots", "3").code == 0
+        assert main("acquire", "--lock", lock, "--owner", owner, "--slots", "3").code == 0
         time.sleep(1.1)  # the first holds longest, by a whole second
     one = place.lock("one")
-    assert cli("acquire", "--lock", one, "--owner", "wf:sk:only", "--slots", "3").code == 0
-    run = cli("list", "--under", place.under, "--table")
+    assert main("acquire", "--lock", one, "--owner", "wf:sk:only", "--slots", "3").code == 0
+    run = main("list", "--under", place.under, "--table")
     _, *rows, _ = run.out.splitlines()
     by_lock = {row.split()[0]: row.split("  ") for row in rows}
     cells = [c.strip() for c in by_lock[one][1:] if c.strip()]
@@ -424,20 +424,20 @@ def test_a_prefix_is_taken_literally(
 
 @pytest.mark.parametrize("server", ["etcd", "redis", "redis_cluster"])
 def test_a_server_named_without_the_slash_before_its_prefix_is_exit_1_saying_how(
-    cli: Callable[..., Run], request: pytest.FixtureRequest, server: str
+    main: Callable[..., Run], request: pytest.FixtureRequest, server: str
 ) -> None:
     """``--under redis://HOST:PORT`` names no place a lock's address can: the advice,
     the same address with its slash, lists every lock there, each as printed."""
     store = request.getfixturevalue(server)
     whole_server = store.url("")
-    run = cli("list", "--under", whole_server[:-1])
+    run = main("list", "--under", whole_server[:-1])
     assert run.code == 1, run
     assert f"give {whole_server} for every lock there" in run.error
     assert run.out == ""
     lock = store.url(f"skf-list/{os.urandom(4).hex()}/whole")
-    assert cli("acquire", "--lock", lock, "--owner", "wf:sk:r").code == 0
-    assert lock in [e["lock"] for e in listed(cli, whole_server)["locks"]]
-    assert cli("release", "--lock", lock, "--owner", "wf:sk:r").json["released"] is True
+    assert main("acquire", "--lock", lock, "--owner", "wf:sk:r").code == 0
+    assert lock in [e["lock"] for e in listed(main, whole_server)["locks"]]
+    assert main("release", "--lock", lock, "--owner", "wf:sk:r").json["released"] is True
 
 
 def test_a_redis_key_of_another_type_under_the_prefix_is_no_lock(

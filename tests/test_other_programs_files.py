@@ -121,14 +121,14 @@ def test_a_package_managers_lockfile_is_another_programs_there_or_not_empty_or_n
 
 @pytest.mark.parametrize("name", ["uv.lock", "Cargo.lock", "package-lock.json", "go.sum"])
 def test_a_record_is_a_lock_whatever_the_files_name(
-    cli: Callable[..., Run], tmp_path: Path, name: str
+    main: Callable[..., Run], tmp_path: Path, name: str
 ) -> None:
     path = tmp_path / name
     path.write_bytes(RECORD)
-    assert cli("status", "--lock", path).json["held_by"] == "wf:sk:r1"
-    replaced = cli("acquire", "--lock", path, "--owner", "wf:sk:r2")  # stale since 2026-12-06
+    assert main("status", "--lock", path).json["held_by"] == "wf:sk:r1"
+    replaced = main("acquire", "--lock", path, "--owner", "wf:sk:r2")  # stale since 2026-12-06
     assert replaced.code == 0 and replaced.json["stale_replaced"]["held_by"] == "wf:sk:r1"
-    assert cli("release", "--lock", path, "--owner", "wf:sk:r2").json["released"] is True
+    assert main("release", "--lock", path, "--owner", "wf:sk:r2").json["released"] is True
     assert not path.exists()
 
 

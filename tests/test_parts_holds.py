@@ -159,13 +159,13 @@ def test_a_part_refused_to_grow_into_a_waiters_part_names_it_as_waiting(
 
 
 def test_a_whole_hold_narrows_to_parts_and_frees_the_rest(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     lock = store.lock
-    assert take(cli, lock, "wf:a:1").code == 0
-    assert take(cli, lock, "wf:b:1", "docs").code == 3
-    assert take(cli, lock, "wf:a:1", "src/**").json["refreshed"] is True
-    assert take(cli, lock, "wf:b:1", "docs").code == 0
+    assert take(main, lock, "wf:a:1").code == 0
+    assert take(main, lock, "wf:b:1", "docs").code == 3
+    assert take(main, lock, "wf:a:1", "src/**").json["refreshed"] is True
+    assert take(main, lock, "wf:b:1", "docs").code == 0
     assert holders(skf, store) == {"wf:a:1": ["src/**"], "wf:b:1": ["docs"]}
 
 
@@ -297,10 +297,10 @@ def test_a_run_whose_parts_its_owner_changed_stops_at_its_next_renewal(
     ],
 )
 def test_bad_parts_are_refused_and_change_nothing(
-    cli: Callable[..., Run], tmp_path: Path, args: tuple[str, ...], words: str
+    main: Callable[..., Run], tmp_path: Path, args: tuple[str, ...], words: str
 ) -> None:
     lock = tmp_path / "run.lock"
-    refused = cli("acquire", "--lock", lock, "--owner", "wf:a:1", *args)
+    refused = main("acquire", "--lock", lock, "--owner", "wf:a:1", *args)
     assert refused.code == 1 and refused.out == "", refused
     assert words in json.loads(refused.err)["message"]
     assert not lock.exists() and list(tmp_path.iterdir()) == []

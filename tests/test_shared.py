@@ -155,25 +155,25 @@ def test_a_writers_refusal_clears_every_reader_when_followed_as_printed(
 
 
 def test_status_and_list_say_the_mode_and_every_shared_holder(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    free = cli("status", "--lock", store.lock)
+    free = main("status", "--lock", store.lock)
     assert free.code == 0 and free.json["mode"] is None
     assert list(free.json)[-4:] == ["holders", "mode", "fence", "message"]
     assert shared(skf, store.lock, "wf:r1:1", 10)["acquired"]
     assert shared(skf, store.lock, "wf:r2:1", 5)["acquired"]
-    held = cli("status", "--lock", store.lock)
+    held = main("status", "--lock", store.lock)
     assert held.code == 3 and held.json["state"] == "held" and held.json["mode"] == "shared"
     assert [h["owner"] for h in held.json["holders"]] == ["wf:r1:1", "wf:r2:1"]
     assert held.json["held_by"] == "wf:r2:1"  # its hold goes stale first
     assert held.json["message"].startswith(
         f"{store.lock} is held shared by 2 runs, wf:r1:1 and wf:r2:1"
     )
-    assert cli("status", "--lock", store.lock, "--get", "mode").out == "shared\n"
+    assert main("status", "--lock", store.lock, "--get", "mode").out == "shared\n"
     for owner in ("wf:r1:1", "wf:r2:1"):
         assert skf.release(store.lock, owner)["released"]
     assert alone(skf, store.lock, "wf:w:1")["acquired"]
-    held = cli("status", "--lock", store.lock)
+    held = main("status", "--lock", store.lock)
     assert held.code == 3 and held.json["mode"] == "exclusive"
 
 
@@ -237,11 +237,11 @@ def test_a_stale_reader_is_replaced_and_the_live_ones_kept(
 
 
 def test_an_exclusive_holder_asking_for_a_shared_hold_is_exit_1_and_nothing_changes(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    assert write(cli, store.lock, "wf:a:1").code == 0
+    assert write(main, store.lock, "wf:a:1").code == 0
     before = store.value()
-    refused = read(cli, store.lock, "wf:a:1")
+    refused = read(main, store.lock, "wf:a:1")
     assert refused.code == 1 and refused.out == ""
     message = refused.error
     assert "wf:a:1 holds" in message and "a hold never changes kind" in message
@@ -250,16 +250,16 @@ def test_an_exclusive_holder_asking_for_a_shared_hold_is_exit_1_and_nothing_chan
 
 
 def test_an_acquire_naming_no_kind_renews_a_shared_hold_as_shared(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     """The README's renewal line names no kind: it renews a reader's hold as it is."""
-    assert read(cli, store.lock, "wf:a:1").code == 0
-    assert read(cli, store.lock, "wf:b:1").code == 0
-    renewed = write(cli, store.lock, "wf:a:1")
+    assert read(main, store.lock, "wf:a:1").code == 0
+    assert read(main, store.lock, "wf:b:1").code == 0
+    renewed = write(main, store.lock, "wf:a:1")
     assert renewed.code == 0, renewed
     assert renewed.json["refreshed"] is True
     assert renewed.json["message"].startswith(f"renewed a shared hold on {store.lock} for")
-    status = cli("status", "--lock", store.lock).json
+    status = main("status", "--lock", store.lock).json
     assert status["mode"] == "shared" and status["state"] == "held"
     assert sorted(store.holders()) == ["wf:a:1", "wf:b:1"]
 
@@ -294,14 +294,14 @@ def test_shared_with_slots_is_exit_1_and_creates_nothing(
 
 
 def test_slots_and_shared_holds_never_share_a_lock(
-    skf: ModuleType, cli: Callable[..., Run], store: StoreUnderTest
+    skf: ModuleType, main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     assert skf.acquire(store.lock, "wf:s:1", 3600.0, slots=3)["acquired"]
-    refused = read(cli, store.lock, "wf:r:1")
+    refused = read(main, store.lock, "wf:r:1")
     assert refused.code == 1 and "a slot is never shared" in refused.error
     assert skf.release(store.lock, "wf:s:1")["released"]
     assert shared(skf, store.lock, "wf:r:1")["acquired"]
-    slots = cli("acquire", "--lock", store.lock, "--owner", "wf:s:1", "--slots", "3")
+    slots = main("acquire", "--lock", store.lock, "--owner", "wf:s:1", "--slots", "3")
     assert slots.code == 1 and "shared holds have no slots" in slots.error
     assert store.holders() == ["wf:r:1"]
 

@@ -56,17 +56,17 @@ def wait_until(
 
 
 def test_n_runs_hold_a_lock_of_n_slots_and_the_next_is_refused(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     lock = store.lock
     for owner in ("wf:a:1", "wf:b:1", "wf:c:1"):
-        taken = take(cli, lock, owner)
+        taken = take(main, lock, owner)
         assert taken.code == 0 and list(taken.json) == ACQUIRE_KEYS
         assert taken.json["acquired"] is True and taken.json["held_by"] == owner
         assert taken.json["refreshed"] is False and taken.json["stale_replaced"] is None
     assert store.holders() == ["wf:a:1", "wf:b:1", "wf:c:1"]
     assert store.record()["slots"] == 3
-    refused = take(cli, lock, "wf:d:1")
+    refused = take(main, lock, "wf:d:1")
     assert refused.code == 3 and list(refused.json) == ACQUIRE_KEYS
     assert refused.json["acquired"] is False and refused.json["held_by"] == "wf:a:1"
     message = refused.json["message"]
@@ -110,13 +110,13 @@ def test_one_slot_keeps_the_record_bytes_and_outputs_of_a_plain_lock(
 
 
 def test_renewing_a_slot_keeps_every_other_slot_as_it_was(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
     for owner in ("wf:a:1", "wf:b:1"):
-        assert take(cli, store.lock, owner).code == 0
+        assert take(main, store.lock, owner).code == 0
     before = store.record()["holders"]
     time.sleep(1.1)  # a renewal is dated a second later
-    renewed = take(cli, store.lock, "wf:a:1")
+    renewed = take(main, store.lock, "wf:a:1")
     assert renewed.code == 0 and renewed.json["refreshed"] is True
     after = store.record()["holders"]
     assert [h["owner"] for h in after] == ["wf:a:1", "wf:b:1"]
@@ -244,10 +244,10 @@ def test_another_count_is_refused_at_once_while_a_slot_is_held(
 
 
 def test_a_plain_lock_held_refuses_a_count_of_several(
-    cli: Callable[..., Run], store: StoreUnderTest
+    main: Callable[..., Run], store: StoreUnderTest
 ) -> None:
-    assert take(cli, store.lock, "wf:a:1", None).code == 0
-    refused = take(cli, store.lock, "wf:b:1", 2)
+    assert take(main, store.lock, "wf:a:1", None).code == 0
+    refused = take(main, store.lock, "wf:b:1", 2)
     assert refused.code == 1 and "has 1 slot while any is held" in refused.error
     assert "no --slots" in refused.error
 
