@@ -17,9 +17,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 from servers import etcd_post, redis_client, redis_keys
 
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+# The longest proofs, and those that start a session server per store, run on the three
+# stores: a Redis Cluster is Redis's code, and its routing has proofs of its own
+# (test_cluster.py), as a session's renewal through it does.
+THREE_STORES = pytest.mark.parametrize("store", ["file", "etcd", "redis"], indirect=True)
+THREE_PLACES = pytest.mark.parametrize("place", ["file", "etcd", "redis"], indirect=True)
 
 
 def _b64(data: bytes) -> str:

@@ -22,7 +22,7 @@ from types import ModuleType
 import pytest
 from calls import Run
 from contenders import assert_exclusive_counter, assert_one_winner_of_a_race
-from stores import StoreUnderTest, planted_record, shown_time
+from stores import THREE_STORES, StoreUnderTest, planted_record, shown_time
 from test_acquire import ACQUIRE_KEYS
 from test_line import place_in_line, wait_for
 from test_release import RELEASE_KEYS
@@ -521,6 +521,7 @@ def test_a_dead_waiters_place_leaves_a_line_that_lives_on(
 # --- Real processes ---------------------------------------------------------------------------
 
 
+@THREE_STORES
 @pytest.mark.timeout(300)
 def test_mutual_exclusion_8_processes_25_rounds(
     store: StoreUnderTest, tmp_path: Path, worker: Callable[..., subprocess.Popen[str]]
@@ -529,6 +530,7 @@ def test_mutual_exclusion_8_processes_25_rounds(
     assert store.left_behind() == []  # no record, guard, temp, line or place
 
 
+@THREE_STORES
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("attempt", range(2))
 def test_a_stale_lock_race_has_exactly_one_winner(

@@ -19,7 +19,7 @@ import pytest
 from calls import Run, posix_only, root_only
 from loader import SCRIPT
 from servers import Redis
-from stores import PlaceUnderTest, left_behind, planted_record, shown_time
+from stores import THREE_PLACES, PlaceUnderTest, left_behind, planted_record, shown_time
 from test_status import STATUS_KEYS
 from waiters import held_with_a_waiter
 
@@ -474,6 +474,7 @@ def test_pages_and_batches_never_split_or_repeat_a_lock(
 # --- Under churn ---------------------------------------------------------------------
 
 
+@THREE_PLACES
 def test_listing_during_heavy_churn_never_fails_or_repeats_a_lock(
     cli: Callable[..., Run], place: PlaceUnderTest
 ) -> None:

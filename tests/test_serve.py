@@ -6,7 +6,8 @@ when it is killed outright; a hold its owner had before is kept, and one the ses
 lost is told, never taken back.
 
 What a store keeps (renewal, the end of a session, the lapse, turns, a CLI release, a
-place kept between calls) is proven on every store; the server's own mechanics (each
+place kept between calls) is proven on the three stores, the renewal and the end of a
+session through a Redis Cluster too; the server's own mechanics (each
 signal, the parent gone, a closed stdout, uv, bad input, the schemas, progress and
 cancelling) on a file.
 """
@@ -48,7 +49,7 @@ from sessions import (
     taken_by_another,
 )
 from signals import freeze_outside_the_guard
-from stores import StoreUnderTest
+from stores import THREE_STORES, StoreUnderTest
 from windows_rules import follow_windows_rules
 
 pytestmark = posix_only(
@@ -88,7 +89,7 @@ def _session_record(store: StoreUnderTest, owner: str) -> dict[str, Any]:
     return record
 
 
-# --- On every store ------------------------------------------------------------------
+# --- On the stores ------------------------------------------------------------------
 
 
 @pytest.mark.timeout(120)
@@ -168,6 +169,7 @@ def test_a_session_hold_is_renewed_while_the_session_lives_and_freed_when_its_st
     assert served.exit_code() == 0, served.err()
 
 
+@THREE_STORES
 @pytest.mark.timeout(120)
 def test_sessions_take_turns_and_a_killed_session_lapses_within_its_lease(
     skf: ModuleType,
@@ -836,6 +838,7 @@ def _cut_with_a_later_waiter(
     return first, answer, waiter
 
 
+@THREE_STORES
 @pytest.mark.timeout(120)
 def test_a_waiting_acquire_cut_at_the_call_limit_keeps_its_place(
     skf: ModuleType,
@@ -843,7 +846,7 @@ def test_a_waiting_acquire_cut_at_the_call_limit_keeps_its_place(
     serving: Callable[..., Served],
     store: StoreUnderTest,
 ) -> None:
-    """On every store: an acquire that asked to wait longer than a call may, cut at the
+    """On the three stores: an acquire that asked to wait longer than a call may, cut at the
     limit, keeps its place in line between calls, ahead of a CLI waiter that came
     later: the lock freed meanwhile is taken by nobody, and the agent's next acquire
     (its owner as it gave it, no run id) takes it, as the same owner; the later waiter
@@ -872,6 +875,7 @@ def test_a_waiting_acquire_cut_at_the_call_limit_keeps_its_place(
     assert served.exit_code() == 0, served.err()
 
 
+@THREE_STORES
 @pytest.mark.timeout(120)
 def test_a_kept_place_lasts_its_ten_seconds_past_a_server_calls_timeout(
     skf: ModuleType,
@@ -879,7 +883,7 @@ def test_a_kept_place_lasts_its_ten_seconds_past_a_server_calls_timeout(
     serving: Callable[..., Served],
     store: StoreUnderTest,
 ) -> None:
-    """On every store, the place of an acquire cut at the call limit is kept the 10 s
+    """On the three stores, the place of an acquire cut at the call limit is kept the 10 s
     promised, past a server call's own timeout (5 s by default): eight and a half
     seconds after the cut the lock freed meanwhile is nobody's, the agent is still
     first in line, ahead of a CLI waiter that came later, and its next acquire takes

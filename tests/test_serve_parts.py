@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from calls import Run, posix_only, reaped
 from sessions import Served, serve_with
-from stores import StoreUnderTest
+from stores import THREE_STORES, StoreUnderTest
 from test_serve import CUT, HOLD_VIEW, LEASE, _cut_with_a_later_waiter, _in_line, _line_becomes
 
 pytestmark = posix_only("sessions over POSIX pipes; the Windows lane installs no MCP SDK")
@@ -24,6 +24,7 @@ def _keys(skf: ModuleType, parts: list[str]) -> set[str]:
     return {skf._part_key(part) for part in parts}
 
 
+@THREE_STORES
 @pytest.mark.timeout(120)
 def test_a_session_holds_parts_shows_them_and_checks_paths_as_the_cli_does(
     skf: ModuleType,
@@ -31,7 +32,7 @@ def test_a_session_holds_parts_shows_them_and_checks_paths_as_the_cli_does(
     serving: Callable[..., Served],
     store: StoreUnderTest,
 ) -> None:
-    """On every store: the acquire tool takes parts (a CLI run takes another part
+    """On the three stores: the acquire tool takes parts (a CLI run takes another part
     beside); holds shows them after the kind; check answers the CLI's check JSON, then
     lost_holds, leaving out the parts of the owner it names; a hold the CLI released
     is told once in lost_holds with its parts."""

@@ -23,10 +23,10 @@ from contenders import turns_taken
 from holders import run_and_held
 from older import assert_older_version_takes_it_only_once_past, assert_older_versions_see_it_held
 from signals import freeze_outside_the_guard
-from stores import StoreUnderTest, status_now
+from stores import THREE_STORES, StoreUnderTest, status_now
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
-from test_slots import THREE_STORES, wait_until
+from test_slots import wait_until
 
 
 def read(cli: Callable[..., Run], lock: str | Path, owner: str, *extra: str) -> Run:

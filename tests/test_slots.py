@@ -20,7 +20,7 @@ from contenders import turns_taken
 from holders import run_and_held
 from older import assert_older_version_takes_it_only_once_past, assert_older_versions_see_it_held
 from servers import etcd_post
-from stores import StoreUnderTest, status_now
+from stores import THREE_STORES, StoreUnderTest, status_now
 from test_acquire import ACQUIRE_KEYS
 from test_release import RELEASE_KEYS
 from wrapped import WrappedStore, wrap_stores
@@ -377,10 +377,6 @@ def test_a_call_that_does_not_wait_leaves_a_free_slot_to_the_line(
 
 
 # --- Many processes, killed holders, run and held() -----------------------------------------
-
-
-# The longest proofs run on the three stores; a Redis Cluster is Redis's code.
-THREE_STORES = pytest.mark.parametrize("store", ["file", "etcd", "redis"], indirect=True)
 
 
 @THREE_STORES
