@@ -443,7 +443,7 @@ def renewals(args: argparse.Namespace, scratch: Path) -> None:
             renew: dict[tuple[str, bool], Callable[[], object]] = {}
             for proxied in (False, True):
                 tail = "proxied" if proxied else "direct"
-                request = skf._session_request(
+                request, _ = skf._session_request(
                     {"lock": at(f"renewer/{tail}", proxied), "owner": "bench:renewer:r1"}, lease
                 )
                 hold = skf._take(request)
