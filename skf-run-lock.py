@@ -10325,6 +10325,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 
 
 if TYPE_CHECKING:
@@ -10480,6 +10481,9 @@ class _Session:
         self.holds: dict[tuple[object, str], _SessionHold] = {}
         self.places: dict[tuple[object, str], _KeptPlace] = {}
         self.calls: dict[object, _Call] = {}  # by request id
+        # The answered ones, oldest first: let go from the front in time that does not
+        # grow with how many a busy client made in the last _KEPT_SEC.
+        self.answered_calls: deque[tuple[float, object, _Call]] = deque()
         self.taking: dict[str, set[_Call]] = {}  # takes under way, by whole owner
         self.takes: dict[str, int] = {}  # takes begun so far, by whole owner
         self.owners: dict[str, threading.Lock] = {}  # held by each owner's take
@@ -10508,15 +10512,18 @@ class _Session:
         call = _Call(self, report)
         gone = _SEAMS.clock() - _KEPT_SEC
         with self.guard:
-            for old, answered in list(self.calls.items()):
-                if answered.answered_at is not None and answered.answered_at < gone:
+            answered = self.answered_calls
+            while answered and answered[0][0] < gone:
+                _, old, was = answered.popleft()
+                if self.calls.get(old) is was:  # not an id the client has used again
                     del self.calls[old]
             self.calls[key] = call
         return call
 
-    def answered(self, call: _Call) -> None:
+    def answered(self, call: _Call, key: object) -> None:
         with self.guard:
             call.answered_at = _SEAMS.clock()
+            self.answered_calls.append((call.answered_at, key, call))
 
     def cancel(self, key: object) -> None:
         """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
@@ -11101,7 +11108,7 @@ async def _answered(
             outcome = None, "the call was cancelled, or the session ended, as it waited"
         except BaseException as exc:  # the SDK tells the client of an internal error
             failure = exc
-        session.answered(call)
+        session.answered(call, key)
         try:
             loop.call_soon_threadsafe(_settle, answered, outcome, failure)
         except RuntimeError:  # the loop is closed: the session has ended
@@ -11240,7 +11247,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '91873157ca7e87aa853c60711c4a195f6a4f5af39cc15f61859fc2adc7c8b970'  # what a cache entry must name
+_BUILD = '275c15333f0654b020c3ced7050964f49509ce6af57c4c41d485757e9bc8c0eb'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

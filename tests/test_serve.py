@@ -661,6 +661,35 @@ def test_a_cancelled_acquire_never_leaves_a_hold(
     assert served.exit_code() == 0, served.err()
 
 
+def test_a_session_keeps_the_ids_it_answered_for_ten_seconds_and_no_longer(
+    skf: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancel may name a call answered within the last 10 s; older ones are let go as
+    each new call starts, but never a call whose id the client has used again."""
+    skf._compile_carried("serve")  # as a call of serve compiles it
+    now = [1000.0]
+    monkeypatch.setattr(skf._SEAMS, "clock", lambda: now[0])
+    session = skf._Session(LEASE, os.getpid())
+
+    def report(done: float, total: float, message: str) -> None:
+        raise AssertionError("no progress here")
+
+    first = session.start(1, report)
+    session.answered(first, 1)
+    now[0] = 1006.0
+    second = session.start(2, report)
+    session.answered(second, 2)
+    again = session.start(1, report)  # id 1 used again, under way
+    now[0] = 1010.5
+    session.start(3, report)
+    assert sorted(session.calls) == [1, 2, 3] and session.calls[1] is again
+    now[0] = 1016.5
+    session.start(4, report)
+    assert sorted(session.calls) == [1, 3, 4] and session.calls[1] is again
+    session.cancel(2)  # forgotten: nothing to do
+    assert not second.cancelled.is_set()
+
+
 @pytest.mark.timeout(90)
 def test_a_cancel_of_an_answered_take_spares_its_renewal_under_way(
     skf: ModuleType, cli: Callable[..., Run], serving: Callable[..., Served], tmp_path: Path

@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 
 from .hold import _Hold
 from .inputs import (
@@ -201,6 +202,9 @@ class _Session:
         self.holds: dict[tuple[object, str], _SessionHold] = {}
         self.places: dict[tuple[object, str], _KeptPlace] = {}
         self.calls: dict[object, _Call] = {}  # by request id
+        # The answered ones, oldest first: let go from the front in time that does not
+        # grow with how many a busy client made in the last _KEPT_SEC.
+        self.answered_calls: deque[tuple[float, object, _Call]] = deque()
         self.taking: dict[str, set[_Call]] = {}  # takes under way, by whole owner
         self.takes: dict[str, int] = {}  # takes begun so far, by whole owner
         self.owners: dict[str, threading.Lock] = {}  # held by each owner's take
@@ -229,15 +233,18 @@ class _Session:
         call = _Call(self, report)
         gone = _SEAMS.clock() - _KEPT_SEC
         with self.guard:
-            for old, answered in list(self.calls.items()):
-                if answered.answered_at is not None and answered.answered_at < gone:
+            answered = self.answered_calls
+            while answered and answered[0][0] < gone:
+                _, old, was = answered.popleft()
+                if self.calls.get(old) is was:  # not an id the client has used again
                     del self.calls[old]
             self.calls[key] = call
         return call
 
-    def answered(self, call: _Call) -> None:
+    def answered(self, call: _Call, key: object) -> None:
         with self.guard:
             call.answered_at = _SEAMS.clock()
+            self.answered_calls.append((call.answered_at, key, call))
 
     def cancel(self, key: object) -> None:
         """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
@@ -822,7 +829,7 @@ async def _answered(
             outcome = None, "the call was cancelled, or the session ended, as it waited"
         except BaseException as exc:  # the SDK tells the client of an internal error
             failure = exc
-        session.answered(call)
+        session.answered(call, key)
         try:
             loop.call_soon_threadsafe(_settle, answered, outcome, failure)
         except RuntimeError:  # the loop is closed: the session has ended
