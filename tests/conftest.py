@@ -309,6 +309,14 @@ _CLUSTER_LOCKS = itertools.count()
 
 
 @pytest.fixture
+def own_cluster(tmp_path: Path) -> Iterator[RedisCluster]:
+    """A cluster of its own, for a test that moves slots or stops a node."""
+    cluster = start_redis_cluster(tmp_path)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture
 def cluster_lock(redis_cluster: RedisCluster, request: pytest.FixtureRequest) -> str:
     """A lock address through the cluster's first node, with a key no other test uses,
     served by each node in turn (two in three calls are redirected)."""

@@ -202,6 +202,20 @@ def _try_etcd(
     return server if healthy else None
 
 
+def restarted_in_place(server: Etcd) -> Etcd:
+    """``server`` killed and started again on its ports with its data (a plain one,
+    started here): the same member, with what it had written."""
+    assert server.proc is not None
+    args = server.proc.args
+    server.stop()
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    again = Etcd(proc, server.client)
+    late = f"etcd did not become healthy again on {server.client} within 30 s"
+    if not _ready(proc, lambda: _healthy(f"http://{server.client}/health"), again.stop, late):
+        raise RuntimeError(f"etcd could not start again on {server.client}")
+    return again
+
+
 def start_cluster(data: Path, members: int = 3) -> list[Etcd]:
     """A cluster of ``members`` etcds on loopback; each is stopped by its process id."""
     ports = [f"127.0.0.1:{port}" for port in free_ports(2 * members)]
@@ -470,6 +484,25 @@ class RedisCluster:
         for node in self.nodes:
             node.client().execute_command("CLUSTER", "SETSLOT", slot, "NODE", target_id)
 
+    def wait_ok(self) -> None:
+        """Wait until every node says the cluster is ok and knows every node's slots."""
+        from redis.exceptions import RedisError
+
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                clients = [node.client() for node in self.nodes]
+                states = [client.execute_command("CLUSTER", "INFO") for client in clients]
+                slots = [len(client.execute_command("CLUSTER", "SLOTS")) for client in clients]
+            except (OSError, RedisError):  # a node started again, not yet answering
+                states, slots = [], []
+            ok = bool(states) and all(b"cluster_state:ok" in state for state in states)
+            if ok and all(known == len(self.nodes) for known in slots):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError("the Redis Cluster did not become ok")
+            time.sleep(0.05)
+
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
@@ -506,18 +539,9 @@ def start_redis_cluster(folder: Path, primaries: int = 3) -> RedisCluster:
             node.client().execute_command("CLUSTER", "ADDSLOTSRANGE", i * share, last)
         for node, bus in zip(nodes[1:], buses[1:], strict=True):
             nodes[0].client().execute_command("CLUSTER", "MEET", "127.0.0.1", node.port, bus)
-        deadline = time.monotonic() + 30
-        while True:
-            states = [node.client().execute_command("CLUSTER", "INFO") for node in nodes]
-            slots_known = [
-                len(node.client().execute_command("CLUSTER", "SLOTS")) == primaries
-                for node in nodes
-            ]
-            if all(b"cluster_state:ok" in s for s in states) and all(slots_known):
-                return RedisCluster(nodes)
-            if time.monotonic() > deadline:
-                raise RuntimeError("the Redis Cluster did not become ok")
-            time.sleep(0.05)
+        cluster = RedisCluster(nodes)
+        cluster.wait_ok()
+        return cluster
     except BaseException:
         for node in nodes:
             node.stop()

@@ -10,25 +10,16 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from types import ModuleType
 
 import pytest
 from calls import Run, needs_system_tool
 from redis.crc import key_slot
-from servers import RedisCluster, redis_keys, start_redis_cluster
+from servers import RedisCluster, redis_keys
 from stores import planted_record, shown_time
 from waiters import held_with_a_waiter
 from wrapped import WrappedStore, wrap_stores
-
-
-@pytest.fixture
-def own_cluster(tmp_path: Path) -> Iterator[RedisCluster]:
-    """A cluster of its own, for a test that moves slots."""
-    cluster = start_redis_cluster(tmp_path)
-    yield cluster
-    cluster.stop()
 
 
 def key_on(cluster: RedisCluster, node: int, name: str) -> str:

@@ -28,6 +28,8 @@ from servers import (
     Etcd,
     Redis,
     RedisCluster,
+    restarted_in_place,
+    start_etcd,
     start_redis,
     start_redis_with_agent,
 )
@@ -180,6 +182,70 @@ def test_a_redis_restarted_between_two_calls_costs_one_new_connection(
         assert len(opened) == before + 1
     finally:
         server.stop()
+
+
+@posix_only(STARTED_BY_THE_TEST)
+def test_an_etcd_restarted_in_place_under_a_hold_costs_its_renewal_one_new_connection(
+    skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """etcd killed and started again on its ports with its data while a process holds
+    a lock: the kept connection is found broken, the renewal answers on a new one as a
+    fresh process's would (the record and its lease outlived the restart), another
+    owner is still refused, and the release frees it."""
+    server = start_etcd(tmp_path / "etcd")
+    port = int(server.client.rsplit(":", 1)[1])
+    opened = connections_to(monkeypatch, port)
+    lock = server.url("locks/restarted-in-place")
+    try:
+        assert skf.acquire(lock, OWNER, 60.0)["acquired"] is True
+        fence = skf.status(lock, 60.0)["fence"]
+        assert len(opened) == 1
+        server = restarted_in_place(server)
+        before = len(opened)
+        renewed = skf.acquire(lock, OWNER, 60.0)
+        assert part_of(renewed, acquired(lock, OWNER, refreshed=True)) == acquired(
+            lock, OWNER, refreshed=True
+        )
+        assert renewed["stale_replaced"] is None
+        refused = skf.acquire(lock, "wf:other:r1", 60.0)
+        assert refused["acquired"] is False and refused["held_by"] == OWNER
+        assert skf.status(lock, 60.0)["fence"] == fence
+        assert skf.release(lock, OWNER) == released(lock, OWNER)
+        assert len(opened) == before + 1
+    finally:
+        server.stop()
+
+
+def test_a_cluster_node_restarted_in_place_is_out_of_reach_then_served_anew(
+    skf: ModuleType, own_cluster: RedisCluster
+) -> None:
+    """The node that keeps a lock's key is killed, then started again on its ports with
+    its cluster config (and no data, as it keeps none on disk), while calls go through
+    another node: a renewal while it is down fails naming it, as a fresh process's
+    would; once it is back the owner takes the lock anew, another owner is refused,
+    and the release frees it."""
+    from redis.crc import key_slot
+
+    owner = own_cluster.slot_owners()
+    key = next(
+        f"locks/node-restarted/{n}"
+        for n in range(10_000)
+        if owner(key_slot(("{" + f"locks/node-restarted/{n}" + "}").encode())) == 1
+    )
+    lock = own_cluster.url(key, node=0)
+    assert skf.acquire(lock, OWNER, 60.0)["acquired"] is True
+    node = own_cluster.nodes[1]
+    assert node.proc is not None
+    args = node.proc.args
+    node.stop()
+    with pytest.raises(ConnectionRefusedError, match=f"127.0.0.1:{node.port} refused"):
+        skf.acquire(lock, OWNER, 60.0)
+    node.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    own_cluster.wait_ok()
+    taken = skf.acquire(lock, OWNER, 60.0)
+    assert part_of(taken, acquired(lock, OWNER)) == acquired(lock, OWNER)
+    assert skf.acquire(lock, "wf:other:r1", 60.0)["acquired"] is False
+    assert skf.release(lock, OWNER) == released(lock, OWNER)
 
 
 def test_a_connection_a_proxy_reset_between_calls_is_replaced(
