@@ -632,14 +632,14 @@ def lease_of_record(etcd: Etcd, lock: str) -> dict[str, Any]:
     return lease
 
 
+WATCHERS = "etcd_debugging_mvcc_watcher_total "  # its line in etcd's metrics
+
+
 def watchers(etcd: Etcd) -> int:
     """How many watches the server has made (its own count, from its metrics)."""
     with urllib.request.urlopen(f"http://{etcd.client}/metrics", timeout=10) as answer:
         text: str = answer.read().decode()
     return int(next(line for line in text.splitlines() if line.startswith(WATCHERS)).split()[1])
-
-
-WATCHERS = "etcd_debugging_mvcc_watcher_total "
 
 
 def handed_over(

@@ -102,7 +102,6 @@ class _Call:
         self.took: _SessionHold | None = None  # a hold the session had not, now its
         self.took_new = False  # ``took`` was its owner's by no earlier take: released
         self.kept: _KeptPlace | None = None
-        self.answered_at: float | None = None  # on _SEAMS.clock, once its thread is done
 
     def stands(self) -> bool:
         return not self.cancelled.is_set() and not self.session.ending.is_set()
@@ -202,8 +201,8 @@ class _Session:
         self.holds: dict[tuple[object, str], _SessionHold] = {}
         self.places: dict[tuple[object, str], _KeptPlace] = {}
         self.calls: dict[object, _Call] = {}  # by request id
-        # The answered ones, oldest first: let go from the front in time that does not
-        # grow with how many a busy client made in the last _KEPT_SEC.
+        # The answered ones, oldest first, each with when (_SEAMS.clock): let go from the
+        # front in time that does not grow with how many a busy client made lately.
         self.answered_calls: deque[tuple[float, object, _Call]] = deque()
         self.taking: dict[str, set[_Call]] = {}  # takes under way, by whole owner
         self.takes: dict[str, int] = {}  # takes begun so far, by whole owner
@@ -243,8 +242,7 @@ class _Session:
 
     def answered(self, call: _Call, key: object) -> None:
         with self.guard:
-            call.answered_at = _SEAMS.clock()
-            self.answered_calls.append((call.answered_at, key, call))
+            self.answered_calls.append((_SEAMS.clock(), key, call))
 
     def cancel(self, key: object) -> None:
         """The client cancelled call ``key`` (under way, or answered within _KEPT_SEC):
