@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,19 @@ def write_record(lock: Path, owner: str | None, when: datetime, **extra: Any) ->
     lock.parent.mkdir(parents=True, exist_ok=True)
     content: dict[str, Any] = {"owner": owner, "acquired_at": when.strftime("%Y-%m-%dT%H:%M:%SZ")}
     content.update(extra or {"tool": "skf-run-lock"})
-    lock.write_text(json.dumps(content) + "\n")
+    # Written whole and put in place at once, as the tool writes: a run renewing the
+    # lock meanwhile reads the old record or this one, never a half-written file.
+    temp = lock.with_name(lock.name + ".by-test")
+    temp.write_text(json.dumps(content) + "\n")
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            os.replace(temp, lock)
+            return
+        except PermissionError:  # Windows: a reader has the lock file open this moment
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 def read_json(lock: Path) -> dict[str, Any]:
