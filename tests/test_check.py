@@ -26,6 +26,10 @@ from stores import StoreUnderTest, planted_record, shown_time
 CHECK_KEYS = ["free", "reserved", "message"]
 ENTRY_KEYS = ["path", "held_by", "part", "kind", "stale_at"]
 
+# A property tried on hundreds of examples in this process: seconds alone, over a
+# minute beside CI's other lanes on two cores.
+MANY_EXAMPLES = pytest.mark.timeout(300)
+
 
 def checking(lock: str | Path, *args: str, stdin: bytes | None = None) -> Run:
     """``check --lock LOCK ARGS`` in a fresh process, ``stdin`` on its stdin (None:
@@ -517,6 +521,7 @@ def a_path(draw: st.DrawFn) -> str:
     return "/".join(draw(st.lists(SEGMENTS, min_size=1, max_size=5)))
 
 
+@MANY_EXAMPLES
 @settings(max_examples=300, deadline=None)
 @given(parts=st.lists(a_part(), min_size=1, max_size=12), paths=st.lists(a_path(), max_size=12))
 def test_the_index_finds_exactly_the_parts_each_path_lies_in(
@@ -550,6 +555,7 @@ def a_path_under_shared_folders(draw: st.DrawFn) -> str:
     return "/".join(s for s in [draw(DEEP_FOLDERS), *tail] if s) or "src"
 
 
+@MANY_EXAMPLES
 @settings(max_examples=300, deadline=None)
 @given(
     parts=st.lists(a_part_under_shared_folders(), min_size=1, max_size=16),

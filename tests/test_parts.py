@@ -50,6 +50,10 @@ APART = [
     ("src/**/x.py", "docs/**/x.py"),
 ]
 
+# A property tried on hundreds of examples in this process: seconds alone, over a
+# minute beside CI's other lanes on two cores.
+MANY_EXAMPLES = pytest.mark.timeout(300)
+
 
 @pytest.mark.parametrize(("a", "b"), OVERLAPPING)
 def test_parts_that_share_a_path_overlap_either_way(skf: ModuleType, a: str, b: str) -> None:
@@ -331,6 +335,7 @@ def a_part_and_a_path(draw: st.DrawFn) -> tuple[str, str]:
     return part, "/".join(made or ["z"])
 
 
+@MANY_EXAMPLES
 @settings(max_examples=400, deadline=None)
 @given(pair=two_parts())
 def test_two_parts_overlap_exactly_when_a_path_lies_in_both(
@@ -344,6 +349,7 @@ def test_two_parts_overlap_exactly_when_a_path_lies_in_both(
         assert skf._covers(a, witness) and skf._covers(b, witness)
 
 
+@MANY_EXAMPLES
 @settings(max_examples=250, deadline=None)
 @given(pair=a_part_and_a_path())
 def test_a_part_covers_a_path_exactly_when_a_prefix_matches(
@@ -358,6 +364,7 @@ def test_a_part_covers_a_path_exactly_when_a_prefix_matches(
 GLOB_TOKENS = st.sampled_from(["a", "A", ".", "?", "*"])
 
 
+@MANY_EXAMPLES
 @settings(max_examples=400, deadline=None)
 @given(
     g=st.text(GLOB_TOKENS, min_size=1, max_size=4), h=st.text(GLOB_TOKENS, min_size=1, max_size=4)
@@ -400,6 +407,7 @@ def two_long_globs(draw: st.DrawFn) -> tuple[str, str, str]:
     return segment, made(), made()
 
 
+@MANY_EXAMPLES
 @settings(max_examples=150, deadline=None)
 @given(drawn=two_long_globs())
 def test_long_globs_made_from_one_segment_meet_and_apart_by_one_last_character(
@@ -429,6 +437,7 @@ def a_deep_part(draw: st.DrawFn) -> str:
     return "/".join(segment for segment in segments if segment) or "a"
 
 
+@MANY_EXAMPLES
 @settings(max_examples=250, deadline=None)
 @given(
     ours=st.lists(a_deep_part(), min_size=1, max_size=6),

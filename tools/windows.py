@@ -226,17 +226,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every test that applies")
     parser.add_argument("--workers", type=int, default=3, help="pytest workers (default 3)")
-    parser.add_argument("--prepare-only", action="store_true", help="install, run nothing")
+    parser.add_argument(
+        "--prepare-only", action="store_true", help="install and make the prefix, run nothing"
+    )
     parser.add_argument("pytest_args", nargs="*", help="more arguments for pytest, after --")
     args = parser.parse_args(argv)
     wine_loader = wine()
     python = prepare_python()
     site = prepare_site()
-    if args.prepare_only:
-        return 0
     environment = wine_environment(site)
     wineserver(wine_loader, "-p", environment)
-    boot(wine_loader, environment)
+    boot(wine_loader, environment)  # a new prefix is made here: seconds of Wine's work
+    if args.prepare_only:
+        wineserver(wine_loader, "-k", environment)
+        return 0
     selection = [] if args.all else [*CI_SELECTION, "-k", CI_KEYWORDS]
     started: list[object] = []
     begun = time.monotonic()
