@@ -175,16 +175,6 @@ def serving() -> Iterator[Callable[..., Served]]:
         yield start
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The suite begins at the fraction SKF_TEST_ROTATE of it (0 when unset), in the same
-    order round: CI runs it on several Pythons at once on two cores, each lane from
-    another point, so that the phases of work and of waiting of the lanes interleave."""
-    turn = float(os.environ.get("SKF_TEST_ROTATE") or 0)
-    if 0 < turn < 1:
-        at = int(len(items) * turn)
-        items[:] = items[at:] + items[:at]
-
-
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """On Linux as root (as CI runs here) every test can run: a skip there means less
     proven, so it fails the run. Outside CI, one skip may stand there: a test that
