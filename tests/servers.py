@@ -138,7 +138,7 @@ def start_etcd(
 
 # A single member keeps etcd's own timeouts (a tick every 100 ms; it is healthy within
 # half a second all the same): ticks every 20 ms cost an idle member 1% of a core, and
-# CI keeps 9 (3 workers on each of 3 Pythons) for the whole run. A cluster's members
+# CI keeps 12 (4 workers on each of 3 Pythons) for the whole run. A cluster's members
 # tick every 20 ms, so that a new leader is elected within a test.
 QUICK_ELECTIONS = ["--heartbeat-interval", "20", "--election-timeout", "200"]
 
