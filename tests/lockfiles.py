@@ -7,6 +7,7 @@ import os
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 NOW = datetime(2026, 9, 30, 10, 15, 0, tzinfo=UTC)
@@ -37,6 +38,14 @@ def write_record(lock: Path, owner: str | None, when: datetime, **extra: Any) ->
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def taken_over(skf: ModuleType, lock: Path, owner: str) -> None:
+    """Another run takes ``lock`` over as this tool would: its record, dated now, written
+    under the lock's guard. Written bare, it could land between a renewal's read and its
+    write, and the renewal would put its own record back over it."""
+    with skf._Guard(lock):
+        write_record(lock, owner, datetime.now(UTC))
 
 
 def read_json(lock: Path) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from lockfiles import beside, write_record
+from lockfiles import beside, taken_over, write_record
 from servers import Etcd
 from signals import INTERRUPTING
 from stores import StoreUnderTest
@@ -131,7 +131,7 @@ def test_a_lock_taken_over_raises_lock_lost_from_check_and_on_exit(
 ) -> None:
     lock = tmp_path / "held.lock"
     with pytest.raises(skf.LockLost) as lost, skf.held(lock, "wf:held", SHORT) as lease:
-        write_record(lock, "wf:intruder:1", time_now())
+        taken_over(skf, lock, "wf:intruder:1")
         deadline = time.monotonic() + 10
         while not lease.lost:
             assert time.monotonic() < deadline, "the take-over was never noticed"

@@ -20,12 +20,13 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 from calls import Run, linux_only, posix_only
 from loader import SCRIPT
-from lockfiles import beside, write_record
+from lockfiles import beside, taken_over, write_record
 from servers import Etcd, etcd_post, start_etcd
 from signals import INTERRUPTING
 
@@ -365,7 +366,7 @@ def revoke_lease(etcd: Etcd, lock: str) -> None:
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("how", ["taken over", "deleted", "lease revoked"])
 def test_a_lost_lock_stops_the_command_and_run_exits_3(
-    tmp_path: Path, request: pytest.FixtureRequest, how: str
+    skf: ModuleType, tmp_path: Path, request: pytest.FixtureRequest, how: str
 ) -> None:
     marker = tmp_path / "marker"
     if how == "lease revoked":
@@ -376,7 +377,7 @@ def test_a_lost_lock_stops_the_command_and_run_exits_3(
     proc = start_run(lock, PY, "-c", LONG_COMMAND, str(marker), extra=("--stale-after", SHORT))
     wait_for_file(Path(str(marker) + ".ready"))
     if how == "taken over":
-        write_record(Path(lock), "wf:intruder:1", time_now())
+        taken_over(skf, Path(lock), "wf:intruder:1")
     elif how == "deleted":
         os.unlink(lock)
     else:
@@ -397,7 +398,9 @@ def test_a_lost_lock_stops_the_command_and_run_exits_3(
 
 @pytest.mark.timeout(60)
 @posix_only("SIGTERM, which a command may ignore (Windows ends a command at once)")
-def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path: Path) -> None:
+def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(
+    skf: ModuleType, tmp_path: Path
+) -> None:
     lock, ready = tmp_path / "run.lock", tmp_path / "ready"
     command = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN);"
@@ -405,7 +408,7 @@ def test_a_command_ignoring_sigterm_is_killed_after_the_grace_period(tmp_path: P
     )
     proc = start_run(str(lock), PY, "-c", command, extra=("--stale-after", SHORT))
     wait_for_file(ready)
-    write_record(lock, "wf:intruder:1", time_now())
+    taken_over(skf, lock, "wf:intruder:1")
     started = time.monotonic()
     run = finished(proc)
     assert run.code == 3 and "was stopped" in run.error
