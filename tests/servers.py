@@ -202,13 +202,18 @@ def _try_etcd(
     return server if healthy else None
 
 
+def started_again(proc: subprocess.Popen[bytes]) -> subprocess.Popen[bytes]:
+    """The server ``proc`` ran (stopped by now) started again with its very arguments:
+    on its own ports, with its own data, as a crashed server is restarted."""
+    return subprocess.Popen(proc.args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def restarted_in_place(server: Etcd) -> Etcd:
     """``server`` killed and started again on its ports with its data (a plain one,
     started here): the same member, with what it had written."""
     assert server.proc is not None
-    args = server.proc.args
     server.stop()
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = started_again(server.proc)
     again = Etcd(proc, server.client)
     late = f"etcd did not become healthy again on {server.client} within 30 s"
     if not _ready(proc, lambda: _healthy(f"http://{server.client}/health"), again.stop, late):

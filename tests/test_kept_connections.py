@@ -32,6 +32,7 @@ from servers import (
     start_etcd,
     start_redis,
     start_redis_with_agent,
+    started_again,
 )
 from sessions import Served
 from wire import after_each_send, connections_to, etcd_requests
@@ -235,12 +236,12 @@ def test_a_cluster_node_restarted_in_place_is_out_of_reach_then_served_anew(
     lock = own_cluster.url(key, node=0)
     assert skf.acquire(lock, OWNER, 60.0)["acquired"] is True
     node = own_cluster.nodes[1]
-    assert node.proc is not None
-    args = node.proc.args
+    stopped = node.proc
+    assert stopped is not None
     node.stop()
     with pytest.raises(ConnectionRefusedError, match=f"127.0.0.1:{node.port} refused"):
         skf.acquire(lock, OWNER, 60.0)
-    node.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    node.proc = started_again(stopped)
     own_cluster.wait_ok()
     taken = skf.acquire(lock, OWNER, 60.0)
     assert part_of(taken, acquired(lock, OWNER)) == acquired(lock, OWNER)
