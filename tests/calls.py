@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, AnyStr
+from typing import IO, Any, AnyStr, Protocol
 
 import pytest
 from loader import SCRIPT
@@ -100,11 +100,26 @@ class Run:
         return data["message"]
 
 
+class Started(Protocol):
+    """A process a test started: a ``subprocess.Popen``, or one forked for it
+    (fork_server.py)."""
+
+    @property
+    def stdin(self) -> IO[str] | None: ...
+    @property
+    def stdout(self) -> IO[str] | None: ...
+    @property
+    def stderr(self) -> IO[str] | None: ...
+    def poll(self) -> int | None: ...
+    def kill(self) -> None: ...
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @contextlib.contextmanager
-def reaped() -> Iterator[list[subprocess.Popen[str]]]:
+def reaped() -> Iterator[list[Started]]:
     """A list for the processes a test starts: every one still running at the end is
     killed, and every one is waited for, its pipes closed."""
-    started: list[subprocess.Popen[str]] = []
+    started: list[Started] = []
     try:
         yield started
     finally:

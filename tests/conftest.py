@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 from calls import NOT_ON_WINDOWS, SYSTEM_TOOL, WORKER, Run, reaped
+from fork_server import ForkServer
 from loader import SCRIPT, build_if_stale, load_script
 from pki import Pki, make_pki
 from servers import (
@@ -35,7 +36,7 @@ from servers import (
     start_redis_cluster,
     start_tls_redis,
 )
-from sessions import SERVE, Served
+from sessions import SDK_MODULES, SERVE, Served
 from stores import PlaceUnderTest, StoreUnderTest
 from windows_rules import FakeMsvcrt, follow_windows_rules
 from wrapped import WrappedStore, wrap_stores
@@ -160,15 +161,27 @@ def worker() -> Iterator[Callable[..., subprocess.Popen[str]]]:
         yield start
 
 
+@pytest.fixture(scope="session")
+def fork_server() -> Iterator[ForkServer | None]:
+    """On Linux, one process per test process that has imported the MCP SDK and forks
+    the serve processes the tests start (fork_server.py); elsewhere None."""
+    if sys.platform != "linux":
+        yield None
+        return
+    server = ForkServer(SDK_MODULES)
+    yield server
+    server.close()
+
+
 @pytest.fixture
-def serving() -> Iterator[Callable[..., Served]]:
+def serving(fork_server: ForkServer | None) -> Iterator[Callable[..., Served]]:
     """Start ``skf-run-lock.py serve ARGS`` (or the process ``argv``, with its
     ``Popen`` keywords), to be driven line by line over its stdio; every one still
     running at the end is killed."""
     with reaped() as started:
 
         def start(*args: str, argv: list[str] | None = None, **popen: Any) -> Served:
-            served = Served(argv or [*SERVE, *args], **popen)
+            served = Served(argv or [*SERVE, *args], forks=fork_server, **popen)
             started.append(served.proc)
             return served
 

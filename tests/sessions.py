@@ -23,6 +23,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from calls import Run
+from fork_server import ForkedProcess, ForkServer, can_fork
 from loader import SCRIPT
 from wrapped import WrappedStore
 
@@ -31,6 +32,8 @@ SESSIONS = os.path.abspath(__file__)  # this file, run as a client process or a 
 SDK = "mcp>=2.3,<3"
 PROTOCOL = "2025-06-18"  # the protocol version the line-by-line client asks for
 TOOLS = ["acquire", "release", "status", "check", "list", "holds"]
+# What serve imports of the SDK: a fork server imports it once for every serve it forks.
+SDK_MODULES = ["mcp.types", "mcp.server.lowlevel", "mcp.server.stdio"]
 
 # What serve promises: a session that ends by any way but SIGKILL frees its holds within
 # this (releases get 1.5 s at most); a hard deadline, not a timing measured.
@@ -44,18 +47,32 @@ class Served:
     with these pipes), driven as a client drives it: one JSON object a line. Every
     message it writes is kept in order; what it writes on stderr too (a reaper's
     reports are JSON lines there). ``read_ahead`` False: its stdout is read only as a
-    test asks for a line, so that closing it (``close_output``) closes the pipe at once."""
+    test asks for a line, so that closing it (``close_output``) closes the pipe at once.
+    Forked from ``forks`` where it can be (fork_server.py), else started anew."""
 
-    def __init__(self, argv: list[str], *, read_ahead: bool = True, **popen: Any) -> None:
-        self.proc = subprocess.Popen(
-            argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            encoding="utf-8",
-            **popen,
-        )
+    def __init__(
+        self,
+        argv: list[str],
+        *,
+        read_ahead: bool = True,
+        forks: ForkServer | None = None,
+        **popen: Any,
+    ) -> None:
+        env = popen.pop("env", None)
+        self.proc: subprocess.Popen[str] | ForkedProcess
+        if forks is not None and can_fork(argv, env, popen):
+            self.proc = forks.start(argv, env, popen.get("cwd"))
+        else:
+            self.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                env=env,
+                **popen,
+            )
         self.pid = self.proc.pid
         self.messages: queue.Queue[dict[str, Any] | None] = queue.Queue()
         self.notifications: list[dict[str, Any]] = []

@@ -57,6 +57,18 @@ def a_wait_ended_by_sigint(
     return after
 
 
+def until_stopped(pid: int) -> None:
+    """Wait until ``pid``, sent SIGSTOP, has stopped: as its parent waits for that, or
+    (a process forked for this one by fork_server.py, on Linux) as /proc tells it."""
+    try:
+        os.waitpid(pid, os.WUNTRACED)
+    except ChildProcessError:
+        stat = Path(f"/proc/{pid}/stat")
+        # The state follows the command's name, in parentheses that it may contain.
+        while stat.read_text().rpartition(")")[2].split()[0] != "T":
+            time.sleep(0.001)
+
+
 def freeze_outside_the_guard(pid: int, lock: str) -> None:
     """SIGSTOP ``pid``, a waiter on ``lock``, at a moment it holds no file lock's guard.
     A waiter takes the guard for a moment at each beat and each try, and one frozen
@@ -66,7 +78,7 @@ def freeze_outside_the_guard(pid: int, lock: str) -> None:
     guard = Path(lock + ".skf-guard")
     for _ in range(200):
         os.kill(pid, signal.SIGSTOP)
-        os.waitpid(pid, os.WUNTRACED)  # until it has stopped (a child of this process)
+        until_stopped(pid)
         if "://" in lock or not guard.exists():
             return
         os.kill(pid, signal.SIGCONT)

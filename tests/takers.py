@@ -16,6 +16,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, TypeVar
 
+from calls import Started
 from loader import SCRIPT
 
 # run's command: its process id, then the time every 100 ms; on SIGTERM, the time it
@@ -94,9 +95,7 @@ class Taker:
         self.stop.set()
 
 
-def started_run(
-    argv: list[str], ready: Path, started: list[subprocess.Popen[str]]
-) -> subprocess.Popen[str]:
+def started_run(argv: list[str], ready: Path, started: list[Started]) -> subprocess.Popen[str]:
     """The built file run with ``argv`` (a ``run`` call), kept in ``started`` (reaped()),
     once ``ready`` exists (its command's first marker, or the lock it took)."""
     run = subprocess.Popen(

@@ -32,7 +32,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import posix_only, reaped
+from calls import Started, posix_only, reaped
 from conftest import key_of_its_own
 from sessions import Served
 from stalled_names import STALL_SEC
@@ -89,7 +89,7 @@ def lookups_in(log: Path) -> list[dict[str, Any]]:
 
 
 def started_child(
-    folder: Path, mode: list[str], started: list[subprocess.Popen[str]]
+    folder: Path, mode: list[str], started: list[Started]
 ) -> tuple[subprocess.Popen[str], Path, Path]:
     """tests/stalled_names.py in ``folder`` as ``mode`` (run's or held's arguments),
     once its work runs (``folder/marker``): the process, its trigger and its log."""

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import posix_only, reaped
+from calls import Started, posix_only, reaped
 from takers import Taker, started_run
 
 # run's command: the time every 50 ms, written whole; SIGTERM ignored (a command slow to
@@ -40,9 +40,7 @@ STUBBORN = textwrap.dedent(
 )
 
 
-def start_run(
-    lock: Path, folder: Path, started: list[subprocess.Popen[str]]
-) -> subprocess.Popen[str]:
+def start_run(lock: Path, folder: Path, started: list[Started]) -> subprocess.Popen[str]:
     argv = ["run", "--lock", str(lock), "--owner", "wf:sk", "--stale-after", "3s", "--"]
     argv += [sys.executable, "-c", STUBBORN, str(folder)]
     return started_run(argv, folder / "marker", started)

@@ -30,7 +30,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import UV, Run, linux_only, posix_only, reaped
+from calls import UV, Run, Started, linux_only, posix_only, reaped
 from loader import SCRIPT
 from servers import start_redis
 from sessions import (
@@ -834,7 +834,7 @@ def _cut_with_a_later_waiter(
     cli: Callable[..., Run],
     served: Served,
     lock: str,
-    started: list[subprocess.Popen[str]],
+    started: list[Started],
     *,
     parts: list[str] | None = None,
     past_a_lapse: bool = True,

@@ -1,0 +1,240 @@
+"""Serve processes forked from one Python process that has imported the MCP SDK
+already, on Linux: the SDK's import costs each serve about a second of a core, which
+the tests' ~50 sessions a run paid on every Python in CI.
+
+A child is a real process of its own, with its own pipes, pid and exit status, that
+runs ``python SCRIPT ARGS`` as the interpreter would (the script as ``__main__``, its
+folder first on ``sys.path``, the environment and folder the test gave, the
+interpreter's own exit: threads joined, ``atexit`` run, an uncaught exception printed
+and exit 1, a signal's default action). Only the interpreter's start and the SDK's
+import are shared. So a test's ``serve`` differs from one it started itself in how its
+imports were paid for, never in what it does; what an interpreter reads as it starts
+(``PYTHON*``, ``LD_*``) or another interpreter is started as before (``can_fork``).
+
+Run as a script it is the server: it listens on the Unix socket it is given until its
+stdin ends (its test process ended), forks a child for each request, and tells the
+requester the child's pid, then its exit status (``os.waitstatus_to_exitcode``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+__all__ = ["ForkServer", "ForkedProcess", "can_fork"]
+
+# A request: one message, {"argv", "env", "cwd"}, with the child's stdin, stdout and
+# stderr as descriptors. Answers: {"pid"}, then {"code"} once the child has ended.
+MESSAGE_MAX = 1 << 20
+STARTED_WITHIN = 60.0  # the server's own start: the SDK's import, under CI's load
+
+# What the interpreter reads as it starts, which a forked child could not honour.
+READ_AT_START = ("PYTHON", "LD_")
+
+
+def can_fork(argv: list[str], env: dict[str, str] | None, popen: dict[str, Any]) -> bool:
+    """Whether ``argv`` (with Popen keywords ``popen`` besides ``env`` and ``cwd``) can
+    be forked from the server: this interpreter running a script, on Linux, with the
+    environment it starts with as far as an interpreter's start reads it."""
+    if sys.platform != "linux" or set(popen) - {"cwd"}:
+        return False
+    if len(argv) < 2 or argv[0] != sys.executable or not argv[1].endswith(".py"):
+        return False
+    if env is None:
+        return True
+    started = {k: v for k, v in os.environ.items() if k.startswith(READ_AT_START)}
+    asked = {k: v for k, v in env.items() if k.startswith(READ_AT_START)}
+    return started == asked
+
+
+class ForkedProcess:
+    """A child of the fork server, as much of ``subprocess.Popen`` (text mode, utf-8,
+    all three pipes) as the tests use: pid, pipes, poll, wait, kill, terminate,
+    send_signal, returncode."""
+
+    def __init__(self, server: ForkServer, argv: list[str], env: dict[str, str], cwd: str) -> None:
+        self.args = argv
+        self.returncode: int | None = None
+        ends = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
+        theirs = [ends[0][0], ends[1][1], ends[2][1]]
+        self._answers = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._answers.settimeout(STARTED_WITHIN)
+            self._answers.connect(server.address)
+            request = json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()
+            socket.send_fds(self._answers, [request], theirs)
+            self.pid: int = json.loads(self._answers.recv(MESSAGE_MAX))["pid"]
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        self.stdin = open(ends[0][1], "w", encoding="utf-8")  # noqa: SIM115
+        self.stdout = open(ends[1][0], encoding="utf-8")  # noqa: SIM115
+        self.stderr = open(ends[2][0], encoding="utf-8")  # noqa: SIM115
+
+    def _ended(self, timeout: float | None) -> bool:
+        """Whether the child has ended, told within ``timeout`` seconds (None: wait)."""
+        if self.returncode is None:
+            self._answers.settimeout(timeout)
+            try:
+                answer = self._answers.recv(MESSAGE_MAX)
+            except (TimeoutError, BlockingIOError):
+                return False
+            if not answer:
+                raise RuntimeError(f"the fork server ended before its child {self.pid}")
+            self.returncode = int(json.loads(answer)["code"])
+            self._answers.close()
+        return True
+
+    def poll(self) -> int | None:
+        return self.returncode if self._ended(0.0) else None
+
+    def wait(self, timeout: float | None = None) -> int:
+        if not self._ended(timeout):
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+        assert self.returncode is not None
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signum)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class ForkServer:
+    """The server, started at once and ended with ``close`` (or when this process ends:
+    its stdin is a pipe from here)."""
+
+    def __init__(self, imports: list[str]) -> None:
+        self._folder = tempfile.TemporaryDirectory(prefix="skf-forks-")
+        self.address = os.path.join(self._folder.name, "forks")
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), self.address, *imports],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+        assert self.proc.stdout is not None
+        ready = self.proc.stdout.readline()  # once the imports are done and it listens
+        if ready != b"listening\n":
+            self.proc.kill()
+            raise RuntimeError(f"the fork server did not start: {ready!r}")
+
+    def start(self, argv: list[str], env: dict[str, str] | None, cwd: Any) -> ForkedProcess:
+        place = os.fspath(cwd) if cwd is not None else os.getcwd()
+        return ForkedProcess(self, argv, dict(os.environ if env is None else env), place)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        self.proc.wait(30)
+        self.proc.stdout.close()
+        self._folder.cleanup()
+
+
+# --- As a script: the server ------------------------------------------------------
+
+
+class _Server:
+    """The fork server's state: where requests come, and the children not yet ended,
+    each with the connection that asked for it."""
+
+    def __init__(self, address: str) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(address)
+        self.listener.listen(64)
+        self.woken, self.wake = socket.socketpair()
+        self.woken.setblocking(False)
+        self.wake.setblocking(False)
+        signal.set_wakeup_fd(self.wake.fileno())
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a child's end wakes the selector
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.listener, selectors.EVENT_READ)
+        self.selector.register(self.woken, selectors.EVENT_READ)
+        self.selector.register(sys.stdin.fileno(), selectors.EVENT_READ)
+        self.children: dict[int, socket.socket] = {}
+
+    def serve(self) -> tuple[dict[str, Any], list[int]] | None:
+        """Fork a child for each request until stdin ends (None); in a child, its
+        request and its stdio descriptors."""
+        print("listening", flush=True)
+        while True:
+            for key, _ in self.selector.select():
+                if key.fileobj == sys.stdin.fileno():
+                    if not os.read(sys.stdin.fileno(), 4096):
+                        return None
+                elif key.fileobj is self.woken:
+                    with contextlib.suppress(BlockingIOError):
+                        while self.woken.recv(4096):
+                            pass
+                else:
+                    child = self.fork()
+                    if child is not None:
+                        return child
+            self.tell_ended()
+
+    def fork(self) -> tuple[dict[str, Any], list[int]] | None:
+        """Fork for the next request: None here, its request and descriptors in the child."""
+        conn, _ = self.listener.accept()
+        message, fds, _, _ = socket.recv_fds(conn, MESSAGE_MAX, 3)
+        pid = os.fork()
+        if pid == 0:
+            # The child: nothing of the server's is left open or armed.
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            self.selector.close()
+            for own in (self.listener, self.woken, self.wake, conn, *self.children.values()):
+                own.close()
+            return json.loads(message), fds
+        for fd in fds:
+            os.close(fd)
+        conn.sendall(json.dumps({"pid": pid}).encode())
+        self.children[pid] = conn
+        return None
+
+    def tell_ended(self) -> None:
+        """Tell each child's requester its exit status, once it has ended."""
+        while self.children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                return
+            conn = self.children.pop(pid)
+            with contextlib.suppress(OSError):  # its requester may have gone
+                conn.sendall(json.dumps({"code": os.waitstatus_to_exitcode(status)}).encode())
+            conn.close()
+
+
+def _run(request: dict[str, Any], fds: list[int]) -> None:
+    """Become ``python SCRIPT ARGS`` with the request's stdio, environment and folder."""
+    for number, fd in enumerate(fds):
+        os.dup2(fd, number)
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    script, *_ = sys.argv = request["argv"][1:]
+    sys.path[0] = os.path.dirname(os.path.abspath(script))
+    import runpy
+
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    import importlib
+
+    for name in sys.argv[2:]:
+        importlib.import_module(name)
+    child = _Server(sys.argv[1]).serve()
+    if child is not None:
+        _run(*child)
