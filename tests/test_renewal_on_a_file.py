@@ -10,7 +10,6 @@ renewer counted)."""
 
 from __future__ import annotations
 
-import fcntl
 import os
 import subprocess
 import sys
@@ -56,14 +55,12 @@ def test_run_stops_its_command_before_a_take_when_a_stuck_call_holds_the_guard(
         run = start_run(lock, tmp_path, started)
         time.sleep(0.5)
         # Another call stuck in its change (stopped, swapped out) holds the guard 4.5 s:
-        # the run's renewals wait on it past the moment its command must stop.
-        guard = os.open(str(lock) + ".skf-guard", os.O_RDWR | os.O_CREAT)
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        taker = Taker(skf, str(lock))
-        time.sleep(4.5)
-        os.unlink(str(lock) + ".skf-guard")
-        fcntl.flock(guard, fcntl.LOCK_UN)
-        os.close(guard)
+        # the run's renewals wait on it past the moment its command must stop. Taken as
+        # a call takes it: a guard opened bare while a renewal held it was that
+        # renewal's, removed as it ended, and held up nobody.
+        with skf._Guard(lock):
+            taker = Taker(skf, str(lock))
+            time.sleep(4.5)
         _, err = run.communicate(timeout=60)
         taker.join()
     assert taker.took is not None, "the lock was never taken"
