@@ -225,7 +225,7 @@ def _start_servers(folder: Path, workers: int, started: list[object]) -> list[di
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--all", action="store_true", help="every test that applies")
-    parser.add_argument("--workers", type=int, default=3, help="pytest workers (default 3)")
+    parser.add_argument("--workers", type=int, default=4, help="pytest workers (default 4)")
     parser.add_argument(
         "--prepare-only", action="store_true", help="install and make the prefix, run nothing"
     )
