@@ -8,8 +8,9 @@ folder first on ``sys.path``, the environment and folder the test gave, the
 interpreter's own exit: threads joined, ``atexit`` run, an uncaught exception printed
 and exit 1, a signal's default action). Only the interpreter's start and the SDK's
 import are shared. So a test's ``serve`` differs from one it started itself in how its
-imports were paid for, never in what it does; what an interpreter reads as it starts
-(``PYTHON*``, ``LD_*``) or another interpreter is started as before (``can_fork``).
+imports were paid for, never in what it does. A process of another interpreter, or
+one whose environment differs in what an interpreter reads as it starts (``PYTHON*``,
+``LD_*``), is started anew (``ForkServer.can_fork``).
 
 Run as a script it is the server: it listens on the Unix socket it is given until its
 stdin ends (its test process ended), forks a child for each request, and tells the
@@ -29,30 +30,19 @@ import sys
 import tempfile
 from typing import Any
 
-__all__ = ["ForkServer", "ForkedProcess", "can_fork"]
+__all__ = ["ForkServer", "ForkedProcess"]
 
 # A request: one message, {"argv", "env", "cwd"}, with the child's stdin, stdout and
 # stderr as descriptors. Answers: {"pid"}, then {"code"} once the child has ended.
 MESSAGE_MAX = 1 << 20
-STARTED_WITHIN = 60.0  # the server's own start: the SDK's import, under CI's load
+ANSWERED_WITHIN = 60.0  # a fork's pid, told under CI's load
 
 # What the interpreter reads as it starts, which a forked child could not honour.
 READ_AT_START = ("PYTHON", "LD_")
 
 
-def can_fork(argv: list[str], env: dict[str, str] | None, popen: dict[str, Any]) -> bool:
-    """Whether ``argv`` (with Popen keywords ``popen`` besides ``env`` and ``cwd``) can
-    be forked from the server: this interpreter running a script, on Linux, with the
-    environment it starts with as far as an interpreter's start reads it."""
-    if sys.platform != "linux" or set(popen) - {"cwd"}:
-        return False
-    if len(argv) < 2 or argv[0] != sys.executable or not argv[1].endswith(".py"):
-        return False
-    if env is None:
-        return True
-    started = {k: v for k, v in os.environ.items() if k.startswith(READ_AT_START)}
-    asked = {k: v for k, v in env.items() if k.startswith(READ_AT_START)}
-    return started == asked
+def _read_at_start(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    return {name: value for name, value in env.items() if name.startswith(READ_AT_START)}
 
 
 class ForkedProcess:
@@ -67,7 +57,7 @@ class ForkedProcess:
         theirs = [ends[0][0], ends[1][1], ends[2][1]]
         self._answers = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
-            self._answers.settimeout(STARTED_WITHIN)
+            self._answers.settimeout(ANSWERED_WITHIN)
             self._answers.connect(server.address)
             request = json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()
             socket.send_fds(self._answers, [request], theirs)
@@ -118,6 +108,7 @@ class ForkServer:
     its stdin is a pipe from here)."""
 
     def __init__(self, imports: list[str]) -> None:
+        self.read_at_start = _read_at_start(os.environ)
         self._folder = tempfile.TemporaryDirectory(prefix="skf-forks-")
         self.address = os.path.join(self._folder.name, "forks")
         self.proc = subprocess.Popen(
@@ -130,6 +121,17 @@ class ForkServer:
         if ready != b"listening\n":
             self.proc.kill()
             raise RuntimeError(f"the fork server did not start: {ready!r}")
+
+    def can_fork(self, argv: list[str], env: dict[str, str] | None, popen: dict[str, Any]) -> bool:
+        """Whether ``argv``, with ``env`` (None: this process's) and the Popen keywords
+        ``popen`` (besides ``env``), can be forked here: this interpreter running a
+        script, with no keyword but ``cwd``, and the environment the server started
+        with as far as an interpreter's start reads it."""
+        if set(popen) - {"cwd"}:
+            return False
+        if len(argv) < 2 or argv[0] != sys.executable or not argv[1].endswith(".py"):
+            return False
+        return _read_at_start(os.environ if env is None else env) == self.read_at_start
 
     def start(self, argv: list[str], env: dict[str, str] | None, cwd: Any) -> ForkedProcess:
         place = os.fspath(cwd) if cwd is not None else os.getcwd()

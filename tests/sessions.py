@@ -23,7 +23,7 @@ from types import ModuleType
 from typing import Any, TextIO
 
 from calls import Run
-from fork_server import ForkedProcess, ForkServer, can_fork
+from fork_server import ForkedProcess, ForkServer
 from loader import SCRIPT
 from wrapped import WrappedStore
 
@@ -60,7 +60,7 @@ class Served:
     ) -> None:
         env = popen.pop("env", None)
         self.proc: subprocess.Popen[str] | ForkedProcess
-        if forks is not None and can_fork(argv, env, popen):
+        if forks is not None and forks.can_fork(argv, env, popen):
             self.proc = forks.start(argv, env, popen.get("cwd"))
         else:
             self.proc = subprocess.Popen(
