@@ -47,14 +47,14 @@ def _read_at_start(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
 
 class ForkedProcess:
     """A child of the fork server, as much of ``subprocess.Popen`` (text mode, utf-8,
-    all three pipes) as the tests use: pid, pipes, poll, wait, kill, terminate,
-    send_signal, returncode."""
+    all three pipes) as the tests use: pid, pipes, poll, wait, kill, returncode."""
 
     def __init__(self, server: ForkServer, argv: list[str], env: dict[str, str], cwd: str) -> None:
         self.args = argv
         self.returncode: int | None = None
         ends = [os.pipe() for _ in range(3)]  # stdin, stdout, stderr: (read, write)
         theirs = [ends[0][0], ends[1][1], ends[2][1]]
+        ours = [ends[0][1], ends[1][0], ends[2][0]]
         self._answers = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self._answers.settimeout(ANSWERED_WITHIN)
@@ -62,12 +62,17 @@ class ForkedProcess:
             request = json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()
             socket.send_fds(self._answers, [request], theirs)
             self.pid: int = json.loads(self._answers.recv(MESSAGE_MAX))["pid"]
+        except BaseException:
+            for fd in ours:
+                os.close(fd)
+            self._answers.close()
+            raise
         finally:
             for fd in theirs:
                 os.close(fd)
-        self.stdin = open(ends[0][1], "w", encoding="utf-8")  # noqa: SIM115
-        self.stdout = open(ends[1][0], encoding="utf-8")  # noqa: SIM115
-        self.stderr = open(ends[2][0], encoding="utf-8")  # noqa: SIM115
+        self.stdin = open(ours[0], "w", encoding="utf-8")  # noqa: SIM115
+        self.stdout = open(ours[1], encoding="utf-8")  # noqa: SIM115
+        self.stderr = open(ours[2], encoding="utf-8")  # noqa: SIM115
 
     def _ended(self, timeout: float | None) -> bool:
         """Whether the child has ended, told within ``timeout`` seconds (None: wait)."""
@@ -92,15 +97,9 @@ class ForkedProcess:
         assert self.returncode is not None
         return self.returncode
 
-    def send_signal(self, signum: int) -> None:
-        if self.poll() is None:
-            os.kill(self.pid, signum)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
     def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
 
 
 class ForkServer:
