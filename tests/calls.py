@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import IO, Any, AnyStr, Protocol
 
 import pytest
+from fork_server import forks_importing, popen_text
 from loader import SCRIPT
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
@@ -100,6 +101,68 @@ class Run:
         return data["message"]
 
 
+# What the CLI's calls import of the standard library, a call of each kind (a file's,
+# a server's over TLS, run, list), and worker.py's: a fork server imports it once for
+# all the processes it forks (fork_server.py). Their own code is compiled and run in each.
+CLI_MODULES = [
+    *("base64", "binascii", "collections", "contextlib", "copyreg", "ctypes", "datetime"),
+    *("enum", "errno", "fcntl", "functools", "importlib.util", "itertools", "json"),
+    *("keyword", "locale", "math", "operator", "pathlib", "re", "reprlib", "select"),
+    *("selectors", "signal", "socket", "ssl", "string", "struct", "subprocess"),
+    *("threading", "tomllib", "types", "typing", "warnings"),
+]
+
+
+def call_to_end(
+    argv: list[str],
+    timeout: float,
+    cwd: str | os.PathLike[str] | None = None,
+    stdin: bytes | None = None,
+) -> Run:
+    """The outcome of ``argv`` in a process of its own, run to its end as
+    ``subprocess.run`` with its output captured runs it (``stdin``: what it reads, or
+    nothing to read); forked (fork_server.py) where it can be."""
+    forks = forks_importing(CLI_MODULES)
+    if forks is not None and forks.can_fork(argv, None, {"cwd": cwd}):
+        forked = forks.start(argv, None, cwd)
+        try:
+            out, err = forked.exchange(stdin or b"", timeout)
+        except subprocess.TimeoutExpired:
+            forked.kill()
+            forked.wait()
+            raise
+        assert forked.returncode is not None
+        return Run(forked.returncode, out, err)
+    done = subprocess.run(
+        argv,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        capture_output=True,
+        timeout=timeout,
+        check=False,
+        cwd=cwd,
+    )
+    return Run(done.returncode, popen_text(done.stdout), popen_text(done.stderr))
+
+
+# The Popen keywords of a process the tests drive through its three pipes, as text.
+THREE_TEXT_PIPES: dict[str, Any] = {
+    "stdin": subprocess.PIPE,
+    "stdout": subprocess.PIPE,
+    "stderr": subprocess.PIPE,
+    "text": True,
+}
+
+
+def started(argv: list[str], cwd: str | os.PathLike[str] | None = None) -> Started:
+    """``argv`` started with its three pipes (text), forked (fork_server.py) where it can
+    be, else as ``subprocess.Popen``."""
+    forks = forks_importing(CLI_MODULES)
+    if forks is not None and forks.can_fork(argv, None, {"cwd": cwd}):
+        return forks.start(argv, None, cwd)
+    return subprocess.Popen(argv, cwd=cwd, **THREE_TEXT_PIPES)
+
+
 class Started(Protocol):
     """A process a test started: a ``subprocess.Popen``, or one forked for it
     (fork_server.py)."""
@@ -110,9 +173,18 @@ class Started(Protocol):
     def stdout(self) -> IO[str] | None: ...
     @property
     def stderr(self) -> IO[str] | None: ...
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
     def poll(self) -> int | None: ...
     def kill(self) -> None: ...
+    def terminate(self) -> None: ...
+    def send_signal(self, signum: int) -> None: ...
     def wait(self, timeout: float | None = None) -> int: ...
+    def communicate(
+        self, input: str | None = None, timeout: float | None = None
+    ) -> tuple[str, str]: ...
 
 
 @contextlib.contextmanager

@@ -13,7 +13,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -23,8 +22,17 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import NOT_ON_WINDOWS, SYSTEM_TOOL, WORKER, Run, reaped
-from fork_server import ForkServer
+from calls import (
+    NOT_ON_WINDOWS,
+    SYSTEM_TOOL,
+    WORKER,
+    Run,
+    Started,
+    call_to_end,
+    reaped,
+    started,
+)
+from fork_server import forks_importing
 from loader import SCRIPT, build_if_stale, load_script
 from pki import Pki, make_pki
 from servers import (
@@ -109,22 +117,16 @@ def lock(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli() -> Callable[..., Run]:
-    """Run the script as a subprocess: cli("acquire", "--lock", ...)."""
+    """Run the script in a process of its own, to its end: cli("acquire", "--lock", ...);
+    ``stdin``: the bytes it reads (default: nothing to read)."""
 
     def run(
         *args: str | os.PathLike[str],
         timeout: float = 60,
         cwd: str | os.PathLike[str] | None = None,
+        stdin: bytes | None = None,
     ) -> Run:
-        proc = subprocess.run(
-            [sys.executable, str(SCRIPT), *map(str, args)],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-            cwd=cwd,
-        )
-        return Run(proc.returncode, proc.stdout, proc.stderr)
+        return call_to_end([sys.executable, str(SCRIPT), *map(str, args)], timeout, cwd, stdin)
 
     return run
 
@@ -143,45 +145,29 @@ def main(skf: ModuleType, capsys: pytest.CaptureFixture[str]) -> Callable[..., R
 
 
 @pytest.fixture
-def worker() -> Iterator[Callable[..., subprocess.Popen[str]]]:
-    """Start tests/worker.py in a real process; every one still running is killed at the end."""
-    with reaped() as started:
+def worker() -> Iterator[Callable[..., Started]]:
+    """Start tests/worker.py in a process of its own (with its three pipes, as text);
+    every one still running is killed at the end."""
+    with reaped() as processes:
 
-        def start(*args: str | os.PathLike[str]) -> subprocess.Popen[str]:
-            proc = subprocess.Popen(
-                [sys.executable, str(WORKER), *map(str, args)],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            started.append(proc)
+        def start(*args: str | os.PathLike[str]) -> Started:
+            proc = started([sys.executable, str(WORKER), *map(str, args)])
+            processes.append(proc)
             return proc
 
         yield start
 
 
-@pytest.fixture(scope="session")
-def fork_server() -> Iterator[ForkServer | None]:
-    """On Linux, one process per test process that has imported the MCP SDK and forks
-    the serve processes the tests start (fork_server.py); elsewhere None."""
-    if sys.platform != "linux":
-        yield None
-        return
-    server = ForkServer(SDK_MODULES)
-    yield server
-    server.close()
-
-
 @pytest.fixture
-def serving(fork_server: ForkServer | None) -> Iterator[Callable[..., Served]]:
+def serving() -> Iterator[Callable[..., Served]]:
     """Start ``skf-run-lock.py serve ARGS`` (or the process ``argv``, with its
     ``Popen`` keywords), to be driven line by line over its stdio; every one still
     running at the end is killed."""
     with reaped() as started:
 
         def start(*args: str, argv: list[str] | None = None, **popen: Any) -> Served:
-            served = Served(argv or [*SERVE, *args], forks=fork_server, **popen)
+            forks = forks_importing(SDK_MODULES)
+            served = Served(argv or [*SERVE, *args], forks=forks, **popen)
             started.append(served.proc)
             return served
 

@@ -10,13 +10,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from calls import WORKER
+from calls import WORKER, Started
 
 
 def assert_exclusive_counter(
     lock: str | Path,
     folder: Path,
-    worker: Callable[..., subprocess.Popen[str]],
+    worker: Callable[..., Started],
     processes: int,
     rounds: int,
 ) -> None:
@@ -81,7 +81,7 @@ def assert_one_winner_of_a_race(
 
 
 def turns_taken(
-    worker: Callable[..., subprocess.Popen[str]],
+    worker: Callable[..., Started],
     folder: Path,
     workers: Sequence[tuple[str, ...]],
     seconds: float,

@@ -1,16 +1,17 @@
-"""Serve processes forked from one Python process that has imported the MCP SDK
-already, on Linux: the SDK's import costs each serve about a second of a core, which
-the tests' ~50 sessions a run paid on every Python in CI.
+"""Processes forked from one Python process that has imported what they import
+already, on Linux: serve's (the MCP SDK, about a second of a core each, ~50 sessions
+a run) and the CLI calls' (the standard library a call imports: a call costs 30 ms of
+CPU forked, 45 ms started anew, ~1,000 calls a run), on every Python in CI.
 
 A child is a real process of its own, with its own pipes, pid and exit status, that
 runs ``python SCRIPT ARGS`` as the interpreter would (the script as ``__main__``, its
 folder first on ``sys.path``, the environment and folder the test gave, the
 interpreter's own exit: threads joined, ``atexit`` run, an uncaught exception printed
-and exit 1, a signal's default action). Only the interpreter's start and the SDK's
-import are shared. So a test's ``serve`` differs from one it started itself in how its
-imports were paid for, never in what it does. A process of another interpreter, or
-one whose environment differs in what an interpreter reads as it starts (``PYTHON*``,
-``LD_*``), is started anew (``ForkServer.can_fork``).
+and exit 1, a signal's default action). Only the interpreter's start and the
+imports are shared. So a test's ``serve`` or call differs from one it started itself
+in how its imports were paid for, never in what it does. A process of another
+interpreter, or one whose environment differs in what an interpreter reads as it
+starts (``PYTHON*``, ``LD_*``, the locale), is started anew (``ForkServer.can_fork``).
 
 Run as a script it is the server: it listens on the Unix socket it is given until its
 stdin ends (its test process ended), forks a child for each request, and tells the
@@ -19,35 +20,54 @@ requester the child's pid, then its exit status (``os.waitstatus_to_exitcode``).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import gc
 import json
 import os
+import select
 import selectors
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from typing import Any
 
-__all__ = ["ForkServer", "ForkedProcess"]
+__all__ = ["ForkServer", "ForkedProcess", "forks_importing", "popen_text"]
 
 # A request: one message, {"argv", "env", "cwd"}, with the child's stdin, stdout and
-# stderr as descriptors. Answers: {"pid"}, then {"code"} once the child has ended.
+# stderr as descriptors. Answers: {"pid"}, then {"code"} once the child has ended. A
+# larger request than REQUEST_MAX (a test's very long argument) is started anew: one
+# message must fit the socket's buffer.
 MESSAGE_MAX = 1 << 20
+REQUEST_MAX = 1 << 16
 ANSWERED_WITHIN = 60.0  # a fork's pid, told under CI's load
 
-# What the interpreter reads as it starts, which a forked child could not honour.
-READ_AT_START = ("PYTHON", "LD_")
+# What the interpreter reads as it starts, which a forked child could not honour: its
+# own settings, the loader's, and the locale (the encoding of its stdio).
+READ_AT_START = ("PYTHON", "LD_", "LC_", "LANG")
 
 
 def _read_at_start(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
     return {name: value for name, value in env.items() if name.startswith(READ_AT_START)}
 
 
+def _request(argv: list[str], env: dict[str, str], cwd: str) -> bytes:
+    return json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()
+
+
+def _place(cwd: Any) -> str:
+    """The folder a child starts in: ``cwd`` as Popen takes it, else this one's."""
+    return os.fspath(cwd) if cwd is not None else os.getcwd()
+
+
 class ForkedProcess:
     """A child of the fork server, as much of ``subprocess.Popen`` (text mode, utf-8,
-    all three pipes) as the tests use: pid, pipes, poll, wait, kill, returncode."""
+    all three pipes) as the tests use: pid, pipes, poll, wait, kill, returncode, and
+    communicate with no input."""
 
     def __init__(self, server: ForkServer, argv: list[str], env: dict[str, str], cwd: str) -> None:
         self.args = argv
@@ -59,8 +79,7 @@ class ForkedProcess:
         try:
             self._answers.settimeout(ANSWERED_WITHIN)
             self._answers.connect(server.address)
-            request = json.dumps({"argv": argv, "env": env, "cwd": cwd}).encode()
-            socket.send_fds(self._answers, [request], theirs)
+            socket.send_fds(self._answers, [_request(argv, env, cwd)], theirs)
             self.pid: int = json.loads(self._answers.recv(MESSAGE_MAX))["pid"]
         except BaseException:
             for fd in ours:
@@ -70,6 +89,10 @@ class ForkedProcess:
         finally:
             for fd in theirs:
                 os.close(fd)
+        # What communicate() has read of each pipe, and has yet to write.
+        self._read: dict[int, list[bytes]] | None = None
+        self._ended_pipes: set[int] = set()
+        self._unwritten = memoryview(b"")
         self.stdin = open(ours[0], "w", encoding="utf-8")  # noqa: SIM115
         self.stdout = open(ours[1], encoding="utf-8")  # noqa: SIM115
         self.stderr = open(ours[2], encoding="utf-8")  # noqa: SIM115
@@ -98,8 +121,95 @@ class ForkedProcess:
         return self.returncode
 
     def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def send_signal(self, signum: int) -> None:
+        """``signum`` to the child, unless it has ended (as Popen does)."""
         if self.poll() is None:
-            os.kill(self.pid, signal.SIGKILL)
+            os.kill(self.pid, signum)
+
+    def communicate(
+        self, input: str | None = None, timeout: float | None = None
+    ) -> tuple[str, str]:
+        """As ``Popen.communicate`` in text mode: ``input`` written to stdin, which is
+        then closed; stdout and stderr read to their ends; the exit waited for. Past
+        ``timeout``, ``subprocess.TimeoutExpired``, the child left running and what
+        it wrote kept for the next call."""
+        return self.exchange((input or "").encode("utf-8"), timeout)
+
+    def exchange(self, input: bytes, timeout: float | None = None) -> tuple[str, str]:
+        """``communicate``, its input given as bytes (which may be no text at all)."""
+        assert self.stdin is not None and self.stdout is not None and self.stderr is not None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if self._read is None:  # the first call: what it reads, and what it writes
+            self._read = {self.stdout.fileno(): [], self.stderr.fileno(): []}
+            self._unwritten = memoryview(input)
+            if not self._unwritten and not self.stdin.closed:
+                self.stdin.close()
+        with selectors.DefaultSelector() as open_ends:
+            for fd in self._read:
+                if fd not in self._ended_pipes:
+                    open_ends.register(fd, selectors.EVENT_READ)
+            if not self.stdin.closed:
+                self.stdin.flush()
+                open_ends.register(self.stdin.fileno(), selectors.EVENT_WRITE)
+            while open_ends.get_map():
+                left = None if deadline is None else deadline - time.monotonic()
+                ready = open_ends.select(left) if left is None or left > 0 else []
+                if not ready:
+                    raise subprocess.TimeoutExpired(self.args, timeout or 0.0)
+                for key, _ in ready:
+                    if key.fd not in self._read:  # stdin: the next part of the input
+                        if not self._write_some(key.fd):
+                            open_ends.unregister(key.fd)
+                            self.stdin.close()
+                        continue
+                    data = os.read(key.fd, 1 << 16)
+                    if data:
+                        self._read[key.fd].append(data)
+                    else:
+                        open_ends.unregister(key.fd)
+                        self._ended_pipes.add(key.fd)
+        self.wait(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+        out, err = (b"".join(self._read[f.fileno()]) for f in (self.stdout, self.stderr))
+        self.stdout.close()
+        self.stderr.close()
+        return popen_text(out), popen_text(err)
+
+    def _write_some(self, fd: int) -> bool:
+        """The next part of the input written to stdin: whether some is left to write
+        (none once the child has closed its end)."""
+        try:
+            written = os.write(fd, self._unwritten[: select.PIPE_BUF])
+        except BrokenPipeError:
+            written = len(self._unwritten)
+        self._unwritten = self._unwritten[written:]
+        return bool(self._unwritten)
+
+
+def popen_text(data: bytes) -> str:
+    """A pipe's bytes as ``Popen`` gives them in text mode: utf-8, newlines translated."""
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+
+
+_SERVERS: dict[tuple[str, ...], ForkServer] = {}
+_STARTING = threading.Lock()
+
+
+def forks_importing(imports: list[str]) -> ForkServer | None:
+    """This process's fork server that has imported ``imports``, started at its first
+    use and closed at exit; None off Linux (where every process starts anew)."""
+    if sys.platform != "linux":
+        return None
+    with _STARTING:
+        server = _SERVERS.get(tuple(imports))
+        if server is None:
+            server = _SERVERS[tuple(imports)] = ForkServer(imports)
+            atexit.register(server.close)
+    return server
 
 
 class ForkServer:
@@ -124,17 +234,19 @@ class ForkServer:
     def can_fork(self, argv: list[str], env: dict[str, str] | None, popen: dict[str, Any]) -> bool:
         """Whether ``argv``, with ``env`` (None: this process's) and the Popen keywords
         ``popen`` (besides ``env``), can be forked here: this interpreter running a
-        script, with no keyword but ``cwd``, and the environment the server started
-        with as far as an interpreter's start reads it."""
+        script, with no keyword but ``cwd``, a request that fits one message, and the
+        environment the server started with as far as an interpreter's start reads it."""
         if set(popen) - {"cwd"}:
             return False
         if len(argv) < 2 or argv[0] != sys.executable or not argv[1].endswith(".py"):
             return False
-        return _read_at_start(os.environ if env is None else env) == self.read_at_start
+        environment = dict(os.environ if env is None else env)
+        if len(_request(argv, environment, _place(popen.get("cwd")))) > REQUEST_MAX:
+            return False
+        return _read_at_start(environment) == self.read_at_start
 
     def start(self, argv: list[str], env: dict[str, str] | None, cwd: Any) -> ForkedProcess:
-        place = os.fspath(cwd) if cwd is not None else os.getcwd()
-        return ForkedProcess(self, argv, dict(os.environ if env is None else env), place)
+        return ForkedProcess(self, argv, dict(os.environ if env is None else env), _place(cwd))
 
     def close(self) -> None:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -186,9 +298,19 @@ class _Server:
             self.tell_ended()
 
     def fork(self) -> tuple[dict[str, Any], list[int]] | None:
-        """Fork for the next request: None here, its request and descriptors in the child."""
+        """Fork for the next request: None here, its request and descriptors in the
+        child. A request that never came whole is dropped, and a child whose requester
+        has gone before it heard the pid is killed: the server serves on."""
         conn, _ = self.listener.accept()
-        message, fds, _, _ = socket.recv_fds(conn, MESSAGE_MAX, 3)
+        fds: list[int] = []
+        try:
+            message, fds, _, _ = socket.recv_fds(conn, MESSAGE_MAX, 3)
+            request = json.loads(message)
+        except (OSError, ValueError):
+            for fd in fds:
+                os.close(fd)
+            conn.close()
+            return None
         pid = os.fork()
         if pid == 0:
             # The child: nothing of the server's is left open or armed.
@@ -197,11 +319,14 @@ class _Server:
             self.selector.close()
             for own in (self.listener, self.woken, self.wake, conn, *self.children.values()):
                 own.close()
-            return json.loads(message), fds
+            return request, fds
         for fd in fds:
             os.close(fd)
-        conn.sendall(json.dumps({"pid": pid}).encode())
         self.children[pid] = conn
+        try:
+            conn.sendall(json.dumps({"pid": pid}).encode())
+        except OSError:
+            os.kill(pid, signal.SIGKILL)
         return None
 
     def tell_ended(self) -> None:
@@ -236,6 +361,9 @@ if __name__ == "__main__":
 
     for name in sys.argv[2:]:
         importlib.import_module(name)
+    # What is imported stays put: a child's collections never walk it, so never
+    # copy its pages (an empty script cost twice as much forked without this).
+    gc.freeze()
     child = _Server(sys.argv[1]).serve()
     if child is not None:
         _run(*child)

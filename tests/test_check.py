@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run
+from calls import Run, call_to_end
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from loader import SCRIPT
@@ -34,15 +34,9 @@ MANY_EXAMPLES = pytest.mark.timeout(300)
 def checking(lock: str | Path, *args: str, stdin: bytes | None = None) -> Run:
     """``check --lock LOCK ARGS`` in a fresh process, ``stdin`` on its stdin (None:
     nothing to read)."""
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "check", "--lock", str(lock), *args],
-        input=stdin,
-        stdin=subprocess.DEVNULL if stdin is None else None,
-        capture_output=True,
-        timeout=60,
-        check=False,
+    return call_to_end(
+        [sys.executable, str(SCRIPT), "check", "--lock", str(lock), *args], 60, stdin=stdin
     )
-    return Run(done.returncode, done.stdout.decode("utf-8"), done.stderr.decode("utf-8"))
 
 
 def entry(path: str, taken: Any, part: str | None, kind: str) -> dict[str, Any]:

@@ -12,7 +12,6 @@ test_held.py.
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -20,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import Run
+from calls import Run, Started
 from contenders import assert_exclusive_counter, assert_one_winner_of_a_race
 from stores import THREE_STORES, StoreUnderTest, planted_record, shown_time
 from test_acquire import ACQUIRE_KEYS
@@ -524,7 +523,7 @@ def test_a_dead_waiters_place_leaves_a_line_that_lives_on(
 @THREE_STORES
 @pytest.mark.timeout(300)
 def test_mutual_exclusion_8_processes_25_rounds(
-    store: StoreUnderTest, tmp_path: Path, worker: Callable[..., subprocess.Popen[str]]
+    store: StoreUnderTest, tmp_path: Path, worker: Callable[..., Started]
 ) -> None:
     assert_exclusive_counter(store.lock, tmp_path, worker, processes=8, rounds=25)
     assert store.left_behind() == []  # no record, guard, temp, line or place

@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, pipe, posix_only
+from calls import Run, Started, pipe, posix_only
 from contenders import assert_one_winner_of_a_race
 from servers import (
     Etcd,
@@ -477,7 +477,7 @@ def leader_of(servers: list[Etcd]) -> Etcd:
 
 @pytest.mark.timeout(240)
 def test_a_cluster_losing_its_leader_mid_run_never_admits_two(
-    tmp_path: Path, worker: Callable[..., subprocess.Popen[str]], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, worker: Callable[..., Started], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """6 processes contend through all three endpoints; the leader is SIGKILLed mid-run.
     No two ever hold the lock; every call ends 0, 3 or 2, none past its deadline."""

@@ -16,7 +16,7 @@ if sys.platform != "win32":
 import subprocess
 from collections.abc import Callable
 
-from calls import Run, pipe, posix_only
+from calls import Run, Started, pipe, posix_only
 from loader import PACKAGE, SCRIPT
 from lockfiles import NOW, ago, beside, write_record
 from windows_rules import FakeMsvcrt
@@ -63,7 +63,7 @@ GUARD_ROUNDS = 150 if sys.platform == "win32" else 2000
 
 @pytest.mark.timeout(120)
 def test_guard_admits_one_process_at_a_time_8_processes_many_rounds(
-    lock: Path, worker: Callable[..., subprocess.Popen[str]]
+    lock: Path, worker: Callable[..., Started]
 ) -> None:
     """Take guard -> create a marker with O_EXCL -> remove it -> drop guard, in 8 real
     processes at once: a second process inside the guard finds the marker."""
@@ -353,7 +353,7 @@ def test_the_listing_comes_only_with_a_guard_left_behind(
 
 @posix_only("SIGKILL")
 def test_call_killed_mid_write_leaves_guard_and_temp_for_the_next_call(
-    cli: Callable[..., Run], lock: Path, worker: Callable[..., subprocess.Popen[str]]
+    cli: Callable[..., Run], lock: Path, worker: Callable[..., Started]
 ) -> None:
     holder = worker("die-mid-write", lock)
     holder.wait(timeout=60)
@@ -532,7 +532,7 @@ print(skf.main(["acquire", "--lock", lock, "--owner", "wf:sk:r"]))
 
 @pytest.mark.parametrize("loaded", ["file", "package"])
 def test_guard_wait_sec_set_on_the_loaded_file_or_the_package_governs_the_next_call(
-    lock: Path, worker: Callable[..., subprocess.Popen[str]], loaded: str
+    lock: Path, worker: Callable[..., Started], loaded: str
 ) -> None:
     """The contract reads GUARD_WAIT_SEC when a call runs: each call waits as long as the
     caller last set it (not the 10 s of the import), as its error says."""

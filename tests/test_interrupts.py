@@ -24,7 +24,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import WORKER, Run, pipe, posix_only
+from calls import WORKER, Run, Started, pipe, posix_only
 from loader import SCRIPT
 from lockfiles import ago, beside, read_json, write_record
 from servers import redis_keys
@@ -103,7 +103,7 @@ def test_signal_while_waiting_for_the_guard_ends_the_call_at_once(
     main: Callable[..., Run],
     lock: Path,
     armed: Any,
-    worker: Callable[..., subprocess.Popen[str]],
+    worker: Callable[..., Started],
 ) -> None:
     holder = worker("hold-guard", lock)
     assert pipe(holder.stdout).readline() == "held\n"

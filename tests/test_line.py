@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import WORKER, Run, posix_only, reaped
+from calls import WORKER, Run, Started, posix_only, reaped
 from loader import ROOT, SCRIPT
 from signals import INTERRUPTING, freeze_outside_the_guard
 from stores import left_behind
@@ -31,7 +31,7 @@ APPEND = "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))"
 
 
 @pytest.fixture
-def procs() -> Iterator[Callable[..., subprocess.Popen[str]]]:
+def procs() -> Iterator[Callable[..., Started]]:
     """Start a process (the CLI with ``cli``, else the worker); all are killed at the end."""
     with reaped() as started:
 
@@ -69,12 +69,12 @@ def standing(skf: ModuleType, lock: str, count: int) -> Callable[[], bool]:
     return lambda: len(in_line(skf, lock)) == count
 
 
-def finished(proc: subprocess.Popen[str], timeout: float = 60) -> tuple[int, str, str]:
+def finished(proc: Started, timeout: float = 60) -> tuple[int, str, str]:
     out, err = proc.communicate(timeout=timeout)
-    return proc.returncode, out, err
+    return proc.wait(), out, err
 
 
-def took_it_last(skf: ModuleType, waiter: subprocess.Popen[str], lock: str, owner: str) -> None:
+def took_it_last(skf: ModuleType, waiter: Started, lock: str, owner: str) -> None:
     """The waiter ``owner`` ends holding ``lock``; its release leaves nothing behind but,
     for a moment, a bell rung for a place the waiter had left (it lapses in 3 s, as a
     place does: a loaded CI's Cluster lane saw one)."""
@@ -112,7 +112,7 @@ def run_appending(lock: str, owner: str, log: Path, name: str) -> list[str]:
 
 
 def test_five_waiters_of_every_kind_are_served_in_the_order_they_came(
-    skf: ModuleType, any_lock: str, tmp_path: Path, procs: Callable[..., subprocess.Popen[str]]
+    skf: ModuleType, any_lock: str, tmp_path: Path, procs: Callable[..., Started]
 ) -> None:
     """run --wait, held(wait=...), acquire_within and acquire --wait, each arriving once
     the one before is in line: status lists them in that order, and they hold the
@@ -149,7 +149,7 @@ def test_five_waiters_of_every_kind_are_served_in_the_order_they_came(
 
 
 def test_a_stale_lock_goes_to_the_first_in_line(
-    skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]]
+    skf: ModuleType, any_lock: str, procs: Callable[..., Started]
 ) -> None:
     # Never released; it must outlast two waiters' start (half a second each under Wine).
     crashed_timeout = 6.0 if sys.platform == "win32" else 2.0
@@ -167,7 +167,7 @@ def test_a_stale_lock_goes_to_the_first_in_line(
 
 
 def test_a_waiter_keeps_its_place_through_a_long_wait(
-    skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]]
+    skf: ModuleType, any_lock: str, procs: Callable[..., Started]
 ) -> None:
     """Past several lapse times, the first waiter is still first with its first place
     (it shows it is alive as it waits)."""
@@ -186,7 +186,7 @@ def test_a_waiter_keeps_its_place_through_a_long_wait(
 
 @posix_only("a pseudo-terminal")
 def test_a_waiter_on_a_terminal_says_its_place_in_line(
-    skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]]
+    skf: ModuleType, any_lock: str, procs: Callable[..., Started]
 ) -> None:
     import pty
 
@@ -256,7 +256,7 @@ def test_a_beat_costs_a_waiter_no_look_of_its_own(
 def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
     skf: ModuleType,
     any_lock: str,
-    procs: Callable[..., subprocess.Popen[str]],
+    procs: Callable[..., Started],
     cli: Callable[..., Run],
 ) -> None:
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
@@ -277,7 +277,7 @@ def test_a_refusal_counts_the_runs_in_line_and_keeps_its_keys(
 def test_a_frozen_waiter_keeps_its_place_until_it_lapses(
     skf: ModuleType,
     any_lock: str,
-    procs: Callable[..., subprocess.Popen[str]],
+    procs: Callable[..., Started],
     cli: Callable[..., Run],
 ) -> None:
     """A call that does not wait is refused, naming the first in line, while that
@@ -306,7 +306,7 @@ def test_a_frozen_waiter_keeps_its_place_until_it_lapses(
 
 
 def test_killed_waiters_are_skipped_and_leave_nothing_behind(
-    skf: ModuleType, any_lock: str, tmp_path: Path, procs: Callable[..., subprocess.Popen[str]]
+    skf: ModuleType, any_lock: str, tmp_path: Path, procs: Callable[..., Started]
 ) -> None:
     log = tmp_path / "order"
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
@@ -329,7 +329,7 @@ def test_a_killed_waiters_place_is_removed_by_the_next_refused_acquire(
     skf: ModuleType,
     any_lock: str,
     cli: Callable[..., Run],
-    procs: Callable[..., subprocess.Popen[str]],
+    procs: Callable[..., Started],
 ) -> None:
     """``acquire --wait`` killed with SIGKILL leaves its place (a file lock's line file,
     LOCK.skf-line); once it has lapsed, a refused acquire removes it, so that only the
@@ -364,7 +364,7 @@ def test_a_killed_waiters_place_is_removed_by_the_next_refused_acquire(
 @posix_only("SIGTERM and SIGHUP")
 @pytest.mark.parametrize("signum", INTERRUPTING)
 def test_a_signal_to_a_waiting_call_takes_it_out_of_the_line(
-    skf: ModuleType, any_lock: str, procs: Callable[..., subprocess.Popen[str]], signum: int
+    skf: ModuleType, any_lock: str, procs: Callable[..., Started], signum: int
 ) -> None:
     assert skf.acquire(any_lock, "wf:holder:1", 600.0)["acquired"]
     before = left_behind(any_lock)
@@ -523,7 +523,7 @@ OLD_SCRIPT = ROOT / "tests" / "fixtures" / "skf-run-lock-1.2.0.py"
 @pytest.mark.slow
 @pytest.mark.parametrize("store", ["file", "etcd"], indirect=True)  # 1.2.0 knows no Redis
 def test_older_versions_barging_in_never_make_two_holders(
-    any_lock: str, tmp_path: Path, procs: Callable[..., subprocess.Popen[str]]
+    any_lock: str, tmp_path: Path, procs: Callable[..., Started]
 ) -> None:
     """Three waiters of this version and two of 1.2.0 (which knows no line and takes a
     free lock ahead of it) contend for 6 s (12 s where a process starts in half a

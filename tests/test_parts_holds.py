@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, pipe
+from calls import Run, Started, pipe
 from loader import SCRIPT
 from older import older
 from stores import StoreUnderTest, status_now
@@ -25,7 +25,7 @@ from test_acquire import ACQUIRE_KEYS
 from test_slots import wait_until
 
 # A function that starts tests/worker.py in a real process (conftest's ``worker``).
-Worker = Callable[..., subprocess.Popen[str]]
+Worker = Callable[..., Started]
 
 
 def take(
@@ -45,7 +45,7 @@ def in_line(skf: ModuleType, store: StoreUnderTest) -> list[str]:
     return [waiter["owner"] for waiter in status_now(skf, store)["waiting"]]
 
 
-def let_go(holder: subprocess.Popen[str]) -> int:
+def let_go(holder: Started) -> int:
     """Tell a hold-in-line worker to release its hold: how it ended."""
     pipe(holder.stdin).write("\n")
     pipe(holder.stdin).flush()

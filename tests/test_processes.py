@@ -5,19 +5,18 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import Run, pipe, posix_only
+from calls import Run, Started, pipe, posix_only
 from lockfiles import ago, beside, read_json, write_record
 
 
 def test_guard_left_by_a_killed_call_does_not_block(
-    cli: Callable[..., Run], lock: Path, worker: Callable[..., subprocess.Popen[str]]
+    cli: Callable[..., Run], lock: Path, worker: Callable[..., Started]
 ) -> None:
     holder = worker("hold-guard", lock)
     assert pipe(holder.stdout).readline() == "held\n"
@@ -32,7 +31,7 @@ def test_guard_left_by_a_killed_call_does_not_block(
 def test_guard_held_by_a_live_process_makes_a_call_wait(
     skf: ModuleType,
     lock: Path,
-    worker: Callable[..., subprocess.Popen[str]],
+    worker: Callable[..., Started],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     holder = worker("hold-guard", lock)
@@ -58,7 +57,7 @@ def test_guard_held_by_a_live_process_makes_a_call_wait(
 def test_guard_held_past_the_wait_is_exit_2(
     skf: ModuleType,
     lock: Path,
-    worker: Callable[..., subprocess.Popen[str]],
+    worker: Callable[..., Started],
     main: Callable[..., Run],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -74,7 +73,7 @@ def test_guard_held_past_the_wait_is_exit_2(
 
 @posix_only("fcntl.flock")
 def test_flock_on_the_lock_path_never_blocks(
-    cli: Callable[..., Run], lock: Path, worker: Callable[..., subprocess.Popen[str]]
+    cli: Callable[..., Run], lock: Path, worker: Callable[..., Started]
 ) -> None:
     lock.parent.mkdir()
     holder = worker("flock", lock)
@@ -93,7 +92,7 @@ def test_flock_on_the_lock_path_never_blocks(
 
 @posix_only("fcntl.flock")
 def test_flock_on_the_lock_path_never_blocks_the_library(
-    skf: ModuleType, lock: Path, worker: Callable[..., subprocess.Popen[str]]
+    skf: ModuleType, lock: Path, worker: Callable[..., Started]
 ) -> None:
     lock.parent.mkdir()
     holder = worker("flock", lock)
@@ -132,7 +131,7 @@ def test_only_the_lock_file_is_left_after_any_call(
 
 @posix_only("SIGKILL")
 def test_killing_calls_at_random_moments_never_corrupts_the_lock(
-    lock: Path, skf: ModuleType, worker: Callable[..., subprocess.Popen[str]]
+    lock: Path, skf: ModuleType, worker: Callable[..., Started]
 ) -> None:
     """At least 200 SIGKILLs of processes looping over acquire and release (each
     forked, with the file loaded, from one helper process)."""

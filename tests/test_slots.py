@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, pipe
+from calls import Run, Started, pipe
 from contenders import turns_taken
 from holders import run_and_held
 from older import assert_older_version_takes_it_only_once_past, assert_older_versions_see_it_held
@@ -311,7 +310,7 @@ def test_status_shows_the_waiters_of_a_lock_with_slots(
     skf: ModuleType,
     cli: Callable[..., Run],
     store: StoreUnderTest,
-    worker: Callable[..., subprocess.Popen[str]],
+    worker: Callable[..., Started],
 ) -> None:
     for owner in ("wf:a:1", "wf:b:1"):
         assert take(cli, store.lock, owner, 2).code == 0
@@ -332,7 +331,7 @@ def test_the_line_is_served_in_order_across_slots(
     skf: ModuleType,
     cli: Callable[..., Run],
     store: StoreUnderTest,
-    worker: Callable[..., subprocess.Popen[str]],
+    worker: Callable[..., Started],
     tmp_path: Path,
 ) -> None:
     for owner in ("wf:h1:1", "wf:h2:1"):
@@ -382,7 +381,7 @@ def test_a_call_that_does_not_wait_leaves_a_free_slot_to_the_line(
 @THREE_STORES
 @pytest.mark.timeout(120)
 def test_twelve_processes_share_three_slots_never_more_inside(
-    store: StoreUnderTest, worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+    store: StoreUnderTest, worker: Callable[..., Started], tmp_path: Path
 ) -> None:
     """12 real processes take turns on 3 slots for 7 s, each counting who is inside:
     never more than 3, every process served, none gives up on its 5 s budget, and
@@ -399,7 +398,7 @@ def test_a_killed_holder_frees_its_slot_only_when_its_timeout_passes(
     skf: ModuleType,
     cli: Callable[..., Run],
     store: StoreUnderTest,
-    worker: Callable[..., subprocess.Popen[str]],
+    worker: Callable[..., Started],
 ) -> None:
     holder = worker("hold-slot", store.lock, "wf:killed:1", "2", "4")
     assert pipe(holder.stdout).readline() == "held\n"

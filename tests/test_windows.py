@@ -18,7 +18,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
-from calls import Run
+from calls import Run, Started
 from contenders import turns_taken
 from lockfiles import ago, beside, read_json, write_record
 
@@ -65,7 +65,7 @@ def kept_open(path: Path, seconds: float, program: str = KEEP_OPEN) -> subproces
 
 
 def test_four_processes_taking_turns_never_crash_nor_share_the_lock(
-    worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+    worker: Callable[..., Started], tmp_path: Path
 ) -> None:
     """Four real processes wait in line (10 s at most) for one lock, hold it, release
     it, again and again: none crashes (a refused guard, a record being replaced or
@@ -79,7 +79,7 @@ def test_four_processes_taking_turns_never_crash_nor_share_the_lock(
 
 
 def test_a_record_being_replaced_or_deleted_is_read_once_the_change_is_done(
-    skf: ModuleType, worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+    skf: ModuleType, worker: Callable[..., Started], tmp_path: Path
 ) -> None:
     """status, which reads the lock without its guard as a waiter does, never fails
     while two processes take and release the lock for 6 s. (Windows refuses to open a
@@ -110,7 +110,7 @@ EIGHT_TAKE_TURNS_SEC = 30 if WINDOWS else 10
 
 @pytest.mark.slow
 def test_eight_processes_take_turns_with_nothing_left_behind(
-    worker: Callable[..., subprocess.Popen[str]], tmp_path: Path
+    worker: Callable[..., Started], tmp_path: Path
 ) -> None:
     """Eight processes take turns on one lock: never two inside, no wait runs out."""
     lock = tmp_path / "locks" / "run.lock"
