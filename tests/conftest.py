@@ -117,16 +117,14 @@ def lock(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def cli() -> Callable[..., Run]:
-    """Run the script in a process of its own, to its end: cli("acquire", "--lock", ...);
-    ``stdin``: the bytes it reads (default: nothing to read)."""
+    """Run the script in a process of its own, to its end: cli("acquire", "--lock", ...)."""
 
     def run(
         *args: str | os.PathLike[str],
         timeout: float = 60,
         cwd: str | os.PathLike[str] | None = None,
-        stdin: bytes | None = None,
     ) -> Run:
-        return call_to_end([sys.executable, str(SCRIPT), *map(str, args)], timeout, cwd, stdin)
+        return call_to_end([sys.executable, str(SCRIPT), *map(str, args)], timeout, cwd)
 
     return run
 
@@ -163,12 +161,12 @@ def serving() -> Iterator[Callable[..., Served]]:
     """Start ``skf-run-lock.py serve ARGS`` (or the process ``argv``, with its
     ``Popen`` keywords), to be driven line by line over its stdio; every one still
     running at the end is killed."""
-    with reaped() as started:
+    with reaped() as processes:
 
         def start(*args: str, argv: list[str] | None = None, **popen: Any) -> Served:
             forks = forks_importing(SDK_MODULES)
             served = Served(argv or [*SERVE, *args], forks=forks, **popen)
-            started.append(served.proc)
+            processes.append(served.proc)
             return served
 
         yield start
