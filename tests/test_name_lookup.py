@@ -193,8 +193,13 @@ def test_run_and_held_stop_their_work_when_the_name_lookup_stalls(
     def check(name: str, outcome: Ended) -> None:
         taker = outcome.taker
         assert taker.began is not None, "the lock was never taken directly"
-        assert outcome.stopped is not None, "the command was killed without its SIGTERM"
-        assert outcome.last_work <= outcome.stopped < taker.began, "worked on after the take"
+        # run's command gets SIGTERM, then SIGKILL at the end of the hold's grace (2 s
+        # of a 12 s hold, less what the renewal overran): on a loaded machine its
+        # handler may not run in time. Either way it stopped before the take (that
+        # SIGTERM comes first is test_run.py's to prove).
+        assert outcome.stopped is not None or name == "run", "held() never ended"
+        stopped = outcome.stopped if outcome.stopped is not None else outcome.last_work
+        assert outcome.last_work <= stopped < taker.began, "worked on after the take"
         if name == "run":
             assert taker.command_alive is False, "the command's process outlived the hold"
             assert outcome.code == 3, outcome.said  # the lock was lost: the command stopped
