@@ -321,9 +321,18 @@ def taken_by_another(
 
 
 def held_throughout(skf: ModuleType, lock: str, owner: str, fence: int, until: float) -> None:
-    """``lock`` is held by ``owner`` with ``fence`` at every look until ``until``."""
+    """``lock`` is held by ``owner`` with ``fence`` at every look until ``until``: where
+    a look finds it stale, a take by another owner is refused."""
     while time.monotonic() < until:
         status = skf.status(lock, 60.0)
+        if status["state"] == "stale":
+            # status reads a file without its guard, so it may look while a renewal,
+            # under the guard, waits on the disk to keep what it wrote (ci31: 3 s, a
+            # whole lease, on a loaded machine). A take waits for that guard, and sees
+            # whether anyone else could hold the lock.
+            taken = skf.acquire(lock, "wf:prober:1", 60.0)
+            assert taken["acquired"] is False, taken
+            status = skf.status(lock, 60.0)
         assert status["state"] == "held", status
         assert [h["owner"] for h in status["holders"]] == [owner], status
         assert status["fence"] == fence, status
