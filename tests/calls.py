@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any, AnyStr, Protocol
 
 import pytest
-from fork_server import forks_importing, popen_text
+from fork_server import ForkedProcess, forks_importing, popen_text
 from loader import SCRIPT
 
 WORKER = Path(__file__).resolve().parent / "worker.py"
@@ -113,6 +113,15 @@ CLI_MODULES = [
 ]
 
 
+def _forked(argv: list[str], cwd: str | os.PathLike[str] | None) -> ForkedProcess | None:
+    """``argv`` forked from this process's fork server (fork_server.py), with its three
+    pipes, as text; None where it cannot be."""
+    forks = forks_importing(CLI_MODULES)
+    if forks is None or not forks.can_fork(argv, None, {"cwd": cwd}):
+        return None
+    return forks.start(argv, None, cwd)
+
+
 def call_to_end(
     argv: list[str],
     timeout: float,
@@ -122,9 +131,8 @@ def call_to_end(
     """The outcome of ``argv`` in a process of its own, run to its end as
     ``subprocess.run`` with its output captured runs it (``stdin``: what it reads, or
     nothing to read); forked (fork_server.py) where it can be."""
-    forks = forks_importing(CLI_MODULES)
-    if forks is not None and forks.can_fork(argv, None, {"cwd": cwd}):
-        forked = forks.start(argv, None, cwd)
+    forked = _forked(argv, cwd)
+    if forked is not None:
         try:
             out, err = forked.exchange(stdin or b"", timeout)
         except subprocess.TimeoutExpired:
@@ -157,10 +165,17 @@ THREE_TEXT_PIPES: dict[str, Any] = {
 def started(argv: list[str], cwd: str | os.PathLike[str] | None = None) -> Started:
     """``argv`` started with its three pipes (text), forked (fork_server.py) where it can
     be, else as ``subprocess.Popen``."""
-    forks = forks_importing(CLI_MODULES)
-    if forks is not None and forks.can_fork(argv, None, {"cwd": cwd}):
-        return forks.start(argv, None, cwd)
+    forked = _forked(argv, cwd)
+    if forked is not None:
+        return forked
     return subprocess.Popen(argv, cwd=cwd, **THREE_TEXT_PIPES)
+
+
+def let_go(holder: Started) -> int:
+    """Tell a hold-in-line worker to release its hold: how it ended."""
+    pipe(holder.stdin).write("\n")
+    pipe(holder.stdin).flush()
+    return holder.wait(timeout=60)
 
 
 class Started(Protocol):

@@ -108,6 +108,10 @@ class ForkedProcess:
             except (TimeoutError, BlockingIOError):
                 return False
             if not answer:
+                # Nobody can tell its end any more: it is ended here, so that no test
+                # leaves it running (reaped() reports the error).
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(self.pid, signal.SIGKILL)
                 raise RuntimeError(f"the fork server ended before its child {self.pid}")
             self.returncode = int(json.loads(answer)["code"])
             self._answers.close()

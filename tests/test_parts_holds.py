@@ -17,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, Started, pipe
+from calls import Run, Started, let_go, pipe
 from loader import SCRIPT
 from older import older
 from stores import StoreUnderTest, status_now
@@ -43,13 +43,6 @@ def holders(skf: ModuleType, store: StoreUnderTest) -> dict[str, list[str] | Non
 
 def in_line(skf: ModuleType, store: StoreUnderTest) -> list[str]:
     return [waiter["owner"] for waiter in status_now(skf, store)["waiting"]]
-
-
-def let_go(holder: Started) -> int:
-    """Tell a hold-in-line worker to release its hold: how it ended."""
-    pipe(holder.stdin).write("\n")
-    pipe(holder.stdin).flush()
-    return holder.wait(timeout=60)
 
 
 def test_disjoint_parts_are_held_at_once_and_an_overlap_is_refused_naming_both_parts(

@@ -18,7 +18,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import Run, Started, pipe, posix_only
+from calls import Run, Started, let_go, pipe, posix_only
 from contenders import turns_taken
 from holders import run_and_held
 from older import assert_older_version_takes_it_only_once_past, assert_older_versions_see_it_held
@@ -52,13 +52,6 @@ def alone(skf: ModuleType, lock: str | Path, owner: str, minutes: float = 60) ->
 
 # A function that starts tests/worker.py in a real process (conftest's ``worker``).
 Worker = Callable[..., Started]
-
-
-def let_go(holder: Started) -> int:
-    """Tell a hold-in-line worker to release its hold: how it ended."""
-    pipe(holder.stdin).write("\n")
-    pipe(holder.stdin).flush()
-    return holder.wait(timeout=60)
 
 
 def in_line(skf: ModuleType, store: StoreUnderTest) -> list[str]:
