@@ -151,6 +151,42 @@ def test_a_kept_connection_is_never_lent_for_other_credentials(
         server.stop()
 
 
+def test_a_password_changed_on_the_server_keeps_a_connection_signed_in_and_a_new_one_needs_it(
+    skf: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, main: Callable[..., Run]
+) -> None:
+    """A kept connection stays signed in when its user's password changes on the server,
+    as Redis keeps any connection signed in; once that connection is gone, the old
+    password is refused as on a connection of its own (exit 2, naming REDISCLI_AUTH,
+    showing neither password), and the new one is served on a connection of its own."""
+    server = start_redis_with_agent(
+        tmp_path, "get mget pttl lrange set del rpush lrem pexpire watch unwatch multi exec time"
+    )
+    try:
+        root = server.client(password="root-pw")
+        assert root.ping()  # its connection, made before the count
+        opened = connections_to(monkeypatch, server.port)
+        monkeypatch.setenv("REDISCLI_AUTH", "agent-pw")
+        lock = server.url("locks/password", user="agent")
+        assert skf.acquire(lock, OWNER, 60.0)["acquired"]
+        root.acl_setuser("agent", enabled=True, reset_passwords=True, passwords=["+agent-pw2"])
+        renewed = skf.acquire(lock, OWNER, 60.0)
+        assert part_of(renewed, acquired(lock, OWNER)) == acquired(lock, OWNER, refreshed=True)
+        assert len(opened) == 1  # still signed in: kept
+        assert root.client_kill_filter(user="agent") == 1  # the kept connection, gone
+        refused = main("status", "--lock", lock)
+        assert refused.code == 2
+        assert "Redis refused user 'agent'" in refused.error
+        assert "check the user in the address and REDISCLI_AUTH" in refused.error
+        assert "agent-pw" not in refused.error
+        assert len(opened) == 2  # a new connection, refused at AUTH
+        monkeypatch.setenv("REDISCLI_AUTH", "agent-pw2")
+        assert skf.release(lock, OWNER) == released(lock, OWNER)
+        assert len(opened) == 3  # signed in with the new password
+        assert root.keys("*") == []  # the record and the last holder's copy, deleted
+    finally:
+        server.stop()
+
+
 # --- A kept connection that broke between calls
 
 
