@@ -32,9 +32,6 @@ import re
 import stat
 import sys
 import time
-from datetime import UTC as _UTC
-from datetime import datetime as _datetime
-from datetime import timedelta as _timedelta
 from functools import partial as _partial
 from types import CodeType as _CodeType
 
@@ -237,7 +234,7 @@ def _prune(folder: str) -> None:
     except OSError:
         pass
 
-_CARRIED['core'] = (240, (), r'''
+_CARRIED['core'] = (237, (), r'''
 TYPE_CHECKING = False  # typing is imported by type checkers alone
 __all__ = [
     "DEFAULT_STALE_AFTER_MIN",
@@ -540,7 +537,41 @@ class _OutcomeUnknown(OSError):
 _TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})Z")
 _MIN_TIME = -62135596800  # 0001-01-01T00:00:00Z
 _MAX_TIME = 253402300799  # 9999-12-31T23:59:59Z
-_EPOCH = _datetime(1970, 1, 1, tzinfo=_UTC)
+
+# Dates are counted here, not by datetime: importing datetime cost a CLI call 1.5 ms,
+# and each call formats a time or two. The Gregorian calendar repeats every 400 years
+# (146,097 days); counted from March, a leap day ends its year. 1970-01-01 is day
+# 719,468 from 0000-03-01.
+_DAYS_IN_400_YEARS = 146097
+_EPOCH_FROM_MARCH_0000 = 719468
+
+
+def _date_of(days: int) -> tuple[int, int, int]:
+    """The year, month and day of ``days`` after 1970-01-01 (before it if negative)."""
+    era, day_of_era = divmod(days + _EPOCH_FROM_MARCH_0000, _DAYS_IN_400_YEARS)
+    year_of_era = (
+        day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096
+    ) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    month_from_march = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * month_from_march + 2) // 5 + 1
+    month = month_from_march + 3 if month_from_march < 10 else month_from_march - 9
+    return era * 400 + year_of_era + (month <= 2), month, day
+
+
+def _days_of(year: int, month: int, day: int) -> int:
+    """The days from 1970-01-01 to a date (_date_of's inverse)."""
+    year -= month <= 2
+    era, year_of_era = divmod(year, 400)
+    day_of_year = (153 * (month - 3 if month > 2 else month + 9) + 2) // 5 + day - 1
+    day_of_era = 365 * year_of_era + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * _DAYS_IN_400_YEARS + day_of_era - _EPOCH_FROM_MARCH_0000
+
+
+def _month_days(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
 
 
 # The texts of the seconds formatted last: a take writes its time, then says it and
@@ -554,12 +585,12 @@ def _format_time(seconds: float) -> str:
     whole = min(max(int(seconds // 1), _MIN_TIME), _MAX_TIME)
     text = _FORMATTED.get(whole)
     if text is None:
-        when = _EPOCH + _timedelta(seconds=whole)
+        days, second = divmod(whole, 86400)
+        year, month, day = _date_of(days)
+        hour, second = divmod(second, 3600)
+        minute, second = divmod(second, 60)
         # Not strftime: "%Y" pads years before 1000 on some platforms only.
-        text = (
-            f"{when.year:04d}-{when.month:02d}-{when.day:02d}"
-            f"T{when.hour:02d}:{when.minute:02d}:{when.second:02d}Z"
-        )
+        text = f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}Z"
         if len(_FORMATTED) >= _FORMATTED_MAX:
             _FORMATTED.clear()  # a long-lived process keeps it small
         _FORMATTED[whole] = text
@@ -576,12 +607,12 @@ def _parse_time(text: str) -> int | None:
     fields = _TIME.fullmatch(text)
     if fields is None:
         return None
-    try:
-        year, month, day, hour, minute, second = map(int, fields.groups())
-        since_epoch = _datetime(year, month, day, hour, minute, second, tzinfo=_UTC) - _EPOCH
-    except ValueError:  # no such date (year 0, February 30, ...)
+    year, month, day, hour, minute, second = map(int, fields.groups())
+    if not (year >= 1 and 1 <= month <= 12 and 1 <= day <= _month_days(year, month)):
+        return None  # no such date (year 0, February 30, ...)
+    if hour > 23 or minute > 59 or second > 59:
         return None
-    return since_epoch.days * 86400 + since_epoch.seconds
+    return _days_of(year, month, day) * 86400 + hour * 3600 + minute * 60 + second
 
 
 def _duration_text(seconds: float) -> str:
@@ -6405,7 +6436,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6408, (), r'''
+_CARRIED['usage'] = (6439, (), r'''
 import os
 import sys
 import textwrap
@@ -6691,7 +6722,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6694, (), r'''
+_CARRIED['parts'] = (6725, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7235,7 +7266,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7238, (), r'''
+_CARRIED['kept_connections'] = (7269, (), r'''
 import atexit
 import os
 import threading
@@ -7355,7 +7386,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7358, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7389, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7945,7 +7976,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7948, ('server_gateway',), r'''
+_CARRIED['http1'] = (7979, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8071,7 +8102,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8074, ('server_gateway',), r'''
+_CARRIED['resp'] = (8105, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8236,7 +8267,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8239, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8270, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8514,7 +8545,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8517, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8548, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8628,7 +8659,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8631, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8662, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9312,7 +9343,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9315, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9346, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9374,7 +9405,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9377, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9408, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9709,7 +9740,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9712, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9743, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10108,7 +10139,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10111, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10142, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10246,7 +10277,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10249, (), r'''
+_CARRIED['file_listing'] = (10280, (), r'''
 import os
 import stat
 
@@ -10319,7 +10350,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10322, (), r'''
+_CARRIED['serve'] = (10353, (), r'''
 import json
 import os
 import sys
@@ -11245,7 +11276,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '3a1cc70121e049595c0ee1a3e35aa151f56f13fb218926d519361195b564b721'  # what a cache entry must name
+_BUILD = '06d7df5edac458cb22727e2eef2c78a0472e92b4cf968e93198d1d85b96bfe02'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

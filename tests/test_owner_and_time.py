@@ -214,3 +214,23 @@ def test_parse_time_accepts_exactly_the_real_dates(
         assert skf._parse_time(text) is None
     else:
         assert skf._parse_time(text) is not None
+
+
+def test_every_day_of_a_400_year_cycle_is_counted_as_datetime_counts_it(skf: ModuleType) -> None:
+    """The calendar is counted without datetime: each day from 1900 to 2300 (a whole
+    cycle of leap years, 1900 and 2100 not leap, 2000 leap), and the first and last
+    years a time may have, formats and parses as datetime says; February 29 parses
+    only in a leap year."""
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    spans = [(1900, 146097), (1, 366), (9999, 365)]
+    for year, days in spans:
+        first = datetime(year, 1, 1, tzinfo=UTC)
+        for n in range(days):
+            when = first + timedelta(days=n, seconds=n % 86400)
+            text = f"{when.year:04d}-{when.month:02d}-{when.day:02d}T{when:%H:%M:%S}Z"
+            seconds = (when - epoch) // timedelta(seconds=1)
+            assert skf._format_time(seconds) == text
+            assert skf._parse_time(text) == seconds
+    for year in range(1900, 2301):
+        leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+        assert (skf._parse_time(f"{year:04d}-02-29T00:00:00Z") is not None) == leap
