@@ -3784,9 +3784,17 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
     """``action()`` on ``lock`` or a file beside it, tried again for up to 5 s while
     Windows refuses it because another program has the file open; past that, an error
     that names the lock file and the cause (the system's own names a temp file)."""
+    try:
+        return action()
+    except PermissionError as exc:
+        if not _SEAMS.platform.refused_by_sharing(exc):
+            raise
+    # Refused once: the clock is read only now (each file call passes here).
     deadline = _SEAMS.clock() + _SEAMS.sharing_retry_sec
     pause = 0.001
     while True:
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
         try:
             return action()
         except PermissionError as exc:
@@ -3800,8 +3808,6 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
                     f" it: it was refused for {_SEAMS.sharing_retry_sec:g} s ({exc.strerror});"
                     " close that program or keep the lock in a folder it does not watch",
                 ) from None
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
 
 
 def _remove_quietly(path: str) -> None:
@@ -4002,13 +4008,16 @@ def _guard_wait_sec() -> float:
     return GUARD_WAIT_SEC
 
 
+_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
+
+
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
     """Lock the guard (TimeoutError after _guard_wait_sec(), or at ``until``, a call's
     deadline on ``_SEAMS.clock``: a renewal that must stop its work by then); see
     _open_guard."""
-    wait = _guard_wait_sec()
-    start = _SEAMS.clock()
-    deadline = min(start + wait, until)
+    # The clock and the wait are read once the first try fails: most guards are free.
+    wait = start = 0.0
+    deadline: float | None = None
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -4032,6 +4041,10 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             raise
         if fd is not None:
             os.close(fd)
+        if deadline is None:
+            wait = _guard_wait_sec()
+            start = _SEAMS.clock()
+            deadline = min(start + wait, until)
         if _SEAMS.clock() >= deadline:
             if refused is not None:
                 raise _SharingRefused(
@@ -4048,9 +4061,6 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
         time.sleep(pause)
         if _SEAMS.clock() - start >= _GUARD_BUSY_SEC:
             pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
-
-
-_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
 
 
 class _Guard:
@@ -4302,9 +4312,11 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
     fd, temp = _create_temp(lock)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            written = os.write(fd, data)  # all of it, but for a full disk or a signal
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(fd, view) :]
             if durable:
                 os.fsync(fd)
         finally:
@@ -4440,6 +4452,10 @@ def _place_text(fields: _PlaceFields) -> bytes:
 
 def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     """The places in the line file, up to ``upto``'s (None: no file; unreadable: none)."""
+    if not os.access(path, os.F_OK):
+        # Most locks have no line: asked so, the system answers without the error an
+        # open raises, which cost a pair of calls 3 us.
+        return None
     try:
         fd = _despite_sharing(lambda: os.open(path, _READ_FLAGS), path)
     except OSError:
@@ -4593,7 +4609,9 @@ class _FileStore:
         leaving = None if place is None else place.ticket
         if place is not None:
             place.joined = False
-        self._keep_line(look, [p for p in _live(look.line, time.time()) if p.ticket != leaving])
+        if look.line or self.line_file:  # else no line, and none to remove
+            line = [p for p in _live(look.line, time.time()) if p.ticket != leaving]
+            self._keep_line(look, line)
         return True
 
     def _keep_line(self, look: _Look, places: list[_Place], force: bool = False) -> None:
@@ -6436,7 +6454,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6439, (), r'''
+_CARRIED['usage'] = (6457, (), r'''
 import os
 import sys
 import textwrap
@@ -6722,7 +6740,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6725, (), r'''
+_CARRIED['parts'] = (6743, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7266,7 +7284,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7269, (), r'''
+_CARRIED['kept_connections'] = (7287, (), r'''
 import atexit
 import os
 import threading
@@ -7386,7 +7404,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7389, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7407, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7976,7 +7994,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7979, ('server_gateway',), r'''
+_CARRIED['http1'] = (7997, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8102,7 +8120,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8105, ('server_gateway',), r'''
+_CARRIED['resp'] = (8123, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8267,7 +8285,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8270, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8288, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8545,7 +8563,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8548, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8566, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8659,7 +8677,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8662, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8680, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9343,7 +9361,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9346, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9364, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9405,7 +9423,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9408, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9426, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9740,7 +9758,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9743, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9761, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10139,7 +10157,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10142, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10160, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10277,7 +10295,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10280, (), r'''
+_CARRIED['file_listing'] = (10298, (), r'''
 import os
 import stat
 
@@ -10350,7 +10368,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10353, (), r'''
+_CARRIED['serve'] = (10371, (), r'''
 import json
 import os
 import sys
@@ -11276,7 +11294,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '06d7df5edac458cb22727e2eef2c78a0472e92b4cf968e93198d1d85b96bfe02'  # what a cache entry must name
+_BUILD = 'ad002c9b5f94255856771b8d0e9ce756bbcf6cb70a77af5b4baa92326fb4cb0c'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -246,9 +246,11 @@ def _write_record(lock: str, data: bytes, durable: bool = True) -> None:
     fd, temp = _create_temp(lock)
     try:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            written = os.write(fd, data)  # all of it, but for a full disk or a signal
+            if written < len(data):
+                view = memoryview(data)[written:]
+                while view:
+                    view = view[os.write(fd, view) :]
             if durable:
                 os.fsync(fd)
         finally:
@@ -384,6 +386,10 @@ def _place_text(fields: _PlaceFields) -> bytes:
 
 def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     """The places in the line file, up to ``upto``'s (None: no file; unreadable: none)."""
+    if not os.access(path, os.F_OK):
+        # Most locks have no line: asked so, the system answers without the error an
+        # open raises, which cost a pair of calls 3 us.
+        return None
     try:
         fd = _despite_sharing(lambda: os.open(path, _READ_FLAGS), path)
     except OSError:
@@ -537,7 +543,9 @@ class _FileStore:
         leaving = None if place is None else place.ticket
         if place is not None:
             place.joined = False
-        self._keep_line(look, [p for p in _live(look.line, time.time()) if p.ticket != leaving])
+        if look.line or self.line_file:  # else no line, and none to remove
+            line = [p for p in _live(look.line, time.time()) if p.ticket != leaving]
+            self._keep_line(look, line)
         return True
 
     def _keep_line(self, look: _Look, places: list[_Place], force: bool = False) -> None:

@@ -48,9 +48,17 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
     """``action()`` on ``lock`` or a file beside it, tried again for up to 5 s while
     Windows refuses it because another program has the file open; past that, an error
     that names the lock file and the cause (the system's own names a temp file)."""
+    try:
+        return action()
+    except PermissionError as exc:
+        if not _SEAMS.platform.refused_by_sharing(exc):
+            raise
+    # Refused once: the clock is read only now (each file call passes here).
     deadline = _SEAMS.clock() + _SEAMS.sharing_retry_sec
     pause = 0.001
     while True:
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
         try:
             return action()
         except PermissionError as exc:
@@ -64,8 +72,6 @@ def _despite_sharing(action: Callable[[], _T], lock: str) -> _T:
                     f" it: it was refused for {_SEAMS.sharing_retry_sec:g} s ({exc.strerror});"
                     " close that program or keep the lock in a folder it does not watch",
                 ) from None
-        time.sleep(pause)
-        pause = min(pause * 2, 0.05)
 
 
 def _remove_quietly(path: str) -> None:
@@ -267,13 +273,16 @@ def _guard_wait_sec() -> float:
     return GUARD_WAIT_SEC
 
 
+_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
+
+
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
     """Lock the guard (TimeoutError after _guard_wait_sec(), or at ``until``, a call's
     deadline on ``_SEAMS.clock``: a renewal that must stop its work by then); see
     _open_guard."""
-    wait = _guard_wait_sec()
-    start = _SEAMS.clock()
-    deadline = min(start + wait, until)
+    # The clock and the wait are read once the first try fails: most guards are free.
+    wait = start = 0.0
+    deadline: float | None = None
     pause = _GUARD_POLL_SEC
     refused: OSError | None = None  # Windows: the last refusal to open the guard
     while True:
@@ -297,6 +306,10 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
             raise
         if fd is not None:
             os.close(fd)
+        if deadline is None:
+            wait = _guard_wait_sec()
+            start = _SEAMS.clock()
+            deadline = min(start + wait, until)
         if _SEAMS.clock() >= deadline:
             if refused is not None:
                 raise _SharingRefused(
@@ -313,9 +326,6 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
         time.sleep(pause)
         if _SEAMS.clock() - start >= _GUARD_BUSY_SEC:
             pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
-
-
-_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
 
 
 class _Guard:
