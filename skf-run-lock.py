@@ -7948,11 +7948,14 @@ class _Connection:
 
     def _limit(self, deadline: float) -> None:
         """Let the socket wait no longer than what is left of ``deadline``, and a second
-        at most: set only when that changes (each setting is a system call, and away
-        from a deadline it stays a second)."""
+        at most. Each setting is a system call: one is kept while it is no longer than
+        that and at most a millisecond shorter (a wait that ends early only reads the
+        deadline again), and each is set a thousandth short, so that a deadline a
+        moment nearer, as a kept connection's first answer has, keeps it too."""
         wait = _blind_wait(_seconds_left(deadline))
-        if wait != self.sock.gettimeout():
-            self.sock.settimeout(wait)
+        kept = self.sock.gettimeout()
+        if kept is None or kept > wait or kept < wait - 0.001:
+            self.sock.settimeout(wait * 0.999)
 
     def _send(self, data: bytes, deadline: float) -> None:
         """Send all of ``data`` by ``deadline``, and within a second: a request goes
@@ -7994,7 +7997,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (7997, ('server_gateway',), r'''
+_CARRIED['http1'] = (8000, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8120,7 +8123,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8123, ('server_gateway',), r'''
+_CARRIED['resp'] = (8126, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8285,7 +8288,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8288, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8291, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8563,7 +8566,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8566, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8569, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8677,7 +8680,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8680, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8683, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9361,7 +9364,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9364, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9367, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9423,7 +9426,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9426, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9429, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9758,7 +9761,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9761, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9764, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10157,7 +10160,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10160, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10163, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10295,7 +10298,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10298, (), r'''
+_CARRIED['file_listing'] = (10301, (), r'''
 import os
 import stat
 
@@ -10368,7 +10371,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10371, (), r'''
+_CARRIED['serve'] = (10374, (), r'''
 import json
 import os
 import sys
@@ -11294,7 +11297,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'ad002c9b5f94255856771b8d0e9ce756bbcf6cb70a77af5b4baa92326fb4cb0c'  # what a cache entry must name
+_BUILD = '2ac6a92428febd1091dae8f6940359d69401cc2e0eb1f9b22d4a9cf5b603ff16'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

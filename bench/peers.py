@@ -36,6 +36,7 @@ A Redis and an etcd are started as the tests start them; files go on tmpfs.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import random
@@ -169,6 +170,133 @@ def etcd3gw_pair(port: int, name: str) -> Pair:
         lock = client.lock(name, ttl=int(STALE_AFTER))
         assert lock.acquire()
         assert lock.release()
+
+    return pair
+
+
+# --- This tool's floor: its pair's own system calls or bytes, with no work between
+
+
+def bare_file_pair(folder: Path) -> Pair:
+    """The 25 system calls of this tool's file pair (section 3), made from Python with
+    nothing between them: no decision, no output, a fixed record. What the guard rules
+    cost on their own; the rest of a pair is this tool's Python."""
+    import fcntl
+
+    lock = str(folder / "bare.lock")
+    guard, line, temp = lock + ".skf-guard", lock + ".skf-line", lock + ".skf-00000000-tmp"
+    common = os.O_NOFOLLOW | os.O_CLOEXEC
+    read = os.O_RDONLY | os.O_NONBLOCK | common
+    record = json.dumps(
+        {
+            "owner": OWNER,
+            "acquired_at": "2026-12-08T03:00:00Z",
+            "stale_after_seconds": 60,
+            "tool": "skf-run-lock",
+            "fence": 1796698827945168,
+        }
+    ).encode()
+
+    def take_guard() -> int:
+        fd = os.open(guard, os.O_RDWR | os.O_CREAT | os.O_EXCL | common, 0o666)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.lstat(guard)
+        os.fstat(fd)
+        return fd
+
+    def absent(path: str) -> None:
+        try:
+            os.close(os.open(path, read))
+        except FileNotFoundError:
+            pass
+
+    def pair() -> None:
+        held = take_guard()
+        absent(line)
+        absent(lock)
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | common, 0o666)
+        os.write(fd, record)
+        os.fsync(fd)
+        os.close(fd)
+        os.rename(temp, lock)
+        os.unlink(guard)
+        os.close(held)
+        held = take_guard()
+        absent(line)
+        fd = os.open(lock, read)
+        os.fstat(fd)
+        os.read(fd, 65537)
+        os.close(fd)
+        os.unlink(lock)
+        os.unlink(guard)
+        os.close(held)
+
+    return pair
+
+
+def replies_end(data: bytes | bytearray, replies: int, at: int = 0) -> int | None:
+    """Where ``replies`` whole RESP replies in ``data`` from ``at`` end (None: not yet)."""
+    while replies:
+        end = data.find(b"\r\n", at)
+        if end < 0:
+            return None
+        kind, head = data[at : at + 1], data[at + 1 : end]
+        at = end + 2
+        if kind == b"$" and head != b"-1":
+            at += int(head) + 2
+            if at > len(data):
+                return None
+        elif kind == b"*" and head != b"-1":
+            inner = replies_end(data, int(head), at)
+            if inner is None:
+                return None
+            at = inner
+        replies -= 1
+    return at
+
+
+def commands_in(data: bytes) -> int:
+    """How many commands a client's turn sends (each a RESP array): as many replies."""
+    count, at = 0, 0
+    while at < len(data):
+        end = replies_end(data, 1, at)
+        assert end is not None, "a turn sent half a command"
+        count, at = count + 1, end
+    return count
+
+
+def bare_redis_pair(skf: ModuleType, port: int, key: str) -> Pair:
+    """The bytes this tool sends for one pair on ``key`` (its turns as it sends them,
+    recorded from a real pair), sent again on one kept connection, each turn's replies
+    read whole before the next: the round trips and commands without the Python that
+    builds and reads them. A replayed take writes the recorded record again (its times
+    too), which nothing else reads."""
+    turns: list[bytes] = []
+    real_sendall = socket.socket.sendall
+
+    def recording(sock: socket.socket, data: Any, *args: Any) -> None:
+        if sock.getpeername()[1] == port:
+            turns.append(bytes(data))
+        real_sendall(sock, data, *args)
+
+    real_pair = ours(skf, f"redis://127.0.0.1:{port}/{key}")
+    real_pair()  # its connection made and kept: the next pair's bytes are a pair's alone
+    socket.socket.sendall = recording  # type: ignore[method-assign]
+    try:
+        real_pair()
+    finally:
+        socket.socket.sendall = real_sendall  # type: ignore[method-assign]
+    replies = [commands_in(data) for data in turns]
+    conn = socket.create_connection(("127.0.0.1", port))
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    weakref.finalize(conn, conn.close)
+
+    def pair() -> None:
+        for data, count in zip(turns, replies, strict=True):
+            conn.sendall(data)
+            got = bytearray()
+            while replies_end(got, count) is None:
+                got += conn.recv(65536)
 
     return pair
 
@@ -905,13 +1033,19 @@ def main() -> int:
                         {
                             "filelock FileLock": filelock_pair(files / "filelock.lock", False),
                             "filelock SoftFileLease": filelock_pair(files / "lease.lock", True),
+                            "its system calls, bare": bare_file_pair(files),
                         },
                         args.pairs,
                     ),
                     Store(
                         "Redis",
                         redis_ours,
-                        {"redis-py Lock": redis_py_pair(redis.port, "peers/time/py")},
+                        {
+                            "redis-py Lock": redis_py_pair(redis.port, "peers/time/py"),
+                            "its bytes, bare": bare_redis_pair(
+                                versions[0].skf, redis.port, "peers/time/bare"
+                            ),
+                        },
                         args.pairs,
                     ),
                     Store(

@@ -556,11 +556,14 @@ class _Connection:
 
     def _limit(self, deadline: float) -> None:
         """Let the socket wait no longer than what is left of ``deadline``, and a second
-        at most: set only when that changes (each setting is a system call, and away
-        from a deadline it stays a second)."""
+        at most. Each setting is a system call: one is kept while it is no longer than
+        that and at most a millisecond shorter (a wait that ends early only reads the
+        deadline again), and each is set a thousandth short, so that a deadline a
+        moment nearer, as a kept connection's first answer has, keeps it too."""
         wait = _blind_wait(_seconds_left(deadline))
-        if wait != self.sock.gettimeout():
-            self.sock.settimeout(wait)
+        kept = self.sock.gettimeout()
+        if kept is None or kept > wait or kept < wait - 0.001:
+            self.sock.settimeout(wait * 0.999)
 
     def _send(self, data: bytes, deadline: float) -> None:
         """Send all of ``data`` by ``deadline``, and within a second: a request goes
