@@ -568,6 +568,50 @@ def start_redis_cluster(folder: Path, primaries: int = 3) -> RedisCluster:
         raise
 
 
+def start_replica(cluster: RedisCluster, folder: Path, of: int) -> Redis:
+    """Start one more node in ``cluster``'s mode, join it, and make it a replica of node
+    ``of``, synced (its link to the primary up). Not one of ``cluster.nodes``: the
+    caller stops it."""
+    from redis.exceptions import RedisError
+
+    port, bus = free_ports(2)
+    folder.mkdir()
+    replica = start_redis(
+        folder,
+        "--cluster-enabled",
+        "yes",
+        "--cluster-port",
+        str(bus),
+        "--cluster-config-file",
+        str(folder / "nodes.conf"),
+        "--cluster-node-timeout",
+        "2000",
+        port=port,
+    )
+    try:
+        primary = cluster.nodes[of].client()
+        primary_id = primary.execute_command("CLUSTER", "MYID")
+        primary.execute_command("CLUSTER", "MEET", "127.0.0.1", port, bus)
+        deadline = time.monotonic() + 30
+        replicating = False
+        while True:
+            try:
+                if not replicating:
+                    replica.client().execute_command("CLUSTER", "REPLICATE", primary_id)
+                    replicating = True
+                info = replica.client().info("replication")
+            except RedisError:  # the primary not yet known to it
+                info = {}
+            if info.get("master_link_status") == "up":
+                return replica
+            if time.monotonic() > deadline:
+                raise RuntimeError("the replica did not sync with its primary")
+            time.sleep(0.05)
+    except BaseException:
+        replica.stop()
+        raise
+
+
 def start_redis_with_agent(folder: Path, commands: str) -> Redis:
     """Redis with passwords: the default user's is "root-pw"; user "agent" (password
     "agent-pw") may use keys under locks/ (and their hash-tagged names, ``{locks/``),

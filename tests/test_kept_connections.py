@@ -32,6 +32,7 @@ from servers import (
     start_etcd,
     start_redis,
     start_redis_with_agent,
+    start_replica,
     started_again,
 )
 from sessions import Served
@@ -283,6 +284,49 @@ def test_a_cluster_node_restarted_in_place_is_out_of_reach_then_served_anew(
     assert part_of(taken, acquired(lock, OWNER)) == acquired(lock, OWNER)
     assert skf.acquire(lock, "wf:other:r1", 60.0)["acquired"] is False
     assert skf.release(lock, OWNER) == released(lock, OWNER)
+
+
+def test_a_cluster_failover_moves_a_hold_to_the_promoted_replica_and_calls_follow_it(
+    skf: ModuleType, own_cluster: RedisCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The primary that keeps a held lock's keys hands its slots to its replica (a
+    manual failover, as an operator or the cluster itself makes one) while this process
+    keeps its connection to the old primary: the next renewal is redirected to the
+    promoted replica, on one new connection that the calls after it keep using, and
+    renews the hold, which the replica has; another owner is still refused, and the
+    release frees the lock on the new primary."""
+    from redis.crc import key_slot
+
+    owner = own_cluster.slot_owners()
+    key = next(
+        f"locks/failover/{n}"
+        for n in range(10_000)
+        if owner(key_slot(("{" + f"locks/failover/{n}" + "}").encode())) == 1
+    )
+    lock = own_cluster.url(key, node=0)
+    replica = start_replica(own_cluster, tmp_path / "replica", of=1)
+    try:
+        taken = skf.acquire(lock, OWNER, 60.0)
+        assert part_of(taken, acquired(lock, OWNER)) == acquired(lock, OWNER)
+        replica.client().execute_command("CLUSTER", "FAILOVER")
+        deadline = time.monotonic() + 30
+        while replica.client().execute_command("ROLE")[0] != b"master":
+            assert time.monotonic() < deadline, "the replica was never promoted"
+            time.sleep(0.05)
+        own_cluster.wait_ok()
+        promoted = replica.client()
+        assert promoted.ping()  # its connection, made before the count
+        opened = connections_to(monkeypatch, replica.port)
+        renewed = skf.acquire(lock, OWNER, 60.0)
+        assert part_of(renewed, acquired(lock, OWNER)) == acquired(lock, OWNER, refreshed=True)
+        assert skf.acquire(lock, "wf:other:r1", 60.0)["acquired"] is False
+        assert promoted.get(key) is not None  # the hold is on the new primary
+        assert skf.release(lock, OWNER) == released(lock, OWNER)
+        assert promoted.get(key) is None
+        assert skf.status(lock, 60.0)["state"] == "free"
+        assert len(opened) == 1  # the promoted replica's, kept
+    finally:
+        replica.stop()
 
 
 def test_a_connection_a_proxy_reset_between_calls_is_replaced(
