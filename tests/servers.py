@@ -460,6 +460,18 @@ class RedisCluster:
     def node_at_slot(self, slot: int) -> int:
         return self.slot_owners()(slot)
 
+    def key_served_by(self, node: int, prefix: str) -> str:
+        """A lock key ``prefix/N`` whose keys (its slot's, by its hash tag) node ``node``
+        serves now."""
+        from redis.crc import key_slot
+
+        owner = self.slot_owners()
+        return next(
+            f"{prefix}/{n}"
+            for n in range(10_000)
+            if owner(key_slot(("{" + f"{prefix}/{n}" + "}").encode())) == node
+        )
+
     def slot_owners(self) -> Callable[[int], int]:
         """Which node serves a slot, by one look at the cluster's slots now."""
         ports = [node.port for node in self.nodes]

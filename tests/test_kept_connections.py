@@ -262,14 +262,7 @@ def test_a_cluster_node_restarted_in_place_is_out_of_reach_then_served_anew(
     another node: a renewal while it is down fails naming it, as a fresh process's
     would; once it is back the owner takes the lock anew, another owner is refused,
     and the release frees it."""
-    from redis.crc import key_slot
-
-    owner = own_cluster.slot_owners()
-    key = next(
-        f"locks/node-restarted/{n}"
-        for n in range(10_000)
-        if owner(key_slot(("{" + f"locks/node-restarted/{n}" + "}").encode())) == 1
-    )
+    key = own_cluster.key_served_by(1, "locks/node-restarted")
     lock = own_cluster.url(key, node=0)
     assert skf.acquire(lock, OWNER, 60.0)["acquired"] is True
     node = own_cluster.nodes[1]
@@ -295,14 +288,7 @@ def test_a_cluster_failover_moves_a_hold_to_the_promoted_replica_and_calls_follo
     promoted replica, on one new connection that the calls after it keep using, and
     renews the hold, which the replica has; another owner is still refused, and the
     release frees the lock on the new primary."""
-    from redis.crc import key_slot
-
-    owner = own_cluster.slot_owners()
-    key = next(
-        f"locks/failover/{n}"
-        for n in range(10_000)
-        if owner(key_slot(("{" + f"locks/failover/{n}" + "}").encode())) == 1
-    )
+    key = own_cluster.key_served_by(1, "locks/failover")
     lock = own_cluster.url(key, node=0)
     replica = start_replica(own_cluster, tmp_path / "replica", of=1)
     try:
