@@ -4130,6 +4130,10 @@ _TEMP_TRIES = 100
 # before its turn: a waiter whose turn it is (it takes the next slot that frees) most
 # often, one place away next, and so on (a lock of N slots serves the first N at once).
 _FILE_POLL_SEC = (0.002, 0.005, 0.025, 0.1)
+# access() asks as the process's effective user, as open() does, where the system can:
+# asked as the real user, a process whose real user may not search the lock's folder
+# (setuid, a changed user) saw no line, and rewrote it with its own place alone.
+_ACCESS_AS_OPEN = os.access in os.supports_effective_ids
 # A waiter this far from its turn polls the slowest: each look it makes reads the whole
 # line, and with many waiters most of a line's looks were these (one per change each).
 _FAR_BACK = 8
@@ -4452,7 +4456,7 @@ def _place_text(fields: _PlaceFields) -> bytes:
 
 def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     """The places in the line file, up to ``upto``'s (None: no file; unreadable: none)."""
-    if not os.access(path, os.F_OK):
+    if not os.access(path, os.F_OK, effective_ids=_ACCESS_AS_OPEN):
         # Most locks have no line: asked so, the system answers without the error an
         # open raises, which cost a pair of calls 3 us.
         return None
@@ -6454,7 +6458,7 @@ def _entry() -> None:
 # 2 cores; a call takes about 60 ms).
 # --------------------------------------------------------------------------------------
 
-_CARRIED['usage'] = (6457, (), r'''
+_CARRIED['usage'] = (6461, (), r'''
 import os
 import sys
 import textwrap
@@ -6740,7 +6744,7 @@ class _WaitLine:
 # set of keys, each shown by the least of the spellings given for it.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['parts'] = (6743, (), r'''
+_CARRIED['parts'] = (6747, (), r'''
 if TYPE_CHECKING:
     _Pattern = tuple[str, ...]  # a part's segments, each "**" or a glob (folded)
 
@@ -7284,7 +7288,7 @@ def _globs_share(g: str, h: str) -> bool:
 # closed at exit. Compiled only for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['kept_connections'] = (7287, (), r'''
+_CARRIED['kept_connections'] = (7291, (), r'''
 import atexit
 import os
 import threading
@@ -7404,7 +7408,7 @@ if hasattr(os, "register_at_fork"):  # Windows has no fork
 # for a server's lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['server_gateway'] = (7407, ('kept_connections',), r'''
+_CARRIED['server_gateway'] = (7411, ('kept_connections',), r'''
 import errno
 import json
 import os
@@ -7997,7 +8001,7 @@ class _Pause:
 # every size bounded. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['http1'] = (8000, ('server_gateway',), r'''
+_CARRIED['http1'] = (8004, ('server_gateway',), r'''
 if TYPE_CHECKING:
     import ssl
     from typing import Literal
@@ -8123,7 +8127,7 @@ class _HttpConnection(_Connection):
 # for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['resp'] = (8126, ('server_gateway',), r'''
+_CARRIED['resp'] = (8130, ('server_gateway',), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -8288,7 +8292,7 @@ class _RespConnection(_Connection):
 # etcd's refusals as errors that say what to do. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_gateway'] = (8291, ('http1', 'kept_connections', 'server_gateway'), r'''
+_CARRIED['etcd_gateway'] = (8295, ('http1', 'kept_connections', 'server_gateway'), r'''
 import binascii
 import errno
 import json
@@ -8566,7 +8570,7 @@ class _EtcdGateway(_ServerGateway):
 # message at a time until a deadline. Compiled only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_watch'] = (8569, ('etcd_gateway',), r'''
+_CARRIED['etcd_watch'] = (8573, ('etcd_gateway',), r'''
 import errno
 import json
 
@@ -8680,7 +8684,7 @@ class _EtcdWatch:
 # only for an etcd lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_store'] = (8683, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
+_CARRIED['etcd_store'] = (8687, ('etcd_gateway', 'etcd_watch', 'server_gateway'), r'''
 import atexit
 import os
 import time
@@ -9364,7 +9368,7 @@ def _open_etcd(address: str) -> _Store:
 # (one consistent view, a page at a time). Compiled only for a listing of etcd.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['etcd_listing'] = (9367, ('etcd_gateway', 'etcd_store'), r'''
+_CARRIED['etcd_listing'] = (9371, ('etcd_gateway', 'etcd_store'), r'''
 if TYPE_CHECKING:
     from typing import Any
 
@@ -9426,7 +9430,7 @@ def _prefix_end(prefix: bytes) -> bytes:
 # and Redis's refusals as errors a person can act on. Compiled only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_gateway'] = (9429, ('kept_connections', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_gateway'] = (9433, ('kept_connections', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import re
@@ -9761,7 +9765,7 @@ class _RedisGateway(_ServerGateway):
 # only for a Redis lock.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_store'] = (9764, ('redis_gateway', 'resp', 'server_gateway'), r'''
+_CARRIED['redis_store'] = (9768, ('redis_gateway', 'resp', 'server_gateway'), r'''
 import errno
 import os
 import time
@@ -10160,7 +10164,7 @@ def _open_redis(address: str) -> _Store:
 # Redis.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['redis_listing'] = (10163, ('redis_gateway', 'redis_store', 'resp'), r'''
+_CARRIED['redis_listing'] = (10167, ('redis_gateway', 'redis_store', 'resp'), r'''
 import errno
 import re
 
@@ -10298,7 +10302,7 @@ def _survey_redis(address: str) -> _Survey:
 # listing of a folder.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['file_listing'] = (10301, (), r'''
+_CARRIED['file_listing'] = (10305, (), r'''
 import os
 import stat
 
@@ -10371,7 +10375,7 @@ def _looks_of_file(entry: os.DirEntry[str], names: set[str]) -> list[tuple[str, 
 # SDK is imported here alone, when serve starts; compiled only for serve.
 # --------------------------------------------------------------------------------------
 
-_CARRIED['serve'] = (10374, (), r'''
+_CARRIED['serve'] = (10378, (), r'''
 import json
 import os
 import sys
@@ -11297,7 +11301,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = '2ac6a92428febd1091dae8f6940359d69401cc2e0eb1f9b22d4a9cf5b603ff16'  # what a cache entry must name
+_BUILD = 'bfe5af972246409ac6edcd5adf40127b333f769ffce15fcf1b929cfbe527b01c'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

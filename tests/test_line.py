@@ -19,7 +19,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-from calls import WORKER, Run, Started, posix_only, reaped
+from calls import WORKER, Run, Started, posix_only, reaped, root_only
 from loader import ROOT, SCRIPT
 from signals import INTERRUPTING, freeze_outside_the_guard
 from stores import left_behind
@@ -439,6 +439,63 @@ def test_a_file_waiter_joins_by_appending_its_place_to_the_line(
     leave_file_line(skf, lock, first)
     assert joined(thread, outcome)["owner"] == "wf:waiter:1"
     assert not line.exists()
+
+
+# The CLI run with the real user nobody, the effective one still root (as a setuid
+# program, or a service that changed only one of them, runs).
+AS_REAL_USER_NOBODY = (
+    "import os, runpy, sys; os.setreuid(65534, 0); sys.argv = sys.argv[1:];"
+    " runpy.run_path(sys.argv[0], run_name='__main__')"
+)
+
+
+@root_only("a process whose real user is another than its effective one")
+def test_a_caller_whose_real_user_cannot_search_the_folder_keeps_the_line(
+    skf: ModuleType, tmp_path: Path, procs: Callable[..., subprocess.Popen[str]]
+) -> None:
+    """A caller whose effective user may read a lock's folder but whose real user may
+    not sees the line file as any caller does: its status names the waiter, and it joins
+    behind that waiter, whom the lock goes to first (asked as the real user, it saw no
+    line and wrote one of its own place alone, ahead of everyone)."""
+    folder = tmp_path / "private"
+    folder.mkdir(mode=0o700)
+    lock = str(folder / "run.lock")
+    assert skf.acquire(lock, "wf:holder:1", 600.0)["acquired"]
+    first = procs("acquire", "--lock", lock, "--owner", "wf:first:1", "--wait", "60")
+    wait_for("the first waiter in line", standing(skf, lock, 1))
+    odd_cli = [sys.executable, "-c", AS_REAL_USER_NOBODY, str(SCRIPT)]
+    seen = subprocess.run(
+        [*odd_cli, "status", "--lock", lock],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert seen.returncode == 3, seen.stderr  # held
+    assert [w["owner"] for w in json.loads(seen.stdout)["waiting"]] == ["wf:first:1"]
+    odd = subprocess.Popen(
+        [*odd_cli, "acquire", "--lock", lock, "--owner", "wf:odd:1", "--wait", "60"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_for("the odd caller in line", standing(skf, lock, 2))
+        assert in_line(skf, lock) == ["wf:first:1", "wf:odd:1"]
+        assert skf.release(lock, "wf:holder:1")["released"]
+        out, err = first.communicate(timeout=30)
+        assert first.returncode == 0, err
+        assert json.loads(out)["owner"] == "wf:first:1"
+        assert in_line(skf, lock) == ["wf:odd:1"]
+        assert skf.release(lock, "wf:first:1")["released"]
+        out, err = odd.communicate(timeout=30)
+        assert odd.returncode == 0, err
+        assert skf.release(lock, "wf:odd:1")["released"]
+    finally:
+        if odd.poll() is None:
+            odd.kill()
+            odd.wait(timeout=30)
+    assert sorted(os.listdir(folder)) == []
 
 
 @pytest.mark.usefixtures("no_beats")

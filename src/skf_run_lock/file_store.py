@@ -64,6 +64,10 @@ _TEMP_TRIES = 100
 # before its turn: a waiter whose turn it is (it takes the next slot that frees) most
 # often, one place away next, and so on (a lock of N slots serves the first N at once).
 _FILE_POLL_SEC = (0.002, 0.005, 0.025, 0.1)
+# access() asks as the process's effective user, as open() does, where the system can:
+# asked as the real user, a process whose real user may not search the lock's folder
+# (setuid, a changed user) saw no line, and rewrote it with its own place alone.
+_ACCESS_AS_OPEN = os.access in os.supports_effective_ids
 # A waiter this far from its turn polls the slowest: each look it makes reads the whole
 # line, and with many waiters most of a line's looks were these (one per change each).
 _FAR_BACK = 8
@@ -386,7 +390,7 @@ def _place_text(fields: _PlaceFields) -> bytes:
 
 def _read_line(path: str, upto: str | None = None) -> list[_Place] | None:
     """The places in the line file, up to ``upto``'s (None: no file; unreadable: none)."""
-    if not os.access(path, os.F_OK):
+    if not os.access(path, os.F_OK, effective_ids=_ACCESS_AS_OPEN):
         # Most locks have no line: asked so, the system answers without the error an
         # open raises, which cost a pair of calls 3 us.
         return None
