@@ -4008,9 +4008,6 @@ def _guard_wait_sec() -> float:
     return GUARD_WAIT_SEC
 
 
-_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
-
-
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
     """Lock the guard (TimeoutError after _guard_wait_sec(), or at ``until``, a call's
     deadline on ``_SEAMS.clock``: a renewal that must stop its work by then); see
@@ -4061,6 +4058,9 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
         time.sleep(pause)
         if _SEAMS.clock() - start >= _GUARD_BUSY_SEC:
             pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
+
+
+_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
 
 
 class _Guard:
@@ -11301,7 +11301,7 @@ def _serve(lease: float) -> int:
         time.sleep(60)
 ''')
 
-_BUILD = 'bfe5af972246409ac6edcd5adf40127b333f769ffce15fcf1b929cfbe527b01c'  # what a cache entry must name
+_BUILD = 'a02e5365c41e82b86703d375dd6230873aa9113af9b295f8a2643c713903d139'  # what a cache entry must name
 _compile_carried('core')  # every call runs it
 if __name__ == "__main__":
     _entry()

@@ -273,9 +273,6 @@ def _guard_wait_sec() -> float:
     return GUARD_WAIT_SEC
 
 
-_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
-
-
 def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool]:
     """Lock the guard (TimeoutError after _guard_wait_sec(), or at ``until``, a call's
     deadline on ``_SEAMS.clock``: a renewal that must stop its work by then); see
@@ -326,6 +323,9 @@ def _take_guard(guard: str, make_parents: bool, until: float) -> tuple[int, bool
         time.sleep(pause)
         if _SEAMS.clock() - start >= _GUARD_BUSY_SEC:
             pause = min(pause * 2, _GUARD_POLL_MAX_SEC)
+
+
+_NEVER = float("inf")  # no call's deadline: the guard's own wait alone
 
 
 class _Guard:
