@@ -105,7 +105,7 @@ class Run:
 # a server's over TLS, run, list), and worker.py's: a fork server imports it once for
 # all the processes it forks (fork_server.py). Their own code is compiled and run in each.
 CLI_MODULES = [
-    *("base64", "binascii", "collections", "contextlib", "copyreg", "ctypes", "datetime"),
+    *("base64", "binascii", "collections", "contextlib", "copyreg", "ctypes"),
     *("enum", "errno", "fcntl", "functools", "importlib.util", "itertools", "json"),
     *("keyword", "locale", "math", "operator", "pathlib", "re", "reprlib", "select"),
     *("selectors", "signal", "socket", "ssl", "string", "struct", "subprocess"),
